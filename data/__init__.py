@@ -1,0 +1,19 @@
+"""Data sets: a registry of image and text data sets, their loaders and tokenizers."""
+from data import sets as _sets  # noqa: F401  (registers every data set)
+from data.errors import DatasetError, DatasetUnavailable
+from data.paths import data_root
+from data.registry import (
+    DatasetInfo,
+    DatasetSource,
+    ImageSplit,
+    TextSplit,
+    get_info,
+    get_source,
+    list_datasets,
+    load_split,
+)
+
+__all__ = [
+    "DatasetError", "DatasetUnavailable", "DatasetInfo", "DatasetSource", "ImageSplit", "TextSplit",
+    "data_root", "get_info", "get_source", "list_datasets", "load_split",
+]

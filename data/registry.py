@@ -1,0 +1,150 @@
+"""Dataset registry: each data set is one module that registers a `DatasetSource`.
+
+A source declares what the data is (`DatasetInfo`) and loads its splits. Image splits
+hold float images in [0, 1] (not normalised: normalisation belongs to the model input,
+see `data.transforms`); text splits hold raw strings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal, Protocol, Sequence
+
+import torch
+
+from data.errors import DatasetError
+
+Modality = Literal["image", "text"]
+SplitName = Literal["train", "test"]
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What a data set is. `input_shape` is (C, H, W) for images and () for text."""
+
+    name: str
+    modality: Modality
+    classes: tuple[str, ...]
+    input_shape: tuple[int, ...] = ()
+    mean: tuple[float, ...] = ()
+    std: tuple[float, ...] = ()
+    description: str = ""
+    builtin: bool = False  # generated or shipped with a dependency: always works offline
+    has_masks: bool = False  # images: per-pixel ground truth of the object
+    has_rationales: bool = False  # text: indices of the words that set the label
+    source_url: str = ""
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+
+@dataclass
+class ImageSplit:
+    """Images as one float tensor (N, C, H, W) in [0, 1], labels (N,), optional masks (N, H, W) bool.
+
+    Large or lazily read data (an image folder) sets `dataset` instead of `images`: a torch
+    Dataset yielding (image, label) that the training engine reads through a DataLoader.
+    """
+
+    labels: torch.Tensor
+    images: torch.Tensor | None = None
+    masks: torch.Tensor | None = None
+    dataset: torch.utils.data.Dataset | None = None
+    paths: list[str] | None = None  # for user data: where each sample came from
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    @property
+    def in_memory(self) -> bool:
+        return self.images is not None
+
+    def image(self, index: int) -> torch.Tensor:
+        """One image (C, H, W) in [0, 1]."""
+        if self.images is not None:
+            return self.images[index]
+        assert self.dataset is not None
+        return self.dataset[index][0]
+
+    def batch(self, indices: Sequence[int]) -> torch.Tensor:
+        if self.images is not None:
+            return self.images[torch.as_tensor(list(indices), dtype=torch.long)]
+        return torch.stack([self.image(i) for i in indices])
+
+
+@dataclass
+class TextSplit:
+    """Raw texts, labels (N,), and, where known, the word indices that set each label."""
+
+    texts: list[str]
+    labels: torch.Tensor
+    rationales: list[list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+Split = ImageSplit | TextSplit
+
+
+class Loader(Protocol):
+    def __call__(self, split: SplitName, root: Path, download: bool) -> Split: ...
+
+
+@dataclass
+class DatasetSource:
+    """A registered data set: its info, a loader, and how to tell whether it is available."""
+
+    info: DatasetInfo
+    loader: Loader
+    is_available: Callable[[Path], bool] = field(default=lambda root: True)
+
+    def load(self, split: SplitName = "train", root: Path | None = None, download: bool = True) -> Split:
+        from data.paths import data_root
+
+        if split not in ("train", "test"):
+            raise DatasetError(f"Unknown split {split!r}: use 'train' or 'test'.")
+        return self.loader(split, Path(root) if root else data_root(), download)
+
+
+_REGISTRY: dict[str, DatasetSource] = {}
+# Parametrised sources such as "imagefolder:<path>": prefix -> factory(argument) -> source.
+_FACTORIES: dict[str, Callable[[str], DatasetSource]] = {}
+
+
+def register(source: DatasetSource) -> DatasetSource:
+    if source.info.name in _REGISTRY:
+        raise ValueError(f"dataset {source.info.name!r} registered twice")
+    _REGISTRY[source.info.name] = source
+    return source
+
+
+def register_factory(prefix: str, factory: Callable[[str], DatasetSource]) -> None:
+    _FACTORIES[prefix] = factory
+
+
+def list_datasets() -> list[DatasetInfo]:
+    """The named (not parametrised) data sets, in registration order."""
+    return [s.info for s in _REGISTRY.values()]
+
+
+def get_source(name: str) -> DatasetSource:
+    """The source for a name such as 'mnist' or 'imagefolder:/data/pets'."""
+    if ":" in name:
+        prefix, arg = name.split(":", 1)
+        if prefix in _FACTORIES:
+            return _FACTORIES[prefix](arg)
+    if name not in _REGISTRY:
+        known = ", ".join(sorted(_REGISTRY)) + ", " + ", ".join(f"{p}:<path>" for p in sorted(_FACTORIES))
+        raise DatasetError(f"Unknown dataset {name!r}. Known: {known}.")
+    return _REGISTRY[name]
+
+
+def get_info(name: str) -> DatasetInfo:
+    return get_source(name).info
+
+
+def load_split(name: str, split: SplitName = "train", root: Path | None = None, download: bool = True) -> Split:
+    """Load one split of a data set by name."""
+    return get_source(name).load(split, root, download)

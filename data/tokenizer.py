@@ -1,0 +1,88 @@
+"""Tokenizers turn text into the id tensors text models read.
+
+`Tokenizer` is the interface shared by the word vocabulary built here (for models trained
+from scratch) and the pretrained Hugging Face tokenizer (models/minilm.py).
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Iterable, Protocol, Sequence
+
+import torch
+
+PAD, UNK = "<pad>", "<unk>"
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[^\sa-z0-9]", re.IGNORECASE)
+
+
+def split_words(text: str) -> list[str]:
+    """Lower-cased words and punctuation marks: the unit of rationales and of WordVocab."""
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+class Tokenizer(Protocol):
+    pad_id: int
+    max_length: int
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        """Ids (N, L), padded with pad_id to the longest text (at most max_length)."""
+
+    def tokens(self, text: str) -> list[str]:
+        """The display token for each id position `encode([text])[0]` produces (no padding)."""
+
+    def word_ids(self, text: str) -> list[int | None]:
+        """For each token position, the index of its word in `split_words(text)` (None for specials)."""
+
+
+class WordVocab:
+    """Word-level vocabulary built from a training split; id 0 is padding, 1 unknown."""
+
+    pad_id = 0
+    unk_id = 1
+
+    def __init__(self, words: Sequence[str], max_length: int = 64):
+        self.itos = [PAD, UNK, *[w for w in words if w not in (PAD, UNK)]]
+        self.stoi = {w: i for i, w in enumerate(self.itos)}
+        self.max_length = max_length
+
+    @classmethod
+    def build(cls, texts: Iterable[str], max_size: int = 20000, min_freq: int = 1, max_length: int = 64) -> "WordVocab":
+        counts = Counter(w for t in texts for w in split_words(t))
+        words = [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_freq]
+        return cls(words[: max_size - 2], max_length=max_length)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def ids(self, text: str) -> list[int]:
+        return [self.stoi.get(w, self.unk_id) for w in split_words(text)][: self.max_length]
+
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        rows = [self.ids(t) or [self.unk_id] for t in texts]  # never an empty row: models need one token
+        width = max((len(r) for r in rows), default=1)
+        out = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        for i, r in enumerate(rows):
+            out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        return out
+
+    def tokens(self, text: str) -> list[str]:
+        return split_words(text)[: self.max_length] or [UNK]
+
+    def word_ids(self, text: str) -> list[int | None]:
+        return list(range(len(self.tokens(text))))
+
+    def to_json(self) -> dict:
+        return {"kind": "word", "itos": self.itos, "max_length": self.max_length}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "WordVocab":
+        return cls(obj["itos"], max_length=int(obj.get("max_length", 64)))
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json()))
+
+    @classmethod
+    def load(cls, path: Path) -> "WordVocab":
+        return cls.from_json(json.loads(Path(path).read_text()))

@@ -1,0 +1,61 @@
+"""A trained (or fresh) model together with everything needed to feed and explain it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from data.registry import DatasetInfo
+from data.transforms import normalize
+from models.registry import ModelSpec
+
+
+@dataclass
+class ModelBundle:
+    """model + its spec + the data set it was trained on (+ tokenizer for text) + device.
+
+    `prepare` turns raw inputs (images in [0, 1], or strings) into the tensor the model
+    reads; explainers and pages go through it so normalisation lives in one place.
+    """
+
+    model: nn.Module
+    spec: ModelSpec
+    info: DatasetInfo
+    device: torch.device
+    tokenizer: Any = None
+    run_dir: Path | None = None
+
+    @property
+    def modality(self) -> str:
+        return self.spec.modality
+
+    def prepare(self, inputs: torch.Tensor | Sequence[str]) -> torch.Tensor:
+        if self.modality == "text":
+            if isinstance(inputs, str):
+                inputs = [inputs]
+            return self.tokenizer.encode(list(inputs)).to(self.device)
+        x = torch.as_tensor(inputs, dtype=torch.float32)
+        if x.dim() == 3:
+            x = x.unsqueeze(0)
+        return normalize(x.to(self.device), self.input_info)
+
+    @property
+    def input_info(self) -> DatasetInfo:
+        """The data set's info with the model's own normalisation where it declares one."""
+        if self.spec.input_mean:
+            return replace(self.info, mean=self.spec.input_mean, std=self.spec.input_std)
+        return self.info
+
+    @torch.no_grad()
+    def predict_proba(self, inputs: torch.Tensor | Sequence[str], batch_size: int = 256) -> torch.Tensor:
+        """Class probabilities (N, classes) on the CPU, computed in batches on the device."""
+        self.model.eval()
+        x = self.prepare(inputs)
+        out = [torch.softmax(self.model(x[i : i + batch_size]).float(), dim=1).cpu() for i in range(0, len(x), batch_size)]
+        return torch.cat(out) if out else torch.empty(0, self.info.num_classes)
+
+    def layer(self, path: str) -> nn.Module:
+        return self.model.get_submodule(path)

@@ -1,0 +1,90 @@
+"""Model zoo registry: each model is one module that registers a `ModelSpec`.
+
+A spec states the modality and inputs a model accepts and names the layers explainers
+care about, as dotted module paths (`model.get_submodule(path)`).
+
+Conventions every zoo model follows:
+- image models take normalised float images (N, C, H, W); text models take token ids
+  (N, L) with padding id `pad_id` and build their own attention mask from it;
+- `forward` returns logits (N, classes);
+- models with attention also implement `forward_with_attention(x) -> (logits, [A_l])`,
+  each A_l of shape (N, heads, T, T), rows summing to one;
+- every nonlinearity, pooling and dropout is its own module instance, never reused, never
+  in-place, so captum's DeepLift and shap's DeepExplainer work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from torch import nn
+
+from data.registry import DatasetInfo
+
+Modality = Literal["image", "text"]
+
+
+class ModelError(Exception):
+    """A model cannot be built, loaded or applied; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    modality: Modality
+    build: Callable[..., nn.Module]  # build(info: DatasetInfo, **options) -> nn.Module
+    description: str = ""
+    # Returns None when the model fits the data set, else a one-line reason shown to users.
+    fits: Callable[[DatasetInfo], str | None] = field(default=lambda info: None)
+    input_note: str = ""  # e.g. "any 3-channel image >= 32x32"
+    last_conv: str | None = None  # module whose output is the last conv feature map (Grad-CAM default)
+    conv_layers: tuple[str, ...] = ()  # conv feature maps a user may pick for Grad-CAM, input to output
+    embedding: str | None = None  # text: token embedding layer (layer IG / saliency)
+    attention: tuple[str, ...] = ()  # modules whose attention weights are readable, one per layer
+    gap_classifier: str | None = None  # linear layer right after global average pooling (CAM)
+    pretrained: bool = False  # carries weights of its own (minilm, resnet18)
+    deeplift_ok: bool = True  # DeepLift / DeepExplainer apply (False for third-party graphs)
+    tokenizer: Callable[[], Any] | None = None  # pretrained tokenizer factory (text models not trained here)
+    default_lr: float = 1e-3
+    # Pretrained image models read inputs normalised their own way (ImageNet's); empty: the data set's.
+    input_mean: tuple[float, ...] = ()
+    input_std: tuple[float, ...] = ()
+
+    def check_fits(self, info: DatasetInfo) -> None:
+        if info.modality != self.modality:
+            raise ModelError(f"{self.name} is a {self.modality} model; dataset {info.name} is {info.modality}.")
+        reason = self.fits(info)
+        if reason:
+            raise ModelError(f"{self.name} does not fit dataset {info.name}: {reason}")
+
+
+_REGISTRY: dict[str, ModelSpec] = {}
+
+
+def register(spec: ModelSpec) -> ModelSpec:
+    if spec.name in _REGISTRY:
+        raise ValueError(f"model {spec.name!r} registered twice")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def list_models() -> list[ModelSpec]:
+    return list(_REGISTRY.values())
+
+
+def get_spec(name: str) -> ModelSpec:
+    if name not in _REGISTRY:
+        raise ModelError(f"Unknown model {name!r}. Known: {', '.join(_REGISTRY)}.")
+    return _REGISTRY[name]
+
+
+def models_for(info: DatasetInfo) -> list[ModelSpec]:
+    """The models that can be trained on this data set."""
+    return [s for s in _REGISTRY.values() if s.modality == info.modality and not s.fits(info)]
+
+
+def build_model(name: str, info: DatasetInfo, **options: Any) -> nn.Module:
+    """Build a fresh model for a data set, after checking that it fits."""
+    spec = get_spec(name)
+    spec.check_fits(info)
+    return spec.build(info, **options)

@@ -1,0 +1,47 @@
+"""The seeds' SimpleCNN, kept exactly: 1x28x28 input, 10,890 parameters."""
+from __future__ import annotations
+
+from torch import nn
+
+from data.registry import DatasetInfo
+from models.registry import ModelSpec, register
+
+
+class SimpleCNN(nn.Module):
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 4, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(4, 8, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 8, 3),
+            nn.ReLU(),
+        )
+        self.flatten = nn.Flatten()
+        self.classifier = nn.Sequential(nn.Linear(72, 120), nn.ReLU(), nn.Linear(120, num_classes))
+
+    def forward(self, x):
+        return self.classifier(self.flatten(self.features(x)))
+
+
+def _fits(info: DatasetInfo) -> str | None:
+    if tuple(info.input_shape) != (1, 28, 28):
+        return f"needs 1x28x28 images, got {'x'.join(map(str, info.input_shape))}"
+    return None
+
+
+register(
+    ModelSpec(
+        name="simple_cnn",
+        modality="image",
+        build=lambda info, **kw: SimpleCNN(info.num_classes),
+        description="Three 3x3 convolutions and two linear layers (10,890 parameters for 10 classes).",
+        fits=_fits,
+        input_note="1x28x28 grey images (MNIST, Fashion-MNIST)",
+        last_conv="features.6",
+        conv_layers=("features.0", "features.3", "features.6"),
+    )
+)

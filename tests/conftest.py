@@ -1,0 +1,51 @@
+"""Shared fixtures: an offline data root built from ../shared/data, and per-test run folders."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real data sets beside the checkout (read-only)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data sets not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
+    """A writable data root mirroring ../shared/data: torchvision extracts next to the .gz files,
+    so those are linked into fresh raw/ folders; the text archives are linked whole."""
+    root = tmp_path_factory.mktemp("data_root")
+    for name in ("MNIST", "FashionMNIST"):
+        raw = root / name / "raw"
+        raw.mkdir(parents=True)
+        for gz in (shared_data / name / "raw").glob("*.gz"):
+            (raw / gz.name).symlink_to(gz)
+    for name in ("SST-2", "smsspamcollection"):
+        (root / name).symlink_to(shared_data / name, target_is_directory=True)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _isolated_roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own runs root and an empty data root unless it asks for `data_root`."""
+    monkeypatch.setenv("XAIDASH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("XAIDASH_DATA", str(tmp_path / "empty_data_root"))
+    monkeypatch.setenv("XAIDASH_OFFLINE", "1")  # never wait on a network this machine does not have
+
+
+@pytest.fixture
+def offline_data(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point XAIDASH_DATA at the shared-data mirror."""
+    monkeypatch.setenv("XAIDASH_DATA", str(data_root))
+    return data_root
