@@ -124,6 +124,11 @@ def register_factory(prefix: str, factory: Callable[[str], DatasetSource]) -> No
     _FACTORIES[prefix] = factory
 
 
+def list_factories() -> list[str]:
+    """Prefixes of parametrised data sets, e.g. 'imagefolder' for 'imagefolder:<path>'."""
+    return sorted(_FACTORIES)
+
+
 def list_datasets() -> list[DatasetInfo]:
     """The named (not parametrised) data sets, in registration order."""
     return [s.info for s in _REGISTRY.values()]

@@ -90,7 +90,7 @@ def explain(
 ) -> Explanation:
     """Explain `inputs` (images (N, C, H, W) or (C, H, W) in [0, 1], or texts) for `targets`
     (default: the predicted classes) with one registered method."""
-    spec = get_method(method)
+    spec = get_method(method, bundle.modality)
     spec.check(bundle)
     resolved = spec.resolve_params(bundle, params)
     if bundle.modality == "text":

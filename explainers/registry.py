@@ -105,26 +105,37 @@ def layer_choices(bundle: ModelBundle) -> list[str]:
     return list(bundle.spec.conv_layers)
 
 
-_REGISTRY: dict[str, MethodSpec] = {}
+# One id may have an image and a text implementation (e.g. 'ig'): keyed by (id, modality).
+_REGISTRY: dict[tuple[str, str], MethodSpec] = {}
 
 
 def register(spec: MethodSpec) -> MethodSpec:
-    if spec.id in _REGISTRY:
-        raise ValueError(f"method {spec.id!r} registered twice")
-    _REGISTRY[spec.id] = spec
+    for modality in spec.modalities:
+        if (spec.id, modality) in _REGISTRY:
+            raise ValueError(f"method {spec.id!r} registered twice for {modality}")
+        _REGISTRY[(spec.id, modality)] = spec
     return spec
 
 
-def get_method(method_id: str) -> MethodSpec:
-    if method_id not in _REGISTRY:
-        raise ExplainError(f"Unknown method {method_id!r}. Known: {', '.join(_REGISTRY)}.")
-    return _REGISTRY[method_id]
+def get_method(method_id: str, modality: str | None = None) -> MethodSpec:
+    """The method registered under this id (for this modality when given)."""
+    found = [s for (i, m), s in _REGISTRY.items() if i == method_id and (modality is None or m == modality)]
+    if not found:
+        known = sorted({i for (i, m) in _REGISTRY if modality is None or m == modality})
+        where = f" for {modality} models" if modality else ""
+        raise ExplainError(f"Unknown method {method_id!r}{where}. Known: {', '.join(known)}.")
+    return found[0]
 
 
 def list_methods(modality: str | None = None) -> list[MethodSpec]:
-    return [m for m in _REGISTRY.values() if modality is None or modality in m.modalities]
+    """Registered methods (each spec once), in registration order."""
+    out: list[MethodSpec] = []
+    for (_, m), s in _REGISTRY.items():
+        if (modality is None or m == modality) and s not in out:
+            out.append(s)
+    return out
 
 
 def methods_for(bundle: ModelBundle) -> list[MethodSpec]:
     """Methods usable on this model, in registration order."""
-    return [m for m in _REGISTRY.values() if m.supports(bundle)]
+    return [m for m in list_methods(bundle.modality) if m.supports(bundle)]

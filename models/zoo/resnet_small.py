@@ -45,7 +45,7 @@ class ResNetSmall(nn.Module):
         return self.fc(self.flatten(self.pool(self.layers(self.stem(x)))))
 
 
-_WIDTHS = (32, 64, 128)
+_WIDTHS = (16, 32, 64)
 
 
 def _fits(info: DatasetInfo) -> str | None:
@@ -59,7 +59,7 @@ register(
         name="resnet_small",
         modality="image",
         build=lambda info, **kw: ResNetSmall(info.input_shape[0], info.num_classes, _WIDTHS),
-        description="Three residual blocks (32/64/128 channels) with BatchNorm, global average pooling, one linear layer.",
+        description="Three residual blocks (16/32/64 channels) with BatchNorm, global average pooling, one linear layer.",
         fits=_fits,
         input_note="any image of at least 8x8, any number of channels",
         last_conv="layers.2",  # the block's output is exactly what global average pooling reads

@@ -1,0 +1,94 @@
+"""Feeding training batches: device-resident tensors for small data, a DataLoader otherwise."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from data.registry import DatasetInfo, ImageSplit, TextSplit
+from data.transforms import normalize
+
+# Above this many bytes an in-memory split is still streamed from the CPU in batches.
+DEVICE_BYTES_LIMIT = 2 * 1024**3
+
+
+@dataclass
+class TensorData:
+    """Inputs (normalised images or token ids) and labels, already on the training device."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def batches(self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        n = len(self.y)
+        order = torch.randperm(n, generator=generator).to(self.y.device) if shuffle else None
+        for i in range(0, n, batch_size):
+            idx = order[i : i + batch_size] if order is not None else slice(i, i + batch_size)
+            x = self.x[idx]
+            if x.dtype == torch.long:  # token ids: drop padding columns no text in the batch uses
+                used = int((x != 0).any(0).nonzero().max().item()) + 1 if (x != 0).any() else 1
+                x = x[:, :used]
+            yield x, self.y[idx]
+
+
+class LoaderData:
+    """A lazily read image split (image folders) through a DataLoader, normalised on the device."""
+
+    def __init__(self, split: ImageSplit, info: DatasetInfo, device: torch.device, indices: list[int], workers: int = 0):
+        self.split, self.info, self.device, self.indices, self.workers = split, info, device, indices, workers
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def batches(self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        subset = torch.utils.data.Subset(self.split.dataset, self.indices)
+        loader = torch.utils.data.DataLoader(
+            subset, batch_size=batch_size, shuffle=shuffle, generator=generator, num_workers=self.workers,
+            pin_memory=self.device.type == "cuda",
+        )
+        for x, y in loader:
+            x = normalize(x.to(self.device, non_blocking=True).float(), self.info)
+            yield x, torch.as_tensor(y).to(self.device, non_blocking=True)
+
+
+def image_tensors(split: ImageSplit, info: DatasetInfo, device: torch.device, indices: torch.Tensor | None = None) -> TensorData:
+    images = split.images if indices is None else split.images[indices]
+    labels = split.labels if indices is None else split.labels[indices]
+    keep_on_cpu = images.numel() * 4 > DEVICE_BYTES_LIMIT
+    x = normalize(images.float(), info)
+    return TensorData(x if keep_on_cpu else x.to(device), labels.long().to(device))
+
+
+def text_tensors(split: TextSplit, tokenizer, device: torch.device, indices: torch.Tensor | None = None) -> TensorData:
+    texts = split.texts if indices is None else [split.texts[i] for i in indices.tolist()]
+    labels = split.labels if indices is None else split.labels[indices]
+    ids = tokenizer.encode(texts) if texts else torch.zeros(0, 1, dtype=torch.long)
+    if tokenizer.pad_id != 0:  # TensorData trims on id 0; remap so padding is 0 for trimming only
+        raise ValueError("tokenizers used for training must pad with id 0")
+    return TensorData(ids.to(device), labels.long().to(device))
+
+
+def augment_images(x: torch.Tensor, shift: int, flip: bool, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Random per-sample translation by up to `shift` pixels (zero padding) and horizontal flips, on the device.
+
+    Hand-written and batched: torchvision's v2 transforms apply one random draw per call, not per sample.
+    """
+    n, c, h, w = x.shape
+    if shift > 0:
+        dy = torch.randint(0, 2 * shift + 1, (n,), generator=generator).to(x.device)
+        dx = torch.randint(0, 2 * shift + 1, (n,), generator=generator).to(x.device)
+        padded = F.pad(x, (shift, shift, shift, shift))
+        rows = (torch.arange(h, device=x.device)[None, :] + dy[:, None])[:, None, :, None]
+        cols = (torch.arange(w, device=x.device)[None, :] + dx[:, None])[:, None, None, :]
+        batch = torch.arange(n, device=x.device)[:, None, None, None]
+        chans = torch.arange(c, device=x.device)[None, :, None, None]
+        x = padded[batch, chans, rows, cols]
+    if flip:
+        mask = (torch.rand(n, generator=generator) < 0.5).to(x.device)[:, None, None, None]
+        x = torch.where(mask, x.flip(-1), x)
+    return x

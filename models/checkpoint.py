@@ -1,0 +1,139 @@
+"""Safetensors checkpoints: weights and optimizer state without pickle.
+
+safetensors stores flat name -> tensor maps; the optimizer's non-tensor state (param groups,
+hyperparameters) travels as JSON in the file's metadata.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from models.registry import ModelError
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file in the same folder, then rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, json.dumps(obj, indent=2, default=str).encode())
+
+
+def _atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=metadata)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _cpu(t: torch.Tensor) -> torch.Tensor:
+    # clone: safetensors refuses tensors that share storage (tied weights, views)
+    return t.detach().to("cpu").contiguous().clone()
+
+
+def save_weights(model: nn.Module, path: Path, metadata: dict[str, str] | None = None) -> None:
+    _atomic_save_tensors({k: _cpu(v) for k, v in model.state_dict().items()}, path, metadata or {})
+
+
+def read_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """All tensors and the metadata of a safetensors file; a clear error when it is unreadable."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"Checkpoint {path} does not exist.")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+        return load_file(str(path)), metadata
+    except (SafetensorError, OSError, ValueError) as e:
+        raise ModelError(f"Checkpoint {path} is not a readable safetensors file ({e}).") from None
+
+
+def check_compatible(model: nn.Module, tensors: dict[str, torch.Tensor], what: str) -> None:
+    """Refuse a checkpoint whose names or shapes differ from the model's, saying where."""
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in tensors.items()}
+    missing = sorted(set(expected) - set(got))
+    extra = sorted(set(got) - set(expected))
+    wrong = [f"{k}: checkpoint {got[k]} vs model {expected[k]}" for k in expected if k in got and got[k] != expected[k]]
+    if missing or extra or wrong:
+        parts = []
+        if wrong:
+            parts.append("shape mismatch at " + "; ".join(wrong[:3]) + (" ..." if len(wrong) > 3 else ""))
+        if missing:
+            parts.append(f"{len(missing)} tensors missing (e.g. {missing[0]})")
+        if extra:
+            parts.append(f"{len(extra)} unexpected tensors (e.g. {extra[0]})")
+        raise ModelError(f"{what} does not match the model architecture: {', '.join(parts)}.")
+
+
+def load_weights(model: nn.Module, path: Path) -> dict[str, str]:
+    """Load weights into `model` after checking every name and shape; returns the file's metadata."""
+    tensors, metadata = read_tensors(path)
+    check_compatible(model, tensors, f"Checkpoint {path}")
+    model.load_state_dict(tensors, strict=True)
+    return metadata
+
+
+def save_training_state(path: Path, optimizer: torch.optim.Optimizer, extra: dict[str, Any]) -> None:
+    """Optimizer tensors flattened into safetensors; param groups and `extra` as JSON metadata."""
+    sd = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, state in sd["state"].items():
+        for name, value in state.items():
+            if torch.is_tensor(value):
+                tensors[f"state.{idx}.{name}"] = _cpu(value)
+            else:
+                scalars.setdefault(str(idx), {})[name] = value
+    rng = torch.get_rng_state()
+    tensors["rng.cpu"] = rng.clone()
+    meta = {"param_groups": json.dumps(sd["param_groups"]), "scalars": json.dumps(scalars), "extra": json.dumps(extra)}
+    _atomic_save_tensors(tensors, path, meta)
+
+
+def load_training_state(path: Path, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """Restore the optimizer (and CPU RNG) saved by `save_training_state`; returns `extra`."""
+    tensors, meta = read_tensors(path)
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        if key.startswith("state."):
+            _, idx, name = key.split(".", 2)
+            state.setdefault(int(idx), {})[name] = value
+    for idx, values in json.loads(meta.get("scalars", "{}")).items():
+        state.setdefault(int(idx), {}).update(values)
+    groups = json.loads(meta["param_groups"])
+    try:
+        optimizer.load_state_dict({"state": state, "param_groups": groups})
+    except (ValueError, KeyError) as e:
+        raise ModelError(f"Training state {path} does not match this optimizer ({e}).") from None
+    if "rng.cpu" in tensors:
+        torch.set_rng_state(tensors["rng.cpu"])
+    return json.loads(meta.get("extra", "{}"))

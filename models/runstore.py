@@ -1,0 +1,222 @@
+"""Run store: one folder per training run under the runs root.
+
+    <runs root>/<run id>/
+        config.json          model, dataset (classes, shapes, normalisation), hyperparameters, versions, device
+        metrics.jsonl        one JSON record per logged step and per epoch
+        summary.json         state (running/completed/stopped/failed), error, final test metrics
+        model.safetensors    the latest weights
+        checkpoints/epoch_NNN.safetensors   weights after each epoch
+        train_state.safetensors             optimizer + RNG state for resuming
+        vocab.json           word vocabulary (text models trained from scratch)
+
+Every write is atomic (temporary file, then rename); nothing is ever unpickled.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from data.registry import DatasetInfo
+from models.bundle import ModelBundle
+from models.checkpoint import atomic_write_bytes, atomic_write_json, load_weights
+from models.registry import ModelError, get_spec
+
+CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB = (
+    "config.json", "metrics.jsonl", "summary.json", "model.safetensors", "train_state.safetensors", "vocab.json",
+)
+
+
+def runs_root() -> Path:
+    """$XAIDASH_RUNS, else $XDG_DATA_HOME/xaidash/runs (~/.local/share/xaidash/runs)."""
+    env = os.environ.get("XAIDASH_RUNS")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
+    return Path(base) / "xaidash" / "runs"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:40] or "run"
+
+
+def info_to_json(info: DatasetInfo) -> dict[str, Any]:
+    return asdict(info)
+
+
+def info_from_json(obj: dict[str, Any]) -> DatasetInfo:
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in obj.items()}
+    return DatasetInfo(**fields)
+
+
+@dataclass
+class Run:
+    """A run folder and the small typed reads and writes the engine and pages need."""
+
+    path: Path
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    # ---- creation -------------------------------------------------------------
+    @classmethod
+    def create(cls, dataset: str, model: str, root: Path | None = None) -> "Run":
+        root = Path(root) if root else runs_root()
+        root.mkdir(parents=True, exist_ok=True)
+        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(dataset)}-{_slug(model)}"
+        for n in range(1000):
+            path = root / (stem if n == 0 else f"{stem}-{n}")
+            try:
+                path.mkdir()
+                return cls(path)
+            except FileExistsError:
+                continue
+        raise ModelError(f"Could not create a run folder under {root}.")
+
+    # ---- files ----------------------------------------------------------------
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def checkpoint_path(self, epoch: int) -> Path:
+        return self.path / "checkpoints" / f"epoch_{epoch:03d}.safetensors"
+
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """(epoch, path) of every per-epoch checkpoint, in order."""
+        out = []
+        for p in sorted((self.path / "checkpoints").glob("epoch_*.safetensors")):
+            m = re.match(r"epoch_(\d+)\.safetensors$", p.name)
+            if m:
+                out.append((int(m.group(1)), p))
+        return out
+
+    def config(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.file(CONFIG).read_text())
+        except FileNotFoundError:
+            raise ModelError(f"{self.path} is not a run folder (no {CONFIG}).") from None
+        except json.JSONDecodeError as e:
+            raise ModelError(f"{self.file(CONFIG)} is corrupt ({e}).") from None
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        atomic_write_json(self.file(CONFIG), config)
+
+    def summary(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.file(SUMMARY).read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def update_summary(self, **fields: Any) -> dict[str, Any]:
+        summary = {**self.summary(), **fields, "updated": time.time()}
+        atomic_write_json(self.file(SUMMARY), summary)
+        return summary
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """All metric records; a torn or corrupt line is skipped, not fatal."""
+        try:
+            lines = self.file(METRICS).read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    def write_metrics(self, records: list[dict[str, Any]]) -> None:
+        atomic_write_bytes(self.file(METRICS), "".join(json.dumps(r) + "\n" for r in records).encode())
+
+    @property
+    def info(self) -> DatasetInfo:
+        return info_from_json(self.config()["dataset_info"])
+
+    def tokenizer(self) -> Any:
+        """The run's tokenizer: its saved word vocabulary or the model's pretrained tokenizer."""
+        from data.tokenizer import WordVocab
+
+        spec = get_spec(self.config()["model"])
+        if spec.tokenizer is not None:
+            return spec.tokenizer()
+        if self.file(VOCAB).exists():
+            return WordVocab.load(self.file(VOCAB))
+        return None
+
+
+def resolve_run(run: str | Path, root: Path | None = None) -> Run:
+    """A run by id (under the runs root), by folder path, or 'latest'."""
+    root = Path(root) if root else runs_root()
+    if str(run) == "latest":
+        runs = list_runs(root)
+        if not runs:
+            raise ModelError(f"No runs under {root}: train one first (xaidash train).")
+        return runs[0]
+    candidates = [Path(run), root / str(run)]
+    for c in candidates:
+        if (c / CONFIG).is_file():
+            return Run(c)
+    raise ModelError(f"Run {run!r} not found (looked in {root}). List runs with: xaidash runs")
+
+
+def list_runs(root: Path | None = None) -> list[Run]:
+    """Runs newest first (folders without a config are ignored)."""
+    root = Path(root) if root else runs_root()
+    if not root.is_dir():
+        return []
+    runs = [Run(p) for p in root.iterdir() if (p / CONFIG).is_file()]
+    return sorted(runs, key=lambda r: r.path.stat().st_mtime if r.path.exists() else 0, reverse=True)
+
+
+def delete_run(run: str | Path, root: Path | None = None) -> None:
+    r = resolve_run(run, root)
+    shutil.rmtree(r.path)
+
+
+def pick_device(device: str | None = "auto") -> torch.device:
+    """cuda, then mps, then cpu for 'auto'; a clear error for a device this machine lacks."""
+    if device in (None, "", "auto"):
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ModelError("CUDA was asked for but no CUDA GPU is visible: use --device cpu or auto.")
+    if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ModelError("MPS was asked for but is not available: use --device cpu or auto.")
+    return dev
+
+
+def load_bundle(run: str | Path | Run, device: str | None = "auto", epoch: int | None = None) -> ModelBundle:
+    """Rebuild a run's model from JSON + safetensors (the final weights, or those after `epoch`)."""
+    r = run if isinstance(run, Run) else resolve_run(run)
+    config = r.config()
+    spec = get_spec(config["model"])
+    info = r.info
+    tokenizer = r.tokenizer()
+    options = dict(config.get("model_options", {}))
+    if tokenizer is not None and spec.tokenizer is None:
+        options.setdefault("vocab_size", len(tokenizer))
+        options.setdefault("pad_id", tokenizer.pad_id)
+    model = spec.build(info, **options)
+    if epoch is None:
+        path = r.file(WEIGHTS)
+    else:
+        found = dict(r.checkpoints())
+        if epoch not in found:
+            raise ModelError(f"Run {r.id} has no checkpoint for epoch {epoch} (has {sorted(found) or 'none'}).")
+        path = found[epoch]
+    load_weights(model, path)
+    dev = pick_device(device)
+    model.to(dev).eval()
+    return ModelBundle(model=model, spec=spec, info=info, device=dev, tokenizer=tokenizer, run_dir=r.path)

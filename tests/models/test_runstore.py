@@ -1,0 +1,43 @@
+"""Run folders: listing, resolving, deleting, and clear errors."""
+from __future__ import annotations
+
+import pytest
+
+from models.registry import ModelError
+from models.runstore import Run, delete_run, list_runs, load_bundle, resolve_run, runs_root
+
+
+def test_runs_root_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("XAIDASH_RUNS", str(tmp_path / "elsewhere"))
+    assert runs_root() == tmp_path / "elsewhere"
+
+
+def test_create_resolve_list_delete():
+    a = Run.create("imagefolder:/some/where", "resnet_small")
+    b = Run.create("shapes", "resnet_small")
+    assert "/" not in a.id and a.id != b.id
+    for r in (a, b):
+        r.write_config({"model": "resnet_small", "dataset": "shapes", "created": 0})
+    assert {r.id for r in list_runs()} == {a.id, b.id}
+    assert resolve_run(a.id).path == a.path and resolve_run(str(a.path)).path == a.path
+    delete_run(a.id)
+    assert [r.id for r in list_runs()] == [b.id]
+
+
+def test_unknown_run_and_damaged_files_give_clear_errors():
+    with pytest.raises(ModelError, match="not found"):
+        resolve_run("nope")
+    with pytest.raises(ModelError, match="No runs"):
+        resolve_run("latest")
+    r = Run.create("shapes", "resnet_small")
+    r.file("config.json").write_text("{ broken")
+    with pytest.raises(ModelError, match="corrupt"):
+        load_bundle(r.id)
+
+
+def test_metrics_reader_skips_a_torn_line():
+    r = Run.create("shapes", "mlp")
+    r.write_metrics([{"kind": "epoch", "epoch": 1}])
+    with open(r.file("metrics.jsonl"), "a") as f:
+        f.write('{"kind": "ep')
+    assert r.metrics() == [{"kind": "epoch", "epoch": 1}]
