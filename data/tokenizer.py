@@ -14,12 +14,18 @@ from typing import Iterable, Protocol, Sequence
 import torch
 
 PAD, UNK = "<pad>", "<unk>"
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[^\sa-z0-9]", re.IGNORECASE)
+# Words (any script, with an optional apostrophe suffix: "isn't") and single punctuation marks.
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?|[^\w\s]|_")
 
 
 def split_words(text: str) -> list[str]:
     """Lower-cased words and punctuation marks: the unit of rationales and of WordVocab."""
     return [w.lower() for w in _WORD.findall(text)]
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """Character (start, end) of each word of `split_words(text)`, to align subword tokens with words."""
+    return [m.span() for m in _WORD.finditer(text)]
 
 
 class Tokenizer(Protocol):

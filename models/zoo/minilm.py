@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from data.registry import DatasetInfo
-from data.tokenizer import _WORD  # the regex behind split_words: its match spans align word pieces to words
+from data.tokenizer import word_spans
 from models.registry import ModelError, ModelSpec, register
 
 MAX_LENGTH = 128
@@ -86,7 +86,7 @@ class HFTokenizer:
 
     def word_ids(self, text: str) -> list[int | None]:
         enc = self._one(text, return_offsets_mapping=True, return_special_tokens_mask=True)
-        spans = [m.span() for m in _WORD.finditer(text)]
+        spans = word_spans(text)
         ends = [e for _, e in spans]
         out: list[int | None] = []
         for (start, end), special in zip(enc["offset_mapping"], enc["special_tokens_mask"]):
