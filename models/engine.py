@@ -12,6 +12,7 @@ import platform
 import random
 import threading
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -297,8 +298,10 @@ def train(
         extra = load_training_state(run.file(STATE), opt) if run.file(STATE).exists() else {}
         start_epoch = int(extra.get("epoch", 0))
         gen = torch.Generator().manual_seed(cfg.seed + start_epoch)
-        for _ in range(start_epoch * steps_per_epoch):
-            sched.step()
+        with warnings.catch_warnings():  # fast-forwarding the schedule, not skipping an optimizer step
+            warnings.simplefilter("ignore", UserWarning)
+            for _ in range(start_epoch * steps_per_epoch):
+                sched.step()
         if start_epoch >= cfg.epochs:
             raise ModelError(f"Run {run.id} already has {start_epoch} epochs: ask for more (--epochs N > {start_epoch}).")
 
@@ -355,7 +358,7 @@ def train(
                     loss = loss_fn(logits.float(), y)
                 if not torch.isfinite(loss):
                     raise TrainingFailed(
-                        f"Loss became {float(loss)} at epoch {epoch}, step {step + 1}: the learning rate ({lr:g}) is "
+                        f"Loss became {loss.item()} at epoch {epoch}, step {step + 1}: the learning rate ({lr:g}) is "
                         "probably too high; try a lower one (e.g. --lr {:g}).".format(lr / 10)
                     )
                 opt.zero_grad(set_to_none=True)
