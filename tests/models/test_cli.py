@@ -1,0 +1,59 @@
+"""The `xaidash` command: train, runs, models, datasets, serve, and its error messages."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from dashboard.cli import main, serve_command
+
+
+def test_train_then_runs(capsys):
+    assert main(["train", "--dataset", "digits", "--model", "mlp", "--epochs", "1", "--quiet", "--device", "cpu"]) == 0
+    out = capsys.readouterr()
+    assert "completed: run" in out.out and "test acc" in out.out
+    assert "epoch 1/1" in out.err
+    assert main(["runs"]) == 0
+    table = capsys.readouterr().out
+    assert "mlp" in table and "digits" in table and "completed" in table and "1/1" in table
+
+
+def test_clear_errors_exit_2(capsys):
+    assert main(["train", "--dataset", "nope", "--epochs", "1"]) == 2
+    assert "Unknown dataset 'nope'" in capsys.readouterr().err
+    assert main(["train", "--dataset", "shapes", "--model", "simple_cnn"]) == 2
+    assert "needs 1x28x28" in capsys.readouterr().err
+    assert main(["train", "--dataset", "mnist", "--model", "simple_cnn"]) == 2  # offline, empty data root
+    err = capsys.readouterr().err
+    assert "MNIST" in err and "empty_data_root" in err
+    assert main(["runs", "--delete", "missing-run"]) == 2
+
+
+def test_models_and_datasets_lists(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for name in ("simple_cnn", "resnet_small", "vit_tiny", "mlp", "text_cnn", "text_transformer", "minilm", "resnet18"):
+        assert name in out
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    assert "shapes" in out and "built in" in out and "needs download" in out
+
+
+def test_datasets_found_under_the_data_root(offline_data, capsys):
+    assert main(["datasets"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("mnist "))
+    assert "available" in line
+
+
+def test_serve_binds_to_localhost_with_an_upload_cap():
+    cmd = serve_command("127.0.0.1", 8600)
+    assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
+    assert cmd[cmd.index("--server.port") + 1] == "8600"
+    assert int(cmd[cmd.index("--server.maxUploadSize") + 1]) > 0
+
+
+def test_console_script_help():
+    out = subprocess.run([sys.executable, "-m", "dashboard.cli", "--help"], capture_output=True, text=True, check=True)
+    for sub in ("train", "runs", "datasets", "serve"):
+        assert sub in out.stdout
