@@ -1,0 +1,203 @@
+"""Gradient attributions for image models, all through captum: saliency, input x gradient,
+SmoothGrad, Integrated Gradients, Guided Backprop and DeepLift.
+
+Every map is with respect to the input as the model reads it (normalised), per channel
+(N, C, H, W); `explain()` sums the channels. Inputs go through in slices of `ctx.batch_size`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from captum.attr import DeepLift, GuidedBackprop, InputXGradient, IntegratedGradients, NoiseTunnel, Saliency
+
+from data.transforms import denormalize, normalize
+from explainers.baselines import baseline_param, make_baselines
+from explainers.methods._common import grad_leaf, per_slice
+from explainers.params import Param
+from explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from models.bundle import ModelBundle
+
+
+def _saliency(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    sal = Saliency(ctx.model)
+
+    def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return sal.attribute(grad_leaf(ctx.x[s]), target=ctx.targets[s], abs=True), {}
+
+    return per_slice(len(ctx.x), ctx.batch_size, one)
+
+
+def _input_x_gradient(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    ixg = InputXGradient(ctx.model)
+
+    def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return ixg.attribute(grad_leaf(ctx.x[s]), target=ctx.targets[s]), {}
+
+    return per_slice(len(ctx.x), ctx.batch_size, one)
+
+
+def _std(bundle: ModelBundle, like: torch.Tensor) -> torch.Tensor:
+    """Per-channel std (1, C, 1, 1) of the model's normalisation: d(normalised)/d(pixel) = 1/std."""
+    ones = torch.ones(1, like.shape[1], 1, 1, dtype=like.dtype, device=like.device)
+    return denormalize(ones, bundle.input_info) - denormalize(torch.zeros_like(ones), bundle.input_info)
+
+
+def _smoothgrad(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    info = ctx.bundle.input_info
+    # Noise is drawn in pixel space, where the input range is [0, 1] on every channel, so
+    # `noise_level` is a fraction of that range whatever the normalisation. captum takes one
+    # stdev per input tensor, hence the attribution runs on pixels through this wrapper.
+    tunnel = NoiseTunnel(Saliency(lambda pixels: ctx.model(normalize(pixels, info))))
+    pixels = denormalize(ctx.x.detach(), info)
+    std = _std(ctx.bundle, ctx.x)
+    samples = int(params["samples"])
+
+    def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        n = s.stop - s.start
+        per_batch = max(1, min(samples, ctx.batch_size // max(n, 1)))  # n x per_batch rows per forward pass
+        grad_pixels = tunnel.attribute(
+            pixels[s],
+            nt_type="smoothgrad",
+            nt_samples=samples,
+            nt_samples_batch_size=per_batch,
+            stdevs=float(params["noise_level"]),
+            target=ctx.targets[s],
+            abs=True,
+        )
+        # Back to gradients w.r.t. the normalised input, like `saliency` (|dF/dx| = |dF/dp| * std).
+        return grad_pixels * std, {}
+
+    return per_slice(len(ctx.x), ctx.batch_size, one)
+
+
+def _integrated_gradients(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    ig = IntegratedGradients(ctx.model)
+    baselines = make_baselines(params["baseline"], ctx.bundle, ctx.x, ctx.background, ctx.seed)
+
+    def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        attr, delta = ig.attribute(
+            grad_leaf(ctx.x[s]),
+            baselines=baselines[s],
+            target=ctx.targets[s],
+            n_steps=int(params["steps"]),
+            method="gausslegendre",
+            internal_batch_size=ctx.batch_size,
+            return_convergence_delta=True,
+        )
+        return attr, {"convergence_delta": delta}
+
+    return per_slice(len(ctx.x), ctx.batch_size, one)
+
+
+def _guided_backprop(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    gbp = GuidedBackprop(ctx.model)
+
+    def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return gbp.attribute(grad_leaf(ctx.x[s]), target=ctx.targets[s]), {}
+
+    return per_slice(len(ctx.x), ctx.batch_size, one)
+
+
+def _deeplift(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    dl = DeepLift(ctx.model)
+    baselines = make_baselines(params["baseline"], ctx.bundle, ctx.x, ctx.background, ctx.seed)
+
+    def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        attr, delta = dl.attribute(
+            grad_leaf(ctx.x[s]), baselines=baselines[s], target=ctx.targets[s], return_convergence_delta=True
+        )
+        return attr, {"convergence_delta": delta}
+
+    return per_slice(len(ctx.x), ctx.batch_size, one)
+
+
+def _deeplift_applies(bundle: ModelBundle) -> str | None:
+    if not bundle.spec.deeplift_ok:
+        return "its graph reuses modules or calls functional nonlinearities, which DeepLift's rules cannot follow"
+    return None
+
+
+register(
+    MethodSpec(
+        id="saliency",
+        label="Saliency",
+        modalities=("image",),
+        compute=_saliency,
+        signed=False,
+        family="gradient",
+        description="Absolute gradient of the target score with respect to each input pixel (Simonyan et al., 2014).",
+    )
+)
+
+register(
+    MethodSpec(
+        id="inputxgrad",
+        label="Input x Gradient",
+        modalities=("image",),
+        compute=_input_x_gradient,
+        signed=True,
+        family="gradient",
+        description="Gradient times the (normalised) input: a first-order estimate of each pixel's contribution.",
+    )
+)
+
+register(
+    MethodSpec(
+        id="smoothgrad",
+        label="SmoothGrad",
+        modalities=("image",),
+        compute=_smoothgrad,
+        params=(
+            Param("noise_level", "float", 0.15, "Gaussian noise std as a fraction of the pixel range [0, 1].", min=0.0, max=1.0),
+            Param("samples", "int", 25, "Noisy copies averaged per input.", min=1, max=500),
+        ),
+        signed=False,
+        family="gradient",
+        description="Saliency averaged over noisy copies of the input, which removes much of the gradient's speckle (Smilkov et al., 2017).",
+    )
+)
+
+register(
+    MethodSpec(
+        id="ig",
+        label="Integrated Gradients",
+        modalities=("image",),
+        compute=_integrated_gradients,
+        params=(
+            baseline_param("black"),
+            Param("steps", "int", 50, "Points on the path from baseline to input (Gauss-Legendre).", min=2, max=1000),
+        ),
+        signed=True,
+        family="gradient",
+        description="Gradients integrated along the straight path from a baseline to the input; the map sums to "
+        "f(input) - f(baseline) (Sundararajan et al., 2017). Diagnostic: the convergence delta, the gap to that sum.",
+    )
+)
+
+register(
+    MethodSpec(
+        id="guided_backprop",
+        label="Guided Backprop",
+        modalities=("image",),
+        compute=_guided_backprop,
+        signed=True,
+        family="gradient",
+        description="Gradient in which every ReLU also blocks negative gradients on the way back (Springenberg et al., 2015).",
+    )
+)
+
+register(
+    MethodSpec(
+        id="deeplift",
+        label="DeepLift",
+        modalities=("image",),
+        compute=_deeplift,
+        params=(baseline_param("black"),),
+        applies=_deeplift_applies,
+        signed=True,
+        family="gradient",
+        description="Differences from a baseline propagated with the Rescale rule; the map sums to f(input) - f(baseline) "
+        "(Shrikumar et al., 2017). Diagnostic: the convergence delta.",
+    )
+)
