@@ -62,7 +62,7 @@ class MethodSpec:
     params: tuple[Param, ...] = ()
     description: str = ""
     applies: Applies = field(default=lambda bundle: None)  # None when usable on the model, else why not
-    signed: bool = True  # False for methods whose maps are non-negative by construction (CAM, attention)
+    signed: bool = True  # False for methods whose maps are non-negative by construction (Grad-CAM, saliency, attention)
     family: str = "gradient"  # gradient | cam | perturbation | shap | attention
 
     def check(self, bundle: ModelBundle) -> None:
