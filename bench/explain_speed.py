@@ -1,0 +1,461 @@
+"""Explanation speed: every image method against the cost of its own model passes, and the
+libraries' default calls against xaidash's, on one device in one run.
+
+For each method and model (`resnet_small` on 32x32 `shapes` images, torchvision `resnet18` with
+random weights on the same images upscaled to 224x224) it prints:
+- the wall time per input of `explainers.explain` (several inputs per call, targets given);
+- the model passes the method makes per input ("50 f+b, 2 f": 50 forward+backward passes and
+  2 forward-only ones; extras such as IG's convergence delta are counted) and the time of exactly
+  those passes alone, batched like the method (`--batch-size` rows per pass), gradients taken
+  with respect to the input only, as captum and shap do;
+- the ratio method time / passes-alone time (1x = the method adds nothing to its passes).
+
+Then, with the same number of samples, the libraries' default usage against xaidash's method:
+- LIME: lime's `LimeImageExplainer.explain_instance` with its default batch_size=10 (via
+  `explainers.methods.lime_image.lime_reference`, same superpixels) vs `lime`;
+- SHAP: `shap.GradientExplainer(model, background)` (default batch_size=50) with
+  `shap_values(x, nsamples=S, ranked_outputs=1)` vs `shap_gradient` on the same background
+  (ranked_outputs=1 explains the predicted class, as ours does; shap's bare default would
+  explain every one of the 1,000 resnet18 classes);
+- IG: captum `IntegratedGradients(model).attribute(x, target=t, n_steps=S)` without
+  `internal_batch_size` vs `ig`.
+
+Every path is run once to warm up (library paths: on the first input), then timed up to
+`--repeats` times (fewer once 5 s are spent on it); the best time is kept. CUDA is synchronised
+around every timing. On a shared CPU the numbers are noisy: `--threads 1` steadies them.
+
+    python bench/explain_speed.py --device auto              # everything (meant for a GPU)
+    python bench/explain_speed.py --quick --device cpu       # resnet_small, a few methods, fewer samples
+    python bench/explain_speed.py --methods lime,ig --models resnet18 --lime-samples 1000
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+ALL_METHODS = (
+    "saliency", "inputxgrad", "smoothgrad", "ig", "guided_backprop", "deeplift", "cam", "gradcam",
+    "gradcampp", "guided_gradcam", "occlusion", "lime", "shap_gradient", "shap_deep", "shap_kernel",
+)
+QUICK_METHODS = ("saliency", "ig", "gradcam", "occlusion", "lime", "shap_gradient")
+ALL_MODELS = ("resnet_small", "resnet18")
+
+# Samples/steps per method: (parameter name, full-run default, --quick default).
+SAMPLE_PARAMS: dict[str, tuple[str, int, int]] = {
+    "smoothgrad": ("samples", 25, 8),
+    "ig": ("steps", 50, 16),
+    "lime": ("samples", 1000, 200),
+    "shap_gradient": ("samples", 200, 50),
+    "shap_kernel": ("samples", 300, 100),
+}
+SAMPLE_FLAGS = {"smoothgrad": "smoothgrad_samples", "ig": "ig_steps", "lime": "lime_samples",
+                "shap_gradient": "shap_samples", "shap_kernel": "kernel_samples"}
+
+
+@dataclass
+class MethodResult:
+    model: str
+    method: str
+    setting: str
+    per_input_s: float
+    passes: str
+    passes_alone_s: float  # per input
+    ratio: float
+
+
+@dataclass
+class Comparison:
+    model: str
+    name: str
+    library_call: str
+    library_s: float  # per input
+    xaidash_s: float  # per input
+    speedup: float
+
+
+@dataclass
+class Report:
+    header: dict[str, Any]
+    methods: list[MethodResult] = field(default_factory=list)
+    comparisons: list[Comparison] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- timing
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def best_time(
+    fn: Callable[[], Any],
+    device: torch.device,
+    repeats: int,
+    warmup: Callable[[], Any] | None = None,
+    budget_s: float = 5.0,
+) -> float:
+    """Best wall time of up to `repeats` calls of fn, after one warm-up call (of `warmup` when given).
+    Timing stops early once `budget_s` is spent, so slow reference paths run once or twice."""
+    (warmup or fn)()
+    times: list[float] = []
+    while len(times) < max(1, repeats) and sum(times) < budget_s:
+        _sync(device)
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def run_passes(model: torch.nn.Module, x: torch.Tensor, targets: torch.Tensor, fwd_bwd: int, fwd: int, batch_size: int) -> None:
+    """`fwd_bwd` forward+backward passes (gradient w.r.t. the input only, like captum/shap) and `fwd`
+    forward-only ones, rows cycled from x, `batch_size` rows per pass."""
+    def rows(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.arange(n, device=x.device) % len(x)
+        return x[idx], targets[idx]
+
+    for start in range(0, fwd_bwd, batch_size):
+        xb, tb = rows(min(batch_size, fwd_bwd - start))
+        xb = xb.detach().requires_grad_()
+        score = model(xb).gather(1, tb.view(-1, 1)).sum()
+        torch.autograd.grad(score, xb)
+    with torch.no_grad():
+        for start in range(0, fwd, batch_size):
+            xb, _ = rows(min(batch_size, fwd - start))
+            model(xb)
+
+
+def model_passes(method: str, params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
+    """(forward+backward, forward-only) passes one `explain` call on n inputs makes, as the method
+    modules call captum/shap (see explainers/methods/*.py; tests/bench counts them with a hook)."""
+    if method in ("saliency", "inputxgrad", "guided_backprop", "gradcam"):
+        return n, 0
+    if method == "guided_gradcam":  # Grad-CAM and Guided Backprop, one pass each
+        return 2 * n, 0
+    if method == "gradcampp":  # layer activations, then layer gradients
+        return n, n
+    if method == "cam":
+        return 0, n
+    if method == "deeplift":  # input and baseline in one batch; convergence delta: f(x), f(baseline)
+        return 2 * n, 2 * n
+    if method == "smoothgrad":
+        return params["samples"] * n, 0
+    if method == "ig":  # steps; convergence delta: f(x), f(baseline)
+        return params["steps"] * n, 2 * n
+    if method == "occlusion":
+        from explainers.methods.occlusion import window_size
+
+        win = window_size(hw, params.get("window", 0))
+        stride = params.get("stride", 0) or max(1, win // 2)
+        windows = math.prod(math.ceil((side - win) / stride) + 1 for side in hw)  # captum's shift counts
+        return 0, (windows + 1) * n  # + the unoccluded input
+    if method == "lime":
+        return 0, params["samples"] * n
+    if method == "shap_gradient":  # + constructor f(background), additivity gap f(x), f(background)
+        return params["samples"] * n, n + 2 * background
+    if method == "shap_deep":  # per input: background copies of x and the background; + as above
+        return 2 * background * n, n + 2 * background
+    if method == "shap_kernel":  # + additivity gap: f(x), f(all hidden)
+        return 0, (params["samples"] + 2) * n
+    raise ValueError(f"no pass count for method {method!r}")
+
+
+def describe_passes(fwd_bwd: int, fwd: int, n: int) -> str:
+    parts = [f"{fwd_bwd / n:g} f+b" if fwd_bwd else "", f"{fwd / n:g} f" if fwd else ""]
+    return ", ".join(p for p in parts if p)
+
+
+# ---------------------------------------------------------------- setup
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device here.")
+    return torch.device(name)
+
+
+def make_bundle(name: str, device: torch.device):
+    """A bundle of a benchmark model with random weights on `device`."""
+    from data.registry import DatasetInfo, get_info
+    from models import ModelBundle, build_model, get_spec
+
+    torch.manual_seed(0)
+    if name == "resnet_small":
+        info = get_info("shapes")
+        model = build_model(name, info)
+    elif name == "resnet18":
+        info = DatasetInfo(
+            name="imagenet-like", modality="image", classes=tuple(str(i) for i in range(1000)),
+            input_shape=(3, 224, 224), mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+        )
+        model = build_model(name, info, pretrained=False)  # random weights: no download, same cost
+    else:
+        raise SystemExit(f"Unknown benchmark model {name!r}: choose from {', '.join(ALL_MODELS)}.")
+    return ModelBundle(model.to(device).eval(), get_spec(name), info, device)
+
+
+def images(n: int, size: int) -> torch.Tensor:
+    """The first n `shapes` test images (generated, offline) in [0, 1], resized to size x size."""
+    from data.registry import load_split
+
+    split = load_split("shapes", "test")
+    x = split.images[:n]
+    if x.shape[-1] != size:
+        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False).clamp(0, 1)
+    return x
+
+
+def header(device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
+    def ver(pkg: str) -> str:
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return "not installed"
+
+    if device.type == "cuda":
+        where = f"cuda ({torch.cuda.get_device_name(device)})"
+    else:
+        where = f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+    return {
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "device": where,
+        "torch": torch.__version__,
+        "captum": ver("captum"), "shap": ver("shap"), "lime": ver("lime"),
+        "python": platform.python_version(),
+        "inputs_per_call": args.inputs, "batch_size": args.batch_size, "repeats": args.repeats,
+        "background": args.background, "quick": args.quick,
+    }
+
+
+# ---------------------------------------------------------------- runs
+
+
+def method_params(method: str, args: argparse.Namespace) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if method in SAMPLE_PARAMS:
+        name, full, quick = SAMPLE_PARAMS[method]
+        given = getattr(args, SAMPLE_FLAGS[method])
+        params[name] = given if given is not None else (quick if args.quick else full)
+    if method in ("shap_gradient", "shap_deep"):
+        params["background_size"] = args.background  # all of the background given, as shap's default uses it
+    return params
+
+
+def bench_method(bundle, method: str, raw: torch.Tensor, x: torch.Tensor, targets: torch.Tensor,
+                 background: torch.Tensor, args: argparse.Namespace) -> MethodResult:
+    from explainers import explain
+
+    params = method_params(method, args)
+    n, device = len(raw), bundle.device
+    hw = tuple(bundle.info.input_shape[1:])
+
+    def ours() -> None:
+        explain(bundle, raw, targets.cpu(), method, batch_size=args.batch_size, background=background, **params)
+
+    seconds = best_time(ours, device, args.repeats)
+    fb, f = model_passes(method, params, n, len(background), hw)
+    alone = best_time(lambda: run_passes(bundle.model, x, targets, fb, f, args.batch_size), device, args.repeats)
+    setting = ", ".join(f"{k.replace('_size', '')}={v}" for k, v in params.items()) or "-"
+    return MethodResult(bundle.spec.name, method, setting, seconds / n, describe_passes(fb, f, n), alone / n,
+                        seconds / alone if alone > 0 else float("inf"))
+
+
+def compare_lime(bundle, raw: torch.Tensor, targets: torch.Tensor, ours_s: float, args: argparse.Namespace) -> Comparison:
+    """lime's own call against `ours_s`, the per-input time of xaidash's `lime` from the method table."""
+    from explainers.methods.lime_image import lime_reference
+
+    samples = method_params("lime", args)["samples"]
+    t = targets.cpu()
+
+    def reference(k: int) -> Callable[[], None]:
+        def call() -> None:
+            # lime's explain_instance always draws a tqdm bar on stderr; keep the table readable
+            with contextlib.redirect_stderr(io.StringIO()):
+                for i in range(k):
+                    lime_reference(bundle, raw[i], int(t[i]), samples, batch_size=10)
+        return call
+
+    lib = best_time(reference(len(raw)), bundle.device, args.repeats, warmup=reference(1)) / len(raw)
+    return Comparison(bundle.spec.name, f"LIME {samples} samples", "lime explain_instance (batch_size=10)",
+                      lib, ours_s, lib / ours_s)
+
+
+def compare_shap(bundle, x: torch.Tensor, background: torch.Tensor, ours_s: float, args: argparse.Namespace) -> Comparison:
+    """shap's GradientExplainer with its defaults against `ours_s` (xaidash's `shap_gradient`, same background)."""
+    import shap
+
+    samples = method_params("shap_gradient", args)["samples"]
+
+    def library(k: int) -> Callable[[], None]:
+        def call() -> None:
+            explainer = shap.GradientExplainer(bundle.model, background)  # shap's defaults (batch_size=50)
+            explainer.shap_values(x[:k].detach(), nsamples=samples, ranked_outputs=1, rseed=0)
+        return call
+
+    lib = best_time(library(len(x)), bundle.device, args.repeats, warmup=library(1)) / len(x)
+    return Comparison(bundle.spec.name, f"SHAP gradient {samples} samples",
+                      "shap GradientExplainer defaults (batch_size=50, ranked_outputs=1)", lib, ours_s, lib / ours_s)
+
+
+def compare_ig(bundle, x: torch.Tensor, targets: torch.Tensor, ours_s: float, args: argparse.Namespace) -> Comparison:
+    """captum's IG on all inputs at once, no internal_batch_size, against `ours_s` (xaidash's `ig`)."""
+    from captum.attr import IntegratedGradients
+
+    steps = method_params("ig", args)["steps"]
+
+    def library() -> None:
+        IntegratedGradients(bundle.model).attribute(x.detach(), target=targets, n_steps=steps)
+
+    lib = best_time(library, bundle.device, args.repeats) / len(x)
+    return Comparison(bundle.spec.name, f"IG {steps} steps", "captum IntegratedGradients (no internal_batch_size)",
+                      lib, ours_s, lib / ours_s)
+
+
+# ---------------------------------------------------------------- output
+
+
+def fmt_s(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.0f} us"
+
+
+def print_report(report: Report, small_factor: float, out: Any = None) -> None:
+    out = out or sys.stdout
+    h = report.header
+    print(f"xaidash explanation speed  {h['timestamp']}", file=out)
+    print(f"device {h['device']} | torch {h['torch']} | captum {h['captum']} | shap {h['shap']} | lime {h['lime']} | "
+          f"python {h['python']}", file=out)
+    n = h["inputs_per_call"]
+    print(f"{n} input{'s' if n != 1 else ''} per call, batch size {h['batch_size']}, background {h['background']} images, "
+          f"best of up to {h['repeats']} after 1 warm-up{' (--quick)' if h['quick'] else ''}", file=out)
+    print(file=out)
+    cols = ("model", "method", "setting", "per input", "model passes per input", "passes alone", "ratio")
+    rows = [(r.model, r.method, r.setting, fmt_s(r.per_input_s), r.passes, fmt_s(r.passes_alone_s), f"{r.ratio:.1f}x")
+            for r in report.methods]
+    widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(cols)]
+    right = {3, 5, 6}
+    line = lambda cells: "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    print(line(cols), file=out)
+    print("  ".join("-" * w for w in widths), file=out)
+    for row in rows:
+        print(line(row), file=out)
+    if report.comparisons:
+        print("\nLibrary defaults vs xaidash, same samples, time per input:", file=out)
+        for c in report.comparisons:
+            print(f"  {c.model}: {c.name}: {c.library_call} {fmt_s(c.library_s)}, xaidash {fmt_s(c.xaidash_s)}, "
+                  f"{c.speedup:.1f}x", file=out)
+    for s in report.skipped:
+        print(f"skipped: {s}", file=out)
+    if report.methods:
+        worst = max(report.methods, key=lambda r: r.ratio)
+        over = [f"{r.model}/{r.method} {r.ratio:.1f}x" for r in report.methods if r.ratio > small_factor]
+        print(f"\nGoal (stated for a GPU): every method within {small_factor:g}x of its passes alone: "
+              f"{'met' if not over else 'not met: ' + ', '.join(over)} (worst {worst.model}/{worst.method} {worst.ratio:.1f}x)",
+              file=out)
+    for c in report.comparisons:
+        if c.name.startswith("LIME"):
+            print(f"Goal: LIME >= 10x faster than lime's default call on {c.model}: "
+                  f"{'met' if c.speedup >= 10 else 'not met'} ({c.speedup:.1f}x, {c.name})", file=out)
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--quick", action="store_true", help="resnet_small only, a few methods, fewer samples (CPU check)")
+    ap.add_argument("--methods", help=f"comma-separated method ids (default: all; --quick: {','.join(QUICK_METHODS)})")
+    ap.add_argument("--models", help=f"comma-separated, from {','.join(ALL_MODELS)} (default: both; --quick: resnet_small)")
+    ap.add_argument("--repeats", type=int, default=5, help="timed runs per path at most, best kept (fewer once 5 s are spent)")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    ap.add_argument("--inputs", type=int, default=None, help="inputs per explain call (default 4; --quick 2)")
+    ap.add_argument("--batch-size", type=int, default=256, help="rows per model pass for xaidash's methods")
+    ap.add_argument("--background", type=int, default=50, help="background images for the SHAP methods")
+    for method, (name, full, quick) in SAMPLE_PARAMS.items():
+        flag = "--" + SAMPLE_FLAGS[method].replace("_", "-")
+        ap.add_argument(flag, type=int, default=None, help=f"{method} {name} (default {full}; --quick {quick})")
+    ap.add_argument("--small-factor", type=float, default=5.0, help="ratio counted as 'a small factor' in the goal line")
+    ap.add_argument("--json", help="also write the results to this JSON file")
+    args = ap.parse_args(argv)
+    args.inputs = args.inputs if args.inputs is not None else (2 if args.quick else 4)
+    if min(args.inputs, args.repeats, args.batch_size, args.background, args.threads or 1) < 1:
+        ap.error("--inputs, --repeats, --batch-size, --background and --threads must be at least 1")
+    return args
+
+
+def _choose(given: str | None, default: Sequence[str], known: Sequence[str], what: str) -> list[str]:
+    chosen = [s.strip() for s in given.split(",") if s.strip()] if given else list(default)
+    unknown = [c for c in chosen if c not in known]
+    if unknown:
+        raise SystemExit(f"Unknown {what}: {', '.join(unknown)}. Known: {', '.join(known)}.")
+    return chosen
+
+
+def main(argv: Sequence[str] | None = None) -> Report:
+    args = parse_args(argv)
+    os.environ.setdefault("XAIDASH_OFFLINE", "1")  # a benchmark never waits on downloads
+    import explainers  # noqa: F401  (registers models and methods)
+    from explainers.registry import get_method
+
+    methods = _choose(args.methods, QUICK_METHODS if args.quick else ALL_METHODS, ALL_METHODS, "methods")
+    model_names = _choose(args.models, ("resnet_small",) if args.quick else ALL_MODELS, ALL_MODELS, "models")
+    device = pick_device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    report = Report(header(device, args))
+    for name in model_names:
+        bundle = make_bundle(name, device)
+        side = bundle.info.input_shape[-1]
+        pool = images(args.inputs + args.background, side)
+        raw = pool[: args.inputs]
+        background = bundle.prepare(pool[args.inputs :])
+        x = bundle.prepare(raw)
+        with torch.no_grad():
+            targets = bundle.model(x).argmax(1)
+        ours: dict[str, float] = {}
+        for method in methods:
+            if not get_method(method, "image").supports(bundle):
+                report.skipped.append(f"{name}/{method}: does not apply")
+                continue
+            result = bench_method(bundle, method, raw, x, targets, background, args)
+            report.methods.append(result)
+            ours[method] = result.per_input_s
+            print(f"  {name} {method}: {fmt_s(result.per_input_s)} per input ({result.ratio:.1f}x its passes)", file=sys.stderr)
+        # The library calls, against the same xaidash timings as in the table (same samples, inputs, targets).
+        if "lime" in ours:
+            report.comparisons.append(compare_lime(bundle, raw, targets, ours["lime"], args))
+        if "shap_gradient" in ours:
+            report.comparisons.append(compare_shap(bundle, x, background, ours["shap_gradient"], args))
+        if "ig" in ours:
+            report.comparisons.append(compare_ig(bundle, x, targets, ours["ig"], args))
+    print_report(report, args.small_factor)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(asdict(report), fh, indent=2)
+    return report
+
+
+if __name__ == "__main__":
+    main()

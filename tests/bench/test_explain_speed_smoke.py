@@ -1,0 +1,98 @@
+"""bench/explain_speed.py: the pass counts it reports match the passes the methods really make,
+and a tiny run prints the table, the library comparisons and a JSON record."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("explain_speed", REPO / "bench" / "explain_speed.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+CASES = [
+    ("saliency", {}),
+    ("cam", {}),
+    ("gradcampp", {}),
+    ("guided_gradcam", {}),
+    ("deeplift", {}),
+    ("smoothgrad", {"samples": 3}),
+    ("ig", {"steps": 4}),
+    ("occlusion", {}),
+    ("lime", {"samples": 12}),
+    ("shap_gradient", {"samples": 5, "background_size": 3}),
+    ("shap_deep", {"background_size": 3}),
+    ("shap_kernel", {"samples": 12}),
+]
+
+
+@pytest.mark.parametrize("method,params", CASES, ids=[c[0] for c in CASES])
+def test_pass_counts_match_the_model_calls(bench, method, params):
+    from explainers import explain
+
+    bundle = bench.make_bundle("resnet_small", torch.device("cpu"))
+    pool = bench.images(5, 32)
+    raw, background = pool[:2], bundle.prepare(pool[2:])
+    targets = torch.tensor([0, 0])  # one target: the shap methods then build one explainer
+    seen = {"grad": 0, "nograd": 0}
+
+    def count(module, inputs):
+        first = inputs[0]
+        while isinstance(first, (tuple, list)):  # captum passes some inputs as a tuple of tensors
+            first = first[0]
+        seen["grad" if torch.is_grad_enabled() else "nograd"] += first.shape[0]
+
+    # On the first layer, not the model: captum's DeepLift joins inputs and baselines in a hook of its own.
+    handle = bundle.model.stem.register_forward_pre_hook(count)
+    try:
+        explain(bundle, raw, targets, method, batch_size=64, background=background, **params)
+    finally:
+        handle.remove()
+    fwd_bwd, fwd = bench.model_passes(method, params, 2, len(background), (32, 32))
+    # Every row the model saw is counted; rows run with autograd on may be forward-only (captum
+    # computes some outputs with grad enabled), so only the total and an upper bound are exact.
+    assert seen["grad"] + seen["nograd"] == fwd_bwd + fwd
+    assert seen["grad"] >= fwd_bwd
+
+
+def test_tiny_run_prints_table_and_comparisons(bench, tmp_path, capsys):
+    out = tmp_path / "speed.json"
+    report = bench.main([
+        "--device", "cpu", "--models", "resnet_small", "--methods", "saliency,ig,lime", "--ig-steps", "4", "--lime-samples", "20",
+        "--inputs", "1", "--repeats", "1", "--json", str(out),
+    ])
+    text = capsys.readouterr().out
+    assert "device cpu" in text and "torch " in text and "T" in report.header["timestamp"]
+    assert [(r.model, r.method) for r in report.methods] == [("resnet_small", m) for m in ("saliency", "ig", "lime")]
+    for r in report.methods:
+        assert r.per_input_s > 0 and r.passes_alone_s > 0
+        assert math.isclose(r.ratio, r.per_input_s / r.passes_alone_s, rel_tol=1e-9)
+        assert f"{r.ratio:.1f}x" in text
+    by_method = {r.method: r for r in report.methods}
+    assert by_method["ig"].passes == "4 f+b, 2 f" and by_method["ig"].setting == "steps=4"
+    assert by_method["lime"].passes == "20 f"
+    names = [c.name for c in report.comparisons]
+    assert names == ["LIME 20 samples", "IG 4 steps"]
+    for c in report.comparisons:
+        assert c.library_s > 0 and math.isclose(c.speedup, c.library_s / c.xaidash_s, rel_tol=1e-9)
+        assert c.name in text
+    assert json.loads(out.read_text())["methods"][0]["method"] == "saliency"
+
+
+def test_unknown_method_is_refused(bench):
+    with pytest.raises(SystemExit, match="Unknown methods: nope"):
+        bench.main(["--device", "cpu", "--methods", "nope"])
