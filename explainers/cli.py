@@ -1,0 +1,294 @@
+"""`xaidash explain` (attributions + metrics for one input, written to a folder) and `xaidash methods`.
+
+Output of `explain --out DIR`, per method: `<method>.npy` (the attribution: (H, W) for images,
+one score per word for text), `<method>.png` (overlay on the input) or `<method>.html` (text
+highlighting); once: `input.png` (images: the input as the model saw it) and `metrics.json`.
+A method that fails or does not apply is reported in metrics.json and on stderr; the others go on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from explainers.api import explain
+from explainers.inputs import FITS, ResolvedInput, resolve_sample
+from explainers.params import ExplainError, Param
+from explainers.registry import MethodSpec, get_method, list_methods, methods_for
+from models.bundle import ModelBundle
+
+BACKGROUND_SAMPLES = 50  # training images SHAP and the 'mean' baseline compare against (<= every method's default size)
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON: numpy scalars and arrays become numbers and lists, NaN/inf become null."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(float(value)) else None
+    return value
+
+
+def parse_params(items: list[str] | None, methods: list[MethodSpec]) -> dict[str, dict[str, Any]]:
+    """`method.name=value` for one method, or `name=value` for every chosen method that declares `name`.
+
+    Values stay strings except choices, which are matched to the declared choice by text (so
+    `occlusion.window=5` finds the integer choice 5); `explain` coerces and range-checks the rest.
+    """
+    out: dict[str, dict[str, Any]] = {m.id: {} for m in methods}
+    by_id = {m.id: m for m in methods}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ExplainError(f"--param {item!r}: write method.name=value or name=value.")
+        method_id, dot, name = key.rpartition(".")
+        if dot and method_id not in by_id:
+            raise ExplainError(f"--param {item!r}: {method_id!r} is not one of the chosen methods ({', '.join(by_id)}).")
+        targets = [by_id[method_id]] if dot else [m for m in methods if any(p.name == name for p in m.params)]
+        if not targets:
+            raise ExplainError(f"--param {item!r}: no chosen method has a parameter {name!r}.")
+        for m in targets:
+            declared = {p.name: p for p in m.params}
+            if name not in declared:
+                raise ExplainError(f"{m.id} has no parameter {name!r}; it takes: {', '.join(declared) or 'none'}.")
+            out[m.id][name] = _match_choice(declared[name], value)
+    return out
+
+
+def _match_choice(param: Param, value: str) -> Any:
+    if param.kind == "choice":
+        for choice in param.choices:
+            if str(choice) == value:
+                return choice
+    return value
+
+
+def _target(spec: str | None, bundle: ModelBundle) -> int | None:
+    if spec is None:
+        return None
+    classes = list(bundle.info.classes)
+    if spec in classes:
+        return classes.index(spec)
+    try:
+        k = int(spec)
+    except ValueError:
+        raise ExplainError(f"--target {spec!r}: give a class index 0..{len(classes) - 1} or a class name.") from None
+    if not 0 <= k < len(classes):
+        raise ExplainError(f"--target {k} is out of range: the model has classes 0..{len(classes) - 1}.")
+    return k
+
+
+def _background(bundle: ModelBundle, n: int, seed: int) -> tuple[torch.Tensor | None, str]:
+    """Up to `n` prepared training images (seeded pick), or None with the reason."""
+    if bundle.modality != "image" or n <= 0:
+        return None, "none"
+    from data.paths import offline
+    from data.registry import get_source
+
+    try:
+        split = get_source(bundle.info.name).load("train", download=not offline())
+    except Exception as e:  # noqa: BLE001 - SHAP then uses its own stand-in background
+        return None, f"unavailable ({e})"
+    pick = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[:n].tolist()
+    return bundle.prepare(split.batch(pick)), f"{len(pick)} training images"
+
+
+def _predictions(bundle: ModelBundle, raw: Any, k: int) -> list[dict[str, Any]]:
+    probs = bundle.predict_proba(raw if bundle.modality == "image" else [raw])[0]
+    top = torch.topk(probs, min(k, len(probs)))
+    return [{"class": int(i), "name": bundle.info.classes[int(i)], "probability": float(p)}
+            for p, i in zip(top.values, top.indices)]
+
+
+def _save_outputs(e: Any, sample: ResolvedInput, bundle: ModelBundle, out: Path, signed: bool) -> list[str]:
+    from explainers import render
+
+    attr = e.item(0)
+    np.save(out / f"{e.method}.npy", attr)
+    files = [f"{e.method}.npy"]
+    if bundle.modality == "image":
+        render.overlay(sample.raw, attr, signed=signed).save(out / f"{e.method}.png")
+        files.append(f"{e.method}.png")
+    else:
+        html = render.highlight_tokens(e.tokens[0], attr)
+        (out / f"{e.method}.html").write_text(html, encoding="utf-8")
+        files.append(f"{e.method}.html")
+    return files
+
+
+def _metrics(
+    e: Any, sample: ResolvedInput, bundle: ModelBundle, background: torch.Tensor | None, steps: int, seed: int
+) -> dict[str, Any]:
+    """Faithfulness (deletion/insertion AUC), ground truth when known, completeness for path/Shapley methods.
+    Each metric is computed on its own: one that fails is reported as {'error': ...}."""
+    from explainers import metrics as M
+
+    jobs: dict[str, Any] = {}
+    if bundle.modality == "image":
+        x = sample.raw
+        jobs["deletion_auc"] = lambda: M.deletion_auc(bundle, x, e, steps=steps).aucs[0]
+        jobs["insertion_auc"] = lambda: M.insertion_auc(bundle, x, e, steps=steps).aucs[0]
+        if sample.mask is not None:
+            jobs["pointing_game"] = lambda: M.pointing_game(e, sample.mask[None])[0]
+            jobs["energy_in_mask"] = lambda: M.energy_in_mask(e, sample.mask[None])[0]
+        # Path methods sum to f(x) - f(baseline), SHAP's to f(x) - E f(background): both are checked.
+        if "baseline" in e.params or ("background_size" in e.params and background is not None):
+            jobs["completeness_gap"] = lambda: M.completeness_gap(bundle, x, e, background=background, seed=seed)[0]
+    else:
+        words = len(e.tokens[0]) if e.tokens else 1
+        n = int(max(1, min(steps, words)))
+        jobs["deletion_auc"] = lambda: M.text_perturbation_curve(bundle, sample.raw, e, mode="deletion", steps=n).aucs[0]
+        jobs["insertion_auc"] = lambda: M.text_perturbation_curve(bundle, sample.raw, e, mode="insertion", steps=n).aucs[0]
+        if sample.rationale:
+            jobs["rationale_pointing"] = lambda: M.rationale_pointing(e, [sample.rationale])[0]
+            jobs["rationale_energy"] = lambda: M.rationale_energy(e, [sample.rationale])[0]
+    out: dict[str, Any] = {}
+    for name, job in jobs.items():
+        try:
+            out[name] = float(job())
+        except Exception as err:  # noqa: BLE001 - one metric failing must not hide the others
+            out[name] = {"error": f"{type(err).__name__}: {err}"}
+    return out
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from data.errors import DatasetError
+    from models.registry import ModelError
+
+    try:
+        return _explain(args)
+    except (ExplainError, ModelError, DatasetError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from models.runstore import load_bundle
+
+    bundle = load_bundle(args.run, device=args.device)
+    sample = resolve_sample(args.input, bundle, fit=args.fit)
+    target = _target(args.target, bundle)
+    if args.methods in (None, "", "all"):
+        chosen = methods_for(bundle)
+    else:
+        chosen = [get_method(m.strip(), bundle.modality) for m in args.methods.split(",") if m.strip()]
+        if not chosen:
+            raise ExplainError("--methods is empty: name at least one method (xaidash methods lists them).")
+    params = parse_params(args.param, chosen)
+    out = Path(args.out).expanduser()
+    out.mkdir(parents=True, exist_ok=True)
+
+    predictions = _predictions(bundle, sample.raw, args.top_k)
+    background, background_note = _background(bundle, args.background, args.seed) if any(
+        m.family == "shap" for m in chosen) else (None, "none")
+    if bundle.modality == "image":
+        from PIL import Image
+
+        pixels = (sample.raw.permute(1, 2, 0).cpu().numpy() * 255).round().astype(np.uint8)
+        Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels).save(out / "input.png")
+
+    report: dict[str, Any] = {
+        "input": sample.description,
+        "run": str(bundle.run_dir or args.run),
+        "model": bundle.spec.name,
+        "dataset": bundle.info.name,
+        "device": str(bundle.device),
+        "true_label": None if sample.label is None else {"class": sample.label, "name": bundle.info.classes[sample.label]},
+        "target": None if target is None else {"class": target, "name": bundle.info.classes[target]},
+        "predictions": predictions,
+        "background": background_note,
+        "methods": {},
+    }
+    ok = 0
+    for spec in chosen:
+        start = time.perf_counter()
+        entry: dict[str, Any] = {"label": spec.label, "family": spec.family}
+        try:
+            e = explain(bundle, sample.raw, target, spec.id, batch_size=args.batch_size, background=background,
+                        seed=args.seed, **params.get(spec.id, {}))
+            entry.update(params=e.params, target=int(e.targets[0]), seconds=e.seconds, device=e.device,
+                         diagnostics={k: v[0] for k, v in e.diagnostics.items()})
+            entry["files"] = _save_outputs(e, sample, bundle, out, spec.signed)
+            if args.metrics:
+                entry["metrics"] = _metrics(e, sample, bundle, background, args.steps, args.seed)
+            ok += 1
+        except Exception as err:  # noqa: BLE001 - report and go on with the other methods
+            entry["error"] = f"{type(err).__name__}: {err}"
+            print(f"{spec.id}: failed: {entry['error']}", file=sys.stderr)
+        entry["wall_seconds"] = time.perf_counter() - start
+        report["methods"][spec.id] = entry
+        if "error" not in entry:
+            print(f"{spec.id}: {entry['wall_seconds']:.2f} s", file=sys.stderr)
+    (out / "metrics.json").write_text(json.dumps(_jsonable(report), indent=2), encoding="utf-8")
+    top = predictions[0]
+    print(f"{sample.description}: predicted {top['name']} ({top['probability']:.1%}); "
+          f"{ok}/{len(chosen)} methods written to {out}")
+    return 0 if ok else 1
+
+
+def _cmd_methods(args: argparse.Namespace) -> int:
+    specs = list_methods(args.modality)
+    if not specs:
+        print("No methods registered" + (f" for {args.modality}" if args.modality else "") + ".")
+        return 0
+    for s in specs:
+        print(f"{s.id:20s} {s.label}  [{'/'.join(s.modalities)}; {s.family}]")
+        if s.description:
+            print(f"{'':22s}{s.description}")
+        for p in s.params:
+            print(f"{'':22s}- {p.describe()}")
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "explain", help="explain one input of a trained run with several methods",
+        description="Writes <method>.npy, <method>.png (or .html for text) and metrics.json into --out.",
+    )
+    p.add_argument("--run", required=True, help="run id (xaidash runs), run folder, or 'latest'")
+    p.add_argument("--input", required=True,
+                   help="image path; dataset:INDEX or dataset:train:INDEX; for text models the text or a .txt file")
+    p.add_argument("--target", help="class index or name to explain (default: the predicted class)")
+    p.add_argument("--methods", default="all", help="comma-separated method ids (xaidash methods), or all (default): every method that applies")
+    p.add_argument("--param", action="append", metavar="METHOD.NAME=VALUE",
+                   help="method parameter, repeatable; NAME=VALUE sets it for every chosen method that has it")
+    p.add_argument("--metrics", action="store_true", help="also compute deletion/insertion AUC, pointing game, ...")
+    p.add_argument("--steps", type=int, default=32, help="deletion/insertion steps (default %(default)s)")
+    p.add_argument("--out", required=True, help="output folder (created)")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, mps")
+    p.add_argument("--fit", choices=FITS, default="crop", help="how an image file is brought to the model's size: crop the centre (default), letterbox, stretch")
+    p.add_argument("--top-k", type=int, default=5, help="predictions listed in metrics.json (default %(default)s)")
+    p.add_argument("--background", type=int, default=BACKGROUND_SAMPLES, help="training images SHAP compares against (default %(default)s)")
+    p.add_argument("--batch-size", type=int, default=256, help="samples per forward pass (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed for sampling methods (default %(default)s)")
+    p.set_defaults(func=_cmd_explain)
+
+    m = sub.add_parser("methods", help="list explanation methods and their parameters")
+    m.add_argument("--modality", choices=["image", "text"], help="only methods for this modality")
+    m.set_defaults(func=_cmd_methods)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `explain` or `methods` on their own (the full CLI is dashboard.cli)."""
+    parser = argparse.ArgumentParser(prog="xaidash", description="Explain trained xaidash models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_commands(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
