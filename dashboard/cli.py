@@ -21,6 +21,7 @@ def serve_command(host: str, port: int, headless: bool = True) -> list[str]:
         "--browser.gatherUsageStats", "false",
         "--server.fileWatcherType", "none",
         "--theme.base", "light",
+        "--client.toolbarMode", "minimal",  # no Deploy button or developer menu for users
     ]
 
 
@@ -35,18 +36,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from data.cli import add_commands as data_commands
+    from explainers.cli import add_commands as explain_commands
     from models.cli import add_commands as model_commands
 
     parser = argparse.ArgumentParser(prog="xaidash", description="Train PyTorch models and look inside them.")
     sub = parser.add_subparsers(dest="command", required=True)
     data_commands(sub)
     model_commands(sub)
-    try:
-        from explainers.cli import add_commands as explain_commands
-    except ImportError:  # the explainers CLI arrives with the explainers layer
-        explain_commands = None
-    if explain_commands is not None:
-        explain_commands(sub)
+    explain_commands(sub)
     s = sub.add_parser("serve", help="start the dashboard in the browser")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 exposes it to your network)")
     s.add_argument("--port", type=int, default=8501)
@@ -57,15 +54,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from data.errors import DatasetError
+    from explainers.params import ExplainError
     from models.registry import ModelError
 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (DatasetError, ModelError) as e:
+    except (DatasetError, ModelError, ExplainError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `xaidash methods | head`: the reader left, nothing to report
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
