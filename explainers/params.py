@@ -42,6 +42,11 @@ class Param:
         return value
 
     def describe(self) -> str:
-        rng = f" [{self.min}..{self.max}]" if self.min is not None or self.max is not None else ""
+        if self.min is not None and self.max is not None:
+            rng = f" [{self.min}..{self.max}]"
+        elif self.min is not None:
+            rng = f" >= {self.min}"
+        else:
+            rng = f" <= {self.max}" if self.max is not None else ""
         ch = f" {{{', '.join(map(str, self.choices))}}}" if self.choices else ""
         return f"{self.name} ({self.kind}{rng}{ch}, default {self.default}): {self.help}"
