@@ -49,3 +49,27 @@ def offline_data(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point XAIDASH_DATA at the shared-data mirror."""
     monkeypatch.setenv("XAIDASH_DATA", str(data_root))
     return data_root
+
+
+@pytest.fixture(scope="session")
+def trained_shapes_run(tmp_path_factory: pytest.TempPathFactory):
+    """One resnet_small trained on shapes by the engine (2 epochs, one-cycle AdamW), shared by every
+    test that needs a trained image model: the engine's accuracy test, quality metrics, sanity checks."""
+    from models.engine import TrainConfig, train
+
+    root = tmp_path_factory.mktemp("trained_runs")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XAIDASH_RUNS", str(root))
+        mp.setenv("XAIDASH_OFFLINE", "1")
+        result = train(TrainConfig(dataset="shapes", model="resnet_small", epochs=2, batch_size=64, lr=3e-3,
+                                   optimizer="adamw", schedule="onecycle", seed=1, val_fraction=0.05, device="cpu"))
+    assert result.state == "completed", result.error
+    return result
+
+
+@pytest.fixture
+def trained_shapes(trained_shapes_run):
+    """A fresh ModelBundle of the shared trained shapes run (tests may change it freely)."""
+    from models.runstore import load_bundle
+
+    return load_bundle(trained_shapes_run.run, device="cpu")

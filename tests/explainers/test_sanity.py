@@ -73,41 +73,8 @@ def test_text_model_cascade():
     assert r.rows[0]["spearman"] == pytest.approx(1.0) and len(r.rows) == 1 + len(r.layers)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """One torch thread for this module: on a shared 2-core machine small convolutions run several times
-    faster than with two competing threads, and training is deterministic."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def trained() -> ModelBundle:
-    """resnet_small trained on shapes for 2 short epochs (one-cycle AdamW): ~95% test accuracy."""
-    b = _resnet(seed=1)
-    split = load_split("shapes", "train")
-    x, y = b.prepare(split.images), split.labels
-    opt = torch.optim.AdamW(b.model.parameters(), 3e-3)
-    batch, epochs = 64, 2
-    steps = epochs * ((len(x) + batch - 1) // batch)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, total_steps=steps)
-    gen = torch.Generator().manual_seed(1)
-    b.model.train()
-    for _ in range(epochs):
-        perm = torch.randperm(len(x), generator=gen)
-        for i in range(0, len(x), batch):
-            idx = perm[i : i + batch]
-            opt.zero_grad()
-            nn.functional.cross_entropy(b.model(x[idx]), y[idx]).backward()
-            opt.step()
-            sched.step()
-    b.model.eval()
-    return b
-
-
-def test_paper_finding_on_a_trained_model(trained):
+def test_paper_finding_on_a_trained_model(trained_shapes):
+    trained = trained_shapes  # resnet_small trained on shapes by the engine (conftest.py)
     test = load_split("shapes", "test")
     acc = (trained.predict_proba(test.images[:300]).argmax(1) == test.labels[:300]).float().mean().item()
     assert acc > 0.6, f"fixture model did not train (accuracy {acc:.2f})"
