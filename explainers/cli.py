@@ -120,7 +120,7 @@ def _save_outputs(e: Any, sample: ResolvedInput, bundle: ModelBundle, out: Path,
     np.save(out / f"{e.method}.npy", attr)
     files = [f"{e.method}.npy"]
     if bundle.modality == "image":
-        render.overlay(sample.raw, attr, signed=signed).save(out / f"{e.method}.png")
+        render.overlay(render.greyscale(sample.raw), attr, signed=signed, alpha=render.OVERLAY_ALPHA).save(out / f"{e.method}.png")
         files.append(f"{e.method}.png")
     else:
         html = render.highlight_tokens(e.tokens[0], attr)

@@ -22,6 +22,7 @@ from explainers.params import ExplainError
 SIGNED_CMAP = "RdBu_r"
 UNSIGNED_CMAP = "inferno"
 DEFAULT_UPSCALE = 224  # small images (28x28) are enlarged until their shorter side reaches this
+OVERLAY_ALPHA = 0.75  # the strongest pixels nearly opaque: maps stay visible on busy images
 
 
 def _numpy(a: Any) -> np.ndarray:
@@ -78,6 +79,12 @@ def image_hwc(image01: Any) -> np.ndarray:
     if img.shape[-1] == 1:
         img = np.repeat(img, 3, axis=-1)
     return np.clip(np.nan_to_num(img), 0.0, 1.0)
+
+
+def greyscale(image01: Any) -> np.ndarray:
+    """The image as grey (H, W, 3) in [0, 1] (ITU-R 601 luma): coloured maps stay readable over any object colour."""
+    grey = image_hwc(image01) @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
+    return np.repeat(grey[..., None], 3, axis=-1)
 
 
 def _to_pil(rgb01: np.ndarray) -> Image.Image:
