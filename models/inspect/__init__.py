@@ -1,0 +1,1 @@
+"""Looking inside a model without Streamlit: receptive fields, architecture summaries, activations."""

@@ -1,0 +1,217 @@
+"""Theoretical receptive fields of the conv and pooling layers of an image model.
+
+The arithmetic of Dumoulin & Visin (2016) and Araujo et al. (2019, "Computing receptive fields
+of convolutional neural networks"), per axis, for a layer with kernel k, stride s, padding p,
+dilation d (effective kernel k' = d (k - 1) + 1), starting from the input (jump 1, size 1,
+start 0):
+
+    jump_out  = jump_in * s
+    rf_out    = rf_in + (k' - 1) * jump_in
+    start_out = start_in + ((k' - 1) / 2 - p) * jump_in
+
+`start` is the centre of the receptive field of output unit 0, in input pixel indices (pixel i
+has its centre at i); unit u is centred at start + u * jump. Written by hand: none of the
+installed libraries (torchvision, captum, ...) computes receptive fields.
+
+The layers are read from the module graph in forward order by tracing one dummy input with
+forward hooks, so the order is the one `forward` uses, not the order modules were declared.
+
+Residual networks: the arithmetic follows the main path. Modules inside a branch named
+`shortcut` (resnet_small) or `downsample` (torchvision ResNets) are left out: a shortcut is an
+identity or a 1x1 convolution with the block's stride, whose receptive field is centred on the
+same pixel as the main path's and lies inside it, so the union of the two (what the sum
+`main + shortcut` sees) is the main path's field.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from models.bundle import ModelBundle
+from models.inspect._trace import Call, example_input, trace
+from models.registry import ModelError
+
+SHORTCUT_NAMES = ("shortcut", "downsample")
+Pair = tuple[int, int]
+
+
+def _pair(v: Any) -> Pair:
+    if isinstance(v, (tuple, list)):
+        return (int(v[0]), int(v[1])) if len(v) == 2 else (int(v[0]), int(v[0]))
+    return int(v), int(v)
+
+
+@dataclass(frozen=True)
+class RFLayer:
+    """One conv or pooling layer of the main path with its receptive field, per axis (height, width)."""
+
+    path: str
+    kind: str
+    kernel: Pair
+    stride: Pair
+    padding: Pair
+    dilation: Pair
+    output_size: Pair
+    rf: Pair
+    jump: Pair
+    start: tuple[float, float]
+
+    def centre_unit(self) -> Pair:
+        return self.output_size[0] // 2, self.output_size[1] // 2
+
+    def box(self, unit: Pair, image_size: Pair | None = None) -> tuple[int, int, int, int]:
+        """(top, left, bottom, right), inclusive pixel indices of the field of output unit (row, col);
+        clipped to an image of `image_size` (H, W) when given (padding lies outside the image)."""
+        row, col = int(unit[0]), int(unit[1])
+        if not (0 <= row < self.output_size[0] and 0 <= col < self.output_size[1]):
+            raise ModelError(
+                f"Unit ({row}, {col}) is outside {self.path}'s output of {self.output_size[0]}x{self.output_size[1]}."
+            )
+        edges = []
+        for axis, u in ((0, row), (1, col)):
+            centre = self.start[axis] + u * self.jump[axis]
+            half = (self.rf[axis] - 1) / 2
+            edges.append((round(centre - half), round(centre + half)))  # integers by construction
+        top, bottom = edges[0]
+        left, right = edges[1]
+        if image_size is not None:
+            h, w = int(image_size[0]), int(image_size[1])
+            top, left = max(top, 0), max(left, 0)
+            bottom, right = min(bottom, h - 1), min(right, w - 1)
+        return top, left, bottom, right
+
+    def row(self) -> dict[str, Any]:
+        """A table row with readable values ('3' for a square 3x3, '3x5' otherwise)."""
+        def fmt(p: tuple) -> str:
+            a, b = (f"{v:g}" if isinstance(v, float) else str(v) for v in p)
+            return a if a == b else f"{a}x{b}"
+
+        return {
+            "layer": self.path, "type": self.kind, "kernel": fmt(self.kernel), "stride": fmt(self.stride),
+            "padding": fmt(self.padding), "dilation": fmt(self.dilation),
+            "output size": f"{self.output_size[0]}x{self.output_size[1]}",
+            "receptive field": f"{self.rf[0]}x{self.rf[1]}", "jump": fmt(self.jump), "start": fmt(self.start),
+        }
+
+
+def _geometry(module: nn.Module, call: Call) -> tuple[Pair, Pair, Pair, Pair] | None:
+    """(kernel, stride, padding, dilation) of a layer that changes the receptive field, else None."""
+    if isinstance(module, nn.Conv2d):
+        if isinstance(module.padding, str):  # 'same' / 'valid'
+            if module.padding == "valid":
+                pad = (0, 0)
+            else:
+                k = _pair(module.kernel_size)
+                d = _pair(module.dilation)
+                pad = tuple(d[i] * (k[i] - 1) // 2 for i in range(2))
+        else:
+            pad = _pair(module.padding)
+        return _pair(module.kernel_size), _pair(module.stride), pad, _pair(module.dilation)
+    if isinstance(module, nn.MaxPool2d):
+        return _pair(module.kernel_size), _pair(module.stride or module.kernel_size), _pair(module.padding), _pair(module.dilation)
+    if isinstance(module, nn.AvgPool2d):
+        return _pair(module.kernel_size), _pair(module.stride or module.kernel_size), _pair(module.padding), (1, 1)
+    if isinstance(module, (nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)):
+        h, w = call.input_shape[-2:]
+        oh, ow = call.output_shape[-2:]
+        if h % oh or w % ow:
+            raise ModelError(
+                f"{call.path}: adaptive pooling from {h}x{w} to {oh}x{ow} uses windows of varying size; "
+                "its receptive field has no single size."
+            )
+        k = (h // oh, w // ow)
+        return k, k, (0, 0), (1, 1)
+    return None
+
+
+def why_not_applicable(model: nn.Module, modality: str, has_attention: bool = False) -> str | None:
+    """A one-line reason when receptive fields do not apply to this model, else None."""
+    if modality != "image":
+        return (
+            "receptive fields are computed for image models; a text model reads token ids, and its "
+            "attention or pooling over the whole text has no spatial window"
+        )
+    if has_attention or callable(getattr(model, "forward_with_attention", None)):
+        return (
+            "self-attention mixes every patch with every other one: after the patch embedding each token "
+            "already sees the whole image, so there is no local window to compute (see the Attention page)"
+        )
+    if not any(isinstance(m, nn.Conv2d) for m in model.modules()):
+        return (
+            "the model has no convolution: its first linear layer reads every pixel at once, "
+            "so every unit's receptive field is the whole image"
+        )
+    return None
+
+
+def _on_shortcut(path: str) -> bool:
+    return any(part in SHORTCUT_NAMES for part in path.split("."))
+
+
+def receptive_fields(model: nn.Module, x: torch.Tensor) -> list[RFLayer]:
+    """The main path's conv and pooling layers of `model`, in forward order, each with its receptive field.
+
+    `x` is one prepared input (1, C, H, W). Layers that keep the spatial size (ReLU, BatchNorm,
+    dropout) pass through; the walk stops at the first module whose output is no longer a
+    feature map (Flatten, Linear). A module that changes the spatial size in a way this
+    arithmetic does not model raises ModelError.
+    """
+    if x.dim() != 4:
+        raise ModelError(f"Receptive fields need an image input (N, C, H, W); got shape {tuple(x.shape)}.")
+    calls = trace(model, x[:1])
+    rf, jump, start = [1, 1], [1, 1], [0.0, 0.0]
+    out: list[RFLayer] = []
+    for call in calls:
+        if _on_shortcut(call.path) or call.output_shape is None or call.input_shape is None:
+            continue
+        if len(call.output_shape) != 4 or len(call.input_shape) != 4:
+            if out:  # Flatten / Linear after the feature maps: the spatial part is over
+                break
+            continue
+        geometry = _geometry(call.module, call)
+        out_hw = (int(call.output_shape[-2]), int(call.output_shape[-1]))
+        if geometry is None:
+            if tuple(call.input_shape[-2:]) != out_hw:
+                raise ModelError(
+                    f"Layer {call.path or '(model)'} ({type(call.module).__name__}) changes the feature map from "
+                    f"{call.input_shape[-2]}x{call.input_shape[-1]} to {out_hw[0]}x{out_hw[1]} in a way the "
+                    "receptive-field arithmetic does not model."
+                )
+            continue
+        k, s, p, d = geometry
+        for a in range(2):
+            k_eff = d[a] * (k[a] - 1) + 1
+            start[a] = start[a] + ((k_eff - 1) / 2 - p[a]) * jump[a]
+            rf[a] = rf[a] + (k_eff - 1) * jump[a]
+            jump[a] = jump[a] * s[a]
+        out.append(RFLayer(
+            path=call.path, kind=type(call.module).__name__, kernel=k, stride=s, padding=p, dilation=d,
+            output_size=out_hw, rf=(rf[0], rf[1]), jump=(jump[0], jump[1]), start=(start[0], start[1]),
+        ))
+    if not out:
+        raise ModelError(f"{type(model).__name__} has no conv or pooling layer on its main path.")
+    return out
+
+
+def bundle_receptive_fields(bundle: ModelBundle) -> list[RFLayer]:
+    """`receptive_fields` for a model bundle, or ModelError saying why they do not apply."""
+    reason = why_not_applicable(bundle.model, bundle.modality, bool(bundle.spec.attention))
+    if reason:
+        raise ModelError(f"No receptive fields for {bundle.spec.name}: {reason}.")
+    return receptive_fields(bundle.model, example_input(bundle))
+
+
+def find_layer(layers: list[RFLayer], path: str) -> RFLayer:
+    for layer in layers:
+        if layer.path == path:
+            return layer
+    raise ModelError(f"{path!r} is not a conv or pooling layer on the main path; pick one of {', '.join(l.path for l in layers)}.")
+
+
+def coverage(layer: RFLayer, image_size: Pair) -> float:
+    """The fraction of the image's side covered by one unit's (unclipped) field: >= 1 means the whole image."""
+    return min(layer.rf[0] / image_size[0], layer.rf[1] / image_size[1]) if math.prod(image_size) else 0.0
