@@ -1,32 +1,32 @@
-"""xaidash home page: what the tool does, the data sets and the runs present."""
+"""xaidash: the Streamlit entry point (`xaidash serve`, or `streamlit run dashboard/app.py`).
+
+Sets up the page, the navigation (pages listed in dashboard/nav.py) and the sidebar, then runs
+the chosen page; an error a page does not handle becomes a message, not a traceback.
+"""
 from __future__ import annotations
 
-import pandas as pd
-import streamlit as st
+import sys
+from pathlib import Path
 
-from data.cli import datasets_table
-from models.cli import runs_table
-from models.runstore import runs_root
+# `streamlit run dashboard/app.py` from a checkout that is not pip-installed: make the packages importable.
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(1, _ROOT)
+
+import streamlit as st  # noqa: E402
+
+from dashboard.errors import show_error  # noqa: E402
+from dashboard.nav import build_pages  # noqa: E402
+from dashboard.sidebar import render_sidebar  # noqa: E402
 
 st.set_page_config(page_title="xaidash", page_icon=":mag:", layout="wide")
-st.title("xaidash")
-st.write(
-    "Train PyTorch models and look inside them: attributions (saliency, integrated gradients, Grad-CAM, "
-    "occlusion, LIME, SHAP), their quality metrics, attention heads, receptive fields and embeddings."
-)
-st.subheader("Start")
-st.markdown(
-    "Train a model on the built-in, offline `shapes` data set from a terminal:\n\n"
-    "```bash\nxaidash train --dataset shapes --model resnet_small --epochs 3\n```\n"
-    "Runs appear below as they are written."
-)
-
-st.subheader("Data sets")
-st.dataframe(pd.DataFrame(datasets_table()), hide_index=True, width="stretch")
-
-st.subheader("Runs")
-rows = runs_table()
-if rows:
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-else:
-    st.info(f"No runs yet under `{runs_root()}`. Train one with the command above.")
+page = st.navigation(build_pages())
+try:
+    render_sidebar()
+except Exception as e:  # noqa: BLE001 - the page must still work when the sidebar cannot be drawn
+    with st.sidebar:
+        show_error(e, "Sidebar")
+try:
+    page.run()
+except Exception as e:  # noqa: BLE001 - Streamlit's rerun/stop signals are BaseExceptions and pass through
+    show_error(e, page.title)

@@ -1,0 +1,1 @@
+"""Reusable page parts: the input picker, parameter controls, charts and image helpers."""

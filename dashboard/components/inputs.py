@@ -1,0 +1,258 @@
+"""The input picker every explanation page uses: the run's test split as a gallery (filter by class,
+correct or misclassified), uploaded images, or typed / uploaded text.
+
+`input_picker` returns raw inputs as the explainers take them (images (C, H, W) in [0, 1] at the
+model's input shape, or strings) with the true label and ground truth when known. Bad uploads
+get a message naming the file and what to do; the other inputs are still returned.
+"""
+from __future__ import annotations
+
+import io
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+from PIL import Image
+
+from dashboard import services
+from dashboard.components.images import to_pil
+from dashboard.errors import show_error
+from data.registry import DatasetInfo
+from explainers.inputs import FITS, load_image
+from explainers.params import ExplainError
+from models.bundle import ModelBundle
+
+IMAGE_TYPES = ["png", "jpg", "jpeg", "bmp", "webp", "gif", "tif", "tiff"]
+TEXT_TYPES = ["txt", "csv"]
+EXAMPLE_TEXT = "the plot was not bad and the acting was great\nthe ending was dull and the dialogue was clumsy"
+GALLERY_PAGE = 12
+FIT_HELP = (
+    "How an image of another size becomes the model's input: crop = scale to cover and cut the centre "
+    "(no distortion), letterbox = fit whole with black borders, stretch = ignore the aspect ratio."
+)
+
+
+@dataclass
+class PickedInput:
+    """One input: raw model input, true label (or None), a name for captions, and ground truth when known."""
+
+    raw: torch.Tensor | str
+    label: int | None
+    name: str
+    mask: np.ndarray | None = None
+    rationale: list[int] | None = None
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            self.key = services.content_key(self.raw)
+
+
+def _class_name(info: DatasetInfo, label: int | None) -> str:
+    return info.classes[label] if label is not None and 0 <= label < info.num_classes else "?"
+
+
+def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) -> list[PickedInput]:
+    info = bundle.info
+    try:
+        split = services.dataset_split(info.name, "test")
+        probs = services.test_predictions(bundle_key, bundle)
+    except Exception as e:  # noqa: BLE001 - shown with what to do; uploads still work
+        show_error(e, f"The test split of {info.name} is not available")
+        st.info("Upload your own input instead (switch the source above).")
+        return []
+    n = len(probs)
+    labels = split.labels[:n].numpy()
+    preds = probs.argmax(1)
+    c1, c2 = st.columns([3, 2])
+    classes = c1.multiselect("Classes (true label)", list(info.classes), key=f"{key}_classes_{info.name}",
+                             placeholder="all classes")
+    show = c2.radio("Show", ["all", "correct", "misclassified"], horizontal=True, key=f"{key}_show")
+    keep = np.ones(n, dtype=bool)
+    if classes:
+        keep &= np.isin(labels, [info.classes.index(c) for c in classes])
+    if show == "correct":
+        keep &= preds == labels
+    elif show == "misclassified":
+        keep &= preds != labels
+    idx = np.flatnonzero(keep).tolist()
+    st.caption(f"{len(idx)} of the first {n} test samples match ({int((preds == labels).sum())} predicted correctly).")
+    if not idx:
+        st.info("No test samples match these filters: widen them.")
+        return []
+
+    def describe(i: int) -> str:
+        return f"#{i} {_class_name(info, int(labels[i]))}→{_class_name(info, int(preds[i]))}"
+
+    pick_key = f"{key}_samples_{info.name}_{'-'.join(classes)}_{show}"
+
+    def random_pick() -> None:
+        count = max(1, len(st.session_state.get(pick_key) or []))
+        st.session_state[pick_key] = random.sample(idx, min(count, len(idx)))
+
+    if pick_key not in st.session_state:  # set here, not as `default`, so the Random button may change it
+        st.session_state[pick_key] = idx[:1]
+    c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
+    chosen = c1.multiselect(
+        f"Samples (at most {max_inputs})", idx, format_func=describe, max_selections=max_inputs,
+        key=pick_key, help="test index, true class → predicted class",
+    )
+    c2.button("Random", key=f"{key}_random", on_click=random_pick, help="pick as many random samples from the filtered ones")
+
+    with st.expander("Gallery", expanded=bundle.modality == "image"):
+        pages = max(1, -(-len(idx) // GALLERY_PAGE))
+        c1, c2 = st.columns([1, 5], vertical_alignment="bottom")
+        page = c1.number_input("Gallery page", 1, pages, 1, key=f"{pick_key}_page") if pages > 1 else 1
+        c2.caption(f"{len(idx)} samples, {GALLERY_PAGE} a page: caption = index, true class, ✓/✗ = predicted right/wrong. "
+                   "Add a sample by its index in the list above.")
+        shown = idx[(page - 1) * GALLERY_PAGE : page * GALLERY_PAGE]
+        if bundle.modality == "image":
+            cols = st.columns(GALLERY_PAGE)
+            for j, i in enumerate(shown):
+                mark = "✓" if preds[i] == labels[i] else "✗"
+                cols[j].image(to_pil(split.image(i), 128), caption=f"#{i} {_class_name(info, int(labels[i]))} {mark}",
+                              width="stretch")
+        else:
+            st.dataframe(
+                pd.DataFrame({
+                    "index": shown, "text": [split.texts[i] for i in shown],
+                    "true": [_class_name(info, int(labels[i])) for i in shown],
+                    "predicted": [_class_name(info, int(preds[i])) for i in shown],
+                    "probability": [float(probs[i, preds[i]]) for i in shown],
+                }),
+                hide_index=True, width="stretch",
+            )
+
+    out = []
+    for i in chosen:
+        label = int(labels[i])
+        if bundle.modality == "image":
+            masks = getattr(split, "masks", None)
+            mask = masks[i].cpu().numpy().astype(bool) if masks is not None else None
+            out.append(PickedInput(split.image(i).float(), label, f"test #{i}", mask=mask))
+        else:
+            rats = getattr(split, "rationales", None)
+            out.append(PickedInput(split.texts[i], label, f"test #{i}", rationale=list(rats[i]) if rats else None))
+    return out
+
+
+def _uploaded_images(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedInput]:
+    files = st.file_uploader(
+        "Images (PNG, JPEG, BMP, WebP, GIF, TIFF; any size and colour mode)", type=IMAGE_TYPES,
+        accept_multiple_files=True, key=f"{key}_images",
+    )
+    fit = st.selectbox("Fit", FITS, key=f"{key}_fit", help=FIT_HELP)
+    if not files:
+        st.info(f"Upload one or more images; they are converted to what the model reads ({'x'.join(map(str, info.input_shape))}).")
+        return []
+    if len(files) > max_inputs:
+        st.warning(f"{len(files)} images uploaded; the first {max_inputs} are used.")
+    out = []
+    for f in files[:max_inputs]:
+        try:
+            x = load_image(f, info, fit)  # type: ignore[arg-type]
+        except ExplainError as e:
+            st.error(f"{e}", icon=":material/broken_image:")
+            continue
+        try:
+            with Image.open(io.BytesIO(f.getvalue())) as im:
+                original = f"{im.width}x{im.height} {im.mode}"
+        except Exception:  # noqa: BLE001 - only for the caption
+            original = "?"
+        out.append(PickedInput(x, None, f.name))
+        out[-1].name = f"{f.name} ({original} → {'x'.join(map(str, x.shape))})"
+    if out:
+        st.caption("As the model sees them:")
+        cols = st.columns(8)
+        for j, p in enumerate(out):
+            cols[j % len(cols)].image(to_pil(p.raw, 128), caption=p.name, width="stretch")
+    return out
+
+
+def _nonblank(lines: list[str]) -> list[str]:
+    return [s.strip() for s in lines if s and s.strip()]
+
+
+def _typed_text(key: str, max_inputs: int) -> list[PickedInput]:
+    text = st.text_area("Text: one input per line", value=EXAMPLE_TEXT, key=f"{key}_text", height=110)
+    lines = _nonblank(text.splitlines())
+    if not lines:
+        st.warning("The text is empty: type a sentence to explain (one input per line).", icon=":material/edit_note:")
+        return []
+    if len(lines) > max_inputs:
+        st.warning(f"{len(lines)} lines typed; the first {max_inputs} are used.")
+    return [PickedInput(t, None, f"line {j + 1}") for j, t in enumerate(lines[:max_inputs])]
+
+
+def _csv_texts(text: str, name: str, info: DatasetInfo, key: str) -> tuple[list[str], list[int | None]]:
+    try:
+        df = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise ExplainError(f"{name} is not a readable CSV file ({e}). Give it a header row and a text column.") from None
+    text_cols = [c for c in df.columns if pd.api.types.is_string_dtype(df[c]) or pd.api.types.is_object_dtype(df[c])]
+    if not text_cols:
+        raise ExplainError(f"{name} has no text column (columns: {', '.join(map(str, df.columns))}).")
+    preferred = [c for c in text_cols if str(c).lower() in ("text", "sentence", "review", "message")]
+    col = st.selectbox("Text column", text_cols, index=text_cols.index(preferred[0]) if preferred else 0, key=f"{key}_csvcol")
+    rows = df[df[col].notna() & (df[col].astype(str).str.strip() != "")]
+    labels: list[int | None] = [None] * len(rows)
+    label_col = next((c for c in df.columns if str(c).lower() in ("label", "class", "target")), None)
+    if label_col is not None:
+        def to_label(v: Any) -> int | None:
+            if str(v) in info.classes:
+                return info.classes.index(str(v))
+            try:
+                k = int(v)
+            except (TypeError, ValueError):
+                return None
+            return k if 0 <= k < info.num_classes else None
+        labels = [to_label(v) for v in rows[label_col]]
+    return rows[col].astype(str).tolist(), labels
+
+
+def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedInput]:
+    f = st.file_uploader("A .txt file (one input per line) or a .csv file with a text column", type=TEXT_TYPES, key=f"{key}_textfile")
+    if f is None:
+        st.info("Upload a UTF-8 .txt or .csv file.")
+        return []
+    data = f.getvalue()
+    try:
+        if not data:
+            raise ExplainError(f"{f.name} is empty (0 bytes): upload a file with some text.")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise ExplainError(f"{f.name} is not UTF-8 text: save it with UTF-8 encoding and upload it again.") from None
+        if f.name.lower().endswith(".csv"):
+            texts, labels = _csv_texts(text, f.name, info, key)
+        else:
+            texts = _nonblank(text.splitlines())
+            labels = [None] * len(texts)
+        if not texts:
+            raise ExplainError(f"{f.name} contains no text: it is blank.")
+    except ExplainError as e:
+        st.error(str(e), icon=":material/error:")
+        return []
+    if len(texts) > max_inputs:
+        st.warning(f"{f.name} holds {len(texts)} texts; the first {max_inputs} are used.")
+    return [PickedInput(t.strip(), lab, f"{f.name} #{j + 1}") for j, (t, lab) in enumerate(zip(texts[:max_inputs], labels))]
+
+
+def input_picker(bundle: ModelBundle, key: str, *, bundle_key: str, max_inputs: int = 8) -> list[PickedInput]:
+    """Source selector and its widgets; the chosen inputs (possibly none, with a message saying why)."""
+    if bundle.modality == "image":
+        sources = ["Test set", "Upload images"]
+    else:
+        sources = ["Test set", "Type text", "Upload .txt / .csv"]
+    source = st.radio("Input", sources, horizontal=True, key=f"{key}_source")
+    if source == "Test set":
+        return _gallery(bundle, key, bundle_key, max_inputs)
+    if source == "Upload images":
+        return _uploaded_images(bundle.info, key, max_inputs)
+    if source == "Type text":
+        return _typed_text(key, max_inputs)
+    return _uploaded_text(bundle.info, key, max_inputs)

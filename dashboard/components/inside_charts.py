@@ -1,0 +1,244 @@
+"""Drawings for the "inside the model" pages: attention grids and the head view, embedding scatter
+plots, receptive-field boxes, feature-map and filter mosaics. numpy/PIL/altair only: every number
+drawn here was computed by `models.inspect` or `explainers`.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import math
+from typing import Any, Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+from PIL import Image, ImageDraw, ImageFont
+
+from explainers.render import colorize, image_hwc
+
+CELL = 64  # px of one small heatmap in the layer x head grid
+GRID_ROWS_LIMIT = 60_000  # above this many cells the grid is drawn as one image, not as altair marks
+HEAD_COLOURS = "category10"
+PAD = alt.AutoSizeParams(type="pad", contains="padding")  # keep the drawn size (Streamlit would shrink it to 'fit')
+
+
+# ---- attention ---------------------------------------------------------------------------------
+def token_labels(tokens: Sequence[str]) -> list[str]:
+    """Unique axis labels that keep the order: '0 [CLS]', '1 the', ... (a word may occur twice)."""
+    return [f"{i} {t}" for i, t in enumerate(tokens)]
+
+
+def attention_grid_frame(tiles: np.ndarray) -> pd.DataFrame:
+    """Long table (layer, head, row, col, weight, relative) of tiles (L, H, h, w); 'relative' is each
+    tile divided by its own max, so faint heads still show their pattern."""
+    L, H, h, w = tiles.shape
+    peak = tiles.reshape(L, H, -1).max(-1).clip(min=1e-12)
+    layer, head, row, col = np.meshgrid(np.arange(L), np.arange(H), np.arange(h), np.arange(w), indexing="ij")
+    return pd.DataFrame({
+        "layer": layer.ravel(), "head": head.ravel(), "row": row.ravel(), "col": col.ravel(),
+        "weight": tiles.ravel().astype(float), "relative": (tiles / peak[:, :, None, None]).ravel().astype(float),
+    })
+
+
+def attention_grid_chart(tiles: np.ndarray, x_title: str, y_title: str) -> alt.FacetChart:
+    """Every layer x head as a small heatmap (rows: layers, columns: heads); click one to select it
+    (selection 'cell' with fields layer and head)."""
+    df = attention_grid_frame(tiles)
+    pick = alt.selection_point(name="cell", fields=["layer", "head"], on="click", clear=False)
+    h, w = tiles.shape[-2:]
+    size = max(40, min(CELL, 8 * max(h, w)))
+    base = alt.Chart(df).mark_rect().encode(
+        x=alt.X("col:O", axis=None, title=x_title),
+        y=alt.Y("row:O", axis=None, title=y_title),
+        color=alt.Color("relative:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), legend=None),
+        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),
+        tooltip=["layer:O", "head:O", "row:O", "col:O", alt.Tooltip("weight:Q", format=".3f")],
+    ).properties(width=size, height=size).add_params(pick)
+    return base.facet(
+        row=alt.Row("layer:O", title="layer", header=alt.Header(labelFontSize=11)),
+        column=alt.Column("head:O", title="head", header=alt.Header(labelFontSize=11)),
+        spacing=4,
+    )
+
+
+def attention_grid_image(tiles: np.ndarray, cell: int = 48, gap: int = 4) -> Image.Image:
+    """The same grid as one picture (for long texts, where altair would draw too many marks)."""
+    L, H = tiles.shape[:2]
+    font = ImageFont.load_default()
+    margin = 28
+    img = Image.new("RGB", (margin + H * (cell + gap), margin + L * (cell + gap)), "white")
+    draw = ImageDraw.Draw(img)
+    for h in range(H):
+        draw.text((margin + h * (cell + gap) + cell // 2 - 4, 6), str(h), fill="black", font=font)
+    for layer in range(L):
+        draw.text((6, margin + layer * (cell + gap) + cell // 2 - 6), str(layer), fill="black", font=font)
+        for h in range(H):
+            t = tiles[layer, h]
+            rgb = colorize(t / max(float(t.max()), 1e-12), signed=False, scale=1.0, cmap="viridis")
+            tile = Image.fromarray((rgb * 255).astype(np.uint8)).resize((cell, cell), Image.Resampling.NEAREST)
+            img.paste(tile, (margin + h * (cell + gap), margin + layer * (cell + gap)))
+    return img
+
+
+def matrix_chart(matrix: np.ndarray, tokens: Sequence[str], title: str) -> alt.Chart:
+    """A (T, T) attention matrix with token labels: rows are the queries (who attends), columns the keys."""
+    labels = token_labels(tokens)
+    t = len(labels)
+    q, k = np.meshgrid(np.arange(t), np.arange(t), indexing="ij")
+    df = pd.DataFrame({"query": [labels[i] for i in q.ravel()], "key": [labels[j] for j in k.ravel()],
+                       "weight": matrix.ravel().astype(float)})
+    size = max(320, min(720, 28 * t))
+    return alt.Chart(df).mark_rect().encode(
+        x=alt.X("key:N", sort=labels, title="attends to (key)", axis=alt.Axis(labelAngle=-60, labelLimit=120, labelOverlap=False)),
+        y=alt.Y("query:N", sort=labels, title="token (query)", axis=alt.Axis(labelLimit=120, labelOverlap=False)),
+        color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis"), title="weight"),
+        tooltip=["query", "key", alt.Tooltip("weight:Q", format=".3f")],
+    ).properties(width=size, height=size, title=title, autosize=PAD)
+
+
+def head_view_chart(weights: np.ndarray, tokens: Sequence[str], heads: Sequence[int], min_weight: float = 0.05) -> alt.LayerChart:
+    """bertviz-style head view of one layer: tokens in two columns, a line from each token (left) to
+    each token it attends to (right), opacity = weight, one colour per head. Hover a token on the
+    left to keep only its lines. weights: (heads, T, T)."""
+    labels = list(tokens)
+    t = len(labels)
+    rows = []
+    for h in heads:
+        w = weights[h]
+        for i in range(t):
+            for j in range(t):
+                if w[i, j] >= min_weight:
+                    rows.append({"head": str(h), "query": i, "key": j, "weight": float(w[i, j]),
+                                 "from": labels[i], "to": labels[j]})
+    lines = pd.DataFrame(rows, columns=["head", "query", "key", "weight", "from", "to"])
+    words = pd.DataFrame({"pos": list(range(t)), "token": labels})
+    hover = alt.selection_point(name="hover", fields=["query"], on="mouseover", clear="mouseout", empty=True)
+    height = max(160, 22 * t)
+    y = alt.Scale(domain=[-0.5, t - 0.5], reverse=True)
+    head_order = [str(h) for h in heads]
+    line_layer = alt.Chart(lines).mark_rule(strokeWidth=2).encode(
+        x=alt.datum(0.0, scale=alt.Scale(domain=[-0.35, 1.35]), axis=None), x2=alt.datum(1.0),
+        y=alt.Y("query:Q", scale=y, axis=None), y2="key:Q",
+        color=alt.Color("head:N", scale=alt.Scale(scheme=HEAD_COLOURS if len(heads) <= 10 else "category20", domain=head_order),
+                        title="head"),
+        opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.0, 0.95]), legend=None),
+        tooltip=["head", "from", "to", alt.Tooltip("weight:Q", format=".3f")],
+    ).transform_filter(hover)
+    left = alt.Chart(words).mark_text(align="right", dx=-6, fontSize=13).encode(
+        x=alt.datum(0.0), y=alt.Y("pos:Q", scale=y, axis=None), text="token:N",
+        color=alt.condition(hover, alt.value("black"), alt.value("#999999")),
+    ).transform_calculate(query="datum.pos").add_params(hover)
+    right = alt.Chart(words).mark_text(align="left", dx=6, fontSize=13).encode(
+        x=alt.datum(1.0), y=alt.Y("pos:Q", scale=y, axis=None), text="token:N",
+    )
+    return alt.layer(line_layer, left, right).properties(width=420, height=height, autosize=PAD).configure_view(strokeWidth=0)
+
+
+# ---- images ------------------------------------------------------------------------------------
+def upscaled(image01: Any, min_side: int = 224) -> tuple[Image.Image, int]:
+    """The image as RGB enlarged by a whole factor (nearest) to >= min_side, and that factor."""
+    img = Image.fromarray((image_hwc(image01) * 255 + 0.5).astype(np.uint8))
+    f = max(1, math.ceil(min_side / min(img.size)))
+    return img.resize((img.width * f, img.height * f), Image.Resampling.NEAREST), f
+
+
+def draw_box(img: Image.Image, box: tuple[int, int, int, int], factor: int, colour: str = "#00e5ff", width: int = 3) -> Image.Image:
+    """A rectangle around inclusive pixel box (top, left, bottom, right) of the original image."""
+    out = img.copy()
+    top, left, bottom, right = box
+    ImageDraw.Draw(out).rectangle(
+        [left * factor, top * factor, (right + 1) * factor - 1, (bottom + 1) * factor - 1], outline=colour, width=width
+    )
+    return out
+
+
+def heat_image(values: np.ndarray, min_side: int = 224, cmap: str = "inferno") -> tuple[Image.Image, int]:
+    """A non-negative map (H, W) coloured by its own max and enlarged like `upscaled`."""
+    v = np.asarray(values, dtype=np.float32)
+    top = float(v.max()) if v.size else 0.0
+    rgb = colorize(v / top if top > 0 else v, signed=False, scale=1.0, cmap=cmap)
+    return upscaled(rgb, min_side)
+
+
+def mosaic(maps: np.ndarray, cols: int = 8, tile: int = 64, gap: int = 2, signed: bool = False,
+           labels: Sequence[str] | None = None) -> Image.Image:
+    """Tiles (K, H, W) grey (each scaled to its own range; signed: 0 is mid-grey) or (K, H, W, 3) colour."""
+    maps = np.asarray(maps, dtype=np.float32)
+    k = len(maps)
+    cols = max(1, min(cols, k))
+    rows = math.ceil(k / cols)
+    label_h = 12 if labels else 0
+    img = Image.new("RGB", (cols * (tile + gap), rows * (tile + gap + label_h)), "white")
+    font = ImageFont.load_default()
+    draw = ImageDraw.Draw(img)
+    for i, m in enumerate(maps):
+        if signed:
+            s = float(np.abs(m).max()) or 1.0
+            m = 0.5 + 0.5 * m / s
+        else:
+            lo, hi = float(m.min()), float(m.max())
+            m = (m - lo) / (hi - lo) if hi > lo else np.zeros_like(m)
+        arr = (np.clip(m, 0, 1) * 255).astype(np.uint8)
+        t = Image.fromarray(arr).convert("RGB").resize((tile, tile), Image.Resampling.NEAREST)
+        r, c = divmod(i, cols)
+        x, y = c * (tile + gap), r * (tile + gap + label_h)
+        img.paste(t, (x, y + label_h))
+        if labels:
+            draw.text((x + 1, y), str(labels[i])[:12], fill="black", font=font)
+    return img
+
+
+def filters_as_images(weights: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(out, in, kh, kw) -> tiles to show: RGB (out, kh, kw, 3) for 3 input channels, else the
+    channel sum (out, kh, kw); and whether the tiles are signed grey maps."""
+    w = np.asarray(weights, dtype=np.float32)
+    if w.shape[1] == 3:
+        s = float(np.abs(w).max()) or 1.0
+        return (0.5 + 0.5 * w / s).transpose(0, 2, 3, 1), False
+    return w.sum(1), True
+
+
+# ---- embeddings --------------------------------------------------------------------------------
+def thumbnail_url(image01: Any, max_side: int = 48) -> str:
+    """A small PNG data URL of an image (C, H, W) in [0, 1], for chart tooltips."""
+    img = Image.fromarray((image_hwc(image01) * 255 + 0.5).astype(np.uint8))
+    if max(img.size) > max_side:
+        img.thumbnail((max_side, max_side))
+    elif max(img.size) < 56:  # tiny digits: enlarge so the tooltip is readable
+        f = math.ceil(56 / max(img.size))
+        img = img.resize((img.width * f, img.height * f), Image.Resampling.NEAREST)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def scatter_chart(df: pd.DataFrame, colour: str, title: str, axis_titles: tuple[str, str],
+                  placed: pd.DataFrame | None = None, point_size: int = 18) -> alt.LayerChart | alt.Chart:
+    """Points (x, y) coloured by `colour` ('true', 'predicted' or 'correct'), tooltips with the sample
+    (an 'image' column shows as a picture), click to select one (selection 'pick' on 'index');
+    `placed` (x, y, name) are extra inputs drawn as stars."""
+    pick = alt.selection_point(name="pick", fields=["index"], on="click", clear="dblclick")
+    if colour == "correct":
+        scale = alt.Scale(domain=["correct", "wrong"], range=["#9ecae1", "#d62728"])
+    else:
+        scale = alt.Scale(scheme="tableau10" if df[colour].nunique() <= 10 else "tableau20")
+    tips = ["index:Q", "true:N", "predicted:N"]
+    if "image" in df.columns:
+        tips.append("image:N")
+    if "text" in df.columns:
+        tips.append("text:N")
+    points = alt.Chart(df).mark_circle(size=point_size).encode(
+        x=alt.X("x:Q", title=axis_titles[0], axis=alt.Axis(labels=False, ticks=False)),
+        y=alt.Y("y:Q", title=axis_titles[1], axis=alt.Axis(labels=False, ticks=False)),
+        color=alt.Color(f"{colour}:N", scale=scale, title=colour),
+        opacity=alt.condition(pick, alt.value(0.85), alt.value(0.2)),
+        size=alt.condition(pick, alt.value(point_size * 8), alt.value(point_size), empty=False),
+        stroke=alt.condition(pick, alt.value("black"), alt.value(None), empty=False),
+        tooltip=tips,
+    ).add_params(pick)
+    chart: alt.Chart | alt.LayerChart = points
+    if placed is not None and len(placed):
+        stars = alt.Chart(placed).mark_point(shape="diamond", size=260, filled=True, color="black", stroke="white",
+                                             strokeWidth=1.5).encode(x="x:Q", y="y:Q", tooltip=["name:N"])
+        chart = alt.layer(points, stars)
+    return chart.properties(height=560, title=title).interactive()

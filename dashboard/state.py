@@ -1,0 +1,47 @@
+"""The run a session works with, kept in `st.session_state` so every page sees the same one."""
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from models.runstore import WEIGHTS, Run, list_runs
+
+RUN_KEY = "xai_selected_run"
+USABLE = ("completed", "stopped")
+
+
+def select_run(run_id: str | None) -> None:
+    st.session_state[RUN_KEY] = run_id
+
+
+def selected_run() -> Run | None:
+    """The run this session picked; else the newest finished run with weights (remembered); else None."""
+    runs = list_runs()
+    wanted = st.session_state.get(RUN_KEY)
+    if wanted:
+        for r in runs:
+            if r.id == wanted:
+                return r
+    for r in runs:
+        if r.summary().get("state") in USABLE and r.file(WEIGHTS).exists():
+            select_run(r.id)
+            return r
+    return None
+
+
+def pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
+def run_label(run: Run) -> str:
+    """'resnet_small on shapes · test acc 91.0% · 2026-11-02 10:04' (or why the run is unreadable)."""
+    try:
+        c, s = run.config(), run.summary()
+    except Exception as e:  # noqa: BLE001 - a damaged run must still be listed (and deletable)
+        return f"{run.id} (unreadable: {e})"
+    acc = s.get("test_acc", s.get("val_acc"))
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0)))
+    state = s.get("state", "?")
+    extra = "" if state == "completed" else f" · {state}"
+    return f"{c['model']} on {c['dataset']} · acc {pct(acc)} · {when}{extra}"

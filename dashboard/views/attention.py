@@ -1,0 +1,173 @@
+"""Attention: every layer x head for one input, one head large, the mean over heads per layer,
+attention rollout, and (text) a bertviz-style head view."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from dashboard import services
+from dashboard.components.inputs import input_picker
+from dashboard.components.inside_charts import (
+    GRID_ROWS_LIMIT, attention_grid_chart, attention_grid_image, head_view_chart, matrix_chart,
+)
+from dashboard.errors import guard
+from dashboard.state import selected_run
+from explainers.attention import has_attention
+from explainers.inside import AttentionView, attention_view
+from explainers.render import heatmap, highlight_tokens, overlay
+from models.bundle import ModelBundle
+
+MEAN = "mean over heads"
+
+st.title("Attention")
+st.caption(
+    "Where each token looks in every layer and head of a transformer. Attention shows how information is "
+    "routed, not why the model decides: read it beside the attribution methods of the Explain page."
+)
+
+run = selected_run()
+if run is None:
+    st.info("No run selected: train one on the Train page, then come back.", icon=":material/info:")
+    st.stop()
+bundle: ModelBundle = services.bundle_for(run)
+bundle_key = services.run_key(run)
+if not has_attention(bundle.model):
+    st.info(
+        f"{bundle.spec.name} has no attention to show: only transformer models do (vit_tiny on images; "
+        "text_transformer and minilm on text). Pick or train one of those.", icon=":material/block:"
+    )
+    st.stop()
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _view(key: str, input_key: str, _bundle: ModelBundle, _raw) -> AttentionView:
+    return attention_view(_bundle, _raw)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _proba(key: str, input_key: str, _bundle: ModelBundle, _raw) -> np.ndarray:
+    return _bundle.predict_proba([_raw] if isinstance(_raw, str) else _raw)[0].numpy()
+
+
+picked = input_picker(bundle, "attention", bundle_key=bundle_key, max_inputs=1)
+if not picked:
+    st.stop()
+item = picked[0]
+view = _view(bundle_key, item.key, bundle, item.raw)
+proba = _proba(bundle_key, item.key, bundle, item.raw)
+pred = int(proba.argmax())
+truth = f" · true class {bundle.info.classes[item.label]}" if item.label is not None else ""
+st.markdown(f"**{item.name}**: predicted **{bundle.info.classes[pred]}** ({proba[pred]:.0%}){truth} · "
+            f"{view.layers} layers x {view.heads} heads over {len(view.tokens)} tokens")
+vision = view.grid is not None
+
+
+def patch_overlay(patch_map: np.ndarray, alpha: float = 0.85):
+    """The class token's attention over the patch grid, drawn as blocks over the image: the more
+    attention (relative to the map's maximum), the more opaque the colour."""
+    img = np.asarray(item.raw)
+    ph, pw = img.shape[-2] // view.grid[0], img.shape[-1] // view.grid[1]
+    blocks = np.kron(patch_map, np.ones((ph, pw), dtype=np.float32))
+    lo = float(blocks.min())  # stretched from the map's minimum: near-uniform attention still shows its peaks
+    return overlay(img, blocks - lo, signed=False, alpha=alpha, by_magnitude=True, cmap="viridis")
+
+
+# ---- the grid --------------------------------------------------------------------------------
+st.subheader("Every layer and head")
+if vision:
+    tiles = np.stack([[view.patch_map(view.matrix(l, h)) for h in range(view.heads)] for l in range(view.layers)])
+    st.caption("Each tile: attention from the class token to every patch (rows and columns of the patch grid), "
+               "scaled to the tile's own maximum. Click a tile to see it large below. Overlays on the image stretch "
+               "each map from its minimum (transparent) to its maximum (opaque).")
+else:
+    tiles = view.weights
+    st.caption("Each tile: the token x token matrix (rows attend to columns), scaled to the tile's own maximum. "
+               "Click a tile to see it large below.")
+if tiles.size <= GRID_ROWS_LIMIT:
+    event = st.altair_chart(attention_grid_chart(tiles, "key", "query"), on_select="rerun", selection_mode="cell",
+                            key="attention_grid")
+    chosen = (event.selection.get("cell") or [None])[0] if event and event.selection else None
+    if chosen is not None:
+        marker = (int(chosen["layer"]), int(chosen["head"]))
+        if st.session_state.get("attention_grid_applied") != marker:  # a new click moves the pickers below
+            st.session_state["attention_grid_applied"] = marker
+            st.session_state["attention_layer"] = marker[0]
+            st.session_state["attention_head"] = marker[1]
+else:
+    st.image(attention_grid_image(tiles), caption="rows: layers, columns: heads (too many tokens for an interactive grid)")
+
+# ---- one head, large -------------------------------------------------------------------------
+st.subheader("One head")
+c1, c2 = st.columns(2)
+# Choices kept from another model (more layers or heads) are brought back into range.
+if st.session_state.get("attention_layer", 0) >= view.layers:
+    st.session_state["attention_layer"] = view.layers - 1
+if st.session_state.get("attention_head", MEAN) not in (MEAN, *range(view.heads)):
+    st.session_state["attention_head"] = MEAN
+if st.session_state.get("attention_hv_layer", 0) >= view.layers:
+    st.session_state["attention_hv_layer"] = view.layers - 1
+if any(h >= view.heads for h in st.session_state.get("attention_hv_heads", [])):
+    st.session_state["attention_hv_heads"] = [h for h in st.session_state["attention_hv_heads"] if h < view.heads]
+layer = c1.selectbox("Layer", list(range(view.layers)), key="attention_layer")
+head = c2.selectbox("Head", [MEAN, *range(view.heads)], key="attention_head",
+                    format_func=lambda h: h if h == MEAN else f"head {h}")
+head_index = None if head == MEAN else int(head)
+matrix = view.matrix(layer, head_index)
+name = f"layer {layer}, {'mean over heads' if head_index is None else f'head {head_index}'}"
+with guard("Attention map"):
+    if vision:
+        left, right = st.columns(2)
+        left.image(patch_overlay(view.patch_map(matrix)), caption=f"{name}: class-token attention over the patches", width=300)
+        patches = view.patch_map(matrix)
+        right.image(heatmap(patches - patches.min(), signed=False, cmap="viridis", upscale=300),
+                    caption=f"the same weights alone: {patches.min():.3f} (dark) to {patches.max():.3f} (yellow)", width=300)
+        with st.expander(f"All {len(view.tokens)} x {len(view.tokens)} token weights of {name}"):
+            st.altair_chart(matrix_chart(matrix, view.tokens, name), width="content")
+    else:
+        st.altair_chart(matrix_chart(matrix, view.tokens, name), width="content")
+        row = view.read_row(matrix)
+        st.markdown(highlight_tokens(view.tokens, row, signed=False), unsafe_allow_html=True)
+        st.caption("Token colours: the attention the prediction reads — from [CLS] where the model has one, else the "
+                   "mean over the tokens (text_transformer pools the mean of its tokens).")
+
+# ---- mean per layer --------------------------------------------------------------------------
+st.subheader("Mean over heads, per layer")
+with guard("Mean attention"):
+    cols = st.columns(min(view.layers, 6))
+    for l in range(view.layers):
+        m = view.matrix(l)
+        with cols[l % len(cols)]:
+            if vision:
+                st.image(patch_overlay(view.patch_map(m)), caption=f"layer {l}", width="stretch")
+            else:
+                st.markdown(f"layer {l}")
+                st.markdown(highlight_tokens(view.tokens, view.read_row(m), signed=False), unsafe_allow_html=True)
+
+# ---- rollout ---------------------------------------------------------------------------------
+st.subheader("Attention rollout")
+st.caption("Abnar & Zuidema (2020): each layer's mean attention mixed with the identity for the residual "
+           "connection, multiplied through all layers — how much each input token flows into the output.")
+with guard("Rollout"):
+    rolled = view.rollout()
+    if vision:
+        left, right = st.columns(2)
+        left.image(patch_overlay(view.patch_map(rolled)), caption="rollout from the class token", width=300)
+        right.image(patch_overlay(view.patch_map(view.matrix(view.layers - 1))), caption="last layer alone, for comparison", width=300)
+    else:
+        st.markdown(highlight_tokens(view.tokens, view.read_row(rolled), signed=False), unsafe_allow_html=True)
+        st.altair_chart(matrix_chart(rolled, view.tokens, "rollout through all layers"), width="content")
+
+# ---- head view (text) --------------------------------------------------------------------------
+if not vision:
+    st.subheader("Head view")
+    st.caption("In the spirit of bertviz: each token on the left sends a line to every token it attends to on the "
+               "right; opacity is the weight, one colour per head. Hover a token on the left to keep only its lines.")
+    c1, c2 = st.columns([1, 3])
+    hv_layer = c1.selectbox("Layer", list(range(view.layers)), index=view.layers - 1, key="attention_hv_layer")
+    heads = c2.multiselect("Heads", list(range(view.heads)), default=list(range(min(3, view.heads))), key="attention_hv_heads",
+                           help="A few heads at a time keep the lines readable.")
+    if heads:
+        with guard("Head view"):
+            st.altair_chart(head_view_chart(view.weights[hv_layer], view.tokens, heads), width="content")
+    else:
+        st.info("Pick at least one head.")

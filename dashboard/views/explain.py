@@ -1,0 +1,281 @@
+"""Explain: inputs, the model's prediction, and several methods' maps side by side (inputs as rows)."""
+from __future__ import annotations
+
+import functools
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import streamlit as st
+import torch
+
+from dashboard import services
+from dashboard.components.charts import topk_chart
+from dashboard.components.images import png_bytes, to_pil
+from dashboard.components.inputs import PickedInput, input_picker
+from dashboard.components.params import param_controls
+from dashboard.errors import show_error
+from dashboard.state import selected_run
+from explainers import explain, list_methods, methods_for
+from explainers.compare import METRICS, input_metrics
+from explainers.explanation import Explanation
+from explainers.render import OVERLAY_ALPHA, colorbar, greyscale, heatmap, highlight_tokens, overlay
+from models.bundle import ModelBundle
+
+DEFAULT_METHODS = ("saliency", "ig", "gradcam", "text_ig", "text_saliency", "text_lime")
+TOP_K = 5
+METRIC_STEPS = 16
+
+
+@dataclass
+class Result:
+    explanation: Explanation | None = None
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    metric_errors: dict[str, str] = field(default_factory=dict)
+    error: BaseException | None = None
+    cached: bool = False
+
+
+def needs_background(method_id: str, params: dict[str, Any]) -> bool:
+    return method_id.startswith("shap") or params.get("baseline") == "mean"
+
+
+def batch_of(inputs: list[PickedInput]) -> torch.Tensor | list[str]:
+    if isinstance(inputs[0].raw, str):
+        return [str(p.raw) for p in inputs]
+    return torch.stack([p.raw for p in inputs])
+
+
+def compute(bundle: ModelBundle, raw: Any, inputs: list[PickedInput], method: str, params: dict[str, Any],
+            target: int | None, background: torch.Tensor | None, with_metrics: bool) -> Result:
+    with services.model_lock(bkey):
+        return _compute(bundle, raw, inputs, method, params, target, background, with_metrics)
+
+
+def _compute(bundle: ModelBundle, raw: Any, inputs: list[PickedInput], method: str, params: dict[str, Any],
+             target: int | None, background: torch.Tensor | None, with_metrics: bool) -> Result:
+    e = explain(bundle, raw, target, method, background=background, **params)
+    if not with_metrics:
+        return Result(e)
+    masks = np.stack([p.mask for p in inputs]) if all(p.mask is not None for p in inputs) else None
+    rationales = [p.rationale for p in inputs] if any(p.rationale for p in inputs) else None
+    values, errors = input_metrics(bundle, raw, e, masks=masks, rationales=rationales, background=background,
+                                   steps=METRIC_STEPS)
+    return Result(e, values, errors)
+
+
+def fmt(v: float) -> str:
+    return "–" if v is None or not np.isfinite(v) else f"{v:.3f}"
+
+
+st.title("Explain")
+run = selected_run()
+if run is None:
+    st.info("No run to explain yet: train a model first (or select a run on the Train page).")
+    st.page_link("views/train.py", label="Go to Train", icon=":material/model_training:")
+    st.stop()
+try:
+    with st.spinner("Loading the model…"):
+        bundle = services.bundle_for(run)
+except Exception as e:  # noqa: BLE001
+    show_error(e, f"Could not load run {run.id}")
+    st.info("Pick another run on the Train page.")
+    st.stop()
+bkey = services.run_key(run)
+info = bundle.info
+st.caption(f"Run `{run.id}`: **{bundle.spec.name}** on **{info.name}**, on {bundle.device}.")
+
+# ---- inputs ------------------------------------------------------------------------------------
+with st.container(border=True):
+    inputs = input_picker(bundle, "explain", bundle_key=bkey)
+
+# ---- methods -----------------------------------------------------------------------------------
+usable = methods_for(bundle)
+ids = [m.id for m in usable]
+by_id = {m.id: m for m in usable}
+with st.container(border=True):
+    # Defaults on first use; the choice survives visits to other pages (Streamlit drops the state of widgets
+    # not drawn, hence the copy under another key); after a change of run, only methods the model supports.
+    stored = st.session_state.get("explain_methods", st.session_state.get("explain_methods_kept"))
+    if stored is None or any(m not in ids for m in stored):
+        stored = [m for m in (stored or []) if m in ids] or [m for m in DEFAULT_METHODS if m in ids][:3] or ids[:2]
+    st.session_state["explain_methods"] = stored
+    chosen = st.multiselect("Methods", ids, format_func=lambda i: by_id[i].label, key="explain_methods",
+                            help="the methods that apply to this model")
+    st.session_state["explain_methods_kept"] = chosen
+    c2, c4, c3 = st.columns([2, 2, 2])
+    target_name = c2.selectbox("Target class", ["predicted class"] + list(info.classes), key=f"explain_target_{info.name}",
+                               help="the class whose evidence the maps show")
+    shared = c3.toggle("One colour scale", key="explain_shared",
+                       help="draw every map of an input on the same scale (the largest |value| among the methods)")
+    display = "tokens"
+    if bundle.modality == "image":
+        display = c4.radio("Show maps as", ["overlay", "heatmap"], horizontal=True, key="explain_display",
+                           help="overlay: the map blended over the input (opacity grows with |value|); heatmap: the map alone")
+    with_metrics = c3.toggle("Quality metrics", value=True, key="explain_metrics",
+                             help="deletion/insertion AUC, and pointing game, energy or completeness where they apply")
+    unusable = [m for m in list_methods(bundle.modality) if m.id not in ids]
+    if unusable:
+        st.caption("Not available for this model: " + "; ".join(
+            f"{m.label} ({(m.applies(bundle) or 'not supported').rstrip('.')})" for m in unusable))
+    params: dict[str, dict[str, Any]] = {}
+    if chosen:
+        cols = st.columns(min(3, len(chosen)))
+        for j, m in enumerate(chosen):
+            with cols[j % len(cols)].expander(f"{by_id[m].label} parameters"):
+                params[m] = param_controls(by_id[m], bundle, "explain")
+# Methods are drawn even without inputs so a choice survives switching the input source.
+if not inputs:
+    st.stop()
+if not chosen:
+    st.info("Pick at least one method.")
+    st.stop()
+raw = batch_of(inputs)
+try:
+    with services.model_lock(bkey):
+        probs = bundle.predict_proba(raw).numpy()
+except Exception as e:  # noqa: BLE001
+    show_error(e, "Prediction failed")
+    st.stop()
+target = None if target_name == "predicted class" else list(info.classes).index(target_name)
+
+# ---- compute (cached per method: changing one method's parameters recomputes that method only) ----
+bg = None
+if any(needs_background(m, params.get(m, {})) for m in chosen):
+    with st.spinner("Loading background images from the training split…"):
+        bg = services.background(bkey, bundle)
+cache = services.explanation_cache()
+input_keys = tuple(p.key for p in inputs)
+results: dict[str, Result] = {}
+bar = st.progress(0.0, text="Explaining…")
+for j, m in enumerate(chosen):
+    bar.progress(j / len(chosen), text=f"Explaining with {by_id[m].label} ({j + 1}/{len(chosen)})…")
+    key = (bkey, input_keys, m, json.dumps(params.get(m, {}), sort_keys=True, default=str), target, with_metrics)
+    try:
+        value, hit = cache.get_or_compute(
+            key, functools.partial(compute, bundle, raw, inputs, m, params.get(m, {}), target, bg, with_metrics))
+        results[m] = Result(value.explanation, value.metrics, value.metric_errors, cached=hit)
+    except Exception as e:  # noqa: BLE001 - one method failing must not hide the others
+        results[m] = Result(error=e)
+bar.empty()
+
+# ---- results grid ------------------------------------------------------------------------------
+signed_note = ("Colours: red = evidence for the target class, blue = against (signed methods); "
+               "yellow/black = magnitude only (unsigned methods).")
+st.caption(signed_note + (" Overlays are drawn on a grey copy of the input." if display == "overlay" else "")
+           + (" One colour scale per input." if shared else " Each map on its own scale."))
+overlays: dict[tuple[int, str], Any] = {}
+for i, p in enumerate(inputs):
+    pred = int(probs[i].argmax())
+    truth = f" · true: **{info.classes[p.label]}**" if p.label is not None else ""
+    mark = "" if p.label is None else (" ✓" if p.label == pred else " ✗")
+    h1, h2 = st.columns([2, 3])
+    h1.markdown(f"**{p.name}**{truth} · predicted: **{info.classes[pred]}** ({probs[i, pred]:.0%}){mark}")
+    h2.altair_chart(topk_chart(probs[i], info.classes, TOP_K, p.label), width="stretch")
+    scale = None
+    if shared:
+        scale = max((float(np.abs(r.explanation.item(i)).max()) for r in results.values() if r.explanation is not None
+                     and r.explanation.item(i).size), default=0.0) or None
+    cols = st.columns(1 + len(chosen))
+    with cols[0]:
+        st.caption("Input")
+        if bundle.modality == "image":
+            st.image(to_pil(p.raw, 224), width="stretch")
+            if shared and scale:
+                st.image(colorbar(signed=True, scale=scale, width=200, label="shared colour scale"))
+        else:
+            st.markdown(f"> {p.raw}")
+    for j, m in enumerate(chosen):
+        r = results[m]
+        with cols[j + 1]:
+            st.caption(f"**{by_id[m].label}**")
+            if r.error is not None:
+                show_error(r.error, by_id[m].label)
+                continue
+            e = r.explanation
+            if bundle.modality == "image":
+                if display == "overlay":
+                    img = overlay(greyscale(p.raw), e.item(i), signed=by_id[m].signed, scale=scale, alpha=OVERLAY_ALPHA)
+                else:
+                    img = heatmap(e.item(i), signed=by_id[m].signed, scale=scale)
+                overlays[(i, m)] = img
+                st.image(img, width="stretch")
+            else:
+                st.markdown(highlight_tokens(e.tokens[i], e.item(i), scale=scale, signed=by_id[m].signed),
+                            unsafe_allow_html=True)
+            secs = f"{e.seconds:.2f} s" if e.seconds >= 0.01 else "<0.01 s"
+            lines = [f"target {info.classes[int(e.targets[i])]} · {secs}"
+                     + (f" for {len(e)} inputs" if len(e) > 1 else "") + (" · cached" if r.cached else "")]
+            lines += [f"{METRICS[k][0]}: {fmt(v[i])}" for k, v in r.metrics.items() if k in METRICS]
+            lines += [f"{k}: {fmt(v[i])}" for k, v in e.diagnostics.items()]
+            st.caption("  \n".join(lines))
+            for name, msg in r.metric_errors.items():
+                st.caption(f"{name}: not computed ({msg})")
+    st.divider()
+
+
+# ---- downloads ---------------------------------------------------------------------------------
+def npy_bytes(e: Explanation) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.stack([e.item(i) for i in range(len(e))]))
+    return buf.getvalue()
+
+
+def text_scores_json(e: Explanation) -> str:
+    return json.dumps([{"input": p.name, "words": e.tokens[i], "scores": [float(v) for v in e.item(i)]}
+                       for i, p in enumerate(inputs)], indent=2)
+
+
+def overlays_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for i, p in enumerate(inputs):
+            z.writestr(f"input_{i:02d}.png", png_bytes(to_pil(p.raw, 224)))
+        for (i, m), img in overlays.items():
+            z.writestr(f"input_{i:02d}_{m}.png", png_bytes(img))
+    return buf.getvalue()
+
+
+def report_json() -> str:
+    def clean(v: Any) -> Any:
+        return None if isinstance(v, float) and not np.isfinite(v) else v
+
+    report = {
+        "run": run.id, "model": bundle.spec.name, "dataset": info.name, "device": str(bundle.device),
+        "target": target_name,
+        "inputs": [{
+            "name": p.name, "true_label": info.classes[p.label] if p.label is not None else None,
+            "predictions": [{"class": info.classes[k], "probability": float(probs[i, k])}
+                            for k in np.argsort(-probs[i])[:TOP_K]],
+        } for i, p in enumerate(inputs)],
+        "methods": [{
+            **r.explanation.summary(),
+            "metrics": {k: [clean(x) for x in v] for k, v in r.metrics.items()},
+            "metric_errors": r.metric_errors,
+        } if r.explanation is not None else {"method": m, "error": str(r.error)} for m, r in results.items()],
+    }
+    return json.dumps(report, indent=2, default=str)
+
+
+with st.expander("Downloads", icon=":material/download:"):
+    done = [(m, r.explanation) for m, r in results.items() if r.explanation is not None]
+    cols = st.columns(max(1, min(4, len(done))))
+    for j, (m, e) in enumerate(done):
+        if bundle.modality == "image":
+            cols[j % len(cols)].download_button(
+                f"{by_id[m].label} (.npy)", data=functools.partial(npy_bytes, e), file_name=f"{m}.npy",
+                mime="application/octet-stream", key=f"dl_npy_{m}", on_click="ignore",
+                help="attributions, one (H, W) map per input, stacked")
+        else:
+            cols[j % len(cols)].download_button(
+                f"{by_id[m].label} (.json)", data=functools.partial(text_scores_json, e), file_name=f"{m}.json",
+                mime="application/json", key=f"dl_json_{m}", on_click="ignore", help="one score per word")
+    c1, c2 = st.columns(2)
+    if overlays:
+        c1.download_button("Overlays (.zip of PNGs)", data=overlays_zip, file_name="overlays.zip", mime="application/zip",
+                           key="dl_zip", on_click="ignore")
+    c2.download_button("Report (.json): predictions, parameters, timings, metrics", data=report_json,
+                       file_name="explanations.json", mime="application/json", key="dl_report", on_click="ignore")

@@ -1,0 +1,167 @@
+"""Model: the architecture, one input's feature maps, the first layer's filters, and how one input's
+explanations changed over the epochs of training."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import services
+from dashboard.components.images import to_pil
+from dashboard.components.inputs import input_picker
+from dashboard.components.inside_charts import filters_as_images, mosaic
+from dashboard.errors import guard, show_error
+from dashboard.state import pct, selected_run
+from explainers.inside import TrainingExplanations, explanations_across_training
+from explainers.registry import get_method
+from explainers.render import colorbar, highlight_tokens, overlay
+from models.bundle import ModelBundle
+from models.inspect.activations import FeatureMaps, Filters, feature_maps, first_layer_filters
+from models.inspect.summary import ModelSummary, summarize_bundle
+from models.registry import ModelError
+
+MAX_CHANNELS = 64
+IG_STEPS = 32
+
+st.title("Model")
+
+run = selected_run()
+if run is None:
+    st.info("No run selected: train one on the Train page, then come back.", icon=":material/info:")
+    st.stop()
+bundle: ModelBundle = services.bundle_for(run)
+bundle_key = services.run_key(run)
+st.caption(f"{bundle.spec.name} on {bundle.info.name}: {bundle.spec.description}")
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _summary(key: str, _bundle: ModelBundle) -> ModelSummary:
+    return summarize_bundle(_bundle)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _maps(key: str, input_key: str, _bundle: ModelBundle, _raw) -> list[FeatureMaps]:
+    return feature_maps(_bundle, _raw)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _filters(key: str, _bundle: ModelBundle) -> Filters:
+    return first_layer_filters(_bundle)
+
+
+@st.cache_resource(show_spinner=False)
+def _across() -> services.LRUCache:
+    return services.LRUCache(16)
+
+
+# ---- architecture ------------------------------------------------------------------------------
+st.subheader("Architecture")
+with guard("Architecture summary"):
+    summary = _summary(bundle_key, bundle)
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Parameters", f"{summary.total:,}")
+    c2.metric("Trainable", f"{summary.trainable:,}")
+    c3.metric("Input", " x ".join(map(str, summary.input_shape)) if bundle.modality == "image" else "token ids")
+    st.dataframe(pd.DataFrame(summary.table()), hide_index=True, width="stretch", height=min(720, 40 + 35 * len(summary.rows)),
+                 column_config={"parameters": st.column_config.NumberColumn(format="localized"),
+                                "trainable": st.column_config.NumberColumn(format="localized")})
+    st.caption("Output shapes from one forward pass of a dummy input (batch dimension left out). Each parameter is "
+               "counted once, at the module that owns it, so the column adds up to the total.")
+
+# ---- one input ---------------------------------------------------------------------------------
+st.subheader("Input")
+picked = input_picker(bundle, "model", bundle_key=bundle_key, max_inputs=1)
+item = picked[0] if picked else None
+
+if bundle.modality == "image":
+    st.subheader("Feature maps")
+    if item is None:
+        st.info("Pick an input above to see its feature maps.")
+    else:
+        try:
+            maps = _maps(bundle_key, item.key, bundle, item.raw)
+        except ModelError as e:
+            st.info(str(e), icon=":material/block:")
+            maps = []
+        if maps:
+            labels = {m.path: f"{m.path} ({m.maps.shape[0]} x {m.maps.shape[1]}x{m.maps.shape[2]})"
+                      + (" · shortcut" if m.shortcut else "") for m in maps}
+            c1, c2 = st.columns([3, 1])
+            path = c1.selectbox("Conv layer", list(labels), format_func=labels.get, key="model_fmap_layer")
+            chosen = next(m for m in maps if m.path == path)
+            k = int(c2.number_input("Channels shown", 1, chosen.maps.shape[0], min(32, chosen.maps.shape[0]),
+                                    key=f"model_fmap_k_{path}"))
+            left, right = st.columns([1, 4])
+            left.image(to_pil(item.raw, 120), caption=item.name, width=120)
+            right.image(mosaic(chosen.maps[:k], cols=8, tile=72, labels=[f"ch {i}" for i in range(k)]),
+                        caption="Each map scaled to its own range: black lowest, white highest.")
+
+    st.subheader("First-layer filters")
+    try:
+        filters = _filters(bundle_key, bundle)
+    except ModelError as e:
+        st.info(str(e), icon=":material/block:")
+    else:
+        tiles, signed = filters_as_images(filters.weights[:MAX_CHANNELS])
+        st.image(mosaic(tiles, cols=16, tile=40 if filters.kind == "Conv2d" else 56, signed=signed),
+                 caption=f"{filters.path}: {filters.note}"
+                 + (f" (first {MAX_CHANNELS})" if len(filters.weights) > MAX_CHANNELS else "")
+                 + (". Grey = 0, white positive, black negative (summed over input channels)." if signed
+                    else ". RGB weights, mid-grey = 0."))
+else:
+    st.caption("Feature maps and filters are shown for image models; this model reads token ids.")
+
+# ---- explanations across training -------------------------------------------------------------------
+st.subheader("Explanations across training")
+checkpoints = run.checkpoints()
+if not checkpoints:
+    st.info("This run has no per-epoch checkpoints.", icon=":material/info:")
+    st.stop()
+if item is None:
+    st.info("Pick an input above.")
+    st.stop()
+epochs = [e for e, _ in checkpoints]
+st.caption(f"{len(epochs)} checkpoint(s): epochs {', '.join(map(str, epochs))}. The input is explained with the "
+           "weights after each epoch, always for the class the final model predicts (each epoch's own "
+           "prediction is in its caption). One colour scale per method across the epochs.")
+default_methods = ("gradcam", "ig") if bundle.modality == "image" else ("text_ig",)
+key = (bundle_key, item.key, default_methods)
+result: TrainingExplanations | None = _across().get(key)
+if result is None:
+    if len(epochs) > 3 and not st.button(f"Explain at all {len(epochs)} epochs", key="model_across_go"):
+        st.stop()
+    bar = st.progress(0.0, text="Explaining at every epoch…")
+    try:
+        result, _ = _across().get_or_compute(key, lambda: explanations_across_training(
+            run, item.raw, default_methods, method_params={"ig": {"steps": IG_STEPS}},
+            progress=lambda d, t: bar.progress(d / t, text=f"Epoch {d}/{t}")))
+    except Exception as e:  # noqa: BLE001
+        show_error(e, "Explanations across training")
+        st.stop()
+    finally:
+        bar.empty()
+
+for method, reason in result.skipped.items():
+    st.caption(f"{get_method(method, bundle.modality).label} skipped: {reason}")
+classes = bundle.info.classes
+st.markdown(f"Explaining class **{classes[result.target]}**.")
+shown = result.epochs[-8:] if len(result.epochs) > 8 else result.epochs
+if len(shown) < len(result.epochs):
+    st.caption(f"The last {len(shown)} epochs are shown.")
+for method in result.methods():
+    spec = get_method(method, bundle.modality)
+    scale = result.scale(method)
+    st.markdown(f"**{spec.label}**")
+    if bundle.modality == "image":  # epochs side by side
+        cols = st.columns(max(len(shown), 5))  # at least five slots: a two-epoch run does not get half-page images
+        for col, e in zip(cols, shown):
+            cap = f"epoch {e.epoch} · val acc {pct(e.val_acc)} · pred {classes[e.predicted]} · p={e.probability:.2f}"
+            col.image(overlay(item.raw, e.explanations[method].item(0), signed=spec.signed, scale=scale, alpha=0.7,
+                              upscale=160), caption=cap, width="stretch")
+    else:  # a sentence needs the width: one epoch per line
+        for e in shown:
+            expl = e.explanations[method]
+            left, right = st.columns([1, 4], vertical_alignment="center")
+            left.caption(f"epoch {e.epoch} · val acc {pct(e.val_acc)} · pred {classes[e.predicted]} · p={e.probability:.2f}")
+            right.markdown(highlight_tokens(expl.tokens[0], expl.item(0), scale=scale, signed=spec.signed),
+                           unsafe_allow_html=True)
+    st.image(colorbar(spec.signed, scale if scale > 0 else 1.0, label=f"{spec.label} (shared scale)"), width=256)

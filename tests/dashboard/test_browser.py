@@ -1,0 +1,214 @@
+"""End to end in a real browser: `xaidash serve` on a free port, driven through Debian's Chromium by Playwright.
+
+Trains a `shapes` model with the Start button, uploads PNGs on the Explain page (one of them
+corrupt), checks that five methods' maps appear side by side, runs a small comparison, and saves
+screenshots under the test's temporary folder (and copies them to $XAIDASH_SCREENS_DIR when set).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from dashboard.cli import serve_command
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+METHODS = ["Saliency", "Integrated Gradients", "Grad-CAM", "Input x Gradient", "DeepLift"]
+
+if not CHROMIUM.exists():
+    pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium); browser tests skipped",
+                allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    port = free_port()
+    env = {**os.environ, "XAIDASH_RUNS": str(tmp_path / "runs"), "XAIDASH_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    log = open(tmp_path / "server.log", "w")
+    proc = subprocess.Popen(serve_command("127.0.0.1", port), env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"server did not start:\n{(tmp_path / 'server.log').read_text()}")
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def shape_png(path: Path, corrupt: bool = False) -> Path:
+    """A 64x64 noisy background with a red circle, like the shapes data set (any size works)."""
+    rng = np.random.default_rng(0)
+    img = Image.fromarray((rng.uniform(0.2, 0.5, (64, 64, 3)) * 255).astype(np.uint8))
+    ImageDraw.Draw(img).ellipse((18, 14, 48, 44), fill=(220, 30, 40))
+    img.save(path)
+    if corrupt:
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+class Shots:
+    def __init__(self, page, folder: Path):
+        self.page, self.folder = page, folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.extra = Path(os.environ["XAIDASH_SCREENS_DIR"]) if os.environ.get("XAIDASH_SCREENS_DIR") else None
+
+    def __call__(self, name: str, height: int = 1000) -> Path:
+        # Streamlit scrolls inside its own container, so a tall viewport captures the whole page.
+        self.page.set_viewport_size({"width": 1400, "height": height})
+        self.page.wait_for_timeout(700)
+        path = self.folder / f"{name}.png"
+        self.page.screenshot(path=str(path))
+        if self.extra is not None:
+            self.extra.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, self.extra / path.name)
+        return path
+
+
+def pick_option(page, label: str, option: str) -> None:
+    page.get_by_test_id("stSelectbox").filter(has_text=label).first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def add_methods(page, labels: list[str]) -> None:
+    box = page.get_by_test_id("stMultiSelect").filter(has_text="Methods").first
+    for label in labels:
+        box.locator("input").click()
+        box.locator("input").fill(label)
+        page.get_by_role("option", name=label, exact=True).click()
+        page.wait_for_timeout(300)
+    page.keyboard.press("Escape")
+
+
+def wait_idle(page, timeout: float = 180_000) -> None:
+    """Until Streamlit says the script is not running (the 'Running…' status widget is gone)."""
+    page.wait_for_timeout(500)
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+    page.wait_for_timeout(300)
+
+
+def test_train_then_explain_five_methods_in_the_browser(server: str, tmp_path: Path):
+    good = shape_png(tmp_path / "circle.png")
+    broken = shape_png(tmp_path / "broken.png", corrupt=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(120_000)
+        shots = Shots(page, tmp_path / "screens")
+        try:
+            page.goto(server)
+            page.get_by_role("heading", name="xaidash").wait_for()
+            page.get_by_text("Data sets").first.wait_for()
+            shots("main_1_home")
+
+            # ---- train a shapes model with the Start button
+            page.get_by_role("link", name="Train", exact=True).click()
+            page.get_by_role("heading", name="Train", exact=True).wait_for()
+            pick_option(page, "Model", "resnet_small")
+            page.get_by_label("Epochs").fill("1")
+            page.get_by_label("Epochs").press("Tab")
+            page.get_by_label("Batch size").fill("32")
+            page.get_by_label("Batch size").press("Tab")
+            page.get_by_text("Quick run and validation").click()
+            page.get_by_label("Use at most this many training samples (0 = all)").fill("200")
+            page.get_by_label("Use at most this many training samples (0 = all)").press("Tab")
+            page.get_by_role("button", name="Start training").click()
+            try:  # catch the live progress bar and curves if the (short) run lets us
+                page.get_by_text(re.compile(r"^Epoch 1/1 · step [1-9]")).first.wait_for(timeout=60_000)
+            except sync_api.TimeoutError:
+                pass
+            shots("main_2_training_live", height=1500)
+            page.get_by_text("Finished in").wait_for(timeout=240_000)
+            wait_idle(page)
+            shots("main_3_trained", height=2000)
+            use = page.get_by_role("button", name="Use this run")
+            if use.count():
+                use.first.click()
+                wait_idle(page)
+
+            # ---- explain an uploaded PNG with five methods
+            page.get_by_role("link", name="Explain", exact=True).click()
+            page.get_by_role("heading", name="Explain", exact=True).wait_for()
+            wait_idle(page)
+            page.get_by_text("Upload images").click()
+            wait_idle(page)
+            add_methods(page, [m for m in METHODS if m not in ("Saliency", "Integrated Gradients", "Grad-CAM")])
+            wait_idle(page)
+            page.locator("input[type=file]").first.set_input_files([str(good), str(broken)])
+            page.get_by_text("broken.png is corrupt or truncated").wait_for()
+            page.get_by_text("Downloads").wait_for()
+            wait_idle(page)
+            results = page.get_by_test_id("stCaptionContainer").filter(has_text=re.compile(r"^target \w+ · [<\d.]+ s"))
+            sync_api.expect(results).to_have_count(len(METHODS), timeout=120_000)  # retried while the page reruns
+            for label in METHODS:
+                header = page.get_by_test_id("stCaptionContainer").filter(has_text=re.compile(f"^{re.escape(label)}$"))
+                sync_api.expect(header.first).to_be_visible()
+            wait_idle(page)
+            # The input, its five maps and the prediction are on one row: the maps' tops are level.
+            images = page.get_by_test_id("stImage").locator("img")
+            boxes = [images.nth(i).bounding_box() for i in range(images.count())]
+            rows: dict[int, int] = {}
+            for b in boxes:
+                if b and b["width"] > 80:
+                    rows[round(b["y"] / 10)] = rows.get(round(b["y"] / 10), 0) + 1
+            assert max(rows.values()) >= 1 + len(METHODS), boxes
+            shots("main_4_explain_upload", height=2600)
+            # The JSON report downloads with one entry per method and the predictions.
+            page.get_by_text("Downloads").click()
+            with page.expect_download() as download:
+                page.get_by_role("button", name=re.compile("^Report")).click()
+            report = json.loads(Path(download.value.path()).read_text())
+            assert [m["method"] for m in report["methods"]] == ["saliency", "ig", "gradcam", "inputxgrad", "deeplift"]
+            assert report["inputs"][0]["predictions"] and all(m["seconds"] >= 0 for m in report["methods"])
+
+            # ---- a small comparison
+            page.get_by_role("link", name="Compare", exact=True).click()
+            page.get_by_role("heading", name="Compare", exact=True).wait_for()
+            wait_idle(page)
+            page.get_by_label("How many").fill("3")
+            page.get_by_label("How many").press("Enter")
+            wait_idle(page)
+            page.get_by_role("button", name="Compare", exact=True).click()
+            page.get_by_role("heading", name="Sanity check").wait_for(timeout=240_000)
+            wait_idle(page)
+            assert page.get_by_text("Deletion AUC").count() >= 1
+            shots("main_5_compare", height=3200)
+        except Exception:
+            shots("main_failure", height=2000)
+            raise
+        finally:
+            browser.close()
+    assert (tmp_path / "screens" / "main_4_explain_upload.png").stat().st_size > 10_000

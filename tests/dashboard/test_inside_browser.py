@@ -1,0 +1,207 @@
+"""The Attention, Receptive fields, Embeddings and Model pages in a real browser (Chromium via Playwright).
+
+Serves the app on a free port over runs written by `inside_runs.make_run`, opens each page, checks
+that it rendered without an error, clicks one tile of the attention grid and one point of the
+embedding map, and saves a screenshot of every page under the test's temporary folder (copied to
+$XAIDASH_SCREENS_DIR when set).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from dashboard.cli import serve_command
+
+
+def _load_helper():
+    """tests/dashboard/inside_runs.py (the suite imports in importlib mode: siblings are not on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("inside_runs", Path(__file__).with_name("inside_runs.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make_run = _load_helper().make_run
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+if not CHROMIUM.exists():
+    pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium); browser tests skipped",
+                allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    """(url, runs by model, folder for screenshots): the app serving four small runs."""
+    tmp = tmp_path_factory.mktemp("inside_browser")
+    root = tmp / "runs"
+    runs = {
+        "resnet_small": make_run(root, "shapes", "resnet_small"),
+        "vit_tiny": make_run(root, "shapes", "vit_tiny", epochs=1),
+        "text_transformer": make_run(root, "cues", "text_transformer"),
+    }
+    port = free_port()
+    env = {**os.environ, "XAIDASH_RUNS": str(root), "XAIDASH_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    log_path = tmp / "server.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(serve_command("127.0.0.1", port), env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"server did not start:\n{log_path.read_text()}")
+                time.sleep(0.3)
+        yield url, runs, tmp
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        yield b
+        b.close()
+
+
+def settle(page, timeout: float = 120.0) -> None:
+    """Wait until the script has finished running (and stays finished for a moment)."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
+    deadline = time.time() + timeout
+    quiet = 0
+    while time.time() < deadline:
+        state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
+        quiet = quiet + 1 if state == "notRunning" else 0
+        if quiet >= 4:
+            return
+        time.sleep(0.4)
+    raise AssertionError(f"page still running after {timeout} s")
+
+
+def open_page(browser, url: str, run, path: str):
+    """A fresh session (the newest run is the selected one) showing `path`."""
+    os.utime(run.path)  # list_runs() is newest first: a new session picks this run
+    ctx = browser.new_context(viewport={"width": 1400, "height": 3000})
+    page = ctx.new_page()
+    page.goto(f"{url}/{path}")
+    settle(page)
+    body = page.inner_text("body")
+    assert page.locator('[data-testid="stException"]').count() == 0, body[:2000]
+    assert "unexpected" not in body, body[:2000]
+    return ctx, page, body
+
+
+def save(page, name: str, folder: Path) -> None:
+    shot = folder / f"{name}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    target = os.environ.get("XAIDASH_SCREENS_DIR")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(target) / shot.name)
+
+
+def chart_hits(page, chart, fractions, pattern: str):
+    """Hover points of a chart (fractions of its box) until the tooltip matches `pattern`; (x, y, match) or None."""
+    box = chart.bounding_box()
+    for fy in fractions:
+        for fx in fractions:
+            x, y = box["x"] + fx * box["width"], box["y"] + fy * box["height"]
+            page.mouse.move(x, y)
+            time.sleep(0.1)
+            tip = page.locator("#vg-tooltip-element")
+            if tip.count() and tip.is_visible():
+                m = re.search(pattern, tip.inner_text())
+                if m:
+                    return x, y, m
+    return None
+
+
+def test_attention_vision_grid_click(served, browser):
+    url, runs, folder = served
+    ctx, page, body = open_page(browser, url, runs["vit_tiny"], "attention")
+    assert "4 layers x 4 heads over 65 tokens" in body and "Attention rollout" in body
+    grid = page.locator('[data-testid="stVegaLiteChart"]').first
+    grid.scroll_into_view_if_needed()
+    hit = chart_hits(page, grid, [0.6, 0.8, 0.9], r"layer\s+3\s+head\s+2")
+    assert hit, "no tile of layer 3, head 2 found under the mouse"
+    page.mouse.click(hit[0], hit[1])
+    settle(page)
+    assert "layer 3, head 2: class-token attention over the patches" in page.inner_text("body")
+    save(page, "attention_vit_tiny", folder)
+    ctx.close()
+
+
+def test_attention_text_head_view(served, browser):
+    url, runs, folder = served
+    ctx, page, body = open_page(browser, url, runs["text_transformer"], "attention")
+    assert "Head view" in body and "2 layers x 4 heads" in body
+    save(page, "attention_text_transformer", folder)
+    ctx.close()
+
+
+def test_receptive_fields_page(served, browser):
+    url, runs, folder = served
+    ctx, page, body = open_page(browser, url, runs["resnet_small"], "receptive-fields")
+    # the last conv (layers.2.conv2, 25x25 field) is preselected; its centre unit (4, 4) sees rows/columns 4..28
+    assert "Box rows 4–28, columns 4–28 of a 32x32 image" in body and "100.0% of the gradient inside the box" in body
+    save(page, "receptive_fields_resnet_small", folder)
+    ctx.close()
+
+
+def test_embeddings_page_and_open_on_explain(served, browser):
+    url, runs, folder = served
+    ctx, page, body = open_page(browser, url, runs["resnet_small"], "embeddings")
+    assert "PCA of penultimate" in body
+    chart = page.locator('[data-testid="stVegaLiteChart"]').first
+    hit = chart_hits(page, chart, [0.5, 0.45, 0.55, 0.4, 0.6, 0.35, 0.65, 0.3, 0.7], r"index\s+(\d+)")
+    assert hit, "no point found under the mouse"
+    assert page.locator("#vg-tooltip-element img").count() == 1  # the thumbnail in the tooltip
+    index = int(hit[2].group(1))
+    page.mouse.click(hit[0], hit[1])
+    settle(page)
+    assert f"Test sample #{index}" in page.inner_text("body")
+    save(page, "embeddings_resnet_small", folder)
+    page.get_by_role("button", name="Open on the Explain page").click()
+    page.wait_for_url(f"**/explain?sample=test%3A{index}", timeout=60_000)
+    ctx.close()
+
+
+def test_model_page(served, browser):
+    url, runs, folder = served
+    ctx, page, body = open_page(browser, url, runs["resnet_small"], "model")
+    assert "Architecture" in body and "Feature maps" in body and "First-layer filters" in body
+    assert "epoch 2 · val acc 60.0%" in body
+    save(page, "model_resnet_small", folder)
+    ctx.close()

@@ -1,0 +1,164 @@
+"""AppTest runs of the Attention, Receptive fields, Embeddings and Model pages through the app's navigation,
+on runs written by `inside_runs.make_run` (no training: the pages only read runs)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from data.registry import get_info
+from models.registry import get_spec
+from models.runstore import Run
+
+
+def _load_helper():
+    """tests/dashboard/inside_runs.py (the suite imports in importlib mode: siblings are not on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("inside_runs", Path(__file__).with_name("inside_runs.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make_run = _load_helper().make_run
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def inside_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    root = tmp_path_factory.mktemp("runs")
+    return {
+        "resnet_small": make_run(root, "shapes", "resnet_small"),
+        "vit_tiny": make_run(root, "shapes", "vit_tiny", epochs=1),
+        "text_transformer": make_run(root, "cues", "text_transformer"),
+        "minilm": make_run(root, "cues", "minilm", epochs=1),
+    }
+
+
+def open_page(run: Run, page: str, monkeypatch: pytest.MonkeyPatch, **state) -> AppTest:
+    monkeypatch.setenv("XAIDASH_RUNS", str(run.path.parent))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["xai_selected_run"] = run.id
+    for k, v in state.items():
+        at.session_state[k] = v
+    at.run()
+    at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def charts(at: AppTest) -> list:
+    return list(at.main.get("vega_lite_chart"))
+
+
+def image_captions(at: AppTest) -> str:
+    return "\n".join(c for im in at.main.get("image") for c in im.captions)
+
+
+def test_attention_vit_tiny(inside_runs, monkeypatch):
+    at = open_page(inside_runs["vit_tiny"], "attention", monkeypatch)
+    assert not at.error, texts(at.error)
+    assert "4 layers x 4 heads over 65 tokens" in texts(at.markdown)
+    assert [h.value for h in at.main.subheader] == ["Every layer and head", "One head", "Mean over heads, per layer", "Attention rollout"]
+    assert len(charts(at)) == 2  # the layer x head grid, the T x T matrix of the chosen head
+    assert "rollout from the class token" in image_captions(at)
+    at.selectbox(key="attention_layer").set_value(3)
+    at.selectbox(key="attention_head").set_value(2).run()
+    assert not at.exception and "layer 3, head 2: class-token attention over the patches" in image_captions(at)
+
+
+def test_attention_text_transformer_head_view(inside_runs, monkeypatch):
+    at = open_page(inside_runs["text_transformer"], "attention", monkeypatch, attention_source="Type text")
+    assert "2 layers x 4 heads" in texts(at.markdown)
+    assert "Head view" in [h.value for h in at.main.subheader]
+    assert at.multiselect(key="attention_hv_heads").value == [0, 1, 2]
+    before = len(charts(at))
+    at.multiselect(key="attention_hv_heads").set_value([]).run()
+    assert "Pick at least one head." in texts(at.info) and len(charts(at)) == before - 1
+
+
+def test_attention_minilm(inside_runs, monkeypatch):
+    at = open_page(inside_runs["minilm"], "attention", monkeypatch, attention_source="Type text")
+    assert not at.error, texts(at.error)
+    md = texts(at.markdown)
+    assert "6 layers x 12 heads" in md and "[CLS]" in md  # word pieces with BERT's special tokens
+    at.selectbox(key="attention_layer").set_value(5)
+    at.selectbox(key="attention_head").set_value(11).run()
+    # another run with fewer layers and heads: the choices are brought back into range, no error
+    at.session_state["xai_selected_run"] = inside_runs["text_transformer"].id
+    at.run()
+    assert not at.exception and not at.error, texts(at.error)
+    assert at.selectbox(key="attention_layer").value == 1 and at.selectbox(key="attention_head").value == "mean over heads"
+
+
+def test_attention_says_why_for_a_cnn(inside_runs, monkeypatch):
+    at = open_page(inside_runs["resnet_small"], "attention", monkeypatch)
+    assert "has no attention to show" in texts(at.info)
+
+
+def test_receptive_fields_resnet_small(inside_runs, monkeypatch):
+    at = open_page(inside_runs["resnet_small"], "receptive_fields", monkeypatch)
+    assert not at.error, texts(at.error)
+    table = at.dataframe[0].value
+    assert len(table) == 8 and list(table["receptive field"])[:3] == ["3x3", "5x5", "7x7"]
+    assert at.selectbox(key="rf_layer").value == "layers.2.conv2"
+    assert "trained weights" in image_captions(at) and "random weights" in image_captions(at)
+    caps = texts(at.caption)
+    assert caps.count("100.0% of the gradient inside the box") == 2  # the effective field never leaves the theoretical one
+    at.selectbox(key="rf_layer").set_value("stem.0").run()
+    assert not at.exception and "Box rows 15–17, columns 15–17" in texts(at.caption)
+
+
+def test_receptive_fields_say_why_for_vit(inside_runs, monkeypatch):
+    at = open_page(inside_runs["vit_tiny"], "receptive_fields", monkeypatch)
+    assert "self-attention" in texts(at.info) and not at.dataframe
+
+
+def test_embeddings_shapes_pca_then_tsne(inside_runs, monkeypatch):
+    run = inside_runs["resnet_small"]
+    at = open_page(run, "embeddings", monkeypatch, emb_n=200)
+    assert not at.error, texts(at.error)
+    assert len(charts(at)) == 1
+    assert "Activations computed (64 features per sample); PCA computed" in texts(at.caption)
+    assert list((run.path / "inspect" / "activations").glob("*.safetensors"))
+    assert list((run.path / "inspect" / "projections").glob("*.npy"))
+    at.selectbox(key="emb_method").set_value("tsne").run()
+    caps = texts(at.caption)
+    assert not at.exception and "carry no meaning" in caps
+    assert "t-SNE has no transform" in texts(at.info)  # no placing of new inputs
+
+
+def test_embeddings_text_places_typed_inputs(inside_runs, monkeypatch):
+    at = open_page(inside_runs["text_transformer"], "embeddings", monkeypatch, emb_n=100)
+    assert not at.error, texts(at.error)
+    assert "2 input(s) drawn as black diamonds (PCA transform)" in texts(at.caption)
+
+
+def test_model_page_resnet_small(inside_runs, monkeypatch):
+    run = inside_runs["resnet_small"]
+    at = open_page(run, "model", monkeypatch)
+    assert not at.error, texts(at.error)
+    bundle_params = sum(p.numel() for p in get_spec("resnet_small").build(get_info("shapes")).parameters())
+    assert at.metric[0].value == f"{bundle_params:,}"
+    assert "Feature maps" in [h.value for h in at.main.subheader]
+    caps = image_captions(at)
+    assert "epoch 1 · val acc 50.0%" in caps and "epoch 2 · val acc 60.0%" in caps
+    assert "Grad-CAM" in texts(at.markdown) and "Integrated Gradients" in texts(at.markdown)
+    at.selectbox(key="model_fmap_layer").set_value("layers.1.conv1").run()
+    assert not at.exception
+
+
+def test_model_page_minilm(inside_runs, monkeypatch):
+    at = open_page(inside_runs["minilm"], "model", monkeypatch, model_source="Type text")
+    assert not at.error, texts(at.error)
+    assert at.metric[0].value == "22,566,146"
+    assert "Feature maps and filters are shown for image models" in texts(at.caption)
+    assert "epoch 1 · val acc 50.0%" in texts(at.caption)
