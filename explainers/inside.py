@@ -182,7 +182,7 @@ class TrainingExplanations:
 
 
 def default_methods(modality: str) -> tuple[str, ...]:
-    return ("gradcam", "ig") if modality == "image" else ("text_ig",)
+    return ("gradcam", "ig") if modality == "image" else ("ig",)
 
 
 def epoch_validation(run: Run) -> dict[int, float]:

@@ -19,7 +19,7 @@ from explainers.compare import METRICS, compare_methods, pick_test_sample
 from explainers.params import ExplainError
 from explainers.render import heatmap, highlight_tokens
 
-DEFAULT_METHODS = ("saliency", "inputxgrad", "ig", "gradcam", "text_saliency", "text_ig", "text_lime")
+DEFAULT_METHODS = ("saliency", "inputxgrad", "ig", "gradcam", "lime")
 
 st.title("Compare")
 run = selected_run()

@@ -25,7 +25,7 @@ from explainers.explanation import Explanation
 from explainers.render import OVERLAY_ALPHA, colorbar, greyscale, heatmap, highlight_tokens, overlay
 from models.bundle import ModelBundle
 
-DEFAULT_METHODS = ("saliency", "ig", "gradcam", "text_ig", "text_saliency", "text_lime")
+DEFAULT_METHODS = ("saliency", "ig", "gradcam", "lime")
 TOP_K = 5
 METRIC_STEPS = 16
 

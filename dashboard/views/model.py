@@ -123,7 +123,7 @@ epochs = [e for e, _ in checkpoints]
 st.caption(f"{len(epochs)} checkpoint(s): epochs {', '.join(map(str, epochs))}. The input is explained with the "
            "weights after each epoch, always for the class the final model predicts (each epoch's own "
            "prediction is in its caption). One colour scale per method across the epochs.")
-default_methods = ("gradcam", "ig") if bundle.modality == "image" else ("text_ig",)
+default_methods = ("gradcam", "ig") if bundle.modality == "image" else ("ig",)
 key = (bundle_key, item.key, default_methods)
 result: TrainingExplanations | None = _across().get(key)
 if result is None:

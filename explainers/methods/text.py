@@ -1,7 +1,7 @@
 """Attribution methods for text models: Integrated Gradients, saliency, LIME and SHAP over words.
 
-Ids are `text_ig`, `text_saliency`, `text_lime`, `text_shap` (labels without the prefix), so
-they never clash with the image methods of the same name registered elsewhere.
+Ids are `ig`, `saliency`, `lime` and `shap_kernel`, the same as the image methods: the registry keys
+methods by (id, modality), so `--methods ig,lime` means the right thing for either kind of run.
 
 What is removed or replaced when a word is "absent":
 - IG and SHAP replace a word's pieces with the padding id (special tokens such as [CLS] and
@@ -186,7 +186,7 @@ def _text_shap(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
 
 register(
     MethodSpec(
-        id="text_ig",
+        id="ig",
         label="Integrated Gradients",
         modalities=("text",),
         compute=_text_ig,
@@ -201,7 +201,7 @@ register(
 
 register(
     MethodSpec(
-        id="text_saliency",
+        id="saliency",
         label="Saliency",
         modalities=("text",),
         compute=_text_saliency,
@@ -215,7 +215,7 @@ register(
 
 register(
     MethodSpec(
-        id="text_lime",
+        id="lime",
         label="LIME",
         modalities=("text",),
         compute=_text_lime,
@@ -229,7 +229,7 @@ register(
 
 register(
     MethodSpec(
-        id="text_shap",
+        id="shap_kernel",
         label="SHAP",
         modalities=("text",),
         compute=_text_shap,

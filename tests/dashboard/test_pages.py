@@ -194,7 +194,7 @@ def test_explain_uploaded_image_methods_side_by_side_and_param_cache(runs, make_
     at.session_state["xai_selected_run"] = runs["text"]
     at.run()
     assert_ok(at)
-    assert set(at.multiselect(key="explain_methods").value) <= {"text_ig", "text_saliency", "text_lime", "text_shap"}
+    assert set(at.multiselect(key="explain_methods").value) <= {"ig", "saliency", "lime", "shap_kernel"}
     assert any("xai-tokens" in v for v in values(at.markdown))
 
 
@@ -212,7 +212,7 @@ def test_explain_gallery_filters(runs):
 def test_explain_text_typed_and_csv(runs):
     at = open_page(make_app(runs["text"]), "views/explain.py")
     at.radio(key="explain_source").set_value("Type text").run()
-    at.multiselect(key="explain_methods").set_value(["text_saliency", "text_ig"]).run()
+    at.multiselect(key="explain_methods").set_value(["saliency", "ig"]).run()
     assert_ok(at)
     highlighted = [v for v in values(at.markdown) if "xai-tokens" in v]
     assert len(highlighted) == 2 * 2  # two lines x two methods

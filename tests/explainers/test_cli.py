@@ -83,20 +83,20 @@ def test_explain_image_file_and_target(image_run, tmp_path):
 def test_explain_text_run(text_run, tmp_path):
     out = tmp_path / "text"
     assert main(["explain", "--run", str(text_run), "--input", "the plot was superb and the cast clever",
-                 "--methods", "text_saliency,text_ig", "--metrics", "--out", str(out), "--device", "cpu"]) == 0
-    for m in ("text_saliency", "text_ig"):
+                 "--methods", "saliency,ig", "--metrics", "--out", str(out), "--device", "cpu"]) == 0
+    for m in ("saliency", "ig"):
         scores = np.load(out / f"{m}.npy")
         assert scores.shape == (8,)  # one score per word
         html = (out / f"{m}.html").read_text()
         assert "superb" in html and "<span" in html
     report = json.loads((out / "metrics.json").read_text())
     assert report["input"].startswith("text")
-    assert 0 <= report["methods"]["text_ig"]["metrics"]["deletion_auc"] <= 1
+    assert 0 <= report["methods"]["ig"]["metrics"]["deletion_auc"] <= 1
 
     out2 = tmp_path / "text2"
-    assert main(["explain", "--run", str(text_run), "--input", "dataset:1", "--methods", "text_saliency",
+    assert main(["explain", "--run", str(text_run), "--input", "dataset:1", "--methods", "saliency",
                  "--metrics", "--out", str(out2), "--device", "cpu"]) == 0
-    metrics = json.loads((out2 / "metrics.json").read_text())["methods"]["text_saliency"]["metrics"]
+    metrics = json.loads((out2 / "metrics.json").read_text())["methods"]["saliency"]["metrics"]
     assert 0 <= metrics["rationale_energy"] <= 1 and 0 <= metrics["rationale_pointing"] <= 1
 
 
@@ -118,7 +118,7 @@ def test_explain_refuses_bad_input_and_params(image_run, tmp_path, capsys):
 def test_methods_lists_ids_and_parameters(capsys):
     assert main(["methods", "--modality", "text"]) == 0
     text = capsys.readouterr().out
-    assert "text_ig" in text and "steps (int" in text and "gradcam" not in text
+    assert "Integrated Gradients  [text" in text and "steps (int" in text and "gradcam" not in text
     assert main(["methods"]) == 0
     everything = capsys.readouterr().out
-    assert "gradcam" in everything and "layer (layer" in everything and "text_ig" in everything
+    assert "gradcam" in everything and "layer (layer" in everything and "Integrated Gradients  [image" in everything

@@ -83,8 +83,8 @@ def test_compare_methods_table_agreement_sanity_and_progress(image_bundle):
 
 def test_compare_methods_on_text_uses_rationales(text_bundle):
     s = pick_test_sample(text_bundle, n=3)
-    result = compare_methods(text_bundle, s, ["text_saliency"], sanity=False)
-    row = result.metrics.loc["text_saliency"]
+    result = compare_methods(text_bundle, s, ["saliency"], sanity=False)
+    row = result.metrics.loc["saliency"]
     assert {"deletion_auc", "insertion_auc", "rationale_pointing", "rationale_energy"} <= set(result.metrics.columns)
     assert not math.isnan(row["deletion_auc"])
     assert result.agreement is None and result.sanity is None
@@ -95,4 +95,4 @@ def test_compare_methods_refuses_nothing_or_unsupported(image_bundle):
     with pytest.raises(ExplainError, match="at least one method"):
         compare_methods(image_bundle, s, [])
     with pytest.raises(ExplainError):
-        compare_methods(image_bundle, s, ["text_lime"])
+        compare_methods(image_bundle, s, ["attention"])  # a text-only method

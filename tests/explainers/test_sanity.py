@@ -68,7 +68,7 @@ def test_text_model_cascade():
     torch.manual_seed(0)
     model = spec.build(info, vocab_size=len(vocab), pad_id=vocab.pad_id).eval()
     b = ModelBundle(model, spec, info, torch.device("cpu"), tokenizer=vocab)
-    r = cascading_randomization(b, ["the movie was good", "the plot was dull"], ["text_saliency"])
+    r = cascading_randomization(b, ["the movie was good", "the plot was dull"], ["saliency"])
     assert r.layers[-1].startswith("embedding") and not r.errors
     assert r.rows[0]["spearman"] == pytest.approx(1.0) and len(r.rows) == 1 + len(r.layers)
 

@@ -11,9 +11,9 @@ from explainers import ExplainError, explain, get_method
 from models.bundle import ModelBundle
 from models.registry import build_model, get_spec
 
-TEXT_METHODS = ("text_ig", "text_saliency", "text_lime", "text_shap")
+TEXT_METHODS = ("ig", "saliency", "lime", "shap_kernel")
 ATTENTION_METHODS = ("attention", "attention_rollout")
-FAST = {"text_ig": {"steps": 8}, "text_lime": {"samples": 40}, "text_shap": {"samples": 40}}
+FAST = {"ig": {"steps": 8}, "lime": {"samples": 40}, "shap_kernel": {"samples": 40}}
 
 
 def _bundle(name: str, model: torch.nn.Module, tokenizer, info) -> ModelBundle:
@@ -49,7 +49,7 @@ def test_ig_ranks_cue_words_above_neutral_words(cues, trained_cnn: ModelBundle) 
     texts, labels, rationales = test.texts[:30], test.labels[:30], test.rationales[:30]
     correct = trained_cnn.predict_proba(texts).argmax(1) == labels
     assert correct.float().mean() > 0.8, "the briefly trained model should have learned the cues"
-    exp = explain(trained_cnn, texts, labels, method="text_ig")
+    exp = explain(trained_cnn, texts, labels, method="ig")
     mean_wins = top_hits = n = 0
     for scores, words, text, cue_idx, ok in zip(exp.attributions, exp.tokens, texts, rationales, correct):
         assert words == split_words(text)
@@ -67,7 +67,7 @@ def test_ig_ranks_cue_words_above_neutral_words(cues, trained_cnn: ModelBundle) 
 def test_ig_completeness_on_trained_cnn(cues, trained_cnn: ModelBundle) -> None:
     _, test, _ = cues
     texts = test.texts[:6]
-    exp = explain(trained_cnn, texts, method="text_ig", steps=64)
+    exp = explain(trained_cnn, texts, method="ig", steps=64)
     x = trained_cnn.prepare(texts)
     layer = trained_cnn.layer("embedding")
     with torch.no_grad():
@@ -88,8 +88,8 @@ def test_ig_completeness_on_trained_cnn(cues, trained_cnn: ModelBundle) -> None:
 
 def test_more_ig_steps_do_not_worsen_convergence(cues, trained_cnn: ModelBundle) -> None:
     _, test, _ = cues
-    coarse = explain(trained_cnn, test.texts[:4], method="text_ig", steps=2).diagnostics["convergence_delta"]
-    fine = explain(trained_cnn, test.texts[:4], method="text_ig", steps=100).diagnostics["convergence_delta"]
+    coarse = explain(trained_cnn, test.texts[:4], method="ig", steps=2).diagnostics["convergence_delta"]
+    fine = explain(trained_cnn, test.texts[:4], method="ig", steps=100).diagnostics["convergence_delta"]
     assert max(fine) <= max(coarse) + 1e-6
     assert max(fine) < 0.02
 
@@ -129,7 +129,7 @@ def test_one_finite_score_per_word(fresh_text_models, model: str, method: str) -
 def test_batch_padding_does_not_change_word_scores(fresh_text_models) -> None:
     bundle = fresh_text_models["text_transformer"]
     short, long = "great acting", "the second half felt tedious and the cast was weak"
-    for method in ("text_ig", "text_saliency", "attention", "attention_rollout"):
+    for method in ("ig", "saliency", "attention", "attention_rollout"):
         alone = explain(bundle, [short], 0, method=method, **FAST.get(method, {})).attributions[0]
         batched = explain(bundle, [long, short], 0, method=method, **FAST.get(method, {})).attributions[1]
         assert np.allclose(alone, batched, atol=1e-4), method
@@ -137,20 +137,20 @@ def test_batch_padding_does_not_change_word_scores(fresh_text_models) -> None:
 
 def test_lime_and_shap_report_diagnostics(fresh_text_models) -> None:
     bundle = fresh_text_models["text_cnn"]
-    lime = explain(bundle, ["a clever and charming script"], method="text_lime", samples=60)
+    lime = explain(bundle, ["a clever and charming script"], method="lime", samples=60)
     assert 0.0 <= lime.diagnostics["surrogate_r2"][0] <= 1.0
-    shap = explain(bundle, ["a clever and charming script"], method="text_shap", samples=60)
+    shap = explain(bundle, ["a clever and charming script"], method="shap_kernel", samples=60)
     assert shap.diagnostics["additivity_gap"][0] < 1e-3
 
 
 def test_bad_parameters_are_refused(fresh_text_models) -> None:
     bundle = fresh_text_models["text_cnn"]
     with pytest.raises(ExplainError, match="steps"):
-        explain(bundle, ["good"], method="text_ig", steps=1)
+        explain(bundle, ["good"], method="ig", steps=1)
     with pytest.raises(ExplainError, match="no parameter"):
-        explain(bundle, ["good"], method="text_lime", steps=3)
+        explain(bundle, ["good"], method="lime", steps=3)
     with pytest.raises(ExplainError, match="empty"):
-        explain(bundle, ["   "], method="text_shap")
+        explain(bundle, ["   "], method="shap_kernel")
 
 
 def test_minilm_word_pieces_merge_into_words() -> None:
@@ -161,7 +161,7 @@ def test_minilm_word_pieces_merge_into_words() -> None:
     bundle = _bundle("minilm", build_model("minilm", info), spec.tokenizer(), info)
     text = "Isn't it great?"  # "isn't" is three word pieces: isn ' t
     for method in TEXT_METHODS + ATTENTION_METHODS:
-        params = {"text_ig": {"steps": 4}, "text_lime": {"samples": 12}, "text_shap": {"samples": 12}}.get(method, {})
+        params = {"ig": {"steps": 4}, "lime": {"samples": 12}, "shap_kernel": {"samples": 12}}.get(method, {})
         exp = explain(bundle, [text], method=method, batch_size=64, **params)
         assert exp.tokens[0] == ["isn't", "it", "great", "?"], method
         assert exp.attributions[0].shape == (4,) and np.isfinite(exp.attributions[0]).all(), method
