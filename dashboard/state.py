@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from models.runstore import WEIGHTS, Run, list_runs
+
+if TYPE_CHECKING:
+    from models.bundle import ModelBundle
 
 RUN_KEY = "xai_selected_run"
 USABLE = ("completed", "stopped")
@@ -45,3 +49,27 @@ def run_label(run: Run) -> str:
     state = s.get("state", "?")
     extra = "" if state == "completed" else f" · {state}"
     return f"{c['model']} on {c['dataset']} · acc {pct(acc)} · {when}{extra}"
+
+
+def require_bundle(purpose: str) -> tuple[Run, "ModelBundle"]:
+    """The selected run and its loaded model, or a message with what to do and st.stop().
+
+    Every page that works on a model starts here, so a missing run or one that cannot be loaded
+    (no weights yet, damaged files) reads the same everywhere instead of a traceback.
+    """
+    from dashboard import services
+    from dashboard.errors import show_error
+
+    run = selected_run()
+    if run is None:
+        st.info(f"No run to {purpose} yet: train a model first (or select a run on the Train page).", icon=":material/info:")
+        st.page_link("views/train.py", label="Go to Train", icon=":material/model_training:")
+        st.stop()
+    try:
+        with st.spinner("Loading the model…"):
+            bundle = services.bundle_for(run)
+    except Exception as e:  # noqa: BLE001  (shown with its cause; the app keeps running)
+        show_error(e, f"Could not load run {run.id}")
+        st.info("Pick another run on the Train page.")
+        st.stop()
+    return run, bundle

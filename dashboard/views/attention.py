@@ -11,7 +11,7 @@ from dashboard.components.inside_charts import (
     GRID_ROWS_LIMIT, attention_grid_chart, attention_grid_image, head_view_chart, matrix_chart,
 )
 from dashboard.errors import guard
-from dashboard.state import selected_run
+from dashboard.state import require_bundle
 from explainers.attention import has_attention
 from explainers.inside import AttentionView, attention_view
 from explainers.render import heatmap, highlight_tokens, overlay
@@ -25,11 +25,7 @@ st.caption(
     "routed, not why the model decides: read it beside the attribution methods of the Explain page."
 )
 
-run = selected_run()
-if run is None:
-    st.info("No run selected: train one on the Train page, then come back.", icon=":material/info:")
-    st.stop()
-bundle: ModelBundle = services.bundle_for(run)
+run, bundle = require_bundle("look inside")
 bundle_key = services.run_key(run)
 if not has_attention(bundle.model):
     st.info(

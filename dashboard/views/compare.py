@@ -13,7 +13,7 @@ from dashboard.components.charts import matrix_heatmap, metric_bars, sanity_char
 from dashboard.components.images import to_pil
 from dashboard.components.params import param_controls
 from dashboard.errors import show_error
-from dashboard.state import selected_run
+from dashboard.state import require_bundle
 from explainers import methods_for
 from explainers.compare import METRICS, compare_methods, pick_test_sample
 from explainers.params import ExplainError
@@ -22,17 +22,7 @@ from explainers.render import heatmap, highlight_tokens
 DEFAULT_METHODS = ("saliency", "inputxgrad", "ig", "gradcam", "lime")
 
 st.title("Compare")
-run = selected_run()
-if run is None:
-    st.info("No run to compare on yet: train a model first (or select a run on the Train page).")
-    st.page_link("views/train.py", label="Go to Train", icon=":material/model_training:")
-    st.stop()
-try:
-    with st.spinner("Loading the model…"):
-        bundle = services.bundle_for(run)
-except Exception as e:  # noqa: BLE001
-    show_error(e, f"Could not load run {run.id}")
-    st.stop()
+run, bundle = require_bundle("compare")
 bkey = services.run_key(run)
 info = bundle.info
 st.caption(f"Run `{run.id}`: **{bundle.spec.name}** on **{info.name}**, on {bundle.device}. "

@@ -13,11 +13,11 @@ from dashboard.components.inside_charts import scatter_chart, thumbnail_url
 from dashboard.components.params import param_widget
 from dashboard.components.images import to_pil
 from dashboard.errors import guard, show_error
-from dashboard.state import selected_run
+from dashboard.state import require_bundle
 from explainers.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
 from models.bundle import ModelBundle
 from models.inspect.activations import (
-    CACHE_FOLDER, PENULTIMATE, Activations, compute_activations, describe_layer, embedding_layers, input_activation,
+    CACHE_FOLDER, Activations, compute_activations, describe_layer, embedding_layers, input_activation,
 )
 
 EXPLAIN_PAGE = "views/explain.py"
@@ -33,11 +33,7 @@ st.caption(
     "projected to two dimensions. Samples the model finds similar land close together."
 )
 
-run = selected_run()
-if run is None:
-    st.info("No run selected: train one on the Train page, then come back.", icon=":material/info:")
-    st.stop()
-bundle: ModelBundle = services.bundle_for(run)
+run, bundle = require_bundle("look inside")
 bundle_key = services.run_key(run)
 
 

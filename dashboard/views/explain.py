@@ -18,7 +18,7 @@ from dashboard.components.images import png_bytes, to_pil
 from dashboard.components.inputs import PickedInput, input_picker
 from dashboard.components.params import param_controls
 from dashboard.errors import show_error
-from dashboard.state import selected_run
+from dashboard.state import require_bundle
 from explainers import explain, list_methods, methods_for
 from explainers.compare import METRICS, input_metrics
 from explainers.explanation import Explanation
@@ -72,18 +72,7 @@ def fmt(v: float) -> str:
 
 
 st.title("Explain")
-run = selected_run()
-if run is None:
-    st.info("No run to explain yet: train a model first (or select a run on the Train page).")
-    st.page_link("views/train.py", label="Go to Train", icon=":material/model_training:")
-    st.stop()
-try:
-    with st.spinner("Loading the model…"):
-        bundle = services.bundle_for(run)
-except Exception as e:  # noqa: BLE001
-    show_error(e, f"Could not load run {run.id}")
-    st.info("Pick another run on the Train page.")
-    st.stop()
+run, bundle = require_bundle("explain")
 bkey = services.run_key(run)
 info = bundle.info
 st.caption(f"Run `{run.id}`: **{bundle.spec.name}** on **{info.name}**, on {bundle.device}.")

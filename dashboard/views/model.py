@@ -10,7 +10,7 @@ from dashboard.components.images import to_pil
 from dashboard.components.inputs import input_picker
 from dashboard.components.inside_charts import filters_as_images, mosaic
 from dashboard.errors import guard, show_error
-from dashboard.state import pct, selected_run
+from dashboard.state import pct, require_bundle
 from explainers.inside import TrainingExplanations, explanations_across_training
 from explainers.registry import get_method
 from explainers.render import colorbar, highlight_tokens, overlay
@@ -24,11 +24,7 @@ IG_STEPS = 32
 
 st.title("Model")
 
-run = selected_run()
-if run is None:
-    st.info("No run selected: train one on the Train page, then come back.", icon=":material/info:")
-    st.stop()
-bundle: ModelBundle = services.bundle_for(run)
+run, bundle = require_bundle("look inside")
 bundle_key = services.run_key(run)
 st.caption(f"{bundle.spec.name} on {bundle.info.name}: {bundle.spec.description}")
 

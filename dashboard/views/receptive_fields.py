@@ -10,7 +10,7 @@ from dashboard import services
 from dashboard.components.inputs import input_picker
 from dashboard.components.inside_charts import draw_box, heat_image, upscaled
 from dashboard.errors import guard
-from dashboard.state import selected_run
+from dashboard.state import require_bundle
 from explainers.inside import ERF, bundle_erf
 from models.bundle import ModelBundle
 from models.inspect.receptive_field import RFLayer, bundle_receptive_fields, find_layer
@@ -24,11 +24,7 @@ st.caption(
     "than the theoretical box."
 )
 
-run = selected_run()
-if run is None:
-    st.info("No run selected: train one on the Train page, then come back.", icon=":material/info:")
-    st.stop()
-bundle: ModelBundle = services.bundle_for(run)
+run, bundle = require_bundle("look inside")
 bundle_key = services.run_key(run)
 
 

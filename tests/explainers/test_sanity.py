@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from torch import nn
+
 
 import explainers  # noqa: F401  (registers data sets, models and methods)
 from data.registry import get_info, load_split

@@ -4,7 +4,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 
 from dashboard.cli import main, serve_command
 
