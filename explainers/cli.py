@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from explainers.api import explain
+from explainers.compare import background_samples
 from explainers.inputs import FITS, ResolvedInput, resolve_sample
 from explainers.params import ExplainError, Param
 from explainers.registry import MethodSpec, get_method, list_methods, methods_for
@@ -91,21 +92,6 @@ def _target(spec: str | None, bundle: ModelBundle) -> int | None:
     return k
 
 
-def _background(bundle: ModelBundle, n: int, seed: int) -> tuple[torch.Tensor | None, str]:
-    """Up to `n` prepared training images (seeded pick), or None with the reason."""
-    if bundle.modality != "image" or n <= 0:
-        return None, "none"
-    from data.paths import offline
-    from data.registry import get_source
-
-    try:
-        split = get_source(bundle.info.name).load("train", download=not offline())
-    except Exception as e:  # noqa: BLE001 - SHAP then uses its own stand-in background
-        return None, f"unavailable ({e})"
-    pick = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[:n].tolist()
-    return bundle.prepare(split.batch(pick)), f"{len(pick)} training images"
-
-
 def _predictions(bundle: ModelBundle, raw: Any, k: int) -> list[dict[str, Any]]:
     probs = bundle.predict_proba(raw if bundle.modality == "image" else [raw])[0]
     top = torch.topk(probs, min(k, len(probs)))
@@ -132,36 +118,15 @@ def _save_outputs(e: Any, sample: ResolvedInput, bundle: ModelBundle, out: Path,
 def _metrics(
     e: Any, sample: ResolvedInput, bundle: ModelBundle, background: torch.Tensor | None, steps: int, seed: int
 ) -> dict[str, Any]:
-    """Faithfulness (deletion/insertion AUC), ground truth when known, completeness for path/Shapley methods.
-    Each metric is computed on its own: one that fails is reported as {'error': ...}."""
-    from explainers import metrics as M
+    """The Compare page's per-input metrics for this one input; a metric that failed reads {'error': ...}."""
+    from explainers.compare import input_metrics
 
-    jobs: dict[str, Any] = {}
-    if bundle.modality == "image":
-        x = sample.raw
-        jobs["deletion_auc"] = lambda: M.deletion_auc(bundle, x, e, steps=steps).aucs[0]
-        jobs["insertion_auc"] = lambda: M.insertion_auc(bundle, x, e, steps=steps).aucs[0]
-        if sample.mask is not None:
-            jobs["pointing_game"] = lambda: M.pointing_game(e, sample.mask[None])[0]
-            jobs["energy_in_mask"] = lambda: M.energy_in_mask(e, sample.mask[None])[0]
-        # Path methods sum to f(x) - f(baseline), SHAP's to f(x) - E f(background): both are checked.
-        if "baseline" in e.params or ("background_size" in e.params and background is not None):
-            jobs["completeness_gap"] = lambda: M.completeness_gap(bundle, x, e, background=background, seed=seed)[0]
-    else:
-        words = len(e.tokens[0]) if e.tokens else 1
-        n = int(max(1, min(steps, words)))
-        jobs["deletion_auc"] = lambda: M.text_perturbation_curve(bundle, sample.raw, e, mode="deletion", steps=n).aucs[0]
-        jobs["insertion_auc"] = lambda: M.text_perturbation_curve(bundle, sample.raw, e, mode="insertion", steps=n).aucs[0]
-        if sample.rationale:
-            jobs["rationale_pointing"] = lambda: M.rationale_pointing(e, [sample.rationale])[0]
-            jobs["rationale_energy"] = lambda: M.rationale_energy(e, [sample.rationale])[0]
-    out: dict[str, Any] = {}
-    for name, job in jobs.items():
-        try:
-            out[name] = float(job())
-        except Exception as err:  # noqa: BLE001 - one metric failing must not hide the others
-            out[name] = {"error": f"{type(err).__name__}: {err}"}
-    return out
+    raw = sample.raw[None] if bundle.modality == "image" else [sample.raw]
+    values, errors = input_metrics(
+        bundle, raw, e, masks=None if sample.mask is None else sample.mask[None],
+        rationales=[sample.rationale] if sample.rationale else None, background=background, steps=steps, seed=seed,
+    )
+    return {**{k: v[0] for k, v in values.items()}, **{k: {"error": err} for k, err in errors.items()}}
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -192,8 +157,8 @@ def _explain(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     predictions = _predictions(bundle, sample.raw, args.top_k)
-    background, background_note = _background(bundle, args.background, args.seed) if any(
-        m.family == "shap" for m in chosen) else (None, "none")
+    background = background_samples(bundle, args.background, args.seed) if any(m.family == "shap" for m in chosen) else None
+    background_note = "none" if background is None else f"{len(background)} training images"
     if bundle.modality == "image":
         from PIL import Image
 
