@@ -88,7 +88,7 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
     def describe(i: int) -> str:
         return f"#{i} {_class_name(info, int(labels[i]))}→{_class_name(info, int(preds[i]))}"
 
-    pick_key = f"{key}_samples_{info.name}_{'-'.join(classes)}_{show}"
+    pick_key = _pick_key(key, info.name, classes, show)
 
     def random_pick() -> None:
         count = max(1, len(st.session_state.get(pick_key) or []))
@@ -242,8 +242,37 @@ def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedI
     return [PickedInput(t.strip(), lab, f"{f.name} #{j + 1}") for j, (t, lab) in enumerate(zip(texts[:max_inputs], labels))]
 
 
+OPEN_SAMPLE_PARAM = "sample"  # ?sample=test:INDEX opens that test sample (links from the Embeddings page)
+
+
+def _open_requested_sample(bundle: ModelBundle, key: str) -> None:
+    """Turn a ?sample=test:INDEX link into this picker's selection, once (the parameter is then dropped)."""
+    wanted = st.query_params.get(OPEN_SAMPLE_PARAM)
+    if not wanted:
+        return
+    del st.query_params[OPEN_SAMPLE_PARAM]
+    split, _, index = str(wanted).partition(":")
+    if split != "test" or not index.isdigit():
+        st.warning(f"Cannot open sample {wanted!r}: links look like ?sample=test:INDEX.")
+        return
+    index = int(index)
+    if index >= services.GALLERY_LIMIT:
+        st.info(f"Test sample #{index} is beyond the first {services.GALLERY_LIMIT} samples the gallery lists; "
+                "pick another sample below.")
+        return
+    st.session_state[f"{key}_source"] = "Test set"
+    st.session_state[f"{key}_classes_{bundle.info.name}"] = []
+    st.session_state[f"{key}_show"] = "all"
+    st.session_state[_pick_key(key, bundle.info.name, [], "all")] = [index]
+
+
+def _pick_key(key: str, dataset: str, classes: list[str], show: str) -> str:
+    return f"{key}_samples_{dataset}_{'-'.join(classes)}_{show}"
+
+
 def input_picker(bundle: ModelBundle, key: str, *, bundle_key: str, max_inputs: int = 8) -> list[PickedInput]:
     """Source selector and its widgets; the chosen inputs (possibly none, with a message saying why)."""
+    _open_requested_sample(bundle, key)
     if bundle.modality == "image":
         sources = ["Test set", "Upload images"]
     else:

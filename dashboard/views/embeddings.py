@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import services
-from dashboard.components.inputs import input_picker
+from dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker
 from dashboard.components.inside_charts import scatter_chart, thumbnail_url
 from dashboard.components.params import param_widget
 from dashboard.components.images import to_pil
@@ -21,8 +21,6 @@ from models.inspect.activations import (
 )
 
 EXPLAIN_PAGE = "views/explain.py"
-EXPLAIN_KEY = "explain"  # the Explain page's input picker key: its gallery selection is preset from here
-OPEN_SAMPLE = "xai_open_sample"  # session-state handoff {run, split, index}, also sent as ?sample=test:INDEX
 TEXT_TIP = 160
 
 alt.data_transformers.disable_max_rows()  # 10,000 points exceed altair's default 5,000-row guard
@@ -161,10 +159,4 @@ if picked:
         right.write(split.texts[index])
     right.markdown(f"true **{classes[acts.labels[pos]]}**, predicted **{classes[acts.preds[pos]]}**")
     if right.button("Open on the Explain page", key="emb_open", icon=":material/image_search:"):
-        st.session_state[OPEN_SAMPLE] = {"run": run.id, "split": "test", "index": index}
-        if index < min(services.GALLERY_LIMIT, total):  # the Explain gallery lists the first GALLERY_LIMIT samples
-            st.session_state[f"{EXPLAIN_KEY}_source"] = "Test set"
-            st.session_state[f"{EXPLAIN_KEY}_classes"] = []
-            st.session_state[f"{EXPLAIN_KEY}_show"] = "all"
-            st.session_state[f"{EXPLAIN_KEY}_samples__all"] = [index]
-        st.switch_page(EXPLAIN_PAGE, query_params={"sample": f"test:{index}"})
+        st.switch_page(EXPLAIN_PAGE, query_params={OPEN_SAMPLE_PARAM: f"test:{index}"})  # the picker reads it

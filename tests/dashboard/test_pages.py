@@ -209,6 +209,17 @@ def test_explain_gallery_filters(runs):
         "No test samples match" in v for v in values(at.info))
 
 
+def test_a_sample_link_opens_that_test_sample(runs):
+    at = make_app(runs["image"])
+    at.run()
+    at.query_params["sample"] = "test:7"
+    at.switch_page("views/explain.py").run()
+    assert_ok(at)
+    assert at.multiselect(key="explain_samples_shapes__all").value == [7]
+    assert "sample" not in at.query_params  # used once, not stuck on the page
+    assert any(v.startswith("**test #7") for v in values(at.markdown))
+
+
 def test_explain_text_typed_and_csv(runs):
     at = open_page(make_app(runs["text"]), "views/explain.py")
     at.radio(key="explain_source").set_value("Type text").run()
