@@ -117,3 +117,24 @@ def test_bad_settings_are_refused_before_a_run_is_written():
 def test_augmentation_runs_on_images():
     result = train(quick(epochs=1, augment="shift+flip"))
     assert result.state == "completed"
+
+
+def test_out_of_memory_fails_with_a_clear_error_recorded_in_the_run(monkeypatch):
+    """A CUDA OOM inside a step ends the run as failed, with advice, instead of crashing the caller."""
+    from dataclasses import replace
+
+    from models import registry
+
+    class OOMOnForward(torch.nn.Module):
+        def __init__(self, info, **kw):
+            super().__init__()
+            self.linear = torch.nn.Linear(64, info.num_classes)
+
+        def forward(self, x):
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setitem(registry._REGISTRY, "mlp", replace(registry.get_spec("mlp"), build=OOMOnForward))
+    result = train(quick(batch_size=4096))
+    assert result.state == "failed"
+    assert "Out of memory" in result.error and "batch size" in result.error
+    assert result.run.summary()["error"] == result.error
