@@ -88,9 +88,8 @@ def test_resume_continues_to_more_epochs():
 
 
 def test_nan_loss_fails_with_a_clear_error_recorded_in_the_run():
-    result = train(quick(lr=5.0, optimizer="sgd", momentum=0.0, epochs=2))
-    if result.state != "failed":  # a huge LR might still converge by chance; force NaN through the data
-        pytest.fail(f"expected a NaN failure, got {result.state}")
+    result = train(quick(lr=5.0, optimizer="sgd", momentum=0.0, epochs=2))  # diverges within a few steps
+    assert result.state == "failed", result.state
     assert "learning rate" in result.error and "lower" in result.error
     assert result.run.summary()["error"] == result.error
     assert result.run.file("model.safetensors").exists()
