@@ -10,17 +10,12 @@ import json
 import os
 import re
 import shutil
-import socket
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from dashboard.cli import serve_command
 
 pytestmark = pytest.mark.browser
 
@@ -35,37 +30,10 @@ if not CHROMIUM.exists():
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def server(tmp_path: Path):
-    port = free_port()
-    env = {**os.environ, "XAIDASH_RUNS": str(tmp_path / "runs"), "XAIDASH_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen(serve_command("127.0.0.1", port), env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"server did not start:\n{(tmp_path / 'server.log').read_text()}")
-                time.sleep(0.3)
+def server(tmp_path: Path, serve_app):
+    with serve_app(tmp_path / "runs", tmp_path / "server.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def shape_png(path: Path, corrupt: bool = False) -> Path:

@@ -10,15 +10,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
-import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from dashboard.cli import serve_command
 
 
 def _load_helper():
@@ -45,14 +41,8 @@ if not CHROMIUM.exists():
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory):
+def served(tmp_path_factory: pytest.TempPathFactory, serve_app):
     """(url, runs by model, folder for screenshots): the app serving four small runs."""
     tmp = tmp_path_factory.mktemp("inside_browser")
     root = tmp / "runs"
@@ -61,30 +51,8 @@ def served(tmp_path_factory: pytest.TempPathFactory):
         "vit_tiny": make_run(root, "shapes", "vit_tiny", epochs=1),
         "text_transformer": make_run(root, "cues", "text_transformer"),
     }
-    port = free_port()
-    env = {**os.environ, "XAIDASH_RUNS": str(root), "XAIDASH_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    log_path = tmp / "server.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(serve_command("127.0.0.1", port), env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"server did not start:\n{log_path.read_text()}")
-                time.sleep(0.3)
+    with serve_app(root, tmp / "server.log") as url:
         yield url, runs, tmp
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 @pytest.fixture(scope="module")
