@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from data.registry import DatasetInfo, ImageSplit, TextSplit
 from data.transforms import normalize
+from models.registry import ModelError
 
 # Above this many bytes an in-memory split is still streamed from the CPU in batches.
 DEVICE_BYTES_LIMIT = 2 * 1024**3
@@ -67,9 +68,9 @@ def image_tensors(split: ImageSplit, info: DatasetInfo, device: torch.device, in
 def text_tensors(split: TextSplit, tokenizer, device: torch.device, indices: torch.Tensor | None = None) -> TensorData:
     texts = split.texts if indices is None else [split.texts[i] for i in indices.tolist()]
     labels = split.labels if indices is None else split.labels[indices]
+    if tokenizer.pad_id != 0:  # TensorData trims padding columns by looking for id 0
+        raise ModelError(f"Tokenizers used for training must pad with id 0 (this one pads with {tokenizer.pad_id}).")
     ids = tokenizer.encode(texts) if texts else torch.zeros(0, 1, dtype=torch.long)
-    if tokenizer.pad_id != 0:  # TensorData trims on id 0; remap so padding is 0 for trimming only
-        raise ValueError("tokenizers used for training must pad with id 0")
     return TensorData(ids.to(device), labels.long().to(device))
 
 
