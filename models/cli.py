@@ -29,6 +29,8 @@ class ProgressPrinter:
 
         if e.kind == "start":
             print(f"run {e.run_id}: {e.epochs} epochs, {e.total_steps} steps", file=sys.stderr)
+            if e.message:
+                print(f"note: {e.message}", file=sys.stderr)
             if not self.quiet:
                 self.bar = tqdm(total=e.total_steps, initial=e.step, unit="step", file=sys.stderr, dynamic_ncols=True)
         elif e.kind == "step" and self.bar is not None:

@@ -305,8 +305,10 @@ def train(
         if start_epoch >= cfg.epochs:
             raise ModelError(f"Run {run.id} already has {start_epoch} epochs: ask for more (--epochs N > {start_epoch}).")
 
+    model_note = getattr(model, "xai_note", None) or spec.note()
     config = {
         "model": cfg.model,
+        "model_note": model_note,
         "dataset": cfg.dataset,
         "modality": data.info.modality,
         "classes": list(data.info.classes),
@@ -331,7 +333,7 @@ def train(
             cb(event)
 
     base = dict(run_id=run.id, epochs=cfg.epochs, total_steps=total_steps)
-    emit(TrainEvent(kind="start", epoch=start_epoch, step=start_epoch * steps_per_epoch, **base))
+    emit(TrainEvent(kind="start", epoch=start_epoch, step=start_epoch * steps_per_epoch, message=model_note or "", **base))
     log_every = max(1, steps_per_epoch // 20)
     loss_fn = nn.CrossEntropyLoss()
     t0 = time.perf_counter()

@@ -46,6 +46,8 @@ class ModelSpec:
     deeplift_ok: bool = True  # DeepLift / DeepExplainer apply (False for third-party graphs)
     tokenizer: Callable[[], Any] | None = None  # pretrained tokenizer factory (text models not trained here)
     default_lr: float = 1e-3
+    # A caveat to show before training, e.g. resnet18 starting from random weights offline; None when all is well.
+    note: Callable[[], "str | None"] = field(default=lambda: None)
     # Pretrained image models read inputs normalised their own way (ImageNet's); empty: the data set's.
     input_mean: tuple[float, ...] = ()
     input_std: tuple[float, ...] = ()

@@ -72,6 +72,8 @@ else:
                          format_func=lambda n: n + (" (pretrained)" if next(s for s in specs if s.name == n).pretrained else ""))
     spec = next(s for s in specs if s.name == model)
     c2.caption(spec.description + (f" Input: {spec.input_note}." if spec.input_note else ""))
+    if note := spec.note():
+        c2.warning(note, icon=":material/warning:")
 
 if spec is not None:
     with st.form("train_form"):

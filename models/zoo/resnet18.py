@@ -144,5 +144,6 @@ register(
         input_mean=IMAGENET_MEAN,
         input_std=IMAGENET_STD,
         default_lr=1e-4,
+        note=weights_note,
     )
 )

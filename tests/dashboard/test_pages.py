@@ -113,6 +113,15 @@ def test_home_without_runs_says_how_to_start():
     assert any("train a model first" in v for v in values(explain.info))
 
 
+def test_train_form_warns_when_resnet18_would_start_from_random_weights(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch_home"))
+    at = open_page(make_app(), "views/train.py")
+    at.selectbox(key="train_dataset").set_value("shapes").run()
+    at.selectbox(key="train_model").set_value("resnet18").run()
+    assert_ok(at)
+    assert any("RANDOM weights" in str(w.value) for w in at.warning), [w.value for w in at.warning]
+
+
 def test_train_start_refuse_stop_finish_select_delete():
     at = open_page(make_app(), "views/train.py")
     at.selectbox(key="train_dataset").set_value("digits").run()

@@ -56,3 +56,14 @@ def test_console_script_help():
     out = subprocess.run([sys.executable, "-m", "dashboard.cli", "--help"], capture_output=True, text=True, check=True)
     for sub in ("train", "runs", "datasets", "serve"):
         assert sub in out.stdout
+
+
+def test_resnet18_offline_says_it_starts_from_random_weights(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch_home"))  # no cached ImageNet checkpoint
+    assert main(["train", "--dataset", "shapes", "--model", "resnet18", "--epochs", "1", "--batch-size", "16",
+                 "--max-train-samples", "32", "--quiet", "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert "note: resnet18 starts from RANDOM weights" in err
+    from models.runstore import list_runs
+
+    assert "RANDOM weights" in list_runs()[0].config()["model_note"]
