@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from explainers.params import ExplainError
+from explainers.params import ExplainError, Param
 
 METHODS = ("slic", "quickshift", "felzenszwalb")
 FILLS = ("mean", "zero", "blur")
@@ -184,3 +184,20 @@ def fill(images01: torch.Tensor, how: str, masks: torch.Tensor | None = None) ->
             return segment_means(images01, masks)
         return images01.mean(dim=(2, 3), keepdim=True).expand_as(images01).clone()
     raise ExplainError(f"Unknown fill {how!r}: choose one of {', '.join(FILLS)}.")
+
+
+def superpixel_params() -> tuple[Param, Param]:
+    """The segmentation and segment-count parameters every superpixel method (LIME, KernelSHAP) takes."""
+    return (
+        Param("segmentation", "choice", "slic", "How the image is cut into superpixels.", choices=METHODS),
+        Param("segments", "int", 30, "Target number of superpixels (the count reached is in the diagnostic segments).", min=2, max=500),
+    )
+
+
+def hide_param(help_suffix: str = "") -> Param:
+    """What a switched-off superpixel shows."""
+    return Param(
+        "hide", "choice", "mean",
+        f"What a switched-off superpixel shows: its own mean colour{help_suffix}, black, or a blurred copy.",
+        choices=FILLS,
+    )

@@ -17,7 +17,7 @@ import torch
 
 from explainers.params import ExplainError, Param
 from explainers.registry import MethodContext, MethodOutput, MethodSpec, register
-from explainers.segmentation import FILLS, METHODS, fill, segment
+from explainers.segmentation import fill, hide_param, segment, superpixel_params
 from models.bundle import ModelBundle
 
 
@@ -142,17 +142,10 @@ register(
         modalities=("image",),
         compute=_compute,
         params=(
-            Param("segmentation", "choice", "slic", "How the image is cut into superpixels.", choices=METHODS),
-            Param("segments", "int", 30, "Target number of superpixels (the count reached is in the diagnostic segments).", min=2, max=500),
+            *superpixel_params(),
             Param("samples", "int", 1000, "Perturbed images the surrogate is fitted on.", min=10, max=100000),
             Param("kernel_width", "float", 0.25, "Width of lime's kernel on the cosine distance to the original.", min=1e-3, max=100.0),
-            Param(
-                "hide",
-                "choice",
-                "mean",
-                "What a switched-off superpixel shows: its own mean colour (lime's default), black, or a blurred copy.",
-                choices=FILLS,
-            ),
+            hide_param(" (lime's default)"),
         ),
         signed=True,
         family="perturbation",

@@ -16,7 +16,7 @@ from torch import nn
 
 from explainers.params import ExplainError, Param
 from explainers.registry import MethodContext, MethodOutput, MethodSpec, register
-from explainers.segmentation import FILLS, METHODS, blur, fill, segment
+from explainers.segmentation import blur, fill, hide_param, segment, superpixel_params
 from models.bundle import ModelBundle
 
 
@@ -214,16 +214,9 @@ register(
         modalities=("image",),
         compute=_shap_kernel,
         params=(
-            Param("segmentation", "choice", "slic", "How the image is cut into superpixels.", choices=METHODS),
-            Param("segments", "int", 30, "Target number of superpixels (the count reached is in the diagnostic segments).", min=2, max=500),
+            *superpixel_params(),
             Param("samples", "int", 300, "Coalitions of superpixels evaluated.", min=10, max=100000),
-            Param(
-                "hide",
-                "choice",
-                "mean",
-                "What a switched-off superpixel shows: its own mean colour, black, or a blurred copy.",
-                choices=FILLS,
-            ),
+            hide_param(),
         ),
         signed=True,
         family="shap",
