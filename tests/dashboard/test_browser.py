@@ -15,19 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw
+from browser import CHROMIUM, FLAGS, require_browser
 
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 METHODS = ["Saliency", "Integrated Gradients", "Grad-CAM", "Input x Gradient", "DeepLift"]
 
-if not CHROMIUM.exists():
-    pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium); browser tests skipped",
-                allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+sync_api = require_browser()
 
 
 @pytest.fixture

@@ -14,31 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-
-
-
-def _load_helper():
-    """tests/dashboard/inside_runs.py (the suite imports in importlib mode: siblings are not on sys.path)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("inside_runs", Path(__file__).with_name("inside_runs.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_run = _load_helper().make_run
+from inside_runs import make_run
+from browser import CHROMIUM, FLAGS, require_browser
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
-if not CHROMIUM.exists():
-    pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium); browser tests skipped",
-                allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+sync_api = require_browser()
 
 
 @pytest.fixture(scope="module")

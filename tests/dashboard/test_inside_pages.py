@@ -10,19 +10,7 @@ from streamlit.testing.v1 import AppTest
 from data.registry import get_info
 from models.registry import get_spec
 from models.runstore import Run
-
-
-def _load_helper():
-    """tests/dashboard/inside_runs.py (the suite imports in importlib mode: siblings are not on sys.path)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("inside_runs", Path(__file__).with_name("inside_runs.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_run = _load_helper().make_run
+from inside_runs import make_run
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 TIMEOUT = 60

@@ -8,33 +8,12 @@ import torch.nn.modules.module as torch_module
 from captum.attr import LayerGradCam
 
 import explainers  # noqa: F401  (registers every method)
-from data.registry import DatasetInfo
 from explainers import ExplainError, MethodContext, explain, get_method
 from explainers.methods.cam import gradcampp_maps
-from models import ModelBundle, ModelError, build_model, get_spec, list_models
+from image_bundles import GREY28, IMAGE_MODELS, RGB16, fresh_bundle
+from models import ModelBundle
 
 CAM_METHODS = ("cam", "gradcam", "gradcampp", "guided_gradcam")
-
-RGB16 = DatasetInfo("rgb16", "image", ("a", "b", "c"), (3, 16, 16), (0.5, 0.4, 0.3), (0.2, 0.25, 0.3))
-GREY28 = DatasetInfo("grey28", "image", tuple("0123456789"), (1, 28, 28), (0.2,), (0.3,))
-RGB32 = DatasetInfo("rgb32", "image", ("a", "b"), (3, 32, 32), (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
-CANDIDATE_INFOS = (RGB16, GREY28, RGB32)  # cheapest first: each model gets the first it fits
-
-IMAGE_MODELS = [s.name for s in list_models() if s.modality == "image"]
-
-
-def fresh_bundle(name: str, info: DatasetInfo | None = None, seed: int = 0) -> ModelBundle:
-    spec = get_spec(name)
-    info = info or next((i for i in CANDIDATE_INFOS if not spec.fits(i)), None)
-    if info is None:
-        pytest.skip(f"{name} fits none of the small test image shapes")
-    torch.manual_seed(seed)
-    try:
-        model = build_model(name, info)
-    except ModelError as err:
-        pytest.skip(f"{name} cannot be built here: {err}")
-    model.eval()
-    return ModelBundle(model, spec, info, torch.device("cpu"))
 
 
 def context(bundle: ModelBundle, n: int = 3, targets: list[int] | None = None, seed: int = 1) -> MethodContext:

@@ -14,31 +14,14 @@ from data.transforms import denormalize, normalize
 from explainers import ExplainError, explain, get_method
 from explainers.baselines import BASELINES, make_baselines
 from explainers.methods._common import target_scores
-from models import ModelBundle, ModelError, build_model, get_spec, list_models
+from image_bundles import IMAGE_MODELS, RGB16, fresh_bundle
+from models import ModelBundle
 
 GRADIENT_METHODS = ("saliency", "inputxgrad", "smoothgrad", "ig", "guided_backprop", "deeplift")
 FAST = {"smoothgrad": {"samples": 3}, "ig": {"steps": 4}}  # keep the zoo-wide test cheap
 
-RGB16 = DatasetInfo("rgb16", "image", ("a", "b", "c"), (3, 16, 16), (0.5, 0.4, 0.3), (0.2, 0.25, 0.3))
-GREY28 = DatasetInfo("grey28", "image", ("tl", "tr", "bl", "br"), (1, 28, 28), (0.2,), (0.3,))
-RGB32 = DatasetInfo("rgb32", "image", ("a", "b"), (3, 32, 32), (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
-CANDIDATE_INFOS = (RGB16, GREY28, RGB32)  # cheapest first: each model gets the first it fits
-
-IMAGE_MODELS = [s.name for s in list_models() if s.modality == "image"]
-
-
-def fresh_bundle(name: str, info: DatasetInfo | None = None, seed: int = 0) -> ModelBundle:
-    spec = get_spec(name)
-    info = info or next((i for i in CANDIDATE_INFOS if not spec.fits(i)), None)
-    if info is None:
-        pytest.skip(f"{name} fits none of the small test image shapes")
-    torch.manual_seed(seed)
-    try:
-        model = build_model(name, info)
-    except ModelError as err:
-        pytest.skip(f"{name} cannot be built here: {err}")
-    model.eval()
-    return ModelBundle(model, spec, info, torch.device("cpu"))
+# 28x28 grey images whose label is the quadrant of a bright square (see quadrant_images)
+QUADRANTS28 = DatasetInfo("grey28", "image", ("tl", "tr", "bl", "br"), (1, 28, 28), (0.2,), (0.3,))
 
 
 def quadrant_images(n: int, info: DatasetInfo, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,12 +40,12 @@ def quadrant_images(n: int, info: DatasetInfo, gen: torch.Generator) -> tuple[to
 @pytest.fixture(scope="module")
 def trained_cnn() -> ModelBundle:
     """simple_cnn trained briefly on the quadrant task, so scores differ clearly between input and baseline."""
-    bundle = fresh_bundle("simple_cnn", GREY28)
+    bundle = fresh_bundle("simple_cnn", QUADRANTS28)
     gen = torch.Generator().manual_seed(0)
     opt = torch.optim.Adam(bundle.model.parameters(), lr=3e-3)
     bundle.model.train()
     for _ in range(25):
-        x, y = quadrant_images(32, GREY28, gen)
+        x, y = quadrant_images(32, QUADRANTS28, gen)
         loss = torch.nn.functional.cross_entropy(bundle.model(bundle.prepare(x)), y)
         opt.zero_grad()
         loss.backward()
@@ -115,14 +98,14 @@ def test_every_gradient_method_on_every_image_model(model_name: str) -> None:
 
 @pytest.mark.parametrize("method_id", GRADIENT_METHODS)
 def test_unknown_and_out_of_range_params_are_refused(method_id: str) -> None:
-    bundle = fresh_bundle("simple_cnn", GREY28)
+    bundle = fresh_bundle("simple_cnn", QUADRANTS28)
     x = torch.rand(1, 1, 28, 28)
     with pytest.raises(ExplainError, match="no parameter bogus"):
         explain(bundle, x, method=method_id, bogus=1)
 
 
 def test_bad_values_are_refused() -> None:
-    bundle = fresh_bundle("simple_cnn", GREY28)
+    bundle = fresh_bundle("simple_cnn", QUADRANTS28)
     x = torch.rand(1, 1, 28, 28)
     with pytest.raises(ExplainError, match="steps"):
         explain(bundle, x, method="ig", steps=1)
@@ -135,7 +118,7 @@ def test_bad_values_are_refused() -> None:
 @pytest.mark.parametrize("baseline", ["black", "blur", "noise"])
 def test_ig_completeness(trained_cnn: ModelBundle, baseline: str) -> None:
     """Sum of IG attributions = f(x) - f(baseline) within 1%, checked against our own forward passes."""
-    x, y = quadrant_images(4, GREY28, torch.Generator().manual_seed(7))
+    x, y = quadrant_images(4, QUADRANTS28, torch.Generator().manual_seed(7))
     exp = explain(trained_cnn, x, targets=y, method="ig", baseline=baseline, steps=200, seed=3)
     xp = trained_cnn.prepare(x)
     base = make_baselines(baseline, trained_cnn, xp, seed=3)
@@ -148,7 +131,7 @@ def test_ig_completeness(trained_cnn: ModelBundle, baseline: str) -> None:
 
 
 def test_deeplift_sums_to_the_score_difference(trained_cnn: ModelBundle) -> None:
-    x, y = quadrant_images(4, GREY28, torch.Generator().manual_seed(8))
+    x, y = quadrant_images(4, QUADRANTS28, torch.Generator().manual_seed(8))
     exp = explain(trained_cnn, x, targets=y, method="deeplift", baseline="black")
     xp = trained_cnn.prepare(x)
     base = make_baselines("black", trained_cnn, xp)
@@ -159,7 +142,7 @@ def test_deeplift_sums_to_the_score_difference(trained_cnn: ModelBundle) -> None
 
 
 def test_deeplift_refused_where_the_spec_says_so() -> None:
-    bundle = fresh_bundle("simple_cnn", GREY28)
+    bundle = fresh_bundle("simple_cnn", QUADRANTS28)
     bundle.spec = replace(bundle.spec, deeplift_ok=False)
     assert not get_method("deeplift", "image").supports(bundle)
     with pytest.raises(ExplainError, match="DeepLift does not apply"):
@@ -168,7 +151,7 @@ def test_deeplift_refused_where_the_spec_says_so() -> None:
 
 @pytest.mark.parametrize("method_id", GRADIENT_METHODS)
 def test_targets_are_respected(trained_cnn: ModelBundle, method_id: str) -> None:
-    x, _ = quadrant_images(2, GREY28, torch.Generator().manual_seed(9))
+    x, _ = quadrant_images(2, QUADRANTS28, torch.Generator().manual_seed(9))
     params = FAST.get(method_id, {})
     a0 = explain(trained_cnn, x, targets=0, method=method_id, **params)
     a3 = explain(trained_cnn, x, targets=3, method=method_id, **params)
@@ -178,7 +161,7 @@ def test_targets_are_respected(trained_cnn: ModelBundle, method_id: str) -> None
 
 @pytest.mark.parametrize("method_id", ["saliency", "inputxgrad", "ig", "guided_backprop", "deeplift"])
 def test_results_do_not_depend_on_batch_size(trained_cnn: ModelBundle, method_id: str) -> None:
-    x, _ = quadrant_images(3, GREY28, torch.Generator().manual_seed(10))
+    x, _ = quadrant_images(3, QUADRANTS28, torch.Generator().manual_seed(10))
     params = FAST.get(method_id, {})
     one = explain(trained_cnn, x, method=method_id, batch_size=1, **params).attributions
     all_ = explain(trained_cnn, x, method=method_id, batch_size=64, **params).attributions
@@ -198,7 +181,7 @@ def test_smoothgrad_without_noise_is_saliency() -> None:
 
 
 def test_smoothgrad_is_reproducible_with_a_seed() -> None:
-    bundle = fresh_bundle("simple_cnn", GREY28)
+    bundle = fresh_bundle("simple_cnn", QUADRANTS28)
     x = torch.rand(2, 1, 28, 28)
     a = explain(bundle, x, method="smoothgrad", samples=4, seed=5).attributions
     b = explain(bundle, x, method="smoothgrad", samples=4, seed=5).attributions
@@ -236,16 +219,16 @@ def test_mean_baseline_without_a_mean_says_what_to_do() -> None:
 
 
 def test_blur_and_noise_baselines() -> None:
-    bundle = fresh_bundle("simple_cnn", GREY28)
-    x, _ = quadrant_images(2, GREY28, torch.Generator().manual_seed(4))
+    bundle = fresh_bundle("simple_cnn", QUADRANTS28)
+    x, _ = quadrant_images(2, QUADRANTS28, torch.Generator().manual_seed(4))
     xp = bundle.prepare(x)
-    blur = denormalize(make_baselines("blur", bundle, xp), GREY28)
+    blur = denormalize(make_baselines("blur", bundle, xp), QUADRANTS28)
 
     def variation(img: torch.Tensor) -> float:
         return float((img[..., 1:, :] - img[..., :-1, :]).abs().sum() + (img[..., 1:] - img[..., :-1]).abs().sum())
 
     assert blur.shape == x.shape and variation(blur) < 0.5 * variation(x)
-    noise = [denormalize(make_baselines("noise", bundle, xp, seed=s), GREY28) for s in (1, 1, 2)]
+    noise = [denormalize(make_baselines("noise", bundle, xp, seed=s), QUADRANTS28) for s in (1, 1, 2)]
     assert torch.equal(noise[0], noise[1]) and not torch.equal(noise[0], noise[2])
     assert noise[0].min() >= -1e-6 and noise[0].max() <= 1 + 1e-6
     with pytest.raises(ExplainError, match="Unknown baseline"):
