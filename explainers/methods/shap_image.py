@@ -86,32 +86,37 @@ def additivity_gap(ctx: MethodContext, attr: torch.Tensor, bg: torch.Tensor) -> 
     return (attr.flatten(1).sum(1) - expected).abs().tolist()
 
 
-def _shap_gradient(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    import shap
-
+def _with_background(
+    ctx: MethodContext, params: dict[str, Any], values: Callable[[nn.Module, torch.Tensor, torch.Tensor], np.ndarray]
+) -> MethodOutput:
+    """Run a background-based shap explainer per target class (`values(model, background, x)`) and report
+    its additivity gap and whether the background was a stand-in."""
     bg, fallback = background_set(ctx, params["background_size"])
-
-    def run(model: nn.Module, x: torch.Tensor) -> np.ndarray:
-        explainer = shap.GradientExplainer(model, bg, batch_size=ctx.batch_size)
-        return explainer.shap_values(x, nsamples=params["samples"], rseed=ctx.seed)
-
-    attr = _by_target(ctx, run)
+    attr = _by_target(ctx, lambda model, x: values(model, bg, x))
     return MethodOutput(
         attributions=attr,
         diagnostics={
-            # expected gradients sum to f(x) - E[f(bg)] only on average over samples: a sampling-noise gauge
             "additivity_gap": additivity_gap(ctx, attr, bg),
             "background_fallback": [float(fallback)] * len(attr),
         },
     )
 
 
+def _shap_gradient(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    import shap
+
+    def values(model: nn.Module, bg: torch.Tensor, x: torch.Tensor) -> np.ndarray:
+        # expected gradients sum to f(x) - E[f(bg)] only on average over samples: the gap gauges sampling noise
+        explainer = shap.GradientExplainer(model, bg, batch_size=ctx.batch_size)
+        return explainer.shap_values(x, nsamples=params["samples"], rseed=ctx.seed)
+
+    return _with_background(ctx, params, values)
+
+
 def _shap_deep(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     import shap
 
-    bg, fallback = background_set(ctx, params["background_size"])
-
-    def run(model: nn.Module, x: torch.Tensor) -> np.ndarray:
+    def values(model: nn.Module, bg: torch.Tensor, x: torch.Tensor) -> np.ndarray:
         with warnings.catch_warnings():
             # An empty nn.Sequential (an identity shortcut) is a leaf shap does not know; passing the
             # gradient through, as it does, is exact for it.
@@ -119,14 +124,7 @@ def _shap_deep(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
             # The additivity check would raise; the gap is reported as a diagnostic instead.
             return shap.DeepExplainer(model, bg).shap_values(x, check_additivity=False)
 
-    attr = _by_target(ctx, run)
-    return MethodOutput(
-        attributions=attr,
-        diagnostics={
-            "additivity_gap": additivity_gap(ctx, attr, bg),
-            "background_fallback": [float(fallback)] * len(attr),
-        },
-    )
+    return _with_background(ctx, params, values)
 
 
 def _shap_kernel(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
