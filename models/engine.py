@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from data.registry import DatasetInfo, ImageSplit, get_source
+from data.registry import DatasetInfo, DatasetSource, ImageSplit, get_source
 from data.tokenizer import WordVocab
 from models.batches import LoaderData, TensorData, augment_images, image_tensors, text_tensors
 from models.bundle import ModelBundle
@@ -163,11 +163,9 @@ class _Prepared:
     test_labels: torch.Tensor
 
 
-def _prepare_data(cfg: TrainConfig, device: torch.device, run: Run, resume_vocab: bool) -> _Prepared:
-    source = get_source(cfg.dataset)
+def _prepare_data(cfg: TrainConfig, source: DatasetSource, device: torch.device, run: Run, resume_vocab: bool) -> _Prepared:
     info = source.info
     spec = get_spec(cfg.model)
-    spec.check_fits(info)
     train_split = source.load("train")
     test_split = source.load("test")
     if len(train_split) == 0:
@@ -265,22 +263,18 @@ def train(
     callbacks = callbacks or []
     stop = stop or threading.Event()
     cfg.validate()
+    resumed = resolve_run(resume) if resume is not None else None
+    if resumed is not None:  # the run's own settings, with the new epoch total and device
+        cfg = TrainConfig(**{**resumed.config()["train"], "epochs": cfg.epochs, "device": cfg.device})
     spec = get_spec(cfg.model)
     source = get_source(cfg.dataset)
     spec.check_fits(source.info)
     device = pick_device(cfg.device)
+    run = resumed or Run.create(cfg.dataset, cfg.model)
 
     start_epoch = 0
-    if resume is not None:
-        run = resolve_run(resume)
-        saved = run.config()
-        cfg = TrainConfig(**{**saved["train"], "epochs": cfg.epochs, "device": cfg.device})
-        spec = get_spec(cfg.model)
-    else:
-        run = Run.create(cfg.dataset, cfg.model)
-
     gen = seed_everything(cfg.seed)
-    data = _prepare_data(cfg, device, run, resume_vocab=resume is not None)
+    data = _prepare_data(cfg, source, device, run, resume_vocab=resumed is not None)
     options = dict(cfg.model_options)
     if data.tokenizer is not None and spec.tokenizer is None:
         options.update(vocab_size=len(data.tokenizer), pad_id=data.tokenizer.pad_id)
@@ -291,9 +285,9 @@ def train(
     steps_per_epoch = math.ceil(len(data.train) / cfg.batch_size)
     total_steps = steps_per_epoch * cfg.epochs
     sched = _schedule(cfg, opt, lr, total_steps)
-    records = run.metrics() if resume is not None else []
+    records = run.metrics() if resumed is not None else []
 
-    if resume is not None:
+    if resumed is not None:
         load_weights(model, run.file(WEIGHTS))
         extra = load_training_state(run.file(STATE), opt) if run.file(STATE).exists() else {}
         start_epoch = int(extra.get("epoch", 0))
@@ -323,7 +317,7 @@ def train(
         "train_samples": len(data.train),
         "val_samples": len(data.val) if data.val else 0,
         "test_samples": len(data.test),
-        "created": run.config()["created"] if resume is not None else time.time(),
+        "created": run.config()["created"] if resumed is not None else time.time(),
     }
     run.write_config(config)
     run.update_summary(state="running", error=None, epochs_done=start_epoch, epochs=cfg.epochs)
