@@ -67,3 +67,15 @@ def test_resnet18_offline_says_it_starts_from_random_weights(capsys, tmp_path, m
     from models.runstore import list_runs
 
     assert "RANDOM weights" in list_runs()[0].config()["model_note"]
+
+
+def test_resume_from_the_command_line_keeps_the_runs_own_settings(capsys):
+    from models.runstore import list_runs
+
+    assert main(["train", "--dataset", "digits", "--model", "mlp", "--epochs", "1", "--quiet", "--device", "cpu"]) == 0
+    run_id = list_runs()[0].id
+    # --dataset/--model keep their defaults (shapes, resnet_small): the run's own digits/mlp settings win
+    assert main(["train", "--resume", run_id, "--epochs", "2", "--quiet", "--device", "cpu"]) == 0
+    assert f"completed: run {run_id}" in capsys.readouterr().out
+    run = list_runs()[0]
+    assert run.config()["dataset"] == "digits" and run.summary()["epochs_done"] == 2
