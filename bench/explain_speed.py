@@ -159,7 +159,7 @@ def model_passes(method: str, params: dict[str, Any], n: int, background: int, h
     if method == "ig":  # steps; convergence delta: f(x), f(baseline)
         return params["steps"] * n, 2 * n
     if method == "occlusion":
-        from explainers.methods.occlusion import window_size
+        from xaidash.explainers.methods.occlusion import window_size
 
         win = window_size(hw, params.get("window", 0))
         stride = params.get("stride", 0) or max(1, win // 2)
@@ -194,8 +194,8 @@ def pick_device(name: str) -> torch.device:
 
 def make_bundle(name: str, device: torch.device):
     """A bundle of a benchmark model with random weights on `device`."""
-    from data.registry import DatasetInfo, get_info
-    from models import ModelBundle, build_model, get_spec
+    from xaidash.data.registry import DatasetInfo, get_info
+    from xaidash.models import ModelBundle, build_model, get_spec
 
     torch.manual_seed(0)
     if name == "resnet_small":
@@ -214,7 +214,7 @@ def make_bundle(name: str, device: torch.device):
 
 def images(n: int, size: int) -> torch.Tensor:
     """The first n `shapes` test images (generated, offline) in [0, 1], resized to size x size."""
-    from data.registry import load_split
+    from xaidash.data.registry import load_split
 
     split = load_split("shapes", "test")
     x = split.images[:n]
@@ -261,7 +261,7 @@ def method_params(method: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def bench_method(bundle, method: str, raw: torch.Tensor, x: torch.Tensor, targets: torch.Tensor,
                  background: torch.Tensor, args: argparse.Namespace) -> MethodResult:
-    from explainers import explain
+    from xaidash.explainers import explain
 
     params = method_params(method, args)
     n, device = len(raw), bundle.device
@@ -280,7 +280,7 @@ def bench_method(bundle, method: str, raw: torch.Tensor, x: torch.Tensor, target
 
 def compare_lime(bundle, raw: torch.Tensor, targets: torch.Tensor, ours_s: float, args: argparse.Namespace) -> Comparison:
     """lime's own call against `ours_s`, the per-input time of xaidash's `lime` from the method table."""
-    from explainers.methods.lime_image import lime_reference
+    from xaidash.explainers.methods.lime_image import lime_reference
 
     samples = method_params("lime", args)["samples"]
     t = targets.cpu()
@@ -416,8 +416,8 @@ def _choose(given: str | None, default: Sequence[str], known: Sequence[str], wha
 def main(argv: Sequence[str] | None = None) -> Report:
     args = parse_args(argv)
     os.environ.setdefault("XAIDASH_OFFLINE", "1")  # a benchmark never waits on downloads
-    import explainers  # noqa: F401  (registers models and methods)
-    from explainers.registry import get_method
+    import xaidash.explainers  # noqa: F401  (registers models and methods)
+    from xaidash.explainers.registry import get_method
 
     methods = _choose(args.methods, QUICK_METHODS if args.quick else ALL_METHODS, ALL_METHODS, "methods")
     model_names = _choose(args.models, ("resnet_small",) if args.quick else ALL_MODELS, ALL_MODELS, "models")

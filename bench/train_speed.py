@@ -39,7 +39,7 @@ def _sync(device: torch.device) -> None:
 
 
 def seeds_loop(root: Path, device: torch.device, epochs: int) -> tuple[list[float], float]:
-    from models.zoo.simple_cnn import SimpleCNN
+    from xaidash.models.zoo.simple_cnn import SimpleCNN
 
     torch.manual_seed(0)
     tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
@@ -71,7 +71,7 @@ def seeds_loop(root: Path, device: torch.device, epochs: int) -> tuple[list[floa
 
 
 def engine_loop(device: str, epochs: int, batch_size: int, lr: float) -> tuple[list[float], float, int]:
-    from models.engine import TrainConfig, train
+    from xaidash.models.engine import TrainConfig, train
 
     marks: list[float] = []
     result = train(
@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-2)
     args = ap.parse_args()
 
-    from models.runstore import pick_device
+    from xaidash.models.runstore import pick_device
 
     device = pick_device(args.device)
     root = mirror_mnist(Path(args.shared_data))

@@ -1,23 +1,15 @@
-"""xaidash: the Streamlit entry point (`xaidash serve`, or `streamlit run dashboard/app.py`).
+"""xaidash: the Streamlit entry point (`xaidash serve`, or `streamlit run dashboard/app.py` with xaidash installed).
 
 Sets up the page, the navigation (pages listed in dashboard/nav.py) and the sidebar, then runs
 the chosen page; an error a page does not handle becomes a message, not a traceback.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import streamlit as st
 
-# `streamlit run dashboard/app.py` from a checkout that is not pip-installed: make the packages importable.
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(1, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from dashboard.errors import show_error  # noqa: E402
-from dashboard.nav import build_pages  # noqa: E402
-from dashboard.sidebar import render_sidebar  # noqa: E402
+from xaidash.dashboard.errors import show_error
+from xaidash.dashboard.nav import build_pages
+from xaidash.dashboard.sidebar import render_sidebar
 
 st.set_page_config(page_title="xaidash", page_icon=":mag:", layout="wide")
 page = st.navigation(build_pages())

@@ -35,9 +35,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from data.cli import add_commands as data_commands
-    from explainers.cli import add_commands as explain_commands
-    from models.cli import add_commands as model_commands
+    from xaidash.data.cli import add_commands as data_commands
+    from xaidash.explainers.cli import add_commands as explain_commands
+    from xaidash.models.cli import add_commands as model_commands
 
     parser = argparse.ArgumentParser(prog="xaidash", description="Train PyTorch models and look inside them.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -53,9 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from data.errors import DatasetError
-    from explainers.params import ExplainError
-    from models.registry import ModelError
+    from xaidash.data.errors import DatasetError
+    from xaidash.explainers.params import ExplainError
+    from xaidash.models.registry import ModelError
 
     parser = build_parser()
     args = parser.parse_args(argv)

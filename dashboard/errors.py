@@ -8,9 +8,9 @@ from typing import Iterator
 
 import streamlit as st
 
-from data.errors import DatasetError
-from explainers.params import ExplainError
-from models.registry import ModelError
+from xaidash.data.errors import DatasetError
+from xaidash.explainers.params import ExplainError
+from xaidash.models.registry import ModelError
 
 log = logging.getLogger(__name__)
 USER_ERRORS = (DatasetError, ModelError, ExplainError)

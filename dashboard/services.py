@@ -17,11 +17,11 @@ import numpy as np
 import streamlit as st
 import torch
 
-from data.registry import Split, get_source
-from models.bundle import ModelBundle
-from models.jobs import JobManager
-from models.registry import ModelError
-from models.runstore import WEIGHTS, Run, load_bundle, pick_device
+from xaidash.data.registry import Split, get_source
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.jobs import JobManager
+from xaidash.models.registry import ModelError
+from xaidash.models.runstore import WEIGHTS, Run, load_bundle, pick_device
 
 GALLERY_LIMIT = 2000  # test samples whose predictions the gallery filters use
 
@@ -75,7 +75,7 @@ def model_lock(key: str) -> threading.Lock:
 @st.cache_resource(max_entries=6, show_spinner=False)
 def dataset_split(name: str, split: str) -> Split:
     """A data set split, loaded once per process (offline: only what is under the data root)."""
-    from data.paths import offline
+    from xaidash.data.paths import offline
 
     return get_source(name).load(split, download=not offline())  # type: ignore[arg-type]
 
@@ -93,7 +93,7 @@ def test_predictions(key: str, _bundle_obj: ModelBundle, limit: int = GALLERY_LI
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def background(key: str, _bundle_obj: ModelBundle, n: int = 50, seed: int = 0) -> torch.Tensor | None:
-    from explainers.compare import background_samples
+    from xaidash.explainers.compare import background_samples
 
     return background_samples(_bundle_obj, n, seed)
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import services
-from dashboard.state import pct, selected_run
-from models.jobs import JobSnapshot
+from xaidash.dashboard import services
+from xaidash.dashboard.state import pct, selected_run
+from xaidash.models.jobs import JobSnapshot
 
 
 def fmt_seconds(s: float | None) -> str:

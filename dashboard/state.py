@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from models.runstore import WEIGHTS, Run, list_runs
+from xaidash.models.runstore import WEIGHTS, Run, list_runs
 
 if TYPE_CHECKING:
-    from models.bundle import ModelBundle
+    from xaidash.models.bundle import ModelBundle
 
 RUN_KEY = "xai_selected_run"
 USABLE = ("completed", "stopped")
@@ -57,8 +57,8 @@ def require_bundle(purpose: str) -> tuple[Run, "ModelBundle"]:
     Every page that works on a model starts here, so a missing run or one that cannot be loaded
     (no weights yet, damaged files) reads the same everywhere instead of a traceback.
     """
-    from dashboard import services
-    from dashboard.errors import show_error
+    from xaidash.dashboard import services
+    from xaidash.dashboard.errors import show_error
 
     run = selected_run()
     if run is None:

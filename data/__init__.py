@@ -1,8 +1,8 @@
 """Data sets: a registry of image and text data sets, their loaders and tokenizers."""
-from data import sets as _sets  # noqa: F401  (registers every data set)
-from data.errors import DatasetError, DatasetUnavailable
-from data.paths import data_root
-from data.registry import (
+from xaidash.data import sets as _sets  # noqa: F401  (registers every data set)
+from xaidash.data.errors import DatasetError, DatasetUnavailable
+from xaidash.data.paths import data_root
+from xaidash.data.registry import (
     DatasetInfo,
     DatasetSource,
     ImageSplit,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from data.paths import data_root
-from data.registry import get_source, list_datasets, list_factories
+from xaidash.data.paths import data_root
+from xaidash.data.registry import get_source, list_datasets, list_factories
 
 
 def datasets_table() -> list[dict[str, str]]:

@@ -12,7 +12,7 @@ from typing import Callable, Literal, Protocol, Sequence
 
 import torch
 
-from data.errors import DatasetError
+from xaidash.data.errors import DatasetError
 
 Modality = Literal["image", "text"]
 SplitName = Literal["train", "test"]
@@ -101,7 +101,7 @@ class DatasetSource:
     is_available: Callable[[Path], bool] = field(default=lambda root: True)
 
     def load(self, split: SplitName = "train", root: Path | None = None, download: bool = True) -> Split:
-        from data.paths import data_root
+        from xaidash.data.paths import data_root
 
         if split not in ("train", "test"):
             raise DatasetError(f"Unknown split {split!r}: use 'train' or 'test'.")

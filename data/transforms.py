@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from data.registry import DatasetInfo
+from xaidash.data.registry import DatasetInfo
 
 
 def _stats(info: DatasetInfo, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,10 +1,10 @@
 """Explanation methods behind one API, their metrics and their rendering."""
-import models as _models  # noqa: F401  (zoo registered before methods refer to it)
-from explainers import methods as _methods  # noqa: F401  (registers every method)
-from explainers.api import explain, predicted_targets
-from explainers.explanation import Explanation
-from explainers.params import ExplainError, Param
-from explainers.registry import MethodContext, MethodOutput, MethodSpec, get_method, list_methods, methods_for
+import xaidash.models as _models  # noqa: F401  (zoo registered before methods refer to it)
+from xaidash.explainers import methods as _methods  # noqa: F401  (registers every method)
+from xaidash.explainers.api import explain, predicted_targets
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, get_method, list_methods, methods_for
 
 __all__ = [
     "explain", "predicted_targets", "Explanation", "ExplainError", "Param", "MethodContext", "MethodOutput",

@@ -8,10 +8,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from explainers.explanation import Explanation
-from explainers.params import ExplainError
-from explainers.registry import MethodContext, MethodOutput, get_method
-from models.bundle import ModelBundle
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.params import ExplainError
+from xaidash.explainers.registry import MethodContext, MethodOutput, get_method
+from xaidash.models.bundle import ModelBundle
 
 
 def _sync(device: torch.device) -> None:
@@ -51,7 +51,7 @@ def _image_maps(attr: torch.Tensor, hw: tuple[int, int]) -> tuple[np.ndarray, np
 
 def _text_maps(bundle: ModelBundle, texts: list[str], out: MethodOutput) -> tuple[list[np.ndarray], list[list[str]]]:
     """Per-token scores -> per-word scores (word pieces summed), with the words they belong to."""
-    from data.tokenizer import split_words
+    from xaidash.data.tokenizer import split_words
 
     if out.words is not None:
         return [np.asarray(a, dtype=np.float32) for a in out.attributions], out.words
@@ -103,7 +103,7 @@ def explain(
         if raw.dim() != 4 or tuple(raw.shape[1:]) != tuple(bundle.info.input_shape):
             raise ExplainError(
                 f"Images must have shape {tuple(bundle.info.input_shape)} for this model, got {tuple(raw.shape)}; "
-                "convert them with explainers.inputs.load_image first."
+                "convert them with xaidash.explainers.inputs.load_image first."
             )
     bundle.model.eval()
     x = bundle.prepare(raw)

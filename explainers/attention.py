@@ -13,7 +13,7 @@ from typing import Literal, Sequence
 import torch
 from torch import nn
 
-from explainers.params import ExplainError
+from xaidash.explainers.params import ExplainError
 
 HeadFusion = Literal["mean", "max", "min"]
 HEAD_FUSIONS: tuple[str, ...] = ("mean", "max", "min")

@@ -10,9 +10,9 @@ import math
 import torch
 import torchvision.transforms.functional as TF
 
-from data.transforms import denormalize, normalize
-from explainers.params import ExplainError, Param
-from models.bundle import ModelBundle
+from xaidash.data.transforms import denormalize, normalize
+from xaidash.explainers.params import ExplainError, Param
+from xaidash.models.bundle import ModelBundle
 
 BASELINES: tuple[str, ...] = ("black", "white", "mean", "blur", "noise")
 

@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from explainers.api import explain
-from explainers.compare import background_samples
-from explainers.inputs import FITS, ResolvedInput, resolve_sample
-from explainers.params import ExplainError, Param
-from explainers.registry import MethodSpec, get_method, list_methods, methods_for
-from models.bundle import ModelBundle
+from xaidash.explainers.api import explain
+from xaidash.explainers.compare import background_samples
+from xaidash.explainers.inputs import FITS, ResolvedInput, resolve_sample
+from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.registry import MethodSpec, get_method, list_methods, methods_for
+from xaidash.models.bundle import ModelBundle
 
 BACKGROUND_SAMPLES = 50  # training images SHAP and the 'mean' baseline compare against (<= every method's default size)
 
@@ -100,7 +100,7 @@ def _predictions(bundle: ModelBundle, raw: Any, k: int) -> list[dict[str, Any]]:
 
 
 def _save_outputs(e: Any, sample: ResolvedInput, bundle: ModelBundle, out: Path, signed: bool) -> list[str]:
-    from explainers import render
+    from xaidash.explainers import render
 
     attr = e.item(0)
     np.save(out / f"{e.method}.npy", attr)
@@ -119,7 +119,7 @@ def _metrics(
     e: Any, sample: ResolvedInput, bundle: ModelBundle, background: torch.Tensor | None, steps: int, seed: int
 ) -> dict[str, Any]:
     """The Compare page's per-input metrics for this one input; a metric that failed reads {'error': ...}."""
-    from explainers.compare import input_metrics
+    from xaidash.explainers.compare import input_metrics
 
     raw = sample.raw[None] if bundle.modality == "image" else [sample.raw]
     values, errors = input_metrics(
@@ -130,8 +130,8 @@ def _metrics(
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from data.errors import DatasetError
-    from models.registry import ModelError
+    from xaidash.data.errors import DatasetError
+    from xaidash.models.registry import ModelError
 
     try:
         return _explain(args)
@@ -141,7 +141,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from models.runstore import load_bundle
+    from xaidash.models.runstore import load_bundle
 
     bundle = load_bundle(args.run, device=args.device)
     sample = resolve_sample(args.input, bundle, fit=args.fit)

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from explainers.api import explain
-from explainers.explanation import Explanation
-from explainers.params import ExplainError
-from explainers.registry import get_method
-from models.bundle import ModelBundle
+from xaidash.explainers.api import explain
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.params import ExplainError
+from xaidash.explainers.registry import get_method
+from xaidash.models.bundle import ModelBundle
 
 Progress = Callable[[float, str], None]
 
@@ -56,9 +56,9 @@ def background_samples(bundle: ModelBundle, n: int = 50, seed: int = 0) -> torch
     models or when the training split cannot be loaded (the methods then use their own stand-in)."""
     if bundle.modality != "image" or n <= 0:
         return None
-    from data.errors import DatasetError
-    from data.paths import offline
-    from data.registry import get_source
+    from xaidash.data.errors import DatasetError
+    from xaidash.data.paths import offline
+    from xaidash.data.registry import get_source
 
     try:
         split = get_source(bundle.info.name).load("train", download=not offline())
@@ -70,9 +70,9 @@ def background_samples(bundle: ModelBundle, n: int = 50, seed: int = 0) -> torch
 
 def pick_test_sample(bundle: ModelBundle, n: int = 8, seed: int = 0, indices: Sequence[int] | None = None) -> Sample:
     """`n` test samples picked at random (seeded), or the given test indices, with their ground truth."""
-    from data.errors import DatasetError
-    from data.paths import offline
-    from data.registry import ImageSplit, get_source
+    from xaidash.data.errors import DatasetError
+    from xaidash.data.paths import offline
+    from xaidash.data.registry import ImageSplit, get_source
 
     try:
         split = get_source(bundle.info.name).load("test", download=not offline())
@@ -116,7 +116,7 @@ def input_metrics(
 ) -> tuple[dict[str, list[float]], dict[str, str]]:
     """Per-input quality metrics of one explanation of `raw` ({metric: one value per input}) and
     {metric: error} for those that could not be computed; a metric that does not apply is left out."""
-    from explainers import metrics as M
+    from xaidash.explainers import metrics as M
 
     n = len(explanation)
     jobs: dict[str, Callable[[], Any]] = {}
@@ -186,7 +186,7 @@ def compare_methods(
 
     A method that fails is reported in `errors` and left out of the tables; the others go on.
     """
-    from explainers import metrics as M
+    from xaidash.explainers import metrics as M
 
     if not methods:
         raise ExplainError("Pick at least one method to compare.")

@@ -27,9 +27,9 @@ import torch
 import torchvision.transforms.functional as TF
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from data.registry import DatasetInfo
-from explainers.params import ExplainError
-from models.bundle import ModelBundle
+from xaidash.data.registry import DatasetInfo
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
 
 Fit = Literal["crop", "letterbox", "stretch"]
 FITS: tuple[str, ...] = ("crop", "letterbox", "stretch")
@@ -216,9 +216,9 @@ _DATASET = re.compile(r"^dataset:(?:(train|test):)?(\d+)$")
 
 
 def _dataset_sample(bundle: ModelBundle, split_name: str, index: int) -> ResolvedInput:
-    from data.errors import DatasetError
-    from data.paths import offline
-    from data.registry import get_source
+    from xaidash.data.errors import DatasetError
+    from xaidash.data.paths import offline
+    from xaidash.data.registry import get_source
 
     info = bundle.info
     try:

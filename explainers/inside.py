@@ -20,14 +20,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from explainers.api import explain
-from explainers.explanation import Explanation
-from explainers.params import ExplainError
-from explainers.registry import get_method
-from models.bundle import ModelBundle
-from models.inspect.receptive_field import why_not_applicable
-from models.registry import ModelError
-from models.runstore import Run, load_bundle, resolve_run
+from xaidash.explainers.api import explain
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.params import ExplainError
+from xaidash.explainers.registry import get_method
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.inspect.receptive_field import why_not_applicable
+from xaidash.models.registry import ModelError
+from xaidash.models.runstore import Run, load_bundle, resolve_run
 
 Progress = Callable[[int, int], None]
 
@@ -292,7 +292,7 @@ class AttentionView:
 
     def rollout(self) -> np.ndarray:
         """(T, T) attention rollout (mean over heads, residual mixed in) through all layers."""
-        from explainers.attention import rollout
+        from xaidash.explainers.attention import rollout
 
         fused = [torch.from_numpy(self.weights[i].mean(0))[None] for i in range(self.layers)]
         return rollout(fused, residual=True)[0].numpy()
@@ -300,7 +300,7 @@ class AttentionView:
 
 def attention_view(bundle: ModelBundle, raw: torch.Tensor | str) -> AttentionView:
     """The attention of every layer and head of `bundle` for one image (C, H, W) in [0, 1] or one text."""
-    from explainers.attention import collect_attention, has_attention
+    from xaidash.explainers.attention import collect_attention, has_attention
 
     if not has_attention(bundle.model):
         raise ExplainError(

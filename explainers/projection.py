@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from explainers.params import ExplainError, Param
+from xaidash.explainers.params import ExplainError, Param
 
 METHODS: tuple[str, ...] = ("umap", "tsne", "pca")
 LABELS = {"umap": "UMAP", "tsne": "t-SNE", "pca": "PCA"}

@@ -12,8 +12,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from explainers.params import ExplainError, Param
-from models.bundle import ModelBundle
+from xaidash.explainers.params import ExplainError, Param
+from xaidash.models.bundle import ModelBundle
 
 
 @dataclass

@@ -17,7 +17,7 @@ import matplotlib
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from explainers.params import ExplainError
+from xaidash.explainers.params import ExplainError
 
 SIGNED_CMAP = "RdBu_r"
 UNSIGNED_CMAP = "inferno"

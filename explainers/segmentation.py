@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from explainers.params import ExplainError, Param
+from xaidash.explainers.params import ExplainError, Param
 
 METHODS = ("slic", "quickshift", "felzenszwalb")
 FILLS = ("mean", "zero", "blur")

@@ -7,9 +7,9 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
-from data.registry import DatasetInfo, ImageSplit, TextSplit
-from data.transforms import normalize
-from models.registry import ModelError
+from xaidash.data.registry import DatasetInfo, ImageSplit, TextSplit
+from xaidash.data.transforms import normalize
+from xaidash.models.registry import ModelError
 
 # Above this many bytes an in-memory split is still streamed from the CPU in batches.
 DEVICE_BYTES_LIMIT = 2 * 1024**3

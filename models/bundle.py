@@ -8,9 +8,9 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from data.registry import DatasetInfo
-from data.transforms import normalize
-from models.registry import ModelSpec
+from xaidash.data.registry import DatasetInfo
+from xaidash.data.transforms import normalize
+from xaidash.models.registry import ModelSpec
 
 
 @dataclass

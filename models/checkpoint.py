@@ -16,7 +16,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from models.registry import ModelError
+from xaidash.models.registry import ModelError
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -7,8 +7,8 @@ import sys
 import threading
 import time
 
-from models.engine import TrainConfig, TrainEvent, train
-from models.runstore import delete_run, list_runs, runs_root
+from xaidash.models.engine import TrainConfig, TrainEvent, train
+from xaidash.models.runstore import delete_run, list_runs, runs_root
 
 
 def _fmt(v: float | None, pct: bool = False) -> str:
@@ -145,7 +145,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from models.registry import list_models
+    from xaidash.models.registry import list_models
 
     for s in list_models():
         print(f"{s.name:18s} {s.modality:6s} {s.input_note or ''}\n{'':25s}{s.description}")

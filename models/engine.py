@@ -22,13 +22,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from data.registry import DatasetInfo, DatasetSource, ImageSplit, get_source
-from data.tokenizer import WordVocab
-from models.batches import LoaderData, TensorData, augment_images, image_tensors, text_tensors
-from models.bundle import ModelBundle
-from models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
-from models.registry import ModelError, get_spec
-from models.runstore import STATE, VOCAB, WEIGHTS, Run, info_to_json, pick_device, resolve_run
+from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, get_source
+from xaidash.data.tokenizer import WordVocab
+from xaidash.models.batches import LoaderData, TensorData, augment_images, image_tensors, text_tensors
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
+from xaidash.models.registry import ModelError, get_spec
+from xaidash.models.runstore import STATE, VOCAB, WEIGHTS, Run, info_to_json, pick_device, resolve_run
 
 Optimizer = Literal["adam", "adamw", "sgd"]
 Schedule = Literal["cosine", "onecycle", "constant"]
@@ -121,7 +121,7 @@ class TrainResult:
 
     @property
     def bundle(self) -> ModelBundle:
-        from models.runstore import load_bundle
+        from xaidash.models.runstore import load_bundle
 
         return load_bundle(self.run, device="auto")
 

@@ -13,11 +13,11 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from data.errors import DatasetError
-from data.registry import get_source
-from models.engine import TrainConfig, TrainEvent, TrainResult, train
-from models.registry import ModelError, get_spec
-from models.runstore import pick_device, resolve_run
+from xaidash.data.errors import DatasetError
+from xaidash.data.registry import get_source
+from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
+from xaidash.models.registry import ModelError, get_spec
+from xaidash.models.runstore import pick_device, resolve_run
 
 log = logging.getLogger(__name__)
 

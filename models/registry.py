@@ -19,7 +19,7 @@ from typing import Any, Callable, Literal
 
 from torch import nn
 
-from data.registry import DatasetInfo
+from xaidash.data.registry import DatasetInfo
 
 Modality = Literal["image", "text"]
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 
-from data.registry import DatasetInfo
-from models.bundle import ModelBundle
-from models.checkpoint import atomic_write_bytes, atomic_write_json, load_weights
-from models.registry import ModelError, get_spec
+from xaidash.data.registry import DatasetInfo
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.checkpoint import atomic_write_bytes, atomic_write_json, load_weights
+from xaidash.models.registry import ModelError, get_spec
 
 CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB = (
     "config.json", "metrics.jsonl", "summary.json", "model.safetensors", "train_state.safetensors", "vocab.json",
@@ -142,7 +142,7 @@ class Run:
 
     def tokenizer(self) -> Any:
         """The run's tokenizer: its saved word vocabulary or the model's pretrained tokenizer."""
-        from data.tokenizer import WordVocab
+        from xaidash.data.tokenizer import WordVocab
 
         spec = get_spec(self.config()["model"])
         if spec.tokenizer is not None:

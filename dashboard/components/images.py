@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from explainers.render import image_hwc
+from xaidash.explainers.render import image_hwc
 
 
 def to_pil(image01: Any, min_side: int = 96) -> Image.Image:

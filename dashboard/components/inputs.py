@@ -18,13 +18,13 @@ import streamlit as st
 import torch
 from PIL import Image
 
-from dashboard import services
-from dashboard.components.images import to_pil
-from dashboard.errors import show_error
-from data.registry import DatasetInfo
-from explainers.inputs import FITS, load_image
-from explainers.params import ExplainError
-from models.bundle import ModelBundle
+from xaidash.dashboard import services
+from xaidash.dashboard.components.images import to_pil
+from xaidash.dashboard.errors import show_error
+from xaidash.data.registry import DatasetInfo
+from xaidash.explainers.inputs import FITS, load_image
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
 
 IMAGE_TYPES = ["png", "jpg", "jpeg", "bmp", "webp", "gif", "tif", "tiff"]
 TEXT_TYPES = ["txt", "csv"]

@@ -5,9 +5,9 @@ from typing import Any
 
 import streamlit as st
 
-from explainers.params import Param
-from explainers.registry import MethodSpec, layer_choices
-from models.bundle import ModelBundle
+from xaidash.explainers.params import Param
+from xaidash.explainers.registry import MethodSpec, layer_choices
+from xaidash.models.bundle import ModelBundle
 
 
 def _number_bounds(p: Param, cast: type) -> dict[str, Any]:

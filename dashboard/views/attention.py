@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from dashboard import services
-from dashboard.components.inputs import input_picker
-from dashboard.components.inside_charts import (
+from xaidash.dashboard import services
+from xaidash.dashboard.components.inputs import input_picker
+from xaidash.dashboard.components.inside_charts import (
     GRID_ROWS_LIMIT, attention_grid_chart, attention_grid_image, head_view_chart, matrix_chart,
 )
-from dashboard.errors import guard
-from dashboard.state import require_bundle
-from explainers.attention import has_attention
-from explainers.inside import AttentionView, attention_view
-from explainers.render import heatmap, highlight_tokens, overlay
-from models.bundle import ModelBundle
+from xaidash.dashboard.errors import guard
+from xaidash.dashboard.state import require_bundle
+from xaidash.explainers.attention import has_attention
+from xaidash.explainers.inside import AttentionView, attention_view
+from xaidash.explainers.render import heatmap, highlight_tokens, overlay
+from xaidash.models.bundle import ModelBundle
 
 MEAN = "mean over heads"
 

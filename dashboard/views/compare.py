@@ -8,16 +8,16 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import services
-from dashboard.components.charts import matrix_heatmap, metric_bars, sanity_chart
-from dashboard.components.images import to_pil
-from dashboard.components.params import param_controls
-from dashboard.errors import show_error
-from dashboard.state import require_bundle
-from explainers import methods_for
-from explainers.compare import METRICS, compare_methods, pick_test_sample
-from explainers.params import ExplainError
-from explainers.render import heatmap, highlight_tokens
+from xaidash.dashboard import services
+from xaidash.dashboard.components.charts import matrix_heatmap, metric_bars, sanity_chart
+from xaidash.dashboard.components.images import to_pil
+from xaidash.dashboard.components.params import param_controls
+from xaidash.dashboard.errors import show_error
+from xaidash.dashboard.state import require_bundle
+from xaidash.explainers import methods_for
+from xaidash.explainers.compare import METRICS, compare_methods, pick_test_sample
+from xaidash.explainers.params import ExplainError
+from xaidash.explainers.render import heatmap, highlight_tokens
 
 DEFAULT_METHODS = ("saliency", "inputxgrad", "ig", "gradcam", "lime")
 

@@ -7,16 +7,16 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import services
-from dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker
-from dashboard.components.inside_charts import scatter_chart, thumbnail_url
-from dashboard.components.params import param_widget
-from dashboard.components.images import to_pil
-from dashboard.errors import guard, show_error
-from dashboard.state import require_bundle
-from explainers.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
-from models.bundle import ModelBundle
-from models.inspect.activations import (
+from xaidash.dashboard import services
+from xaidash.dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker
+from xaidash.dashboard.components.inside_charts import scatter_chart, thumbnail_url
+from xaidash.dashboard.components.params import param_widget
+from xaidash.dashboard.components.images import to_pil
+from xaidash.dashboard.errors import guard, show_error
+from xaidash.dashboard.state import require_bundle
+from xaidash.explainers.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.inspect.activations import (
     CACHE_FOLDER, Activations, compute_activations, describe_layer, embedding_layers, input_activation,
 )
 

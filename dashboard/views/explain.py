@@ -12,18 +12,18 @@ import numpy as np
 import streamlit as st
 import torch
 
-from dashboard import services
-from dashboard.components.charts import topk_chart
-from dashboard.components.images import png_bytes, to_pil
-from dashboard.components.inputs import PickedInput, input_picker
-from dashboard.components.params import param_controls
-from dashboard.errors import show_error
-from dashboard.state import require_bundle
-from explainers import explain, list_methods, methods_for
-from explainers.compare import METRICS, input_metrics
-from explainers.explanation import Explanation
-from explainers.render import OVERLAY_ALPHA, colorbar, greyscale, heatmap, highlight_tokens, overlay
-from models.bundle import ModelBundle
+from xaidash.dashboard import services
+from xaidash.dashboard.components.charts import topk_chart
+from xaidash.dashboard.components.images import png_bytes, to_pil
+from xaidash.dashboard.components.inputs import PickedInput, input_picker
+from xaidash.dashboard.components.params import param_controls
+from xaidash.dashboard.errors import show_error
+from xaidash.dashboard.state import require_bundle
+from xaidash.explainers import explain, list_methods, methods_for
+from xaidash.explainers.compare import METRICS, input_metrics
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.render import OVERLAY_ALPHA, colorbar, greyscale, heatmap, highlight_tokens, overlay
+from xaidash.models.bundle import ModelBundle
 
 DEFAULT_METHODS = ("saliency", "ig", "gradcam", "lime")
 TOP_K = 5

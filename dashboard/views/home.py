@@ -4,12 +4,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard.errors import guard
-from dashboard.state import select_run, selected_run
-from data.cli import datasets_table
-from data.paths import data_root
-from models.cli import runs_table
-from models.runstore import runs_root
+from xaidash.dashboard.errors import guard
+from xaidash.dashboard.state import select_run, selected_run
+from xaidash.data.cli import datasets_table
+from xaidash.data.paths import data_root
+from xaidash.models.cli import runs_table
+from xaidash.models.runstore import runs_root
 
 st.title("xaidash")
 st.write(

@@ -5,19 +5,19 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import services
-from dashboard.components.images import to_pil
-from dashboard.components.inputs import input_picker
-from dashboard.components.inside_charts import filters_as_images, mosaic
-from dashboard.errors import guard, show_error
-from dashboard.state import pct, require_bundle
-from explainers.inside import TrainingExplanations, explanations_across_training
-from explainers.registry import get_method
-from explainers.render import colorbar, highlight_tokens, overlay
-from models.bundle import ModelBundle
-from models.inspect.activations import FeatureMaps, Filters, feature_maps, first_layer_filters
-from models.inspect.summary import ModelSummary, summarize_bundle
-from models.registry import ModelError
+from xaidash.dashboard import services
+from xaidash.dashboard.components.images import to_pil
+from xaidash.dashboard.components.inputs import input_picker
+from xaidash.dashboard.components.inside_charts import filters_as_images, mosaic
+from xaidash.dashboard.errors import guard, show_error
+from xaidash.dashboard.state import pct, require_bundle
+from xaidash.explainers.inside import TrainingExplanations, explanations_across_training
+from xaidash.explainers.registry import get_method
+from xaidash.explainers.render import colorbar, highlight_tokens, overlay
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.inspect.activations import FeatureMaps, Filters, feature_maps, first_layer_filters
+from xaidash.models.inspect.summary import ModelSummary, summarize_bundle
+from xaidash.models.registry import ModelError
 
 MAX_CHANNELS = 64
 IG_STEPS = 32

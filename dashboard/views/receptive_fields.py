@@ -6,15 +6,15 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import services
-from dashboard.components.inputs import input_picker
-from dashboard.components.inside_charts import draw_box, heat_image, upscaled
-from dashboard.errors import guard
-from dashboard.state import require_bundle
-from explainers.inside import ERF, bundle_erf
-from models.bundle import ModelBundle
-from models.inspect.receptive_field import RFLayer, bundle_receptive_fields, find_layer
-from models.registry import ModelError
+from xaidash.dashboard import services
+from xaidash.dashboard.components.inputs import input_picker
+from xaidash.dashboard.components.inside_charts import draw_box, heat_image, upscaled
+from xaidash.dashboard.errors import guard
+from xaidash.dashboard.state import require_bundle
+from xaidash.explainers.inside import ERF, bundle_erf
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.inspect.receptive_field import RFLayer, bundle_receptive_fields, find_layer
+from xaidash.models.registry import ModelError
 
 st.title("Receptive fields")
 st.caption(

@@ -5,18 +5,18 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from dashboard import services
-from dashboard.components.charts import confusion_chart, training_curves
-from dashboard.errors import USER_ERRORS, guard, show_error
-from dashboard.sidebar import fmt_seconds
-from dashboard.state import pct, run_label, select_run, selected_run
-from data.paths import data_root, offline
-from data.registry import get_source, list_datasets
-from models.cli import runs_table
-from models.engine import TrainConfig
-from models.jobs import JobSnapshot
-from models.registry import models_for
-from models.runstore import Run, delete_run, list_runs, runs_root
+from xaidash.dashboard import services
+from xaidash.dashboard.components.charts import confusion_chart, training_curves
+from xaidash.dashboard.errors import USER_ERRORS, guard, show_error
+from xaidash.dashboard.sidebar import fmt_seconds
+from xaidash.dashboard.state import pct, run_label, select_run, selected_run
+from xaidash.data.paths import data_root, offline
+from xaidash.data.registry import get_source, list_datasets
+from xaidash.models.cli import runs_table
+from xaidash.models.engine import TrainConfig
+from xaidash.models.jobs import JobSnapshot
+from xaidash.models.registry import models_for
+from xaidash.models.runstore import Run, delete_run, list_runs, runs_root
 
 manager = services.job_manager()
 FLASH = "train_flash"

@@ -9,8 +9,8 @@ from typing import Sequence
 
 import numpy as np
 
-from data.errors import DatasetError
-from data.registry import DatasetSource
+from xaidash.data.errors import DatasetError
+from xaidash.data.registry import DatasetSource
 
 TEST_FRACTION = 0.2
 SPLIT_SEED = 0

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data.registry import DatasetInfo, DatasetSource, SplitName, TextSplit, register
-from data.tokenizer import split_words
+from xaidash.data.registry import DatasetInfo, DatasetSource, SplitName, TextSplit, register
+from xaidash.data.tokenizer import split_words
 
 CLASSES = ("negative", "positive")
 SIZES = {"train": 4000, "test": 1000}

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data.registry import DatasetInfo, DatasetSource, ImageSplit, SplitName, register
-from data.sets._common import stratified_indices
+from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, SplitName, register
+from xaidash.data.sets._common import stratified_indices
 
 # Measured once on the train split (tests/data/test_digits.py recomputes them).
 MEAN = (0.3054,)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data.registry import DatasetInfo, DatasetSource, ImageSplit, SplitName, register
+from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, SplitName, register
 
 CLASSES = ("circle", "square", "triangle", "cross")
 SIZE = 32

@@ -16,10 +16,10 @@ from urllib.request import urlopen
 import numpy as np
 import torch
 
-from data.errors import DatasetError, DatasetUnavailable
-from data.paths import offline
-from data.registry import DatasetInfo, DatasetSource, SplitName, TextSplit, register
-from data.sets._common import stratified_indices
+from xaidash.data.errors import DatasetError, DatasetUnavailable
+from xaidash.data.paths import offline
+from xaidash.data.registry import DatasetInfo, DatasetSource, SplitName, TextSplit, register
+from xaidash.data.sets._common import stratified_indices
 
 DOWNLOAD_TIMEOUT_S = 20
 

@@ -14,9 +14,9 @@ from urllib.error import URLError
 import numpy as np
 import torch
 
-from data.errors import DatasetError, DatasetUnavailable
-from data.paths import offline
-from data.registry import DatasetInfo, DatasetSource, ImageSplit, SplitName, register
+from xaidash.data.errors import DatasetError, DatasetUnavailable
+from xaidash.data.paths import offline
+from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, SplitName, register
 
 _MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 _CIFAR_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch", "batches.meta")

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from data.errors import DatasetError
-from data.registry import DatasetInfo, ImageSplit, SplitName, TextSplit, register_factory
-from data.sets._common import NotedDatasetSource, stratified_indices
+from xaidash.data.errors import DatasetError
+from xaidash.data.registry import DatasetInfo, ImageSplit, SplitName, TextSplit, register_factory
+from xaidash.data.sets._common import NotedDatasetSource, stratified_indices
 
 if TYPE_CHECKING:
     import pandas as pd

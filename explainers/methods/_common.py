@@ -8,7 +8,7 @@ from typing import Callable, Iterator
 import torch
 from torch import nn
 
-from explainers.registry import MethodOutput
+from xaidash.explainers.registry import MethodOutput
 
 # One slice of the inputs -> (attributions, {diagnostic name: one value per input of the slice}).
 SliceFn = Callable[[slice], "tuple[torch.Tensor, dict[str, torch.Tensor]]"]

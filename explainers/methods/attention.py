@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from explainers.attention import HEAD_FUSIONS, collect_attention, fuse_heads, has_attention, pick_layer, query_row, rollout
-from explainers.params import ExplainError, Param
-from explainers.registry import MethodContext, MethodOutput, MethodSpec, register
-from models.bundle import ModelBundle
+from xaidash.explainers.attention import HEAD_FUSIONS, collect_attention, fuse_heads, has_attention, pick_layer, query_row, rollout
+from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.models.bundle import ModelBundle
 
 
 def _applies(bundle: ModelBundle) -> str | None:

@@ -13,10 +13,10 @@ import torch
 from captum.attr import GuidedGradCam, LayerActivation, LayerGradCam, LayerGradientXActivation
 from torch import nn
 
-from explainers.methods._common import grad_leaf, per_slice
-from explainers.params import ExplainError, Param
-from explainers.registry import MethodContext, MethodOutput, MethodSpec, register
-from models.bundle import ModelBundle
+from xaidash.explainers.methods._common import grad_leaf, per_slice
+from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.models.bundle import ModelBundle
 
 LAYER = Param(
     "layer",

@@ -11,12 +11,12 @@ from typing import Any
 import torch
 from captum.attr import DeepLift, GuidedBackprop, InputXGradient, IntegratedGradients, NoiseTunnel, Saliency
 
-from data.transforms import denormalize, normalize
-from explainers.baselines import baseline_param, make_baselines
-from explainers.methods._common import grad_leaf, per_slice
-from explainers.params import Param
-from explainers.registry import MethodContext, MethodOutput, MethodSpec, register
-from models.bundle import ModelBundle
+from xaidash.data.transforms import denormalize, normalize
+from xaidash.explainers.baselines import baseline_param, make_baselines
+from xaidash.explainers.methods._common import grad_leaf, per_slice
+from xaidash.explainers.params import Param
+from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.models.bundle import ModelBundle
 
 
 def _saliency(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from explainers.params import ExplainError, Param
-from explainers.registry import MethodContext, MethodOutput, MethodSpec, register
-from explainers.segmentation import fill, hide_param, segment, superpixel_params
-from models.bundle import ModelBundle
+from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.explainers.segmentation import fill, hide_param, segment, superpixel_params
+from xaidash.models.bundle import ModelBundle
 
 
 def lime_kernel(d: np.ndarray, kernel_width: float) -> np.ndarray:

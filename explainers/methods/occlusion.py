@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from explainers.params import ExplainError, Param
-from explainers.registry import MethodContext, MethodOutput, MethodSpec, register
-from explainers.segmentation import fill
+from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.explainers.segmentation import fill
 
 
 def window_size(hw: tuple[int, int], window: int) -> int:

@@ -14,10 +14,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from explainers.params import ExplainError, Param
-from explainers.registry import MethodContext, MethodOutput, MethodSpec, register
-from explainers.segmentation import blur, fill, hide_param, segment, superpixel_params
-from models.bundle import ModelBundle
+from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.explainers.segmentation import blur, fill, hide_param, segment, superpixel_params
+from xaidash.models.bundle import ModelBundle
 
 
 class TargetLogit(nn.Module):

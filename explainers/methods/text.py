@@ -24,11 +24,11 @@ import torch
 from captum.attr import KernelShap, LayerGradientXActivation, LayerIntegratedGradients
 from lime.lime_text import LimeTextExplainer
 
-from data.tokenizer import split_words, word_spans
-from explainers.methods._common import batch_slices
-from explainers.params import ExplainError, Param
-from explainers.registry import MethodContext, MethodOutput, MethodSpec, register
-from models.bundle import ModelBundle
+from xaidash.data.tokenizer import split_words, word_spans
+from xaidash.explainers.methods._common import batch_slices
+from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.models.bundle import ModelBundle
 
 
 def _needs_embedding(bundle: ModelBundle) -> str | None:

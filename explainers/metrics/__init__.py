@@ -1,17 +1,17 @@
 """Explanation quality metrics: faithfulness (deletion/insertion, infidelity, completeness),
 ground truth (pointing game, energy), robustness (max-sensitivity), sanity checks and agreement."""
-from explainers.metrics.agreement import agreement_matrix
-from explainers.metrics.completeness import completeness_gap, relative_gap
-from explainers.metrics.deletion import (
+from xaidash.explainers.metrics.agreement import agreement_matrix
+from xaidash.explainers.metrics.completeness import completeness_gap, relative_gap
+from xaidash.explainers.metrics.deletion import (
     CurveResult,
     deletion_auc,
     insertion_auc,
     perturbation_curve,
     text_perturbation_curve,
 )
-from explainers.metrics.ground_truth import energy_in_mask, pointing_game, rationale_energy, rationale_pointing
-from explainers.metrics.robustness import infidelity_score, sensitivity_max_score
-from explainers.metrics.sanity import SanityResult, cascading_randomization, weight_layers
+from xaidash.explainers.metrics.ground_truth import energy_in_mask, pointing_game, rationale_energy, rationale_pointing
+from xaidash.explainers.metrics.robustness import infidelity_score, sensitivity_max_score
+from xaidash.explainers.metrics.sanity import SanityResult, cascading_randomization, weight_layers
 
 __all__ = [
     "CurveResult", "SanityResult", "agreement_matrix", "cascading_randomization", "completeness_gap",

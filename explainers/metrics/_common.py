@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from explainers.explanation import Explanation
-from explainers.params import ExplainError
-from models.bundle import ModelBundle
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
 
 # What every metric accepts as "the attributions": an Explanation, an array (N, H, W), or a list of 1-D arrays (text).
 Attributions = Explanation | np.ndarray | torch.Tensor | Sequence[np.ndarray]

@@ -6,8 +6,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from explainers.metrics._common import Attributions, flat_maps, nanmean, spearman
-from explainers.params import ExplainError
+from xaidash.explainers.metrics._common import Attributions, flat_maps, nanmean, spearman
+from xaidash.explainers.params import ExplainError
 
 
 def agreement_matrix(explanations: Mapping[str, Attributions], absolute: bool = True) -> pd.DataFrame:

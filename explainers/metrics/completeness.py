@@ -12,13 +12,13 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from explainers.api import predicted_targets
-from explainers.baselines import BASELINES, make_baselines
-from explainers.explanation import Explanation
-from explainers.metrics._common import Attributions, flat_maps, image_batch, target_tensor
-from explainers.methods._common import batched_forward
-from explainers.params import ExplainError
-from models.bundle import ModelBundle
+from xaidash.explainers.api import predicted_targets
+from xaidash.explainers.baselines import BASELINES, make_baselines
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.metrics._common import Attributions, flat_maps, image_batch, target_tensor
+from xaidash.explainers.methods._common import batched_forward
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
 
 _EPS = 1e-6  # below this |f(x) - f(ref)| the relative gap is undefined (NaN)
 

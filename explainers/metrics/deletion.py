@@ -18,13 +18,13 @@ from typing import Any, Literal, Sequence
 import numpy as np
 import torch
 
-from data.tokenizer import split_words
-from explainers.api import predicted_targets
-from explainers.baselines import BASELINES, make_baselines
-from explainers.explanation import Explanation
-from explainers.metrics._common import Attributions, image_batch, image_maps, target_tensor, word_maps
-from explainers.params import ExplainError
-from models.bundle import ModelBundle
+from xaidash.data.tokenizer import split_words
+from xaidash.explainers.api import predicted_targets
+from xaidash.explainers.baselines import BASELINES, make_baselines
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.metrics._common import Attributions, image_batch, image_maps, target_tensor, word_maps
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
 
 Mode = Literal["deletion", "insertion"]
 

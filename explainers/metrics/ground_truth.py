@@ -17,8 +17,8 @@ import torch
 from scipy.ndimage import binary_dilation
 from skimage.morphology import disk
 
-from explainers.metrics._common import Attributions, image_maps, word_maps
-from explainers.params import ExplainError
+from xaidash.explainers.metrics._common import Attributions, image_maps, word_maps
+from xaidash.explainers.params import ExplainError
 
 
 def _masks(masks: np.ndarray | torch.Tensor, shape: tuple[int, ...]) -> np.ndarray:

@@ -15,11 +15,11 @@ import numpy as np
 import torch
 from captum.metrics import infidelity, sensitivity_max
 
-from explainers.api import explain, predicted_targets
-from explainers.explanation import Explanation
-from explainers.metrics._common import image_batch, image_maps, target_tensor
-from explainers.params import ExplainError
-from models.bundle import ModelBundle
+from xaidash.explainers.api import explain, predicted_targets
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.metrics._common import image_batch, image_maps, target_tensor
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
 
 
 def _examples_per_batch(n: int, n_perturb_samples: int, batch_size: int) -> int:

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from explainers.api import explain, predicted_targets
-from explainers.metrics._common import image_batch, nanmean, spearman
-from explainers.params import ExplainError
-from models.bundle import ModelBundle
+from xaidash.explainers.api import explain, predicted_targets
+from xaidash.explainers.metrics._common import image_batch, nanmean, spearman
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
 
 _NORM_LAYERS = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm, nn.modules.instancenorm._InstanceNorm)
 

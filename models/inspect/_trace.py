@@ -11,8 +11,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from models.bundle import ModelBundle
-from models.registry import ModelError
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.registry import ModelError
 
 EXAMPLE_TEXT = "the film was not bad at all"
 

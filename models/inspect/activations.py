@@ -18,11 +18,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from data.paths import offline
-from data.registry import Split, get_source
-from models.bundle import ModelBundle
-from models.inspect._trace import example_input, first_tensor, trace
-from models.registry import ModelError
+from xaidash.data.paths import offline
+from xaidash.data.registry import Split, get_source
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.inspect._trace import example_input, first_tensor, trace
+from xaidash.models.registry import ModelError
 
 PENULTIMATE = "penultimate"
 Reduce = Literal["auto", "flatten", "mean"]

@@ -31,9 +31,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from models.bundle import ModelBundle
-from models.inspect._trace import Call, example_input, trace
-from models.registry import ModelError
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.inspect._trace import Call, example_input, trace
+from xaidash.models.registry import ModelError
 
 SHORTCUT_NAMES = ("shortcut", "downsample")
 Pair = tuple[int, int]

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from models.bundle import ModelBundle
-from models.inspect._trace import example_input, trace
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.inspect._trace import example_input, trace
 
 
 @dataclass(frozen=True)

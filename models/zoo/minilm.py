@@ -16,9 +16,9 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from data.registry import DatasetInfo
-from data.tokenizer import word_spans
-from models.registry import ModelError, ModelSpec, register
+from xaidash.data.registry import DatasetInfo
+from xaidash.data.tokenizer import word_spans
+from xaidash.models.registry import ModelError, ModelSpec, register
 
 MAX_LENGTH = 128
 LAYERS = 6

@@ -7,8 +7,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from data.registry import DatasetInfo
-from models.registry import ModelSpec, register
+from xaidash.data.registry import DatasetInfo
+from xaidash.models.registry import ModelSpec, register
 
 HIDDEN = (256, 128)
 

@@ -18,9 +18,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from data.paths import offline
-from data.registry import DatasetInfo
-from models.registry import ModelSpec, register
+from xaidash.data.paths import offline
+from xaidash.data.registry import DatasetInfo
+from xaidash.models.registry import ModelSpec, register
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from data.registry import DatasetInfo
-from models.registry import ModelSpec, register
+from xaidash.data.registry import DatasetInfo
+from xaidash.models.registry import ModelSpec, register
 
 
 class SimpleCNN(nn.Module):

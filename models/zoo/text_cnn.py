@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from data.registry import DatasetInfo
-from models.registry import ModelError, ModelSpec, register
+from xaidash.data.registry import DatasetInfo
+from xaidash.models.registry import ModelError, ModelSpec, register
 
 EMBED_DIM, CHANNELS, KERNELS = 64, 64, (3, 4, 5)
 

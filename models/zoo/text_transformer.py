@@ -6,10 +6,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from data.registry import DatasetInfo
-from models.registry import ModelError, ModelSpec, register
-from models.zoo._attention import Encoder
-from models.zoo.text_cnn import check_vocab
+from xaidash.data.registry import DatasetInfo
+from xaidash.models.registry import ModelError, ModelSpec, register
+from xaidash.models.zoo._attention import Encoder
+from xaidash.models.zoo.text_cnn import check_vocab
 
 DIM, DEPTH, HEADS, MLP_DIM, MAX_LEN = 64, 2, 4, 128, 128
 

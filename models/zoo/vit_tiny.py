@@ -7,9 +7,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from data.registry import DatasetInfo
-from models.registry import ModelError, ModelSpec, register
-from models.zoo._attention import Encoder
+from xaidash.data.registry import DatasetInfo
+from xaidash.models.registry import ModelError, ModelSpec, register
+from xaidash.models.zoo._attention import Encoder
 
 DIM, DEPTH, HEADS, MLP_DIM = 64, 4, 4, 128
 _TARGET_PATCHES = 64  # about 8x8 patches: enough tokens to see where attention goes, few enough to train on a CPU

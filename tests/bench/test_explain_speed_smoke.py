@@ -42,7 +42,7 @@ CASES = [
 
 @pytest.mark.parametrize("method,params", CASES, ids=[c[0] for c in CASES])
 def test_pass_counts_match_the_model_calls(bench, method, params):
-    from explainers import explain
+    from xaidash.explainers import explain
 
     bundle = bench.make_bundle("resnet_small", torch.device("cpu"))
     pool = bench.images(5, 32)

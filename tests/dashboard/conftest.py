@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 from PIL import Image
 
-from models.engine import TrainConfig, train
+from xaidash.models.engine import TrainConfig, train
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 
@@ -57,7 +57,7 @@ def make_png():
 @contextlib.contextmanager
 def _serving(runs_root: Path, log_path: Path) -> Iterator[str]:
     """`xaidash serve` (the real launcher's command line) on a free localhost port, until the block ends."""
-    from dashboard.cli import serve_command
+    from xaidash.dashboard.cli import serve_command
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

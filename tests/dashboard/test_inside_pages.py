@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from data.registry import get_info
-from models.registry import get_spec
-from models.runstore import Run
+from xaidash.data.registry import get_info
+from xaidash.models.registry import get_spec
+from xaidash.models.runstore import Run
 from inside_runs import make_run
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")

@@ -8,7 +8,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard.services import job_manager
+from xaidash.dashboard.services import job_manager
 
 TIMEOUT = 120  # pages import torch and captum on their first run
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from data.errors import DatasetError
-from data.paths import data_root
-from data.registry import get_source, list_datasets, load_split
+from xaidash.data.errors import DatasetError
+from xaidash.data.paths import data_root
+from xaidash.data.registry import get_source, list_datasets, load_split
 
 NAMES = {"shapes", "cues", "digits", "mnist", "fashion_mnist", "cifar10", "sst2", "sms_spam"}
 

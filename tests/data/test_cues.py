@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from data.registry import get_info, load_split
-from data.sets import cues
-from data.tokenizer import split_words
+from xaidash.data.registry import get_info, load_split
+from xaidash.data.sets import cues
+from xaidash.data.tokenizer import split_words
 
 
 @pytest.fixture(scope="module")

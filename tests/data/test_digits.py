@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data.registry import get_info, get_source, load_split
-from data.sets._common import channel_stats
+from xaidash.data.registry import get_info, get_source, load_split
+from xaidash.data.sets._common import channel_stats
 
 
 def test_info():

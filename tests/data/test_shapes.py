@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from data.registry import get_info, get_source, load_split
-from data.sets import shapes
-from data.sets._common import channel_stats
+from xaidash.data.registry import get_info, get_source, load_split
+from xaidash.data.sets import shapes
+from xaidash.data.sets._common import channel_stats
 
 
 @pytest.fixture(scope="module")

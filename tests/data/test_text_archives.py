@@ -8,10 +8,10 @@ from urllib.error import URLError
 import pytest
 import torch
 
-from data.errors import DatasetUnavailable
-from data.paths import data_root
-from data.registry import get_info, get_source, load_split
-from data.sets import text_archives
+from xaidash.data.errors import DatasetUnavailable
+from xaidash.data.paths import data_root
+from xaidash.data.registry import get_info, get_source, load_split
+from xaidash.data.sets import text_archives
 
 
 def test_infos():

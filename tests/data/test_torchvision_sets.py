@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from data.errors import DatasetUnavailable
-from data.paths import data_root
-from data.registry import get_info, get_source, load_split
+from xaidash.data.errors import DatasetUnavailable
+from xaidash.data.paths import data_root
+from xaidash.data.registry import get_info, get_source, load_split
 
 
 def test_infos():

@@ -9,8 +9,8 @@ import pytest
 import torch
 from PIL import Image
 
-from data.errors import DatasetError
-from data.registry import ImageSplit, TextSplit, get_info, get_source, load_split
+from xaidash.data.errors import DatasetError
+from xaidash.data.registry import ImageSplit, TextSplit, get_info, get_source, load_split
 
 COLOURS = {"cat": (255, 0, 0), "dog": (0, 255, 0), "fish": (0, 0, 255)}
 FORMATS = (("png", "PNG"), ("jpg", "JPEG"), ("bmp", "BMP"), ("webp", "WEBP"), ("gif", "GIF"))

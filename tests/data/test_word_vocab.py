@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from data.tokenizer import PAD, UNK, WordVocab, split_words
+from xaidash.data.tokenizer import PAD, UNK, WordVocab, split_words
 
 
 def test_split_words():

@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch import nn
 
-from data.registry import DatasetInfo
-from data.tokenizer import WordVocab
-from explainers import ExplainError, explain
-from explainers.attention import collect_attention, fuse_heads, pick_layer, query_row, rollout
-from models.bundle import ModelBundle
-from models.registry import ModelSpec, build_model, get_spec
+from xaidash.data.registry import DatasetInfo
+from xaidash.data.tokenizer import WordVocab
+from xaidash.explainers import ExplainError, explain
+from xaidash.explainers.attention import collect_attention, fuse_heads, pick_layer, query_row, rollout
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.registry import ModelSpec, build_model, get_spec
 
 
 def _stochastic(n: int, t: int, seed: int) -> torch.Tensor:

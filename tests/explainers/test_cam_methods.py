@@ -7,11 +7,11 @@ import torch
 import torch.nn.modules.module as torch_module
 from captum.attr import LayerGradCam
 
-import explainers  # noqa: F401  (registers every method)
-from explainers import ExplainError, MethodContext, explain, get_method
-from explainers.methods.cam import gradcampp_maps
+import xaidash.explainers  # noqa: F401  (registers every method)
+from xaidash.explainers import ExplainError, MethodContext, explain, get_method
+from xaidash.explainers.methods.cam import gradcampp_maps
 from image_bundles import GREY28, IMAGE_MODELS, RGB16, fresh_bundle
-from models import ModelBundle
+from xaidash.models import ModelBundle
 
 CAM_METHODS = ("cam", "gradcam", "gradcampp", "guided_gradcam")
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from explainers.cli import main
-from models.engine import TrainConfig, train
+from xaidash.explainers.cli import main
+from xaidash.models.engine import TrainConfig, train
 
 
 def _train(tmp_path_factory: pytest.TempPathFactory, dataset: str, model: str) -> Path:

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-import explainers  # noqa: F401  (registers methods)
-from data.registry import get_source
-from data.tokenizer import WordVocab
-from explainers import explain
-from explainers.compare import background_samples, compare_methods, input_metrics, pick_test_sample
-from explainers.params import ExplainError
-from models.bundle import ModelBundle
-from models.registry import build_model, get_spec
+import xaidash.explainers  # noqa: F401  (registers methods)
+from xaidash.data.registry import get_source
+from xaidash.data.tokenizer import WordVocab
+from xaidash.explainers import explain
+from xaidash.explainers.compare import background_samples, compare_methods, input_metrics, pick_test_sample
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.registry import build_model, get_spec
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,14 @@ import pytest
 import torch
 import torch.nn.modules.module as torch_module
 
-import explainers  # noqa: F401  (registers every method)
-from data.registry import DatasetInfo
-from data.transforms import denormalize, normalize
-from explainers import ExplainError, explain, get_method
-from explainers.baselines import BASELINES, make_baselines
-from explainers.methods._common import target_scores
+import xaidash.explainers  # noqa: F401  (registers every method)
+from xaidash.data.registry import DatasetInfo
+from xaidash.data.transforms import denormalize, normalize
+from xaidash.explainers import ExplainError, explain, get_method
+from xaidash.explainers.baselines import BASELINES, make_baselines
+from xaidash.explainers.methods._common import target_scores
 from image_bundles import IMAGE_MODELS, RGB16, fresh_bundle
-from models import ModelBundle
+from xaidash.models import ModelBundle
 
 GRADIENT_METHODS = ("saliency", "inputxgrad", "smoothgrad", "ig", "guided_backprop", "deeplift")
 FAST = {"smoothgrad": {"samples": 3}, "ig": {"steps": 4}}  # keep the zoo-wide test cheap

@@ -10,13 +10,13 @@ import pytest
 import torch
 from PIL import Image
 
-import explainers  # noqa: F401  (registers data sets, models and methods)
-from data.registry import DatasetInfo, get_info
-from data.tokenizer import WordVocab
-from explainers.inputs import MAX_PIXELS, load_image, resolve_input, resolve_sample
-from explainers.params import ExplainError
-from models.bundle import ModelBundle
-from models.registry import build_model, get_spec
+import xaidash.explainers  # noqa: F401  (registers data sets, models and methods)
+from xaidash.data.registry import DatasetInfo, get_info
+from xaidash.data.tokenizer import WordVocab
+from xaidash.explainers.inputs import MAX_PIXELS, load_image, resolve_input, resolve_sample
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.registry import build_model, get_spec
 
 RGB32 = DatasetInfo("rgb", "image", ("a", "b"), (3, 32, 32), (0.5,) * 3, (0.25,) * 3)
 GREY28 = DatasetInfo("grey", "image", ("a", "b"), (1, 28, 28), (0.5,), (0.25,))
@@ -209,7 +209,7 @@ def text_bundle() -> ModelBundle:
 
 
 def test_resolve_dataset_samples(shapes_bundle):
-    from data.registry import load_split
+    from xaidash.data.registry import load_split
 
     test, train = load_split("shapes", "test"), load_split("shapes", "train")
     raw, label, desc = resolve_input("dataset:3", shapes_bundle)

@@ -6,18 +6,18 @@ import pytest
 import torch
 from torch import nn
 
-import explainers  # noqa: F401  (registers the methods)
-from data.registry import get_info, load_split
-from explainers.api import explain
-from explainers.inside import (
+import xaidash.explainers  # noqa: F401  (registers the methods)
+from xaidash.data.registry import get_info, load_split
+from xaidash.explainers.api import explain
+from xaidash.explainers.inside import (
     bundle_erf, effective_receptive_field, epoch_validation, explanations_across_training, reinitialized,
 )
-from explainers.params import ExplainError
-from models.bundle import ModelBundle
-from models.engine import TrainConfig, train
-from models.inspect.receptive_field import bundle_receptive_fields, find_layer, receptive_fields
-from models.registry import build_model, get_spec
-from models.runstore import load_bundle
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.engine import TrainConfig, train
+from xaidash.models.inspect.receptive_field import bundle_receptive_fields, find_layer, receptive_fields
+from xaidash.models.registry import build_model, get_spec
+from xaidash.models.runstore import load_bundle
 
 
 def test_erf_of_one_conv_is_nonzero_exactly_inside_the_kernel():
@@ -122,9 +122,9 @@ def test_explanations_across_training(two_epoch_run):
 
 
 def test_attention_view_vision_and_text():
-    from data.tokenizer import WordVocab
-    from explainers.attention import collect_attention, rollout
-    from explainers.inside import attention_view
+    from xaidash.data.tokenizer import WordVocab
+    from xaidash.explainers.attention import collect_attention, rollout
+    from xaidash.explainers.inside import attention_view
 
     info = get_info("shapes")
     vit = ModelBundle(build_model("vit_tiny", info), get_spec("vit_tiny"), info, torch.device("cpu"))

@@ -6,14 +6,14 @@ import pytest
 import torch
 from torch import nn
 
-import explainers  # noqa: F401  (registers methods)
-from data.registry import DatasetInfo
-from data.tokenizer import WordVocab
-from explainers import explain
-from explainers import metrics as M
-from explainers.params import ExplainError
-from models.bundle import ModelBundle
-from models.registry import ModelSpec, build_model, get_spec
+import xaidash.explainers  # noqa: F401  (registers methods)
+from xaidash.data.registry import DatasetInfo
+from xaidash.data.tokenizer import WordVocab
+from xaidash.explainers import explain
+from xaidash.explainers import metrics as M
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.registry import ModelSpec, build_model, get_spec
 
 REGION = (slice(2, 4), slice(5, 7))  # the 2x2 pixels the hand-made model reads
 

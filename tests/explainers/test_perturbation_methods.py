@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch import nn
 
-from data.registry import DatasetInfo
-from explainers import ExplainError, explain, get_method
-from explainers.methods.lime_image import lime_reference
-from explainers.segmentation import segment
-from models import ModelBundle, build_model, get_spec
+from xaidash.data.registry import DatasetInfo
+from xaidash.explainers import ExplainError, explain, get_method
+from xaidash.explainers.methods.lime_image import lime_reference
+from xaidash.explainers.segmentation import segment
+from xaidash.models import ModelBundle, build_model, get_spec
 
 warnings.filterwarnings("ignore", category=UserWarning, module="captum")
 

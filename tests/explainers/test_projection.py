@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explainers import projection
-from explainers.params import ExplainError
-from explainers.projection import project
+from xaidash.explainers import projection
+from xaidash.explainers.params import ExplainError
+from xaidash.explainers.projection import project
 
 
 def blobs(n_per: int = 20, dim: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

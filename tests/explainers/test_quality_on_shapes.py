@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from data.registry import load_split
-from explainers import explain
-from explainers.metrics import deletion_auc, energy_in_mask, insertion_auc, pointing_game
+from xaidash.data.registry import load_split
+from xaidash.explainers import explain
+from xaidash.explainers.metrics import deletion_auc, energy_in_mask, insertion_auc, pointing_game
 
 
 def test_gradcam_and_ig_beat_random(trained_shapes):

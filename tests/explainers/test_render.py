@@ -6,8 +6,8 @@ import pytest
 import torch
 from PIL import Image
 
-from explainers import ExplainError
-from explainers.render import colorbar, colorize, heatmap, highlight_tokens, image_hwc, overlay, shared_scale
+from xaidash.explainers import ExplainError
+from xaidash.explainers.render import colorbar, colorize, heatmap, highlight_tokens, image_hwc, overlay, shared_scale
 
 
 def _signed_map() -> np.ndarray:

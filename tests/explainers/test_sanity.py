@@ -8,12 +8,12 @@ import pytest
 import torch
 
 
-import explainers  # noqa: F401  (registers data sets, models and methods)
-from data.registry import get_info, load_split
-from data.tokenizer import WordVocab
-from explainers.metrics import cascading_randomization, weight_layers
-from models.bundle import ModelBundle
-from models.registry import build_model, get_spec
+import xaidash.explainers  # noqa: F401  (registers data sets, models and methods)
+from xaidash.data.registry import get_info, load_split
+from xaidash.data.tokenizer import WordVocab
+from xaidash.explainers.metrics import cascading_randomization, weight_layers
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.registry import build_model, get_spec
 
 SMALL = get_info("shapes")
 

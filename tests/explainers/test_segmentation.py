@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from explainers.params import ExplainError
-from explainers.segmentation import METHODS, fill, grid, segment, segment_means, superpixels
+from xaidash.explainers.params import ExplainError
+from xaidash.explainers.segmentation import METHODS, fill, grid, segment, segment_means, superpixels
 
 
 def noise_and_shape(n: int, h: int, w: int, c: int, seed: int = 0) -> np.ndarray:

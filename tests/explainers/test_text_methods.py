@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from data.registry import get_info, load_split
-from data.tokenizer import WordVocab, split_words
-from explainers import ExplainError, explain, get_method
-from models.bundle import ModelBundle
-from models.registry import build_model, get_spec
+from xaidash.data.registry import get_info, load_split
+from xaidash.data.tokenizer import WordVocab, split_words
+from xaidash.explainers import ExplainError, explain, get_method
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.registry import build_model, get_spec
 
 TEXT_METHODS = ("ig", "saliency", "lime", "shap_kernel")
 ATTENTION_METHODS = ("attention", "attention_rollout")

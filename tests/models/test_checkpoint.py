@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from data.registry import DatasetInfo
-from models import build_model
-from models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
-from models.registry import ModelError
+from xaidash.data.registry import DatasetInfo
+from xaidash.models import build_model
+from xaidash.models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
+from xaidash.models.registry import ModelError
 
 GREY = DatasetInfo(name="t", modality="image", classes=tuple("0123456789"), input_shape=(1, 28, 28))
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 
-from dashboard.cli import main, serve_command
+from xaidash.dashboard.cli import main, serve_command
 
 
 def test_train_then_runs(capsys):
@@ -53,7 +53,7 @@ def test_serve_binds_to_localhost_with_an_upload_cap():
 
 
 def test_console_script_help():
-    out = subprocess.run([sys.executable, "-m", "dashboard.cli", "--help"], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "xaidash.dashboard.cli", "--help"], capture_output=True, text=True, check=True)
     for sub in ("train", "runs", "datasets", "serve"):
         assert sub in out.stdout
 
@@ -64,13 +64,13 @@ def test_resnet18_offline_says_it_starts_from_random_weights(capsys, tmp_path, m
                  "--max-train-samples", "32", "--quiet", "--device", "cpu"]) == 0
     err = capsys.readouterr().err
     assert "note: resnet18 starts from RANDOM weights" in err
-    from models.runstore import list_runs
+    from xaidash.models.runstore import list_runs
 
     assert "RANDOM weights" in list_runs()[0].config()["model_note"]
 
 
 def test_resume_from_the_command_line_keeps_the_runs_own_settings(capsys):
-    from models.runstore import list_runs
+    from xaidash.models.runstore import list_runs
 
     assert main(["train", "--dataset", "digits", "--model", "mlp", "--epochs", "1", "--quiet", "--device", "cpu"]) == 0
     run_id = list_runs()[0].id

@@ -7,9 +7,9 @@ import threading
 import pytest
 import torch
 
-from models.engine import TrainConfig, TrainEvent, train
-from models.registry import ModelError
-from models.runstore import list_runs, load_bundle
+from xaidash.models.engine import TrainConfig, TrainEvent, train
+from xaidash.models.registry import ModelError
+from xaidash.models.runstore import list_runs, load_bundle
 
 
 def quick(**kw) -> TrainConfig:
@@ -122,7 +122,7 @@ def test_out_of_memory_fails_with_a_clear_error_recorded_in_the_run(monkeypatch)
     """A CUDA OOM inside a step ends the run as failed, with advice, instead of crashing the caller."""
     from dataclasses import replace
 
-    from models import registry
+    from xaidash.models import registry
 
     class OOMOnForward(torch.nn.Module):
         def __init__(self, info, **kw):

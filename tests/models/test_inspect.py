@@ -6,17 +6,17 @@ import pytest
 import torch
 from torch import nn
 
-import models  # noqa: F401  (registers the zoo)
-from data.registry import get_info
-from models.bundle import ModelBundle
-from models.engine import TrainConfig, train
-from models.inspect.activations import (
+import xaidash.models  # noqa: F401  (registers the zoo)
+from xaidash.data.registry import get_info
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.engine import TrainConfig, train
+from xaidash.models.inspect.activations import (
     PENULTIMATE, compute_activations, embedding_layers, feature_maps, first_layer_filters, input_activation,
 )
-from models.inspect.receptive_field import bundle_receptive_fields, find_layer, receptive_fields
-from models.inspect.summary import summarize, summarize_bundle
-from models.registry import ModelError, build_model, get_spec
-from models.runstore import load_bundle
+from xaidash.models.inspect.receptive_field import bundle_receptive_fields, find_layer, receptive_fields
+from xaidash.models.inspect.summary import summarize, summarize_bundle
+from xaidash.models.registry import ModelError, build_model, get_spec
+from xaidash.models.runstore import load_bundle
 
 
 def fresh(name: str, dataset: str, **options) -> ModelBundle:
@@ -159,7 +159,7 @@ def test_activations_batched_cached_and_keyed_by_weights(digits_run):
         bundle.model.fc.bias.add_(1.0)
     assert not compute_activations(bundle, PENULTIMATE, n=50, batch_size=16).from_cache
     # one input gives the same features as the batch
-    split_images = __import__("data.registry", fromlist=["load_split"]).load_split("digits", "test")
+    split_images = __import__("xaidash.data.registry", fromlist=["load_split"]).load_split("digits", "test")
     one = input_activation(bundle, split_images.image(int(first.indices[0])))
     np.testing.assert_allclose(one[0], compute_activations(bundle, n=50).features[0], rtol=1e-4, atol=1e-5)
 
@@ -176,7 +176,7 @@ def test_conv_layer_activations_and_layers(digits_run):
 
 
 def test_text_token_states_are_averaged_over_real_tokens():
-    from data.tokenizer import WordVocab
+    from xaidash.data.tokenizer import WordVocab
 
     info = get_info("cues")
     vocab = WordVocab.build(["the film was good", "a bad plot"])

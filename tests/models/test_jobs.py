@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from models.engine import TrainConfig, TrainEvent
-from models.jobs import JobBusy, JobManager
-from models.registry import ModelError
-from models.runstore import list_runs
+from xaidash.models.engine import TrainConfig, TrainEvent
+from xaidash.models.jobs import JobBusy, JobManager
+from xaidash.models.registry import ModelError
+from xaidash.models.runstore import list_runs
 
 
 class FakeRun:

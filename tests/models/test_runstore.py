@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from models.registry import ModelError
-from models.runstore import Run, delete_run, list_runs, load_bundle, resolve_run, runs_root
+from xaidash.models.registry import ModelError
+from xaidash.models.runstore import Run, delete_run, list_runs, load_bundle, resolve_run, runs_root
 
 
 def test_runs_root_follows_the_environment(tmp_path, monkeypatch):

@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-import models  # noqa: F401  (registers the zoo)
-from data.registry import DatasetInfo
-from data.tokenizer import split_words
-from models.registry import ModelError, build_model, get_spec, list_models
+import xaidash.models  # noqa: F401  (registers the zoo)
+from xaidash.data.registry import DatasetInfo
+from xaidash.data.tokenizer import split_words
+from xaidash.models.registry import ModelError, build_model, get_spec, list_models
 
 RGB = DatasetInfo("rgb32", "image", ("a", "b", "c", "d"), (3, 32, 32), (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
 GREY = DatasetInfo("grey28", "image", tuple(str(i) for i in range(10)), (1, 28, 28), (0.13,), (0.31,))
@@ -120,7 +120,7 @@ def test_attention_weights_per_layer(name: str) -> None:
 
 
 def test_vit_heads_and_patch_grid() -> None:
-    from models.zoo.vit_tiny import patch_size_for
+    from xaidash.models.zoo.vit_tiny import patch_size_for
 
     assert (patch_size_for(28, 28), patch_size_for(32, 32), patch_size_for(8, 8)) == (4, 4, 2)
     assert 7 <= 224 // patch_size_for(224, 224) <= 16
@@ -284,7 +284,7 @@ def test_minilm_word_ids_for_contractions_and_punctuation() -> None:
 
 
 def test_resnet18_offline_without_cached_weights_starts_random_and_says_so(tmp_path, monkeypatch) -> None:
-    from models.zoo import resnet18
+    from xaidash.models.zoo import resnet18
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     model = build_model("resnet18", RGB)
@@ -297,7 +297,7 @@ def test_resnet18_offline_without_cached_weights_starts_random_and_says_so(tmp_p
 def test_resnet18_loads_a_cached_checkpoint_and_matches_torchvision(tmp_path, monkeypatch) -> None:
     from torchvision.models import resnet18 as tv_resnet18
 
-    from models.zoo.resnet18 import weights_file, weights_note
+    from xaidash.models.zoo.resnet18 import weights_file, weights_note
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     torch.manual_seed(3)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import explainers  # noqa: F401  (registers data sets, models and methods)
-from data.registry import DatasetInfo
-from models import ModelBundle, ModelError, build_model, get_spec, list_models
+import xaidash.explainers  # noqa: F401  (registers data sets, models and methods)
+from xaidash.data.registry import DatasetInfo
+from xaidash.models import ModelBundle, ModelError, build_model, get_spec, list_models
 
 RGB16 = DatasetInfo("rgb16", "image", ("a", "b", "c"), (3, 16, 16), (0.5, 0.4, 0.3), (0.2, 0.25, 0.3))
 GREY28 = DatasetInfo("grey28", "image", tuple("0123456789"), (1, 28, 28), (0.2,), (0.3,))

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import torch
 
-import models  # noqa: F401  (registers the zoo)
-from data.registry import get_info, load_split
-from data.tokenizer import WordVocab
-from models.checkpoint import save_weights
-from models.engine import TrainConfig
-from models.registry import get_spec
-from models.runstore import VOCAB, WEIGHTS, Run, info_to_json
+import xaidash.models  # noqa: F401  (registers the zoo)
+from xaidash.data.registry import get_info, load_split
+from xaidash.data.tokenizer import WordVocab
+from xaidash.models.checkpoint import save_weights
+from xaidash.models.engine import TrainConfig
+from xaidash.models.registry import get_spec
+from xaidash.models.runstore import VOCAB, WEIGHTS, Run, info_to_json
 
 
 def make_run(root: Path, dataset: str, model: str, epochs: int = 2) -> Run:
