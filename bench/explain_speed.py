@@ -28,6 +28,7 @@ around every timing. On a shared CPU the numbers are noisy: `--threads 1` steadi
     python bench/explain_speed.py --quick --device cpu       # resnet_small, a few methods, fewer samples
     python bench/explain_speed.py --methods lime,ig --models resnet18 --lime-samples 1000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,17 +40,31 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 ALL_METHODS = (
-    "saliency", "inputxgrad", "smoothgrad", "ig", "guided_backprop", "deeplift", "cam", "gradcam",
-    "gradcampp", "guided_gradcam", "occlusion", "lime", "shap_gradient", "shap_deep", "shap_kernel",
+    "saliency",
+    "inputxgrad",
+    "smoothgrad",
+    "ig",
+    "guided_backprop",
+    "deeplift",
+    "cam",
+    "gradcam",
+    "gradcampp",
+    "guided_gradcam",
+    "occlusion",
+    "lime",
+    "shap_gradient",
+    "shap_deep",
+    "shap_kernel",
 )
 QUICK_METHODS = ("saliency", "ig", "gradcam", "occlusion", "lime", "shap_gradient")
 ALL_MODELS = ("resnet_small", "resnet18")
@@ -62,8 +77,13 @@ SAMPLE_PARAMS: dict[str, tuple[str, int, int]] = {
     "shap_gradient": ("samples", 200, 50),
     "shap_kernel": ("samples", 300, 100),
 }
-SAMPLE_FLAGS = {"smoothgrad": "smoothgrad_samples", "ig": "ig_steps", "lime": "lime_samples",
-                "shap_gradient": "shap_samples", "shap_kernel": "kernel_samples"}
+SAMPLE_FLAGS = {
+    "smoothgrad": "smoothgrad_samples",
+    "ig": "ig_steps",
+    "lime": "lime_samples",
+    "shap_gradient": "shap_samples",
+    "shap_kernel": "kernel_samples",
+}
 
 
 @dataclass
@@ -123,9 +143,12 @@ def best_time(
     return min(times)
 
 
-def run_passes(model: torch.nn.Module, x: torch.Tensor, targets: torch.Tensor, fwd_bwd: int, fwd: int, batch_size: int) -> None:
+def run_passes(
+    model: torch.nn.Module, x: torch.Tensor, targets: torch.Tensor, fwd_bwd: int, fwd: int, batch_size: int
+) -> None:
     """`fwd_bwd` forward+backward passes (gradient w.r.t. the input only, like captum/shap) and `fwd`
     forward-only ones, rows cycled from x, `batch_size` rows per pass."""
+
     def rows(n: int) -> tuple[torch.Tensor, torch.Tensor]:
         idx = torch.arange(n, device=x.device) % len(x)
         return x[idx], targets[idx]
@@ -203,8 +226,12 @@ def make_bundle(name: str, device: torch.device):
         model = build_model(name, info)
     elif name == "resnet18":
         info = DatasetInfo(
-            name="imagenet-like", modality="image", classes=tuple(str(i) for i in range(1000)),
-            input_shape=(3, 224, 224), mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+            name="imagenet-like",
+            modality="image",
+            classes=tuple(str(i) for i in range(1000)),
+            input_shape=(3, 224, 224),
+            mean=(0.485, 0.456, 0.406),
+            std=(0.229, 0.224, 0.225),
         )
         model = build_model(name, info, pretrained=False)  # random weights: no download, same cost
     else:
@@ -235,13 +262,18 @@ def header(device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
     else:
         where = f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
     return {
-        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "device": where,
         "torch": torch.__version__,
-        "captum": ver("captum"), "shap": ver("shap"), "lime": ver("lime"),
+        "captum": ver("captum"),
+        "shap": ver("shap"),
+        "lime": ver("lime"),
         "python": platform.python_version(),
-        "inputs_per_call": args.inputs, "batch_size": args.batch_size, "repeats": args.repeats,
-        "background": args.background, "quick": args.quick,
+        "inputs_per_call": args.inputs,
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        "background": args.background,
+        "quick": args.quick,
     }
 
 
@@ -259,8 +291,15 @@ def method_params(method: str, args: argparse.Namespace) -> dict[str, Any]:
     return params
 
 
-def bench_method(bundle, method: str, raw: torch.Tensor, x: torch.Tensor, targets: torch.Tensor,
-                 background: torch.Tensor, args: argparse.Namespace) -> MethodResult:
+def bench_method(
+    bundle,
+    method: str,
+    raw: torch.Tensor,
+    x: torch.Tensor,
+    targets: torch.Tensor,
+    background: torch.Tensor,
+    args: argparse.Namespace,
+) -> MethodResult:
     from xaidash.explainers import explain
 
     params = method_params(method, args)
@@ -274,11 +313,20 @@ def bench_method(bundle, method: str, raw: torch.Tensor, x: torch.Tensor, target
     fb, f = model_passes(method, params, n, len(background), hw)
     alone = best_time(lambda: run_passes(bundle.model, x, targets, fb, f, args.batch_size), device, args.repeats)
     setting = ", ".join(f"{k.replace('_size', '')}={v}" for k, v in params.items()) or "-"
-    return MethodResult(bundle.spec.name, method, setting, seconds / n, describe_passes(fb, f, n), alone / n,
-                        seconds / alone if alone > 0 else float("inf"))
+    return MethodResult(
+        bundle.spec.name,
+        method,
+        setting,
+        seconds / n,
+        describe_passes(fb, f, n),
+        alone / n,
+        seconds / alone if alone > 0 else float("inf"),
+    )
 
 
-def compare_lime(bundle, raw: torch.Tensor, targets: torch.Tensor, ours_s: float, args: argparse.Namespace) -> Comparison:
+def compare_lime(
+    bundle, raw: torch.Tensor, targets: torch.Tensor, ours_s: float, args: argparse.Namespace
+) -> Comparison:
     """lime's own call against `ours_s`, the per-input time of xaidash's `lime` from the method table."""
     from xaidash.explainers.methods.lime_image import lime_reference
 
@@ -291,14 +339,18 @@ def compare_lime(bundle, raw: torch.Tensor, targets: torch.Tensor, ours_s: float
             with contextlib.redirect_stderr(io.StringIO()):
                 for i in range(k):
                     lime_reference(bundle, raw[i], int(t[i]), samples, batch_size=10)
+
         return call
 
     lib = best_time(reference(len(raw)), bundle.device, args.repeats, warmup=reference(1)) / len(raw)
-    return Comparison(bundle.spec.name, f"LIME {samples} samples", "lime explain_instance (batch_size=10)",
-                      lib, ours_s, lib / ours_s)
+    return Comparison(
+        bundle.spec.name, f"LIME {samples} samples", "lime explain_instance (batch_size=10)", lib, ours_s, lib / ours_s
+    )
 
 
-def compare_shap(bundle, x: torch.Tensor, background: torch.Tensor, ours_s: float, args: argparse.Namespace) -> Comparison:
+def compare_shap(
+    bundle, x: torch.Tensor, background: torch.Tensor, ours_s: float, args: argparse.Namespace
+) -> Comparison:
     """shap's GradientExplainer with its defaults against `ours_s` (xaidash's `shap_gradient`, same background)."""
     import shap
 
@@ -308,11 +360,18 @@ def compare_shap(bundle, x: torch.Tensor, background: torch.Tensor, ours_s: floa
         def call() -> None:
             explainer = shap.GradientExplainer(bundle.model, background)  # shap's defaults (batch_size=50)
             explainer.shap_values(x[:k].detach(), nsamples=samples, ranked_outputs=1, rseed=0)
+
         return call
 
     lib = best_time(library(len(x)), bundle.device, args.repeats, warmup=library(1)) / len(x)
-    return Comparison(bundle.spec.name, f"SHAP gradient {samples} samples",
-                      "shap GradientExplainer defaults (batch_size=50, ranked_outputs=1)", lib, ours_s, lib / ours_s)
+    return Comparison(
+        bundle.spec.name,
+        f"SHAP gradient {samples} samples",
+        "shap GradientExplainer defaults (batch_size=50, ranked_outputs=1)",
+        lib,
+        ours_s,
+        lib / ours_s,
+    )
 
 
 def compare_ig(bundle, x: torch.Tensor, targets: torch.Tensor, ours_s: float, args: argparse.Namespace) -> Comparison:
@@ -325,8 +384,14 @@ def compare_ig(bundle, x: torch.Tensor, targets: torch.Tensor, ours_s: float, ar
         IntegratedGradients(bundle.model).attribute(x.detach(), target=targets, n_steps=steps)
 
     lib = best_time(library, bundle.device, args.repeats) / len(x)
-    return Comparison(bundle.spec.name, f"IG {steps} steps", "captum IntegratedGradients (no internal_batch_size)",
-                      lib, ours_s, lib / ours_s)
+    return Comparison(
+        bundle.spec.name,
+        f"IG {steps} steps",
+        "captum IntegratedGradients (no internal_batch_size)",
+        lib,
+        ours_s,
+        lib / ours_s,
+    )
 
 
 # ---------------------------------------------------------------- output
@@ -344,18 +409,28 @@ def print_report(report: Report, small_factor: float, out: Any = None) -> None:
     out = out or sys.stdout
     h = report.header
     print(f"xaidash explanation speed  {h['timestamp']}", file=out)
-    print(f"device {h['device']} | torch {h['torch']} | captum {h['captum']} | shap {h['shap']} | lime {h['lime']} | "
-          f"python {h['python']}", file=out)
+    print(
+        f"device {h['device']} | torch {h['torch']} | captum {h['captum']} | shap {h['shap']} | lime {h['lime']} | "
+        f"python {h['python']}",
+        file=out,
+    )
     n = h["inputs_per_call"]
-    print(f"{n} input{'s' if n != 1 else ''} per call, batch size {h['batch_size']}, background {h['background']} images, "
-          f"best of up to {h['repeats']} after 1 warm-up{' (--quick)' if h['quick'] else ''}", file=out)
+    print(
+        f"{n} input{'s' if n != 1 else ''} per call, batch size {h['batch_size']}, background {h['background']} images, "
+        f"best of up to {h['repeats']} after 1 warm-up{' (--quick)' if h['quick'] else ''}",
+        file=out,
+    )
     print(file=out)
     cols = ("model", "method", "setting", "per input", "model passes per input", "passes alone", "ratio")
-    rows = [(r.model, r.method, r.setting, fmt_s(r.per_input_s), r.passes, fmt_s(r.passes_alone_s), f"{r.ratio:.1f}x")
-            for r in report.methods]
+    rows = [
+        (r.model, r.method, r.setting, fmt_s(r.per_input_s), r.passes, fmt_s(r.passes_alone_s), f"{r.ratio:.1f}x")
+        for r in report.methods
+    ]
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(cols)]
     right = {3, 5, 6}
-    line = lambda cells: "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    line = lambda cells: "  ".join(
+        c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+    )
     print(line(cols), file=out)
     print("  ".join("-" * w for w in widths), file=out)
     for row in rows:
@@ -363,20 +438,28 @@ def print_report(report: Report, small_factor: float, out: Any = None) -> None:
     if report.comparisons:
         print("\nLibrary defaults vs xaidash, same samples, time per input:", file=out)
         for c in report.comparisons:
-            print(f"  {c.model}: {c.name}: {c.library_call} {fmt_s(c.library_s)}, xaidash {fmt_s(c.xaidash_s)}, "
-                  f"{c.speedup:.1f}x", file=out)
+            print(
+                f"  {c.model}: {c.name}: {c.library_call} {fmt_s(c.library_s)}, xaidash {fmt_s(c.xaidash_s)}, "
+                f"{c.speedup:.1f}x",
+                file=out,
+            )
     for s in report.skipped:
         print(f"skipped: {s}", file=out)
     if report.methods:
         worst = max(report.methods, key=lambda r: r.ratio)
         over = [f"{r.model}/{r.method} {r.ratio:.1f}x" for r in report.methods if r.ratio > small_factor]
-        print(f"\nGoal (stated for a GPU): every method within {small_factor:g}x of its passes alone: "
-              f"{'met' if not over else 'not met: ' + ', '.join(over)} (worst {worst.model}/{worst.method} {worst.ratio:.1f}x)",
-              file=out)
+        print(
+            f"\nGoal (stated for a GPU): every method within {small_factor:g}x of its passes alone: "
+            f"{'met' if not over else 'not met: ' + ', '.join(over)} (worst {worst.model}/{worst.method} {worst.ratio:.1f}x)",
+            file=out,
+        )
     for c in report.comparisons:
         if c.name.startswith("LIME"):
-            print(f"Goal: LIME >= 10x faster than lime's default call on {c.model}: "
-                  f"{'met' if c.speedup >= 10 else 'not met'} ({c.speedup:.1f}x, {c.name})", file=out)
+            print(
+                f"Goal: LIME >= 10x faster than lime's default call on {c.model}: "
+                f"{'met' if c.speedup >= 10 else 'not met'} ({c.speedup:.1f}x, {c.name})",
+                file=out,
+            )
 
 
 # ---------------------------------------------------------------- main
@@ -387,8 +470,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--quick", action="store_true", help="resnet_small only, a few methods, fewer samples (CPU check)")
     ap.add_argument("--methods", help=f"comma-separated method ids (default: all; --quick: {','.join(QUICK_METHODS)})")
-    ap.add_argument("--models", help=f"comma-separated, from {','.join(ALL_MODELS)} (default: both; --quick: resnet_small)")
-    ap.add_argument("--repeats", type=int, default=5, help="timed runs per path at most, best kept (fewer once 5 s are spent)")
+    ap.add_argument(
+        "--models", help=f"comma-separated, from {','.join(ALL_MODELS)} (default: both; --quick: resnet_small)"
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=5, help="timed runs per path at most, best kept (fewer once 5 s are spent)"
+    )
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--inputs", type=int, default=None, help="inputs per explain call (default 4; --quick 2)")
     ap.add_argument("--batch-size", type=int, default=256, help="rows per model pass for xaidash's methods")
@@ -396,7 +483,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for method, (name, full, quick) in SAMPLE_PARAMS.items():
         flag = "--" + SAMPLE_FLAGS[method].replace("_", "-")
         ap.add_argument(flag, type=int, default=None, help=f"{method} {name} (default {full}; --quick {quick})")
-    ap.add_argument("--small-factor", type=float, default=5.0, help="ratio counted as 'a small factor' in the goal line")
+    ap.add_argument(
+        "--small-factor", type=float, default=5.0, help="ratio counted as 'a small factor' in the goal line"
+    )
     ap.add_argument("--json", help="also write the results to this JSON file")
     args = ap.parse_args(argv)
     args.inputs = args.inputs if args.inputs is not None else (2 if args.quick else 4)
@@ -442,7 +531,10 @@ def main(argv: Sequence[str] | None = None) -> Report:
             result = bench_method(bundle, method, raw, x, targets, background, args)
             report.methods.append(result)
             ours[method] = result.per_input_s
-            print(f"  {name} {method}: {fmt_s(result.per_input_s)} per input ({result.ratio:.1f}x its passes)", file=sys.stderr)
+            print(
+                f"  {name} {method}: {fmt_s(result.per_input_s)} per input ({result.ratio:.1f}x its passes)",
+                file=sys.stderr,
+            )
         # The library calls, against the same xaidash timings as in the table (same samples, inputs, targets).
         if "lime" in ours:
             report.comparisons.append(compare_lime(bundle, raw, targets, ours["lime"], args))

@@ -8,6 +8,7 @@ SimpleCNN on device-resident tensors, larger batches, one-cycle schedule, bf16 o
 
 Prints per-epoch times, the ratio, and both test accuracies.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,8 +76,16 @@ def engine_loop(device: str, epochs: int, batch_size: int, lr: float) -> tuple[l
 
     marks: list[float] = []
     result = train(
-        TrainConfig(dataset="mnist", model="simple_cnn", epochs=epochs, batch_size=batch_size, lr=lr,
-                    schedule="onecycle", val_fraction=0.2, device=device),
+        TrainConfig(
+            dataset="mnist",
+            model="simple_cnn",
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            schedule="onecycle",
+            val_fraction=0.2,
+            device=device,
+        ),
         callbacks=[lambda e: marks.append(time.perf_counter()) if e.kind in ("start", "epoch") else None],
     )
     # epoch time includes the engine's per-epoch validation and checkpoint writes
@@ -106,12 +115,18 @@ def main() -> None:
         eng_times, eng_acc, n_train = engine_loop(str(device), args.epochs, args.batch_size, args.lr)
         seeds_epoch = sum(seeds_times[1:] or seeds_times) / len(seeds_times[1:] or seeds_times)
         eng_epoch = sum(eng_times[1:] or eng_times) / len(eng_times[1:] or eng_times)
-        print(f"seeds loop : {', '.join(f'{t:.2f}' for t in seeds_times)} s/epoch (48,000 images, batch 64), "
-              f"test acc {100 * seeds_acc:.2f}%")
-        print(f"engine     : {', '.join(f'{t:.2f}' for t in eng_times)} s/epoch ({n_train:,} images, batch {args.batch_size}), "
-              f"test acc {100 * eng_acc:.2f}%")
-        print(f"per-image speed-up (steady-state epochs): {(seeds_epoch / 48000) / (eng_epoch / n_train):.1f}x; "
-              f"accuracy difference {100 * (eng_acc - seeds_acc):+.2f} points")
+        print(
+            f"seeds loop : {', '.join(f'{t:.2f}' for t in seeds_times)} s/epoch (48,000 images, batch 64), "
+            f"test acc {100 * seeds_acc:.2f}%"
+        )
+        print(
+            f"engine     : {', '.join(f'{t:.2f}' for t in eng_times)} s/epoch ({n_train:,} images, batch {args.batch_size}), "
+            f"test acc {100 * eng_acc:.2f}%"
+        )
+        print(
+            f"per-image speed-up (steady-state epochs): {(seeds_epoch / 48000) / (eng_epoch / n_train):.1f}x; "
+            f"accuracy difference {100 * (eng_acc - seeds_acc):+.2f} points"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(runs, ignore_errors=True)

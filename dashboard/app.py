@@ -3,6 +3,7 @@
 Sets up the page, the navigation (pages listed in dashboard/nav.py) and the sidebar, then runs
 the chosen page; an error a page does not handle becomes a message, not a traceback.
 """
+
 from __future__ import annotations
 
 import streamlit as st

@@ -1,4 +1,5 @@
 """The `xaidash` command: each layer adds its subcommands; `serve` starts the Streamlit app."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,14 +15,27 @@ MAX_UPLOAD_MB = 50
 def serve_command(host: str, port: int, headless: bool = True) -> list[str]:
     """The streamlit command line for the app (binds to localhost unless told otherwise)."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP),
-        "--server.address", host, "--server.port", str(port),
-        "--server.headless", "true" if headless else "false",
-        "--server.maxUploadSize", str(MAX_UPLOAD_MB),
-        "--browser.gatherUsageStats", "false",
-        "--server.fileWatcherType", "none",
-        "--theme.base", "light",
-        "--client.toolbarMode", "minimal",  # no Deploy button or developer menu for users
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true" if headless else "false",
+        "--server.maxUploadSize",
+        str(MAX_UPLOAD_MB),
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+        "--theme.base",
+        "light",
+        "--client.toolbarMode",
+        "minimal",  # no Deploy button or developer menu for users
     ]
 
 

@@ -1,10 +1,11 @@
 """Showing errors as messages a user can act on, never as a bare traceback."""
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import traceback
-from typing import Iterator
+from collections.abc import Iterator
 
 import streamlit as st
 

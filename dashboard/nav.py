@@ -1,4 +1,5 @@
 """The app's pages, in one place: pages added later append an `st.Page` to `build_pages()`."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,7 +17,12 @@ def build_pages() -> list[st.Page]:
         st.Page(VIEWS / "explain.py", title="Explain", icon=":material/image_search:", url_path="explain"),
         st.Page(VIEWS / "compare.py", title="Compare", icon=":material/leaderboard:", url_path="compare"),
         st.Page(VIEWS / "attention.py", title="Attention", icon=":material/visibility:", url_path="attention"),
-        st.Page(VIEWS / "receptive_fields.py", title="Receptive fields", icon=":material/filter_center_focus:", url_path="receptive-fields"),
+        st.Page(
+            VIEWS / "receptive_fields.py",
+            title="Receptive fields",
+            icon=":material/filter_center_focus:",
+            url_path="receptive-fields",
+        ),
         st.Page(VIEWS / "embeddings.py", title="Embeddings", icon=":material/scatter_plot:", url_path="embeddings"),
         st.Page(VIEWS / "model.py", title="Model", icon=":material/account_tree:", url_path="model"),
     ]

@@ -4,14 +4,16 @@ Streamlit caching lives here so pages stay short. Keys for a run include its fol
 time its weights were written, so a retrained or resumed run is reloaded and two runs that
 happen to share an id in different run roots never mix.
 """
+
 from __future__ import annotations
 
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any
 
 import numpy as np
 import streamlit as st

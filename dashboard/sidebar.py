@@ -1,4 +1,5 @@
 """The sidebar every page shows: the selected run, the device, and the training job."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -21,8 +22,10 @@ def job_line(job: JobSnapshot) -> str:
         if job.state == "starting":
             return f"Starting: {job.label} (loading data)…"
         stop = " · stopping…" if job.stop_requested else ""
-        return (f"Training {job.label}: epoch {max(job.epoch, 1)}/{job.epochs}, {100 * job.progress:.0f}%, "
-                f"ETA {fmt_seconds(job.eta_s)}{stop}")
+        return (
+            f"Training {job.label}: epoch {max(job.epoch, 1)}/{job.epochs}, {100 * job.progress:.0f}%, "
+            f"ETA {fmt_seconds(job.eta_s)}{stop}"
+        )
     if job.state == "failed":
         return f"Last job failed: {job.label}"
     acc = f", test acc {pct(job.test_acc)}" if job.test_acc is not None else ""

@@ -1,4 +1,5 @@
 """The run a session works with, kept in `st.session_state` so every page sees the same one."""
+
 from __future__ import annotations
 
 import time
@@ -51,7 +52,7 @@ def run_label(run: Run) -> str:
     return f"{c['model']} on {c['dataset']} · acc {pct(acc)} · {when}{extra}"
 
 
-def require_bundle(purpose: str) -> tuple[Run, "ModelBundle"]:
+def require_bundle(purpose: str) -> tuple[Run, ModelBundle]:
     """The selected run and its loaded model, or a message with what to do and st.stop().
 
     Every page that works on a model starts here, so a missing run or one that cannot be loaded
@@ -62,7 +63,9 @@ def require_bundle(purpose: str) -> tuple[Run, "ModelBundle"]:
 
     run = selected_run()
     if run is None:
-        st.info(f"No run to {purpose} yet: train a model first (or select a run on the Train page).", icon=":material/info:")
+        st.info(
+            f"No run to {purpose} yet: train a model first (or select a run on the Train page).", icon=":material/info:"
+        )
         st.page_link("views/train.py", label="Go to Train", icon=":material/model_training:")
         st.stop()
     try:

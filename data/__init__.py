@@ -1,4 +1,5 @@
 """Data sets: a registry of image and text data sets, their loaders and tokenizers."""
+
 from xaidash.data import sets as _sets  # noqa: F401  (registers every data set)
 from xaidash.data.errors import DatasetError, DatasetUnavailable
 from xaidash.data.paths import data_root
@@ -14,6 +15,15 @@ from xaidash.data.registry import (
 )
 
 __all__ = [
-    "DatasetError", "DatasetUnavailable", "DatasetInfo", "DatasetSource", "ImageSplit", "TextSplit",
-    "data_root", "get_info", "get_source", "list_datasets", "load_split",
+    "DatasetError",
+    "DatasetInfo",
+    "DatasetSource",
+    "DatasetUnavailable",
+    "ImageSplit",
+    "TextSplit",
+    "data_root",
+    "get_info",
+    "get_source",
+    "list_datasets",
+    "load_split",
 ]

@@ -1,4 +1,5 @@
 """`xaidash datasets`: what data sets exist and which are available offline."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,14 +14,16 @@ def datasets_table() -> list[dict[str, str]]:
     rows = []
     for info in list_datasets():
         available = get_source(info.name).is_available(root)
-        rows.append({
-            "name": info.name,
-            "modality": info.modality,
-            "classes": str(info.num_classes),
-            "input": "x".join(map(str, info.input_shape)) if info.input_shape else "text",
-            "ground truth": "masks" if info.has_masks else ("rationales" if info.has_rationales else ""),
-            "status": "built in" if info.builtin else ("available" if available else "needs download"),
-        })
+        rows.append(
+            {
+                "name": info.name,
+                "modality": info.modality,
+                "classes": str(info.num_classes),
+                "input": "x".join(map(str, info.input_shape)) if info.input_shape else "text",
+                "ground truth": "masks" if info.has_masks else ("rationales" if info.has_rationales else ""),
+                "status": "built in" if info.builtin else ("available" if available else "needs download"),
+            }
+        )
     return rows
 
 

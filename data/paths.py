@@ -1,4 +1,5 @@
 """Where xaidash keeps downloaded data sets."""
+
 from __future__ import annotations
 
 import os

@@ -4,11 +4,13 @@ A source declares what the data is (`DatasetInfo`) and loads its splits. Image s
 hold float images in [0, 1] (not normalised: normalisation belongs to the model input,
 see `data.transforms`); text splits hold raw strings.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal, Protocol, Sequence
+from typing import Literal, Protocol
 
 import torch
 

@@ -3,13 +3,15 @@
 `Tokenizer` is the interface shared by the word vocabulary built here (for models trained
 from scratch) and the pretrained Hugging Face tokenizer (models/minilm.py).
 """
+
 from __future__ import annotations
 
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol
 
 import torch
 
@@ -54,7 +56,7 @@ class WordVocab:
         self.max_length = max_length
 
     @classmethod
-    def build(cls, texts: Iterable[str], max_size: int = 20000, min_freq: int = 1, max_length: int = 64) -> "WordVocab":
+    def build(cls, texts: Iterable[str], max_size: int = 20000, min_freq: int = 1, max_length: int = 64) -> WordVocab:
         counts = Counter(w for t in texts for w in split_words(t))
         words = [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_freq]
         return cls(words[: max_size - 2], max_length=max_length)
@@ -83,12 +85,12 @@ class WordVocab:
         return {"kind": "word", "itos": self.itos, "max_length": self.max_length}
 
     @classmethod
-    def from_json(cls, obj: dict) -> "WordVocab":
+    def from_json(cls, obj: dict) -> WordVocab:
         return cls(obj["itos"], max_length=int(obj.get("max_length", 64)))
 
     def save(self, path: Path) -> None:
         Path(path).write_text(json.dumps(self.to_json()))
 
     @classmethod
-    def load(cls, path: Path) -> "WordVocab":
+    def load(cls, path: Path) -> WordVocab:
         return cls.from_json(json.loads(Path(path).read_text()))

@@ -1,4 +1,5 @@
 """Normalisation between [0, 1] images and what a model sees."""
+
 from __future__ import annotations
 
 import torch

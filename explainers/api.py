@@ -1,8 +1,10 @@
 """`explain()`: one entry point for every method, image or text."""
+
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,7 +26,9 @@ def predicted_targets(bundle: ModelBundle, x: torch.Tensor, batch_size: int = 25
         return torch.cat([bundle.model(x[i : i + batch_size]).argmax(1) for i in range(0, len(x), batch_size)])
 
 
-def _as_targets(targets: int | Sequence[int] | torch.Tensor | None, n: int, bundle: ModelBundle, x: torch.Tensor) -> torch.Tensor:
+def _as_targets(
+    targets: int | Sequence[int] | torch.Tensor | None, n: int, bundle: ModelBundle, x: torch.Tensor
+) -> torch.Tensor:
     if targets is None:
         return predicted_targets(bundle, x)
     t = torch.as_tensor([targets] * n if isinstance(targets, (int, np.integer)) else list(targets), dtype=torch.long)

@@ -6,9 +6,11 @@ A' = 0.5 * A + 0.5 * I, rows re-normalised, and the layers multiplied from the i
 R = A'_L ... A'_1. Written by hand: none of the installed libraries (captum, shap, lime,
 transformers) computes rollout.
 """
+
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from torch import nn
@@ -62,7 +64,9 @@ def pick_layer(attentions: Sequence[torch.Tensor], layer: int) -> torch.Tensor:
     """One layer by index; negative indices count from the last layer (-1 = last)."""
     n = len(attentions)
     if not -n <= layer < n:
-        raise ExplainError(f"Layer {layer} does not exist: the model has {n} attention layers (0..{n - 1}, or -1 for the last).")
+        raise ExplainError(
+            f"Layer {layer} does not exist: the model has {n} attention layers (0..{n - 1}, or -1 for the last)."
+        )
     return attentions[layer]
 
 
@@ -88,7 +92,9 @@ def rollout(attentions: Sequence[torch.Tensor], residual: bool = True) -> torch.
     return result
 
 
-def query_row(matrix: torch.Tensor, mode: Literal["first", "mean"], query_mask: torch.Tensor | None = None) -> torch.Tensor:
+def query_row(
+    matrix: torch.Tensor, mode: Literal["first", "mean"], query_mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """(N, T, T) -> (N, T): the first token's row (a class token), or the mean row over the
     queries where `query_mask` (N, T) is True (all queries when None)."""
     if mode == "first":

@@ -3,6 +3,7 @@
 Each baseline is built in pixel space ([0, 1], where 'black' and 'white' mean something)
 and then normalised the way the model reads its inputs, so it is comparable with `ctx.x`.
 """
+
 from __future__ import annotations
 
 import math

@@ -5,6 +5,7 @@ one score per word for text), `<method>.png` (overlay on the input) or `<method>
 highlighting); once: `input.png` (images: the input as the model saw it) and `metrics.json`.
 A method that fails or does not apply is reported in metrics.json and on stderr; the others go on.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,7 +58,9 @@ def parse_params(items: list[str] | None, methods: list[MethodSpec]) -> dict[str
             raise ExplainError(f"--param {item!r}: write method.name=value or name=value.")
         method_id, dot, name = key.rpartition(".")
         if dot and method_id not in by_id:
-            raise ExplainError(f"--param {item!r}: {method_id!r} is not one of the chosen methods ({', '.join(by_id)}).")
+            raise ExplainError(
+                f"--param {item!r}: {method_id!r} is not one of the chosen methods ({', '.join(by_id)})."
+            )
         targets = [by_id[method_id]] if dot else [m for m in methods if any(p.name == name for p in m.params)]
         if not targets:
             raise ExplainError(f"--param {item!r}: no chosen method has a parameter {name!r}.")
@@ -95,8 +98,10 @@ def _target(spec: str | None, bundle: ModelBundle) -> int | None:
 def _predictions(bundle: ModelBundle, raw: Any, k: int) -> list[dict[str, Any]]:
     probs = bundle.predict_proba(raw if bundle.modality == "image" else [raw])[0]
     top = torch.topk(probs, min(k, len(probs)))
-    return [{"class": int(i), "name": bundle.info.classes[int(i)], "probability": float(p)}
-            for p, i in zip(top.values, top.indices)]
+    return [
+        {"class": int(i), "name": bundle.info.classes[int(i)], "probability": float(p)}
+        for p, i in zip(top.values, top.indices)
+    ]
 
 
 def _save_outputs(e: Any, sample: ResolvedInput, bundle: ModelBundle, out: Path, signed: bool) -> list[str]:
@@ -106,7 +111,9 @@ def _save_outputs(e: Any, sample: ResolvedInput, bundle: ModelBundle, out: Path,
     np.save(out / f"{e.method}.npy", attr)
     files = [f"{e.method}.npy"]
     if bundle.modality == "image":
-        render.overlay(render.greyscale(sample.raw), attr, signed=signed, alpha=render.OVERLAY_ALPHA).save(out / f"{e.method}.png")
+        render.overlay(render.greyscale(sample.raw), attr, signed=signed, alpha=render.OVERLAY_ALPHA).save(
+            out / f"{e.method}.png"
+        )
         files.append(f"{e.method}.png")
     else:
         html = render.highlight_tokens(e.tokens[0], attr)
@@ -123,8 +130,14 @@ def _metrics(
 
     raw = sample.raw[None] if bundle.modality == "image" else [sample.raw]
     values, errors = input_metrics(
-        bundle, raw, e, masks=None if sample.mask is None else sample.mask[None],
-        rationales=[sample.rationale] if sample.rationale else None, background=background, steps=steps, seed=seed,
+        bundle,
+        raw,
+        e,
+        masks=None if sample.mask is None else sample.mask[None],
+        rationales=[sample.rationale] if sample.rationale else None,
+        background=background,
+        steps=steps,
+        seed=seed,
     )
     return {**{k: v[0] for k, v in values.items()}, **{k: {"error": err} for k, err in errors.items()}}
 
@@ -157,7 +170,9 @@ def _explain(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     predictions = _predictions(bundle, sample.raw, args.top_k)
-    background = background_samples(bundle, args.background, args.seed) if any(m.family == "shap" for m in chosen) else None
+    background = (
+        background_samples(bundle, args.background, args.seed) if any(m.family == "shap" for m in chosen) else None
+    )
     background_note = "none" if background is None else f"{len(background)} training images"
     if bundle.modality == "image":
         from PIL import Image
@@ -171,7 +186,9 @@ def _explain(args: argparse.Namespace) -> int:
         "model": bundle.spec.name,
         "dataset": bundle.info.name,
         "device": str(bundle.device),
-        "true_label": None if sample.label is None else {"class": sample.label, "name": bundle.info.classes[sample.label]},
+        "true_label": None
+        if sample.label is None
+        else {"class": sample.label, "name": bundle.info.classes[sample.label]},
         "target": None if target is None else {"class": target, "name": bundle.info.classes[target]},
         "predictions": predictions,
         "background": background_note,
@@ -182,10 +199,23 @@ def _explain(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         entry: dict[str, Any] = {"label": spec.label, "family": spec.family}
         try:
-            e = explain(bundle, sample.raw, target, spec.id, batch_size=args.batch_size, background=background,
-                        seed=args.seed, **params.get(spec.id, {}))
-            entry.update(params=e.params, target=int(e.targets[0]), seconds=e.seconds, device=e.device,
-                         diagnostics={k: v[0] for k, v in e.diagnostics.items()})
+            e = explain(
+                bundle,
+                sample.raw,
+                target,
+                spec.id,
+                batch_size=args.batch_size,
+                background=background,
+                seed=args.seed,
+                **params.get(spec.id, {}),
+            )
+            entry.update(
+                params=e.params,
+                target=int(e.targets[0]),
+                seconds=e.seconds,
+                device=e.device,
+                diagnostics={k: v[0] for k, v in e.diagnostics.items()},
+            )
             entry["files"] = _save_outputs(e, sample, bundle, out, spec.signed)
             if args.metrics:
                 entry["metrics"] = _metrics(e, sample, bundle, background, args.steps, args.seed)
@@ -199,8 +229,10 @@ def _explain(args: argparse.Namespace) -> int:
             print(f"{spec.id}: {entry['wall_seconds']:.2f} s", file=sys.stderr)
     (out / "metrics.json").write_text(json.dumps(_jsonable(report), indent=2), encoding="utf-8")
     top = predictions[0]
-    print(f"{sample.description}: predicted {top['name']} ({top['probability']:.1%}); "
-          f"{ok}/{len(chosen)} methods written to {out}")
+    print(
+        f"{sample.description}: predicted {top['name']} ({top['probability']:.1%}); "
+        f"{ok}/{len(chosen)} methods written to {out}"
+    )
     return 0 if ok else 1
 
 
@@ -220,23 +252,45 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "explain", help="explain one input of a trained run with several methods",
+        "explain",
+        help="explain one input of a trained run with several methods",
         description="Writes <method>.npy, <method>.png (or .html for text) and metrics.json into --out.",
     )
     p.add_argument("--run", required=True, help="run id (xaidash runs), run folder, or 'latest'")
-    p.add_argument("--input", required=True,
-                   help="image path; dataset:INDEX or dataset:train:INDEX; for text models the text or a .txt file")
+    p.add_argument(
+        "--input",
+        required=True,
+        help="image path; dataset:INDEX or dataset:train:INDEX; for text models the text or a .txt file",
+    )
     p.add_argument("--target", help="class index or name to explain (default: the predicted class)")
-    p.add_argument("--methods", default="all", help="comma-separated method ids (xaidash methods), or all (default): every method that applies")
-    p.add_argument("--param", action="append", metavar="METHOD.NAME=VALUE",
-                   help="method parameter, repeatable; NAME=VALUE sets it for every chosen method that has it")
+    p.add_argument(
+        "--methods",
+        default="all",
+        help="comma-separated method ids (xaidash methods), or all (default): every method that applies",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="METHOD.NAME=VALUE",
+        help="method parameter, repeatable; NAME=VALUE sets it for every chosen method that has it",
+    )
     p.add_argument("--metrics", action="store_true", help="also compute deletion/insertion AUC, pointing game, ...")
     p.add_argument("--steps", type=int, default=32, help="deletion/insertion steps (default %(default)s)")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, mps")
-    p.add_argument("--fit", choices=FITS, default="crop", help="how an image file is brought to the model's size: crop the centre (default), letterbox, stretch")
+    p.add_argument(
+        "--fit",
+        choices=FITS,
+        default="crop",
+        help="how an image file is brought to the model's size: crop the centre (default), letterbox, stretch",
+    )
     p.add_argument("--top-k", type=int, default=5, help="predictions listed in metrics.json (default %(default)s)")
-    p.add_argument("--background", type=int, default=BACKGROUND_SAMPLES, help="training images SHAP compares against (default %(default)s)")
+    p.add_argument(
+        "--background",
+        type=int,
+        default=BACKGROUND_SAMPLES,
+        help="training images SHAP compares against (default %(default)s)",
+    )
     p.add_argument("--batch-size", type=int, default=256, help="samples per forward pass (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed for sampling methods (default %(default)s)")
     p.set_defaults(func=_cmd_explain)

@@ -4,12 +4,14 @@ Plain functions (no Streamlit): a sample of the test split with its ground truth
 images for SHAP and the 'mean' baseline, per-input quality metrics of one explanation, and a
 full comparison (metrics table, agreement matrix, sanity check) with a progress callback.
 """
+
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -83,11 +85,15 @@ def pick_test_sample(bundle: ModelBundle, n: int = 8, seed: int = 0, indices: Se
     if indices is None:
         if n < 1:
             raise ExplainError("Pick at least one input.")
-        indices = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[: min(n, len(split))].tolist()
+        indices = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[
+            : min(n, len(split))
+        ].tolist()
     indices = [int(i) for i in indices]
     bad = [i for i in indices if not 0 <= i < len(split)]
     if bad:
-        raise ExplainError(f"Test indices {bad} are out of range: the test split has {len(split)} samples (0..{len(split) - 1}).")
+        raise ExplainError(
+            f"Test indices {bad} are out of range: the test split has {len(split)} samples (0..{len(split) - 1})."
+        )
     if not indices:
         raise ExplainError("Pick at least one input.")
     labels = [int(split.labels[i]) for i in indices]
@@ -127,11 +133,17 @@ def input_metrics(
             jobs["pointing_game"] = lambda: M.pointing_game(explanation, masks)
             jobs["energy_in_mask"] = lambda: M.energy_in_mask(explanation, masks)
         if _completeness_applies(explanation, background):
-            jobs["completeness_gap"] = lambda: M.completeness_gap(bundle, raw, explanation, background=background, seed=seed)
+            jobs["completeness_gap"] = lambda: M.completeness_gap(
+                bundle, raw, explanation, background=background, seed=seed
+            )
     else:
         text_steps = max(1, min(steps, 10))
-        jobs["deletion_auc"] = lambda: M.text_perturbation_curve(bundle, raw, explanation, mode="deletion", steps=text_steps).aucs
-        jobs["insertion_auc"] = lambda: M.text_perturbation_curve(bundle, raw, explanation, mode="insertion", steps=text_steps).aucs
+        jobs["deletion_auc"] = lambda: (
+            M.text_perturbation_curve(bundle, raw, explanation, mode="deletion", steps=text_steps).aucs
+        )
+        jobs["insertion_auc"] = lambda: (
+            M.text_perturbation_curve(bundle, raw, explanation, mode="insertion", steps=text_steps).aucs
+        )
         if rationales is not None and any(r for r in rationales):
             given = [list(r or []) for r in rationales]
             jobs["rationale_pointing"] = lambda: M.rationale_pointing(explanation, given)
@@ -210,15 +222,32 @@ def compare_methods(
     for m in methods:
         report(done / units, f"Explaining with {m}…")
         try:
-            e = explain(bundle, sample.raw, None, m, batch_size=batch_size, background=background, seed=seed, **params.get(m, {}))
+            e = explain(
+                bundle,
+                sample.raw,
+                None,
+                m,
+                batch_size=batch_size,
+                background=background,
+                seed=seed,
+                **params.get(m, {}),
+            )
         except Exception as err:  # noqa: BLE001 - one method failing must not stop the others
             errors[m] = f"{type(err).__name__}: {err}"
             done += 2
             continue
         explanations[m] = e
         tick(f"Scoring {m}…")
-        values, metric_errors = input_metrics(bundle, sample.raw, e, masks=sample.masks, rationales=rationales,
-                                              background=background, steps=steps, seed=seed)
+        values, metric_errors = input_metrics(
+            bundle,
+            sample.raw,
+            e,
+            masks=sample.masks,
+            rationales=rationales,
+            background=background,
+            steps=steps,
+            seed=seed,
+        )
         values["seconds"] = [e.seconds] * len(e)
         per_input[m] = values
         for name, msg in metric_errors.items():
@@ -226,8 +255,10 @@ def compare_methods(
         tick(f"Scored {m}")
 
     columns = [c for c in METRICS if any(c in v for v in per_input.values())]
-    rows = {m: {c: (_mean(v[c]) if c != "seconds" else float(v[c][0])) if c in v else float("nan") for c in columns}
-            for m, v in per_input.items()}
+    rows = {
+        m: {c: (_mean(v[c]) if c != "seconds" else float(v[c][0])) if c in v else float("nan") for c in columns}
+        for m, v in per_input.items()
+    }
     table = pd.DataFrame.from_dict(rows, orient="index", columns=columns)
     table.index.name = "method"
 
@@ -240,13 +271,27 @@ def compare_methods(
         subset = sample.raw[:k]
         report(done / units, "Sanity check: randomising the model's layers…")
         sanity_result = M.cascading_randomization(
-            bundle, subset, list(explanations), params={m: params.get(m, {}) for m in explanations},
-            max_steps=sanity_steps, batch_size=batch_size, seed=seed,
+            bundle,
+            subset,
+            list(explanations),
+            params={m: params.get(m, {}) for m in explanations},
+            max_steps=sanity_steps,
+            batch_size=batch_size,
+            seed=seed,
         )
         for m, msg in sanity_result.errors.items():
             errors[f"{m}: sanity check"] = msg
         done += len(methods) - 1
         tick("Sanity check done")
     report(1.0, "Done")
-    return Comparison(list(methods), explanations, per_input, table, agreement, sanity_result, errors, sample,
-                      seconds=time.perf_counter() - t0)
+    return Comparison(
+        list(methods),
+        explanations,
+        per_input,
+        table,
+        agreement,
+        sanity_result,
+        errors,
+        sample,
+        seconds=time.perf_counter() - t0,
+    )

@@ -1,4 +1,5 @@
 """The result type every method returns."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -13,6 +13,7 @@ model's input shape:
   "stretch" ignores the aspect ratio.
 Anything that is not a readable image of a sane size is refused with an ExplainError saying why.
 """
+
 from __future__ import annotations
 
 import io
@@ -112,7 +113,9 @@ def _open_image(source: ImageSource) -> tuple[Image.Image, str]:
         try:
             img = Image.open(fp)
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-            raise ExplainError(f"{name} is too large to decode safely (over {MAX_PIXELS // 1_000_000} megapixels).") from None
+            raise ExplainError(
+                f"{name} is too large to decode safely (over {MAX_PIXELS // 1_000_000} megapixels)."
+            ) from None
         except UnidentifiedImageError:
             what = "a text file, not an image" if _looks_like_text(_head(fp)) else "not an image Pillow can read"
             raise ExplainError(f"{name} is {what}: use {READABLE}.") from None
@@ -226,7 +229,9 @@ def _dataset_sample(bundle: ModelBundle, split_name: str, index: int) -> Resolve
     except DatasetError as e:
         raise ExplainError(f"Cannot load the {split_name} split of {info.name}: {e}") from None
     if not 0 <= index < len(split):
-        raise ExplainError(f"dataset:{index} is out of range: the {split_name} split of {info.name} has {len(split)} samples.")
+        raise ExplainError(
+            f"dataset:{index} is out of range: the {split_name} split of {info.name} has {len(split)} samples."
+        )
     label = int(split.labels[index])
     label = label if 0 <= label < info.num_classes else None
     name = f"{info.name} {split_name} #{index}"
@@ -234,7 +239,9 @@ def _dataset_sample(bundle: ModelBundle, split_name: str, index: int) -> Resolve
         name += f" (label {info.classes[label]})"
     if info.modality == "text":
         rationale = split.rationales[index] if getattr(split, "rationales", None) else None
-        return ResolvedInput(split.texts[index], label, name, rationale=list(rationale) if rationale is not None else None)
+        return ResolvedInput(
+            split.texts[index], label, name, rationale=list(rationale) if rationale is not None else None
+        )
     image = split.image(index).float()
     if tuple(image.shape) != tuple(info.input_shape):
         raise ExplainError(f"{name} has shape {tuple(image.shape)}, not the model's {tuple(info.input_shape)}.")

@@ -10,11 +10,13 @@
 - Explanations across training: one input explained with the weights of every saved epoch,
   each with that epoch's validation accuracy, through `explainers.explain`.
 """
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -105,7 +107,9 @@ def effective_receptive_field(
                 pass
             out = captured.get("out")
             if not isinstance(out, torch.Tensor) or out.dim() != 4:
-                raise ExplainError(f"Layer {layer!r} does not output a feature map (N, C, H, W); pick a conv or pooling layer.")
+                raise ExplainError(
+                    f"Layer {layer!r} does not output a feature map (N, C, H, W); pick a conv or pooling layer."
+                )
             out_hw = (int(out.shape[-2]), int(out.shape[-1]))
             r, c = unit if unit is not None else (out_hw[0] // 2, out_hw[1] // 2)
             if not (0 <= r < out_hw[0] and 0 <= c < out_hw[1]):
@@ -243,7 +247,9 @@ def explanations_across_training(
         bundle = load_bundle(r, device=device, epoch=epoch)
         proba = bundle.predict_proba([raw] if isinstance(raw, str) else raw)[0]
         explanations = {m: explain(bundle, raw, int(target), method=m, **params.get(m, {})) for m in usable}
-        out.epochs.append(EpochExplanations(epoch, val.get(epoch), int(proba.argmax()), float(proba[int(target)]), explanations))
+        out.epochs.append(
+            EpochExplanations(epoch, val.get(epoch), int(proba.argmax()), float(proba[int(target)]), explanations)
+        )
         if progress:
             progress(i + 1, len(wanted))
     return out

@@ -1,4 +1,5 @@
 """Declared method parameters: a schema the dashboard builds controls from and `explain` validates against."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

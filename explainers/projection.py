@@ -9,6 +9,7 @@ UMAP's fitted model cannot be stored without pickle, so it is kept in memory (a 
 process); when it is gone, `transform` refits UMAP with the same parameters and seed, which
 reproduces the cached map, and uses that fit.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,14 +32,30 @@ LABELS = {"umap": "UMAP", "tsne": "t-SNE", "pca": "PCA"}
 SEED = 0
 PARAMS: dict[str, tuple[Param, ...]] = {
     "umap": (
-        Param("n_neighbors", "int", 15, "Neighbours that define local structure: small keeps detail, large keeps the global layout.", min=2, max=200),
+        Param(
+            "n_neighbors",
+            "int",
+            15,
+            "Neighbours that define local structure: small keeps detail, large keeps the global layout.",
+            min=2,
+            max=200,
+        ),
         Param("min_dist", "float", 0.1, "How tightly points may pack together in the map.", min=0.0, max=1.0),
     ),
     "tsne": (
-        Param("perplexity", "float", 30.0, "About the number of neighbours each point keeps close; must be below N.", min=2.0, max=100.0),
+        Param(
+            "perplexity",
+            "float",
+            30.0,
+            "About the number of neighbours each point keeps close; must be below N.",
+            min=2.0,
+            max=100.0,
+        ),
     ),
     "pca": (
-        Param("x_component", "int", 1, "Principal component on the horizontal axis (1 = most variance).", min=1, max=50),
+        Param(
+            "x_component", "int", 1, "Principal component on the horizontal axis (1 = most variance).", min=1, max=50
+        ),
         Param("y_component", "int", 2, "Principal component on the vertical axis.", min=1, max=50),
     ),
 }
@@ -51,7 +68,7 @@ NO_TRANSFORM = (
     "point cannot be placed without recomputing the whole map. Use UMAP or PCA to place an input."
 )
 
-_FITTED: "OrderedDict[str, Any]" = OrderedDict()  # cache key -> fitted umap.UMAP, most recent last
+_FITTED: OrderedDict[str, Any] = OrderedDict()  # cache key -> fitted umap.UMAP, most recent last
 _FITTED_MAX = 4
 _LOCK = threading.Lock()
 
@@ -63,7 +80,9 @@ def resolve_params(method: str, given: dict[str, Any]) -> dict[str, Any]:
     known = {p.name: p for p in PARAMS[method]}
     unknown = set(given) - set(known)
     if unknown:
-        raise ExplainError(f"{LABELS[method]} has no parameter {', '.join(sorted(unknown))}; it takes {', '.join(known)}.")
+        raise ExplainError(
+            f"{LABELS[method]} has no parameter {', '.join(sorted(unknown))}; it takes {', '.join(known)}."
+        )
     return {name: p.coerce(given.get(name, p.default)) for name, p in known.items()}
 
 
@@ -112,8 +131,10 @@ class Projection:
     def axis_labels(self) -> tuple[str, str]:
         if self.method == "pca":
             ev = self.explained_variance or [float("nan")] * 2
-            return (f"PC{self.params['x_component']} ({100 * ev[0]:.1f}% variance)",
-                    f"PC{self.params['y_component']} ({100 * ev[1]:.1f}% variance)")
+            return (
+                f"PC{self.params['x_component']} ({100 * ev[0]:.1f}% variance)",
+                f"PC{self.params['y_component']} ({100 * ev[1]:.1f}% variance)",
+            )
         return f"{LABELS[self.method]} 1", f"{LABELS[self.method]} 2"
 
     def transform(self, new: np.ndarray) -> np.ndarray:
@@ -129,7 +150,9 @@ class Projection:
             return ((new - mean) @ components.T).astype(np.float32)
         reducer = _fitted_umap(self)
         if new.shape[1] != reducer._raw_data.shape[1]:
-            raise ExplainError(f"The map was made from {reducer._raw_data.shape[1]} features per sample; got {new.shape[1]}.")
+            raise ExplainError(
+                f"The map was made from {reducer._raw_data.shape[1]} features per sample; got {new.shape[1]}."
+            )
         return np.asarray(reducer.transform(new), dtype=np.float32)
 
 
@@ -149,9 +172,18 @@ def _atomic_save(path: Path, writer) -> None:
 def _save(cache_dir: Path, p: Projection) -> None:
     _atomic_save(cache_dir / f"{p.key}.npy", lambda f: np.save(f, p.coords, allow_pickle=False))
     if p._pca is not None:
-        _atomic_save(cache_dir / f"{p.key}.pca.npy", lambda f: np.save(f, np.vstack([p._pca[0][None], p._pca[1]]), allow_pickle=False))
-    meta = {"method": p.method, "params": p.params, "seconds": p.seconds, "explained_variance": p.explained_variance,
-            "n": int(len(p.coords)), "seed": SEED}
+        _atomic_save(
+            cache_dir / f"{p.key}.pca.npy",
+            lambda f: np.save(f, np.vstack([p._pca[0][None], p._pca[1]]), allow_pickle=False),
+        )
+    meta = {
+        "method": p.method,
+        "params": p.params,
+        "seconds": p.seconds,
+        "explained_variance": p.explained_variance,
+        "n": len(p.coords),
+        "seed": SEED,
+    }
     _atomic_save(cache_dir / f"{p.key}.json", lambda f: f.write(json.dumps(meta, indent=2).encode()))
 
 
@@ -170,8 +202,17 @@ def _load(cache_dir: Path, key: str, method: str, params: dict[str, Any], featur
         return None  # torn or foreign files: compute again
     if coords.shape != (len(features), 2):
         return None
-    return Projection(method, params, coords.astype(np.float32), key, float(meta.get("seconds", 0.0)), True,
-                      list(meta.get("explained_variance", [])), features, pca)
+    return Projection(
+        method,
+        params,
+        coords.astype(np.float32),
+        key,
+        float(meta.get("seconds", 0.0)),
+        True,
+        list(meta.get("explained_variance", [])),
+        features,
+        pca,
+    )
 
 
 def _umap(params: dict[str, Any], n: int):
@@ -180,8 +221,13 @@ def _umap(params: dict[str, Any], n: int):
     if n <= 2:
         raise ExplainError(f"UMAP needs at least 3 samples; got {n}.")
     # umap needs n_neighbors < N; clamp rather than refuse, since N is the user's sample count choice
-    return umap.UMAP(n_components=2, n_neighbors=min(params["n_neighbors"], n - 1), min_dist=params["min_dist"],
-                     random_state=SEED, n_jobs=1)
+    return umap.UMAP(
+        n_components=2,
+        n_neighbors=min(params["n_neighbors"], n - 1),
+        min_dist=params["min_dist"],
+        random_state=SEED,
+        n_jobs=1,
+    )
 
 
 def _remember(key: str, reducer: Any) -> None:
@@ -238,7 +284,9 @@ def project(
         if params["x_component"] == params["y_component"]:
             raise ExplainError("Pick two different principal components for the two axes.")
         if top > min(n, d):
-            raise ExplainError(f"PCA of {n} samples with {d} features has {min(n, d)} components; component {top} does not exist.")
+            raise ExplainError(
+                f"PCA of {n} samples with {d} features has {min(n, d)} components; component {top} does not exist."
+            )
         pca = PCA(n_components=top, random_state=SEED).fit(features)
         picks = [params["x_component"] - 1, params["y_component"] - 1]
         components = pca.components_[picks].astype(np.float32)
@@ -252,15 +300,27 @@ def project(
         if n < 4:
             raise ExplainError(f"t-SNE needs at least 4 samples; got {n}.")
         if params["perplexity"] >= n:
-            raise ExplainError(f"t-SNE's perplexity ({params['perplexity']:g}) must be below the number of samples ({n}).")
-        coords = TSNE(n_components=2, perplexity=params["perplexity"], init="pca", learning_rate="auto",
-                      random_state=SEED).fit_transform(features)
+            raise ExplainError(
+                f"t-SNE's perplexity ({params['perplexity']:g}) must be below the number of samples ({n})."
+            )
+        coords = TSNE(
+            n_components=2, perplexity=params["perplexity"], init="pca", learning_rate="auto", random_state=SEED
+        ).fit_transform(features)
     else:
         reducer = _umap(params, n)
         coords = reducer.fit_transform(features)
         _remember(key, reducer)
-    result = Projection(method, params, np.asarray(coords, dtype=np.float32), key, time.perf_counter() - start,
-                        False, explained, features, pca_model)
+    result = Projection(
+        method,
+        params,
+        np.asarray(coords, dtype=np.float32),
+        key,
+        time.perf_counter() - start,
+        False,
+        explained,
+        features,
+        pca_model,
+    )
     if cache_dir is not None:
         _save(Path(cache_dir), result)
     return result

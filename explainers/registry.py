@@ -5,10 +5,12 @@ Its `compute(ctx, params)` gets the prepared inputs and targets and returns a
 `MethodOutput`; `explainers.api.explain` does the rest (validation, timing, resizing to the
 input, merging word pieces) so every method stays small.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -87,7 +89,9 @@ class MethodSpec:
                 value = value or bundle.spec.last_conv
                 layers = layer_choices(bundle)
                 if value not in layers:
-                    raise ExplainError(f"Layer {value!r} is not a conv layer of {bundle.spec.name}; pick one of {', '.join(layers)}.")
+                    raise ExplainError(
+                        f"Layer {value!r} is not a conv layer of {bundle.spec.name}; pick one of {', '.join(layers)}."
+                    )
             else:
                 value = p.coerce(value)
             out[name] = value

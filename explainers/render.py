@@ -7,11 +7,13 @@ the CLI. Colour conventions:
 - `scale` fixes the value that gets the strongest colour, so several maps (e.g. one per method)
   can share one colour scale; by default each map uses its own max |value|.
 """
+
 from __future__ import annotations
 
 import html
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -63,7 +65,9 @@ def colorize(values: Any, signed: bool = True, scale: float | None = None, cmap:
     try:
         colormap = matplotlib.colormaps[cmap or default_cmap(signed)]
     except KeyError:
-        raise ExplainError(f"Unknown colour map {cmap!r}; try {SIGNED_CMAP}, bwr, {UNSIGNED_CMAP} or viridis.") from None
+        raise ExplainError(
+            f"Unknown colour map {cmap!r}; try {SIGNED_CMAP}, bwr, {UNSIGNED_CMAP} or viridis."
+        ) from None
     return colormap(normalize_values(values, signed, scale))[..., :3]
 
 
@@ -75,7 +79,9 @@ def image_hwc(image01: Any) -> np.ndarray:
     if img.ndim == 2:
         img = img[..., None]
     if img.ndim != 3 or img.shape[-1] not in (1, 3):
-        raise ExplainError(f"Expected an image (C, H, W), (H, W, C) or (H, W) with 1 or 3 channels, got shape {img.shape}.")
+        raise ExplainError(
+            f"Expected an image (C, H, W), (H, W, C) or (H, W) with 1 or 3 channels, got shape {img.shape}."
+        )
     if img.shape[-1] == 1:
         img = np.repeat(img, 3, axis=-1)
     return np.clip(np.nan_to_num(img), 0.0, 1.0)
@@ -143,10 +149,14 @@ def overlay(
     img = image_hwc(image01)
     a = _map_2d(attribution)
     if a.shape != img.shape[:2]:
-        a = np.asarray(Image.fromarray(a.astype(np.float32)).resize((img.shape[1], img.shape[0]), Image.Resampling.BILINEAR))
+        a = np.asarray(
+            Image.fromarray(a.astype(np.float32)).resize((img.shape[1], img.shape[0]), Image.Resampling.BILINEAR)
+        )
     colour = colorize(a, signed, scale, cmap)
     if by_magnitude:
-        strength = np.abs(normalize_values(a, signed, scale) - 0.5) * 2.0 if signed else normalize_values(a, signed, scale)
+        strength = (
+            np.abs(normalize_values(a, signed, scale) - 0.5) * 2.0 if signed else normalize_values(a, signed, scale)
+        )
         weight = alpha * strength[..., None]
     else:
         weight = np.full(a.shape + (1,), alpha)
@@ -181,7 +191,12 @@ def colorbar(
         w = draw.textlength(text, font=font)
         draw.text((min(max(0, x - w / 2), width - w), bar_h + 1), text, fill="black", font=font)
     if label:
-        draw.text((max(0.0, width / 2 - draw.textlength(label, font=font) / 2), bar_h + 1 + line), label, fill="dimgray", font=font)
+        draw.text(
+            (max(0.0, width / 2 - draw.textlength(label, font=font) / 2), bar_h + 1 + line),
+            label,
+            fill="dimgray",
+            font=font,
+        )
     return img
 
 

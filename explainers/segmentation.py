@@ -6,11 +6,12 @@ wanted segment count, and a short ladder of settings is tried until the count is
 if a method still yields too few segments the image gets a regular grid instead (recorded in
 `Segmentation.grid_fallback`).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -89,7 +90,9 @@ def _segment_one(img: np.ndarray, method: str, n_segments: int, floor: int, seed
         base = 0.1 if c == 1 else 10.0
         src, axis = (img[..., 0], None) if c == 1 else (img, -1)
         return _tune(
-            lambda comp: slic(src, n_segments=n_segments, compactness=comp, sigma=0.5, channel_axis=axis, start_label=0),
+            lambda comp: slic(
+                src, n_segments=n_segments, compactness=comp, sigma=0.5, channel_axis=axis, start_label=0
+            ),
             [base * f for f in (0.3, 1, 3, 10)],
             n_segments,
             floor,
@@ -163,7 +166,9 @@ def segment_means(images01: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
     masks = masks.to(images01.device).long()
     k = int(masks.max()) + 1
     flat = masks.view(n, 1, h * w).expand(n, c, h * w)
-    sums = torch.zeros(n, c, k, device=images01.device, dtype=images01.dtype).scatter_add_(2, flat, images01.reshape(n, c, h * w))
+    sums = torch.zeros(n, c, k, device=images01.device, dtype=images01.dtype).scatter_add_(
+        2, flat, images01.reshape(n, c, h * w)
+    )
     sizes = torch.zeros(n, 1, k, device=images01.device, dtype=images01.dtype).scatter_add_(
         2, masks.view(n, 1, h * w), torch.ones(n, 1, h * w, device=images01.device, dtype=images01.dtype)
     )
@@ -190,14 +195,23 @@ def superpixel_params() -> tuple[Param, Param]:
     """The segmentation and segment-count parameters every superpixel method (LIME, KernelSHAP) takes."""
     return (
         Param("segmentation", "choice", "slic", "How the image is cut into superpixels.", choices=METHODS),
-        Param("segments", "int", 30, "Target number of superpixels (the count reached is in the diagnostic segments).", min=2, max=500),
+        Param(
+            "segments",
+            "int",
+            30,
+            "Target number of superpixels (the count reached is in the diagnostic segments).",
+            min=2,
+            max=500,
+        ),
     )
 
 
 def hide_param(help_suffix: str = "") -> Param:
     """What a switched-off superpixel shows."""
     return Param(
-        "hide", "choice", "mean",
+        "hide",
+        "choice",
+        "mean",
         f"What a switched-off superpixel shows: its own mean colour{help_suffix}, black, or a blurred copy.",
         choices=FILLS,
     )

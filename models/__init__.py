@@ -1,4 +1,5 @@
 """Model zoo, training engine and run store."""
+
 import xaidash.data as _data  # noqa: F401  (data sets registered before models refer to them)
 from xaidash.models import zoo as _zoo  # noqa: F401  (registers every zoo model)
 from xaidash.models.bundle import ModelBundle

@@ -1,8 +1,9 @@
 """Feeding training batches: device-resident tensors for small data, a DataLoader otherwise."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +26,9 @@ class TensorData:
     def __len__(self) -> int:
         return len(self.y)
 
-    def batches(self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(
+        self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         n = len(self.y)
         order = torch.randperm(n, generator=generator).to(self.y.device) if shuffle else None
         for i in range(0, n, batch_size):
@@ -40,16 +43,24 @@ class TensorData:
 class LoaderData:
     """A lazily read image split (image folders) through a DataLoader, normalised on the device."""
 
-    def __init__(self, split: ImageSplit, info: DatasetInfo, device: torch.device, indices: list[int], workers: int = 0):
+    def __init__(
+        self, split: ImageSplit, info: DatasetInfo, device: torch.device, indices: list[int], workers: int = 0
+    ):
         self.split, self.info, self.device, self.indices, self.workers = split, info, device, indices, workers
 
     def __len__(self) -> int:
         return len(self.indices)
 
-    def batches(self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(
+        self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         subset = torch.utils.data.Subset(self.split.dataset, self.indices)
         loader = torch.utils.data.DataLoader(
-            subset, batch_size=batch_size, shuffle=shuffle, generator=generator, num_workers=self.workers,
+            subset,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            generator=generator,
+            num_workers=self.workers,
             pin_memory=self.device.type == "cuda",
         )
         for x, y in loader:
@@ -57,7 +68,9 @@ class LoaderData:
             yield x, torch.as_tensor(y).to(self.device, non_blocking=True)
 
 
-def image_tensors(split: ImageSplit, info: DatasetInfo, device: torch.device, indices: torch.Tensor | None = None) -> TensorData:
+def image_tensors(
+    split: ImageSplit, info: DatasetInfo, device: torch.device, indices: torch.Tensor | None = None
+) -> TensorData:
     images = split.images if indices is None else split.images[indices]
     labels = split.labels if indices is None else split.labels[indices]
     keep_on_cpu = images.numel() * 4 > DEVICE_BYTES_LIMIT

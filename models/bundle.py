@@ -1,9 +1,11 @@
 """A trained (or fresh) model together with everything needed to feed and explain it."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -54,7 +56,9 @@ class ModelBundle:
         """Class probabilities (N, classes) on the CPU, computed in batches on the device."""
         self.model.eval()
         x = self.prepare(inputs)
-        out = [torch.softmax(self.model(x[i : i + batch_size]).float(), dim=1).cpu() for i in range(0, len(x), batch_size)]
+        out = [
+            torch.softmax(self.model(x[i : i + batch_size]).float(), dim=1).cpu() for i in range(0, len(x), batch_size)
+        ]
         return torch.cat(out) if out else torch.empty(0, self.info.num_classes)
 
     def layer(self, path: str) -> nn.Module:

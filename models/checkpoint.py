@@ -3,6 +3,7 @@
 safetensors stores flat name -> tensor maps; the optimizer's non-tensor state (param groups,
 hyperparameters) travels as JSON in the file's metadata.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """`xaidash train` and `xaidash runs`."""
+
 from __future__ import annotations
 
 import argparse
@@ -35,12 +36,18 @@ class ProgressPrinter:
                 self.bar = tqdm(total=e.total_steps, initial=e.step, unit="step", file=sys.stderr, dynamic_ncols=True)
         elif e.kind == "step" and self.bar is not None:
             self.bar.update(e.step - self.bar.n)
-            self.bar.set_postfix(epoch=e.epoch, loss=f"{e.train_loss:.3f}", acc=_fmt(e.train_acc, True),
-                                 rate=f"{e.samples_per_s or 0:.0f}/s")
+            self.bar.set_postfix(
+                epoch=e.epoch,
+                loss=f"{e.train_loss:.3f}",
+                acc=_fmt(e.train_acc, True),
+                rate=f"{e.samples_per_s or 0:.0f}/s",
+            )
         elif e.kind == "epoch":
-            line = (f"epoch {e.epoch}/{e.epochs}: train loss {_fmt(e.train_loss)} acc {_fmt(e.train_acc, True)}"
-                    f" | val loss {_fmt(e.val_loss)} acc {_fmt(e.val_acc, True)} | {e.samples_per_s or 0:.0f} samples/s"
-                    + (f" ({e.message})" if e.message else ""))
+            line = (
+                f"epoch {e.epoch}/{e.epochs}: train loss {_fmt(e.train_loss)} acc {_fmt(e.train_acc, True)}"
+                f" | val loss {_fmt(e.val_loss)} acc {_fmt(e.val_acc, True)} | {e.samples_per_s or 0:.0f} samples/s"
+                + (f" ({e.message})" if e.message else "")
+            )
             (self.bar.write(line, file=sys.stderr) if self.bar is not None else print(line, file=sys.stderr))
         elif e.kind == "end" and self.bar is not None:
             self.bar.close()
@@ -55,10 +62,23 @@ def _cmd_train(args: argparse.Namespace) -> int:
         except json.JSONDecodeError:
             options[key] = value
     cfg = TrainConfig(
-        dataset=args.dataset, model=args.model, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-        optimizer=args.optimizer, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,
-        augment=args.augment, device=args.device, seed=args.seed, val_fraction=args.val_fraction,
-        max_train_samples=args.max_train_samples, amp=not args.no_amp, workers=args.workers, model_options=options,
+        dataset=args.dataset,
+        model=args.model,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        optimizer=args.optimizer,
+        momentum=args.momentum,
+        weight_decay=args.weight_decay,
+        schedule=args.schedule,
+        augment=args.augment,
+        device=args.device,
+        seed=args.seed,
+        val_fraction=args.val_fraction,
+        max_train_samples=args.max_train_samples,
+        amp=not args.no_amp,
+        workers=args.workers,
+        model_options=options,
     )
     stop = threading.Event()
     try:
@@ -71,8 +91,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if result.state == "failed":
         print(f"error: run {result.run.id} failed: {result.error}", file=sys.stderr)
         return 1
-    print(f"{result.state}: run {result.run.id}  test acc {_fmt(result.test_acc, True)}  test loss {_fmt(result.test_loss)}"
-          f"  ({s.get('train_seconds', 0):.1f} s on {result.run.config()['device']})")
+    print(
+        f"{result.state}: run {result.run.id}  test acc {_fmt(result.test_acc, True)}  test loss {_fmt(result.test_loss)}"
+        f"  ({s.get('train_seconds', 0):.1f} s on {result.run.config()['device']})"
+    )
     print(f"folder: {result.run.path}")
     return 0
 
@@ -85,13 +107,19 @@ def runs_table() -> list[dict[str, str]]:
         except Exception as e:  # a damaged run must not hide the others
             rows.append({"run": r.id, "model": "?", "dataset": "?", "state": f"unreadable: {e}"})
             continue
-        rows.append({
-            "run": r.id, "model": c["model"], "dataset": c["dataset"], "state": s.get("state", "?"),
-            "epochs": f"{s.get('epochs_done', 0)}/{c['train']['epochs']}",
-            "val acc": _fmt(s.get("val_acc"), True), "test acc": _fmt(s.get("test_acc"), True),
-            "device": c.get("device", "?"),
-            "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
-        })
+        rows.append(
+            {
+                "run": r.id,
+                "model": c["model"],
+                "dataset": c["dataset"],
+                "state": s.get("state", "?"),
+                "epochs": f"{s.get('epochs_done', 0)}/{c['train']['epochs']}",
+                "val acc": _fmt(s.get("val_acc"), True),
+                "test acc": _fmt(s.get("test_acc"), True),
+                "device": c.get("device", "?"),
+                "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
+            }
+        )
     return rows
 
 
@@ -114,8 +142,12 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     d = TrainConfig()
-    p = sub.add_parser("train", help="train a zoo model on a data set", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--dataset", default=d.dataset, help="data set name (xaidash datasets), imagefolder:<path> or csv:<path>")
+    p = sub.add_parser(
+        "train", help="train a zoo model on a data set", formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    p.add_argument(
+        "--dataset", default=d.dataset, help="data set name (xaidash datasets), imagefolder:<path> or csv:<path>"
+    )
     p.add_argument("--model", default=d.model, help="zoo model (xaidash models)")
     p.add_argument("--epochs", type=int, default=d.epochs)
     p.add_argument("--batch-size", type=int, default=d.batch_size)

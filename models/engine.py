@@ -5,6 +5,7 @@ folders stream through a DataLoader. bf16 autocast on CUDA. Progress goes out as
 `TrainEvent`s to any number of callbacks (CLI progress bar, dashboard job); a stop request
 is honoured within one step and leaves a valid checkpoint.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,10 +14,11 @@ import random
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -163,7 +165,9 @@ class _Prepared:
     test_labels: torch.Tensor
 
 
-def _prepare_data(cfg: TrainConfig, source: DatasetSource, device: torch.device, run: Run, resume_vocab: bool) -> _Prepared:
+def _prepare_data(
+    cfg: TrainConfig, source: DatasetSource, device: torch.device, run: Run, resume_vocab: bool
+) -> _Prepared:
     info = source.info
     spec = get_spec(cfg.model)
     train_split = source.load("train")
@@ -205,13 +209,17 @@ def _prepare_data(cfg: TrainConfig, source: DatasetSource, device: torch.device,
 
 def _optimizer(cfg: TrainConfig, params, lr: float) -> torch.optim.Optimizer:
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, nesterov=cfg.momentum > 0)
+        return torch.optim.SGD(
+            params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, nesterov=cfg.momentum > 0
+        )
     if cfg.optimizer == "adamw":
         return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay or 0.01)
     return torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay)
 
 
-def _schedule(cfg: TrainConfig, opt: torch.optim.Optimizer, lr: float, total_steps: int) -> torch.optim.lr_scheduler.LRScheduler:
+def _schedule(
+    cfg: TrainConfig, opt: torch.optim.Optimizer, lr: float, total_steps: int
+) -> torch.optim.lr_scheduler.LRScheduler:
     if cfg.schedule == "onecycle":
         return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(1, total_steps))
     if cfg.schedule == "cosine":
@@ -226,8 +234,14 @@ def _autocast(device: torch.device, enabled: bool):
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, data: TensorData | LoaderData, device: torch.device, amp: bool, batch_size: int = 1024,
-             num_classes: int | None = None) -> dict[str, Any]:
+def evaluate(
+    model: nn.Module,
+    data: TensorData | LoaderData,
+    device: torch.device,
+    amp: bool,
+    batch_size: int = 1024,
+    num_classes: int | None = None,
+) -> dict[str, Any]:
     """Loss, accuracy and (when num_classes is given) the confusion matrix [true][pred]."""
     model.eval()
     loss_sum, correct, n = 0.0, 0, 0
@@ -241,7 +255,9 @@ def evaluate(model: nn.Module, data: TensorData | LoaderData, device: torch.devi
         correct += int((pred == y).sum())
         n += len(y)
         if num_classes:
-            confusion += torch.bincount((y * num_classes + pred).cpu(), minlength=num_classes**2).view(num_classes, num_classes)
+            confusion += torch.bincount((y * num_classes + pred).cpu(), minlength=num_classes**2).view(
+                num_classes, num_classes
+            )
     out: dict[str, Any] = {"loss": loss_sum / max(n, 1), "acc": correct / max(n, 1), "n": n}
     if num_classes:
         out["confusion"] = confusion.tolist()
@@ -297,7 +313,9 @@ def train(
             for _ in range(start_epoch * steps_per_epoch):
                 sched.step()
         if start_epoch >= cfg.epochs:
-            raise ModelError(f"Run {run.id} already has {start_epoch} epochs: ask for more (--epochs N > {start_epoch}).")
+            raise ModelError(
+                f"Run {run.id} already has {start_epoch} epochs: ask for more (--epochs N > {start_epoch})."
+            )
 
     model_note = getattr(model, "xai_note", None) or spec.note()
     config = {
@@ -327,7 +345,11 @@ def train(
             cb(event)
 
     base = dict(run_id=run.id, epochs=cfg.epochs, total_steps=total_steps)
-    emit(TrainEvent(kind="start", epoch=start_epoch, step=start_epoch * steps_per_epoch, message=model_note or "", **base))
+    emit(
+        TrainEvent(
+            kind="start", epoch=start_epoch, step=start_epoch * steps_per_epoch, message=model_note or "", **base
+        )
+    )
     log_every = max(1, steps_per_epoch // 20)
     loss_fn = nn.CrossEntropyLoss()
     t0 = time.perf_counter()
@@ -371,11 +393,20 @@ def train(
                     rate = samples_seen / elapsed if elapsed > 0 else None
                     remaining = (total_steps - step) * cfg.batch_size
                     event = TrainEvent(
-                        kind="step", epoch=epoch, step=step, train_loss=float(loss_sum) / seen,
-                        train_acc=float(correct) / seen, lr=opt.param_groups[0]["lr"], samples_per_s=rate,
-                        elapsed_s=elapsed, eta_s=remaining / rate if rate else None, **base,
+                        kind="step",
+                        epoch=epoch,
+                        step=step,
+                        train_loss=float(loss_sum) / seen,
+                        train_acc=float(correct) / seen,
+                        lr=opt.param_groups[0]["lr"],
+                        samples_per_s=rate,
+                        elapsed_s=elapsed,
+                        eta_s=remaining / rate if rate else None,
+                        **base,
                     )
-                    records.append({k: v for k, v in asdict(event).items() if v is not None and k not in ("run_id", "message")})
+                    records.append(
+                        {k: v for k, v in asdict(event).items() if v is not None and k not in ("run_id", "message")}
+                    )
                     emit(event)
             stopped = stop.is_set()
             if seen == 0 and stopped:
@@ -386,10 +417,18 @@ def train(
             elapsed = time.perf_counter() - t0
             rate = samples_seen / elapsed if elapsed > 0 else None
             event = TrainEvent(
-                kind="epoch", epoch=epoch, step=step, train_loss=float(loss_sum) / max(seen, 1),
-                train_acc=float(correct) / max(seen, 1), val_loss=val.get("loss"), val_acc=val.get("acc"),
-                lr=opt.param_groups[0]["lr"], samples_per_s=rate, elapsed_s=elapsed,
-                eta_s=(total_steps - step) * cfg.batch_size / rate if rate else None, **base,
+                kind="epoch",
+                epoch=epoch,
+                step=step,
+                train_loss=float(loss_sum) / max(seen, 1),
+                train_acc=float(correct) / max(seen, 1),
+                val_loss=val.get("loss"),
+                val_acc=val.get("acc"),
+                lr=opt.param_groups[0]["lr"],
+                samples_per_s=rate,
+                elapsed_s=elapsed,
+                eta_s=(total_steps - step) * cfg.batch_size / rate if rate else None,
+                **base,
                 message="stopped during this epoch" if stopped else "",
             )
             records.append({k: v for k, v in asdict(event).items() if v is not None and k != "run_id"})
@@ -407,8 +446,10 @@ def train(
         state, error = "failed", str(e)
     except torch.cuda.OutOfMemoryError:
         state = "failed"
-        error = (f"Out of memory on {_device_name(device)} at batch size {cfg.batch_size}: lower the batch size "
-                 "(--batch-size) or train on another device.")
+        error = (
+            f"Out of memory on {_device_name(device)} at batch size {cfg.batch_size}: lower the batch size "
+            "(--batch-size) or train on another device."
+        )
     except RuntimeError as e:
         if "out of memory" not in str(e).lower():
             raise
@@ -421,13 +462,35 @@ def train(
     if state != "failed":
         test = evaluate(model, data.test, device, cfg.amp, num_classes=data.info.num_classes)
     elapsed = time.perf_counter() - t0
-    run.write_metrics(records + ([{"kind": "test", "test_loss": test["loss"], "test_acc": test["acc"]}] if test else []))
-    run.update_summary(
-        state=state, error=error, test_acc=test.get("acc"), test_loss=test.get("loss"),
-        confusion=test.get("confusion"), train_seconds=round(elapsed, 2), samples_per_s=samples_seen / elapsed if elapsed else None,
+    run.write_metrics(
+        records + ([{"kind": "test", "test_loss": test["loss"], "test_acc": test["acc"]}] if test else [])
     )
-    emit(TrainEvent(kind="end", epoch=epoch, step=step, state=state, message=error or "", elapsed_s=elapsed,
-                    val_acc=None, **base))
-    return TrainResult(run=run, state=state, error=error, test_acc=test.get("acc"), test_loss=test.get("loss"),
-                       epochs_done=run.summary().get("epochs_done", 0))
-
+    run.update_summary(
+        state=state,
+        error=error,
+        test_acc=test.get("acc"),
+        test_loss=test.get("loss"),
+        confusion=test.get("confusion"),
+        train_seconds=round(elapsed, 2),
+        samples_per_s=samples_seen / elapsed if elapsed else None,
+    )
+    emit(
+        TrainEvent(
+            kind="end",
+            epoch=epoch,
+            step=step,
+            state=state,
+            message=error or "",
+            elapsed_s=elapsed,
+            val_acc=None,
+            **base,
+        )
+    )
+    return TrainResult(
+        run=run,
+        state=state,
+        error=error,
+        test_acc=test.get("acc"),
+        test_loss=test.get("loss"),
+        epochs_done=run.summary().get("epochs_done", 0),
+    )

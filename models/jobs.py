@@ -4,14 +4,16 @@ Plain Python (a thread, a lock, a stop event), no Streamlit: a worker thread can
 browser session's state (Streamlit drops writes made outside a script run), so the worker
 updates a `Job` object that every page reads through `snapshot()`.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from xaidash.data.errors import DatasetError
 from xaidash.data.registry import get_source
@@ -90,7 +92,9 @@ class Job:
                 self._state = "running"
                 self._last = event
             if event.kind in ("step", "epoch"):
-                record = {k: v for k, v in asdict(event).items() if v is not None and k not in ("run_id", "message", "state")}
+                record = {
+                    k: v for k, v in asdict(event).items() if v is not None and k not in ("run_id", "message", "state")
+                }
                 self._history.append(record)
 
     def _finish(self, state: str, error: str | None, result: TrainResult | None = None) -> None:
@@ -130,13 +134,24 @@ class Job:
         with self._lock:
             e = self._last
             return JobSnapshot(
-                id=self.id, config=asdict(self.cfg), state=self._state, run_id=self._run_id,
-                epoch=e.epoch if e else 0, epochs=e.epochs if e else self.cfg.epochs, step=e.step if e else 0,
-                total_steps=e.total_steps if e else 0, eta_s=e.eta_s if e and self._state == "running" else None,
+                id=self.id,
+                config=asdict(self.cfg),
+                state=self._state,
+                run_id=self._run_id,
+                epoch=e.epoch if e else 0,
+                epochs=e.epochs if e else self.cfg.epochs,
+                step=e.step if e else 0,
+                total_steps=e.total_steps if e else 0,
+                eta_s=e.eta_s if e and self._state == "running" else None,
                 samples_per_s=e.samples_per_s if e else None,
-                elapsed_s=(self._finished or time.time()) - self._started, history=tuple(self._history),
-                error=self._error, test_acc=self._test[0], test_loss=self._test[1], started=self._started,
-                finished=self._finished, stop_requested=self.stop_event.is_set(),
+                elapsed_s=(self._finished or time.time()) - self._started,
+                history=tuple(self._history),
+                error=self._error,
+                test_acc=self._test[0],
+                test_loss=self._test[1],
+                started=self._started,
+                finished=self._finished,
+                stop_requested=self.stop_event.is_set(),
             )
 
 
@@ -167,13 +182,16 @@ class JobManager:
                 s = running.snapshot()
                 raise JobBusy(
                     f"A training job is already running ({s.label}, {100 * s.progress:.0f}% done"
-                    + (f", run {s.run_id}" if s.run_id else "") + "). Wait for it to finish or stop it, then start again."
+                    + (f", run {s.run_id}" if s.run_id else "")
+                    + "). Wait for it to finish or stop it, then start again."
                 )
             job = Job(self._next_id, cfg)
             self._next_id += 1
             self._jobs.append(job)
             del self._jobs[: -self.keep]
-            job.thread = threading.Thread(target=job.run, args=(self.train_fn,), name=f"xaidash-train-{job.id}", daemon=True)
+            job.thread = threading.Thread(
+                target=job.run, args=(self.train_fn,), name=f"xaidash-train-{job.id}", daemon=True
+            )
             job.thread.start()
             return job.snapshot()
 

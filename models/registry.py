@@ -12,10 +12,12 @@ Conventions every zoo model follows:
 - every nonlinearity, pooling and dropout is its own module instance, never reused, never
   in-place, so captum's DeepLift and shap's DeepExplainer work.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from torch import nn
 
@@ -47,7 +49,7 @@ class ModelSpec:
     tokenizer: Callable[[], Any] | None = None  # pretrained tokenizer factory (text models not trained here)
     default_lr: float = 1e-3
     # A caveat to show before training, e.g. resnet18 starting from random weights offline; None when all is well.
-    note: Callable[[], "str | None"] = field(default=lambda: None)
+    note: Callable[[], str | None] = field(default=lambda: None)
     # Pretrained image models read inputs normalised their own way (ImageNet's); empty: the data set's.
     input_mean: tuple[float, ...] = ()
     input_std: tuple[float, ...] = ()

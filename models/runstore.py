@@ -11,6 +11,7 @@
 
 Every write is atomic (temporary file, then rename); nothing is ever unpickled.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,12 @@ from xaidash.models.checkpoint import atomic_write_bytes, atomic_write_json, loa
 from xaidash.models.registry import ModelError, get_spec
 
 CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB = (
-    "config.json", "metrics.jsonl", "summary.json", "model.safetensors", "train_state.safetensors", "vocab.json",
+    "config.json",
+    "metrics.jsonl",
+    "summary.json",
+    "model.safetensors",
+    "train_state.safetensors",
+    "vocab.json",
 )
 
 
@@ -68,7 +74,7 @@ class Run:
 
     # ---- creation -------------------------------------------------------------
     @classmethod
-    def create(cls, dataset: str, model: str, root: Path | None = None) -> "Run":
+    def create(cls, dataset: str, model: str, root: Path | None = None) -> Run:
         root = Path(root) if root else runs_root()
         root.mkdir(parents=True, exist_ok=True)
         stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(dataset)}-{_slug(model)}"

@@ -1,4 +1,5 @@
 """Shared fixtures: an offline data root built from ../shared/data, and per-test run folders."""
+
 from __future__ import annotations
 
 import os
@@ -61,8 +62,20 @@ def trained_shapes_run(tmp_path_factory: pytest.TempPathFactory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XAIDASH_RUNS", str(root))
         mp.setenv("XAIDASH_OFFLINE", "1")
-        result = train(TrainConfig(dataset="shapes", model="resnet_small", epochs=2, batch_size=64, lr=3e-3,
-                                   optimizer="adamw", schedule="onecycle", seed=1, val_fraction=0.05, device="cpu"))
+        result = train(
+            TrainConfig(
+                dataset="shapes",
+                model="resnet_small",
+                epochs=2,
+                batch_size=64,
+                lr=3e-3,
+                optimizer="adamw",
+                schedule="onecycle",
+                seed=1,
+                val_fraction=0.05,
+                device="cpu",
+            )
+        )
     assert result.state == "completed", result.error
     return result
 

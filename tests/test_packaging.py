@@ -1,5 +1,6 @@
 """Installed, the code imports as xaidash.data, xaidash.models, xaidash.explainers, xaidash.dashboard,
 and nothing generic (`models`, `data`) shadows or is shadowed by a user's own packages."""
+
 from __future__ import annotations
 
 import os
@@ -32,10 +33,7 @@ def test_users_own_models_and_data_packages_win_over_nothing_of_ours(tmp_path: P
 
 
 def test_no_generic_top_level_package_is_installed(tmp_path: Path) -> None:
-    code = (
-        "import importlib.util\n"
-        f"print([n for n in {LAYERS!r} if importlib.util.find_spec(n) is not None])\n"
-    )
+    code = f"import importlib.util\nprint([n for n in {LAYERS!r} if importlib.util.find_spec(n) is not None])\n"
     out = _python(code, tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -47,7 +45,8 @@ def test_every_sub_package_is_declared_for_installation() -> None:
     declared = set(config["packages"])
     on_disk = {
         "xaidash." + ".".join(init.parent.relative_to(REPO).parts)
-        for layer in LAYERS for init in (REPO / layer).rglob("__init__.py")
+        for layer in LAYERS
+        for init in (REPO / layer).rglob("__init__.py")
     }
     assert on_disk == declared
     # Folders of Python files without an __init__.py would be left out of a wheel.

@@ -1,8 +1,10 @@
 """Altair charts the pages draw: training curves, confusion matrix, top-k bars, metric bars, heatmaps."""
+
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import altair as alt
 import numpy as np
@@ -18,11 +20,27 @@ def curve_frame(history: Sequence[dict[str, Any]]) -> pd.DataFrame:
         if r.get("kind") == "step":
             for metric, key in (("loss", "train_loss"), ("accuracy", "train_acc")):
                 if r.get(key) is not None:
-                    rows.append({"step": r["step"], "epoch": r.get("epoch"), "series": "train", "metric": metric, "value": r[key]})
+                    rows.append(
+                        {
+                            "step": r["step"],
+                            "epoch": r.get("epoch"),
+                            "series": "train",
+                            "metric": metric,
+                            "value": r[key],
+                        }
+                    )
         elif r.get("kind") == "epoch":
             for metric, key in (("loss", "val_loss"), ("accuracy", "val_acc")):
                 if r.get(key) is not None:
-                    rows.append({"step": r["step"], "epoch": r.get("epoch"), "series": "validation", "metric": metric, "value": r[key]})
+                    rows.append(
+                        {
+                            "step": r["step"],
+                            "epoch": r.get("epoch"),
+                            "series": "validation",
+                            "metric": metric,
+                            "value": r[key],
+                        }
+                    )
     return pd.DataFrame(rows, columns=["step", "epoch", "series", "metric", "value"])
 
 
@@ -36,8 +54,12 @@ def training_curves(history: Sequence[dict[str, Any]]) -> alt.HConcatChart | Non
         d = df[df.metric == metric]
         base = alt.Chart(d).encode(
             x=alt.X("step:Q", title="step", axis=alt.Axis(format="d", tickMinStep=1)),
-            y=alt.Y("value:Q", title=title, scale=alt.Scale(zero=False) if metric == "loss" else alt.Scale(domain=[0, 1]),
-                    axis=alt.Axis(format=".3~g")),
+            y=alt.Y(
+                "value:Q",
+                title=title,
+                scale=alt.Scale(zero=False) if metric == "loss" else alt.Scale(domain=[0, 1]),
+                axis=alt.Axis(format=".3~g"),
+            ),
             color=alt.Color("series:N", scale=SERIES_COLOURS, title=None),
             tooltip=["series", "epoch", "step", alt.Tooltip("value:Q", format=".4f")],
         )
@@ -49,9 +71,16 @@ def training_curves(history: Sequence[dict[str, Any]]) -> alt.HConcatChart | Non
 def confusion_chart(matrix: Sequence[Sequence[int]], classes: Sequence[str]) -> alt.Chart:
     """Counts [true][predicted] as a heatmap with the numbers written in."""
     m = np.asarray(matrix)
-    rows = [{"true": classes[i], "predicted": classes[j], "count": int(m[i, j]),
-             "share": float(m[i, j] / m[i].sum()) if m[i].sum() else 0.0}
-            for i in range(m.shape[0]) for j in range(m.shape[1])]
+    rows = [
+        {
+            "true": classes[i],
+            "predicted": classes[j],
+            "count": int(m[i, j]),
+            "share": float(m[i, j] / m[i].sum()) if m[i].sum() else 0.0,
+        }
+        for i in range(m.shape[0])
+        for j in range(m.shape[1])
+    ]
     df = pd.DataFrame(rows)
     order = list(classes)
     step = max(16, min(48, 440 // max(1, len(order))))
@@ -74,17 +103,28 @@ def topk_chart(probs: Sequence[float], classes: Sequence[str], k: int = 5, true_
     """The k most probable classes as horizontal bars; the true class (when known) in green."""
     p = np.asarray(probs, dtype=float)
     top = np.argsort(-p)[: min(k, len(p))]
-    df = pd.DataFrame({
-        "class": [classes[i] for i in top],
-        "probability": p[top],
-        "kind": ["true class" if true_label is not None and i == true_label else "other" for i in top],
-    })
-    return alt.Chart(df).mark_bar().encode(
-        x=alt.X("probability:Q", scale=alt.Scale(domain=[0, 1]), title=None, axis=alt.Axis(format="%", tickCount=3)),
-        y=alt.Y("class:N", sort=None, title=None),
-        color=alt.Color("kind:N", scale=alt.Scale(domain=["true class", "other"], range=["#2ca02c", "#7f7f7f"]), legend=None),
-        tooltip=["class", alt.Tooltip("probability:Q", format=".2%")],
-    ).properties(height=alt.Step(20))
+    df = pd.DataFrame(
+        {
+            "class": [classes[i] for i in top],
+            "probability": p[top],
+            "kind": ["true class" if true_label is not None and i == true_label else "other" for i in top],
+        }
+    )
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            x=alt.X(
+                "probability:Q", scale=alt.Scale(domain=[0, 1]), title=None, axis=alt.Axis(format="%", tickCount=3)
+            ),
+            y=alt.Y("class:N", sort=None, title=None),
+            color=alt.Color(
+                "kind:N", scale=alt.Scale(domain=["true class", "other"], range=["#2ca02c", "#7f7f7f"]), legend=None
+            ),
+            tooltip=["class", alt.Tooltip("probability:Q", format=".2%")],
+        )
+        .properties(height=alt.Step(20))
+    )
 
 
 def metric_bars(table: pd.DataFrame, titles: dict[str, tuple[str, str]]) -> list[alt.Chart]:
@@ -97,13 +137,18 @@ def metric_bars(table: pd.DataFrame, titles: dict[str, tuple[str, str]]) -> list
         title, better = titles.get(col, (col, ""))
         df = pd.DataFrame({"method": [str(m) for m in table.index], "value": values.values})
         charts.append(
-            alt.Chart(df.dropna()).mark_bar().encode(
+            alt.Chart(df.dropna())
+            .mark_bar()
+            .encode(
                 x=alt.X("value:Q", title=None),
                 y=alt.Y("method:N", title=None, sort=[str(m) for m in table.index], axis=alt.Axis(labelLimit=120)),
                 # One colour per method across every chart, whichever methods a metric applies to.
-                color=alt.Color("method:N", legend=None, scale=alt.Scale(domain=[str(m) for m in table.index], scheme="tableau10")),
+                color=alt.Color(
+                    "method:N", legend=None, scale=alt.Scale(domain=[str(m) for m in table.index], scheme="tableau10")
+                ),
                 tooltip=["method", alt.Tooltip("value:Q", format=".4f")],
-            ).properties(title=f"{title} ({better})" if better else title, height=alt.Step(20))
+            )
+            .properties(title=f"{title} ({better})" if better else title, height=alt.Step(20))
         )
     return charts
 
@@ -111,20 +156,29 @@ def metric_bars(table: pd.DataFrame, titles: dict[str, tuple[str, str]]) -> list
 def matrix_heatmap(df: pd.DataFrame, title: str, value_title: str = "Spearman ρ") -> alt.Chart:
     """A square matrix (e.g. method agreement) on a diverging -1..1 scale with the values written in."""
     names = [str(c) for c in df.columns]
-    rows = [{"a": str(i), "b": str(j), "value": float(df.loc[i, j]) if not math.isnan(float(df.loc[i, j])) else None}
-            for i in df.index for j in df.columns]
+    rows = [
+        {"a": str(i), "b": str(j), "value": float(df.loc[i, j]) if not math.isnan(float(df.loc[i, j])) else None}
+        for i in df.index
+        for j in df.columns
+    ]
     d = pd.DataFrame(rows)
     step = max(40, min(80, 480 // max(1, len(names))))
-    base = alt.Chart(d).encode(x=alt.X("b:N", sort=names, title=None, axis=alt.Axis(labelLimit=200)),
-                               y=alt.Y("a:N", sort=names, title=None, axis=alt.Axis(labelLimit=200)))
+    base = alt.Chart(d).encode(
+        x=alt.X("b:N", sort=names, title=None, axis=alt.Axis(labelLimit=200)),
+        y=alt.Y("a:N", sort=names, title=None, axis=alt.Axis(labelLimit=200)),
+    )
     rect = base.mark_rect().encode(
         color=alt.Color("value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1], reverse=True), title=value_title),
         tooltip=["a", "b", alt.Tooltip("value:Q", format=".3f")],
     )
-    text = base.mark_text(fontSize=11).encode(
-        text=alt.Text("value:Q", format=".2f"),
-        color=alt.condition("abs(datum.value) > 0.6", alt.value("white"), alt.value("black")),
-    ).transform_filter("isValid(datum.value)")  # undefined pairs (a constant map) stay blank
+    text = (
+        base.mark_text(fontSize=11)
+        .encode(
+            text=alt.Text("value:Q", format=".2f"),
+            color=alt.condition("abs(datum.value) > 0.6", alt.value("white"), alt.value("black")),
+        )
+        .transform_filter("isValid(datum.value)")
+    )  # undefined pairs (a constant map) stay blank
     return (rect + text).properties(width=alt.Step(step), height=alt.Step(step), title=title)
 
 
@@ -135,9 +189,13 @@ def sanity_chart(rows: Sequence[dict[str, Any]], methods: Sequence[str] | None =
     df["label"] = df["step"].astype(str) + ": " + df["layer"].astype(str)
     order = list(dict.fromkeys(df.sort_values("step")["label"]))
     base = alt.Chart(df).encode(
-        x=alt.X("label:N", sort=order, title="layers randomised (top down), last one named", axis=alt.Axis(labelAngle=0)),
+        x=alt.X(
+            "label:N", sort=order, title="layers randomised (top down), last one named", axis=alt.Axis(labelAngle=0)
+        ),
         y=alt.Y("spearman:Q", scale=alt.Scale(domain=[-1, 1]), title="Spearman ρ with trained maps"),
-        color=alt.Color("method:N", scale=alt.Scale(domain=list(methods or dict.fromkeys(df["method"])), scheme="tableau10")),
+        color=alt.Color(
+            "method:N", scale=alt.Scale(domain=list(methods or dict.fromkeys(df["method"])), scheme="tableau10")
+        ),
         tooltip=["method", "step", "layer", alt.Tooltip("spearman:Q", format=".3f")],
     )
     return (base.mark_line() + base.mark_point(filled=True)).properties(height=260)

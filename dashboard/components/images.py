@@ -1,4 +1,5 @@
 """Small image helpers for display: tensors in [0, 1] to PIL images at a readable size."""
+
 from __future__ import annotations
 
 import io

@@ -5,6 +5,7 @@ correct or misclassified), uploaded images, or typed / uploaded text.
 model's input shape, or strings) with the true label and ground truth when known. Bad uploads
 get a message naming the file and what to do; the other inputs are still returned.
 """
+
 from __future__ import annotations
 
 import io
@@ -69,8 +70,9 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
     labels = split.labels[:n].numpy()
     preds = probs.argmax(1)
     c1, c2 = st.columns([3, 2])
-    classes = c1.multiselect("Classes (true label)", list(info.classes), key=f"{key}_classes_{info.name}",
-                             placeholder="all classes")
+    classes = c1.multiselect(
+        "Classes (true label)", list(info.classes), key=f"{key}_classes_{info.name}", placeholder="all classes"
+    )
     show = c2.radio("Show", ["all", "correct", "misclassified"], horizontal=True, key=f"{key}_show")
     keep = np.ones(n, dtype=bool)
     if classes:
@@ -98,33 +100,48 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
         st.session_state[pick_key] = idx[:1]
     c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
     chosen = c1.multiselect(
-        f"Samples (at most {max_inputs})", idx, format_func=describe, max_selections=max_inputs,
-        key=pick_key, help="test index, true class → predicted class",
+        f"Samples (at most {max_inputs})",
+        idx,
+        format_func=describe,
+        max_selections=max_inputs,
+        key=pick_key,
+        help="test index, true class → predicted class",
     )
-    c2.button("Random", key=f"{key}_random", on_click=random_pick, help="pick as many random samples from the filtered ones")
+    c2.button(
+        "Random", key=f"{key}_random", on_click=random_pick, help="pick as many random samples from the filtered ones"
+    )
 
     with st.expander("Gallery", expanded=bundle.modality == "image"):
         pages = max(1, -(-len(idx) // GALLERY_PAGE))
         c1, c2 = st.columns([1, 5], vertical_alignment="bottom")
         page = c1.number_input("Gallery page", 1, pages, 1, key=f"{pick_key}_page") if pages > 1 else 1
-        c2.caption(f"{len(idx)} samples, {GALLERY_PAGE} a page: caption = index, true class, ✓/✗ = predicted right/wrong. "
-                   "Add a sample by its index in the list above.")
+        c2.caption(
+            f"{len(idx)} samples, {GALLERY_PAGE} a page: caption = index, true class, ✓/✗ = predicted right/wrong. "
+            "Add a sample by its index in the list above."
+        )
         shown = idx[(page - 1) * GALLERY_PAGE : page * GALLERY_PAGE]
         if bundle.modality == "image":
             cols = st.columns(GALLERY_PAGE)
             for j, i in enumerate(shown):
                 mark = "✓" if preds[i] == labels[i] else "✗"
-                cols[j].image(to_pil(split.image(i), 128), caption=f"#{i} {_class_name(info, int(labels[i]))} {mark}",
-                              width="stretch")
+                cols[j].image(
+                    to_pil(split.image(i), 128),
+                    caption=f"#{i} {_class_name(info, int(labels[i]))} {mark}",
+                    width="stretch",
+                )
         else:
             st.dataframe(
-                pd.DataFrame({
-                    "index": shown, "text": [split.texts[i] for i in shown],
-                    "true": [_class_name(info, int(labels[i])) for i in shown],
-                    "predicted": [_class_name(info, int(preds[i])) for i in shown],
-                    "probability": [float(probs[i, preds[i]]) for i in shown],
-                }),
-                hide_index=True, width="stretch",
+                pd.DataFrame(
+                    {
+                        "index": shown,
+                        "text": [split.texts[i] for i in shown],
+                        "true": [_class_name(info, int(labels[i])) for i in shown],
+                        "predicted": [_class_name(info, int(preds[i])) for i in shown],
+                        "probability": [float(probs[i, preds[i]]) for i in shown],
+                    }
+                ),
+                hide_index=True,
+                width="stretch",
             )
 
     out = []
@@ -142,12 +159,16 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
 
 def _uploaded_images(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedInput]:
     files = st.file_uploader(
-        "Images (PNG, JPEG, BMP, WebP, GIF, TIFF; any size and colour mode)", type=IMAGE_TYPES,
-        accept_multiple_files=True, key=f"{key}_images",
+        "Images (PNG, JPEG, BMP, WebP, GIF, TIFF; any size and colour mode)",
+        type=IMAGE_TYPES,
+        accept_multiple_files=True,
+        key=f"{key}_images",
     )
     fit = st.selectbox("Fit", FITS, key=f"{key}_fit", help=FIT_HELP)
     if not files:
-        st.info(f"Upload one or more images; they are converted to what the model reads ({'x'.join(map(str, info.input_shape))}).")
+        st.info(
+            f"Upload one or more images; they are converted to what the model reads ({'x'.join(map(str, info.input_shape))})."
+        )
         return []
     if len(files) > max_inputs:
         st.warning(f"{len(files)} images uploaded; the first {max_inputs} are used.")
@@ -192,16 +213,21 @@ def _csv_texts(text: str, name: str, info: DatasetInfo, key: str) -> tuple[list[
     try:
         df = pd.read_csv(io.StringIO(text))
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise ExplainError(f"{name} is not a readable CSV file ({e}). Give it a header row and a text column.") from None
+        raise ExplainError(
+            f"{name} is not a readable CSV file ({e}). Give it a header row and a text column."
+        ) from None
     text_cols = [c for c in df.columns if pd.api.types.is_string_dtype(df[c]) or pd.api.types.is_object_dtype(df[c])]
     if not text_cols:
         raise ExplainError(f"{name} has no text column (columns: {', '.join(map(str, df.columns))}).")
     preferred = [c for c in text_cols if str(c).lower() in ("text", "sentence", "review", "message")]
-    col = st.selectbox("Text column", text_cols, index=text_cols.index(preferred[0]) if preferred else 0, key=f"{key}_csvcol")
+    col = st.selectbox(
+        "Text column", text_cols, index=text_cols.index(preferred[0]) if preferred else 0, key=f"{key}_csvcol"
+    )
     rows = df[df[col].notna() & (df[col].astype(str).str.strip() != "")]
     labels: list[int | None] = [None] * len(rows)
     label_col = next((c for c in df.columns if str(c).lower() in ("label", "class", "target")), None)
     if label_col is not None:
+
         def to_label(v: Any) -> int | None:
             if str(v) in info.classes:
                 return info.classes.index(str(v))
@@ -210,12 +236,15 @@ def _csv_texts(text: str, name: str, info: DatasetInfo, key: str) -> tuple[list[
             except (TypeError, ValueError):
                 return None
             return k if 0 <= k < info.num_classes else None
+
         labels = [to_label(v) for v in rows[label_col]]
     return rows[col].astype(str).tolist(), labels
 
 
 def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedInput]:
-    f = st.file_uploader("A .txt file (one input per line) or a .csv file with a text column", type=TEXT_TYPES, key=f"{key}_textfile")
+    f = st.file_uploader(
+        "A .txt file (one input per line) or a .csv file with a text column", type=TEXT_TYPES, key=f"{key}_textfile"
+    )
     if f is None:
         st.info("Upload a UTF-8 .txt or .csv file.")
         return []
@@ -226,7 +255,9 @@ def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedI
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise ExplainError(f"{f.name} is not UTF-8 text: save it with UTF-8 encoding and upload it again.") from None
+            raise ExplainError(
+                f"{f.name} is not UTF-8 text: save it with UTF-8 encoding and upload it again."
+            ) from None
         if f.name.lower().endswith(".csv"):
             texts, labels = _csv_texts(text, f.name, info, key)
         else:
@@ -239,7 +270,9 @@ def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedI
         return []
     if len(texts) > max_inputs:
         st.warning(f"{f.name} holds {len(texts)} texts; the first {max_inputs} are used.")
-    return [PickedInput(t.strip(), lab, f"{f.name} #{j + 1}") for j, (t, lab) in enumerate(zip(texts[:max_inputs], labels))]
+    return [
+        PickedInput(t.strip(), lab, f"{f.name} #{j + 1}") for j, (t, lab) in enumerate(zip(texts[:max_inputs], labels))
+    ]
 
 
 OPEN_SAMPLE_PARAM = "sample"  # ?sample=test:INDEX opens that test sample (links from the Embeddings page)
@@ -257,8 +290,10 @@ def _open_requested_sample(bundle: ModelBundle, key: str) -> None:
         return
     index = int(index)
     if index >= services.GALLERY_LIMIT:
-        st.info(f"Test sample #{index} is beyond the first {services.GALLERY_LIMIT} samples the gallery lists; "
-                "pick another sample below.")
+        st.info(
+            f"Test sample #{index} is beyond the first {services.GALLERY_LIMIT} samples the gallery lists; "
+            "pick another sample below."
+        )
         return
     st.session_state[f"{key}_source"] = "Test set"
     st.session_state[f"{key}_classes_{bundle.info.name}"] = []

@@ -2,12 +2,14 @@
 plots, receptive-field boxes, feature-map and filter mosaics. numpy/PIL/altair only: every number
 drawn here was computed by `models.inspect` or `explainers`.
 """
+
 from __future__ import annotations
 
 import base64
 import io
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import altair as alt
 import numpy as np
@@ -34,10 +36,16 @@ def attention_grid_frame(tiles: np.ndarray) -> pd.DataFrame:
     L, H, h, w = tiles.shape
     peak = tiles.reshape(L, H, -1).max(-1).clip(min=1e-12)
     layer, head, row, col = np.meshgrid(np.arange(L), np.arange(H), np.arange(h), np.arange(w), indexing="ij")
-    return pd.DataFrame({
-        "layer": layer.ravel(), "head": head.ravel(), "row": row.ravel(), "col": col.ravel(),
-        "weight": tiles.ravel().astype(float), "relative": (tiles / peak[:, :, None, None]).ravel().astype(float),
-    })
+    return pd.DataFrame(
+        {
+            "layer": layer.ravel(),
+            "head": head.ravel(),
+            "row": row.ravel(),
+            "col": col.ravel(),
+            "weight": tiles.ravel().astype(float),
+            "relative": (tiles / peak[:, :, None, None]).ravel().astype(float),
+        }
+    )
 
 
 def attention_grid_chart(tiles: np.ndarray, x_title: str, y_title: str) -> alt.FacetChart:
@@ -47,13 +55,19 @@ def attention_grid_chart(tiles: np.ndarray, x_title: str, y_title: str) -> alt.F
     pick = alt.selection_point(name="cell", fields=["layer", "head"], on="click", clear=False)
     h, w = tiles.shape[-2:]
     size = max(40, min(CELL, 8 * max(h, w)))
-    base = alt.Chart(df).mark_rect().encode(
-        x=alt.X("col:O", axis=None, title=x_title),
-        y=alt.Y("row:O", axis=None, title=y_title),
-        color=alt.Color("relative:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), legend=None),
-        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),
-        tooltip=["layer:O", "head:O", "row:O", "col:O", alt.Tooltip("weight:Q", format=".3f")],
-    ).properties(width=size, height=size).add_params(pick)
+    base = (
+        alt.Chart(df)
+        .mark_rect()
+        .encode(
+            x=alt.X("col:O", axis=None, title=x_title),
+            y=alt.Y("row:O", axis=None, title=y_title),
+            color=alt.Color("relative:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), legend=None),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),
+            tooltip=["layer:O", "head:O", "row:O", "col:O", alt.Tooltip("weight:Q", format=".3f")],
+        )
+        .properties(width=size, height=size)
+        .add_params(pick)
+    )
     return base.facet(
         row=alt.Row("layer:O", title="layer", header=alt.Header(labelFontSize=11)),
         column=alt.Column("head:O", title="head", header=alt.Header(labelFontSize=11)),
@@ -85,18 +99,35 @@ def matrix_chart(matrix: np.ndarray, tokens: Sequence[str], title: str) -> alt.C
     labels = token_labels(tokens)
     t = len(labels)
     q, k = np.meshgrid(np.arange(t), np.arange(t), indexing="ij")
-    df = pd.DataFrame({"query": [labels[i] for i in q.ravel()], "key": [labels[j] for j in k.ravel()],
-                       "weight": matrix.ravel().astype(float)})
+    df = pd.DataFrame(
+        {
+            "query": [labels[i] for i in q.ravel()],
+            "key": [labels[j] for j in k.ravel()],
+            "weight": matrix.ravel().astype(float),
+        }
+    )
     size = max(320, min(720, 28 * t))
-    return alt.Chart(df).mark_rect().encode(
-        x=alt.X("key:N", sort=labels, title="attends to (key)", axis=alt.Axis(labelAngle=-60, labelLimit=120, labelOverlap=False)),
-        y=alt.Y("query:N", sort=labels, title="token (query)", axis=alt.Axis(labelLimit=120, labelOverlap=False)),
-        color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis"), title="weight"),
-        tooltip=["query", "key", alt.Tooltip("weight:Q", format=".3f")],
-    ).properties(width=size, height=size, title=title, autosize=PAD)
+    return (
+        alt.Chart(df)
+        .mark_rect()
+        .encode(
+            x=alt.X(
+                "key:N",
+                sort=labels,
+                title="attends to (key)",
+                axis=alt.Axis(labelAngle=-60, labelLimit=120, labelOverlap=False),
+            ),
+            y=alt.Y("query:N", sort=labels, title="token (query)", axis=alt.Axis(labelLimit=120, labelOverlap=False)),
+            color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis"), title="weight"),
+            tooltip=["query", "key", alt.Tooltip("weight:Q", format=".3f")],
+        )
+        .properties(width=size, height=size, title=title, autosize=PAD)
+    )
 
 
-def head_view_chart(weights: np.ndarray, tokens: Sequence[str], heads: Sequence[int], min_weight: float = 0.05) -> alt.LayerChart:
+def head_view_chart(
+    weights: np.ndarray, tokens: Sequence[str], heads: Sequence[int], min_weight: float = 0.05
+) -> alt.LayerChart:
     """bertviz-style head view of one layer: tokens in two columns, a line from each token (left) to
     each token it attends to (right), opacity = weight, one colour per head. Hover a token on the
     left to keep only its lines. weights: (heads, T, T)."""
@@ -108,30 +139,66 @@ def head_view_chart(weights: np.ndarray, tokens: Sequence[str], heads: Sequence[
         for i in range(t):
             for j in range(t):
                 if w[i, j] >= min_weight:
-                    rows.append({"head": str(h), "query": i, "key": j, "weight": float(w[i, j]),
-                                 "from": labels[i], "to": labels[j]})
+                    rows.append(
+                        {
+                            "head": str(h),
+                            "query": i,
+                            "key": j,
+                            "weight": float(w[i, j]),
+                            "from": labels[i],
+                            "to": labels[j],
+                        }
+                    )
     lines = pd.DataFrame(rows, columns=["head", "query", "key", "weight", "from", "to"])
     words = pd.DataFrame({"pos": list(range(t)), "token": labels})
     hover = alt.selection_point(name="hover", fields=["query"], on="mouseover", clear="mouseout", empty=True)
     height = max(160, 22 * t)
     y = alt.Scale(domain=[-0.5, t - 0.5], reverse=True)
     head_order = [str(h) for h in heads]
-    line_layer = alt.Chart(lines).mark_rule(strokeWidth=2).encode(
-        x=alt.datum(0.0, scale=alt.Scale(domain=[-0.35, 1.35]), axis=None), x2=alt.datum(1.0),
-        y=alt.Y("query:Q", scale=y, axis=None), y2="key:Q",
-        color=alt.Color("head:N", scale=alt.Scale(scheme=HEAD_COLOURS if len(heads) <= 10 else "category20", domain=head_order),
-                        title="head"),
-        opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.0, 0.95]), legend=None),
-        tooltip=["head", "from", "to", alt.Tooltip("weight:Q", format=".3f")],
-    ).transform_filter(hover)
-    left = alt.Chart(words).mark_text(align="right", dx=-6, fontSize=13).encode(
-        x=alt.datum(0.0), y=alt.Y("pos:Q", scale=y, axis=None), text="token:N",
-        color=alt.condition(hover, alt.value("black"), alt.value("#999999")),
-    ).transform_calculate(query="datum.pos").add_params(hover)
-    right = alt.Chart(words).mark_text(align="left", dx=6, fontSize=13).encode(
-        x=alt.datum(1.0), y=alt.Y("pos:Q", scale=y, axis=None), text="token:N",
+    line_layer = (
+        alt.Chart(lines)
+        .mark_rule(strokeWidth=2)
+        .encode(
+            x=alt.datum(0.0, scale=alt.Scale(domain=[-0.35, 1.35]), axis=None),
+            x2=alt.datum(1.0),
+            y=alt.Y("query:Q", scale=y, axis=None),
+            y2="key:Q",
+            color=alt.Color(
+                "head:N",
+                scale=alt.Scale(scheme=HEAD_COLOURS if len(heads) <= 10 else "category20", domain=head_order),
+                title="head",
+            ),
+            opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.0, 0.95]), legend=None),
+            tooltip=["head", "from", "to", alt.Tooltip("weight:Q", format=".3f")],
+        )
+        .transform_filter(hover)
     )
-    return alt.layer(line_layer, left, right).properties(width=420, height=height, autosize=PAD).configure_view(strokeWidth=0)
+    left = (
+        alt.Chart(words)
+        .mark_text(align="right", dx=-6, fontSize=13)
+        .encode(
+            x=alt.datum(0.0),
+            y=alt.Y("pos:Q", scale=y, axis=None),
+            text="token:N",
+            color=alt.condition(hover, alt.value("black"), alt.value("#999999")),
+        )
+        .transform_calculate(query="datum.pos")
+        .add_params(hover)
+    )
+    right = (
+        alt.Chart(words)
+        .mark_text(align="left", dx=6, fontSize=13)
+        .encode(
+            x=alt.datum(1.0),
+            y=alt.Y("pos:Q", scale=y, axis=None),
+            text="token:N",
+        )
+    )
+    return (
+        alt.layer(line_layer, left, right)
+        .properties(width=420, height=height, autosize=PAD)
+        .configure_view(strokeWidth=0)
+    )
 
 
 # ---- images ------------------------------------------------------------------------------------
@@ -142,7 +209,9 @@ def upscaled(image01: Any, min_side: int = 224) -> tuple[Image.Image, int]:
     return img.resize((img.width * f, img.height * f), Image.Resampling.NEAREST), f
 
 
-def draw_box(img: Image.Image, box: tuple[int, int, int, int], factor: int, colour: str = "#00e5ff", width: int = 3) -> Image.Image:
+def draw_box(
+    img: Image.Image, box: tuple[int, int, int, int], factor: int, colour: str = "#00e5ff", width: int = 3
+) -> Image.Image:
     """A rectangle around inclusive pixel box (top, left, bottom, right) of the original image."""
     out = img.copy()
     top, left, bottom, right = box
@@ -160,8 +229,14 @@ def heat_image(values: np.ndarray, min_side: int = 224, cmap: str = "inferno") -
     return upscaled(rgb, min_side)
 
 
-def mosaic(maps: np.ndarray, cols: int = 8, tile: int = 64, gap: int = 2, signed: bool = False,
-           labels: Sequence[str] | None = None) -> Image.Image:
+def mosaic(
+    maps: np.ndarray,
+    cols: int = 8,
+    tile: int = 64,
+    gap: int = 2,
+    signed: bool = False,
+    labels: Sequence[str] | None = None,
+) -> Image.Image:
     """Tiles (K, H, W) grey (each scaled to its own range; signed: 0 is mid-grey) or (K, H, W, 3) colour."""
     maps = np.asarray(maps, dtype=np.float32)
     k = len(maps)
@@ -212,8 +287,14 @@ def thumbnail_url(image01: Any, max_side: int = 48) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def scatter_chart(df: pd.DataFrame, colour: str, title: str, axis_titles: tuple[str, str],
-                  placed: pd.DataFrame | None = None, point_size: int = 18) -> alt.LayerChart | alt.Chart:
+def scatter_chart(
+    df: pd.DataFrame,
+    colour: str,
+    title: str,
+    axis_titles: tuple[str, str],
+    placed: pd.DataFrame | None = None,
+    point_size: int = 18,
+) -> alt.LayerChart | alt.Chart:
     """Points (x, y) coloured by `colour` ('true', 'predicted' or 'correct'), tooltips with the sample
     (an 'image' column shows as a picture), click to select one (selection 'pick' on 'index');
     `placed` (x, y, name) are extra inputs drawn as stars."""
@@ -227,18 +308,26 @@ def scatter_chart(df: pd.DataFrame, colour: str, title: str, axis_titles: tuple[
         tips.append("image:N")
     if "text" in df.columns:
         tips.append("text:N")
-    points = alt.Chart(df).mark_circle(size=point_size).encode(
-        x=alt.X("x:Q", title=axis_titles[0], axis=alt.Axis(labels=False, ticks=False)),
-        y=alt.Y("y:Q", title=axis_titles[1], axis=alt.Axis(labels=False, ticks=False)),
-        color=alt.Color(f"{colour}:N", scale=scale, title=colour),
-        opacity=alt.condition(pick, alt.value(0.85), alt.value(0.2)),
-        size=alt.condition(pick, alt.value(point_size * 8), alt.value(point_size), empty=False),
-        stroke=alt.condition(pick, alt.value("black"), alt.value(None), empty=False),
-        tooltip=tips,
-    ).add_params(pick)
+    points = (
+        alt.Chart(df)
+        .mark_circle(size=point_size)
+        .encode(
+            x=alt.X("x:Q", title=axis_titles[0], axis=alt.Axis(labels=False, ticks=False)),
+            y=alt.Y("y:Q", title=axis_titles[1], axis=alt.Axis(labels=False, ticks=False)),
+            color=alt.Color(f"{colour}:N", scale=scale, title=colour),
+            opacity=alt.condition(pick, alt.value(0.85), alt.value(0.2)),
+            size=alt.condition(pick, alt.value(point_size * 8), alt.value(point_size), empty=False),
+            stroke=alt.condition(pick, alt.value("black"), alt.value(None), empty=False),
+            tooltip=tips,
+        )
+        .add_params(pick)
+    )
     chart: alt.Chart | alt.LayerChart = points
     if placed is not None and len(placed):
-        stars = alt.Chart(placed).mark_point(shape="diamond", size=260, filled=True, color="black", stroke="white",
-                                             strokeWidth=1.5).encode(x="x:Q", y="y:Q", tooltip=["name:N"])
+        stars = (
+            alt.Chart(placed)
+            .mark_point(shape="diamond", size=260, filled=True, color="black", stroke="white", strokeWidth=1.5)
+            .encode(x="x:Q", y="y:Q", tooltip=["name:N"])
+        )
         chart = alt.layer(points, stars)
     return chart.properties(height=560, title=title).interactive()

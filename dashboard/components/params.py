@@ -1,4 +1,5 @@
 """Widgets for a method's parameters, built from its declared schema (`explainers.params.Param`)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,11 +24,22 @@ def param_widget(p: Param, bundle: ModelBundle, key: str) -> Any:
     """One widget for one parameter; returns its value."""
     label = p.name.replace("_", " ")
     if p.kind == "int":
-        return int(st.number_input(label, value=int(p.default), step=1, help=p.help or None, key=key, **_number_bounds(p, int)))
+        return int(
+            st.number_input(label, value=int(p.default), step=1, help=p.help or None, key=key, **_number_bounds(p, int))
+        )
     if p.kind == "float":
         step = 0.01 if abs(float(p.default)) < 1 else 0.1
-        return float(st.number_input(label, value=float(p.default), step=step, format="%.4g", help=p.help or None, key=key,
-                                     **_number_bounds(p, float)))
+        return float(
+            st.number_input(
+                label,
+                value=float(p.default),
+                step=step,
+                format="%.4g",
+                help=p.help or None,
+                key=key,
+                **_number_bounds(p, float),
+            )
+        )
     if p.kind == "bool":
         return bool(st.checkbox(label, value=bool(p.default), help=p.help or None, key=key))
     if p.kind == "choice":

@@ -1,5 +1,6 @@
 """Attention: every layer x head for one input, one head large, the mean over heads per layer,
 attention rollout, and (text) a bertviz-style head view."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +9,11 @@ import streamlit as st
 from xaidash.dashboard import services
 from xaidash.dashboard.components.inputs import input_picker
 from xaidash.dashboard.components.inside_charts import (
-    GRID_ROWS_LIMIT, attention_grid_chart, attention_grid_image, head_view_chart, matrix_chart,
+    GRID_ROWS_LIMIT,
+    attention_grid_chart,
+    attention_grid_image,
+    head_view_chart,
+    matrix_chart,
 )
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.state import require_bundle
@@ -30,7 +35,8 @@ bundle_key = services.run_key(run)
 if not has_attention(bundle.model):
     st.info(
         f"{bundle.spec.name} has no attention to show: only transformer models do (vit_tiny on images; "
-        "text_transformer and minilm on text). Pick or train one of those.", icon=":material/block:"
+        "text_transformer and minilm on text). Pick or train one of those.",
+        icon=":material/block:",
     )
     st.stop()
 
@@ -53,8 +59,10 @@ view = _view(bundle_key, item.key, bundle, item.raw)
 proba = _proba(bundle_key, item.key, bundle, item.raw)
 pred = int(proba.argmax())
 truth = f" · true class {bundle.info.classes[item.label]}" if item.label is not None else ""
-st.markdown(f"**{item.name}**: predicted **{bundle.info.classes[pred]}** ({proba[pred]:.0%}){truth} · "
-            f"{view.layers} layers x {view.heads} heads over {len(view.tokens)} tokens")
+st.markdown(
+    f"**{item.name}**: predicted **{bundle.info.classes[pred]}** ({proba[pred]:.0%}){truth} · "
+    f"{view.layers} layers x {view.heads} heads over {len(view.tokens)} tokens"
+)
 vision = view.grid is not None
 
 
@@ -72,16 +80,21 @@ def patch_overlay(patch_map: np.ndarray, alpha: float = 0.85):
 st.subheader("Every layer and head")
 if vision:
     tiles = np.stack([[view.patch_map(view.matrix(l, h)) for h in range(view.heads)] for l in range(view.layers)])
-    st.caption("Each tile: attention from the class token to every patch (rows and columns of the patch grid), "
-               "scaled to the tile's own maximum. Click a tile to see it large below. Overlays on the image stretch "
-               "each map from its minimum (transparent) to its maximum (opaque).")
+    st.caption(
+        "Each tile: attention from the class token to every patch (rows and columns of the patch grid), "
+        "scaled to the tile's own maximum. Click a tile to see it large below. Overlays on the image stretch "
+        "each map from its minimum (transparent) to its maximum (opaque)."
+    )
 else:
     tiles = view.weights
-    st.caption("Each tile: the token x token matrix (rows attend to columns), scaled to the tile's own maximum. "
-               "Click a tile to see it large below.")
+    st.caption(
+        "Each tile: the token x token matrix (rows attend to columns), scaled to the tile's own maximum. "
+        "Click a tile to see it large below."
+    )
 if tiles.size <= GRID_ROWS_LIMIT:
-    event = st.altair_chart(attention_grid_chart(tiles, "key", "query"), on_select="rerun", selection_mode="cell",
-                            key="attention_grid")
+    event = st.altair_chart(
+        attention_grid_chart(tiles, "key", "query"), on_select="rerun", selection_mode="cell", key="attention_grid"
+    )
     chosen = (event.selection.get("cell") or [None])[0] if event and event.selection else None
     if chosen is not None:
         marker = (int(chosen["layer"]), int(chosen["head"]))
@@ -90,7 +103,9 @@ if tiles.size <= GRID_ROWS_LIMIT:
             st.session_state["attention_layer"] = marker[0]
             st.session_state["attention_head"] = marker[1]
 else:
-    st.image(attention_grid_image(tiles), caption="rows: layers, columns: heads (too many tokens for an interactive grid)")
+    st.image(
+        attention_grid_image(tiles), caption="rows: layers, columns: heads (too many tokens for an interactive grid)"
+    )
 
 # ---- one head, large -------------------------------------------------------------------------
 st.subheader("One head")
@@ -105,26 +120,34 @@ if st.session_state.get("attention_hv_layer", 0) >= view.layers:
 if any(h >= view.heads for h in st.session_state.get("attention_hv_heads", [])):
     st.session_state["attention_hv_heads"] = [h for h in st.session_state["attention_hv_heads"] if h < view.heads]
 layer = c1.selectbox("Layer", list(range(view.layers)), key="attention_layer")
-head = c2.selectbox("Head", [MEAN, *range(view.heads)], key="attention_head",
-                    format_func=lambda h: h if h == MEAN else f"head {h}")
+head = c2.selectbox(
+    "Head", [MEAN, *range(view.heads)], key="attention_head", format_func=lambda h: h if h == MEAN else f"head {h}"
+)
 head_index = None if head == MEAN else int(head)
 matrix = view.matrix(layer, head_index)
 name = f"layer {layer}, {'mean over heads' if head_index is None else f'head {head_index}'}"
 with guard("Attention map"):
     if vision:
         left, right = st.columns(2)
-        left.image(patch_overlay(view.patch_map(matrix)), caption=f"{name}: class-token attention over the patches", width=300)
+        left.image(
+            patch_overlay(view.patch_map(matrix)), caption=f"{name}: class-token attention over the patches", width=300
+        )
         patches = view.patch_map(matrix)
-        right.image(heatmap(patches - patches.min(), signed=False, cmap="viridis", upscale=300),
-                    caption=f"the same weights alone: {patches.min():.3f} (dark) to {patches.max():.3f} (yellow)", width=300)
+        right.image(
+            heatmap(patches - patches.min(), signed=False, cmap="viridis", upscale=300),
+            caption=f"the same weights alone: {patches.min():.3f} (dark) to {patches.max():.3f} (yellow)",
+            width=300,
+        )
         with st.expander(f"All {len(view.tokens)} x {len(view.tokens)} token weights of {name}"):
             st.altair_chart(matrix_chart(matrix, view.tokens, name), width="content")
     else:
         st.altair_chart(matrix_chart(matrix, view.tokens, name), width="content")
         row = view.read_row(matrix)
         st.markdown(highlight_tokens(view.tokens, row, signed=False), unsafe_allow_html=True)
-        st.caption("Token colours: the attention the prediction reads — from [CLS] where the model has one, else the "
-                   "mean over the tokens (text_transformer pools the mean of its tokens).")
+        st.caption(
+            "Token colours: the attention the prediction reads — from [CLS] where the model has one, else the "
+            "mean over the tokens (text_transformer pools the mean of its tokens)."
+        )
 
 # ---- mean per layer --------------------------------------------------------------------------
 st.subheader("Mean over heads, per layer")
@@ -141,14 +164,20 @@ with guard("Mean attention"):
 
 # ---- rollout ---------------------------------------------------------------------------------
 st.subheader("Attention rollout")
-st.caption("Abnar & Zuidema (2020): each layer's mean attention mixed with the identity for the residual "
-           "connection, multiplied through all layers — how much each input token flows into the output.")
+st.caption(
+    "Abnar & Zuidema (2020): each layer's mean attention mixed with the identity for the residual "
+    "connection, multiplied through all layers — how much each input token flows into the output."
+)
 with guard("Rollout"):
     rolled = view.rollout()
     if vision:
         left, right = st.columns(2)
         left.image(patch_overlay(view.patch_map(rolled)), caption="rollout from the class token", width=300)
-        right.image(patch_overlay(view.patch_map(view.matrix(view.layers - 1))), caption="last layer alone, for comparison", width=300)
+        right.image(
+            patch_overlay(view.patch_map(view.matrix(view.layers - 1))),
+            caption="last layer alone, for comparison",
+            width=300,
+        )
     else:
         st.markdown(highlight_tokens(view.tokens, view.read_row(rolled), signed=False), unsafe_allow_html=True)
         st.altair_chart(matrix_chart(rolled, view.tokens, "rollout through all layers"), width="content")
@@ -156,12 +185,19 @@ with guard("Rollout"):
 # ---- head view (text) --------------------------------------------------------------------------
 if not vision:
     st.subheader("Head view")
-    st.caption("In the spirit of bertviz: each token on the left sends a line to every token it attends to on the "
-               "right; opacity is the weight, one colour per head. Hover a token on the left to keep only its lines.")
+    st.caption(
+        "In the spirit of bertviz: each token on the left sends a line to every token it attends to on the "
+        "right; opacity is the weight, one colour per head. Hover a token on the left to keep only its lines."
+    )
     c1, c2 = st.columns([1, 3])
     hv_layer = c1.selectbox("Layer", list(range(view.layers)), index=view.layers - 1, key="attention_hv_layer")
-    heads = c2.multiselect("Heads", list(range(view.heads)), default=list(range(min(3, view.heads))), key="attention_hv_heads",
-                           help="A few heads at a time keep the lines readable.")
+    heads = c2.multiselect(
+        "Heads",
+        list(range(view.heads)),
+        default=list(range(min(3, view.heads))),
+        key="attention_hv_heads",
+        help="A few heads at a time keep the lines readable.",
+    )
     if heads:
         with guard("Head view"):
             st.altair_chart(head_view_chart(view.weights[hv_layer], view.tokens, heads), width="content")

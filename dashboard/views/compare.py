@@ -1,4 +1,5 @@
 """Compare: every chosen method on a sample of the test split, scored, with agreement and sanity checks."""
+
 from __future__ import annotations
 
 import json
@@ -25,20 +26,27 @@ st.title("Compare")
 run, bundle = require_bundle("compare")
 bkey = services.run_key(run)
 info = bundle.info
-st.caption(f"Run `{run.id}`: **{bundle.spec.name}** on **{info.name}**, on {bundle.device}. "
-           "Targets are the predicted classes.")
+st.caption(
+    f"Run `{run.id}`: **{bundle.spec.name}** on **{info.name}**, on {bundle.device}. Targets are the predicted classes."
+)
 
 usable = methods_for(bundle)
 by_id = {m.id: m for m in usable}
 with st.container(border=True):
     stored = st.session_state.get("compare_methods", st.session_state.get("compare_methods_kept"))
     if stored is None or any(m not in by_id for m in stored):  # first use, or another run was selected
-        stored = [m for m in (stored or []) if m in by_id] or [m for m in DEFAULT_METHODS if m in by_id][:4] or list(by_id)[:2]
+        stored = (
+            [m for m in (stored or []) if m in by_id]
+            or [m for m in DEFAULT_METHODS if m in by_id][:4]
+            or list(by_id)[:2]
+        )
     st.session_state["compare_methods"] = stored
     methods = st.multiselect("Methods", list(by_id), format_func=lambda i: by_id[i].label, key="compare_methods")
     st.session_state["compare_methods_kept"] = methods  # survives visits to other pages
     c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
-    how = c1.radio("Inputs from the test split", ["random sample", "chosen indices"], horizontal=True, key="compare_how")
+    how = c1.radio(
+        "Inputs from the test split", ["random sample", "chosen indices"], horizontal=True, key="compare_how"
+    )
     if how == "random sample":
         n = c2.number_input("How many", 1, 256, 8, key="compare_n")
         seed = c3.number_input("Seed", 0, 2**31 - 1, 0, key="compare_seed")
@@ -48,8 +56,12 @@ with st.container(border=True):
         n, seed = 0, 0
     s1, s2, s3, s4 = st.columns(4)
     steps = s1.slider("Deletion/insertion steps", 4, 64, 16, key="compare_steps")
-    sanity = s2.toggle("Sanity check", value=True, key="compare_sanity",
-                       help="cascading randomisation of the model's layers (Adebayo et al. 2018): good maps change")
+    sanity = s2.toggle(
+        "Sanity check",
+        value=True,
+        key="compare_sanity",
+        help="cascading randomisation of the model's layers (Adebayo et al. 2018): good maps change",
+    )
     sanity_inputs = s3.number_input("Sanity check inputs", 1, 8, 2, key="compare_sanity_inputs", disabled=not sanity)
     sanity_steps = s4.number_input("Sanity check steps", 1, 12, 3, key="compare_sanity_steps", disabled=not sanity)
     params = {}
@@ -72,8 +84,19 @@ def parse_indices(text: str) -> list[int]:
         raise ExplainError(f"Test indices must be whole numbers separated by commas, got {text!r}.") from None
 
 
-key = (bkey, how, int(n), int(seed), indices_text, tuple(methods), json.dumps(params, sort_keys=True, default=str),
-       int(steps), bool(sanity), int(sanity_inputs), int(sanity_steps))
+key = (
+    bkey,
+    how,
+    int(n),
+    int(seed),
+    indices_text,
+    tuple(methods),
+    json.dumps(params, sort_keys=True, default=str),
+    int(steps),
+    bool(sanity),
+    int(sanity_inputs),
+    int(sanity_steps),
+)
 cache = services.comparison_cache()
 result = cache.get(key)
 if go and result is None:
@@ -84,8 +107,15 @@ if go and result is None:
         bg = services.background(bkey, bundle) if bundle.modality == "image" else None
         with services.model_lock(bkey):
             result = compare_methods(
-                bundle, sample, methods, params=params, background=bg, steps=int(steps), sanity=bool(sanity),
-                sanity_inputs=int(sanity_inputs), sanity_steps=int(sanity_steps),
+                bundle,
+                sample,
+                methods,
+                params=params,
+                background=bg,
+                steps=int(steps),
+                sanity=bool(sanity),
+                sanity_inputs=int(sanity_inputs),
+                sanity_steps=int(sanity_steps),
                 progress=lambda f, msg: bar.progress(f, text=msg),
             )
     except Exception as e:  # noqa: BLE001
@@ -98,8 +128,10 @@ if result is None:
     st.info("Set the sample and methods, then press **Compare**. Results are kept per run and settings.")
     st.stop()
 
-st.caption(f"{len(result.sample)} inputs × {len(result.explanations)} methods in {result.seconds:.1f} s"
-           + (" (cached)" if not go else ""))
+st.caption(
+    f"{len(result.sample)} inputs × {len(result.explanations)} methods in {result.seconds:.1f} s"
+    + (" (cached)" if not go else "")
+)
 for what, msg in result.errors.items():
     st.warning(f"{what}: {msg}", icon=":material/warning:")
 
@@ -112,18 +144,25 @@ if table.empty:
 table = table.rename(index=lambda m: by_id[m].label if m in by_id else m)
 st.dataframe(
     table,
-    column_config={c: st.column_config.NumberColumn(f"{METRICS[c][0]}", help=METRICS[c][1], format="%.4f")
-                   for c in table.columns},
+    column_config={
+        c: st.column_config.NumberColumn(f"{METRICS[c][0]}", help=METRICS[c][1], format="%.4f") for c in table.columns
+    },
     width="stretch",
 )
-notes = ["Means over the inputs. Deletion: the target's probability as the top pixels/words are removed (area under "
-         "the curve, lower is better); insertion: as they are put back (higher is better)."]
+notes = [
+    "Means over the inputs. Deletion: the target's probability as the top pixels/words are removed (area under "
+    "the curve, lower is better); insertion: as they are put back (higher is better)."
+]
 if "pointing_game" in table or "rationale_pointing" in table:
-    notes.append("Pointing game: share of inputs whose top-scoring pixel/word lies on the object/rationale; energy: share "
-                 "of positive attribution there.")
+    notes.append(
+        "Pointing game: share of inputs whose top-scoring pixel/word lies on the object/rationale; energy: share "
+        "of positive attribution there."
+    )
 if "completeness_gap" in table:
-    notes.append("Completeness gap: |sum of attributions − (f(x) − f(reference))| / |f(x) − f(reference)|, for path and "
-                 "SHAP methods (0 is exact).")
+    notes.append(
+        "Completeness gap: |sum of attributions − (f(x) − f(reference))| / |f(x) − f(reference)|, for path and "
+        "SHAP methods (0 is exact)."
+    )
 st.caption(" ".join(notes))
 charts = metric_bars(table, METRICS)
 for row in range(0, len(charts), 3):
@@ -135,8 +174,12 @@ for row in range(0, len(charts), 3):
 st.subheader("Agreement")
 if result.agreement is not None:
     labels = {m: by_id[m].label if m in by_id else m for m in result.agreement.index}
-    st.altair_chart(matrix_heatmap(result.agreement.rename(index=labels, columns=labels),
-                                   "Rank correlation of |attributions| between methods"), width="content")
+    st.altair_chart(
+        matrix_heatmap(
+            result.agreement.rename(index=labels, columns=labels), "Rank correlation of |attributions| between methods"
+        ),
+        width="content",
+    )
 else:
     st.caption("Agreement needs at least two methods.")
 
@@ -148,10 +191,18 @@ if s is None:
 elif not s.rows:
     st.warning("The sanity check produced no results.")
 else:
-    st.caption("Maps of a model whose layers are re-initialised from the output down should change: a method whose "
-               "correlation with the trained model's maps stays high is not explaining the model.")
-    st.altair_chart(sanity_chart([{**r, "method": by_id[r["method"]].label if r["method"] in by_id else r["method"]}
-                                  for r in s.rows], methods=list(table.index)), width="stretch", height=320)
+    st.caption(
+        "Maps of a model whose layers are re-initialised from the output down should change: a method whose "
+        "correlation with the trained model's maps stays high is not explaining the model."
+    )
+    st.altair_chart(
+        sanity_chart(
+            [{**r, "method": by_id[r["method"]].label if r["method"] in by_id else r["method"]} for r in s.rows],
+            methods=list(table.index),
+        ),
+        width="stretch",
+        height=320,
+    )
     frame = pd.DataFrame(s.rows)
     for m, maps in s.maps.items():
         steps_of = frame[frame.method == m].sort_values("step")
@@ -159,7 +210,11 @@ else:
         cols = st.columns(len(maps))
         for k, (col, a) in enumerate(zip(cols, maps)):
             row = steps_of.iloc[k] if k < len(steps_of) else None
-            caption = "trained" if k == 0 else (f"up to {row['layer']} · ρ={row['spearman']:.2f}" if row is not None else f"step {k}")
+            caption = (
+                "trained"
+                if k == 0
+                else (f"up to {row['layer']} · ρ={row['spearman']:.2f}" if row is not None else f"step {k}")
+            )
             first = np.asarray(a[0])
             if bundle.modality == "image":
                 col.image(heatmap(np.abs(first), signed=False, upscale=112), caption=caption, width="stretch")
@@ -176,5 +231,7 @@ with st.expander("The inputs"):
         for j, (i, lab) in enumerate(zip(smp.indices, smp.labels)):
             cols[j % 8].image(to_pil(smp.raw[j], 64), caption=f"#{i} {info.classes[lab]}", width="stretch")
     else:
-        st.dataframe(pd.DataFrame({"index": smp.indices, "text": smp.raw,
-                                   "label": [info.classes[lab] for lab in smp.labels]}), hide_index=True)
+        st.dataframe(
+            pd.DataFrame({"index": smp.indices, "text": smp.raw, "label": [info.classes[lab] for lab in smp.labels]}),
+            hide_index=True,
+        )

@@ -1,5 +1,6 @@
 """Embeddings: a layer's activations for many test samples, projected to 2-D (UMAP, t-SNE, PCA),
 as an interactive scatter plot; click a point to open it on the Explain page; place your own input."""
+
 from __future__ import annotations
 
 import altair as alt
@@ -8,16 +9,21 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
+from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker
 from xaidash.dashboard.components.inside_charts import scatter_chart, thumbnail_url
 from xaidash.dashboard.components.params import param_widget
-from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.state import require_bundle
 from xaidash.explainers.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.activations import (
-    CACHE_FOLDER, Activations, compute_activations, describe_layer, embedding_layers, input_activation,
+    CACHE_FOLDER,
+    Activations,
+    compute_activations,
+    describe_layer,
+    embedding_layers,
+    input_activation,
 )
 
 EXPLAIN_PAGE = "views/explain.py"
@@ -59,12 +65,26 @@ if st.session_state.get("emb_n", 0) > total:  # chosen for another run's larger 
     st.session_state["emb_n"] = total
 c1, c2, c3 = st.columns([3, 2, 2])
 layer = c1.selectbox("Layer", list(names), format_func=names.get, key="emb_layer")
-n = int(c2.number_input("Test samples (N)", min_value=min(10, total), max_value=total, value=min(1000, total),
-                        step=500 if total > 2000 else 100, key="emb_n",
-                        help=f"Up to the whole test split ({total}). Activations and maps are computed once and cached."))
-method = c3.selectbox("Projection", list(METHODS), index=METHODS.index("pca"), format_func=LABELS.get, key="emb_method",
-                      help="PCA: linear and instant, distances meaningful. UMAP: keeps neighbourhoods and much of the "
-                           "global layout. t-SNE: keeps neighbourhoods only.")
+n = int(
+    c2.number_input(
+        "Test samples (N)",
+        min_value=min(10, total),
+        max_value=total,
+        value=min(1000, total),
+        step=500 if total > 2000 else 100,
+        key="emb_n",
+        help=f"Up to the whole test split ({total}). Activations and maps are computed once and cached.",
+    )
+)
+method = c3.selectbox(
+    "Projection",
+    list(METHODS),
+    index=METHODS.index("pca"),
+    format_func=LABELS.get,
+    key="emb_method",
+    help="PCA: linear and instant, distances meaningful. UMAP: keeps neighbourhoods and much of the "
+    "global layout. t-SNE: keeps neighbourhoods only.",
+)
 pcols = st.columns(max(1, len(PARAMS[method])) + 1)
 params = {}
 for col, p in zip(pcols, PARAMS[method]):
@@ -78,8 +98,16 @@ acts: Activations | None = _memory().get(acts_key)
 if acts is None:
     bar = st.progress(0.0, text=f"Activations of {names[layer]} for {n} samples…")
     try:
-        acts, _ = _memory().get_or_compute(acts_key, lambda: compute_activations(
-            bundle, layer, n, "test", progress=lambda d, t: bar.progress(d / t, text=f"Activations: {d}/{t} samples")))
+        acts, _ = _memory().get_or_compute(
+            acts_key,
+            lambda: compute_activations(
+                bundle,
+                layer,
+                n,
+                "test",
+                progress=lambda d, t: bar.progress(d / t, text=f"Activations: {d}/{t} samples"),
+            ),
+        )
     except Exception as e:  # noqa: BLE001
         show_error(e, "Activations")
         st.stop()
@@ -93,19 +121,31 @@ if proj is None:
     first = " (the first UMAP in a session compiles numba: about 20 s more)" if method == "umap" else ""
     with st.spinner(f"{LABELS[method]} of {len(acts)} points with {acts.features.shape[1]} features{first}…"):
         try:
-            proj, _ = _memory().get_or_compute(proj_key, lambda: project(
-                acts.features, method, cache_dir=bundle.run_dir / CACHE_FOLDER / "projections" if bundle.run_dir else None,
-                name=f"{layer}-n{len(acts)}", **params))
+            proj, _ = _memory().get_or_compute(
+                proj_key,
+                lambda: project(
+                    acts.features,
+                    method,
+                    cache_dir=bundle.run_dir / CACHE_FOLDER / "projections" if bundle.run_dir else None,
+                    name=f"{layer}-n{len(acts)}",
+                    **params,
+                ),
+            )
         except Exception as e:  # noqa: BLE001
             show_error(e, LABELS[method])
             st.stop()
 
 classes = bundle.info.classes
-df = pd.DataFrame({
-    "x": proj.coords[:, 0], "y": proj.coords[:, 1], "index": acts.indices,
-    "true": [classes[i] for i in acts.labels], "predicted": [classes[i] for i in acts.preds],
-    "correct": np.where(acts.labels == acts.preds, "correct", "wrong"),
-})
+df = pd.DataFrame(
+    {
+        "x": proj.coords[:, 0],
+        "y": proj.coords[:, 1],
+        "index": acts.indices,
+        "true": [classes[i] for i in acts.labels],
+        "predicted": [classes[i] for i in acts.preds],
+        "correct": np.where(acts.labels == acts.preds, "correct", "wrong"),
+    }
+)
 if bundle.modality == "image":
     df["image"] = _thumbnails(bundle.info.name, tuple(int(i) for i in acts.indices))
 else:
@@ -121,9 +161,14 @@ with st.expander("Place your own input in the map"):
         st.session_state.setdefault("emb_place_source", "Upload images" if bundle.modality == "image" else "Type text")
         inputs = input_picker(bundle, "emb_place", bundle_key=bundle_key, max_inputs=4)
         rows = []
-        refit = "" if proj.transform_ready or not inputs else (
-            f" (UMAP's fit is not in memory since the map came from the disk cache: refitting it, about as long "
-            f"as the map took, {proj.seconds:.0f} s)")
+        refit = (
+            ""
+            if proj.transform_ready or not inputs
+            else (
+                f" (UMAP's fit is not in memory since the map came from the disk cache: refitting it, about as long "
+                f"as the map took, {proj.seconds:.0f} s)"
+            )
+        )
         with guard("Placing inputs"), st.spinner(f"Placing {len(inputs)} input(s){refit}…"):
             for p in inputs:
                 feats = input_activation(bundle, p.raw, layer, acts.reduce)
@@ -137,14 +182,20 @@ with st.expander("Place your own input in the map"):
 # ---- the map ------------------------------------------------------------------------------------------------
 accuracy = float((acts.labels == acts.preds).mean())
 title = f"{LABELS[method]} of {names[layer]} · {len(acts)} test samples · accuracy {accuracy:.1%}"
-event = st.altair_chart(scatter_chart(df, colour, title, proj.axis_labels(), placed, point_size=14 if len(df) > 3000 else 24),
-                        on_select="rerun", selection_mode="pick", key=f"emb_chart_{layer}_{n}_{method}")
+event = st.altair_chart(
+    scatter_chart(df, colour, title, proj.axis_labels(), placed, point_size=14 if len(df) > 3000 else 24),
+    on_select="rerun",
+    selection_mode="pick",
+    key=f"emb_chart_{layer}_{n}_{method}",
+)
 if proj.note:
     st.caption(f":warning: {proj.note}")
 source = "read from cache" if acts.from_cache else "computed"
-st.caption(f"Activations {source} ({acts.features.shape[1]} features per sample); "
-           f"{LABELS[method]} {'read from cache' if proj.from_cache else f'computed in {proj.seconds:.1f} s'}. "
-           "Hover a point for the sample, drag to pan, scroll to zoom, click to select, double-click to clear.")
+st.caption(
+    f"Activations {source} ({acts.features.shape[1]} features per sample); "
+    f"{LABELS[method]} {'read from cache' if proj.from_cache else f'computed in {proj.seconds:.1f} s'}. "
+    "Hover a point for the sample, drag to pan, scroll to zoom, click to select, double-click to clear."
+)
 
 # ---- the selected sample -------------------------------------------------------------------------------------
 picked = (event.selection.get("pick") or []) if event and event.selection else []

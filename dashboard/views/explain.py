@@ -1,4 +1,5 @@
 """Explain: inputs, the model's prediction, and several methods' maps side by side (inputs as rows)."""
+
 from __future__ import annotations
 
 import functools
@@ -49,21 +50,38 @@ def batch_of(inputs: list[PickedInput]) -> torch.Tensor | list[str]:
     return torch.stack([p.raw for p in inputs])
 
 
-def compute(bundle: ModelBundle, raw: Any, inputs: list[PickedInput], method: str, params: dict[str, Any],
-            target: int | None, background: torch.Tensor | None, with_metrics: bool) -> Result:
+def compute(
+    bundle: ModelBundle,
+    raw: Any,
+    inputs: list[PickedInput],
+    method: str,
+    params: dict[str, Any],
+    target: int | None,
+    background: torch.Tensor | None,
+    with_metrics: bool,
+) -> Result:
     with services.model_lock(bkey):
         return _compute(bundle, raw, inputs, method, params, target, background, with_metrics)
 
 
-def _compute(bundle: ModelBundle, raw: Any, inputs: list[PickedInput], method: str, params: dict[str, Any],
-             target: int | None, background: torch.Tensor | None, with_metrics: bool) -> Result:
+def _compute(
+    bundle: ModelBundle,
+    raw: Any,
+    inputs: list[PickedInput],
+    method: str,
+    params: dict[str, Any],
+    target: int | None,
+    background: torch.Tensor | None,
+    with_metrics: bool,
+) -> Result:
     e = explain(bundle, raw, target, method, background=background, **params)
     if not with_metrics:
         return Result(e)
     masks = np.stack([p.mask for p in inputs]) if all(p.mask is not None for p in inputs) else None
     rationales = [p.rationale for p in inputs] if any(p.rationale for p in inputs) else None
-    values, errors = input_metrics(bundle, raw, e, masks=masks, rationales=rationales, background=background,
-                                   steps=METRIC_STEPS)
+    values, errors = input_metrics(
+        bundle, raw, e, masks=masks, rationales=rationales, background=background, steps=METRIC_STEPS
+    )
     return Result(e, values, errors)
 
 
@@ -92,24 +110,47 @@ with st.container(border=True):
     if stored is None or any(m not in ids for m in stored):
         stored = [m for m in (stored or []) if m in ids] or [m for m in DEFAULT_METHODS if m in ids][:3] or ids[:2]
     st.session_state["explain_methods"] = stored
-    chosen = st.multiselect("Methods", ids, format_func=lambda i: by_id[i].label, key="explain_methods",
-                            help="the methods that apply to this model")
+    chosen = st.multiselect(
+        "Methods",
+        ids,
+        format_func=lambda i: by_id[i].label,
+        key="explain_methods",
+        help="the methods that apply to this model",
+    )
     st.session_state["explain_methods_kept"] = chosen
     c2, c4, c3 = st.columns([2, 2, 2])
-    target_name = c2.selectbox("Target class", ["predicted class"] + list(info.classes), key=f"explain_target_{info.name}",
-                               help="the class whose evidence the maps show")
-    shared = c3.toggle("One colour scale", key="explain_shared",
-                       help="draw every map of an input on the same scale (the largest |value| among the methods)")
+    target_name = c2.selectbox(
+        "Target class",
+        ["predicted class"] + list(info.classes),
+        key=f"explain_target_{info.name}",
+        help="the class whose evidence the maps show",
+    )
+    shared = c3.toggle(
+        "One colour scale",
+        key="explain_shared",
+        help="draw every map of an input on the same scale (the largest |value| among the methods)",
+    )
     display = "tokens"
     if bundle.modality == "image":
-        display = c4.radio("Show maps as", ["overlay", "heatmap"], horizontal=True, key="explain_display",
-                           help="overlay: the map blended over the input (opacity grows with |value|); heatmap: the map alone")
-    with_metrics = c3.toggle("Quality metrics", value=True, key="explain_metrics",
-                             help="deletion/insertion AUC, and pointing game, energy or completeness where they apply")
+        display = c4.radio(
+            "Show maps as",
+            ["overlay", "heatmap"],
+            horizontal=True,
+            key="explain_display",
+            help="overlay: the map blended over the input (opacity grows with |value|); heatmap: the map alone",
+        )
+    with_metrics = c3.toggle(
+        "Quality metrics",
+        value=True,
+        key="explain_metrics",
+        help="deletion/insertion AUC, and pointing game, energy or completeness where they apply",
+    )
     unusable = [m for m in list_methods(bundle.modality) if m.id not in ids]
     if unusable:
-        st.caption("Not available for this model: " + "; ".join(
-            f"{m.label} ({(m.applies(bundle) or 'not supported').rstrip('.')})" for m in unusable))
+        st.caption(
+            "Not available for this model: "
+            + "; ".join(f"{m.label} ({(m.applies(bundle) or 'not supported').rstrip('.')})" for m in unusable)
+        )
     params: dict[str, dict[str, Any]] = {}
     if chosen:
         cols = st.columns(min(3, len(chosen)))
@@ -145,17 +186,23 @@ for j, m in enumerate(chosen):
     key = (bkey, input_keys, m, json.dumps(params.get(m, {}), sort_keys=True, default=str), target, with_metrics)
     try:
         value, hit = cache.get_or_compute(
-            key, functools.partial(compute, bundle, raw, inputs, m, params.get(m, {}), target, bg, with_metrics))
+            key, functools.partial(compute, bundle, raw, inputs, m, params.get(m, {}), target, bg, with_metrics)
+        )
         results[m] = Result(value.explanation, value.metrics, value.metric_errors, cached=hit)
     except Exception as e:  # noqa: BLE001 - one method failing must not hide the others
         results[m] = Result(error=e)
 bar.empty()
 
 # ---- results grid ------------------------------------------------------------------------------
-signed_note = ("Colours: red = evidence for the target class, blue = against (signed methods); "
-               "yellow/black = magnitude only (unsigned methods).")
-st.caption(signed_note + (" Overlays are drawn on a grey copy of the input." if display == "overlay" else "")
-           + (" One colour scale per input." if shared else " Each map on its own scale."))
+signed_note = (
+    "Colours: red = evidence for the target class, blue = against (signed methods); "
+    "yellow/black = magnitude only (unsigned methods)."
+)
+st.caption(
+    signed_note
+    + (" Overlays are drawn on a grey copy of the input." if display == "overlay" else "")
+    + (" One colour scale per input." if shared else " Each map on its own scale.")
+)
 overlays: dict[tuple[int, str], Any] = {}
 for i, p in enumerate(inputs):
     pred = int(probs[i].argmax())
@@ -166,8 +213,17 @@ for i, p in enumerate(inputs):
     h2.altair_chart(topk_chart(probs[i], info.classes, TOP_K, p.label), width="stretch")
     scale = None
     if shared:
-        scale = max((float(np.abs(r.explanation.item(i)).max()) for r in results.values() if r.explanation is not None
-                     and r.explanation.item(i).size), default=0.0) or None
+        scale = (
+            max(
+                (
+                    float(np.abs(r.explanation.item(i)).max())
+                    for r in results.values()
+                    if r.explanation is not None and r.explanation.item(i).size
+                ),
+                default=0.0,
+            )
+            or None
+        )
     cols = st.columns(1 + len(chosen))
     with cols[0]:
         st.caption("Input")
@@ -193,11 +249,16 @@ for i, p in enumerate(inputs):
                 overlays[(i, m)] = img
                 st.image(img, width="stretch")
             else:
-                st.markdown(highlight_tokens(e.tokens[i], e.item(i), scale=scale, signed=by_id[m].signed),
-                            unsafe_allow_html=True)
+                st.markdown(
+                    highlight_tokens(e.tokens[i], e.item(i), scale=scale, signed=by_id[m].signed),
+                    unsafe_allow_html=True,
+                )
             secs = f"{e.seconds:.2f} s" if e.seconds >= 0.01 else "<0.01 s"
-            lines = [f"target {info.classes[int(e.targets[i])]} · {secs}"
-                     + (f" for {len(e)} inputs" if len(e) > 1 else "") + (" · cached" if r.cached else "")]
+            lines = [
+                f"target {info.classes[int(e.targets[i])]} · {secs}"
+                + (f" for {len(e)} inputs" if len(e) > 1 else "")
+                + (" · cached" if r.cached else "")
+            ]
             lines += [f"{METRICS[k][0]}: {fmt(v[i])}" for k, v in r.metrics.items() if k in METRICS]
             lines += [f"{k}: {fmt(v[i])}" for k, v in e.diagnostics.items()]
             st.caption("  \n".join(lines))
@@ -214,8 +275,13 @@ def npy_bytes(e: Explanation) -> bytes:
 
 
 def text_scores_json(e: Explanation) -> str:
-    return json.dumps([{"input": p.name, "words": e.tokens[i], "scores": [float(v) for v in e.item(i)]}
-                       for i, p in enumerate(inputs)], indent=2)
+    return json.dumps(
+        [
+            {"input": p.name, "words": e.tokens[i], "scores": [float(v) for v in e.item(i)]}
+            for i, p in enumerate(inputs)
+        ],
+        indent=2,
+    )
 
 
 def overlays_zip() -> bytes:
@@ -233,18 +299,31 @@ def report_json() -> str:
         return None if isinstance(v, float) and not np.isfinite(v) else v
 
     report = {
-        "run": run.id, "model": bundle.spec.name, "dataset": info.name, "device": str(bundle.device),
+        "run": run.id,
+        "model": bundle.spec.name,
+        "dataset": info.name,
+        "device": str(bundle.device),
         "target": target_name,
-        "inputs": [{
-            "name": p.name, "true_label": info.classes[p.label] if p.label is not None else None,
-            "predictions": [{"class": info.classes[k], "probability": float(probs[i, k])}
-                            for k in np.argsort(-probs[i])[:TOP_K]],
-        } for i, p in enumerate(inputs)],
-        "methods": [{
-            **r.explanation.summary(),
-            "metrics": {k: [clean(x) for x in v] for k, v in r.metrics.items()},
-            "metric_errors": r.metric_errors,
-        } if r.explanation is not None else {"method": m, "error": str(r.error)} for m, r in results.items()],
+        "inputs": [
+            {
+                "name": p.name,
+                "true_label": info.classes[p.label] if p.label is not None else None,
+                "predictions": [
+                    {"class": info.classes[k], "probability": float(probs[i, k])} for k in np.argsort(-probs[i])[:TOP_K]
+                ],
+            }
+            for i, p in enumerate(inputs)
+        ],
+        "methods": [
+            {
+                **r.explanation.summary(),
+                "metrics": {k: [clean(x) for x in v] for k, v in r.metrics.items()},
+                "metric_errors": r.metric_errors,
+            }
+            if r.explanation is not None
+            else {"method": m, "error": str(r.error)}
+            for m, r in results.items()
+        ],
     }
     return json.dumps(report, indent=2, default=str)
 
@@ -255,16 +334,39 @@ with st.expander("Downloads", icon=":material/download:"):
     for j, (m, e) in enumerate(done):
         if bundle.modality == "image":
             cols[j % len(cols)].download_button(
-                f"{by_id[m].label} (.npy)", data=functools.partial(npy_bytes, e), file_name=f"{m}.npy",
-                mime="application/octet-stream", key=f"dl_npy_{m}", on_click="ignore",
-                help="attributions, one (H, W) map per input, stacked")
+                f"{by_id[m].label} (.npy)",
+                data=functools.partial(npy_bytes, e),
+                file_name=f"{m}.npy",
+                mime="application/octet-stream",
+                key=f"dl_npy_{m}",
+                on_click="ignore",
+                help="attributions, one (H, W) map per input, stacked",
+            )
         else:
             cols[j % len(cols)].download_button(
-                f"{by_id[m].label} (.json)", data=functools.partial(text_scores_json, e), file_name=f"{m}.json",
-                mime="application/json", key=f"dl_json_{m}", on_click="ignore", help="one score per word")
+                f"{by_id[m].label} (.json)",
+                data=functools.partial(text_scores_json, e),
+                file_name=f"{m}.json",
+                mime="application/json",
+                key=f"dl_json_{m}",
+                on_click="ignore",
+                help="one score per word",
+            )
     c1, c2 = st.columns(2)
     if overlays:
-        c1.download_button("Overlays (.zip of PNGs)", data=overlays_zip, file_name="overlays.zip", mime="application/zip",
-                           key="dl_zip", on_click="ignore")
-    c2.download_button("Report (.json): predictions, parameters, timings, metrics", data=report_json,
-                       file_name="explanations.json", mime="application/json", key="dl_report", on_click="ignore")
+        c1.download_button(
+            "Overlays (.zip of PNGs)",
+            data=overlays_zip,
+            file_name="overlays.zip",
+            mime="application/zip",
+            key="dl_zip",
+            on_click="ignore",
+        )
+    c2.download_button(
+        "Report (.json): predictions, parameters, timings, metrics",
+        data=report_json,
+        file_name="explanations.json",
+        mime="application/json",
+        key="dl_report",
+        on_click="ignore",
+    )

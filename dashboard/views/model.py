@@ -1,5 +1,6 @@
 """Model: the architecture, one input's feature maps, the first layer's filters, and how one input's
 explanations changed over the epochs of training."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -57,11 +58,20 @@ with guard("Architecture summary"):
     c1.metric("Parameters", f"{summary.total:,}")
     c2.metric("Trainable", f"{summary.trainable:,}")
     c3.metric("Input", " x ".join(map(str, summary.input_shape)) if bundle.modality == "image" else "token ids")
-    st.dataframe(pd.DataFrame(summary.table()), hide_index=True, width="stretch", height=min(720, 40 + 35 * len(summary.rows)),
-                 column_config={"parameters": st.column_config.NumberColumn(format="localized"),
-                                "trainable": st.column_config.NumberColumn(format="localized")})
-    st.caption("Output shapes from one forward pass of a dummy input (batch dimension left out). Each parameter is "
-               "counted once, at the module that owns it, so the column adds up to the total.")
+    st.dataframe(
+        pd.DataFrame(summary.table()),
+        hide_index=True,
+        width="stretch",
+        height=min(720, 40 + 35 * len(summary.rows)),
+        column_config={
+            "parameters": st.column_config.NumberColumn(format="localized"),
+            "trainable": st.column_config.NumberColumn(format="localized"),
+        },
+    )
+    st.caption(
+        "Output shapes from one forward pass of a dummy input (batch dimension left out). Each parameter is "
+        "counted once, at the module that owns it, so the column adds up to the total."
+    )
 
 # ---- one input ---------------------------------------------------------------------------------
 st.subheader("Input")
@@ -79,17 +89,25 @@ if bundle.modality == "image":
             st.info(str(e), icon=":material/block:")
             maps = []
         if maps:
-            labels = {m.path: f"{m.path} ({m.maps.shape[0]} x {m.maps.shape[1]}x{m.maps.shape[2]})"
-                      + (" · shortcut" if m.shortcut else "") for m in maps}
+            labels = {
+                m.path: f"{m.path} ({m.maps.shape[0]} x {m.maps.shape[1]}x{m.maps.shape[2]})"
+                + (" · shortcut" if m.shortcut else "")
+                for m in maps
+            }
             c1, c2 = st.columns([3, 1])
             path = c1.selectbox("Conv layer", list(labels), format_func=labels.get, key="model_fmap_layer")
             chosen = next(m for m in maps if m.path == path)
-            k = int(c2.number_input("Channels shown", 1, chosen.maps.shape[0], min(32, chosen.maps.shape[0]),
-                                    key=f"model_fmap_k_{path}"))
+            k = int(
+                c2.number_input(
+                    "Channels shown", 1, chosen.maps.shape[0], min(32, chosen.maps.shape[0]), key=f"model_fmap_k_{path}"
+                )
+            )
             left, right = st.columns([1, 4])
             left.image(to_pil(item.raw, 120), caption=item.name, width=120)
-            right.image(mosaic(chosen.maps[:k], cols=8, tile=72, labels=[f"ch {i}" for i in range(k)]),
-                        caption="Each map scaled to its own range: black lowest, white highest.")
+            right.image(
+                mosaic(chosen.maps[:k], cols=8, tile=72, labels=[f"ch {i}" for i in range(k)]),
+                caption="Each map scaled to its own range: black lowest, white highest.",
+            )
 
     st.subheader("First-layer filters")
     try:
@@ -98,11 +116,16 @@ if bundle.modality == "image":
         st.info(str(e), icon=":material/block:")
     else:
         tiles, signed = filters_as_images(filters.weights[:MAX_CHANNELS])
-        st.image(mosaic(tiles, cols=16, tile=40 if filters.kind == "Conv2d" else 56, signed=signed),
-                 caption=f"{filters.path}: {filters.note}"
-                 + (f" (first {MAX_CHANNELS})" if len(filters.weights) > MAX_CHANNELS else "")
-                 + (". Grey = 0, white positive, black negative (summed over input channels)." if signed
-                    else ". RGB weights, mid-grey = 0."))
+        st.image(
+            mosaic(tiles, cols=16, tile=40 if filters.kind == "Conv2d" else 56, signed=signed),
+            caption=f"{filters.path}: {filters.note}"
+            + (f" (first {MAX_CHANNELS})" if len(filters.weights) > MAX_CHANNELS else "")
+            + (
+                ". Grey = 0, white positive, black negative (summed over input channels)."
+                if signed
+                else ". RGB weights, mid-grey = 0."
+            ),
+        )
 else:
     st.caption("Feature maps and filters are shown for image models; this model reads token ids.")
 
@@ -116,9 +139,11 @@ if item is None:
     st.info("Pick an input above.")
     st.stop()
 epochs = [e for e, _ in checkpoints]
-st.caption(f"{len(epochs)} checkpoint(s): epochs {', '.join(map(str, epochs))}. The input is explained with the "
-           "weights after each epoch, always for the class the final model predicts (each epoch's own "
-           "prediction is in its caption). One colour scale per method across the epochs.")
+st.caption(
+    f"{len(epochs)} checkpoint(s): epochs {', '.join(map(str, epochs))}. The input is explained with the "
+    "weights after each epoch, always for the class the final model predicts (each epoch's own "
+    "prediction is in its caption). One colour scale per method across the epochs."
+)
 default_methods = ("gradcam", "ig") if bundle.modality == "image" else ("ig",)
 key = (bundle_key, item.key, default_methods)
 result: TrainingExplanations | None = _across().get(key)
@@ -127,9 +152,16 @@ if result is None:
         st.stop()
     bar = st.progress(0.0, text="Explaining at every epoch…")
     try:
-        result, _ = _across().get_or_compute(key, lambda: explanations_across_training(
-            run, item.raw, default_methods, method_params={"ig": {"steps": IG_STEPS}},
-            progress=lambda d, t: bar.progress(d / t, text=f"Epoch {d}/{t}")))
+        result, _ = _across().get_or_compute(
+            key,
+            lambda: explanations_across_training(
+                run,
+                item.raw,
+                default_methods,
+                method_params={"ig": {"steps": IG_STEPS}},
+                progress=lambda d, t: bar.progress(d / t, text=f"Epoch {d}/{t}"),
+            ),
+        )
     except Exception as e:  # noqa: BLE001
         show_error(e, "Explanations across training")
         st.stop()
@@ -151,13 +183,21 @@ for method in result.methods():
         cols = st.columns(max(len(shown), 5))  # at least five slots: a two-epoch run does not get half-page images
         for col, e in zip(cols, shown):
             cap = f"epoch {e.epoch} · val acc {pct(e.val_acc)} · pred {classes[e.predicted]} · p={e.probability:.2f}"
-            col.image(overlay(item.raw, e.explanations[method].item(0), signed=spec.signed, scale=scale, alpha=0.7,
-                              upscale=160), caption=cap, width="stretch")
+            col.image(
+                overlay(
+                    item.raw, e.explanations[method].item(0), signed=spec.signed, scale=scale, alpha=0.7, upscale=160
+                ),
+                caption=cap,
+                width="stretch",
+            )
     else:  # a sentence needs the width: one epoch per line
         for e in shown:
             expl = e.explanations[method]
             left, right = st.columns([1, 4], vertical_alignment="center")
-            left.caption(f"epoch {e.epoch} · val acc {pct(e.val_acc)} · pred {classes[e.predicted]} · p={e.probability:.2f}")
-            right.markdown(highlight_tokens(expl.tokens[0], expl.item(0), scale=scale, signed=spec.signed),
-                           unsafe_allow_html=True)
+            left.caption(
+                f"epoch {e.epoch} · val acc {pct(e.val_acc)} · pred {classes[e.predicted]} · p={e.probability:.2f}"
+            )
+            right.markdown(
+                highlight_tokens(expl.tokens[0], expl.item(0), scale=scale, signed=spec.signed), unsafe_allow_html=True
+            )
     st.image(colorbar(spec.signed, scale if scale > 0 else 1.0, label=f"{spec.label} (shared scale)"), width=256)

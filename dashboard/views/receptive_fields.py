@@ -1,5 +1,6 @@
 """Receptive fields: the theoretical window of every conv and pooling layer, one unit's window on an
 input image, and the effective receptive field (input gradients) for trained and random weights."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -61,9 +62,15 @@ h, w = (int(v) for v in bundle.info.input_shape[1:])
 c1, c2, c3 = st.columns([3, 1, 1])
 paths = [l.path for l in layers]
 default = next((i for i in range(len(layers) - 1, -1, -1) if layers[i].kind == "Conv2d"), len(layers) - 1)
-path = c1.selectbox("Layer", paths, index=default, key="rf_layer",
-                    format_func=lambda p: f"{p} ({find_layer(layers, p).row()['receptive field']}, "
-                                          f"{find_layer(layers, p).row()['output size']} units)")
+path = c1.selectbox(
+    "Layer",
+    paths,
+    index=default,
+    key="rf_layer",
+    format_func=lambda p: (
+        f"{p} ({find_layer(layers, p).row()['receptive field']}, {find_layer(layers, p).row()['output size']} units)"
+    ),
+)
 layer = find_layer(layers, path)
 centre = layer.centre_unit()
 for k, top in ((f"rf_row_{path}", layer.output_size[0] - 1), (f"rf_col_{path}", layer.output_size[1] - 1)):
@@ -84,36 +91,56 @@ with left:
         st.image(draw_box(img, box, factor), caption=f"{picked[0].name}: unit ({row}, {col}) of {path}", width=320)
     st.caption(
         f"Box rows {box[0]}–{box[2]}, columns {box[1]}–{box[3]} of a {h}x{w} image"
-        + (f" (the full {layer.rf[0]}x{layer.rf[1]} field reaches rows {raw_box[0]}–{raw_box[2]}, columns "
-           f"{raw_box[1]}–{raw_box[3]}: the part outside is padding)." if clipped else ".")
+        + (
+            f" (the full {layer.rf[0]}x{layer.rf[1]} field reaches rows {raw_box[0]}–{raw_box[2]}, columns "
+            f"{raw_box[1]}–{raw_box[3]}: the part outside is padding)."
+            if clipped
+            else "."
+        )
     )
 
 st.subheader("Effective receptive field")
 c1, c2 = st.columns([2, 3])
-n = int(c1.number_input("Test images averaged", 1, 2000, 64, step=32, key="rf_erf_n",
-                        help="The gradient of the unit (summed over its channels) with respect to the input, "
-                             "absolute, averaged over this many test images."))
-c2.caption("Trained weights beside the same architecture with random weights: training usually "
-           "concentrates the field further.")
+n = int(
+    c1.number_input(
+        "Test images averaged",
+        1,
+        2000,
+        64,
+        step=32,
+        key="rf_erf_n",
+        help="The gradient of the unit (summed over its channels) with respect to the input, "
+        "absolute, averaged over this many test images.",
+    )
+)
+c2.caption(
+    "Trained weights beside the same architecture with random weights: training usually concentrates the field further."
+)
 cols = st.columns(2)
 for column, random_weights in zip(cols, (False, True)):
     with column, guard("Effective receptive field"):
         with st.spinner("Computing input gradients…"):
             erf = _erf(bundle_key, bundle, path, (row, col), n, random_weights)
         img, factor = heat_image(erf.map, 256)
-        st.image(draw_box(img, box, factor, colour="#00e5ff", width=2),
-                 caption=f"{erf.weights} weights · {erf.samples} images · box: theoretical field", width=320)
+        st.image(
+            draw_box(img, box, factor, colour="#00e5ff", width=2),
+            caption=f"{erf.weights} weights · {erf.samples} images · box: theoretical field",
+            width=320,
+        )
         support = erf.support(0.05)
         norm = erf.normalized()
         inside = erf.fraction_inside(box)
         area = int((norm > 0.05).sum())
-        st.caption(f"{100 * inside:.1f}% of the gradient inside the box; {area} pixels above 5% of the peak"
-                   + (f" (rows {support[0]}–{support[2]}, columns {support[1]}–{support[3]})." if support else "."))
+        st.caption(
+            f"{100 * inside:.1f}% of the gradient inside the box; {area} pixels above 5% of the peak"
+            + (f" (rows {support[0]}–{support[2]}, columns {support[1]}–{support[3]})." if support else ".")
+        )
 with guard("Profile"):
     trained = _erf(bundle_key, bundle, path, (row, col), n, False).normalized()
     rand = _erf(bundle_key, bundle, path, (row, col), n, True).normalized()
     r = (box[0] + box[2]) // 2
     profile = pd.DataFrame({"column": np.arange(w), "trained": trained[r], "random": rand[r]}).melt(
-        "column", var_name="weights", value_name="relative gradient")
+        "column", var_name="weights", value_name="relative gradient"
+    )
     st.line_chart(profile, x="column", y="relative gradient", color="weights", height=220)
     st.caption(f"Row {r} through the centre of the box, each map scaled to its own peak.")

@@ -1,4 +1,5 @@
 """Train: settings form, a background job with live curves and a Stop button, and the runs table."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -48,28 +49,46 @@ infos = list_datasets()
 status = {}
 for i in infos:
     try:
-        status[i.name] = "built in" if i.builtin else ("available" if get_source(i.name).is_available(data_root()) else "needs download")
+        status[i.name] = (
+            "built in"
+            if i.builtin
+            else ("available" if get_source(i.name).is_available(data_root()) else "needs download")
+        )
     except Exception:  # noqa: BLE001 - a broken source must not hide the others
         status[i.name] = "unavailable"
 c1, c2 = st.columns(2)
 names = [i.name for i in infos]
-dataset = c1.selectbox("Data set", names, index=names.index("shapes") if "shapes" in names else 0,
-                       format_func=lambda n: f"{n} ({status[n]})", key="train_dataset")
+dataset = c1.selectbox(
+    "Data set",
+    names,
+    index=names.index("shapes") if "shapes" in names else 0,
+    format_func=lambda n: f"{n} ({status[n]})",
+    key="train_dataset",
+)
 info = get_source(dataset).info
 c1.caption(info.description)
 if status[dataset] == "needs download":
     if offline():
-        c1.warning(f"{dataset} is not under the data root `{data_root()}` and downloads are off (offline mode): "
-                   "copy its files there or pick a built-in data set.", icon=":material/cloud_off:")
+        c1.warning(
+            f"{dataset} is not under the data root `{data_root()}` and downloads are off (offline mode): "
+            "copy its files there or pick a built-in data set.",
+            icon=":material/cloud_off:",
+        )
     else:
-        c1.info(f"{dataset} will be downloaded to `{data_root()}` when training starts.", icon=":material/cloud_download:")
+        c1.info(
+            f"{dataset} will be downloaded to `{data_root()}` when training starts.", icon=":material/cloud_download:"
+        )
 specs = sorted(models_for(info), key=lambda s: s.pretrained)  # models trained here first: quick to try
 if not specs:
     c2.warning(f"No zoo model fits {dataset}.")
     spec = None
 else:
-    model = c2.selectbox("Model", [s.name for s in specs], key="train_model",
-                         format_func=lambda n: n + (" (pretrained)" if next(s for s in specs if s.name == n).pretrained else ""))
+    model = c2.selectbox(
+        "Model",
+        [s.name for s in specs],
+        key="train_model",
+        format_func=lambda n: n + (" (pretrained)" if next(s for s in specs if s.name == n).pretrained else ""),
+    )
     spec = next(s for s in specs if s.name == model)
     c2.caption(spec.description + (f" Input: {spec.input_note}." if spec.input_note else ""))
     if note := spec.note():
@@ -80,28 +99,57 @@ if spec is not None:
         c1, c2, c3, c4 = st.columns(4)
         epochs = c1.number_input("Epochs", 1, 1000, 3, key="train_epochs")
         batch_size = c2.number_input("Batch size", 1, 8192, 128, key="train_batch")
-        lr = c3.number_input("Learning rate", 1e-6, 5.0, float(spec.default_lr), format="%.5f", key=f"train_lr_{spec.name}",
-                             help=f"{spec.name}'s default is {spec.default_lr:g}")
+        lr = c3.number_input(
+            "Learning rate",
+            1e-6,
+            5.0,
+            float(spec.default_lr),
+            format="%.5f",
+            key=f"train_lr_{spec.name}",
+            help=f"{spec.name}'s default is {spec.default_lr:g}",
+        )
         optimizer = c4.selectbox("Optimiser", ["adam", "adamw", "sgd"], key="train_opt")
-        schedule = c1.selectbox("Schedule", ["cosine", "onecycle", "constant"], key="train_sched",
-                                help="learning rate over the steps: cosine decay, one-cycle warm-up and decay, or constant")
+        schedule = c1.selectbox(
+            "Schedule",
+            ["cosine", "onecycle", "constant"],
+            key="train_sched",
+            help="learning rate over the steps: cosine decay, one-cycle warm-up and decay, or constant",
+        )
         augment_choices = ["none", "shift", "flip", "shift+flip"] if info.modality == "image" else ["none"]
-        augment = c2.selectbox("Augmentation", augment_choices, key="train_aug",
-                               help="random shifts by up to 2 pixels and/or horizontal flips of training images")
-        device = c3.selectbox("Device", device_options(), key="train_device",
-                              help="auto: the first CUDA GPU, else Apple MPS, else the CPU")
+        augment = c2.selectbox(
+            "Augmentation",
+            augment_choices,
+            key="train_aug",
+            help="random shifts by up to 2 pixels and/or horizontal flips of training images",
+        )
+        device = c3.selectbox(
+            "Device",
+            device_options(),
+            key="train_device",
+            help="auto: the first CUDA GPU, else Apple MPS, else the CPU",
+        )
         seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed")
         with st.expander("Quick run and validation"):
             q1, q2 = st.columns(2)
-            max_samples = q1.number_input("Use at most this many training samples (0 = all)", 0, 10_000_000, 0, step=100,
-                                          key="train_max_samples")
+            max_samples = q1.number_input(
+                "Use at most this many training samples (0 = all)", 0, 10_000_000, 0, step=100, key="train_max_samples"
+            )
             val_fraction = q2.slider("Validation share of the training split", 0.0, 0.5, 0.1, 0.05, key="train_val")
         submitted = st.form_submit_button("Start training", type="primary", icon=":material/play_arrow:")
     if submitted:
         cfg = TrainConfig(
-            dataset=dataset, model=spec.name, epochs=int(epochs), batch_size=int(batch_size), lr=float(lr),
-            optimizer=optimizer, schedule=schedule, augment=augment, device=device, seed=int(seed),
-            val_fraction=float(val_fraction), max_train_samples=int(max_samples) or None,
+            dataset=dataset,
+            model=spec.name,
+            epochs=int(epochs),
+            batch_size=int(batch_size),
+            lr=float(lr),
+            optimizer=optimizer,
+            schedule=schedule,
+            augment=augment,
+            device=device,
+            seed=int(seed),
+            val_fraction=float(val_fraction),
+            max_train_samples=int(max_samples) or None,
         )
         try:
             job = manager.start(cfg)
@@ -130,24 +178,39 @@ def job_panel() -> None:
         # The job just ended: rerun the whole page once so the runs table and the sidebar show the new run.
         st.session_state["train_watching"] = None
         st.rerun()
-    st.markdown(f"**{job.label}** · {job.config['epochs']} epochs · batch {job.config['batch_size']}"
-                + (f" · run `{job.run_id}`" if job.run_id else ""))
+    st.markdown(
+        f"**{job.label}** · {job.config['epochs']} epochs · batch {job.config['batch_size']}"
+        + (f" · run `{job.run_id}`" if job.run_id else "")
+    )
     if job.active:
         rate = f"{job.samples_per_s:,.0f} samples/s" if job.samples_per_s else "measuring speed"
-        text = (f"Epoch {max(job.epoch, 1)}/{job.epochs} · step {job.step}/{job.total_steps} · {rate} · "
-                f"ETA {fmt_seconds(job.eta_s)} · {fmt_seconds(job.elapsed_s)} elapsed")
+        text = (
+            f"Epoch {max(job.epoch, 1)}/{job.epochs} · step {job.step}/{job.total_steps} · {rate} · "
+            f"ETA {fmt_seconds(job.eta_s)} · {fmt_seconds(job.elapsed_s)} elapsed"
+        )
         if job.state == "starting":
             text = "Loading the data set and building the model…"
         st.progress(job.progress, text=text)
-        st.button("Stop", icon=":material/stop:", key="train_stop", on_click=manager.stop,
-                  disabled=job.stop_requested, help="stop after the current step; the run keeps its last checkpoint")
+        st.button(
+            "Stop",
+            icon=":material/stop:",
+            key="train_stop",
+            on_click=manager.stop,
+            disabled=job.stop_requested,
+            help="stop after the current step; the run keeps its last checkpoint",
+        )
         if job.stop_requested:
             st.caption("Stopping after the current step…")
     elif job.state == "completed":
-        st.success(f"Finished in {fmt_seconds(job.elapsed_s)}: test accuracy {pct(job.test_acc)}.", icon=":material/check_circle:")
+        st.success(
+            f"Finished in {fmt_seconds(job.elapsed_s)}: test accuracy {pct(job.test_acc)}.",
+            icon=":material/check_circle:",
+        )
     elif job.state == "stopped":
-        st.warning(f"Stopped after {fmt_seconds(job.elapsed_s)}; the run keeps the weights of its last finished epoch.",
-                   icon=":material/stop_circle:")
+        st.warning(
+            f"Stopped after {fmt_seconds(job.elapsed_s)}; the run keeps the weights of its last finished epoch.",
+            icon=":material/stop_circle:",
+        )
     else:
         st.error(f"Training failed: {job.error}", icon=":material/error:")
     chart = training_curves(job.history)
@@ -175,8 +238,14 @@ def run_details(run: Run, key: str) -> None:
     if current == run.id:
         st.caption("This run is selected for the Explain and Compare pages.")
     else:
-        st.button("Use this run", key=f"{key}_use_{run.id}", on_click=select_run, args=(run.id,), type="primary",
-                  icon=":material/check:")
+        st.button(
+            "Use this run",
+            key=f"{key}_use_{run.id}",
+            on_click=select_run,
+            args=(run.id,),
+            type="primary",
+            icon=":material/check:",
+        )
 
 
 st.subheader("Training job")
@@ -220,11 +289,24 @@ with guard("Listing runs"):
         st.caption(run_label(run))
         c1, c2, c3 = st.columns([2, 3, 2], vertical_alignment="bottom")
         is_selected = chosen is not None and chosen.id == pick
-        c1.button("Use this run" if not is_selected else "Selected", key="train_use", on_click=select_run, args=(pick,),
-                  disabled=is_selected, type="primary", icon=":material/check:")
+        c1.button(
+            "Use this run" if not is_selected else "Selected",
+            key="train_use",
+            on_click=select_run,
+            args=(pick,),
+            disabled=is_selected,
+            type="primary",
+            icon=":material/check:",
+        )
         confirm = c2.checkbox(f"Yes, delete {pick}", key="train_confirm_delete")
-        c3.button("Delete run", key="train_delete", on_click=delete_callback, args=(pick,), disabled=not confirm,
-                  icon=":material/delete:")
+        c3.button(
+            "Delete run",
+            key="train_delete",
+            on_click=delete_callback,
+            args=(pick,),
+            disabled=not confirm,
+            icon=":material/delete:",
+        )
         with st.expander("Details of this run", expanded=False):
             s = run.summary()
             if s.get("error"):

@@ -2,10 +2,11 @@
 
 This module registers nothing; the package imports it like any other.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -6,6 +6,7 @@ exactly (no noise), and `rationales` lists the word indices of the cues and thei
 the ground truth for judging text explanations. Filler words are drawn independently of the
 label, and the negators appear only in front of cues.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -1,4 +1,5 @@
 """`digits`: scikit-learn's 8x8 handwritten digits (1,797 images, shipped with scikit-learn)."""
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -5,6 +5,7 @@ one filled shape (circle, square, triangle or cross) whose pixels are known exac
 Shape colours are drawn independently of the class, so only the form tells the classes apart.
 Everything is drawn with vectorised numpy from fixed seeds; nothing is read from disk.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -65,9 +66,9 @@ def generate(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     cy = rng.uniform(r + 0.5, SIZE - r - 0.5).astype(np.float32)
     masks = _shape_masks(labels, cx, cy, r)
 
-    hsv = np.stack(
-        [rng.uniform(0, 1, n), rng.uniform(0.75, 1.0, n), rng.uniform(0.8, 1.0, n)], axis=-1
-    ).astype(np.float32)
+    hsv = np.stack([rng.uniform(0, 1, n), rng.uniform(0.75, 1.0, n), rng.uniform(0.8, 1.0, n)], axis=-1).astype(
+        np.float32
+    )
     colours = hsv2rgb(hsv[:, None, :])[:, 0, :].astype(np.float32)  # saturated, class-independent
 
     # One draw of per-pixel colour noise: strong on the background, faint on the shape.

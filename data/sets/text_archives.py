@@ -4,6 +4,7 @@ SST-2 (GLUE): root/SST-2/{train,dev}.tsv with a `sentence<TAB>label` header; the
 file serves as the test split (GLUE's test.tsv has no labels). SMS Spam Collection (UCI):
 root/smsspamcollection/SMSSpamCollection, `label<TAB>text` lines without a header, split 80/20.
 """
+
 from __future__ import annotations
 
 import io
@@ -39,7 +40,9 @@ def _fetch(url: str, target: Path, name: str, folder: Path, download: bool, expe
     """Download a zip archive and unpack it into `target`, or explain how to get it by hand."""
     how = f"Download {url} and unpack it so that {folder} holds the files, or set XAIDASH_DATA to a folder that holds them."
     if offline():
-        raise DatasetUnavailable(f"{name} is not in {folder} and downloads are off (XAIDASH_OFFLINE / HF_HUB_OFFLINE is set). {how}")
+        raise DatasetUnavailable(
+            f"{name} is not in {folder} and downloads are off (XAIDASH_OFFLINE / HF_HUB_OFFLINE is set). {how}"
+        )
     if not download:
         raise DatasetUnavailable(f"{name} is not in {folder} and download=False was asked. {how}")
     try:
@@ -51,10 +54,13 @@ def _fetch(url: str, target: Path, name: str, folder: Path, download: bool, expe
     except (URLError, OSError, zipfile.BadZipFile) as err:
         raise DatasetUnavailable(f"{name} is not in {folder} and the download failed ({err}). {how}") from err
     if not expected.is_file():
-        raise DatasetUnavailable(f"The archive from {url} did not hold {expected.relative_to(target)} as expected. {how}")
+        raise DatasetUnavailable(
+            f"The archive from {url} did not hold {expected.relative_to(target)} as expected. {how}"
+        )
 
 
 # --- SST-2 -------------------------------------------------------------------------------------
+
 
 def _sst2_file(root: Path, split: SplitName) -> Path:
     return Path(root) / "SST-2" / ("train.tsv" if split == "train" else "dev.tsv")

@@ -4,11 +4,13 @@ Files live under the data root in torchvision's own layout (root/MNIST/raw/*.gz,
 root/FashionMNIST/raw/*.gz, root/cifar-10-batches-py/). Tensors are built from each data
 set's `.data` / `.targets` arrays in one go rather than item by item through PIL.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.error import URLError
 
 import numpy as np
@@ -18,8 +20,21 @@ from xaidash.data.errors import DatasetError, DatasetUnavailable
 from xaidash.data.paths import offline
 from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, SplitName, register
 
-_MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
-_CIFAR_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch", "batches.meta")
+_MNIST_FILES = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
+_CIFAR_FILES = (
+    "data_batch_1",
+    "data_batch_2",
+    "data_batch_3",
+    "data_batch_4",
+    "data_batch_5",
+    "test_batch",
+    "batches.meta",
+)
 
 
 @dataclass(frozen=True)
@@ -103,7 +118,9 @@ def _idx_loader(spec: _IdxSet) -> Callable[[SplitName, Path, bool], ImageSplit]:
     return load
 
 
-_MNIST = _IdxSet("MNIST", "https://ossci-datasets.s3.amazonaws.com/mnist/ (mirror of http://yann.lecun.com/exdb/mnist/)")
+_MNIST = _IdxSet(
+    "MNIST", "https://ossci-datasets.s3.amazonaws.com/mnist/ (mirror of http://yann.lecun.com/exdb/mnist/)"
+)
 _FASHION = _IdxSet("FashionMNIST", "https://github.com/zalandoresearch/fashion-mnist")
 
 register(
@@ -128,7 +145,18 @@ register(
         info=DatasetInfo(
             name="fashion_mnist",
             modality="image",
-            classes=("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"),
+            classes=(
+                "T-shirt/top",
+                "Trouser",
+                "Pullover",
+                "Dress",
+                "Coat",
+                "Sandal",
+                "Shirt",
+                "Sneaker",
+                "Bag",
+                "Ankle boot",
+            ),
             input_shape=(1, 28, 28),
             mean=(0.2860,),  # train split, measured once
             std=(0.3530,),
@@ -173,7 +201,9 @@ def _load_cifar(split: SplitName, root: Path, download: bool) -> ImageSplit:
     try:
         ds = datasets.CIFAR10(str(root), train=split == "train", download=False)
     except RuntimeError as err:  # files there but failing torchvision's checksum
-        raise DatasetError(f"The CIFAR-10 files in {root / _CIFAR_FOLDER} are damaged ({err}); delete them and download again.") from err
+        raise DatasetError(
+            f"The CIFAR-10 files in {root / _CIFAR_FOLDER} are damaged ({err}); delete them and download again."
+        ) from err
     images = torch.from_numpy(np.ascontiguousarray(ds.data.transpose(0, 3, 1, 2))).to(torch.float32).div_(255.0)
     return ImageSplit(labels=torch.as_tensor(ds.targets, dtype=torch.int64), images=images)
 

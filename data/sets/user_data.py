@@ -4,15 +4,17 @@ Options follow a `?`: `imagefolder:/data/pets?size=96`, `csv:/data/reviews.csv?t
 A folder or file is scanned once per change (cached on modification times); what was skipped
 or guessed on the way is kept in the source's `notes` and raised as a warning.
 """
+
 from __future__ import annotations
 
 import io
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 import numpy as np
@@ -37,7 +39,9 @@ def parse_argument(arg: str, allowed: Sequence[str]) -> tuple[Path, dict[str, st
     """Split 'path?key=value&...' into the path and its options; unknown keys are an error."""
     path, sep, query = arg.partition("?")
     if not path.strip():
-        raise DatasetError("No path given: write it after the prefix, e.g. imagefolder:/data/pets or csv:/data/reviews.csv.")
+        raise DatasetError(
+            "No path given: write it after the prefix, e.g. imagefolder:/data/pets or csv:/data/reviews.csv."
+        )
     options = dict(parse_qsl(query, keep_blank_values=True)) if sep else {}
     unknown = sorted(set(options) - set(allowed))
     if unknown:
@@ -51,6 +55,7 @@ def _warn(notes: Sequence[str], where: str) -> None:
 
 
 # --- imagefolder -------------------------------------------------------------------------------
+
 
 def read_image(path: str, size: int) -> torch.Tensor:
     """One image file as an RGB float tensor (3, size, size) in [0, 1] (stretched to a square)."""
@@ -112,7 +117,9 @@ def _readable(path: Path) -> str | None:
     return None
 
 
-def _scan_classes(folder: Path, classes: Sequence[str] | None, notes: list[str]) -> tuple[list[str], list[str], list[int]]:
+def _scan_classes(
+    folder: Path, classes: Sequence[str] | None, notes: list[str]
+) -> tuple[list[str], list[str], list[int]]:
     """Classes (sorted sub-folder names, or the given ones), image paths and labels of one folder."""
     dirs = _subfolders(folder)
     if classes is None:
@@ -123,7 +130,9 @@ def _scan_classes(folder: Path, classes: Sequence[str] | None, notes: list[str])
             )
         classes = [d.name for d in dirs]
         if len(classes) < 2:
-            raise DatasetError(f"{folder} has only one class folder ({classes[0]}); a classifier needs at least 2 classes.")
+            raise DatasetError(
+                f"{folder} has only one class folder ({classes[0]}); a classifier needs at least 2 classes."
+            )
     else:
         extra = sorted({d.name for d in dirs} - set(classes))
         if extra:
@@ -148,7 +157,9 @@ def _scan_classes(folder: Path, classes: Sequence[str] | None, notes: list[str])
             else:
                 notes.append(f"Skipped unreadable image {f} ({why}).")
         if not good:
-            raise DatasetError(f"Class folder {class_dir} has no readable images: all {len(files)} files failed to open.")
+            raise DatasetError(
+                f"Class folder {class_dir} has no readable images: all {len(files)} files failed to open."
+            )
         paths += [str(f) for f in good]
         labels += [label] * len(good)
     return list(classes), paths, labels
@@ -240,7 +251,12 @@ def imagefolder_source(arg: str) -> NotedDatasetSource:
         std=scanned.std,
         description=(
             f"Images from {folder}, resized to {size}x{size}: {len(scanned.classes)} classes, "
-            f"{n_train} train / {n_test} test." + (f" {len(scanned.notes)} warning(s), e.g. skipped files: see the source's notes." if scanned.notes else "")
+            f"{n_train} train / {n_test} test."
+            + (
+                f" {len(scanned.notes)} warning(s), e.g. skipped files: see the source's notes."
+                if scanned.notes
+                else ""
+            )
         ),
     )
     return NotedDatasetSource(info=info, loader=load, is_available=lambda root: folder.is_dir(), notes=scanned.notes)
@@ -250,6 +266,7 @@ register_factory("imagefolder", imagefolder_source)
 
 
 # --- csv ---------------------------------------------------------------------------------------
+
 
 def _delimiter(header: str) -> str:
     """The likeliest delimiter of a table, judged from its header line."""
@@ -328,7 +345,9 @@ def _scan_csv(path: Path, mtime_ns: int, text_col: str | None, label_col: str | 
     except ValueError:
         pass
     if len(unique) < 2:
-        raise DatasetError(f"{path}: column {label_col!r} has only one class ({unique[0]}); a classifier needs at least 2.")
+        raise DatasetError(
+            f"{path}: column {label_col!r} has only one class ({unique[0]}); a classifier needs at least 2."
+        )
     index = {c: i for i, c in enumerate(unique)}
     labels = raw_labels.map(index).to_numpy(dtype=np.int64)
     texts_list = texts.tolist()
@@ -339,7 +358,9 @@ def _scan_csv(path: Path, mtime_ns: int, text_col: str | None, label_col: str | 
         which = frame[split_col].astype(str).str.strip().str.lower().to_numpy()
         bad = sorted(set(which) - {"train", "test"})
         if bad:
-            raise DatasetError(f"{path}: column {split_col!r} must hold 'train' or 'test', found {', '.join(map(repr, bad))}.")
+            raise DatasetError(
+                f"{path}: column {split_col!r} must hold 'train' or 'test', found {', '.join(map(repr, bad))}."
+            )
         for split in ("train", "test"):
             idx = np.flatnonzero(which == split)
             if idx.size == 0:

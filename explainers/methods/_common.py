@@ -1,9 +1,10 @@
 """Small helpers shared by method modules (registers no method): batching and quiet captum calls."""
+
 from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn

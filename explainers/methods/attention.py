@@ -9,6 +9,7 @@ Which attention row becomes the map:
 Maps are non-negative; attention to special tokens ([CLS], [SEP]) is dropped when word pieces
 are merged into words.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,15 @@ from typing import Any
 
 import torch
 
-from xaidash.explainers.attention import HEAD_FUSIONS, collect_attention, fuse_heads, has_attention, pick_layer, query_row, rollout
+from xaidash.explainers.attention import (
+    HEAD_FUSIONS,
+    collect_attention,
+    fuse_heads,
+    has_attention,
+    pick_layer,
+    query_row,
+    rollout,
+)
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
@@ -36,7 +45,9 @@ def _text_rows(ctx: MethodContext, matrix: torch.Tensor) -> torch.Tensor:
     if t == length + 1:  # the model prepends a class token of its own: its row, without itself
         return query_row(matrix, "first")[:, 1:]
     if t != length:
-        raise ExplainError(f"Attention covers {t} tokens but the input has {length}; the model's attention does not match its input.")
+        raise ExplainError(
+            f"Attention covers {t} tokens but the input has {length}; the model's attention does not match its input."
+        )
     tokenizer = ctx.bundle.tokenizer
     rows = []
     for i in range(n):
@@ -44,7 +55,7 @@ def _text_rows(ctx: MethodContext, matrix: torch.Tensor) -> torch.Tensor:
         if word_ids and word_ids[0] is None:  # a leading special token: [CLS]
             rows.append(query_row(matrix[i : i + 1], "first"))
         else:
-            real = (ids[i : i + 1] != tokenizer.pad_id)
+            real = ids[i : i + 1] != tokenizer.pad_id
             rows.append(query_row(matrix[i : i + 1], "mean", real))
     return torch.cat(rows)
 
@@ -121,8 +132,19 @@ register(
         modalities=("image", "text"),
         compute=_rollout,
         params=(
-            Param("head_fusion", "choice", "mean", "How heads are combined in each layer (Abnar & Zuidema use the mean).", choices=HEAD_FUSIONS),
-            Param("residual", "bool", True, "Add the identity for the residual connection (0.5 A + 0.5 I) before multiplying layers."),
+            Param(
+                "head_fusion",
+                "choice",
+                "mean",
+                "How heads are combined in each layer (Abnar & Zuidema use the mean).",
+                choices=HEAD_FUSIONS,
+            ),
+            Param(
+                "residual",
+                "bool",
+                True,
+                "Add the identity for the residual connection (0.5 A + 0.5 I) before multiplying layers.",
+            ),
         ),
         description="Attention rollout (Abnar & Zuidema, 2020): attention multiplied through all layers, "
         "with the residual connection, read from the class token (mean over tokens without one).",

@@ -5,6 +5,7 @@ two are written here on top of captum's layer activations and layer gradients (c
 places and removes the hooks). Coarse maps are returned at the layer's resolution (N, h, w);
 `explain()` upsamples them bilinearly to the input.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -99,7 +100,9 @@ def _gradcampp(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         a = acts.attribute(ctx.x[s])
         if a.dim() != 4:
-            raise ExplainError(f"Grad-CAM++ needs (N, K, h, w) feature maps at {params['layer']!r}; got {tuple(a.shape)}.")
+            raise ExplainError(
+                f"Grad-CAM++ needs (N, K, h, w) feature maps at {params['layer']!r}; got {tuple(a.shape)}."
+            )
         g = grads.attribute(grad_leaf(ctx.x[s]), target=ctx.targets[s])
         return gradcampp_maps(a.detach(), g.detach()), {}
 

@@ -4,6 +4,7 @@ SmoothGrad, Integrated Gradients, Guided Backprop and DeepLift.
 Every map is with respect to the input as the model reads it (normalised), per channel
 (N, C, H, W); `explain()` sums the channels. Inputs go through in slices of `ctx.batch_size`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -149,7 +150,14 @@ register(
         modalities=("image",),
         compute=_smoothgrad,
         params=(
-            Param("noise_level", "float", 0.15, "Gaussian noise std as a fraction of the pixel range [0, 1].", min=0.0, max=1.0),
+            Param(
+                "noise_level",
+                "float",
+                0.15,
+                "Gaussian noise std as a fraction of the pixel range [0, 1].",
+                min=0.0,
+                max=1.0,
+            ),
             Param("samples", "int", 25, "Noisy copies averaged per input.", min=1, max=500),
         ),
         signed=False,

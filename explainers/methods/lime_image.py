@@ -7,6 +7,7 @@ masks are sampled and applied here as tensors on the device, and the weighted su
 by lime's `LimeBase` with lime's kernel and cosine distance: the same surrogate as the reference
 path (`lime_reference`), plus its weighted R^2.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -104,7 +105,9 @@ def lime_reference(
         raise ExplainError("lime's explain_instance hides superpixels with one colour: use hide='mean' or 'zero'.")
     img = torch.as_tensor(np.asarray(image), dtype=torch.float32)
     if img.dim() != 3 or tuple(img.shape) != tuple(bundle.info.input_shape):
-        raise ExplainError(f"lime_reference takes one image of shape {tuple(bundle.info.input_shape)}, got {tuple(img.shape)}.")
+        raise ExplainError(
+            f"lime_reference takes one image of shape {tuple(bundle.info.input_shape)}, got {tuple(img.shape)}."
+        )
     channels = img.shape[0]
     mask = segment(img[None], segmentation, segments, seed=seed).masks[0]
     rgb = img.permute(1, 2, 0).double().numpy()  # lime wants (H, W, 3); grey images are widened to RGB
@@ -144,7 +147,14 @@ register(
         params=(
             *superpixel_params(),
             Param("samples", "int", 1000, "Perturbed images the surrogate is fitted on.", min=10, max=100000),
-            Param("kernel_width", "float", 0.25, "Width of lime's kernel on the cosine distance to the original.", min=1e-3, max=100.0),
+            Param(
+                "kernel_width",
+                "float",
+                0.25,
+                "Width of lime's kernel on the cosine distance to the original.",
+                min=1e-3,
+                max=100.0,
+            ),
             hide_param(" (lime's default)"),
         ),
         signed=True,

@@ -1,4 +1,5 @@
 """Occlusion: slide a patch over the image and record how much the target logit drops (captum)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,7 +25,9 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     win = window_size((h, w), params["window"])
     stride = params["stride"] or max(1, win // 2)
     if stride > win:
-        raise ExplainError(f"Occlusion stride {stride} is larger than the window {win}: some pixels would never be covered.")
+        raise ExplainError(
+            f"Occlusion stride {stride} is larger than the window {win}: some pixels would never be covered."
+        )
     # The fill is built in pixel space, then normalised like the input ("zero" = black, not 0 after normalising).
     baselines = ctx.bundle.prepare(fill(ctx.raw.to(ctx.x.device), params["fill"]))
     attr = Occlusion(ctx.model).attribute(

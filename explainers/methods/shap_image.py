@@ -5,10 +5,12 @@ Background: the samples `explain(..., background=...)` passes (prepared training
 them a documented stand-in is used: a blurred copy of every input plus one black image, and the
 diagnostic 'background_fallback' is 1 for every input.
 """
+
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -60,9 +62,7 @@ def _logits(model: nn.Module, x: torch.Tensor, batch_size: int) -> torch.Tensor:
     return torch.cat([model(x[i : i + batch_size]).float() for i in range(0, len(x), batch_size)])
 
 
-def _by_target(
-    ctx: MethodContext, explain_group: Callable[[nn.Module, torch.Tensor], np.ndarray]
-) -> torch.Tensor:
+def _by_target(ctx: MethodContext, explain_group: Callable[[nn.Module, torch.Tensor], np.ndarray]) -> torch.Tensor:
     """Run `explain_group(TargetLogit(model, t), inputs)` once per distinct target, batching the inputs
     that share it; returns (N, C, H, W) attributions in input order."""
     out = torch.zeros(ctx.x.shape, dtype=torch.float32)
@@ -176,7 +176,14 @@ register(
         modalities=("image",),
         compute=_shap_gradient,
         params=(
-            Param("samples", "int", 200, "Points between input and background where gradients are taken.", min=1, max=10000),
+            Param(
+                "samples",
+                "int",
+                200,
+                "Points between input and background where gradients are taken.",
+                min=1,
+                max=10000,
+            ),
             Param("background_size", "int", 100, _BACKGROUND_HELP, min=1, max=5000),
         ),
         signed=True,

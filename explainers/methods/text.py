@@ -15,6 +15,7 @@ SHAP is captum's KernelShap over words rather than shap's Partition explainer wi
 coalitions on the device, while the shap masker needs a mask string every tokenizer reads as
 "absent", which the word vocabulary has none of (unknown words map to <unk>, a word of its own).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -60,7 +61,9 @@ def pad_baseline(ctx: MethodContext) -> torch.Tensor:
 
 
 @torch.no_grad()
-def _logits_with_layer_output(model: torch.nn.Module, layer: torch.nn.Module, x: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+def _logits_with_layer_output(
+    model: torch.nn.Module, layer: torch.nn.Module, x: torch.Tensor, output: torch.Tensor
+) -> torch.Tensor:
     """Model logits on ids `x` with `layer`'s output replaced by `output`."""
     handle = layer.register_forward_hook(lambda module, inputs, out: output)
     try:
@@ -77,7 +80,9 @@ def _text_ig(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     # Chunks of inputs so that one forward pass holds about batch_size rows (inputs x steps).
     for s in batch_slices(len(ctx.x), max(1, ctx.batch_size // steps)):
         x, b, t = ctx.x[s], base[s], ctx.targets[s]
-        a = lig.attribute(x, baselines=b, target=t, n_steps=steps, internal_batch_size=max(ctx.batch_size, len(x))).detach()
+        a = lig.attribute(
+            x, baselines=b, target=t, n_steps=steps, internal_batch_size=max(ctx.batch_size, len(x))
+        ).detach()
         # captum's own delta runs the model on the baseline ids, whose padding mask differs from
         # the input's; the path integrated here keeps the input's ids (and mask) and moves only
         # the embeddings, so completeness is checked against that path's end points.
@@ -98,7 +103,10 @@ def _text_saliency(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     # multiply_by_inputs=False: captum returns the plain gradient of the target logit w.r.t. the
     # embedding output; its L2 norm over the embedding dimension is the token's saliency.
     method = LayerGradientXActivation(ctx.model, _embedding(ctx), multiply_by_inputs=False)
-    norms = [method.attribute(ctx.x[s], target=ctx.targets[s]).detach().norm(dim=-1) for s in batch_slices(len(ctx.x), ctx.batch_size)]
+    norms = [
+        method.attribute(ctx.x[s], target=ctx.targets[s]).detach().norm(dim=-1)
+        for s in batch_slices(len(ctx.x), ctx.batch_size)
+    ]
     return MethodOutput(attributions=torch.cat(norms))
 
 
@@ -132,7 +140,9 @@ def _text_lime(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
             mask_string="",
             random_state=ctx.seed,
         )
-        exp = explainer.explain_instance(text, classifier, labels=(target,), num_features=n_words, num_samples=params["samples"])
+        exp = explainer.explain_instance(
+            text, classifier, labels=(target,), num_features=n_words, num_samples=params["samples"]
+        )
         weights = np.zeros(n_words, dtype=np.float32)
         for feature, weight in exp.local_exp[target]:
             if feature < n_words:  # text after the cut can form one more lime "word": the model never read it
@@ -172,10 +182,20 @@ def _text_shap(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         if len(present) == 1:
             phi = torch.tensor([gap])  # one player: its Shapley value is the whole difference
         else:
-            phi = KernelShap(proba).attribute(
-                x, baselines=base, target=target, feature_mask=mask, n_samples=params["samples"],
-                perturbations_per_eval=max(1, min(ctx.batch_size, params["samples"])), return_input_shape=False,
-            )[0].detach().cpu()
+            phi = (
+                KernelShap(proba)
+                .attribute(
+                    x,
+                    baselines=base,
+                    target=target,
+                    feature_mask=mask,
+                    n_samples=params["samples"],
+                    perturbations_per_eval=max(1, min(ctx.batch_size, params["samples"])),
+                    return_input_shape=False,
+                )[0]
+                .detach()
+                .cpu()
+            )
         values = np.zeros(n_words, dtype=np.float32)
         values[present] = phi.numpy()
         scores.append(values)
@@ -190,7 +210,9 @@ register(
         label="Integrated Gradients",
         modalities=("text",),
         compute=_text_ig,
-        params=(Param("steps", "int", 50, "Points on the path from the padding baseline to the text.", min=2, max=1000),),
+        params=(
+            Param("steps", "int", 50, "Points on the path from the padding baseline to the text.", min=2, max=1000),
+        ),
         description="Layer Integrated Gradients on the token embeddings, from an all-padding baseline "
         "(special tokens kept), for the target logit. convergence_delta: |sum of attributions - logit change|.",
         applies=_needs_embedding,
@@ -219,7 +241,16 @@ register(
         label="LIME",
         modalities=("text",),
         compute=_text_lime,
-        params=(Param("samples", "int", 500, "Perturbed texts (random word deletions) the surrogate is fitted on.", min=10, max=20000),),
+        params=(
+            Param(
+                "samples",
+                "int",
+                500,
+                "Perturbed texts (random word deletions) the surrogate is fitted on.",
+                min=10,
+                max=20000,
+            ),
+        ),
         description="lime's LimeTextExplainer: words deleted at random, a weighted linear surrogate of the target "
         "probability fitted on the results. surrogate_r2: the surrogate's fit on those samples.",
         signed=True,

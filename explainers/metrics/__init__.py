@@ -1,5 +1,6 @@
 """Explanation quality metrics: faithfulness (deletion/insertion, infidelity, completeness),
 ground truth (pointing game, energy), robustness (max-sensitivity), sanity checks and agreement."""
+
 from xaidash.explainers.metrics.agreement import agreement_matrix
 from xaidash.explainers.metrics.completeness import completeness_gap, relative_gap
 from xaidash.explainers.metrics.deletion import (
@@ -14,8 +15,21 @@ from xaidash.explainers.metrics.robustness import infidelity_score, sensitivity_
 from xaidash.explainers.metrics.sanity import SanityResult, cascading_randomization, weight_layers
 
 __all__ = [
-    "CurveResult", "SanityResult", "agreement_matrix", "cascading_randomization", "completeness_gap",
-    "deletion_auc", "energy_in_mask", "infidelity_score", "insertion_auc", "perturbation_curve",
-    "pointing_game", "rationale_energy", "rationale_pointing", "relative_gap", "sensitivity_max_score",
-    "text_perturbation_curve", "weight_layers",
+    "CurveResult",
+    "SanityResult",
+    "agreement_matrix",
+    "cascading_randomization",
+    "completeness_gap",
+    "deletion_auc",
+    "energy_in_mask",
+    "infidelity_score",
+    "insertion_auc",
+    "perturbation_curve",
+    "pointing_game",
+    "rationale_energy",
+    "rationale_pointing",
+    "relative_gap",
+    "sensitivity_max_score",
+    "text_perturbation_curve",
+    "weight_layers",
 ]

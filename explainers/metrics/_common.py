@@ -1,8 +1,10 @@
 """Helpers the metric modules share: turning attributions and inputs into arrays, rank correlation."""
+
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch

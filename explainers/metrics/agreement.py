@@ -1,7 +1,8 @@
 """How much methods agree: pairwise Spearman rank correlation of their maps, averaged over inputs."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd

@@ -5,9 +5,10 @@ gap = |sum(attr) - (f(x) - f(ref))| / |f(x) - f(ref)|, with f the target's logit
 method in explainers/methods explains). The reference output is computed here from the model,
 not read from the method's own diagnostics, so the check is independent of the method.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -15,8 +16,8 @@ import torch
 from xaidash.explainers.api import predicted_targets
 from xaidash.explainers.baselines import BASELINES, make_baselines
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.metrics._common import Attributions, flat_maps, image_batch, target_tensor
 from xaidash.explainers.methods._common import batched_forward
+from xaidash.explainers.metrics._common import Attributions, flat_maps, image_batch, target_tensor
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
@@ -60,8 +61,11 @@ def completeness_gap(
       the mean target logit over them — the expected value SHAP's explainers start from.
     With a baseline, `background` and `seed` are what `explain` got (the 'mean' and 'noise' baselines use them).
     """
-    t = target_tensor(targets if targets is not None else (attributions if isinstance(attributions, Explanation) else None),
-                      len(flat_maps(attributions)), bundle.device)
+    t = target_tensor(
+        targets if targets is not None else (attributions if isinstance(attributions, Explanation) else None),
+        len(flat_maps(attributions)),
+        bundle.device,
+    )
     sums = np.array([float(np.sum(a, dtype=np.float64)) for a in flat_maps(attributions)])
     bundle.model.eval()
     if bundle.modality == "text":

@@ -10,10 +10,12 @@ Written by hand because no installed library batches these curves: captum has no
 metric and RISE's reference code runs one forward pass per step per image. Here all steps of
 all inputs are (input, step) pairs streamed through the model `batch_size` at a time.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -131,12 +133,16 @@ def perturbation_curve(
     return CurveResult(mode, frac, curves, _auc(curves, frac), t.cpu().numpy(), substrate)
 
 
-def deletion_auc(bundle: ModelBundle, images: Any, attributions: Attributions, targets: Any = None, **kw: Any) -> CurveResult:
+def deletion_auc(
+    bundle: ModelBundle, images: Any, attributions: Attributions, targets: Any = None, **kw: Any
+) -> CurveResult:
     """Deletion curves and AUCs (lower is better); see `perturbation_curve` for the options."""
     return perturbation_curve(bundle, images, attributions, targets, mode="deletion", **kw)
 
 
-def insertion_auc(bundle: ModelBundle, images: Any, attributions: Attributions, targets: Any = None, **kw: Any) -> CurveResult:
+def insertion_auc(
+    bundle: ModelBundle, images: Any, attributions: Attributions, targets: Any = None, **kw: Any
+) -> CurveResult:
     """Insertion curves and AUCs (higher is better); see `perturbation_curve` for the options."""
     return perturbation_curve(bundle, images, attributions, targets, mode="insertion", **kw)
 

@@ -8,9 +8,10 @@ not a free hit. Energy (Wang et al. 2020, Score-CAM's energy-based pointing game
 of positive attribution that falls inside the mask. Text uses the same two scores with the
 rationale words as the "mask".
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -87,7 +88,10 @@ def rationale_pointing(attributions: Attributions, rationales: Sequence[Sequence
     """Per text: 1.0 when the top-scoring word is a rationale word (tied tops share); NaN without rationale."""
     scores = word_maps(attributions)
     return np.array(
-        [_max_share(sc, m) if m.any() and len(sc) else np.nan for sc, m in zip(scores, _rationale_masks(scores, rationales))],
+        [
+            _max_share(sc, m) if m.any() and len(sc) else np.nan
+            for sc, m in zip(scores, _rationale_masks(scores, rationales))
+        ],
         dtype=np.float32,
     )
 

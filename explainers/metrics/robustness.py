@@ -7,9 +7,11 @@ over the channels: then I . attr is exactly the pixel-level dot product.
 sensitivity_max: the largest relative change of the map when the image moves by at most
 `radius` (uniform, L-infinity, in [0, 1] pixel units), recomputed with `explain()`.
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -77,8 +79,14 @@ def infidelity_score(
     bundle.model.eval()
     per_batch = _examples_per_batch(len(x), n_perturb_samples, batch_size)
     out = infidelity(
-        bundle.model, perturb, x, spread, target=t, n_perturb_samples=n_perturb_samples,
-        max_examples_per_batch=per_batch, normalize=normalize,
+        bundle.model,
+        perturb,
+        x,
+        spread,
+        target=t,
+        n_perturb_samples=n_perturb_samples,
+        max_examples_per_batch=per_batch,
+        normalize=normalize,
     )
     # A squared error: the normalised form can dip a rounding error below zero.
     return np.maximum(out.detach().float().cpu().numpy(), 0.0)
@@ -118,7 +126,12 @@ def sensitivity_max_score(
 
     per_batch = _examples_per_batch(len(raw), n_perturb_samples, batch_size)
     out = sensitivity_max(
-        explanation_func, raw, perturb_func=perturb, perturb_radius=radius,
-        n_perturb_samples=n_perturb_samples, max_examples_per_batch=per_batch, target=t,
+        explanation_func,
+        raw,
+        perturb_func=perturb,
+        perturb_radius=radius,
+        n_perturb_samples=n_perturb_samples,
+        max_examples_per_batch=per_batch,
+        target=t,
     )
     return out.detach().float().cpu().numpy()

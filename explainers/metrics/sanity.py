@@ -10,11 +10,13 @@ values by default (as in the paper's figures: sign flips after randomisation are
 what the test is about); `absolute=False` compares signed maps. SSIM on maps scaled to [0, 1]
 is added for images when asked (`ssim=True`).
 """
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -54,7 +56,9 @@ def weight_layers(model: nn.Module, example: torch.Tensor, include_norm: bool = 
             continue
         if not include_norm and isinstance(module, _NORM_LAYERS):
             continue
-        hooks.append(module.register_forward_hook(lambda m, i, o, name=name: order.append(name) if name not in order else None))
+        hooks.append(
+            module.register_forward_hook(lambda m, i, o, name=name: order.append(name) if name not in order else None)
+        )
     try:
         with torch.no_grad():
             model(example)
@@ -117,8 +121,14 @@ def cascading_randomization(
     params = params or {}
     bundle.model.eval()
     x = bundle.prepare(raw)
-    t = [int(v) for v in (predicted_targets(bundle, x, batch_size).tolist() if targets is None else
-                          ([targets] * len(x) if isinstance(targets, int) else list(targets)))]
+    t = [
+        int(v)
+        for v in (
+            predicted_targets(bundle, x, batch_size).tolist()
+            if targets is None
+            else ([targets] * len(x) if isinstance(targets, int) else list(targets))
+        )
+    ]
 
     layers = weight_layers(bundle.model, x[:1], include_norm)
     if not layers:
@@ -166,7 +176,9 @@ def cascading_randomization(
     return result
 
 
-def _row(method: str, step: int, layer: str, original: list[np.ndarray], current: list[np.ndarray], ssim: bool) -> dict[str, Any]:
+def _row(
+    method: str, step: int, layer: str, original: list[np.ndarray], current: list[np.ndarray], ssim: bool
+) -> dict[str, Any]:
     rhos = [spearman(a, b) for a, b in zip(original, current)]
     valid = [r for r in rhos if not np.isnan(r)]
     row: dict[str, Any] = {

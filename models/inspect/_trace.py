@@ -3,6 +3,7 @@
 Shared by the receptive-field arithmetic, the architecture summary and the activation readers:
 each needs to know which modules a forward pass calls, in which order, and what shapes they see.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,13 +85,17 @@ def trace(model: nn.Module, x: torch.Tensor, leaves_only: bool = True) -> list[C
     def hook(path: str):
         def fn(module: nn.Module, inputs: Any, output: Any) -> None:
             t_in, t_out = first_tensor(inputs), first_tensor(output)
-            calls.append(Call(
-                path=path, module=module,
-                input_shape=tuple(t_in.shape) if t_in is not None else None,
-                output_shape=tuple(t_out.shape) if t_out is not None else None,
-                output_shapes=_all_shapes(output),
-                start=started[id(module)].pop(),
-            ))
+            calls.append(
+                Call(
+                    path=path,
+                    module=module,
+                    input_shape=tuple(t_in.shape) if t_in is not None else None,
+                    output_shape=tuple(t_out.shape) if t_out is not None else None,
+                    output_shapes=_all_shapes(output),
+                    start=started[id(module)].pop(),
+                )
+            )
+
         return fn
 
     for path, module in model.named_modules():

@@ -6,13 +6,15 @@ the run folder as safetensors (never pickle), one file per layer, split, N and r
 file records a digest of the weights, so a run trained further (or a bundle of another epoch)
 never reads activations of other weights.
 """
+
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -75,7 +77,9 @@ def _reduce(t: torch.Tensor, reduce: str, token_mask: torch.Tensor | None) -> to
         return t
     if t.dim() == 3:  # (N, T, D) token states: a mean over the real tokens (lengths vary between batches)
         if reduce == "flatten" and token_mask is not None:
-            raise ModelError("Token activations of text cannot be flattened (texts differ in length); use reduce='mean'.")
+            raise ModelError(
+                "Token activations of text cannot be flattened (texts differ in length); use reduce='mean'."
+            )
         if reduce == "flatten":
             return t.flatten(1)
         if token_mask is not None and token_mask.shape == t.shape[:2]:
@@ -230,7 +234,9 @@ def compute_activations(
         try:
             bundle.model.get_submodule(layer)
         except AttributeError:
-            raise ModelError(f"{bundle.spec.name} has no layer {layer!r}; pick one of {', '.join(embedding_layers(bundle))}.") from None
+            raise ModelError(
+                f"{bundle.spec.name} has no layer {layer!r}; pick one of {', '.join(embedding_layers(bundle))}."
+            ) from None
     data = samples if samples is not None else load_samples(bundle, split)
     indices = sample_indices(len(data), n)
     model = bundle.model
@@ -243,8 +249,15 @@ def compute_activations(
             if progress:
                 progress(len(indices), len(indices))
             return Activations(
-                features=cached["features"].numpy(), labels=cached["labels"].numpy(), preds=cached["preds"].numpy(),
-                indices=indices, layer=layer, split=split, reduce=reduce, from_cache=True, path=path,
+                features=cached["features"].numpy(),
+                labels=cached["labels"].numpy(),
+                preds=cached["preds"].numpy(),
+                indices=indices,
+                layer=layer,
+                split=split,
+                reduce=reduce,
+                from_cache=True,
+                path=path,
             )
     classifier = classifier_layer(model, example_input(bundle)) if layer == PENULTIMATE else None
     reader = _Reader(model, layer, classifier)
@@ -268,11 +281,21 @@ def compute_activations(
     labels = data.labels[torch.as_tensor(indices)].long().cpu()
     pred = torch.cat(preds).long()
     if path is not None and use_cache:
-        _write_cache(path, {"features": features, "labels": labels, "preds": pred, "indices": torch.as_tensor(indices)},
-                     {"weights": digest, "layer": layer, "split": split, "reduce": reduce, "dataset": bundle.info.name})
+        _write_cache(
+            path,
+            {"features": features, "labels": labels, "preds": pred, "indices": torch.as_tensor(indices)},
+            {"weights": digest, "layer": layer, "split": split, "reduce": reduce, "dataset": bundle.info.name},
+        )
     return Activations(
-        features=features.numpy(), labels=labels.numpy(), preds=pred.numpy(), indices=indices,
-        layer=layer, split=split, reduce=reduce, from_cache=False, path=path,
+        features=features.numpy(),
+        labels=labels.numpy(),
+        preds=pred.numpy(),
+        indices=indices,
+        layer=layer,
+        split=split,
+        reduce=reduce,
+        from_cache=False,
+        path=path,
     )
 
 
@@ -312,8 +335,11 @@ def feature_maps(bundle: ModelBundle, image01: torch.Tensor) -> list[FeatureMaps
     wanted = {id(c.module): c.path for c in convs}
     captured: dict[str, np.ndarray] = {}
     handles = [
-        m.register_forward_hook(lambda mod, i, o, p=wanted[id(m)]: captured.__setitem__(p, o[0].detach().float().cpu().numpy()))
-        for m in bundle.model.modules() if id(m) in wanted
+        m.register_forward_hook(
+            lambda mod, i, o, p=wanted[id(m)]: captured.__setitem__(p, o[0].detach().float().cpu().numpy())
+        )
+        for m in bundle.model.modules()
+        if id(m) in wanted
     ]
     try:
         bundle.model.eval()
@@ -321,7 +347,10 @@ def feature_maps(bundle: ModelBundle, image01: torch.Tensor) -> list[FeatureMaps
     finally:
         for h in handles:
             h.remove()
-    return [FeatureMaps(c.path, captured[c.path], any(s in c.path.split(".") for s in ("shortcut", "downsample"))) for c in convs]
+    return [
+        FeatureMaps(c.path, captured[c.path], any(s in c.path.split(".") for s in ("shortcut", "downsample")))
+        for c in convs
+    ]
 
 
 @dataclass
@@ -336,7 +365,9 @@ def first_layer_filters(bundle: ModelBundle) -> Filters:
     """The weights of the first layer that reads the image: conv kernels, or a linear layer's
     rows reshaped to the image (an MLP's templates)."""
     if bundle.modality != "image":
-        raise ModelError(f"{bundle.spec.name} reads token ids: its first layer is an embedding table, not filters on pixels.")
+        raise ModelError(
+            f"{bundle.spec.name} reads token ids: its first layer is an embedding table, not filters on pixels."
+        )
     calls = trace(bundle.model, example_input(bundle))
     for c in calls:
         if isinstance(c.module, nn.Conv2d):
@@ -347,5 +378,10 @@ def first_layer_filters(bundle: ModelBundle) -> Filters:
             if c.module.in_features != int(np.prod(shape)):
                 break
             w = c.module.weight.detach().float().cpu().numpy().reshape(-1, *shape)
-            return Filters(c.path, "Linear", w, f"{w.shape[0]} input weights, each reshaped to the {'x'.join(map(str, shape))} image")
+            return Filters(
+                c.path,
+                "Linear",
+                w,
+                f"{w.shape[0]} input weights, each reshaped to the {'x'.join(map(str, shape))} image",
+            )
     raise ModelError(f"{bundle.spec.name}'s first layer is neither a convolution nor a linear layer on the pixels.")

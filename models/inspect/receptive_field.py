@@ -22,6 +22,7 @@ identity or a 1x1 convolution with the block's stride, whose receptive field is 
 same pixel as the main path's and lies inside it, so the union of the two (what the sum
 `main + shortcut` sees) is the main path's field.
 """
+
 from __future__ import annotations
 
 import math
@@ -86,15 +87,22 @@ class RFLayer:
 
     def row(self) -> dict[str, Any]:
         """A table row with readable values ('3' for a square 3x3, '3x5' otherwise)."""
+
         def fmt(p: tuple) -> str:
             a, b = (f"{v:g}" if isinstance(v, float) else str(v) for v in p)
             return a if a == b else f"{a}x{b}"
 
         return {
-            "layer": self.path, "type": self.kind, "kernel": fmt(self.kernel), "stride": fmt(self.stride),
-            "padding": fmt(self.padding), "dilation": fmt(self.dilation),
+            "layer": self.path,
+            "type": self.kind,
+            "kernel": fmt(self.kernel),
+            "stride": fmt(self.stride),
+            "padding": fmt(self.padding),
+            "dilation": fmt(self.dilation),
             "output size": f"{self.output_size[0]}x{self.output_size[1]}",
-            "receptive field": f"{self.rf[0]}x{self.rf[1]}", "jump": fmt(self.jump), "start": fmt(self.start),
+            "receptive field": f"{self.rf[0]}x{self.rf[1]}",
+            "jump": fmt(self.jump),
+            "start": fmt(self.start),
         }
 
 
@@ -112,7 +120,12 @@ def _geometry(module: nn.Module, call: Call) -> tuple[Pair, Pair, Pair, Pair] | 
             pad = _pair(module.padding)
         return _pair(module.kernel_size), _pair(module.stride), pad, _pair(module.dilation)
     if isinstance(module, nn.MaxPool2d):
-        return _pair(module.kernel_size), _pair(module.stride or module.kernel_size), _pair(module.padding), _pair(module.dilation)
+        return (
+            _pair(module.kernel_size),
+            _pair(module.stride or module.kernel_size),
+            _pair(module.padding),
+            _pair(module.dilation),
+        )
     if isinstance(module, nn.AvgPool2d):
         return _pair(module.kernel_size), _pair(module.stride or module.kernel_size), _pair(module.padding), (1, 1)
     if isinstance(module, (nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)):
@@ -188,10 +201,20 @@ def receptive_fields(model: nn.Module, x: torch.Tensor) -> list[RFLayer]:
             start[a] = start[a] + ((k_eff - 1) / 2 - p[a]) * jump[a]
             rf[a] = rf[a] + (k_eff - 1) * jump[a]
             jump[a] = jump[a] * s[a]
-        out.append(RFLayer(
-            path=call.path, kind=type(call.module).__name__, kernel=k, stride=s, padding=p, dilation=d,
-            output_size=out_hw, rf=(rf[0], rf[1]), jump=(jump[0], jump[1]), start=(start[0], start[1]),
-        ))
+        out.append(
+            RFLayer(
+                path=call.path,
+                kind=type(call.module).__name__,
+                kernel=k,
+                stride=s,
+                padding=p,
+                dilation=d,
+                output_size=out_hw,
+                rf=(rf[0], rf[1]),
+                jump=(jump[0], jump[1]),
+                start=(start[0], start[1]),
+            )
+        )
     if not out:
         raise ModelError(f"{type(model).__name__} has no conv or pooling layer on its main path.")
     return out
@@ -209,7 +232,9 @@ def find_layer(layers: list[RFLayer], path: str) -> RFLayer:
     for layer in layers:
         if layer.path == path:
             return layer
-    raise ModelError(f"{path!r} is not a conv or pooling layer on the main path; pick one of {', '.join(l.path for l in layers)}.")
+    raise ModelError(
+        f"{path!r} is not a conv or pooling layer on the main path; pick one of {', '.join(l.path for l in layers)}."
+    )
 
 
 def coverage(layer: RFLayer, image_size: Pair) -> float:

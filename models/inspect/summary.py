@@ -5,6 +5,7 @@ or a short example text through the run's tokenizer). Each parameter is counted 
 module that owns it directly, so the rows add up to `sum(p.numel() for p in model.parameters())`
 (parameters such as ViT's class token, owned by a container, get a row of their own).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,8 +29,13 @@ class LayerRow:
 
     def row(self) -> dict[str, Any]:
         shape = "not called" if self.output_shape is None else " x ".join(map(str, self.output_shape)) or "scalar"
-        return {"layer": self.path or "(model)", "type": self.kind, "output shape": shape,
-                "parameters": self.parameters, "trainable": self.trainable}
+        return {
+            "layer": self.path or "(model)",
+            "type": self.kind,
+            "output shape": shape,
+            "parameters": self.parameters,
+            "trainable": self.trainable,
+        }
 
 
 @dataclass
@@ -64,15 +70,20 @@ def summarize(model: nn.Module, x: torch.Tensor) -> ModelSummary:
         call = first.get(id(module))
         shape = tuple(call.output_shape[1:]) if call is not None and call.output_shape is not None else None
         row = LayerRow(
-            path=path, kind=type(module).__name__, output_shape=shape,
-            parameters=sum(p.numel() for p in own), trainable=sum(p.numel() for p in own if p.requires_grad),
+            path=path,
+            kind=type(module).__name__,
+            output_shape=shape,
+            parameters=sum(p.numel() for p in own),
+            trainable=sum(p.numel() for p in own if p.requires_grad),
             calls=counts.get(id(module), 0),
         )
         rows.append((order.get(id(module), len(calls) + len(rows)), row))
     rows.sort(key=lambda item: item[0])
     ordered = [r for _, r in rows]
     return ModelSummary(
-        rows=ordered, total=sum(r.parameters for r in ordered), trainable=sum(r.trainable for r in ordered),
+        rows=ordered,
+        total=sum(r.parameters for r in ordered),
+        trainable=sum(r.trainable for r in ordered),
         input_shape=tuple(x.shape[1:]),
     )
 

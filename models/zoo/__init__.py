@@ -1,4 +1,5 @@
 """Every module in this package registers itself on import; adding one is adding a file."""
+
 import importlib
 import pkgutil
 

@@ -5,6 +5,7 @@ compute softmax and dropout functionally inside one fused call, so attention wei
 not readable per head and DeepLift cannot see the nonlinearity. Here each block owns its
 Softmax, GELU and Dropout instances, and `SelfAttention.forward` returns the weights.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,7 +26,9 @@ class SelfAttention(nn.Module):
         self.attn_drop = nn.Dropout(dropout)
         self.proj = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         n, t, d = x.shape
         q, k, v = self.qkv(x).view(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         scores = (q @ k.transpose(-2, -1)) * self.scale
@@ -49,7 +52,9 @@ class EncoderBlock(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(dim, mlp_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(mlp_dim, dim))
         self.drop2 = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         a, weights = self.attn(self.norm1(x), key_padding_mask)
         x = x + self.drop1(a)
         x = x + self.drop2(self.mlp(self.norm2(x)))
@@ -64,10 +69,11 @@ class Encoder(nn.Module):
         self.blocks = nn.ModuleList(EncoderBlock(dim, heads, mlp_dim, dropout) for _ in range(depth))
         self.norm = nn.LayerNorm(dim)
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def forward(
+        self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         weights = []
         for block in self.blocks:
             x, w = block(x, key_padding_mask)
             weights.append(w)
         return self.norm(x), weights
-

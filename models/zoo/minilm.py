@@ -4,14 +4,16 @@ The encoder is read from the package's folder once per process and deep-copied i
 model built, so no download ever happens. By default the encoder is frozen and only the
 head trains; build(..., freeze_encoder=False) fine-tunes everything.
 """
+
 from __future__ import annotations
 
 import bisect
 import copy
 import functools
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -105,7 +107,9 @@ def tokenizer() -> HFTokenizer:
 class MiniLMClassifier(nn.Module):
     """Mean of the last hidden states over non-padding tokens -> dropout -> linear head."""
 
-    def __init__(self, encoder: nn.Module, num_classes: int, pad_id: int = 0, freeze_encoder: bool = True, dropout: float = 0.1):
+    def __init__(
+        self, encoder: nn.Module, num_classes: int, pad_id: int = 0, freeze_encoder: bool = True, dropout: float = 0.1
+    ):
         super().__init__()
         self.pad_id = pad_id
         self.bert = encoder
@@ -119,7 +123,7 @@ class MiniLMClassifier(nn.Module):
             p.requires_grad_(not frozen)
         self.train(self.training)
 
-    def train(self, mode: bool = True) -> "MiniLMClassifier":
+    def train(self, mode: bool = True) -> MiniLMClassifier:
         super().train(mode)
         if self.freeze_encoder:  # a frozen encoder is a fixed feature extractor: no dropout noise in it
             self.bert.eval()
@@ -141,7 +145,9 @@ class MiniLMClassifier(nn.Module):
         return logits, list(attentions)
 
 
-def build(info: DatasetInfo, freeze_encoder: bool = True, pad_id: int | None = None, dropout: float = 0.1, **_: Any) -> MiniLMClassifier:
+def build(
+    info: DatasetInfo, freeze_encoder: bool = True, pad_id: int | None = None, dropout: float = 0.1, **_: Any
+) -> MiniLMClassifier:
     """A fresh head on a copy of the pretrained encoder (vocab_size and other text options are ignored:
     the vocabulary is the pretrained one)."""
     encoder = copy.deepcopy(_pretrained_encoder())

@@ -1,4 +1,5 @@
 """A multilayer perceptron on flattened pixels: the baseline with no notion of space."""
+
 from __future__ import annotations
 
 import math

@@ -6,6 +6,7 @@ built model says so in `model.xai_note` (also `weights_note()` before building).
 Inputs are always normalised with ImageNet's mean and std (spec.input_mean/input_std): what
 the pretrained weights expect, and as good as any other choice for a random start.
 """
+
 from __future__ import annotations
 
 import functools
@@ -67,7 +68,9 @@ def _imagenet_state() -> tuple[dict[str, torch.Tensor] | None, str]:
         if offline():
             return None, _missing_note("downloads are off (offline mode)")
         try:  # a quick probe, so a machine without network fails in seconds, not at the OS timeout
-            urllib.request.urlopen(urllib.request.Request(weights_url(), method="HEAD"), timeout=PROBE_TIMEOUT_S).close()
+            urllib.request.urlopen(
+                urllib.request.Request(weights_url(), method="HEAD"), timeout=PROBE_TIMEOUT_S
+            ).close()
             torch.hub.load_state_dict_from_url(weights_url(), map_location="cpu", progress=False, check_hash=True)
         except (urllib.error.URLError, OSError, RuntimeError) as err:
             return None, _missing_note(f"the download failed ({err})")

@@ -1,4 +1,5 @@
 """A small ResNet: residual blocks with BatchNorm, global average pooling, one linear layer (so CAM applies)."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -31,7 +32,9 @@ class BasicBlock(nn.Module):
 class ResNetSmall(nn.Module):
     def __init__(self, in_channels: int, num_classes: int, widths: tuple[int, ...] = (32, 64, 128)):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(in_channels, widths[0], 3, 1, 1, bias=False), nn.BatchNorm2d(widths[0]), nn.ReLU())
+        self.stem = nn.Sequential(
+            nn.Conv2d(in_channels, widths[0], 3, 1, 1, bias=False), nn.BatchNorm2d(widths[0]), nn.ReLU()
+        )
         blocks, cin = [], widths[0]
         for i, w in enumerate(widths):
             blocks.append(BasicBlock(cin, w, stride=1 if i == 0 else 2))

@@ -1,4 +1,5 @@
 """The seeds' SimpleCNN, kept exactly: 1x28x28 input, 10,890 parameters."""
+
 from __future__ import annotations
 
 from torch import nn

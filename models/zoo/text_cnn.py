@@ -1,4 +1,5 @@
 """Kim-style text CNN: word embeddings, parallel 1-D convolutions of widths 3/4/5, max over time."""
+
 from __future__ import annotations
 
 from typing import Any

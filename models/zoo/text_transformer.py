@@ -1,4 +1,5 @@
 """A small transformer encoder for text: word embeddings, learned positions, 2 pre-norm blocks, mean pooling."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,7 +35,9 @@ class TextTransformer(nn.Module):
 
     def forward_with_attention(self, ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         if ids.shape[1] > MAX_LEN:
-            raise ModelError(f"text_transformer reads at most {MAX_LEN} tokens; got {ids.shape[1]} (lower the tokenizer's max_length).")
+            raise ModelError(
+                f"text_transformer reads at most {MAX_LEN} tokens; got {ids.shape[1]} (lower the tokenizer's max_length)."
+            )
         pad = ids == self.pad_id
         h = self.pos_drop(self.embedding(ids) + self.pos_embed[:, : ids.shape[1]])
         h, weights = self.encoder(h, pad)
@@ -46,7 +49,9 @@ class TextTransformer(nn.Module):
         return self.forward_with_attention(ids)[0]
 
 
-def build(info: DatasetInfo, vocab_size: int | None = None, pad_id: int = 0, dropout: float = 0.1, **_: Any) -> TextTransformer:
+def build(
+    info: DatasetInfo, vocab_size: int | None = None, pad_id: int = 0, dropout: float = 0.1, **_: Any
+) -> TextTransformer:
     return TextTransformer(check_vocab("text_transformer", vocab_size, pad_id), info.num_classes, pad_id, dropout)
 
 

@@ -1,4 +1,5 @@
 """A tiny Vision Transformer: conv patch embedding, class token, learned positions, 4 pre-norm blocks."""
+
 from __future__ import annotations
 
 import math
@@ -19,9 +20,7 @@ def patch_size_for(height: int, width: int) -> int | None:
     """The patch size (a common divisor >= 2 of height and width, leaving >= 2 patches per side)
     whose patch count is nearest to 8x8: 4 for 28 or 32 px, 2 for 8 px, 28 for 224 px.
     None when no such divisor exists."""
-    candidates = [
-        p for p in range(2, min(height, width) // 2 + 1) if height % p == 0 and width % p == 0
-    ]
+    candidates = [p for p in range(2, min(height, width) // 2 + 1) if height % p == 0 and width % p == 0]
     if not candidates:
         return None
     return min(candidates, key=lambda p: (abs(math.log((height // p) * (width // p) / _TARGET_PATCHES)), p))
@@ -31,7 +30,9 @@ class ViTTiny(nn.Module):
     """forward(x) -> logits; forward_with_attention(x) -> (logits, [A_l (N, heads, T, T)]) with
     T = 1 + patches, token 0 the class token and patches in row-major order over `grid`."""
 
-    def __init__(self, in_channels: int, image_size: tuple[int, int], num_classes: int, patch_size: int, dropout: float = 0.1):
+    def __init__(
+        self, in_channels: int, image_size: tuple[int, int], num_classes: int, patch_size: int, dropout: float = 0.1
+    ):
         super().__init__()
         self.patch_size = patch_size
         self.grid = (image_size[0] // patch_size, image_size[1] // patch_size)

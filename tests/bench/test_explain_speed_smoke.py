@@ -1,5 +1,6 @@
 """bench/explain_speed.py: the pass counts it reports match the passes the methods really make,
 and a tiny run prints the table, the library comparisons and a JSON record."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -71,10 +72,26 @@ def test_pass_counts_match_the_model_calls(bench, method, params):
 
 def test_tiny_run_prints_table_and_comparisons(bench, tmp_path, capsys):
     out = tmp_path / "speed.json"
-    report = bench.main([
-        "--device", "cpu", "--models", "resnet_small", "--methods", "saliency,ig,lime", "--ig-steps", "4", "--lime-samples", "20",
-        "--inputs", "1", "--repeats", "1", "--json", str(out),
-    ])
+    report = bench.main(
+        [
+            "--device",
+            "cpu",
+            "--models",
+            "resnet_small",
+            "--methods",
+            "saliency,ig,lime",
+            "--ig-steps",
+            "4",
+            "--lime-samples",
+            "20",
+            "--inputs",
+            "1",
+            "--repeats",
+            "1",
+            "--json",
+            str(out),
+        ]
+    )
     text = capsys.readouterr().out
     assert "device cpu" in text and "torch " in text and "T" in report.header["timestamp"]
     assert [(r.model, r.method) for r in report.methods] == [("resnet_small", m) for m in ("saliency", "ig", "lime")]

@@ -1,4 +1,5 @@
 """Fixtures for the dashboard tests: small trained runs shared by a module, and PNG/text payloads."""
+
 from __future__ import annotations
 
 import contextlib
@@ -8,8 +9,8 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from PIL import Image

@@ -4,6 +4,7 @@ Trains a `shapes` model with the Start button, uploads PNGs on the Explain page 
 corrupt), checks that five methods' maps appear side by side, runs a small comparison, and saves
 screenshots under the test's temporary folder (and copies them to $XAIDASH_SCREENS_DIR when set).
 """
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw
 from browser import CHROMIUM, FLAGS, require_browser
-
+from PIL import Image, ImageDraw
 
 pytestmark = pytest.mark.browser
 

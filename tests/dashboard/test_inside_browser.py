@@ -5,6 +5,7 @@ that it rendered without an error, clicks one tile of the attention grid and one
 embedding map, and saves a screenshot of every page under the test's temporary folder (copied to
 $XAIDASH_SCREENS_DIR when set).
 """
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from inside_runs import make_run
 from browser import CHROMIUM, FLAGS, require_browser
+from inside_runs import make_run
 
 pytestmark = pytest.mark.browser
 

@@ -1,16 +1,17 @@
 """AppTest runs of the Attention, Receptive fields, Embeddings and Model pages through the app's navigation,
 on runs written by `inside_runs.make_run` (no training: the pages only read runs)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from inside_runs import make_run
 from streamlit.testing.v1 import AppTest
 
 from xaidash.data.registry import get_info
 from xaidash.models.registry import get_spec
 from xaidash.models.runstore import Run
-from inside_runs import make_run
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 TIMEOUT = 60
@@ -55,7 +56,12 @@ def test_attention_vit_tiny(inside_runs, monkeypatch):
     at = open_page(inside_runs["vit_tiny"], "attention", monkeypatch)
     assert not at.error, texts(at.error)
     assert "4 layers x 4 heads over 65 tokens" in texts(at.markdown)
-    assert [h.value for h in at.main.subheader] == ["Every layer and head", "One head", "Mean over heads, per layer", "Attention rollout"]
+    assert [h.value for h in at.main.subheader] == [
+        "Every layer and head",
+        "One head",
+        "Mean over heads, per layer",
+        "Attention rollout",
+    ]
     assert len(charts(at)) == 2  # the layer x head grid, the T x T matrix of the chosen head
     assert "rollout from the class token" in image_captions(at)
     at.selectbox(key="attention_layer").set_value(3)
@@ -84,7 +90,9 @@ def test_attention_minilm(inside_runs, monkeypatch):
     at.session_state["xai_selected_run"] = inside_runs["text_transformer"].id
     at.run()
     assert not at.exception and not at.error, texts(at.error)
-    assert at.selectbox(key="attention_layer").value == 1 and at.selectbox(key="attention_head").value == "mean over heads"
+    assert (
+        at.selectbox(key="attention_layer").value == 1 and at.selectbox(key="attention_head").value == "mean over heads"
+    )
 
 
 def test_attention_says_why_for_a_cnn(inside_runs, monkeypatch):
@@ -100,7 +108,9 @@ def test_receptive_fields_resnet_small(inside_runs, monkeypatch):
     assert at.selectbox(key="rf_layer").value == "layers.2.conv2"
     assert "trained weights" in image_captions(at) and "random weights" in image_captions(at)
     caps = texts(at.caption)
-    assert caps.count("100.0% of the gradient inside the box") == 2  # the effective field never leaves the theoretical one
+    assert (
+        caps.count("100.0% of the gradient inside the box") == 2
+    )  # the effective field never leaves the theoretical one
     at.selectbox(key="rf_layer").set_value("stem.0").run()
     assert not at.exception and "Box rows 15–17, columns 15–17" in texts(at.caption)
 

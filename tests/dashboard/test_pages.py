@@ -1,5 +1,6 @@
 """Every page through streamlit's AppTest: training in the background, run selection, uploads,
 methods side by side, per-method caching, comparison, and clear messages for bad input."""
+
 from __future__ import annotations
 
 import os
@@ -214,8 +215,9 @@ def test_explain_gallery_filters(runs):
     at.multiselect(key="explain_classes_shapes").set_value(["circle"]).run()
     assert_ok(at)
     headers = [v for v in values(at.markdown) if v.startswith("**test #")]
-    assert headers and all("true: **circle**" in h and "✗" in h for h in headers) or any(
-        "No test samples match" in v for v in values(at.info))
+    assert (headers and all("true: **circle**" in h and "✗" in h for h in headers)) or any(
+        "No test samples match" in v for v in values(at.info)
+    )
 
 
 def test_a_sample_link_opens_that_test_sample(runs):
@@ -251,13 +253,15 @@ def test_bad_image_uploads_get_clear_messages(runs, make_png):
     at = open_page(make_app(runs["image"]), "views/explain.py")
     at.radio(key="explain_source").set_value("Upload images").run()
     at.multiselect(key="explain_methods").set_value(["saliency"]).run()
-    at.file_uploader(key="explain_images").set_value([
-        ("good.png", good, "image/png"),
-        ("corrupt.png", good[: len(good) // 2], "image/png"),
-        ("notes.png", b"these are my notes, not a picture\n" * 5, "image/png"),
-        ("empty.png", b"", "image/png"),
-        ("huge.png", big, "image/png"),
-    ]).run()
+    at.file_uploader(key="explain_images").set_value(
+        [
+            ("good.png", good, "image/png"),
+            ("corrupt.png", good[: len(good) // 2], "image/png"),
+            ("notes.png", b"these are my notes, not a picture\n" * 5, "image/png"),
+            ("empty.png", b"", "image/png"),
+            ("huge.png", big, "image/png"),
+        ]
+    ).run()
     assert_ok(at)
     errors = " | ".join(values(at.error))
     assert "corrupt.png is corrupt or truncated" in errors
@@ -273,7 +277,9 @@ def test_bad_text_inputs_get_clear_messages(runs):
     at.text_area(key="explain_text").set_value("   \n  ").run()
     assert any("The text is empty" in v for v in values(at.warning))
     at.radio(key="explain_source").set_value("Upload .txt / .csv").run()
-    at.file_uploader(key="explain_textfile").set_value(("latin.txt", "café crème".encode("latin-1"), "text/plain")).run()
+    at.file_uploader(key="explain_textfile").set_value(
+        ("latin.txt", "café crème".encode("latin-1"), "text/plain")
+    ).run()
     assert any("latin.txt is not UTF-8 text" in v for v in values(at.error))
     at.file_uploader(key="explain_textfile").set_value(("nothing.txt", b"", "text/plain")).run()
     assert any("nothing.txt is empty (0 bytes)" in v for v in values(at.error))

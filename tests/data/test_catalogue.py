@@ -1,4 +1,5 @@
 """Every data set is registered with consistent info, and the built-in ones work offline."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,7 +13,7 @@ NAMES = {"shapes", "cues", "digits", "mnist", "fashion_mnist", "cifar10", "sst2"
 
 def test_all_registered_with_consistent_info():
     infos = {i.name: i for i in list_datasets()}
-    assert NAMES <= set(infos)
+    assert set(infos) >= NAMES
     for name in NAMES:
         info = infos[name]
         assert info.description and len(info.classes) == len(set(info.classes)) >= 2
@@ -22,7 +23,9 @@ def test_all_registered_with_consistent_info():
             assert all(0 < m < 1 for m in info.mean) and all(0 < s < 1 for s in info.std)
         else:
             assert info.input_shape == () and not info.mean
-        assert not (info.has_masks and info.modality == "text") and not (info.has_rationales and info.modality == "image")
+        assert not (info.has_masks and info.modality == "text") and not (
+            info.has_rationales and info.modality == "image"
+        )
 
 
 @pytest.mark.parametrize("name", ["shapes", "cues", "digits"])

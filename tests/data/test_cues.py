@@ -1,4 +1,5 @@
 """The generated cue sentences: format, exact labels from the cues, rationales, determinism."""
+
 from __future__ import annotations
 
 import numpy as np

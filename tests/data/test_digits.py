@@ -1,4 +1,5 @@
 """scikit-learn's digits: stratified deterministic split, [0, 1] pixels, constants that match."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,10 +24,12 @@ def test_splits():
     for split in (train, test):
         assert split.images.dtype == torch.float32 and split.images.shape[1:] == (1, 8, 8)
         assert split.labels.dtype == torch.int64
-        assert 0.0 <= split.images.min() and split.images.max() == 1.0
+        assert split.images.min() >= 0.0 and split.images.max() == 1.0
         assert set(split.labels.tolist()) == set(range(10))
     # Stratified: every class holds about a fifth of its images in test.
-    ratio = torch.bincount(test.labels, minlength=10) / (torch.bincount(train.labels, minlength=10) + torch.bincount(test.labels, minlength=10))
+    ratio = torch.bincount(test.labels, minlength=10) / (
+        torch.bincount(train.labels, minlength=10) + torch.bincount(test.labels, minlength=10)
+    )
     assert ratio.min() > 0.18 and ratio.max() < 0.22
     # Disjoint: no test image is also a train image.
     train_rows = {row.numpy().tobytes() for row in train.images}

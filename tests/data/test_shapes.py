@@ -1,4 +1,5 @@
 """The generated shapes data set: format, balance, determinism, and masks that match the pixels."""
+
 from __future__ import annotations
 
 import time
@@ -38,7 +39,7 @@ def test_split_format(train, test_split):
         assert split.images.shape == (n, 3, 32, 32) and split.images.dtype == torch.float32
         assert split.labels.shape == (n,) and split.labels.dtype == torch.int64
         assert split.masks.shape == (n, 32, 32) and split.masks.dtype == torch.bool
-        assert 0.0 <= split.images.min() and split.images.max() <= 1.0
+        assert split.images.min() >= 0.0 and split.images.max() <= 1.0
         assert torch.bincount(split.labels, minlength=4).tolist() == [n // 4] * 4
 
 

@@ -1,4 +1,5 @@
 """SST-2 and the SMS Spam Collection, read from the shared offline copies."""
+
 from __future__ import annotations
 
 import io
@@ -88,14 +89,18 @@ def test_download_unpacks_the_official_layouts(tmp_path, monkeypatch):
     monkeypatch.delenv("XAIDASH_OFFLINE")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     archives = {
-        text_archives.SST2_URL: _zip({
-            "SST-2/train.tsv": "sentence\tlabel\ngreat fun \t1\ndull \t0\n",
-            "SST-2/dev.tsv": "sentence\tlabel\n\"quoted\" stuff \t1\n",
-        }),
-        text_archives.SMS_URL: _zip({
-            "SMSSpamCollection": "".join(f"{'spam' if i % 4 == 0 else 'ham'}\tmessage {i}\n" for i in range(20)),
-            "readme": "about",
-        }),
+        text_archives.SST2_URL: _zip(
+            {
+                "SST-2/train.tsv": "sentence\tlabel\ngreat fun \t1\ndull \t0\n",
+                "SST-2/dev.tsv": 'sentence\tlabel\n"quoted" stuff \t1\n',
+            }
+        ),
+        text_archives.SMS_URL: _zip(
+            {
+                "SMSSpamCollection": "".join(f"{'spam' if i % 4 == 0 else 'ham'}\tmessage {i}\n" for i in range(20)),
+                "readme": "about",
+            }
+        ),
     }
     fetched: list[str] = []
 

@@ -1,4 +1,5 @@
 """MNIST, Fashion-MNIST (read from the shared offline copies) and CIFAR-10 (absent here)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,7 +28,11 @@ def test_missing_offline_names_the_folder(name):
     with pytest.raises(DatasetUnavailable) as err:
         load_split(name, "train")
     message = str(err.value)
-    folder = {"mnist": root / "MNIST" / "raw", "fashion_mnist": root / "FashionMNIST" / "raw", "cifar10": root / "cifar-10-batches-py"}[name]
+    folder = {
+        "mnist": root / "MNIST" / "raw",
+        "fashion_mnist": root / "FashionMNIST" / "raw",
+        "cifar10": root / "cifar-10-batches-py",
+    }[name]
     assert str(folder) in message
     assert "http" in message  # where to get the files
     assert "offline" in message.lower() or "OFFLINE" in message

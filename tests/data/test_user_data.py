@@ -1,4 +1,5 @@
 """User data sets: `imagefolder:<path>` and `csv:<path>`, built in temporary folders."""
+
 from __future__ import annotations
 
 import time
@@ -61,7 +62,7 @@ def test_imagefolder_flat_layout(pets):
     assert not any("broken" in p or "notes" in p for p in train.paths + test.paths)
     image, label = train.dataset[0]
     assert image.shape == (3, 64, 64) and image.dtype == torch.float32 and isinstance(label, int)
-    assert 0.0 <= image.min() and image.max() <= 1.0
+    assert image.min() >= 0.0 and image.max() <= 1.0
     # The image shows its class's colour (grey images keep the red's luminance in every channel).
     name = info.classes[label]
     path = train.paths[0]
@@ -144,6 +145,7 @@ def test_imagefolder_errors(tmp_path):
 
 
 # --- csv ---------------------------------------------------------------------------------------
+
 
 def _rows(n: int) -> list[tuple[str, str]]:
     return [(f"review number {i}, with a comma", "pos" if i % 2 else "neg") for i in range(n)]

@@ -1,4 +1,5 @@
 """data.tokenizer: split_words and the WordVocab built from training texts."""
+
 from __future__ import annotations
 
 import torch

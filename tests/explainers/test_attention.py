@@ -1,4 +1,5 @@
 """Attention maths (rollout, head fusion, query rows) and the attention methods on transformer models."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -105,7 +106,9 @@ def test_image_rollout_lays_the_class_token_row_on_the_patch_grid() -> None:
 def test_vit_rollout_on_real_model() -> None:
     info = DatasetInfo(name="toy", modality="image", classes=("a", "b"), input_shape=(3, 16, 16))
     torch.manual_seed(0)
-    bundle = ModelBundle(model=build_model("vit_tiny", info).eval(), spec=get_spec("vit_tiny"), info=info, device=torch.device("cpu"))
+    bundle = ModelBundle(
+        model=build_model("vit_tiny", info).eval(), spec=get_spec("vit_tiny"), info=info, device=torch.device("cpu")
+    )
     images = torch.rand(3, 3, 16, 16)
     exp = explain(bundle, images, method="attention_rollout")
     assert exp.attributions.shape == (3, 16, 16)
@@ -123,7 +126,9 @@ def text_transformer() -> ModelBundle:
     vocab = WordVocab.build(["the film was good", "the plot was dull and slow"])
     torch.manual_seed(0)
     model = build_model("text_transformer", info, vocab_size=len(vocab)).eval()
-    return ModelBundle(model=model, spec=get_spec("text_transformer"), info=info, device=torch.device("cpu"), tokenizer=vocab)
+    return ModelBundle(
+        model=model, spec=get_spec("text_transformer"), info=info, device=torch.device("cpu"), tokenizer=vocab
+    )
 
 
 def test_text_attention_is_mean_over_real_tokens(text_transformer: ModelBundle) -> None:

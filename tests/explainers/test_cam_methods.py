@@ -1,4 +1,5 @@
 """CAM family: cam, gradcam, gradcampp, guided_gradcam."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,11 +7,11 @@ import pytest
 import torch
 import torch.nn.modules.module as torch_module
 from captum.attr import LayerGradCam
+from image_bundles import GREY28, IMAGE_MODELS, RGB16, fresh_bundle
 
 import xaidash.explainers  # noqa: F401  (registers every method)
 from xaidash.explainers import ExplainError, MethodContext, explain, get_method
 from xaidash.explainers.methods.cam import gradcampp_maps
-from image_bundles import GREY28, IMAGE_MODELS, RGB16, fresh_bundle
 from xaidash.models import ModelBundle
 
 CAM_METHODS = ("cam", "gradcam", "gradcampp", "guided_gradcam")
@@ -24,7 +25,14 @@ def context(bundle: ModelBundle, n: int = 3, targets: list[int] | None = None, s
 
 def hooks_and_flags(model: torch.nn.Module) -> list:
     per_module = [
-        (name, dict(m._forward_hooks), dict(m._forward_pre_hooks), dict(m._backward_hooks), dict(m._backward_pre_hooks), m.training)
+        (
+            name,
+            dict(m._forward_hooks),
+            dict(m._forward_pre_hooks),
+            dict(m._backward_hooks),
+            dict(m._backward_pre_hooks),
+            m.training,
+        )
         for name, m in model.named_modules()
     ]
     global_hooks = [len(h) for h in (torch_module._global_forward_hooks, torch_module._global_backward_hooks)]

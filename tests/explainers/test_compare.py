@@ -1,4 +1,5 @@
 """Samples, per-input metrics and the method comparison behind the dashboard's Explain and Compare pages."""
+
 from __future__ import annotations
 
 import math
@@ -67,12 +68,22 @@ def test_input_metrics_per_input_and_what_applies(image_bundle):
 def test_compare_methods_table_agreement_sanity_and_progress(image_bundle):
     s = pick_test_sample(image_bundle, n=2)
     seen: list[float] = []
-    result = compare_methods(image_bundle, s, ["saliency", "gradcam", "ig"], params={"ig": {"steps": 1}},
-                             steps=8, sanity=True, sanity_inputs=1, sanity_steps=2,
-                             progress=lambda f, msg: seen.append(f))
+    result = compare_methods(
+        image_bundle,
+        s,
+        ["saliency", "gradcam", "ig"],
+        params={"ig": {"steps": 1}},
+        steps=8,
+        sanity=True,
+        sanity_inputs=1,
+        sanity_steps=2,
+        progress=lambda f, msg: seen.append(f),
+    )
     assert "ig" in result.errors and "steps" in result.errors["ig"]  # a bad parameter: reported, the others go on
     assert list(result.metrics.index) == ["saliency", "gradcam"]
-    assert {"deletion_auc", "insertion_auc", "pointing_game", "energy_in_mask", "seconds"} <= set(result.metrics.columns)
+    assert {"deletion_auc", "insertion_auc", "pointing_game", "energy_in_mask", "seconds"} <= set(
+        result.metrics.columns
+    )
     assert (result.metrics["seconds"] >= 0).all()
     assert result.agreement.shape == (2, 2) and np.allclose(np.diag(result.agreement.values), 1.0)
     steps = sorted({r["step"] for r in result.sanity.rows})

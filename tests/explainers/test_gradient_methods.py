@@ -1,4 +1,5 @@
 """Gradient methods (saliency, inputxgrad, smoothgrad, ig, guided_backprop, deeplift) and IG baselines."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.modules.module as torch_module
+from image_bundles import IMAGE_MODELS, RGB16, fresh_bundle
 
 import xaidash.explainers  # noqa: F401  (registers every method)
 from xaidash.data.registry import DatasetInfo
@@ -14,7 +16,6 @@ from xaidash.data.transforms import denormalize, normalize
 from xaidash.explainers import ExplainError, explain, get_method
 from xaidash.explainers.baselines import BASELINES, make_baselines
 from xaidash.explainers.methods._common import target_scores
-from image_bundles import IMAGE_MODELS, RGB16, fresh_bundle
 from xaidash.models import ModelBundle
 
 GRADIENT_METHODS = ("saliency", "inputxgrad", "smoothgrad", "ig", "guided_backprop", "deeplift")
@@ -57,13 +58,24 @@ def trained_cnn() -> ModelBundle:
 def model_state(model: torch.nn.Module) -> dict:
     """Hooks, attributes, mode and parameter flags: what an explainer must leave as it found them."""
     state = {
-        name: (dict(m._forward_hooks), dict(m._forward_pre_hooks), dict(m._backward_hooks),
-               dict(m._backward_pre_hooks), sorted(m.__dict__), m.training)
+        name: (
+            dict(m._forward_hooks),
+            dict(m._forward_pre_hooks),
+            dict(m._backward_hooks),
+            dict(m._backward_pre_hooks),
+            sorted(m.__dict__),
+            m.training,
+        )
         for name, m in model.named_modules()
     }
     state["<global>"] = tuple(
-        len(h) for h in (torch_module._global_forward_hooks, torch_module._global_forward_pre_hooks,
-                         torch_module._global_backward_hooks, torch_module._global_backward_pre_hooks)
+        len(h)
+        for h in (
+            torch_module._global_forward_hooks,
+            torch_module._global_forward_pre_hooks,
+            torch_module._global_backward_hooks,
+            torch_module._global_backward_pre_hooks,
+        )
     )
     state["<requires_grad>"] = [p.requires_grad for p in model.parameters()]
     return state

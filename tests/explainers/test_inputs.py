@@ -1,4 +1,5 @@
 """load_image for every common format and mode, refusals of bad input, and resolve_input."""
+
 from __future__ import annotations
 
 import io
@@ -173,7 +174,9 @@ def _png_header_only(width: int, height: int) -> bytes:
         return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
 
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b"")
+    )
 
 
 def test_decompression_bomb_is_refused_before_decoding():

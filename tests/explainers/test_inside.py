@@ -1,4 +1,5 @@
 """Effective receptive fields and explanations across training."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,11 @@ import xaidash.explainers  # noqa: F401  (registers the methods)
 from xaidash.data.registry import get_info, load_split
 from xaidash.explainers.api import explain
 from xaidash.explainers.inside import (
-    bundle_erf, effective_receptive_field, epoch_validation, explanations_across_training, reinitialized,
+    bundle_erf,
+    effective_receptive_field,
+    epoch_validation,
+    explanations_across_training,
+    reinitialized,
 )
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
@@ -82,8 +87,17 @@ def two_epoch_run(tmp_path_factory):
     old = os.environ.get("XAIDASH_RUNS")
     os.environ["XAIDASH_RUNS"] = str(tmp_path_factory.mktemp("runs"))
     try:
-        result = train(TrainConfig(dataset="digits", model="resnet_small", epochs=2, batch_size=64, lr=3e-3,
-                                   max_train_samples=400, device="cpu"))
+        result = train(
+            TrainConfig(
+                dataset="digits",
+                model="resnet_small",
+                epochs=2,
+                batch_size=64,
+                lr=3e-3,
+                max_train_samples=400,
+                device="cpu",
+            )
+        )
     finally:
         if old is None:
             os.environ.pop("XAIDASH_RUNS", None)
@@ -97,8 +111,9 @@ def test_explanations_across_training(two_epoch_run):
     run = two_epoch_run
     image = load_split("digits", "test").image(3)
     seen = []
-    result = explanations_across_training(run, image, device="cpu", method_params={"ig": {"steps": 8}},
-                                          progress=lambda d, t: seen.append(d))
+    result = explanations_across_training(
+        run, image, device="cpu", method_params={"ig": {"steps": 8}}, progress=lambda d, t: seen.append(d)
+    )
     assert [e.epoch for e in result.epochs] == [1, 2] and seen == [1, 2]
     assert result.methods() == ["gradcam", "ig"] and not result.skipped
     val = epoch_validation(run)
@@ -141,8 +156,13 @@ def test_attention_view_vision_and_text():
 
     cues = get_info("cues")
     vocab = WordVocab.build(["the film was not bad", "a dull plot"])
-    tt = ModelBundle(build_model("text_transformer", cues, vocab_size=len(vocab), pad_id=0),
-                     get_spec("text_transformer"), cues, torch.device("cpu"), tokenizer=vocab)
+    tt = ModelBundle(
+        build_model("text_transformer", cues, vocab_size=len(vocab), pad_id=0),
+        get_spec("text_transformer"),
+        cues,
+        torch.device("cpu"),
+        tokenizer=vocab,
+    )
     text_view = attention_view(tt, "the film was not bad")
     assert text_view.tokens == ["the", "film", "was", "not", "bad"] and text_view.grid is None
     assert text_view.query is None  # no class token: the pooled mean reads every row
@@ -155,7 +175,9 @@ def test_attention_view_vision_and_text():
 
 
 def test_across_training_skips_gradcam_without_convolutions(tmp_path, monkeypatch):
-    result = train(TrainConfig(dataset="digits", model="mlp", epochs=1, batch_size=64, max_train_samples=200, device="cpu"))
+    result = train(
+        TrainConfig(dataset="digits", model="mlp", epochs=1, batch_size=64, max_train_samples=200, device="cpu")
+    )
     image = load_split("digits", "test").image(0)
     out = explanations_across_training(result.run, image, device="cpu", method_params={"ig": {"steps": 4}})
     assert out.methods() == ["ig"] and "gradcam" in out.skipped and "convolution" in out.skipped["gradcam"]

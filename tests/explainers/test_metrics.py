@@ -1,4 +1,5 @@
 """Faithfulness, ground-truth, completeness, robustness and agreement metrics on models whose answers are known."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,7 +28,9 @@ class RegionReader(nn.Module):
 
 
 def _bundle(model: nn.Module, info: DatasetInfo) -> ModelBundle:
-    return ModelBundle(model.eval(), ModelSpec(info.name, info.modality, build=lambda i: model), info, torch.device("cpu"))
+    return ModelBundle(
+        model.eval(), ModelSpec(info.name, info.modality, build=lambda i: model), info, torch.device("cpu")
+    )
 
 
 @pytest.fixture
@@ -51,15 +54,19 @@ def _maps(kind: str, n: int = 6) -> np.ndarray:
 
 
 def test_deletion_orders_perfect_random_inverted(region_bundle, images):
-    aucs = {k: M.deletion_auc(region_bundle, images, _maps(k), targets=1, steps=16).mean_auc()
-            for k in ("perfect", "random", "inverted")}
+    aucs = {
+        k: M.deletion_auc(region_bundle, images, _maps(k), targets=1, steps=16).mean_auc()
+        for k in ("perfect", "random", "inverted")
+    }
     assert aucs["perfect"] < aucs["random"] < aucs["inverted"]
     assert aucs["perfect"] < 0.15 and aucs["inverted"] > 0.8
 
 
 def test_insertion_is_the_reverse(region_bundle, images):
-    aucs = {k: M.insertion_auc(region_bundle, images, _maps(k), targets=1, steps=16, substrate="black").mean_auc()
-            for k in ("perfect", "random", "inverted")}
+    aucs = {
+        k: M.insertion_auc(region_bundle, images, _maps(k), targets=1, steps=16, substrate="black").mean_auc()
+        for k in ("perfect", "random", "inverted")
+    }
     assert aucs["perfect"] > aucs["random"] > aucs["inverted"]
 
 
@@ -120,7 +127,9 @@ def test_rationale_pointing_and_energy():
     assert pointing[0] == 1.0 and pointing[1] == 0.5 and np.isnan(pointing[2])  # tied tops share the hit
     energy = M.rationale_energy(scores, [[1], [0, 2], [0]])
     np.testing.assert_allclose(energy, [0.9 / 1.2, 1.0 / 1.1, 1.0 / 3.0], rtol=1e-6)
-    assert M.rationale_pointing([np.array([0.0, 1.0])], [[7]])[0] != M.rationale_pointing([np.array([0.0, 1.0])], [[1]])[0]
+    assert (
+        M.rationale_pointing([np.array([0.0, 1.0])], [[7]])[0] != M.rationale_pointing([np.array([0.0, 1.0])], [[1]])[0]
+    )
 
 
 # ---- completeness / infidelity / sensitivity ---------------------------------

@@ -1,4 +1,5 @@
 """Occlusion, LIME, KernelSHAP and shap's Gradient/Deep explainers through `explain()`, on tiny CPU models."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +18,9 @@ from xaidash.models import ModelBundle, build_model, get_spec
 
 warnings.filterwarnings("ignore", category=UserWarning, module="captum")
 
-GREY = DatasetInfo(name="t", modality="image", classes=tuple("0123456789"), input_shape=(1, 28, 28), mean=(0.13,), std=(0.3,))
+GREY = DatasetInfo(
+    name="t", modality="image", classes=tuple("0123456789"), input_shape=(1, 28, 28), mean=(0.13,), std=(0.3,)
+)
 COLOUR = DatasetInfo(
     name="c", modality="image", classes=tuple("0123456789"), input_shape=(3, 32, 32), mean=(0.5,) * 3, std=(0.25,) * 3
 )
@@ -122,7 +125,9 @@ def test_attribution_lands_on_the_region_the_model_reads(method: str, params: di
     for a, m in zip(np.abs(e.attributions), masks):
         inside = set(np.unique(m[: h // 2, : w // 2]).tolist())
         outside = np.isin(m, list(inside), invert=True)
-        only_inside = np.isin(m, [k for k in inside if not (m[h // 2 :] == k).any() and not (m[:, w // 2 :] == k).any()])
+        only_inside = np.isin(
+            m, [k for k in inside if not (m[h // 2 :] == k).any() and not (m[:, w // 2 :] == k).any()]
+        )
         assert a[outside].mean() < 0.2 * a[only_inside].mean()  # a map blind to the region gives ~1
 
 

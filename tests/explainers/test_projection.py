@@ -1,4 +1,5 @@
 """PCA, t-SNE and UMAP projections: shapes, caching on disk, placing new points."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """On a trained shapes model, Grad-CAM and IG beat a random attribution on deletion AUC and on the
 pointing game against the shapes' ground-truth masks."""
+
 from __future__ import annotations
 
 import numpy as np

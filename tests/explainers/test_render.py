@@ -1,4 +1,5 @@
 """Rendering: image sizes and modes, colour conventions, shared scales, HTML escaping."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,12 +1,12 @@
 """Cascading model-parameter randomisation (Adebayo et al. 2018): the mechanics, and the paper's finding
 on a resnet_small trained on shapes in a fixture."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 
 import xaidash.explainers  # noqa: F401  (registers data sets, models and methods)
 from xaidash.data.registry import get_info, load_split

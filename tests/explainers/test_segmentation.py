@@ -1,4 +1,5 @@
 """Superpixels on tiny images, the grid fallback, and the fills for hidden regions."""
+
 from __future__ import annotations
 
 import numpy as np

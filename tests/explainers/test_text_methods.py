@@ -1,4 +1,5 @@
 """Text methods: IG finds the cue words of `cues`, IG is complete, every method gives one finite score per word."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,7 +18,9 @@ FAST = {"ig": {"steps": 8}, "lime": {"samples": 40}, "shap_kernel": {"samples": 
 
 
 def _bundle(name: str, model: torch.nn.Module, tokenizer, info) -> ModelBundle:
-    return ModelBundle(model=model.eval(), spec=get_spec(name), info=info, device=torch.device("cpu"), tokenizer=tokenizer)
+    return ModelBundle(
+        model=model.eval(), spec=get_spec(name), info=info, device=torch.device("cpu"), tokenizer=tokenizer
+    )
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +114,10 @@ def fresh_text_models(cues) -> dict[str, ModelBundle]:
     train, _, info = cues
     vocab = WordVocab.build(train.texts)
     torch.manual_seed(0)
-    return {name: _bundle(name, build_model(name, info, vocab_size=len(vocab)), vocab, info) for name in ("text_cnn", "text_transformer")}
+    return {
+        name: _bundle(name, build_model(name, info, vocab_size=len(vocab)), vocab, info)
+        for name in ("text_cnn", "text_transformer")
+    }
 
 
 @pytest.mark.parametrize("method", TEXT_METHODS + ATTENTION_METHODS)

@@ -1,4 +1,5 @@
 """Checkpoints: safetensors round trips, refusal of mismatched architectures, no pickle."""
+
 from __future__ import annotations
 
 import pytest

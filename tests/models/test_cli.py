@@ -1,9 +1,9 @@
 """The `xaidash` command: train, runs, models, datasets, serve, and its error messages."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
-
 
 from xaidash.dashboard.cli import main, serve_command
 
@@ -53,15 +53,36 @@ def test_serve_binds_to_localhost_with_an_upload_cap():
 
 
 def test_console_script_help():
-    out = subprocess.run([sys.executable, "-m", "xaidash.dashboard.cli", "--help"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "xaidash.dashboard.cli", "--help"], capture_output=True, text=True, check=True
+    )
     for sub in ("train", "runs", "datasets", "serve"):
         assert sub in out.stdout
 
 
 def test_resnet18_offline_says_it_starts_from_random_weights(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch_home"))  # no cached ImageNet checkpoint
-    assert main(["train", "--dataset", "shapes", "--model", "resnet18", "--epochs", "1", "--batch-size", "16",
-                 "--max-train-samples", "32", "--quiet", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--dataset",
+                "shapes",
+                "--model",
+                "resnet18",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "16",
+                "--max-train-samples",
+                "32",
+                "--quiet",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "note: resnet18 starts from RANDOM weights" in err
     from xaidash.models.runstore import list_runs

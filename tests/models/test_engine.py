@@ -1,4 +1,5 @@
 """The training engine on small built-in data: accuracy, events, stop, resume, failures."""
+
 from __future__ import annotations
 
 import json
@@ -96,8 +97,11 @@ def test_nan_loss_fails_with_a_clear_error_recorded_in_the_run():
 
 
 def test_text_model_trains_on_cues_with_a_saved_vocabulary():
-    result = train(TrainConfig(dataset="cues", model="text_cnn", epochs=2, batch_size=64, lr=3e-3, device="cpu",
-                               max_train_samples=2000))
+    result = train(
+        TrainConfig(
+            dataset="cues", model="text_cnn", epochs=2, batch_size=64, lr=3e-3, device="cpu", max_train_samples=2000
+        )
+    )
     assert result.state == "completed" and result.test_acc > 0.8, result.test_acc
     assert result.run.file("vocab.json").exists()
     bundle = load_bundle(result.run.id, device="cpu")

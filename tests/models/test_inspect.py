@@ -1,4 +1,5 @@
 """Receptive-field arithmetic, the architecture summary and the activation cache."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,12 @@ from xaidash.data.registry import get_info
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.engine import TrainConfig, train
 from xaidash.models.inspect.activations import (
-    PENULTIMATE, compute_activations, embedding_layers, feature_maps, first_layer_filters, input_activation,
+    PENULTIMATE,
+    compute_activations,
+    embedding_layers,
+    feature_maps,
+    first_layer_filters,
+    input_activation,
 )
 from xaidash.models.inspect.receptive_field import bundle_receptive_fields, find_layer, receptive_fields
 from xaidash.models.inspect.summary import summarize, summarize_bundle
@@ -86,10 +92,13 @@ def test_resnets_follow_the_main_path():
     assert not any("downsample" in l.path for l in big)
 
 
-@pytest.mark.parametrize("name,dataset,reason", [
-    ("vit_tiny", "shapes", "self-attention"),
-    ("mlp", "digits", "no convolution"),
-])
+@pytest.mark.parametrize(
+    "name,dataset,reason",
+    [
+        ("vit_tiny", "shapes", "self-attention"),
+        ("mlp", "digits", "no convolution"),
+    ],
+)
 def test_models_without_receptive_fields_say_why(name, dataset, reason):
     with pytest.raises(ModelError, match=reason):
         bundle_receptive_fields(fresh(name, dataset))
@@ -129,8 +138,11 @@ def digits_run(tmp_path_factory):
     old = os.environ.get("XAIDASH_RUNS")
     os.environ["XAIDASH_RUNS"] = str(root)
     try:
-        result = train(TrainConfig(dataset="digits", model="resnet_small", epochs=1, batch_size=64,
-                                   max_train_samples=300, device="cpu"))
+        result = train(
+            TrainConfig(
+                dataset="digits", model="resnet_small", epochs=1, batch_size=64, max_train_samples=300, device="cpu"
+            )
+        )
     finally:
         if old is None:
             os.environ.pop("XAIDASH_RUNS", None)

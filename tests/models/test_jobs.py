@@ -1,4 +1,5 @@
 """The background job manager: one job at a time, progress from engine events, stop, failures."""
+
 from __future__ import annotations
 
 import threading
@@ -27,8 +28,20 @@ def stepping_train(release: threading.Event):
     def fn(cfg, callbacks, stop):
         for cb in callbacks:
             cb(TrainEvent(kind="start", run_id="fake-run", epochs=cfg.epochs, total_steps=4))
-            cb(TrainEvent(kind="step", run_id="fake-run", epoch=1, epochs=cfg.epochs, step=1, total_steps=4,
-                          train_loss=1.5, train_acc=0.25, samples_per_s=100.0, eta_s=3.0))
+            cb(
+                TrainEvent(
+                    kind="step",
+                    run_id="fake-run",
+                    epoch=1,
+                    epochs=cfg.epochs,
+                    step=1,
+                    total_steps=4,
+                    train_loss=1.5,
+                    train_acc=0.25,
+                    samples_per_s=100.0,
+                    eta_s=3.0,
+                )
+            )
         while not (release.is_set() or stop.is_set()):
             time.sleep(0.01)
         return FakeResult("stopped" if stop.is_set() else "completed")

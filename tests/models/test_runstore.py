@@ -1,4 +1,5 @@
 """Run folders: listing, resolving, deleting, and clear errors."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Every registered zoo model: shapes, layer paths, attention, DeepLift safety, fits, and the pretrained ones."""
+
 from __future__ import annotations
 
 import os
@@ -130,8 +131,17 @@ def test_vit_heads_and_patch_grid() -> None:
 
 
 NONLINEAR = (
-    nn.ReLU, nn.GELU, nn.Softmax, nn.Dropout, nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool2d,
-    nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d,
+    nn.ReLU,
+    nn.GELU,
+    nn.Softmax,
+    nn.Dropout,
+    nn.MaxPool1d,
+    nn.MaxPool2d,
+    nn.AvgPool2d,
+    nn.AdaptiveAvgPool1d,
+    nn.AdaptiveAvgPool2d,
+    nn.AdaptiveMaxPool1d,
+    nn.AdaptiveMaxPool2d,
 )
 
 
@@ -143,7 +153,9 @@ def test_no_nonlinearity_is_reused_or_in_place(name: str) -> None:
     for path, module in model.named_modules():
         if isinstance(module, NONLINEAR):
             assert not getattr(module, "inplace", False), f"{path} is in-place"
-            handles.append(module.register_forward_hook(lambda m, i, o, p=path: calls.__setitem__(p, calls.get(p, 0) + 1)))
+            handles.append(
+                module.register_forward_hook(lambda m, i, o, p=path: calls.__setitem__(p, calls.get(p, 0) + 1))
+            )
     try:
         with torch.no_grad():
             model(inputs_for(name))

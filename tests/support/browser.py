@@ -1,4 +1,5 @@
 """Debian Chromium for the browser tests, driven by Playwright (never `playwright install`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,13 +8,23 @@ from types import ModuleType
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def require_browser() -> ModuleType:
     """playwright.sync_api, or skip the calling test module saying what is missing."""
     if not CHROMIUM.exists():
-        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium); browser tests skipped",
-                    allow_module_level=True)
+        pytest.skip(
+            f"Chromium not found at {CHROMIUM} (apt-get install chromium); browser tests skipped",
+            allow_module_level=True,
+        )
     return pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")

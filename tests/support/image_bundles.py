@@ -1,4 +1,5 @@
 """Small untrained image bundles for method tests: each zoo model on the cheapest input shape it fits."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """Run folders for the inside-the-model page tests, written directly in the run-store layout
 (config, per-epoch safetensors checkpoints, epoch metrics) from freshly built models: the pages
 only read runs, and training them would take minutes on a small CPU."""
+
 from __future__ import annotations
 
 import time
@@ -38,9 +39,18 @@ def make_run(root: Path, dataset: str, model: str, epochs: int = 2) -> Run:
         save_weights(net, run.checkpoint_path(epoch), {"epoch": str(epoch)})
         records.append({"kind": "epoch", "epoch": epoch, "step": epoch, "val_acc": 0.4 + 0.1 * epoch, "val_loss": 1.0})
     save_weights(net, run.file(WEIGHTS), {"epoch": str(epochs)})
-    run.write_config({"model": model, "dataset": dataset, "modality": info.modality, "classes": list(info.classes),
-                      "dataset_info": info_to_json(info), "model_options": options, "created": time.time(),
-                      "train": asdict(TrainConfig(dataset=dataset, model=model, epochs=epochs))})
+    run.write_config(
+        {
+            "model": model,
+            "dataset": dataset,
+            "modality": info.modality,
+            "classes": list(info.classes),
+            "dataset_info": info_to_json(info),
+            "model_options": options,
+            "created": time.time(),
+            "train": asdict(TrainConfig(dataset=dataset, model=model, epochs=epochs)),
+        }
+    )
     run.write_metrics(records)
     run.update_summary(state="completed", epochs_done=epochs, test_acc=0.5)
     return run
