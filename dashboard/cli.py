@@ -67,15 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from xaidash.data.errors import DatasetError
-    from xaidash.explainers.params import ExplainError
-    from xaidash.models.registry import ModelError
+    from xaidash.data.errors import XaidashError
 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (DatasetError, ModelError, ExplainError) as e:
+    except XaidashError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `xaidash methods | head`: the reader left, nothing to report

@@ -19,7 +19,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from xaidash.data.registry import Split, get_source
+from xaidash.data.registry import Split, load_split
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.jobs import JobManager
 from xaidash.models.registry import ModelError
@@ -77,9 +77,7 @@ def model_lock(key: str) -> threading.Lock:
 @st.cache_resource(max_entries=6, show_spinner=False)
 def dataset_split(name: str, split: str) -> Split:
     """A data set split, loaded once per process (offline: only what is under the data root)."""
-    from xaidash.data.paths import offline
-
-    return get_source(name).load(split, download=not offline())  # type: ignore[arg-type]
+    return load_split(name, split)  # type: ignore[arg-type]
 
 
 @st.cache_data(max_entries=8, show_spinner=False)

@@ -1,7 +1,15 @@
-"""Errors a user can act on: the message says what went wrong and what to do."""
+"""Errors a user can act on: the message says what went wrong and what to do.
+
+`XaidashError` is the base of every such error in every layer (DatasetError here, ModelError in
+xaidash.models, ExplainError in xaidash.explainers), so a command line or a page catches one type.
+"""
 
 
-class DatasetError(Exception):
+class XaidashError(Exception):
+    """Something the user asked for cannot be done; the message says why and what to do instead."""
+
+
+class DatasetError(XaidashError):
     """A data set cannot be loaded (missing files, no network, bad user data)."""
 
 

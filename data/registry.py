@@ -102,11 +102,15 @@ class DatasetSource:
     loader: Loader
     is_available: Callable[[Path], bool] = field(default=lambda root: True)
 
-    def load(self, split: SplitName = "train", root: Path | None = None, download: bool = True) -> Split:
-        from xaidash.data.paths import data_root
+    def load(self, split: SplitName = "train", root: Path | None = None, download: bool | None = None) -> Split:
+        """One split from `root` (default: the data root). `download=None` downloads what is missing
+        unless the machine is offline (XAIDASH_OFFLINE / HF_HUB_OFFLINE); True or False force it."""
+        from xaidash.data.paths import data_root, offline
 
         if split not in ("train", "test"):
             raise DatasetError(f"Unknown split {split!r}: use 'train' or 'test'.")
+        if download is None:
+            download = not offline()
         return self.loader(split, Path(root) if root else data_root(), download)
 
 
@@ -152,6 +156,8 @@ def get_info(name: str) -> DatasetInfo:
     return get_source(name).info
 
 
-def load_split(name: str, split: SplitName = "train", root: Path | None = None, download: bool = True) -> Split:
-    """Load one split of a data set by name."""
+def load_split(
+    name: str, split: SplitName = "train", root: Path | None = None, download: bool | None = None
+) -> Split:
+    """Load one split of a data set by name (`download=None`: download what is missing unless offline)."""
     return get_source(name).load(split, root, download)

@@ -59,11 +59,10 @@ def background_samples(bundle: ModelBundle, n: int = 50, seed: int = 0) -> torch
     if bundle.modality != "image" or n <= 0:
         return None
     from xaidash.data.errors import DatasetError
-    from xaidash.data.paths import offline
-    from xaidash.data.registry import get_source
+    from xaidash.data.registry import load_split
 
     try:
-        split = get_source(bundle.info.name).load("train", download=not offline())
+        split = load_split(bundle.info.name, "train")
     except DatasetError:
         return None
     pick = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[:n].tolist()
@@ -73,11 +72,10 @@ def background_samples(bundle: ModelBundle, n: int = 50, seed: int = 0) -> torch
 def pick_test_sample(bundle: ModelBundle, n: int = 8, seed: int = 0, indices: Sequence[int] | None = None) -> Sample:
     """`n` test samples picked at random (seeded), or the given test indices, with their ground truth."""
     from xaidash.data.errors import DatasetError
-    from xaidash.data.paths import offline
-    from xaidash.data.registry import ImageSplit, get_source
+    from xaidash.data.registry import ImageSplit, load_split
 
     try:
-        split = get_source(bundle.info.name).load("test", download=not offline())
+        split = load_split(bundle.info.name, "test")
     except DatasetError as e:
         raise ExplainError(f"Cannot load the test split of {bundle.info.name}: {e}") from None
     if len(split) == 0:

@@ -220,12 +220,11 @@ _DATASET = re.compile(r"^dataset:(?:(train|test):)?(\d+)$")
 
 def _dataset_sample(bundle: ModelBundle, split_name: str, index: int) -> ResolvedInput:
     from xaidash.data.errors import DatasetError
-    from xaidash.data.paths import offline
-    from xaidash.data.registry import get_source
+    from xaidash.data.registry import load_split
 
     info = bundle.info
     try:
-        split = get_source(info.name).load(split_name, download=not offline())  # type: ignore[arg-type]
+        split = load_split(info.name, split_name)  # type: ignore[arg-type]
     except DatasetError as e:
         raise ExplainError(f"Cannot load the {split_name} split of {info.name}: {e}") from None
     if not 0 <= index < len(split):

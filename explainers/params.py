@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from xaidash.data.errors import XaidashError
+
 ParamKind = Literal["int", "float", "bool", "choice", "layer"]
 
 
-class ExplainError(Exception):
+class ExplainError(XaidashError):
     """An explanation cannot be computed as asked; the message says why and what to do."""
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -25,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from xaidash.data.atomic import atomic_write, atomic_write_json
 from xaidash.explainers.params import ExplainError, Param
 
 METHODS: tuple[str, ...] = ("umap", "tsne", "pca")
@@ -156,26 +155,18 @@ class Projection:
         return np.asarray(reducer.transform(new), dtype=np.float32)
 
 
-def _atomic_save(path: Path, writer) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            writer(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.save would append .npy to a path
+            np.save(f, array, allow_pickle=False)
+
+    atomic_write(path, write)
 
 
 def _save(cache_dir: Path, p: Projection) -> None:
-    _atomic_save(cache_dir / f"{p.key}.npy", lambda f: np.save(f, p.coords, allow_pickle=False))
+    _save_npy(cache_dir / f"{p.key}.npy", p.coords)
     if p._pca is not None:
-        _atomic_save(
-            cache_dir / f"{p.key}.pca.npy",
-            lambda f: np.save(f, np.vstack([p._pca[0][None], p._pca[1]]), allow_pickle=False),
-        )
+        _save_npy(cache_dir / f"{p.key}.pca.npy", np.vstack([p._pca[0][None], p._pca[1]]))
     meta = {
         "method": p.method,
         "params": p.params,
@@ -184,7 +175,7 @@ def _save(cache_dir: Path, p: Projection) -> None:
         "n": len(p.coords),
         "seed": SEED,
     }
-    _atomic_save(cache_dir / f"{p.key}.json", lambda f: f.write(json.dumps(meta, indent=2).encode()))
+    atomic_write_json(cache_dir / f"{p.key}.json", meta)
 
 
 def _load(cache_dir: Path, key: str, method: str, params: dict[str, Any], features: np.ndarray) -> Projection | None:

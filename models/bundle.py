@@ -52,14 +52,18 @@ class ModelBundle:
         return self.info
 
     @torch.no_grad()
+    def logits(self, x: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
+        """Float logits (N, classes) on the device for prepared inputs `x` (what `prepare` returns),
+        `batch_size` rows per forward pass, without gradients. The one batched forward pass every
+        layer uses (predictions, metrics, SHAP expectations), so batching lives in one place."""
+        step = max(1, int(batch_size))
+        out = [self.model(x[i : i + step]).float() for i in range(0, len(x), step)]
+        return torch.cat(out) if out else torch.empty(0, self.info.num_classes, device=x.device)
+
     def predict_proba(self, inputs: torch.Tensor | Sequence[str], batch_size: int = 256) -> torch.Tensor:
-        """Class probabilities (N, classes) on the CPU, computed in batches on the device."""
+        """Class probabilities (N, classes) on the CPU for raw inputs, computed in batches on the device."""
         self.model.eval()
-        x = self.prepare(inputs)
-        out = [
-            torch.softmax(self.model(x[i : i + batch_size]).float(), dim=1).cpu() for i in range(0, len(x), batch_size)
-        ]
-        return torch.cat(out) if out else torch.empty(0, self.info.num_classes)
+        return torch.softmax(self.logits(self.prepare(inputs), batch_size), dim=1).cpu()
 
     def layer(self, path: str) -> nn.Module:
         return self.model.get_submodule(path)

@@ -21,12 +21,13 @@ from typing import Any, Literal
 
 from torch import nn
 
+from xaidash.data.errors import XaidashError
 from xaidash.data.registry import DatasetInfo
 
 Modality = Literal["image", "text"]
 
 
-class ModelError(Exception):
+class ModelError(XaidashError):
     """A model cannot be built, loaded or applied; the message says why and what to do."""
 
 

@@ -25,9 +25,10 @@ from typing import Any
 
 import torch
 
+from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
 from xaidash.data.registry import DatasetInfo
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.checkpoint import atomic_write_bytes, atomic_write_json, load_weights
+from xaidash.models.checkpoint import load_weights
 from xaidash.models.registry import ModelError, get_spec
 
 CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB = (

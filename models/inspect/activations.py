@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from xaidash.data.paths import offline
-from xaidash.data.registry import Split, get_source
+from xaidash.data.atomic import atomic_write
+from xaidash.data.registry import Split, load_split
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect._trace import example_input, first_tensor, trace
 from xaidash.models.registry import ModelError
@@ -155,7 +155,7 @@ def sample_indices(total: int, n: int, seed: int = 0) -> np.ndarray:
 
 def load_samples(bundle: ModelBundle, split: str = "test") -> Split:
     try:
-        return get_source(bundle.info.name).load(split, download=not offline())  # type: ignore[arg-type]
+        return load_split(bundle.info.name, split)  # type: ignore[arg-type]
     except Exception as e:  # DatasetError and I/O errors alike: say which data set failed
         raise ModelError(f"Cannot load the {split} split of {bundle.info.name}: {e}") from e
 
@@ -190,21 +190,11 @@ def _read_cache(path: Path, digest: str) -> dict[str, torch.Tensor] | None:
 
 
 def _write_cache(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
-    import os
-    import tempfile
-
     from safetensors.torch import save_file
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata=metadata)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(
+        path, lambda tmp: save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
+    )
 
 
 @torch.no_grad()
