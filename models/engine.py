@@ -4,6 +4,10 @@ Small data sets live on the device as tensors (no per-batch DataLoader overhead)
 folders stream through a DataLoader. bf16 autocast on CUDA. Progress goes out as
 `TrainEvent`s to any number of callbacks (CLI progress bar, dashboard job); a stop request
 is honoured within one step and leaves a valid checkpoint.
+
+`train` composes four steps that can be called (and tested) one by one: `setup_run` (settings,
+run folder, data, model, optimizer, schedule; `restore_checkpoint` for a resumed run), `run_epoch`,
+`write_checkpoint` and `finish_run`. They share a `TrainingSession`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import random
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -29,8 +34,9 @@ from xaidash.data.tokenizer import WordVocab
 from xaidash.models.batches import LoaderData, TensorData, augment_images, image_tensors, text_tensors
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
+from xaidash.models.device import autocast, device_name, pick_device
 from xaidash.models.registry import ModelError, get_spec
-from xaidash.models.runstore import STATE, VOCAB, WEIGHTS, Run, info_to_json, pick_device, resolve_run
+from xaidash.models.runstore import STATE, VOCAB, WEIGHTS, Run, info_to_json, resolve_run
 
 Optimizer = Literal["adam", "adamw", "sgd"]
 Schedule = Literal["cosine", "onecycle", "constant"]
@@ -135,10 +141,8 @@ class TrainingFailed(Exception):
 def library_versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for name in ("torch", "torchvision", "captum", "shap", "lime", "transformers", "safetensors", "xaidash"):
-        try:
+        with suppress(importlib_metadata.PackageNotFoundError):
             out[name] = importlib_metadata.version(name)
-        except importlib_metadata.PackageNotFoundError:
-            pass
     return out
 
 
@@ -147,12 +151,6 @@ def seed_everything(seed: int) -> torch.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
-
-
-def _device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"cuda ({torch.cuda.get_device_name(device)})"
-    return device.type
 
 
 @dataclass
@@ -227,12 +225,6 @@ def _schedule(
     return torch.optim.lr_scheduler.ConstantLR(opt, factor=1.0, total_iters=0)
 
 
-def _autocast(device: torch.device, enabled: bool):
-    if enabled and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return torch.autocast("cpu", enabled=False)
-
-
 @torch.no_grad()
 def evaluate(
     model: nn.Module,
@@ -247,7 +239,7 @@ def evaluate(
     loss_sum, correct, n = 0.0, 0, 0
     confusion = torch.zeros(num_classes or 1, num_classes or 1, dtype=torch.long)
     for x, y in data.batches(batch_size, shuffle=False):
-        with _autocast(device, amp):
+        with autocast(device, amp):
             logits = model(x.to(device))
         y = y.to(device)
         loss_sum += float(nn.functional.cross_entropy(logits.float(), y, reduction="sum"))
@@ -264,6 +256,299 @@ def evaluate(
     return out
 
 
+# ---- the run, step by step: set up (or resume), one epoch, checkpoint, finish -------------------------------------
+
+
+@dataclass
+class TrainingSession:
+    """Everything one call of `train` works with: settings, run folder, data, model, optimizer, progress."""
+
+    cfg: TrainConfig
+    run: Run
+    device: torch.device
+    data: _Prepared
+    model: nn.Module
+    params: list[nn.Parameter]
+    optimizer: torch.optim.Optimizer
+    schedule: torch.optim.lr_scheduler.LRScheduler
+    lr: float
+    options: dict[str, Any]
+    steps_per_epoch: int
+    generator: torch.Generator
+    records: list[dict[str, Any]]  # metrics.jsonl so far (a resumed run's earlier records included)
+    note: str | None = None  # the model's note to the user (e.g. pretrained weights missing)
+    resumed: bool = False
+    start_epoch: int = 0  # epochs already done when this session began
+    step: int = 0  # optimizer steps taken, counting those of earlier sessions
+    samples_seen: int = 0  # training samples this session (for the rate)
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def total_steps(self) -> int:
+        return self.steps_per_epoch * self.cfg.epochs
+
+    def event(self, kind: Literal["start", "step", "epoch", "end"], **fields: Any) -> TrainEvent:
+        return TrainEvent(kind=kind, run_id=self.run.id, epochs=self.cfg.epochs, total_steps=self.total_steps, **fields)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def rate(self, elapsed: float) -> float | None:
+        return self.samples_seen / elapsed if elapsed > 0 else None
+
+    def eta(self, rate: float | None) -> float | None:
+        return (self.total_steps - self.step) * self.cfg.batch_size / rate if rate else None
+
+
+@dataclass
+class EpochResult:
+    """One epoch's outcome: its `epoch` event (training and validation metrics) and whether a stop cut it short."""
+
+    event: TrainEvent
+    stopped: bool
+
+
+def setup_run(cfg: TrainConfig, resume: str | Path | None = None) -> TrainingSession:
+    """Check the settings, then create the run folder (or reopen run `resume`), data, model, optimizer and
+    schedule, restore a resumed run's state, and write config.json and a 'running' summary.
+
+    Bad settings raise ModelError/DatasetError before any run folder is written.
+    """
+    cfg.validate()
+    resumed = resolve_run(resume) if resume is not None else None
+    if resumed is not None:  # the run's own settings, with the new epoch total and device
+        cfg = TrainConfig(**{**resumed.config()["train"], "epochs": cfg.epochs, "device": cfg.device})
+    spec = get_spec(cfg.model)
+    source = get_source(cfg.dataset)
+    spec.check_fits(source.info)
+    device = pick_device(cfg.device)
+    run = resumed or Run.create(cfg.dataset, cfg.model)
+
+    generator = seed_everything(cfg.seed)
+    data = _prepare_data(cfg, source, device, run, resume_vocab=resumed is not None)
+    options = dict(cfg.model_options)
+    if data.tokenizer is not None and spec.tokenizer is None:
+        options.update(vocab_size=len(data.tokenizer), pad_id=data.tokenizer.pad_id)
+    model = spec.build(data.info, **options).to(device)
+    lr = cfg.lr if cfg.lr is not None else spec.default_lr
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = _optimizer(cfg, params, lr)
+    steps_per_epoch = math.ceil(len(data.train) / cfg.batch_size)
+    session = TrainingSession(
+        cfg=cfg,
+        run=run,
+        device=device,
+        data=data,
+        model=model,
+        params=params,
+        optimizer=optimizer,
+        schedule=_schedule(cfg, optimizer, lr, steps_per_epoch * cfg.epochs),
+        lr=lr,
+        options=options,
+        steps_per_epoch=steps_per_epoch,
+        generator=generator,
+        records=run.metrics() if resumed is not None else [],
+        resumed=resumed is not None,
+        note=getattr(model, "xai_note", None) or spec.note(),
+    )
+    if resumed is not None:
+        restore_checkpoint(session)
+    _write_config(session)
+    return session
+
+
+def restore_checkpoint(session: TrainingSession) -> None:
+    """Continue where the run's last checkpoint ended: weights, optimizer and CPU RNG state, the epoch's
+    shuffling generator, and the schedule fast-forwarded to that step. ModelError when no epoch is left."""
+    run, cfg = session.run, session.cfg
+    load_weights(session.model, run.file(WEIGHTS))
+    extra = load_training_state(run.file(STATE), session.optimizer) if run.file(STATE).exists() else {}
+    session.start_epoch = int(extra.get("epoch", 0))
+    session.step = session.start_epoch * session.steps_per_epoch
+    session.generator = torch.Generator().manual_seed(cfg.seed + session.start_epoch)
+    with warnings.catch_warnings():  # fast-forwarding the schedule, not skipping an optimizer step
+        warnings.simplefilter("ignore", UserWarning)
+        for _ in range(session.step):
+            session.schedule.step()
+    if session.start_epoch >= cfg.epochs:
+        raise ModelError(
+            f"Run {run.id} already has {session.start_epoch} epochs: ask for more (--epochs N > {session.start_epoch})."
+        )
+
+
+def _write_config(session: TrainingSession) -> None:
+    cfg, run, data, model = session.cfg, session.run, session.data, session.model
+    config = {
+        "model": cfg.model,
+        "model_note": session.note,
+        "dataset": cfg.dataset,
+        "modality": data.info.modality,
+        "classes": list(data.info.classes),
+        "dataset_info": info_to_json(data.info),
+        "model_options": session.options,
+        "train": asdict(cfg),
+        "lr": session.lr,
+        "device": device_name(session.device),
+        "versions": library_versions(),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "trainable_parameters": sum(p.numel() for p in session.params),
+        "train_samples": len(data.train),
+        "val_samples": len(data.val) if data.val else 0,
+        "test_samples": len(data.test),
+        "created": run.config()["created"] if session.resumed else time.time(),
+    }
+    run.write_config(config)
+    run.update_summary(state="running", error=None, epochs_done=session.start_epoch, epochs=cfg.epochs)
+
+
+@contextmanager
+def _out_of_memory_fails(session: TrainingSession) -> Iterator[None]:
+    """Turn an out-of-memory error into TrainingFailed with advice; every other error passes unchanged."""
+    batch_size = session.cfg.batch_size
+    try:
+        yield
+    except torch.cuda.OutOfMemoryError as e:
+        raise TrainingFailed(
+            f"Out of memory on {device_name(session.device)} at batch size {batch_size}: lower the batch size "
+            "(--batch-size) or train on another device."
+        ) from e
+    except RuntimeError as e:  # CPU and MPS allocators say so in a plain RuntimeError
+        if "out of memory" not in str(e).lower():
+            raise
+        raise TrainingFailed(f"Out of memory at batch size {batch_size}: lower the batch size. ({e})") from e
+
+
+def _step_record(event: TrainEvent, drop: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in asdict(event).items() if v is not None and k not in drop}
+
+
+def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit: Callback) -> EpochResult | None:
+    """Train epoch `epoch` (emitting step events), then validate; its result, or None when a stop came
+    before its first step (the epoch did not happen).
+
+    A stop request is honoured within one step. Raises TrainingFailed for a non-finite loss or out of memory.
+    """
+    cfg, data, device, model, gen = session.cfg, session.data, session.device, session.model, session.generator
+    log_every = max(1, session.steps_per_epoch // 20)
+    shift = 2 if "shift" in cfg.augment else 0
+    flip = "flip" in cfg.augment
+    loss_fn = nn.CrossEntropyLoss()
+    with _out_of_memory_fails(session):
+        model.train()
+        loss_sum = torch.zeros((), device=device)
+        correct = torch.zeros((), device=device, dtype=torch.long)
+        seen = 0
+        for x, y in data.train.batches(cfg.batch_size, shuffle=True, generator=gen):
+            if stop.is_set():
+                break
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            if data.info.modality == "image" and (shift or flip):
+                x = augment_images(x, shift, flip, gen)
+            with autocast(device, cfg.amp):
+                logits = model(x)
+                loss = loss_fn(logits.float(), y)
+            if not torch.isfinite(loss):
+                raise TrainingFailed(
+                    f"Loss became {loss.item()} at epoch {epoch}, step {session.step + 1}: the learning rate "
+                    f"({session.lr:g}) is probably too high; try a lower one (e.g. --lr {session.lr / 10:g})."
+                )
+            session.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            session.optimizer.step()
+            session.schedule.step()
+            session.step += 1
+            seen += len(y)
+            session.samples_seen += len(y)
+            loss_sum += loss.detach() * len(y)
+            correct += (logits.argmax(1) == y).sum()
+            if session.step % log_every == 0 or session.step == session.total_steps:
+                elapsed = session.elapsed()
+                rate = session.rate(elapsed)
+                event = session.event(
+                    "step",
+                    epoch=epoch,
+                    step=session.step,
+                    train_loss=float(loss_sum) / seen,
+                    train_acc=float(correct) / seen,
+                    lr=session.optimizer.param_groups[0]["lr"],
+                    samples_per_s=rate,
+                    elapsed_s=elapsed,
+                    eta_s=session.eta(rate),
+                )
+                session.records.append(_step_record(event, ("run_id", "message")))
+                emit(event)
+        stopped = stop.is_set()
+        if seen == 0 and stopped:
+            return None
+        val = evaluate(model, data.val, device, cfg.amp) if data.val is not None else {}
+    elapsed = session.elapsed()
+    rate = session.rate(elapsed)
+    event = session.event(
+        "epoch",
+        epoch=epoch,
+        step=session.step,
+        train_loss=float(loss_sum) / max(seen, 1),
+        train_acc=float(correct) / max(seen, 1),
+        val_loss=val.get("loss"),
+        val_acc=val.get("acc"),
+        lr=session.optimizer.param_groups[0]["lr"],
+        samples_per_s=rate,
+        elapsed_s=elapsed,
+        eta_s=session.eta(rate),
+        message="stopped during this epoch" if stopped else "",
+    )
+    return EpochResult(event=event, stopped=stopped)
+
+
+def write_checkpoint(session: TrainingSession, result: EpochResult) -> None:
+    """After an epoch: its record in metrics.jsonl, its weights (per-epoch and latest), the training state
+    to resume from, and the summary. A stopped epoch's weights are marked partial and resuming repeats it."""
+    run, event = session.run, result.event
+    epoch, stopped = event.epoch, result.stopped
+    session.records.append(_step_record(event, ("run_id",)))
+    run.write_metrics(session.records)
+    meta = {"epoch": str(epoch), "partial": str(stopped)}
+    save_weights(session.model, run.checkpoint_path(epoch), meta)
+    save_weights(session.model, run.file(WEIGHTS), meta)
+    save_training_state(
+        run.file(STATE), session.optimizer, {"epoch": epoch if not stopped else epoch - 1, "step": session.step}
+    )
+    run.update_summary(epochs_done=epoch, val_acc=event.val_acc, val_loss=event.val_loss)
+
+
+def finish_run(session: TrainingSession, state: str, error: str | None, epoch: int, emit: Callback) -> TrainResult:
+    """End the run: weights even when it failed before its first checkpoint, the test evaluation (unless it
+    failed), the test record, the final summary and the `end` event."""
+    run, cfg, data = session.run, session.cfg, session.data
+    if state == "failed" and not run.file(WEIGHTS).exists():
+        save_weights(session.model, run.file(WEIGHTS), {"epoch": "0", "partial": "True"})
+    test: dict[str, Any] = {}
+    if state != "failed":
+        test = evaluate(session.model, data.test, session.device, cfg.amp, num_classes=data.info.num_classes)
+    elapsed = session.elapsed()
+    run.write_metrics(
+        session.records + ([{"kind": "test", "test_loss": test["loss"], "test_acc": test["acc"]}] if test else [])
+    )
+    run.update_summary(
+        state=state,
+        error=error,
+        test_acc=test.get("acc"),
+        test_loss=test.get("loss"),
+        confusion=test.get("confusion"),
+        train_seconds=round(elapsed, 2),
+        samples_per_s=session.samples_seen / elapsed if elapsed else None,
+    )
+    emit(session.event("end", epoch=epoch, step=session.step, state=state, message=error or "", elapsed_s=elapsed))
+    return TrainResult(
+        run=run,
+        state=state,
+        error=error,
+        test_acc=test.get("acc"),
+        test_loss=test.get("loss"),
+        epochs_done=run.summary().get("epochs_done", 0),
+    )
+
+
 def train(
     cfg: TrainConfig,
     callbacks: list[Callback] | None = None,
@@ -276,221 +561,29 @@ def train(
     which the result carries. Bad settings (unknown model, wrong data) raise ModelError/DatasetError
     before any run folder is written.
     """
-    callbacks = callbacks or []
+    listeners = list(callbacks or [])
     stop = stop or threading.Event()
-    cfg.validate()
-    resumed = resolve_run(resume) if resume is not None else None
-    if resumed is not None:  # the run's own settings, with the new epoch total and device
-        cfg = TrainConfig(**{**resumed.config()["train"], "epochs": cfg.epochs, "device": cfg.device})
-    spec = get_spec(cfg.model)
-    source = get_source(cfg.dataset)
-    spec.check_fits(source.info)
-    device = pick_device(cfg.device)
-    run = resumed or Run.create(cfg.dataset, cfg.model)
-
-    start_epoch = 0
-    gen = seed_everything(cfg.seed)
-    data = _prepare_data(cfg, source, device, run, resume_vocab=resumed is not None)
-    options = dict(cfg.model_options)
-    if data.tokenizer is not None and spec.tokenizer is None:
-        options.update(vocab_size=len(data.tokenizer), pad_id=data.tokenizer.pad_id)
-    model = spec.build(data.info, **options).to(device)
-    lr = cfg.lr if cfg.lr is not None else spec.default_lr
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = _optimizer(cfg, params, lr)
-    steps_per_epoch = math.ceil(len(data.train) / cfg.batch_size)
-    total_steps = steps_per_epoch * cfg.epochs
-    sched = _schedule(cfg, opt, lr, total_steps)
-    records = run.metrics() if resumed is not None else []
-
-    if resumed is not None:
-        load_weights(model, run.file(WEIGHTS))
-        extra = load_training_state(run.file(STATE), opt) if run.file(STATE).exists() else {}
-        start_epoch = int(extra.get("epoch", 0))
-        gen = torch.Generator().manual_seed(cfg.seed + start_epoch)
-        with warnings.catch_warnings():  # fast-forwarding the schedule, not skipping an optimizer step
-            warnings.simplefilter("ignore", UserWarning)
-            for _ in range(start_epoch * steps_per_epoch):
-                sched.step()
-        if start_epoch >= cfg.epochs:
-            raise ModelError(
-                f"Run {run.id} already has {start_epoch} epochs: ask for more (--epochs N > {start_epoch})."
-            )
-
-    model_note = getattr(model, "xai_note", None) or spec.note()
-    config = {
-        "model": cfg.model,
-        "model_note": model_note,
-        "dataset": cfg.dataset,
-        "modality": data.info.modality,
-        "classes": list(data.info.classes),
-        "dataset_info": info_to_json(data.info),
-        "model_options": options,
-        "train": asdict(cfg),
-        "lr": lr,
-        "device": _device_name(device),
-        "versions": library_versions(),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "trainable_parameters": sum(p.numel() for p in params),
-        "train_samples": len(data.train),
-        "val_samples": len(data.val) if data.val else 0,
-        "test_samples": len(data.test),
-        "created": run.config()["created"] if resumed is not None else time.time(),
-    }
-    run.write_config(config)
-    run.update_summary(state="running", error=None, epochs_done=start_epoch, epochs=cfg.epochs)
 
     def emit(event: TrainEvent) -> None:
-        for cb in callbacks:
+        for cb in listeners:
             cb(event)
 
-    base = dict(run_id=run.id, epochs=cfg.epochs, total_steps=total_steps)
-    emit(
-        TrainEvent(
-            kind="start", epoch=start_epoch, step=start_epoch * steps_per_epoch, message=model_note or "", **base
-        )
-    )
-    log_every = max(1, steps_per_epoch // 20)
-    loss_fn = nn.CrossEntropyLoss()
-    t0 = time.perf_counter()
-    step = start_epoch * steps_per_epoch
-    samples_seen = 0
-    state, error, epoch = "completed", None, start_epoch
-    shift = 2 if "shift" in cfg.augment else 0
-    flip = "flip" in cfg.augment
-
+    session = setup_run(cfg, resume)
+    emit(session.event("start", epoch=session.start_epoch, step=session.step, message=session.note or ""))
+    session.started = time.perf_counter()
+    state, error, epoch = "completed", None, session.start_epoch
     try:
-        for epoch in range(start_epoch + 1, cfg.epochs + 1):
-            model.train()
-            loss_sum = torch.zeros((), device=device)
-            correct = torch.zeros((), device=device, dtype=torch.long)
-            seen = 0
-            for x, y in data.train.batches(cfg.batch_size, shuffle=True, generator=gen):
-                if stop.is_set():
-                    break
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                if data.info.modality == "image" and (shift or flip):
-                    x = augment_images(x, shift, flip, gen)
-                with _autocast(device, cfg.amp):
-                    logits = model(x)
-                    loss = loss_fn(logits.float(), y)
-                if not torch.isfinite(loss):
-                    raise TrainingFailed(
-                        f"Loss became {loss.item()} at epoch {epoch}, step {step + 1}: the learning rate ({lr:g}) is "
-                        "probably too high; try a lower one (e.g. --lr {:g}).".format(lr / 10)
-                    )
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                sched.step()
-                step += 1
-                seen += len(y)
-                samples_seen += len(y)
-                loss_sum += loss.detach() * len(y)
-                correct += (logits.argmax(1) == y).sum()
-                if step % log_every == 0 or step == total_steps:
-                    elapsed = time.perf_counter() - t0
-                    rate = samples_seen / elapsed if elapsed > 0 else None
-                    remaining = (total_steps - step) * cfg.batch_size
-                    event = TrainEvent(
-                        kind="step",
-                        epoch=epoch,
-                        step=step,
-                        train_loss=float(loss_sum) / seen,
-                        train_acc=float(correct) / seen,
-                        lr=opt.param_groups[0]["lr"],
-                        samples_per_s=rate,
-                        elapsed_s=elapsed,
-                        eta_s=remaining / rate if rate else None,
-                        **base,
-                    )
-                    records.append(
-                        {k: v for k, v in asdict(event).items() if v is not None and k not in ("run_id", "message")}
-                    )
-                    emit(event)
-            stopped = stop.is_set()
-            if seen == 0 and stopped:
+        for epoch in range(session.start_epoch + 1, session.cfg.epochs + 1):
+            result = run_epoch(session, epoch, stop, emit)
+            if result is None:  # stopped before this epoch's first step: it does not count
                 epoch -= 1
                 state = "stopped"
                 break
-            val = evaluate(model, data.val, device, cfg.amp) if data.val is not None else {}
-            elapsed = time.perf_counter() - t0
-            rate = samples_seen / elapsed if elapsed > 0 else None
-            event = TrainEvent(
-                kind="epoch",
-                epoch=epoch,
-                step=step,
-                train_loss=float(loss_sum) / max(seen, 1),
-                train_acc=float(correct) / max(seen, 1),
-                val_loss=val.get("loss"),
-                val_acc=val.get("acc"),
-                lr=opt.param_groups[0]["lr"],
-                samples_per_s=rate,
-                elapsed_s=elapsed,
-                eta_s=(total_steps - step) * cfg.batch_size / rate if rate else None,
-                **base,
-                message="stopped during this epoch" if stopped else "",
-            )
-            records.append({k: v for k, v in asdict(event).items() if v is not None and k != "run_id"})
-            run.write_metrics(records)
-            meta = {"epoch": str(epoch), "partial": str(stopped)}
-            save_weights(model, run.checkpoint_path(epoch), meta)
-            save_weights(model, run.file(WEIGHTS), meta)
-            save_training_state(run.file(STATE), opt, {"epoch": epoch if not stopped else epoch - 1, "step": step})
-            run.update_summary(epochs_done=epoch, val_acc=val.get("acc"), val_loss=val.get("loss"))
-            emit(event)
-            if stopped:
+            write_checkpoint(session, result)
+            emit(result.event)
+            if result.stopped:
                 state = "stopped"
                 break
     except TrainingFailed as e:
         state, error = "failed", str(e)
-    except torch.cuda.OutOfMemoryError:
-        state = "failed"
-        error = (
-            f"Out of memory on {_device_name(device)} at batch size {cfg.batch_size}: lower the batch size "
-            "(--batch-size) or train on another device."
-        )
-    except RuntimeError as e:
-        if "out of memory" not in str(e).lower():
-            raise
-        state, error = "failed", f"Out of memory at batch size {cfg.batch_size}: lower the batch size. ({e})"
-
-    if state == "failed" and not run.file(WEIGHTS).exists():
-        save_weights(model, run.file(WEIGHTS), {"epoch": "0", "partial": "True"})
-
-    test: dict[str, Any] = {}
-    if state != "failed":
-        test = evaluate(model, data.test, device, cfg.amp, num_classes=data.info.num_classes)
-    elapsed = time.perf_counter() - t0
-    run.write_metrics(
-        records + ([{"kind": "test", "test_loss": test["loss"], "test_acc": test["acc"]}] if test else [])
-    )
-    run.update_summary(
-        state=state,
-        error=error,
-        test_acc=test.get("acc"),
-        test_loss=test.get("loss"),
-        confusion=test.get("confusion"),
-        train_seconds=round(elapsed, 2),
-        samples_per_s=samples_seen / elapsed if elapsed else None,
-    )
-    emit(
-        TrainEvent(
-            kind="end",
-            epoch=epoch,
-            step=step,
-            state=state,
-            message=error or "",
-            elapsed_s=elapsed,
-            val_acc=None,
-            **base,
-        )
-    )
-    return TrainResult(
-        run=run,
-        state=state,
-        error=error,
-        test_acc=test.get("acc"),
-        test_loss=test.get("loss"),
-        epochs_done=run.summary().get("epochs_done", 0),
-    )
+    return finish_run(session, state, error, epoch, emit)
