@@ -12,6 +12,7 @@ Prints per-epoch times, the ratio, and both test accuracies.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import tempfile
@@ -23,6 +24,8 @@ from torch import nn
 from torch.utils.data import DataLoader, random_split
 from torchvision import datasets, transforms
 
+from xaidash.models.device import device_name, pick_device, synchronize
+
 
 def mirror_mnist(shared: Path) -> Path:
     """A writable data root linking ../shared/data's MNIST .gz files (torchvision extracts beside them)."""
@@ -32,11 +35,6 @@ def mirror_mnist(shared: Path) -> Path:
     for gz in (shared / "MNIST" / "raw").glob("*.gz"):
         (raw / gz.name).symlink_to(gz.resolve())
     return root
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def seeds_loop(root: Path, device: torch.device, epochs: int) -> tuple[list[float], float]:
@@ -54,14 +52,14 @@ def seeds_loop(root: Path, device: torch.device, epochs: int) -> tuple[list[floa
     times = []
     for _ in range(epochs):
         model.train()
-        _sync(device)
+        synchronize(device)
         t = time.perf_counter()
         for x, y in loader:
             x, y = x.to(device), y.to(device)
             opt.zero_grad()
             loss_fn(model(x), y).backward()
             opt.step()
-        _sync(device)
+        synchronize(device)
         times.append(time.perf_counter() - t)
     model.eval()
     correct = 0
@@ -89,7 +87,7 @@ def engine_loop(device: str, epochs: int, batch_size: int, lr: float) -> tuple[l
         callbacks=[lambda e: marks.append(time.perf_counter()) if e.kind in ("start", "epoch") else None],
     )
     # epoch time includes the engine's per-epoch validation and checkpoint writes
-    times = [b - a for a, b in zip(marks, marks[1:])]
+    times = [b - a for a, b in itertools.pairwise(marks)]
     return times, result.test_acc, result.run.config()["train_samples"]
 
 
@@ -102,15 +100,15 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-2)
     args = ap.parse_args()
 
-    from xaidash.models.runstore import pick_device
-
     device = pick_device(args.device)
     root = mirror_mnist(Path(args.shared_data))
     runs = Path(tempfile.mkdtemp(prefix="xaidash-bench-runs-"))
     os.environ["XAIDASH_DATA"], os.environ["XAIDASH_RUNS"] = str(root), str(runs)
     try:
-        name = torch.cuda.get_device_name() if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
-        print(f"device: {name}, torch {torch.__version__}, {args.epochs} epochs")
+        print(
+            f"device: {device_name(device)} ({torch.get_num_threads()} CPU threads), torch {torch.__version__}, "
+            f"{args.epochs} epochs"
+        )
         seeds_times, seeds_acc = seeds_loop(root, device, args.epochs)
         eng_times, eng_acc, n_train = engine_loop(str(device), args.epochs, args.batch_size, args.lr)
         seeds_epoch = sum(seeds_times[1:] or seeds_times) / len(seeds_times[1:] or seeds_times)

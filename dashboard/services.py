@@ -11,7 +11,6 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from xaidash.data.registry import Split, load_split
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.jobs import JobManager
 from xaidash.models.registry import ModelError
-from xaidash.models.runstore import WEIGHTS, Run, load_bundle, pick_device
+from xaidash.models.runstore import WEIGHTS, Run, load_bundle
 
 GALLERY_LIMIT = 2000  # test samples whose predictions the gallery filters use
 
@@ -152,22 +151,3 @@ def explanation_cache() -> LRUCache:
 def comparison_cache() -> LRUCache:
     """(run, sample, methods, settings) -> explainers.compare.Comparison."""
     return LRUCache(16)
-
-
-@dataclass
-class DeviceInfo:
-    name: str
-    detail: str
-
-
-def device_info() -> DeviceInfo:
-    """The device training and explanations use by default, with GPU name and memory when there is one."""
-    dev = pick_device("auto")
-    if dev.type == "cuda":
-        idx = dev.index or 0
-        props = torch.cuda.get_device_properties(idx)
-        free, total = torch.cuda.mem_get_info(idx)
-        return DeviceInfo(f"GPU: {props.name}", f"{(total - free) / 2**30:.1f} / {total / 2**30:.1f} GiB in use")
-    if dev.type == "mps":
-        return DeviceInfo("Apple GPU (MPS)", "")
-    return DeviceInfo("CPU", f"{torch.get_num_threads()} threads, no GPU found")

@@ -6,13 +6,14 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.state import pct, selected_run
+from xaidash.models.device import describe_default_device
 from xaidash.models.jobs import JobSnapshot
 
 
 def fmt_seconds(s: float | None) -> str:
     if s is None:
         return "–"
-    s = int(round(s))
+    s = round(s)
     return f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s")
 
 
@@ -58,7 +59,7 @@ def render_sidebar() -> None:
             except Exception as e:  # noqa: BLE001 - a damaged run must not break every page
                 st.warning(f"Run {run.id} is unreadable: {e}")
         st.subheader("Device")
-        d = services.device_info()
+        d = describe_default_device()
         st.caption(f"{d.name}" + (f" · {d.detail}" if d.detail else ""))
         st.subheader("Training")
         active = services.job_manager().busy()

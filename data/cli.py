@@ -4,27 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from xaidash.data.catalogue import datasets_table
 from xaidash.data.paths import data_root
-from xaidash.data.registry import get_source, list_datasets, list_factories
-
-
-def datasets_table() -> list[dict[str, str]]:
-    """One row per named data set: name, modality, classes, shape, where it comes from, available now."""
-    root = data_root()
-    rows = []
-    for info in list_datasets():
-        available = get_source(info.name).is_available(root)
-        rows.append(
-            {
-                "name": info.name,
-                "modality": info.modality,
-                "classes": str(info.num_classes),
-                "input": "x".join(map(str, info.input_shape)) if info.input_shape else "text",
-                "ground truth": "masks" if info.has_masks else ("rationales" if info.has_rationales else ""),
-                "status": "built in" if info.builtin else ("available" if available else "needs download"),
-            }
-        )
-    return rows
+from xaidash.data.registry import list_factories
 
 
 def _cmd_datasets(args: argparse.Namespace) -> int:

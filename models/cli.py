@@ -6,16 +6,15 @@ import argparse
 import json
 import sys
 import threading
-import time
 
 from xaidash.models.engine import TrainConfig, TrainEvent, train
-from xaidash.models.runstore import delete_run, list_runs, runs_root
+from xaidash.models.runstore import delete_run, percent, runs_root, runs_table
 
 
 def _fmt(v: float | None, pct: bool = False) -> str:
-    if v is None:
-        return "-"
-    return f"{100 * v:.2f}%" if pct else f"{v:.4f}"
+    if pct:
+        return percent(v)
+    return "-" if v is None else f"{v:.4f}"
 
 
 class ProgressPrinter:
@@ -97,30 +96,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
     )
     print(f"folder: {result.run.path}")
     return 0
-
-
-def runs_table() -> list[dict[str, str]]:
-    rows = []
-    for r in list_runs():
-        try:
-            c, s = r.config(), r.summary()
-        except Exception as e:  # a damaged run must not hide the others
-            rows.append({"run": r.id, "model": "?", "dataset": "?", "state": f"unreadable: {e}"})
-            continue
-        rows.append(
-            {
-                "run": r.id,
-                "model": c["model"],
-                "dataset": c["dataset"],
-                "state": s.get("state", "?"),
-                "epochs": f"{s.get('epochs_done', 0)}/{c['train']['epochs']}",
-                "val acc": _fmt(s.get("val_acc"), True),
-                "test acc": _fmt(s.get("test_acc"), True),
-                "device": c.get("device", "?"),
-                "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
-            }
-        )
-    return rows
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:

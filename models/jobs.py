@@ -7,6 +7,7 @@ updates a `Job` object that every page reads through `snapshot()`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -17,9 +18,10 @@ from typing import Any
 
 from xaidash.data.errors import DatasetError
 from xaidash.data.registry import get_source
+from xaidash.models.device import pick_device
 from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
 from xaidash.models.registry import ModelError, get_spec
-from xaidash.models.runstore import pick_device, resolve_run
+from xaidash.models.runstore import resolve_run
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +127,8 @@ class Job:
         """A crash after the run folder was written: say so in its summary instead of leaving it 'running'."""
         if self._run_id is None:
             return
-        try:
+        with contextlib.suppress(Exception):  # the folder may be gone; the job still reports the error
             resolve_run(self._run_id).update_summary(state="failed", error=message)
-        except Exception:  # noqa: BLE001 - the folder may be gone; the job still reports the error
-            pass
 
     def snapshot(self) -> JobSnapshot:
         with self._lock:

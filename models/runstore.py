@@ -23,12 +23,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
 from xaidash.data.registry import DatasetInfo
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.checkpoint import load_weights
+from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
 
 CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB = (
@@ -183,25 +182,42 @@ def list_runs(root: Path | None = None) -> list[Run]:
     return sorted(runs, key=lambda r: r.path.stat().st_mtime if r.path.exists() else 0, reverse=True)
 
 
+def percent(value: float | None) -> str:
+    """A fraction as a percentage with two decimals ('-' when there is none): how run tables show accuracy."""
+    return "-" if value is None else f"{100 * value:.2f}%"
+
+
+def runs_table(root: Path | None = None) -> list[dict[str, str]]:
+    """One row of strings per run, newest first: run, model, dataset, state, epochs, accuracies, device, date."""
+    rows = []
+    for r in list_runs(root):
+        try:  # a damaged run must not hide the others
+            rows.append(_run_row(r))
+        except KeyError as e:
+            rows.append({"run": r.id, "model": "?", "dataset": "?", "state": f"unreadable: {CONFIG} lacks {e}"})
+        except Exception as e:  # noqa: BLE001
+            rows.append({"run": r.id, "model": "?", "dataset": "?", "state": f"unreadable: {e}"})
+    return rows
+
+
+def _run_row(r: Run) -> dict[str, str]:
+    c, s = r.config(), r.summary()
+    return {
+        "run": r.id,
+        "model": c["model"],
+        "dataset": c["dataset"],
+        "state": s.get("state", "?"),
+        "epochs": f"{s.get('epochs_done', 0)}/{c['train']['epochs']}",
+        "val acc": percent(s.get("val_acc")),
+        "test acc": percent(s.get("test_acc")),
+        "device": c.get("device", "?"),
+        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
+    }
+
+
 def delete_run(run: str | Path, root: Path | None = None) -> None:
     r = resolve_run(run, root)
     shutil.rmtree(r.path)
-
-
-def pick_device(device: str | None = "auto") -> torch.device:
-    """cuda, then mps, then cpu for 'auto'; a clear error for a device this machine lacks."""
-    if device in (None, "", "auto"):
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ModelError("CUDA was asked for but no CUDA GPU is visible: use --device cpu or auto.")
-    if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ModelError("MPS was asked for but is not available: use --device cpu or auto.")
-    return dev
 
 
 def load_bundle(run: str | Path | Run, device: str | None = "auto", epoch: int | None = None) -> ModelBundle:

@@ -7,10 +7,9 @@ import streamlit as st
 
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.state import select_run, selected_run
-from xaidash.data.cli import datasets_table
+from xaidash.data.catalogue import datasets_table
 from xaidash.data.paths import data_root
-from xaidash.models.cli import runs_table
-from xaidash.models.runstore import runs_root
+from xaidash.models.runstore import runs_root, runs_table
 
 st.title("xaidash")
 st.write(

@@ -4,30 +4,23 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-import torch
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.charts import confusion_chart, training_curves
 from xaidash.dashboard.errors import USER_ERRORS, guard, show_error
 from xaidash.dashboard.sidebar import fmt_seconds
 from xaidash.dashboard.state import pct, run_label, select_run, selected_run
+from xaidash.data.catalogue import dataset_status
 from xaidash.data.paths import data_root, offline
 from xaidash.data.registry import get_source, list_datasets
-from xaidash.models.cli import runs_table
+from xaidash.models.device import device_choices
 from xaidash.models.engine import TrainConfig
 from xaidash.models.jobs import JobSnapshot
 from xaidash.models.registry import models_for
-from xaidash.models.runstore import Run, delete_run, list_runs, runs_root
+from xaidash.models.runstore import Run, delete_run, list_runs, runs_root, runs_table
 
 manager = services.job_manager()
 FLASH = "train_flash"
-
-
-def device_options() -> list[str]:
-    out = ["auto", "cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        out.append("mps")
-    return out
 
 
 def flash(kind: str, message: str) -> None:
@@ -46,16 +39,7 @@ st.title("Train")
 
 # ---- settings ---------------------------------------------------------------------------------
 infos = list_datasets()
-status = {}
-for i in infos:
-    try:
-        status[i.name] = (
-            "built in"
-            if i.builtin
-            else ("available" if get_source(i.name).is_available(data_root()) else "needs download")
-        )
-    except Exception:  # noqa: BLE001 - a broken source must not hide the others
-        status[i.name] = "unavailable"
+status = {i.name: dataset_status(i) for i in infos}
 c1, c2 = st.columns(2)
 names = [i.name for i in infos]
 dataset = c1.selectbox(
@@ -124,7 +108,7 @@ if spec is not None:
         )
         device = c3.selectbox(
             "Device",
-            device_options(),
+            device_choices(),
             key="train_device",
             help="auto: the first CUDA GPU, else Apple MPS, else the CPU",
         )

@@ -1,34 +1,38 @@
-"""Every data set is registered with consistent info, and the built-in ones work offline."""
+"""Every data set is registered with consistent info, the built-in ones work offline, and the catalogue
+(`xaidash datasets`, the Home and Train pages) says where each one stands."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from xaidash.data import registry
+from xaidash.data.catalogue import dataset_status, datasets_table
 from xaidash.data.errors import DatasetError
 from xaidash.data.paths import data_root
-from xaidash.data.registry import get_source, list_datasets, load_split
+from xaidash.data.registry import DatasetInfo, get_source, list_datasets, load_split
 
 NAMES = {"shapes", "cues", "digits", "mnist", "fashion_mnist", "cifar10", "sst2", "sms_spam"}
 
 
-def test_all_registered_with_consistent_info():
-    infos = {i.name: i for i in list_datasets()}
-    assert set(infos) >= NAMES
-    for name in NAMES:
-        info = infos[name]
-        assert info.description and len(info.classes) == len(set(info.classes)) >= 2
-        if info.modality == "image":
-            channels = info.input_shape[0]
-            assert len(info.input_shape) == 3 and len(info.mean) == len(info.std) == channels
-            assert all(0 < m < 1 for m in info.mean) and all(0 < s < 1 for s in info.std)
-        else:
-            assert info.input_shape == () and not info.mean
-        assert not (info.has_masks and info.modality == "text") and not (
-            info.has_rationales and info.modality == "image"
-        )
+def test_the_expected_data_sets_are_registered():
+    assert {i.name for i in list_datasets()} >= NAMES
 
 
-@pytest.mark.parametrize("name", ["shapes", "cues", "digits"])
+@pytest.mark.parametrize("info", list_datasets(), ids=lambda i: i.name)
+def test_registered_with_consistent_info(info: DatasetInfo):
+    assert info.description and len(info.classes) == len(set(info.classes)) >= 2
+    if info.modality == "image":
+        channels = info.input_shape[0]
+        assert len(info.input_shape) == 3 and len(info.mean) == len(info.std) == channels
+        assert all(0 < m < 1 for m in info.mean) and all(0 < s < 1 for s in info.std)
+    else:
+        assert info.input_shape == () and not info.mean
+    assert not (info.has_masks and info.modality == "text") and not (info.has_rationales and info.modality == "image")
+
+
+@pytest.mark.parametrize("name", [i.name for i in list_datasets() if i.builtin])
 def test_builtins_work_offline_from_an_empty_root(name):
     source = get_source(name)
     assert source.info.builtin and source.is_available(data_root())
@@ -41,3 +45,34 @@ def test_unknown_names():
         get_source("no_such_set")
     with pytest.raises(DatasetError, match="split"):
         load_split("shapes", "validation")
+
+
+def test_status_in_an_empty_data_root():
+    rows = {r["name"]: r for r in datasets_table()}
+    assert [r["name"] for r in datasets_table()] == [i.name for i in list_datasets()]
+    assert rows["shapes"] == {
+        "name": "shapes",
+        "modality": "image",
+        "classes": "4",
+        "input": "x".join(map(str, get_source("shapes").info.input_shape)),
+        "ground truth": "masks",
+        "status": "built in",
+    }
+    assert rows["cues"]["input"] == "text" and rows["cues"]["ground truth"] == "rationales"
+    assert rows["mnist"]["status"] == rows["sst2"]["status"] == "needs download"
+
+
+def test_status_of_data_under_the_data_root(offline_data):
+    rows = {r["name"]: r["status"] for r in datasets_table()}
+    assert rows["mnist"] == rows["fashion_mnist"] == rows["sst2"] == rows["sms_spam"] == "available"
+    assert rows["cifar10"] == "needs download"
+
+
+def test_a_source_that_cannot_say_is_unavailable_not_fatal(monkeypatch):
+    def broken(root):
+        raise PermissionError("data root not readable")
+
+    source = get_source("mnist")
+    monkeypatch.setitem(registry._REGISTRY, "mnist", replace(source, is_available=broken))
+    assert dataset_status(source.info) == "unavailable"
+    assert {r["name"]: r["status"] for r in datasets_table()}["mnist"] == "unavailable"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from xaidash.models.registry import ModelError
-from xaidash.models.runstore import Run, delete_run, list_runs, load_bundle, resolve_run, runs_root
+from xaidash.models.runstore import Run, delete_run, list_runs, load_bundle, resolve_run, runs_root, runs_table
 
 
 def test_runs_root_follows_the_environment(tmp_path, monkeypatch):
@@ -42,3 +42,33 @@ def test_metrics_reader_skips_a_torn_line():
     with open(r.file("metrics.jsonl"), "a") as f:
         f.write('{"kind": "ep')
     assert r.metrics() == [{"kind": "epoch", "epoch": 1}]
+
+
+def test_runs_table_has_one_row_per_run_and_survives_a_damaged_one():
+    good = Run.create("digits", "mlp")
+    good.write_config(
+        {"model": "mlp", "dataset": "digits", "train": {"epochs": 3}, "device": "cpu", "created": 1_700_000_000}
+    )
+    good.update_summary(state="completed", epochs_done=3, val_acc=0.91234, test_acc=None)
+    incomplete = Run.create("shapes", "mlp")
+    incomplete.write_config({"dataset": "shapes"})  # no model, no train settings
+    corrupt = Run.create("cues", "mlp")
+    corrupt.file("config.json").write_text("{ torn")
+    rows = {r["run"]: r for r in runs_table()}
+    assert set(rows) == {good.id, incomplete.id, corrupt.id}
+    assert rows[good.id] | {"date": "?"} == {
+        "run": good.id,
+        "model": "mlp",
+        "dataset": "digits",
+        "state": "completed",
+        "epochs": "3/3",
+        "val acc": "91.23%",
+        "test acc": "-",
+        "device": "cpu",
+        "date": "?",
+    }
+    assert rows[good.id]["date"].startswith("2023-11-1")
+    assert (
+        rows[incomplete.id]["state"] == "unreadable: config.json lacks 'model'" and rows[incomplete.id]["model"] == "?"
+    )
+    assert rows[corrupt.id]["state"].startswith("unreadable: ") and "is corrupt" in rows[corrupt.id]["state"]
