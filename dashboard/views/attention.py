@@ -8,7 +8,7 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.inputs import input_picker
-from xaidash.dashboard.components.inside_charts import (
+from xaidash.dashboard.components.inspect_charts import (
     GRID_ROWS_LIMIT,
     attention_grid_chart,
     attention_grid_image,

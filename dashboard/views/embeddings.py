@@ -11,7 +11,7 @@ import streamlit as st
 from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker
-from xaidash.dashboard.components.inside_charts import scatter_chart, thumbnail_url
+from xaidash.dashboard.components.inspect_charts import scatter_chart, thumbnail_url
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.state import require_bundle

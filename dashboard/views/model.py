@@ -9,7 +9,7 @@ import streamlit as st
 from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import input_picker
-from xaidash.dashboard.components.inside_charts import filters_as_images, mosaic
+from xaidash.dashboard.components.inspect_charts import filters_as_images, mosaic
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.state import pct, require_bundle
 from xaidash.explainers.inside import TrainingExplanations, explanations_across_training

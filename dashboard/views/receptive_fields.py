@@ -9,7 +9,7 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.inputs import input_picker
-from xaidash.dashboard.components.inside_charts import draw_box, heat_image, upscaled
+from xaidash.dashboard.components.inspect_charts import draw_box, heat_image, upscaled
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.state import require_bundle
 from xaidash.explainers.inside import ERF, bundle_erf

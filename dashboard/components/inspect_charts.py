@@ -1,4 +1,4 @@
-"""Drawings for the "inside the model" pages: attention grids and the head view, embedding scatter
+"""Drawings for the pages that inspect a model: attention grids and the head view, embedding scatter
 plots, receptive-field boxes, feature-map and filter mosaics. numpy/PIL/altair only: every number
 drawn here was computed by `models.inspect` or `explainers`.
 """

@@ -1,12 +1,12 @@
 """AppTest runs of the Attention, Receptive fields, Embeddings and Model pages through the app's navigation,
-on runs written by `inside_runs.make_run` (no training: the pages only read runs)."""
+on runs written by `inspect_runs.make_run` (no training: the pages only read runs)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from inside_runs import make_run
+from inspect_runs import make_run
 from streamlit.testing.v1 import AppTest
 
 from xaidash.data.registry import get_info
@@ -18,7 +18,7 @@ TIMEOUT = 60
 
 
 @pytest.fixture(scope="module")
-def inside_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+def runs_by_model(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     root = tmp_path_factory.mktemp("runs")
     return {
         "resnet_small": make_run(root, "shapes", "resnet_small"),
@@ -52,8 +52,8 @@ def image_captions(at: AppTest) -> str:
     return "\n".join(c for im in at.main.get("image") for c in im.captions)
 
 
-def test_attention_vit_tiny(inside_runs, monkeypatch):
-    at = open_page(inside_runs["vit_tiny"], "attention", monkeypatch)
+def test_attention_vit_tiny(runs_by_model, monkeypatch):
+    at = open_page(runs_by_model["vit_tiny"], "attention", monkeypatch)
     assert not at.error, texts(at.error)
     assert "4 layers x 4 heads over 65 tokens" in texts(at.markdown)
     assert [h.value for h in at.main.subheader] == [
@@ -69,8 +69,8 @@ def test_attention_vit_tiny(inside_runs, monkeypatch):
     assert not at.exception and "layer 3, head 2: class-token attention over the patches" in image_captions(at)
 
 
-def test_attention_text_transformer_head_view(inside_runs, monkeypatch):
-    at = open_page(inside_runs["text_transformer"], "attention", monkeypatch, attention_source="Type text")
+def test_attention_text_transformer_head_view(runs_by_model, monkeypatch):
+    at = open_page(runs_by_model["text_transformer"], "attention", monkeypatch, attention_source="Type text")
     assert "2 layers x 4 heads" in texts(at.markdown)
     assert "Head view" in [h.value for h in at.main.subheader]
     assert at.multiselect(key="attention_hv_heads").value == [0, 1, 2]
@@ -79,15 +79,15 @@ def test_attention_text_transformer_head_view(inside_runs, monkeypatch):
     assert "Pick at least one head." in texts(at.info) and len(charts(at)) == before - 1
 
 
-def test_attention_minilm(inside_runs, monkeypatch):
-    at = open_page(inside_runs["minilm"], "attention", monkeypatch, attention_source="Type text")
+def test_attention_minilm(runs_by_model, monkeypatch):
+    at = open_page(runs_by_model["minilm"], "attention", monkeypatch, attention_source="Type text")
     assert not at.error, texts(at.error)
     md = texts(at.markdown)
     assert "6 layers x 12 heads" in md and "[CLS]" in md  # word pieces with BERT's special tokens
     at.selectbox(key="attention_layer").set_value(5)
     at.selectbox(key="attention_head").set_value(11).run()
     # another run with fewer layers and heads: the choices are brought back into range, no error
-    at.session_state["xai_selected_run"] = inside_runs["text_transformer"].id
+    at.session_state["xai_selected_run"] = runs_by_model["text_transformer"].id
     at.run()
     assert not at.exception and not at.error, texts(at.error)
     assert (
@@ -95,13 +95,13 @@ def test_attention_minilm(inside_runs, monkeypatch):
     )
 
 
-def test_attention_says_why_for_a_cnn(inside_runs, monkeypatch):
-    at = open_page(inside_runs["resnet_small"], "attention", monkeypatch)
+def test_attention_says_why_for_a_cnn(runs_by_model, monkeypatch):
+    at = open_page(runs_by_model["resnet_small"], "attention", monkeypatch)
     assert "has no attention to show" in texts(at.info)
 
 
-def test_receptive_fields_resnet_small(inside_runs, monkeypatch):
-    at = open_page(inside_runs["resnet_small"], "receptive_fields", monkeypatch)
+def test_receptive_fields_resnet_small(runs_by_model, monkeypatch):
+    at = open_page(runs_by_model["resnet_small"], "receptive_fields", monkeypatch)
     assert not at.error, texts(at.error)
     table = at.dataframe[0].value
     assert len(table) == 8 and list(table["receptive field"])[:3] == ["3x3", "5x5", "7x7"]
@@ -115,13 +115,13 @@ def test_receptive_fields_resnet_small(inside_runs, monkeypatch):
     assert not at.exception and "Box rows 15–17, columns 15–17" in texts(at.caption)
 
 
-def test_receptive_fields_say_why_for_vit(inside_runs, monkeypatch):
-    at = open_page(inside_runs["vit_tiny"], "receptive_fields", monkeypatch)
+def test_receptive_fields_say_why_for_vit(runs_by_model, monkeypatch):
+    at = open_page(runs_by_model["vit_tiny"], "receptive_fields", monkeypatch)
     assert "self-attention" in texts(at.info) and not at.dataframe
 
 
-def test_embeddings_shapes_pca_then_tsne(inside_runs, monkeypatch):
-    run = inside_runs["resnet_small"]
+def test_embeddings_shapes_pca_then_tsne(runs_by_model, monkeypatch):
+    run = runs_by_model["resnet_small"]
     at = open_page(run, "embeddings", monkeypatch, emb_n=200)
     assert not at.error, texts(at.error)
     assert len(charts(at)) == 1
@@ -134,14 +134,14 @@ def test_embeddings_shapes_pca_then_tsne(inside_runs, monkeypatch):
     assert "t-SNE has no transform" in texts(at.info)  # no placing of new inputs
 
 
-def test_embeddings_text_places_typed_inputs(inside_runs, monkeypatch):
-    at = open_page(inside_runs["text_transformer"], "embeddings", monkeypatch, emb_n=100)
+def test_embeddings_text_places_typed_inputs(runs_by_model, monkeypatch):
+    at = open_page(runs_by_model["text_transformer"], "embeddings", monkeypatch, emb_n=100)
     assert not at.error, texts(at.error)
     assert "2 input(s) drawn as black diamonds (PCA transform)" in texts(at.caption)
 
 
-def test_model_page_resnet_small(inside_runs, monkeypatch):
-    run = inside_runs["resnet_small"]
+def test_model_page_resnet_small(runs_by_model, monkeypatch):
+    run = runs_by_model["resnet_small"]
     at = open_page(run, "model", monkeypatch)
     assert not at.error, texts(at.error)
     bundle_params = sum(p.numel() for p in get_spec("resnet_small").build(get_info("shapes")).parameters())
@@ -154,8 +154,8 @@ def test_model_page_resnet_small(inside_runs, monkeypatch):
     assert not at.exception
 
 
-def test_model_page_minilm(inside_runs, monkeypatch):
-    at = open_page(inside_runs["minilm"], "model", monkeypatch, model_source="Type text")
+def test_model_page_minilm(runs_by_model, monkeypatch):
+    at = open_page(runs_by_model["minilm"], "model", monkeypatch, model_source="Type text")
     assert not at.error, texts(at.error)
     assert at.metric[0].value == "22,566,146"
     assert "Feature maps and filters are shown for image models" in texts(at.caption)

@@ -1,6 +1,7 @@
-"""Run folders for the inside-the-model page tests, written directly in the run-store layout
-(config, per-epoch safetensors checkpoints, epoch metrics) from freshly built models: the pages
-only read runs, and training them would take minutes on a small CPU."""
+"""Run folders for the tests of the pages that inspect a model (attention, receptive fields, embeddings,
+model), written directly in the run-store layout (config, per-epoch safetensors checkpoints, epoch
+metrics) from freshly built models: the pages only read runs, and training them would take minutes
+on a small CPU."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The Attention, Receptive fields, Embeddings and Model pages in a real browser (Chromium via Playwright).
 
-Serves the app on a free port over runs written by `inside_runs.make_run`, opens each page, checks
+Serves the app on a free port over runs written by `inspect_runs.make_run`, opens each page, checks
 that it rendered without an error, clicks one tile of the attention grid and one point of the
 embedding map, and saves a screenshot of every page under the test's temporary folder (copied to
 $XAIDASH_SCREENS_DIR when set).
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from browser import CHROMIUM, FLAGS, require_browser
-from inside_runs import make_run
+from inspect_runs import make_run
 
 pytestmark = pytest.mark.browser
 
@@ -27,7 +27,7 @@ sync_api = require_browser()
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, serve_app):
     """(url, runs by model, folder for screenshots): the app serving four small runs."""
-    tmp = tmp_path_factory.mktemp("inside_browser")
+    tmp = tmp_path_factory.mktemp("inspect_browser")
     root = tmp / "runs"
     runs = {
         "resnet_small": make_run(root, "shapes", "resnet_small"),
