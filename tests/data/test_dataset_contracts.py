@@ -1,0 +1,135 @@
+"""The contract every data set keeps, checked on each registered one and on the user-data factories.
+
+Both splits load and are non-empty; image splits hold float32 (N, *input_shape) in [0, 1] with int64
+labels and, with `has_masks`, bool masks (N, H, W); text splits hold non-empty strings and, with
+`has_rationales`, valid word indices; class names are unique non-empty strings, each class occurs
+in the training split, and `get_info(name)` is the source's info. Real data sets are read offline
+from the shared-data mirror; values are checked on an evenly spread slice so 60,000 images stay cheap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+import xaidash.data  # noqa: F401  (registers every data set)
+from xaidash.data.errors import DatasetUnavailable
+from xaidash.data.paths import data_root
+from xaidash.data.registry import DatasetInfo, ImageSplit, Split, TextSplit, get_info, get_source, list_datasets
+from xaidash.data.tokenizer import split_words
+
+CHECKED = 256  # samples per split whose values are read (dtypes, shapes and labels are checked in full)
+FACTORIES = ("imagefolder", "csv")
+CASES = [info.name for info in list_datasets()] + [f"{prefix}:<small data in tmp_path>" for prefix in FACTORIES]
+
+_loaded: dict[tuple[str, Path], dict[str, Split]] = {}
+
+
+def _write_image_folder(folder: Path) -> Path:
+    colours = {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (20, 40, 210)}
+    for name, colour in colours.items():
+        (folder / name).mkdir(parents=True)
+        for i in range(5):
+            Image.new("RGB", (12 + i, 10), colour).save(folder / name / f"{i}.png")
+    return folder
+
+
+def _write_csv(path: Path) -> Path:
+    rows = [("a lovely warm film", "pos"), ("dull and far too long", "neg"), ("spam spam spam", "spam")] * 5
+    path.write_text("text,label\n" + "".join(f"{text},{label}\n" for text, label in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(params=CASES)
+def name(request: pytest.FixtureRequest, offline_data: Path, tmp_path: Path) -> str:
+    """A registered data set's name (read offline from the shared-data mirror), or a factory's on small data."""
+    case: str = request.param
+    if case.startswith("imagefolder:"):
+        return f"imagefolder:{_write_image_folder(tmp_path / 'colours')}?size=16"
+    if case.startswith("csv:"):
+        return f"csv:{_write_csv(tmp_path / 'reviews.csv')}"
+    source = get_source(case)
+    if not source.info.builtin and not source.is_available(offline_data):
+        # Only a data set the shared data lacks gets here (cifar10), and its loader must then say what is missing.
+        # A small fake copy cannot stand in: torchvision checks the MD5 sum of every CIFAR-10 batch file.
+        with pytest.raises(DatasetUnavailable) as missing:
+            source.load("train", offline_data)
+        pytest.skip(
+            f"{case}: no offline copy in the shared data, and a fake one fails torchvision's MD5 check ({missing.value})"
+        )
+    return case
+
+
+def splits_of(name: str) -> dict[str, Split]:
+    """Both splits, loaded once per data set and data root (the real sets take seconds to read)."""
+    key = (name, data_root())
+    if key not in _loaded:
+        source = get_source(name)
+        _loaded[key] = {split: source.load(split) for split in ("train", "test")}
+    return _loaded[key]
+
+
+def spread(n: int) -> torch.Tensor:
+    """Up to CHECKED indices spread evenly over 0..n-1 (first and last included)."""
+    return torch.linspace(0, n - 1, min(n, CHECKED)).round().long().unique()
+
+
+def test_info_is_the_sources_and_its_classes_are_named_once(name: str) -> None:
+    info = get_info(name)
+    assert info == get_source(name).info and info.name == name
+    assert isinstance(info.classes, tuple) and info.num_classes == len(info.classes) >= 2
+    assert all(isinstance(c, str) and c.strip() for c in info.classes), info.classes
+    assert len(set(info.classes)) == info.num_classes, info.classes
+
+
+def test_both_splits_load_and_hold_every_class_in_training(name: str) -> None:
+    info = get_info(name)
+    splits = splits_of(name)
+    for split_name, split in splits.items():
+        expected = ImageSplit if info.modality == "image" else TextSplit
+        assert isinstance(split, expected), (split_name, type(split))
+        assert len(split) > 0, split_name
+        labels = split.labels
+        assert labels.dtype == torch.int64 and labels.shape == (len(split),), (split_name, labels.dtype, labels.shape)
+        assert int(labels.min()) >= 0 and int(labels.max()) < info.num_classes, split_name
+    counts = torch.bincount(splits["train"].labels, minlength=info.num_classes)
+    assert (counts > 0).all(), dict(zip(info.classes, counts.tolist(), strict=True))
+
+
+def _check_images(info: DatasetInfo, split: ImageSplit) -> None:
+    n = len(split)
+    if split.images is not None:  # in memory: dtype and shape of the whole tensor cost nothing to read
+        assert split.images.dtype == torch.float32 and split.images.shape == (n, *info.input_shape)
+    picked = split.batch(spread(n).tolist())
+    assert picked.dtype == torch.float32 and picked.shape[1:] == info.input_shape, (picked.dtype, picked.shape)
+    assert float(picked.min()) >= 0 and float(picked.max()) <= 1 and float(picked.max()) > 0
+    if info.has_masks:
+        assert split.masks is not None
+        assert split.masks.dtype == torch.bool and split.masks.shape == (n, *info.input_shape[1:])
+        assert split.masks[spread(n)].flatten(1).any(1).all(), "an image's object mask is empty"
+    else:
+        assert split.masks is None
+
+
+def _check_texts(info: DatasetInfo, split: TextSplit) -> None:
+    assert all(isinstance(t, str) and t.strip() for t in split.texts), "a text is empty or not a string"
+    if info.has_rationales:
+        assert split.rationales is not None and len(split.rationales) == len(split)
+        for i in spread(len(split)).tolist():
+            words, rationale = split_words(split.texts[i]), split.rationales[i]
+            assert rationale and len(set(rationale)) == len(rationale), (i, rationale)
+            assert all(0 <= w < len(words) for w in rationale), (i, rationale, words)
+    else:
+        assert split.rationales is None
+
+
+def test_inputs_have_the_declared_type_shape_and_range(name: str) -> None:
+    info = get_info(name)
+    for split in splits_of(name).values():
+        if isinstance(split, ImageSplit):
+            _check_images(info, split)
+        else:
+            _check_texts(info, split)
