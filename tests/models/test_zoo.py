@@ -11,6 +11,7 @@ from torch import nn
 import xaidash.models  # noqa: F401  (registers the zoo)
 from xaidash.data.registry import DatasetInfo
 from xaidash.data.tokenizer import split_words
+from xaidash.models.checkpoint import load_weights, save_weights
 from xaidash.models.registry import ModelError, build_model, get_spec, list_models
 
 RGB = DatasetInfo("rgb32", "image", ("a", "b", "c", "d"), (3, 32, 32), (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
@@ -59,6 +60,18 @@ def test_forward_gives_finite_logits_per_class(name: str) -> None:
         out = model_for(name)(x)
     assert out.shape == (len(x), info_for(name).num_classes)
     assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_weights_round_trip_through_safetensors(name: str, tmp_path) -> None:
+    """What the engine saves, load_bundle can load into a fresh build: same names, shapes and outputs."""
+    model, x = model_for(name), inputs_for(name)
+    save_weights(model, tmp_path / "w.safetensors")
+    torch.manual_seed(1)  # a different initialisation, overwritten by the load
+    fresh = build_model(name, info_for(name), vocab_size=VOCAB, pad_id=PAD).eval()
+    load_weights(fresh, tmp_path / "w.safetensors")
+    with torch.no_grad():
+        torch.testing.assert_close(fresh(x), model(x))
 
 
 def test_the_zoo_holds_the_expected_models() -> None:
@@ -110,7 +123,7 @@ def test_attention_weights_per_layer(name: str) -> None:
     assert len(weights) == len(spec.attention)
     tokens = 1 + model.grid[0] * model.grid[1] if spec.modality == "image" else x.shape[1]
     pad = x == pad_id_of(name) if spec.modality == "text" else None
-    for path, a in zip(spec.attention, weights):
+    for path, a in zip(spec.attention, weights, strict=True):
         assert a.dim() == 4 and a.shape[0] == len(x) and a.shape[2:] == (tokens, tokens)
         torch.testing.assert_close(a.sum(-1), torch.ones(a.shape[:-1]), atol=1e-5, rtol=0)
         torch.testing.assert_close(hooked[path], a)  # the spec's path names the module that made A_l
@@ -194,13 +207,17 @@ def test_layer_deeplift_on_text_models(name: str) -> None:
     assert attr.shape[:2] == ids.shape and torch.isfinite(attr).all() and attr.abs().sum() > 0
 
 
-@pytest.mark.parametrize("name", ["text_cnn", "text_transformer"])
+TEXT_MODELS = [s.name for s in list_models() if s.modality == "text"]
+
+
+@pytest.mark.parametrize("name", TEXT_MODELS)
 def test_text_models_score_a_text_the_same_alone_or_padded(name: str) -> None:
-    model = model_for(name)
+    model, pad = model_for(name), pad_id_of(name)
     with torch.no_grad():
-        for ids in ([7], [7, 8], [7, 8, 9, 10, 11, 12]):  # shorter and longer than the widest kernel (5)
+        for ids in ([7], [7, 8], [7, 8, 9, 10, 11, 12]):  # shorter and longer than text_cnn's widest kernel (5)
+            assert pad not in ids
             alone = model(torch.tensor([ids]))
-            padded = model(torch.tensor([ids + [PAD] * 7]))
+            padded = model(torch.tensor([ids + [pad] * 7]))
             torch.testing.assert_close(alone, padded, atol=1e-5, rtol=1e-5)
 
 
@@ -282,7 +299,7 @@ def test_minilm_word_ids_align_with_split_words(text: str) -> None:
     inner = word_ids[1:-1]
     assert None not in inner and inner == sorted(inner)  # every piece has a word, in reading order
     assert set(inner) == set(range(len(words)))  # and every word has a piece
-    for piece, w in zip(pieces[1:-1], inner):
+    for piece, w in zip(pieces[1:-1], inner, strict=True):
         assert piece.removeprefix("##") in words[w]
 
 
