@@ -156,8 +156,6 @@ def get_info(name: str) -> DatasetInfo:
     return get_source(name).info
 
 
-def load_split(
-    name: str, split: SplitName = "train", root: Path | None = None, download: bool | None = None
-) -> Split:
+def load_split(name: str, split: SplitName = "train", root: Path | None = None, download: bool | None = None) -> Split:
     """Load one split of a data set by name (`download=None`: download what is missing unless offline)."""
     return get_source(name).load(split, root, download)

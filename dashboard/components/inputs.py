@@ -271,7 +271,8 @@ def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedI
     if len(texts) > max_inputs:
         st.warning(f"{f.name} holds {len(texts)} texts; the first {max_inputs} are used.")
     return [
-        PickedInput(t.strip(), lab, f"{f.name} #{j + 1}") for j, (t, lab) in enumerate(zip(texts[:max_inputs], labels))
+        PickedInput(t.strip(), lab, f"{f.name} #{j + 1}")
+        for j, (t, lab) in enumerate(zip(texts[:max_inputs], labels, strict=False))
     ]
 
 

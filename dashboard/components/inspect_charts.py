@@ -133,22 +133,13 @@ def head_view_chart(
     left to keep only its lines. weights: (heads, T, T)."""
     labels = list(tokens)
     t = len(labels)
-    rows = []
-    for h in heads:
-        w = weights[h]
-        for i in range(t):
-            for j in range(t):
-                if w[i, j] >= min_weight:
-                    rows.append(
-                        {
-                            "head": str(h),
-                            "query": i,
-                            "key": j,
-                            "weight": float(w[i, j]),
-                            "from": labels[i],
-                            "to": labels[j],
-                        }
-                    )
+    rows = [
+        {"head": str(h), "query": i, "key": j, "weight": float(weights[h][i, j]), "from": labels[i], "to": labels[j]}
+        for h in heads
+        for i in range(t)
+        for j in range(t)
+        if weights[h][i, j] >= min_weight
+    ]
     lines = pd.DataFrame(rows, columns=["head", "query", "key", "weight", "from", "to"])
     words = pd.DataFrame({"pos": list(range(t)), "token": labels})
     hover = alt.selection_point(name="hover", fields=["query"], on="mouseover", clear="mouseout", empty=True)

@@ -79,7 +79,9 @@ def patch_overlay(patch_map: np.ndarray, alpha: float = 0.85):
 # ---- the grid --------------------------------------------------------------------------------
 st.subheader("Every layer and head")
 if vision:
-    tiles = np.stack([[view.patch_map(view.matrix(l, h)) for h in range(view.heads)] for l in range(view.layers)])
+    tiles = np.stack(
+        [[view.patch_map(view.matrix(layer, h)) for h in range(view.heads)] for layer in range(view.layers)]
+    )
     st.caption(
         "Each tile: attention from the class token to every patch (rows and columns of the patch grid), "
         "scaled to the tile's own maximum. Click a tile to see it large below. Overlays on the image stretch "
@@ -153,13 +155,13 @@ with guard("Attention map"):
 st.subheader("Mean over heads, per layer")
 with guard("Mean attention"):
     cols = st.columns(min(view.layers, 6))
-    for l in range(view.layers):
-        m = view.matrix(l)
-        with cols[l % len(cols)]:
+    for layer in range(view.layers):
+        m = view.matrix(layer)
+        with cols[layer % len(cols)]:
             if vision:
-                st.image(patch_overlay(view.patch_map(m)), caption=f"layer {l}", width="stretch")
+                st.image(patch_overlay(view.patch_map(m)), caption=f"layer {layer}", width="stretch")
             else:
-                st.markdown(f"layer {l}")
+                st.markdown(f"layer {layer}")
                 st.markdown(highlight_tokens(view.tokens, view.read_row(m), signed=False), unsafe_allow_html=True)
 
 # ---- rollout ---------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ method = c3.selectbox(
 )
 pcols = st.columns(max(1, len(PARAMS[method])) + 1)
 params = {}
-for col, p in zip(pcols, PARAMS[method]):
+for col, p in zip(pcols, PARAMS[method], strict=False):  # one column more than parameters
     with col:
         params[p.name] = param_widget(p, bundle, key=f"emb_{method}_{p.name}")
 colour = pcols[-1].radio("Colour by", ["true", "predicted", "correct"], horizontal=True, key="emb_colour")

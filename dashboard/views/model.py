@@ -181,7 +181,7 @@ for method in result.methods():
     st.markdown(f"**{spec.label}**")
     if bundle.modality == "image":  # epochs side by side
         cols = st.columns(max(len(shown), 5))  # at least five slots: a two-epoch run does not get half-page images
-        for col, e in zip(cols, shown):
+        for col, e in zip(cols, shown, strict=False):  # more slots than epochs
             cap = f"epoch {e.epoch} · val acc {pct(e.val_acc)} · pred {classes[e.predicted]} · p={e.probability:.2f}"
             col.image(
                 overlay(

@@ -49,7 +49,7 @@ except ModelError as e:
     st.stop()
 
 st.subheader("Theoretical receptive field per layer")
-st.dataframe(pd.DataFrame([l.row() for l in layers]), hide_index=True, width="stretch")
+st.dataframe(pd.DataFrame([layer.row() for layer in layers]), hide_index=True, width="stretch")
 st.caption(
     "Output size: the layer's feature map. Receptive field: input pixels one unit can see (padding "
     "included). Jump: input pixels between two neighbouring units. Start: centre of unit (0, 0)'s field in "
@@ -60,7 +60,7 @@ st.caption(
 
 h, w = (int(v) for v in bundle.info.input_shape[1:])
 c1, c2, c3 = st.columns([3, 1, 1])
-paths = [l.path for l in layers]
+paths = [layer.path for layer in layers]
 default = next((i for i in range(len(layers) - 1, -1, -1) if layers[i].kind == "Conv2d"), len(layers) - 1)
 path = c1.selectbox(
     "Layer",
@@ -117,7 +117,7 @@ c2.caption(
     "Trained weights beside the same architecture with random weights: training usually concentrates the field further."
 )
 cols = st.columns(2)
-for column, random_weights in zip(cols, (False, True)):
+for column, random_weights in zip(cols, (False, True), strict=True):
     with column, guard("Effective receptive field"):
         with st.spinner("Computing input gradients…"):
             erf = _erf(bundle_key, bundle, path, (row, col), n, random_weights)

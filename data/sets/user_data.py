@@ -112,7 +112,7 @@ def _readable(path: Path) -> str | None:
     try:
         with Image.open(path) as img:
             img.verify()
-    except Exception as err:  # PIL raises many types for broken files (OSError, SyntaxError, struct.error, ...)
+    except Exception as err:  # noqa: BLE001 - PIL raises many types for broken files (OSError, SyntaxError, struct.error, ...)
         return f"{type(err).__name__}: {err}"
     return None
 

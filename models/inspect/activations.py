@@ -184,7 +184,7 @@ def _read_cache(path: Path, digest: str) -> dict[str, torch.Tensor] | None:
         with safe_open(str(path), framework="pt") as f:
             if (f.metadata() or {}).get("weights") != digest:
                 return None
-            return {k: f.get_tensor(k) for k in f.keys()}
+            return {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has keys() but no __iter__
     except (SafetensorError, OSError, ValueError):
         return None  # a torn or foreign file: compute again and overwrite it
 
@@ -313,6 +313,15 @@ class FeatureMaps:
     shortcut: bool  # on a residual shortcut branch
 
 
+def _store_first_output(store: dict[str, np.ndarray], path: str) -> Callable[..., None]:
+    """A forward hook that keeps the first sample's output of a layer under `path`."""
+
+    def hook(module: nn.Module, inputs: Any, output: torch.Tensor) -> None:
+        store[path] = output[0].detach().float().cpu().numpy()
+
+    return hook
+
+
 @torch.no_grad()
 def feature_maps(bundle: ModelBundle, image01: torch.Tensor) -> list[FeatureMaps]:
     """The output of every Conv2d for one image (C, H, W) in [0, 1], in forward order."""
@@ -325,9 +334,7 @@ def feature_maps(bundle: ModelBundle, image01: torch.Tensor) -> list[FeatureMaps
     wanted = {id(c.module): c.path for c in convs}
     captured: dict[str, np.ndarray] = {}
     handles = [
-        m.register_forward_hook(
-            lambda mod, i, o, p=wanted[id(m)]: captured.__setitem__(p, o[0].detach().float().cpu().numpy())
-        )
+        m.register_forward_hook(_store_first_output(captured, wanted[id(m)]))
         for m in bundle.model.modules()
         if id(m) in wanted
     ]

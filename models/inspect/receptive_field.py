@@ -233,7 +233,7 @@ def find_layer(layers: list[RFLayer], path: str) -> RFLayer:
         if layer.path == path:
             return layer
     raise ModelError(
-        f"{path!r} is not a conv or pooling layer on the main path; pick one of {', '.join(l.path for l in layers)}."
+        f"{path!r} is not a conv or pooling layer on the main path; pick one of {', '.join(layer.path for layer in layers)}."
     )
 
 

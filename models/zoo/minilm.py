@@ -91,7 +91,7 @@ class HFTokenizer:
         spans = word_spans(text)
         ends = [e for _, e in spans]
         out: list[int | None] = []
-        for (start, end), special in zip(enc["offset_mapping"], enc["special_tokens_mask"]):
+        for (start, end), special in zip(enc["offset_mapping"], enc["special_tokens_mask"], strict=True):
             i = bisect.bisect_right(ends, start)  # first word ending after the piece starts
             out.append(i if not special and end > start and i < len(spans) and spans[i][0] < end else None)
         return out

@@ -73,9 +73,9 @@ def _serving(runs_root: Path, log_path: Path) -> Iterator[str]:
                 try:
                     urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
                     break
-                except OSError:
+                except OSError as err:
                     if proc.poll() is not None or time.time() > deadline:
-                        raise RuntimeError(f"server did not start:\n{log_path.read_text()}")
+                        raise RuntimeError(f"server did not start:\n{log_path.read_text()}") from err
                     time.sleep(0.3)
             yield url
         finally:

@@ -161,7 +161,7 @@ def test_train_start_refuse_stop_finish_select_delete():
     assert any("mlp" in v for v in values(at.sidebar.markdown))
 
     # Delete the stopped run: needs the confirmation tick.
-    stopped = [r for r in at.dataframe[0].value["run"] if r != job.run_id][0]
+    stopped = next(r for r in at.dataframe[0].value["run"] if r != job.run_id)
     at.selectbox(key="train_run_pick").set_value(stopped).run()
     assert button(at, "Delete run").disabled
     at.checkbox(key="train_confirm_delete").check().run()
@@ -303,7 +303,7 @@ def test_compare_metrics_agreement_and_sanity(runs):
     assert {"deletion_auc", "insertion_auc", "pointing_game", "energy_in_mask", "seconds"} <= set(table.columns)
     assert table["completeness_gap"].notna().sum() == 1  # only the path method (IG) has a reference
     assert [s.value for s in at.subheader][:3] == ["Metrics", "Agreement", "Sanity check"]
-    assert len([img for img in at.image]) >= 3 * 3  # trained + 2 randomised maps per method
+    assert len(list(at.image)) >= 3 * 3  # trained + 2 randomised maps per method
     # Same settings again: served from the per-run cache.
     at.run()
     assert any("(cached)" in v for v in values(at.caption))

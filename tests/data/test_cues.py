@@ -40,7 +40,7 @@ def test_split_format(train, test_split):
 
 def test_rationales_point_to_cue_words(train):
     cue_words = set(cues.POSITIVE) | set(cues.NEGATIVE)
-    for text, rationale in zip(train.texts, train.rationales):
+    for text, rationale in zip(train.texts, train.rationales, strict=True):
         words = split_words(text)
         picked = [words[i] for i in rationale]
         assert 1 <= sum(w in cue_words for w in picked) <= 3
@@ -68,7 +68,7 @@ def test_filler_words_carry_no_label(train):
     labels = train.labels.numpy()
     cue_words = set(cues.POSITIVE) | set(cues.NEGATIVE) | set(cues.NEGATORS)
     counts: dict[str, list[int]] = {}
-    for text, label in zip(train.texts, labels):
+    for text, label in zip(train.texts, labels, strict=True):
         for w in set(split_words(text)) - cue_words:
             counts.setdefault(w, [0, 0])[label] += 1
     for word, (neg, pos) in counts.items():

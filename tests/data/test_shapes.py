@@ -52,7 +52,7 @@ def test_stats_constants_match_the_train_split(train):
 def test_deterministic_and_splits_differ():
     a = shapes.generate(200, shapes.SEEDS["train"])
     b = shapes.generate(200, shapes.SEEDS["train"])
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert x.tobytes() == y.tobytes()
     c = shapes.generate(200, shapes.SEEDS["test"])
     assert a[0].tobytes() != c[0].tobytes()
@@ -77,7 +77,7 @@ def test_masks_cover_the_shape_pixels(train):
     masks = train.masks[:300].numpy()
     sizes = masks.sum(axis=(1, 2))
     assert sizes.min() >= 25 and sizes.max() <= 0.35 * 32 * 32  # 9-16 px shapes: visible, not the whole image
-    for img, mask in zip(images, masks):
+    for img, mask in zip(images, masks, strict=True):
         inside, outside = img[mask], img[~mask]
         colour = inside.mean(axis=0)
         # The shape is one flat colour; the background is noise around other colours.
@@ -90,7 +90,7 @@ def test_masks_cover_the_shape_pixels(train):
 def test_mask_geometry_matches_class(train):
     masks = train.masks[:400].numpy()
     labels = train.labels[:400].numpy()
-    for mask, label in zip(masks, labels):
+    for mask, label in zip(masks, labels, strict=True):
         ys, xs = np.nonzero(mask)
         box = (ys.max() - ys.min() + 1) * (xs.max() - xs.min() + 1)
         fill = mask.sum() / box
@@ -113,6 +113,6 @@ def test_colour_does_not_give_the_class_away(train):
     images = train.images.permute(0, 2, 3, 1).numpy()
     masks = train.masks.numpy()
     labels = train.labels.numpy()
-    colours = np.stack([img[m].mean(axis=0) for img, m in zip(images, masks)])
+    colours = np.stack([img[m].mean(axis=0) for img, m in zip(images, masks, strict=True)])
     per_class = np.stack([colours[labels == c].mean(axis=0) for c in range(4)])
     assert np.abs(per_class - colours.mean(axis=0)).max() < 0.04

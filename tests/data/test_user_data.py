@@ -140,7 +140,7 @@ def test_imagefolder_errors(tmp_path):
     for name in ("cat", "dog"):
         _class_folder(ok, name)
     for bad in ("size=abc", "size=2", "colour=red"):
-        with pytest.raises(DatasetError, match="size|Unknown option"):
+        with pytest.raises(DatasetError, match=r"size|Unknown option"):
             get_source(f"imagefolder:{ok}?{bad}")
 
 
@@ -153,7 +153,7 @@ def _rows(n: int) -> list[tuple[str, str]]:
 
 def test_csv_autodetect_and_stratified_split(tmp_path):
     path = tmp_path / "reviews.csv"
-    lines = ["Review,Sentiment,extra"] + [f'"{t}",{l},x' for t, l in _rows(50)]
+    lines = ["Review,Sentiment,extra"] + [f'"{t}",{label},x' for t, label in _rows(50)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     source = get_source(f"csv:{path}")
     assert source.info.classes == ("neg", "pos") and source.info.modality == "text"
@@ -163,15 +163,17 @@ def test_csv_autodetect_and_stratified_split(tmp_path):
     assert torch.bincount(test.labels).tolist() == [5, 5]
     assert sorted(train.texts + test.texts) == sorted(t for t, _ in _rows(50))
     texts = dict(_rows(50))
-    assert all(source.info.classes[l] == texts[t] for t, l in zip(test.texts, test.labels.tolist()))
+    assert all(
+        source.info.classes[label] == texts[t] for t, label in zip(test.texts, test.labels.tolist(), strict=True)
+    )
     assert load_split(f"csv:{path}", "test").texts == test.texts  # deterministic
 
 
 def test_csv_named_columns_int_labels_and_split_column(tmp_path):
     path = tmp_path / "data.tsv"
-    rows = ["body\tstars\tSplit"]
-    for i in range(12):
-        rows.append(f"text {i}\t{[2, 10, 1][i % 3]}\t{'test' if i < 3 else 'train'}")
+    rows = ["body\tstars\tSplit"] + [
+        f"text {i}\t{[2, 10, 1][i % 3]}\t{'test' if i < 3 else 'train'}" for i in range(12)
+    ]
     path.write_text("\n".join(rows), encoding="utf-8")
     source = get_source(f"csv:{path}?text=body&label=stars")
     assert source.info.classes == ("1", "2", "10")  # numeric order, not string order

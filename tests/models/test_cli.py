@@ -41,7 +41,7 @@ def test_models_and_datasets_lists(capsys):
 
 def test_datasets_found_under_the_data_root(offline_data, capsys):
     assert main(["datasets"]) == 0
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("mnist "))
+    line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith("mnist "))
     assert "available" in line
 
 

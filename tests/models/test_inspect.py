@@ -33,7 +33,7 @@ def fresh(name: str, dataset: str, **options) -> ModelBundle:
 def test_two_stacked_3x3_convs_see_5x5():
     model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Conv2d(2, 2, 3))
     layers = receptive_fields(model, torch.zeros(1, 1, 12, 12))
-    assert [l.rf for l in layers] == [(3, 3), (5, 5)]
+    assert [layer.rf for layer in layers] == [(3, 3), (5, 5)]
     assert layers[-1].output_size == (8, 8) and layers[-1].jump == (1, 1)
     # unit (0, 0) of the second conv reads pixels 0..4; unit (2, 3) reads rows 2..6, cols 3..7
     assert layers[-1].box((0, 0)) == (0, 0, 4, 4)
@@ -66,7 +66,7 @@ def test_simple_cnn_table_matches_hand_computation():
         ("features.6", 3, 4, 18, 8.5),
     ]
     layers = bundle_receptive_fields(fresh("simple_cnn", "mnist"))
-    got = [(l.path, l.output_size[0], l.jump[0], l.rf[0], l.start[0]) for l in layers]
+    got = [(layer.path, layer.output_size[0], layer.jump[0], layer.rf[0], layer.start[0]) for layer in layers]
     assert got == expected
     last = find_layer(layers, "features.6")
     assert last.centre_unit() == (1, 1)
@@ -79,17 +79,17 @@ def test_simple_cnn_table_matches_hand_computation():
 
 def test_resnets_follow_the_main_path():
     small = bundle_receptive_fields(fresh("resnet_small", "shapes"))
-    paths = [l.path for l in small]
+    paths = [layer.path for layer in small]
     assert not any("shortcut" in p for p in paths)
     assert paths[:3] == ["stem.0", "layers.0.conv1", "layers.0.conv2"]
     # every conv of resnet_small is 3x3 with padding 1: +2 jumps per conv; blocks 2 and 3 stride 2
-    conv = [l for l in small if l.kind == "Conv2d"]
-    assert [l.rf[0] for l in conv] == [3, 5, 7, 9, 13, 17, 25]
+    conv = [layer for layer in small if layer.kind == "Conv2d"]
+    assert [layer.rf[0] for layer in conv] == [3, 5, 7, 9, 13, 17, 25]
     assert conv[-1].output_size == (8, 8) and conv[-1].jump == (4, 4)
     big = bundle_receptive_fields(fresh("resnet18", "shapes", pretrained=False))
-    assert [l.path for l in big[:3]] == ["conv1", "maxpool", "layer1.0.conv1"]
-    assert [l.rf[0] for l in big[:3]] == [7, 11, 19]  # 7; 7 + 2*2; 11 + 2*4
-    assert not any("downsample" in l.path for l in big)
+    assert [layer.path for layer in big[:3]] == ["conv1", "maxpool", "layer1.0.conv1"]
+    assert [layer.rf[0] for layer in big[:3]] == [7, 11, 19]  # 7; 7 + 2*2; 11 + 2*4
+    assert not any("downsample" in layer.path for layer in big)
 
 
 @pytest.mark.parametrize(

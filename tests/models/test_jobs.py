@@ -67,7 +67,7 @@ def test_progress_then_completion_and_busy_refusal():
     assert snap.state == "running" and snap.run_id == "fake-run"
     assert snap.progress == pytest.approx(0.25) and snap.eta_s == 3.0
     assert snap.history[0]["train_loss"] == 1.5
-    with pytest.raises(JobBusy, match="already running.*mlp on digits.*25%"):
+    with pytest.raises(JobBusy, match=r"already running.*mlp on digits.*25%"):
         manager.start(TrainConfig(dataset="digits", model="mlp"))
     release.set()
     done = manager.wait(5)
