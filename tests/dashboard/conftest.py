@@ -1,4 +1,4 @@
-"""Fixtures for the dashboard tests: small trained runs shared by a module, and PNG/text payloads."""
+"""Fixtures for the dashboard tests: two runs shared by the session, PNG payloads, and a served app."""
 
 from __future__ import annotations
 
@@ -13,33 +13,29 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from inspect_runs import make_run
 from PIL import Image
-
-from xaidash.models.engine import TrainConfig, train
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 
 
 @pytest.fixture(scope="session")
-def trained_root(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A runs root with a quick shapes/mlp (image) and cues/text_cnn (text) run: {'root', 'image', 'text'}."""
+def runs_root(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A runs root with a shapes/mlp (image) and a cues/text_cnn (text) run: {'root', 'image', 'text'}.
+
+    Written in the run-store layout without training (`inspect_runs.make_run`): the pages only read runs,
+    and the Train page test and the browser tests cover runs the engine wrote."""
     root = tmp_path_factory.mktemp("dash_runs")
-    out = {"root": str(root)}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XAIDASH_RUNS", str(root))
-        mp.setenv("XAIDASH_OFFLINE", "1")
-        for name, ds, model in (("image", "shapes", "mlp"), ("text", "cues", "text_cnn")):
-            result = train(TrainConfig(dataset=ds, model=model, epochs=1, batch_size=64, max_train_samples=600))
-            assert result.state == "completed", result.error
-            out[name] = result.run.id
-    return out
+    image = make_run(root, "shapes", "mlp", epochs=1)
+    text = make_run(root, "cues", "text_cnn", epochs=1)
+    return {"root": str(root), "image": image.id, "text": text.id}
 
 
 @pytest.fixture
-def runs(trained_root: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Point XAIDASH_RUNS at the shared trained runs (after conftest's per-test isolation)."""
-    monkeypatch.setenv("XAIDASH_RUNS", trained_root["root"])
-    return trained_root
+def runs(runs_root: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Point XAIDASH_RUNS at the shared runs (after conftest's per-test isolation)."""
+    monkeypatch.setenv("XAIDASH_RUNS", runs_root["root"])
+    return runs_root
 
 
 def png(width: int = 40, height: int = 30, mode: str = "RGB", colour=(200, 40, 40)) -> bytes:

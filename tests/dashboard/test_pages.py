@@ -123,6 +123,7 @@ def test_train_form_warns_when_resnet18_would_start_from_random_weights(tmp_path
     assert any("RANDOM weights" in str(w.value) for w in at.warning), [w.value for w in at.warning]
 
 
+@pytest.mark.slow  # two training jobs through the job manager
 def test_train_start_refuse_stop_finish_select_delete():
     at = open_page(make_app(), "views/train.py")
     at.selectbox(key="train_dataset").set_value("digits").run()

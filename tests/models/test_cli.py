@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from xaidash.dashboard.cli import main, serve_command
 
 
@@ -52,6 +54,7 @@ def test_serve_binds_to_localhost_with_an_upload_cap():
     assert int(cmd[cmd.index("--server.maxUploadSize") + 1]) > 0
 
 
+@pytest.mark.slow  # a fresh interpreter imports every layer
 def test_console_script_help():
     out = subprocess.run(
         [sys.executable, "-m", "xaidash.dashboard.cli", "--help"], capture_output=True, text=True, check=True
@@ -60,6 +63,7 @@ def test_console_script_help():
         assert sub in out.stdout
 
 
+@pytest.mark.slow  # trains resnet18 and evaluates it on the shapes test split
 def test_resnet18_offline_says_it_starts_from_random_weights(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch_home"))  # no cached ImageNet checkpoint
     assert (

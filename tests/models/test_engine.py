@@ -28,6 +28,7 @@ def quick(**kw) -> TrainConfig:
     return TrainConfig(**{**base, **kw})
 
 
+@pytest.mark.slow  # the shared fixture trains resnet_small on shapes for two epochs
 def test_shapes_model_reaches_95_percent(trained_shapes_run):
     # two epochs of resnet_small on shapes (the shared fixture in conftest.py)
     assert trained_shapes_run.state == "completed", trained_shapes_run.error
@@ -106,6 +107,7 @@ def test_nan_loss_fails_with_a_clear_error_recorded_in_the_run():
     assert result.run.file("model.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_text_model_trains_on_cues_with_a_saved_vocabulary():
     result = train(
         TrainConfig(
