@@ -86,6 +86,8 @@ def engine_loop(device: str, epochs: int, batch_size: int, lr: float) -> tuple[l
         ),
         callbacks=[lambda e: marks.append(time.perf_counter()) if e.kind in ("start", "epoch") else None],
     )
+    if result.test_acc is None:
+        raise SystemExit(f"the engine's run {result.run.id} {result.state}: {result.error}")
     # epoch time includes the engine's per-epoch validation and checkpoint writes
     times = [b - a for a, b in itertools.pairwise(marks)]
     return times, result.test_acc, result.run.config()["train_samples"]

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Call `write(tmp)` on a temporary path in the same folder, then rename it over `path`."""
+def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
+    """Call `write(tmp)` on a temporary path in the same folder, then rename it over `path` (what `write`
+    returns is ignored: Path.write_bytes returns a count)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

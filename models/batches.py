@@ -46,7 +46,10 @@ class LoaderData:
     def __init__(
         self, split: ImageSplit, info: DatasetInfo, device: torch.device, indices: list[int], workers: int = 0
     ):
-        self.split, self.info, self.device, self.indices, self.workers = split, info, device, indices, workers
+        if split.dataset is None:
+            raise ModelError("LoaderData reads a lazily loaded split (ImageSplit.dataset); this one is in memory.")
+        self.dataset: torch.utils.data.Dataset = split.dataset
+        self.info, self.device, self.indices, self.workers = info, device, indices, workers
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -54,7 +57,7 @@ class LoaderData:
     def batches(
         self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        subset = torch.utils.data.Subset(self.split.dataset, self.indices)
+        subset = torch.utils.data.Subset(self.dataset, self.indices)
         loader = torch.utils.data.DataLoader(
             subset,
             batch_size=batch_size,
@@ -71,6 +74,8 @@ class LoaderData:
 def image_tensors(
     split: ImageSplit, info: DatasetInfo, device: torch.device, indices: torch.Tensor | None = None
 ) -> TensorData:
+    if split.images is None:
+        raise ModelError("image_tensors needs an in-memory split (ImageSplit.images); stream this one with LoaderData.")
     images = split.images if indices is None else split.images[indices]
     labels = split.labels if indices is None else split.labels[indices]
     keep_on_cpu = images.numel() * 4 > DEVICE_BYTES_LIMIT

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, get_source
-from xaidash.data.tokenizer import WordVocab
+from xaidash.data.registry import DatasetInfo, DatasetSource, Split, TextSplit, get_source
+from xaidash.data.tokenizer import Tokenizer, WordVocab
 from xaidash.models.batches import LoaderData, TensorData, augment_images, image_tensors, text_tensors
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
@@ -179,22 +179,24 @@ def _prepare_data(
     n_val = int(len(order) * cfg.val_fraction)
     val_idx, train_idx = order[:n_val], order[n_val:]
 
-    tokenizer = None
-    if info.modality == "text":
+    tokenizer: Tokenizer | None = None
+    if isinstance(train_split, TextSplit):
         if spec.tokenizer is not None:
             tokenizer = spec.tokenizer()
         elif resume_vocab and run.file(VOCAB).exists():
             tokenizer = WordVocab.load(run.file(VOCAB))
         else:
-            tokenizer = WordVocab.build([train_split.texts[i] for i in train_idx.tolist()])
-            tokenizer.save(run.file(VOCAB))
-        make = lambda split, idx: text_tensors(split, tokenizer, device, idx)  # noqa: E731
-    elif isinstance(train_split, ImageSplit) and train_split.in_memory:
-        make = lambda split, idx: image_tensors(split, info, device, idx)  # noqa: E731
-    else:
-        make = lambda split, idx: LoaderData(  # noqa: E731
-            split, info, device, list(range(len(split))) if idx is None else idx.tolist(), cfg.workers
-        )
+            vocab = WordVocab.build([train_split.texts[i] for i in train_idx.tolist()])
+            vocab.save(run.file(VOCAB))
+            tokenizer = vocab
+
+    def make(split: Split, idx: torch.Tensor | None) -> TensorData | LoaderData:
+        if isinstance(split, TextSplit):
+            return text_tensors(split, tokenizer, device, idx)
+        if split.in_memory:
+            return image_tensors(split, info, device, idx)
+        return LoaderData(split, info, device, list(range(len(split))) if idx is None else idx.tolist(), cfg.workers)
+
     return _Prepared(
         info=info,
         train=make(train_split, train_idx),

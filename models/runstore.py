@@ -58,7 +58,7 @@ def info_to_json(info: DatasetInfo) -> dict[str, Any]:
 
 
 def info_from_json(obj: dict[str, Any]) -> DatasetInfo:
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in obj.items()}
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in obj.items()}  # JSON lists -> tuples
     return DatasetInfo(**fields)
 
 

@@ -7,7 +7,6 @@ set's `.data` / `.targets` arrays in one go rather than item by item through PIL
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import torch
 
 from xaidash.data.errors import DatasetError, DatasetUnavailable
 from xaidash.data.paths import offline
-from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, SplitName, register
+from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, Loader, SplitName, register
 
 _MNIST_FILES = (
     "train-images-idx3-ubyte",
@@ -109,7 +108,7 @@ def _open_idx(spec: _IdxSet, split: SplitName, root: Path, download: bool) -> An
     return spec.open(root, train, download=False)
 
 
-def _idx_loader(spec: _IdxSet) -> Callable[[SplitName, Path, bool], ImageSplit]:
+def _idx_loader(spec: _IdxSet) -> Loader:
     def load(split: SplitName, root: Path, download: bool) -> ImageSplit:
         ds = _open_idx(spec, split, Path(root), download)
         images = ds.data.to(torch.float32).div_(255.0).unsqueeze(1)  # (N, 1, 28, 28)

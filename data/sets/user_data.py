@@ -271,7 +271,7 @@ register_factory("imagefolder", imagefolder_source)
 def _delimiter(header: str) -> str:
     """The likeliest delimiter of a table, judged from its header line."""
     counts = {d: header.count(d) for d in (",", "\t", ";", "|")}
-    best = max(counts, key=counts.get)
+    best = max(counts, key=lambda d: counts[d])
     return best if counts[best] else ","
 
 

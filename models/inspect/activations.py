@@ -112,6 +112,12 @@ class _Reader:
     def _post(self, module: nn.Module, inputs: Any, output: Any) -> None:
         self.value = first_tensor(output)
 
+    def captured(self, layer: str, model_name: str) -> torch.Tensor:
+        """The tensor the last forward pass gave the layer; ModelError when the pass did not reach it."""
+        if self.value is None:
+            raise ModelError(f"Layer {layer!r} was not called in the forward pass of {model_name}.")
+        return self.value
+
     def remove(self) -> None:
         self.handle.remove()
 
@@ -257,10 +263,9 @@ def compute_activations(
             chunk = indices[start : start + batch_size]
             x = bundle.prepare(raw_batch(data, chunk))
             logits = model(x)
-            if reader.value is None:
-                raise ModelError(f"Layer {layer!r} was not called in the forward pass of {bundle.spec.name}.")
+            value = reader.captured(layer, bundle.spec.name)
             mask = (x != bundle.tokenizer.pad_id) if bundle.modality == "text" else None
-            feats.append(_reduce(reader.value, reduce, mask).cpu())
+            feats.append(_reduce(value, reduce, mask).cpu())
             preds.append(logits.argmax(1).cpu())
             reader.value = None
             if progress:
@@ -300,7 +305,7 @@ def input_activation(bundle: ModelBundle, raw: Any, layer: str = PENULTIMATE, re
         x = bundle.prepare([raw] if isinstance(raw, str) else raw)
         model(x)
         mask = (x != bundle.tokenizer.pad_id) if bundle.modality == "text" else None
-        return _reduce(reader.value, reduce, mask).cpu().numpy()
+        return _reduce(reader.captured(layer, bundle.spec.name), reduce, mask).cpu().numpy()
     finally:
         reader.remove()
 

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.inspect._trace import Call, example_input, trace
+from xaidash.models.inspect._trace import example_input, trace
 from xaidash.models.registry import ModelError
 
 SHORTCUT_NAMES = ("shortcut", "downsample")
@@ -106,8 +106,9 @@ class RFLayer:
         }
 
 
-def _geometry(module: nn.Module, call: Call) -> tuple[Pair, Pair, Pair, Pair] | None:
-    """(kernel, stride, padding, dilation) of a layer that changes the receptive field, else None."""
+def _geometry(module: nn.Module, path: str, in_hw: Pair, out_hw: Pair) -> tuple[Pair, Pair, Pair, Pair] | None:
+    """(kernel, stride, padding, dilation) of a layer that changes the receptive field, else None
+    (`in_hw`, `out_hw`: the feature map's height and width before and after it)."""
     if isinstance(module, nn.Conv2d):
         if isinstance(module.padding, str):  # 'same' / 'valid'
             if module.padding == "valid":
@@ -115,7 +116,7 @@ def _geometry(module: nn.Module, call: Call) -> tuple[Pair, Pair, Pair, Pair] | 
             else:
                 k = _pair(module.kernel_size)
                 d = _pair(module.dilation)
-                pad = tuple(d[i] * (k[i] - 1) // 2 for i in range(2))
+                pad = (d[0] * (k[0] - 1) // 2, d[1] * (k[1] - 1) // 2)
         else:
             pad = _pair(module.padding)
         return _pair(module.kernel_size), _pair(module.stride), pad, _pair(module.dilation)
@@ -129,11 +130,10 @@ def _geometry(module: nn.Module, call: Call) -> tuple[Pair, Pair, Pair, Pair] | 
     if isinstance(module, nn.AvgPool2d):
         return _pair(module.kernel_size), _pair(module.stride or module.kernel_size), _pair(module.padding), (1, 1)
     if isinstance(module, (nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)):
-        h, w = call.input_shape[-2:]
-        oh, ow = call.output_shape[-2:]
+        (h, w), (oh, ow) = in_hw, out_hw
         if h % oh or w % ow:
             raise ModelError(
-                f"{call.path}: adaptive pooling from {h}x{w} to {oh}x{ow} uses windows of varying size; "
+                f"{path}: adaptive pooling from {h}x{w} to {oh}x{ow} uses windows of varying size; "
                 "its receptive field has no single size."
             )
         k = (h // oh, w // ow)
@@ -185,10 +185,11 @@ def receptive_fields(model: nn.Module, x: torch.Tensor) -> list[RFLayer]:
             if out:  # Flatten / Linear after the feature maps: the spatial part is over
                 break
             continue
-        geometry = _geometry(call.module, call)
+        in_hw = (int(call.input_shape[-2]), int(call.input_shape[-1]))
         out_hw = (int(call.output_shape[-2]), int(call.output_shape[-1]))
+        geometry = _geometry(call.module, call.path, in_hw, out_hw)
         if geometry is None:
-            if tuple(call.input_shape[-2:]) != out_hw:
+            if in_hw != out_hw:
                 raise ModelError(
                     f"Layer {call.path or '(model)'} ({type(call.module).__name__}) changes the feature map from "
                     f"{call.input_shape[-2]}x{call.input_shape[-1]} to {out_hw[0]}x{out_hw[1]} in a way the "

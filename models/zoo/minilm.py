@@ -13,7 +13,7 @@ import functools
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -21,6 +21,9 @@ from torch import nn
 from xaidash.data.registry import DatasetInfo
 from xaidash.data.tokenizer import word_spans
 from xaidash.models.registry import ModelError, ModelSpec, register
+
+if TYPE_CHECKING:  # transformers is imported on use
+    from transformers import BertModel
 
 MAX_LENGTH = 128
 LAYERS = 6
@@ -37,7 +40,7 @@ def model_path() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def _pretrained_encoder() -> nn.Module:
+def _pretrained_encoder() -> BertModel:
     """The pretrained BertModel, loaded once per process; never hand it out, copy it."""
     from transformers import AutoModel
 
@@ -108,7 +111,7 @@ class MiniLMClassifier(nn.Module):
     """Mean of the last hidden states over non-padding tokens -> dropout -> linear head."""
 
     def __init__(
-        self, encoder: nn.Module, num_classes: int, pad_id: int = 0, freeze_encoder: bool = True, dropout: float = 0.1
+        self, encoder: BertModel, num_classes: int, pad_id: int = 0, freeze_encoder: bool = True, dropout: float = 0.1
     ):
         super().__init__()
         self.pad_id = pad_id

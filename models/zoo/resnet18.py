@@ -14,7 +14,7 @@ import os
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -22,6 +22,10 @@ from torch import nn
 from xaidash.data.paths import offline
 from xaidash.data.registry import DatasetInfo
 from xaidash.models.registry import ModelSpec, register
+
+if TYPE_CHECKING:  # torchvision is imported on use
+    from torchvision.models import ResNet
+    from torchvision.models.resnet import BasicBlock
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -84,7 +88,7 @@ class SafeBasicBlock(nn.Module):
     """torchvision's BasicBlock with two separate, non-inplace ReLUs (it calls one in-place ReLU twice,
     which breaks DeepLift). Parameter names are unchanged, so pretrained weights load as they are."""
 
-    def __init__(self, block: nn.Module):
+    def __init__(self, block: BasicBlock):
         super().__init__()
         self.conv1, self.bn1, self.conv2, self.bn2 = block.conv1, block.bn1, block.conv2, block.bn2
         self.downsample = block.downsample
@@ -99,7 +103,7 @@ class SafeBasicBlock(nn.Module):
         return self.relu2(out + identity)
 
 
-def deeplift_safe_resnet18() -> nn.Module:
+def deeplift_safe_resnet18() -> ResNet:
     """An untrained torchvision resnet18 whose every ReLU and pool is its own non-inplace module."""
     from torchvision.models import resnet18
 

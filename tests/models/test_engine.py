@@ -8,6 +8,7 @@ import threading
 import pytest
 import torch
 
+from xaidash.models.batches import LoaderData
 from xaidash.models.checkpoint import read_tensors
 from xaidash.models.engine import (
     TrainConfig,
@@ -305,3 +306,18 @@ def test_finish_evaluates_the_test_split():
     assert session.run.metrics()[-1] == {"kind": "test", "test_loss": result.test_loss, "test_acc": result.test_acc}
     summary = session.run.summary()
     assert summary["state"] == "completed" and sum(map(sum, summary["confusion"])) == len(session.data.test)
+
+
+def test_an_image_folder_streams_through_a_data_loader(tmp_path):
+    from PIL import Image
+
+    for name, colour in {"red": (220, 30, 30), "green": (30, 200, 40), "blue": (20, 40, 210)}.items():
+        (tmp_path / "colours" / name).mkdir(parents=True)
+        for i in range(6):
+            Image.new("RGB", (10 + i, 12), colour).save(tmp_path / "colours" / name / f"{i}.png")
+    session = setup_run(quick(dataset=f"imagefolder:{tmp_path / 'colours'}?size=16", epochs=1, batch_size=4))
+    assert isinstance(session.data.train, LoaderData) and isinstance(session.data.test, LoaderData)
+    result = run_epoch(session, 1, threading.Event(), lambda e: None)
+    assert result is not None and session.step == session.steps_per_epoch == -(-len(session.data.train) // 4)
+    write_checkpoint(session, result)
+    assert finish_run(session, "completed", None, 1, lambda e: None).test_acc is not None
