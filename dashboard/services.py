@@ -12,19 +12,21 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import streamlit as st
 import torch
 
-from xaidash.data.registry import Split, load_split
+from xaidash.data.errors import DatasetError
+from xaidash.data.registry import ImageSplit, Split, TextSplit, load_split
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.jobs import JobManager
 from xaidash.models.registry import ModelError
 from xaidash.models.runstore import WEIGHTS, Run, load_bundle
 
 GALLERY_LIMIT = 2000  # test samples whose predictions the gallery filters use
+T = TypeVar("T")
 
 
 @st.cache_resource(show_spinner=False)
@@ -79,13 +81,29 @@ def dataset_split(name: str, split: str) -> Split:
     return load_split(name, split)  # type: ignore[arg-type]
 
 
+def image_split(name: str, split: str) -> ImageSplit:
+    """`dataset_split` of a data set of images (DatasetError when it holds texts)."""
+    data = dataset_split(name, split)
+    if not isinstance(data, ImageSplit):
+        raise DatasetError(f"{name} holds texts, not images.")
+    return data
+
+
+def text_split(name: str, split: str) -> TextSplit:
+    """`dataset_split` of a data set of texts (DatasetError when it holds images)."""
+    data = dataset_split(name, split)
+    if not isinstance(data, TextSplit):
+        raise DatasetError(f"{name} holds images, not texts.")
+    return data
+
+
 @st.cache_data(max_entries=8, show_spinner=False)
 def test_predictions(key: str, _bundle_obj: ModelBundle, limit: int = GALLERY_LIMIT) -> np.ndarray:
     """Class probabilities (N, classes) for the first `limit` test samples (for the gallery's filters)."""
     split = dataset_split(_bundle_obj.info.name, "test")
     n = min(len(split), limit)
     with model_lock(key):
-        if _bundle_obj.modality == "text":
+        if isinstance(split, TextSplit):
             return _bundle_obj.predict_proba(split.texts[:n]).numpy()
         return _bundle_obj.predict_proba(split.batch(range(n))).numpy()
 
@@ -117,7 +135,7 @@ class LRUCache:
         self._data: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> tuple[Any, bool]:
+    def get_or_compute(self, key: Hashable, compute: Callable[[], T]) -> tuple[T, bool]:
         with self._lock:
             if key in self._data:
                 self._data.move_to_end(key)

@@ -41,6 +41,9 @@ from xaidash.models.runstore import STATE, VOCAB, WEIGHTS, Run, info_to_json, re
 Optimizer = Literal["adam", "adamw", "sgd"]
 Schedule = Literal["cosine", "onecycle", "constant"]
 Augment = Literal["none", "shift", "flip", "shift+flip"]
+OPTIMIZERS: tuple[Optimizer, ...] = ("adam", "adamw", "sgd")
+SCHEDULES: tuple[Schedule, ...] = ("cosine", "onecycle", "constant")
+AUGMENTATIONS: tuple[Augment, ...] = ("none", "shift", "flip", "shift+flip")
 
 
 @dataclass
@@ -73,12 +76,12 @@ class TrainConfig:
             problems.append("learning rate must be in (0, 10)")
         if not (0 <= self.val_fraction < 0.9):
             problems.append("validation fraction must be in [0, 0.9)")
-        if self.optimizer not in ("adam", "adamw", "sgd"):
-            problems.append(f"unknown optimizer {self.optimizer!r} (adam, adamw, sgd)")
-        if self.schedule not in ("cosine", "onecycle", "constant"):
-            problems.append(f"unknown schedule {self.schedule!r} (cosine, onecycle, constant)")
-        if self.augment not in ("none", "shift", "flip", "shift+flip"):
-            problems.append(f"unknown augmentation {self.augment!r} (none, shift, flip, shift+flip)")
+        if self.optimizer not in OPTIMIZERS:
+            problems.append(f"unknown optimizer {self.optimizer!r} ({', '.join(OPTIMIZERS)})")
+        if self.schedule not in SCHEDULES:
+            problems.append(f"unknown schedule {self.schedule!r} ({', '.join(SCHEDULES)})")
+        if self.augment not in AUGMENTATIONS:
+            problems.append(f"unknown augmentation {self.augment!r} ({', '.join(AUGMENTATIONS)})")
         if problems:
             raise ModelError("Invalid training settings: " + "; ".join(problems) + ".")
 

@@ -22,7 +22,7 @@ from PIL import Image
 from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.errors import show_error
-from xaidash.data.registry import DatasetInfo
+from xaidash.data.registry import DatasetInfo, ImageSplit
 from xaidash.explainers.inputs import FITS, load_image
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
@@ -120,7 +120,7 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
             "Add a sample by its index in the list above."
         )
         shown = idx[(page - 1) * GALLERY_PAGE : page * GALLERY_PAGE]
-        if bundle.modality == "image":
+        if isinstance(split, ImageSplit):
             cols = st.columns(GALLERY_PAGE)
             for j, i in enumerate(shown):
                 mark = "✓" if preds[i] == labels[i] else "✗"
@@ -147,12 +147,11 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
     out = []
     for i in chosen:
         label = int(labels[i])
-        if bundle.modality == "image":
-            masks = getattr(split, "masks", None)
-            mask = masks[i].cpu().numpy().astype(bool) if masks is not None else None
+        if isinstance(split, ImageSplit):
+            mask = split.masks[i].cpu().numpy().astype(bool) if split.masks is not None else None
             out.append(PickedInput(split.image(i).float(), label, f"test #{i}", mask=mask))
         else:
-            rats = getattr(split, "rationales", None)
+            rats = split.rationales
             out.append(PickedInput(split.texts[i], label, f"test #{i}", rationale=list(rats[i]) if rats else None))
     return out
 
@@ -285,11 +284,11 @@ def _open_requested_sample(bundle: ModelBundle, key: str) -> None:
     if not wanted:
         return
     del st.query_params[OPEN_SAMPLE_PARAM]
-    split, _, index = str(wanted).partition(":")
-    if split != "test" or not index.isdigit():
+    split, _, digits = str(wanted).partition(":")
+    if split != "test" or not digits.isdigit():
         st.warning(f"Cannot open sample {wanted!r}: links look like ?sample=test:INDEX.")
         return
-    index = int(index)
+    index = int(digits)
     if index >= services.GALLERY_LIMIT:
         st.info(
             f"Test sample #{index} is beyond the first {services.GALLERY_LIMIT} samples the gallery lists; "

@@ -9,7 +9,7 @@ import base64
 import io
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import altair as alt
 import numpy as np
@@ -20,7 +20,7 @@ from xaidash.explainers.render import colorize, image_hwc
 
 CELL = 64  # px of one small heatmap in the layer x head grid
 GRID_ROWS_LIMIT = 60_000  # above this many cells the grid is drawn as one image, not as altair marks
-HEAD_COLOURS = "category10"
+HEAD_COLOURS: Final = "category10"
 PAD = alt.AutoSizeParams(type="pad", contains="padding")  # keep the drawn size (Streamlit would shrink it to 'fit')
 
 
@@ -320,5 +320,5 @@ def scatter_chart(
             .mark_point(shape="diamond", size=260, filled=True, color="black", stroke="white", strokeWidth=1.5)
             .encode(x="x:Q", y="y:Q", tooltip=["name:N"])
         )
-        chart = alt.layer(points, stars)
+        chart = points + stars  # a LayerChart (alt.layer may also give a FacetChart)
     return chart.properties(height=560, title=title).interactive()

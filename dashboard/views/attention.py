@@ -69,6 +69,8 @@ vision = view.grid is not None
 def patch_overlay(patch_map: np.ndarray, alpha: float = 0.85):
     """The class token's attention over the patch grid, drawn as blocks over the image: the more
     attention (relative to the map's maximum), the more opaque the colour."""
+    if view.grid is None:
+        raise ValueError("patch_overlay draws a vision transformer's patch grid; this model has none.")
     img = np.asarray(item.raw)
     ph, pw = img.shape[-2] // view.grid[0], img.shape[-1] // view.grid[1]
     blocks = np.kron(patch_map, np.ones((ph, pw), dtype=np.float32))

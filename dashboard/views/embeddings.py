@@ -3,6 +3,8 @@ as an interactive scatter plot; click a point to open it on the Explain page; pl
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -15,6 +17,7 @@ from xaidash.dashboard.components.inspect_charts import scatter_chart, thumbnail
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.state import require_bundle
+from xaidash.data.registry import ImageSplit
 from xaidash.explainers.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.activations import (
@@ -54,7 +57,7 @@ def _layer_names(key: str, _bundle: ModelBundle) -> dict[str, str]:
 
 @st.cache_data(max_entries=8, show_spinner="Drawing thumbnails…")
 def _thumbnails(dataset: str, indices: tuple[int, ...]) -> list[str]:
-    split = services.dataset_split(dataset, "test")
+    split = services.image_split(dataset, "test")
     return [thumbnail_url(split.image(i)) for i in indices]
 
 
@@ -64,7 +67,7 @@ names = _layer_names(bundle_key, bundle)
 if st.session_state.get("emb_n", 0) > total:  # chosen for another run's larger test split
     st.session_state["emb_n"] = total
 c1, c2, c3 = st.columns([3, 2, 2])
-layer = c1.selectbox("Layer", list(names), format_func=names.get, key="emb_layer")
+layer = c1.selectbox("Layer", list(names), format_func=lambda name: names[name], key="emb_layer")
 n = int(
     c2.number_input(
         "Test samples (N)",
@@ -80,26 +83,30 @@ method = c3.selectbox(
     "Projection",
     list(METHODS),
     index=METHODS.index("pca"),
-    format_func=LABELS.get,
+    format_func=lambda m: LABELS[m],
     key="emb_method",
     help="PCA: linear and instant, distances meaningful. UMAP: keeps neighbourhoods and much of the "
     "global layout. t-SNE: keeps neighbourhoods only.",
 )
 pcols = st.columns(max(1, len(PARAMS[method])) + 1)
 params = {}
-for col, p in zip(pcols, PARAMS[method], strict=False):  # one column more than parameters
+for col, param in zip(pcols, PARAMS[method], strict=False):  # one column more than parameters
     with col:
-        params[p.name] = param_widget(p, bundle, key=f"emb_{method}_{p.name}")
+        params[param.name] = param_widget(param, bundle, key=f"emb_{method}_{param.name}")
 colour = pcols[-1].radio("Colour by", ["true", "predicted", "correct"], horizontal=True, key="emb_colour")
 
+
 # ---- activations (batched on the device, cached on disk under the run) ---------------------------------
-acts_key = (bundle_key, "acts", layer, n)
-acts: Activations | None = _memory().get(acts_key)
-if acts is None:
+def activations_for(layer: str, n: int) -> Activations:
+    """The first `n` test samples' activations at `layer`: from memory, else the run's disk cache or computed."""
+    key = (bundle_key, "acts", layer, n)
+    cached: Activations | None = _memory().get(key)
+    if cached is not None:
+        return cached
     bar = st.progress(0.0, text=f"Activations of {names[layer]} for {n} samples…")
     try:
         acts, _ = _memory().get_or_compute(
-            acts_key,
+            key,
             lambda: compute_activations(
                 bundle,
                 layer,
@@ -108,32 +115,46 @@ if acts is None:
                 progress=lambda d, t: bar.progress(d / t, text=f"Activations: {d}/{t} samples"),
             ),
         )
-    except Exception as e:  # noqa: BLE001
-        show_error(e, "Activations")
-        st.stop()
     finally:
         bar.empty()
+    return acts
+
+
+try:
+    acts = activations_for(layer, n)
+except Exception as e:  # noqa: BLE001
+    show_error(e, "Activations")
+    st.stop()
+
 
 # ---- projection (cached on disk per run, layer, method and parameters) ----------------------------------
-proj_key = (bundle_key, "proj", layer, n, method, tuple(sorted(params.items())))
-proj: Projection | None = _memory().get(proj_key)
-if proj is None:
+def projection_of(acts: Activations, layer: str, n: int, method: str, params: dict[str, Any]) -> Projection:
+    """The 2-D map of `acts` (layer `layer`, `n` samples) by `method`: from memory, else the run's disk
+    cache or computed."""
+    key = (bundle_key, "proj", layer, n, method, tuple(sorted(params.items())))
+    cached: Projection | None = _memory().get(key)
+    if cached is not None:
+        return cached
     first = " (the first UMAP in a session compiles numba: about 20 s more)" if method == "umap" else ""
     with st.spinner(f"{LABELS[method]} of {len(acts)} points with {acts.features.shape[1]} features{first}…"):
-        try:
-            proj, _ = _memory().get_or_compute(
-                proj_key,
-                lambda: project(
-                    acts.features,
-                    method,
-                    cache_dir=bundle.run_dir / CACHE_FOLDER / "projections" if bundle.run_dir else None,
-                    name=f"{layer}-n{len(acts)}",
-                    **params,
-                ),
-            )
-        except Exception as e:  # noqa: BLE001
-            show_error(e, LABELS[method])
-            st.stop()
+        proj, _ = _memory().get_or_compute(
+            key,
+            lambda: project(
+                acts.features,
+                method,
+                cache_dir=bundle.run_dir / CACHE_FOLDER / "projections" if bundle.run_dir else None,
+                name=f"{layer}-n{len(acts)}",
+                **params,
+            ),
+        )
+    return proj
+
+
+try:
+    proj = projection_of(acts, layer, n, method, params)
+except Exception as e:  # noqa: BLE001
+    show_error(e, LABELS[method])
+    st.stop()
 
 classes = bundle.info.classes
 df = pd.DataFrame(
@@ -146,7 +167,7 @@ df = pd.DataFrame(
         "correct": np.where(acts.labels == acts.preds, "correct", "wrong"),
     }
 )
-if bundle.modality == "image":
+if isinstance(split, ImageSplit):
     df["image"] = _thumbnails(bundle.info.name, tuple(int(i) for i in acts.indices))
 else:
     df["text"] = [t if len(t) <= TEXT_TIP else t[:TEXT_TIP] + "…" for t in (split.texts[int(i)] for i in acts.indices)]
@@ -204,7 +225,7 @@ if picked:
     pos = int(np.flatnonzero(acts.indices == index)[0])
     st.subheader(f"Test sample #{index}")
     left, right = st.columns([1, 3])
-    if bundle.modality == "image":
+    if isinstance(split, ImageSplit):
         left.image(to_pil(split.image(index), 112), width=112)
     else:
         right.write(split.texts[index])

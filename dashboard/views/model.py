@@ -3,6 +3,8 @@ explanations changed over the epochs of training."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -95,7 +97,7 @@ if bundle.modality == "image":
                 for m in maps
             }
             c1, c2 = st.columns([3, 1])
-            path = c1.selectbox("Conv layer", list(labels), format_func=labels.get, key="model_fmap_layer")
+            path = c1.selectbox("Conv layer", list(labels), format_func=lambda p: labels[p], key="model_fmap_layer")
             chosen = next(m for m in maps if m.path == path)
             k = int(
                 c2.number_input(
@@ -146,27 +148,35 @@ st.caption(
 )
 default_methods = ("gradcam", "ig") if bundle.modality == "image" else ("ig",)
 key = (bundle_key, item.key, default_methods)
-result: TrainingExplanations | None = _across().get(key)
-if result is None:
-    if len(epochs) > 3 and not st.button(f"Explain at all {len(epochs)} epochs", key="model_across_go"):
-        st.stop()
+
+
+def explain_across_training(raw: Any) -> TrainingExplanations:
+    """`raw` explained with the weights after every epoch, with a progress bar (cached for every session)."""
     bar = st.progress(0.0, text="Explaining at every epoch…")
+
+    def show_progress(done: int, total: int) -> None:
+        bar.progress(done / total, text=f"Epoch {done}/{total}")
+
     try:
         result, _ = _across().get_or_compute(
             key,
             lambda: explanations_across_training(
-                run,
-                item.raw,
-                default_methods,
-                method_params={"ig": {"steps": IG_STEPS}},
-                progress=lambda d, t: bar.progress(d / t, text=f"Epoch {d}/{t}"),
+                run, raw, default_methods, method_params={"ig": {"steps": IG_STEPS}}, progress=show_progress
             ),
         )
-    except Exception as e:  # noqa: BLE001
-        show_error(e, "Explanations across training")
-        st.stop()
     finally:
         bar.empty()
+    return result
+
+
+cached: TrainingExplanations | None = _across().get(key)
+if cached is None and len(epochs) > 3 and not st.button(f"Explain at all {len(epochs)} epochs", key="model_across_go"):
+    st.stop()
+try:
+    result = cached if cached is not None else explain_across_training(item.raw)
+except Exception as e:  # noqa: BLE001
+    show_error(e, "Explanations across training")
+    st.stop()
 
 for method, reason in result.skipped.items():
     st.caption(f"{get_method(method, bundle.modality).label} skipped: {reason}")
@@ -181,23 +191,34 @@ for method in result.methods():
     st.markdown(f"**{spec.label}**")
     if bundle.modality == "image":  # epochs side by side
         cols = st.columns(max(len(shown), 5))  # at least five slots: a two-epoch run does not get half-page images
-        for col, e in zip(cols, shown, strict=False):  # more slots than epochs
-            cap = f"epoch {e.epoch} · val acc {pct(e.val_acc)} · pred {classes[e.predicted]} · p={e.probability:.2f}"
+        for col, at_epoch in zip(cols, shown, strict=False):  # more slots than epochs
+            cap = (
+                f"epoch {at_epoch.epoch} · val acc {pct(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
+                f"p={at_epoch.probability:.2f}"
+            )
             col.image(
                 overlay(
-                    item.raw, e.explanations[method].item(0), signed=spec.signed, scale=scale, alpha=0.7, upscale=160
+                    item.raw,
+                    at_epoch.explanations[method].item(0),
+                    signed=spec.signed,
+                    scale=scale,
+                    alpha=0.7,
+                    upscale=160,
                 ),
                 caption=cap,
                 width="stretch",
             )
     else:  # a sentence needs the width: one epoch per line
-        for e in shown:
-            expl = e.explanations[method]
+        for at_epoch in shown:
+            expl = at_epoch.explanations[method]
             left, right = st.columns([1, 4], vertical_alignment="center")
             left.caption(
-                f"epoch {e.epoch} · val acc {pct(e.val_acc)} · pred {classes[e.predicted]} · p={e.probability:.2f}"
+                f"epoch {at_epoch.epoch} · val acc {pct(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
+                f"p={at_epoch.probability:.2f}"
             )
-            right.markdown(
-                highlight_tokens(expl.tokens[0], expl.item(0), scale=scale, signed=spec.signed), unsafe_allow_html=True
-            )
+            if expl.tokens is not None:  # text explanations carry their tokens
+                right.markdown(
+                    highlight_tokens(expl.tokens[0], expl.item(0), scale=scale, signed=spec.signed),
+                    unsafe_allow_html=True,
+                )
     st.image(colorbar(spec.signed, scale if scale > 0 else 1.0, label=f"{spec.label} (shared scale)"), width=256)

@@ -36,7 +36,7 @@ def _layers(key: str, _bundle: ModelBundle) -> list[RFLayer]:
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _erf(key: str, _bundle: ModelBundle, layer: str, unit: tuple[int, int], n: int, random_weights: bool) -> ERF:
-    split = services.dataset_split(_bundle.info.name, "test")
+    split = services.image_split(_bundle.info.name, "test")
     images = split.batch(range(min(n, len(split))))
     return bundle_erf(_bundle, images, layer, unit, random_weights=random_weights, batch_size=32)
 

@@ -14,7 +14,7 @@ from xaidash.data.catalogue import dataset_status
 from xaidash.data.paths import data_root, offline
 from xaidash.data.registry import get_source, list_datasets
 from xaidash.models.device import device_choices
-from xaidash.models.engine import TrainConfig
+from xaidash.models.engine import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Augment, TrainConfig
 from xaidash.models.jobs import JobSnapshot
 from xaidash.models.registry import models_for
 from xaidash.models.runstore import Run, delete_run, list_runs, runs_root, runs_table
@@ -92,14 +92,14 @@ if spec is not None:
             key=f"train_lr_{spec.name}",
             help=f"{spec.name}'s default is {spec.default_lr:g}",
         )
-        optimizer = c4.selectbox("Optimiser", ["adam", "adamw", "sgd"], key="train_opt")
+        optimizer = c4.selectbox("Optimiser", OPTIMIZERS, key="train_opt")
         schedule = c1.selectbox(
             "Schedule",
-            ["cosine", "onecycle", "constant"],
+            SCHEDULES,
             key="train_sched",
             help="learning rate over the steps: cosine decay, one-cycle warm-up and decay, or constant",
         )
-        augment_choices = ["none", "shift", "flip", "shift+flip"] if info.modality == "image" else ["none"]
+        augment_choices: tuple[Augment, ...] = AUGMENTATIONS if info.modality == "image" else ("none",)
         augment = c2.selectbox(
             "Augmentation",
             augment_choices,
@@ -151,6 +151,10 @@ def finished_run(job: JobSnapshot) -> Run | None:
     return next((r for r in list_runs() if r.id == job.run_id), None)
 
 
+def stop_job() -> None:
+    manager.stop()  # False when the job already ended: nothing to stop
+
+
 def job_panel() -> None:
     job = manager.current()
     if job is None:
@@ -179,7 +183,7 @@ def job_panel() -> None:
             "Stop",
             icon=":material/stop:",
             key="train_stop",
-            on_click=manager.stop,
+            on_click=stop_job,
             disabled=job.stop_requested,
             help="stop after the current step; the run keeps its last checkpoint",
         )

@@ -30,7 +30,7 @@ PENULTIMATE = "penultimate"
 Reduce = Literal["auto", "flatten", "mean"]
 REDUCES: tuple[str, ...] = ("auto", "flatten", "mean")
 MAX_FLAT = 4096  # 'auto' flattens conv maps up to this many values per sample, else averages over positions
-Progress = Callable[[int, int], None]
+Progress = Callable[[int, int], object]  # progress(done, total); what it returns is ignored
 CACHE_FOLDER = "inspect"
 
 
@@ -132,7 +132,7 @@ class Activations:
     indices: np.ndarray
     layer: str
     split: str
-    reduce: str
+    reduce: Reduce
     from_cache: bool = False
     path: Path | None = None
 
