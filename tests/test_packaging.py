@@ -9,6 +9,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ("data", "models", "explainers", "dashboard")
 
@@ -18,6 +20,7 @@ def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch, captum and the method registry
 def test_users_own_models_and_data_packages_win_over_nothing_of_ours(tmp_path: Path) -> None:
     for name in ("models", "data"):
         (tmp_path / name).mkdir()
