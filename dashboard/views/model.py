@@ -14,7 +14,7 @@ from xaidash.dashboard.components.inputs import input_picker
 from xaidash.dashboard.components.inspect_charts import filters_as_images, mosaic
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.state import pct, require_bundle
-from xaidash.explainers.inside import TrainingExplanations, explanations_across_training
+from xaidash.explainers.across_training import TrainingExplanations, explanations_across_training
 from xaidash.explainers.registry import get_method
 from xaidash.explainers.render import colorbar, highlight_tokens, overlay
 from xaidash.models.bundle import ModelBundle

@@ -1,0 +1,112 @@
+"""Explanations across training: one input explained with the weights of every saved epoch, each
+with that epoch's validation accuracy, through `explainers.explain`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from xaidash.explainers.api import explain
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.params import ExplainError
+from xaidash.explainers.registry import get_method
+from xaidash.models.registry import ModelError
+from xaidash.models.runstore import Run, load_bundle, resolve_run
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class EpochExplanations:
+    epoch: int
+    val_acc: float | None
+    predicted: int
+    probability: float  # of the explained target class
+    explanations: dict[str, Explanation]
+
+
+@dataclass
+class TrainingExplanations:
+    target: int
+    epochs: list[EpochExplanations] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # method -> why it does not apply to this model
+
+    def methods(self) -> list[str]:
+        return list(self.epochs[0].explanations) if self.epochs else []
+
+    def scale(self, method: str) -> float:
+        """The largest |value| of one method over every epoch: one colour scale for its row."""
+        return max((e.explanations[method].max_abs() for e in self.epochs if method in e.explanations), default=0.0)
+
+
+def default_methods(modality: str) -> tuple[str, ...]:
+    return ("gradcam", "ig") if modality == "image" else ("ig",)
+
+
+def epoch_validation(run: Run) -> dict[int, float]:
+    """epoch -> validation accuracy from the run's epoch records (the last record of an epoch wins)."""
+    out: dict[int, float] = {}
+    for r in run.metrics():
+        if r.get("kind") == "epoch" and r.get("val_acc") is not None:
+            out[int(r["epoch"])] = float(r["val_acc"])
+    return out
+
+
+def explanations_across_training(
+    run: str | Run,
+    raw: torch.Tensor | str,
+    methods: Sequence[str] | None = None,
+    target: int | None = None,
+    device: str = "auto",
+    method_params: dict[str, dict[str, Any]] | None = None,
+    epochs: Sequence[int] | None = None,
+    progress: Progress | None = None,
+) -> TrainingExplanations:
+    """One input (an image (C, H, W) in [0, 1] or a text) explained with the weights of every saved
+    epoch (or the `epochs` given). The target is the same class at every epoch: `target`, else the
+    final model's prediction. Methods that do not apply to the model are listed in `skipped`."""
+    r = run if isinstance(run, Run) else resolve_run(run)
+    saved = [e for e, _ in r.checkpoints()]
+    if not saved:
+        raise ExplainError(f"Run {r.id} has no per-epoch checkpoints: train it with this version to get one per epoch.")
+    wanted = list(saved if epochs is None else epochs)
+    missing = sorted(set(wanted) - set(saved))
+    if missing:
+        raise ExplainError(f"Run {r.id} has no checkpoint for epoch {', '.join(map(str, missing))} (has {saved}).")
+    try:
+        final = load_bundle(r, device=device)
+    except ModelError as e:
+        raise ExplainError(str(e)) from e
+    methods = list(methods or default_methods(final.modality))
+    params = method_params or {}
+    usable, skipped = [], {}
+    for m in methods:
+        spec = get_method(m, final.modality)
+        reason = None
+        try:
+            spec.check(final)
+        except ExplainError as e:
+            reason = str(e)
+        if reason:
+            skipped[m] = reason
+        else:
+            usable.append(m)
+    if target is None:
+        target = int(final.predict_proba([raw] if isinstance(raw, str) else raw).argmax(1)[0])
+    elif not 0 <= int(target) < final.info.num_classes:
+        raise ExplainError(f"Target class must lie in 0..{final.info.num_classes - 1}.")
+    val = epoch_validation(r)
+    out = TrainingExplanations(target=int(target), skipped=skipped)
+    for i, epoch in enumerate(wanted):
+        bundle = load_bundle(r, device=device, epoch=epoch)
+        proba = bundle.predict_proba([raw] if isinstance(raw, str) else raw)[0]
+        explanations = {m: explain(bundle, raw, int(target), method=m, **params.get(m, {})) for m in usable}
+        out.epochs.append(
+            EpochExplanations(epoch, val.get(epoch), int(proba.argmax()), float(proba[int(target)]), explanations)
+        )
+        if progress:
+            progress(i + 1, len(wanted))
+    return out

@@ -1,0 +1,89 @@
+"""The attention of every layer and head of a transformer for one input, ready to draw (the
+Attention page): weights as numpy with the tokens they relate and the row the prediction reads.
+The attention maths (collecting, fusing heads, rollout) is `explainers.attention`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from xaidash.explainers.attention import collect_attention, has_attention, rollout
+from xaidash.explainers.params import ExplainError
+from xaidash.models.bundle import ModelBundle
+
+
+@dataclass
+class AttentionView:
+    """Every layer's and head's attention for one input, as numpy, with what the tokens are.
+
+    weights: (layers, heads, T, T), rows (queries) summing to one. tokens: one label per position.
+    grid: (rows, cols) of the image patches behind tokens 1.. (vision) or None (text).
+    query: the row the model's prediction reads — the class token (vision, BERT's [CLS]) or,
+    for text_transformer which pools the mean of its tokens, None (the mean over rows is used).
+    """
+
+    weights: np.ndarray
+    tokens: list[str]
+    grid: tuple[int, int] | None
+    query: int | None
+
+    @property
+    def layers(self) -> int:
+        return int(self.weights.shape[0])
+
+    @property
+    def heads(self) -> int:
+        return int(self.weights.shape[1])
+
+    def matrix(self, layer: int, head: int | None = None) -> np.ndarray:
+        """(T, T): one head, or the mean over heads (head None)."""
+        w = self.weights[layer]
+        return w.mean(0) if head is None else w[head]
+
+    def read_row(self, matrix: np.ndarray) -> np.ndarray:
+        """(T,) the attention the prediction reads from a (T, T) matrix: the query token's row or the mean row."""
+        return matrix[self.query] if self.query is not None else matrix.mean(0)
+
+    def patch_map(self, matrix: np.ndarray) -> np.ndarray:
+        """Vision: (rows, cols) attention from the class token to each patch."""
+        if self.grid is None:
+            raise ExplainError("Patch maps exist for vision transformers only.")
+        row = self.read_row(matrix)
+        patches = row[1:] if self.query is not None else row
+        return patches.reshape(self.grid)
+
+    def rollout(self) -> np.ndarray:
+        """(T, T) attention rollout (mean over heads, residual mixed in) through all layers."""
+        fused = [torch.from_numpy(self.weights[i].mean(0))[None] for i in range(self.layers)]
+        return rollout(fused, residual=True)[0].numpy()
+
+
+def attention_view(bundle: ModelBundle, raw: torch.Tensor | str) -> AttentionView:
+    """The attention of every layer and head of `bundle` for one image (C, H, W) in [0, 1] or one text."""
+    if not has_attention(bundle.model):
+        raise ExplainError(
+            f"{bundle.spec.name} has no attention to show: only transformer models (vit_tiny, text_transformer, minilm) do."
+        )
+    x = bundle.prepare([raw] if isinstance(raw, str) else raw)[:1]
+    weights = np.stack([a[0].cpu().numpy() for a in collect_attention(bundle.model, x)])  # (L, H, T, T)
+    t = weights.shape[-1]
+    if bundle.modality == "text":
+        tokens = list(bundle.tokenizer.tokens(raw))
+        if len(tokens) != t:
+            raise ExplainError(f"The attention covers {t} tokens but the tokenizer shows {len(tokens)}.")
+        word_ids = bundle.tokenizer.word_ids(raw)
+        query = 0 if word_ids and word_ids[0] is None else None  # a leading [CLS] is what the head reads
+        return AttentionView(weights, tokens, None, query)
+    grid = getattr(bundle.model, "grid", None)
+    if grid is None:
+        raise ExplainError(f"{bundle.spec.name} does not say how its tokens lie on the image (no `grid`).")
+    gh, gw = int(grid[0]), int(grid[1])
+    if t == gh * gw + 1:
+        tokens, query = ["[CLS]"] + [f"patch ({r},{c})" for r in range(gh) for c in range(gw)], 0
+    elif t == gh * gw:
+        tokens, query = [f"patch ({r},{c})" for r in range(gh) for c in range(gw)], None
+    else:
+        raise ExplainError(f"{t} attention tokens do not fit a {gh}x{gw} patch grid.")
+    return AttentionView(weights, tokens, (gh, gw), query)
