@@ -4,6 +4,7 @@ pointing game against the shapes' ground-truth masks."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from xaidash.data.registry import load_split
@@ -11,6 +12,7 @@ from xaidash.explainers import explain
 from xaidash.explainers.metrics import deletion_auc, energy_in_mask, insertion_auc, pointing_game
 
 
+@pytest.mark.slow  # the session fixture trains resnet_small on shapes
 def test_gradcam_and_ig_beat_random(trained_shapes):
     test = load_split("shapes", "test")
     probs = trained_shapes.predict_proba(test.images[:64])

@@ -73,6 +73,7 @@ def test_text_model_cascade():
     assert r.rows[0]["spearman"] == pytest.approx(1.0) and len(r.rows) == 1 + len(r.layers)
 
 
+@pytest.mark.slow  # the session fixture trains resnet_small on shapes
 def test_paper_finding_on_a_trained_model(trained_shapes):
     trained = trained_shapes  # resnet_small trained on shapes by the engine (conftest.py)
     test = load_split("shapes", "test")
