@@ -10,7 +10,7 @@ transformers) computes rollout.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Protocol, cast
 
 import torch
 from torch import nn
@@ -19,6 +19,12 @@ from xaidash.explainers.params import ExplainError
 
 HeadFusion = Literal["mean", "max", "min"]
 HEAD_FUSIONS: tuple[str, ...] = ("mean", "max", "min")
+
+
+class AttentionModel(Protocol):
+    """A zoo model that returns its attention weights beside its logits."""
+
+    def forward_with_attention(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]: ...
 
 
 def has_attention(model: nn.Module) -> bool:
@@ -31,7 +37,7 @@ def collect_attention(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
     if not has_attention(model):
         raise ExplainError(f"{type(model).__name__} does not expose its attention (no forward_with_attention).")
     model.eval()
-    _, weights = model.forward_with_attention(x)
+    _, weights = cast(AttentionModel, model).forward_with_attention(x)
     if not weights:
         raise ExplainError(f"{type(model).__name__} returned no attention weights.")
     out = []
@@ -78,7 +84,7 @@ def rollout(attentions: Sequence[torch.Tensor], residual: bool = True) -> torch.
     """
     if not attentions:
         raise ExplainError("Attention rollout needs at least one layer.")
-    result = None
+    mixed = []
     for a in attentions:
         if a.dim() != 3 or a.shape[-1] != a.shape[-2]:
             raise ExplainError(f"Rollout takes head-fused attention (N, T, T); got {tuple(a.shape)}.")
@@ -87,8 +93,10 @@ def rollout(attentions: Sequence[torch.Tensor], residual: bool = True) -> torch.
             eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
             a = 0.5 * a + 0.5 * eye
         # max/min head fusion leaves rows that no longer sum to one.
-        a = a / a.sum(dim=-1, keepdim=True).clamp_min(1e-12)
-        result = a if result is None else a @ result
+        mixed.append(a / a.sum(dim=-1, keepdim=True).clamp_min(1e-12))
+    result = mixed[0]
+    for a in mixed[1:]:
+        result = a @ result
     return result
 
 

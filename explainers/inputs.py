@@ -28,7 +28,7 @@ import torch
 import torchvision.transforms.functional as TF
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from xaidash.data.registry import DatasetInfo
+from xaidash.data.registry import DatasetInfo, TextSplit
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
@@ -182,10 +182,7 @@ def _resize(x: torch.Tensor, size: tuple[int, int], fit: str) -> torch.Tensor:
         return x
     if fit == "stretch":
         return TF.resize(x, [h, w], antialias=True)
-    if fit == "crop":
-        scale = max(h / ih, w / iw)
-    else:
-        scale = min(h / ih, w / iw)
+    scale = max(h / ih, w / iw) if fit == "crop" else min(h / ih, w / iw)
     nh, nw = max(1, round(ih * scale)), max(1, round(iw * scale))
     x = TF.resize(x, [nh, nw], antialias=True)
     if fit == "crop":
@@ -231,20 +228,20 @@ def _dataset_sample(bundle: ModelBundle, split_name: str, index: int) -> Resolve
         raise ExplainError(
             f"dataset:{index} is out of range: the {split_name} split of {info.name} has {len(split)} samples."
         )
-    label = int(split.labels[index])
-    label = label if 0 <= label < info.num_classes else None
+    given = int(split.labels[index])
+    label = given if 0 <= given < info.num_classes else None
     name = f"{info.name} {split_name} #{index}"
     if label is not None:
         name += f" (label {info.classes[label]})"
-    if info.modality == "text":
-        rationale = split.rationales[index] if getattr(split, "rationales", None) else None
+    if isinstance(split, TextSplit):
+        rationale = split.rationales[index] if split.rationales else None
         return ResolvedInput(
             split.texts[index], label, name, rationale=list(rationale) if rationale is not None else None
         )
     image = split.image(index).float()
     if tuple(image.shape) != tuple(info.input_shape):
         raise ExplainError(f"{name} has shape {tuple(image.shape)}, not the model's {tuple(info.input_shape)}.")
-    mask = split.masks[index].cpu().numpy().astype(bool) if getattr(split, "masks", None) is not None else None
+    mask = split.masks[index].cpu().numpy().astype(bool) if split.masks is not None else None
     return ResolvedInput(image, label, name, mask=mask)
 
 

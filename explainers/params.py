@@ -37,9 +37,10 @@ class Param:
                 value = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
         except (TypeError, ValueError):
             raise ExplainError(f"Parameter {self.name} must be a {self.kind}, got {value!r}.") from None
-        if self.kind in ("int", "float"):
-            if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
-                raise ExplainError(f"Parameter {self.name}={value} is outside [{self.min}, {self.max}].")
+        if self.kind in ("int", "float") and (
+            (self.min is not None and value < self.min) or (self.max is not None and value > self.max)
+        ):
+            raise ExplainError(f"Parameter {self.name}={value} is outside [{self.min}, {self.max}].")
         if self.kind == "choice" and value not in self.choices:
             raise ExplainError(f"Parameter {self.name}={value!r}: choose one of {', '.join(map(str, self.choices))}.")
         return value

@@ -159,7 +159,7 @@ def overlay(
         )
         weight = alpha * strength[..., None]
     else:
-        weight = np.full(a.shape + (1,), alpha)
+        weight = np.full((*a.shape, 1), alpha)
     return _upscale(_to_pil((1.0 - weight) * img + weight * colour), upscale)
 
 
@@ -180,7 +180,7 @@ def colorbar(
     bar_h = max(4, height // 2)
     rgb = colorize(np.tile(ramp, (bar_h, 1)), signed, scale if scale > 0 else None, cmap)
     font = ImageFont.load_default()
-    line = font.getbbox("0Ag")[3] + 2
+    line = int(font.getbbox("0Ag")[3]) + 2
     img = Image.new("RGB", (width, max(height, bar_h + 1 + line * (2 if label else 1))), "white")
     img.paste(_to_pil(rgb), (0, 0))
     draw = ImageDraw.Draw(img)
@@ -201,7 +201,7 @@ def colorbar(
 
 
 def _hex(rgb: np.ndarray) -> str:
-    r, g, b = (int(round(float(c) * 255)) for c in rgb)
+    r, g, b = (round(float(c) * 255) for c in rgb)
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
@@ -219,7 +219,7 @@ def highlight_tokens(
         raise ExplainError(f"Got {len(words)} words but {len(s)} scores.")
     colours = colorize(s, signed, scale, cmap) if len(s) else np.zeros((0, 3))
     spans = []
-    for word, value, rgb in zip(words, s, colours):
+    for word, value, rgb in zip(words, s, colours, strict=True):
         luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
         fg = "#000000" if luminance > 0.5 else "#ffffff"
         spans.append(

@@ -155,7 +155,7 @@ def blur(images01: torch.Tensor, sigma: float | None = None) -> torch.Tensor:
 
     h, w = images01.shape[-2:]
     sigma = sigma or max(0.5, min(h, w) / 8)
-    k = 2 * int(math.ceil(2.5 * sigma)) + 1
+    k = 2 * math.ceil(2.5 * sigma) + 1
     k = max(3, min(k, 2 * ((min(h, w) - 1) // 2) + 1))  # reflect padding must stay inside the image
     return gaussian_blur(images01, kernel_size=[k, k], sigma=[sigma, sigma])
 

@@ -54,8 +54,10 @@ def flat_maps(attributions: Attributions) -> list[np.ndarray]:
     return [m.reshape(-1) for m in image_maps(attributions)]
 
 
-def image_batch(bundle: ModelBundle, images: torch.Tensor | np.ndarray) -> torch.Tensor:
+def image_batch(bundle: ModelBundle, images: torch.Tensor | np.ndarray | str | Sequence[Any]) -> torch.Tensor:
     """Raw images (N, C, H, W) in [0, 1] as float32 on the bundle's device, shape-checked."""
+    if isinstance(images, str) or (isinstance(images, Sequence) and any(isinstance(v, str) for v in images)):
+        raise ExplainError(f"{bundle.spec.name} is an image model: pass images, not text.")
     x = torch.as_tensor(images, dtype=torch.float32)
     if x.dim() == 3:
         x = x.unsqueeze(0)

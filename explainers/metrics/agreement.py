@@ -30,6 +30,6 @@ def agreement_matrix(explanations: Mapping[str, Attributions], absolute: bool = 
     for i, a in enumerate(names):
         for j in range(i, len(names)):
             b = names[j]
-            rhos = [spearman(p, q) if p.size == q.size else float("nan") for p, q in zip(maps[a], maps[b])]
+            rhos = [spearman(p, q) if p.size == q.size else float("nan") for p, q in zip(maps[a], maps[b], strict=True)]
             out[i, j] = out[j, i] = nanmean(rhos)
     return pd.DataFrame(out, index=names, columns=names)

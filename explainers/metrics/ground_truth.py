@@ -58,7 +58,7 @@ def pointing_game(
         foot = disk(int(tolerance)).astype(bool)
         m = np.stack([binary_dilation(mi, structure=foot) for mi in m])
     maps = np.abs(maps) if absolute else maps
-    return np.array([_max_share(a, mi) for a, mi in zip(maps, m)], dtype=np.float32)
+    return np.array([_max_share(a, mi) for a, mi in zip(maps, m, strict=True)], dtype=np.float32)
 
 
 def energy_in_mask(attributions: Attributions, masks: np.ndarray | torch.Tensor) -> np.ndarray:
@@ -76,7 +76,7 @@ def _rationale_masks(scores: list[np.ndarray], rationales: Sequence[Sequence[int
     if len(scores) != len(rationales):
         raise ExplainError(f"Got {len(scores)} score rows and {len(rationales)} rationales.")
     out = []
-    for sc, rat in zip(scores, rationales):
+    for sc, rat in zip(scores, rationales, strict=True):
         inside = np.zeros(len(sc), dtype=bool)
         idx = [int(i) for i in rat if 0 <= int(i) < len(sc)]  # words cut off by max_length are not scored
         inside[idx] = True
@@ -90,7 +90,7 @@ def rationale_pointing(attributions: Attributions, rationales: Sequence[Sequence
     return np.array(
         [
             _max_share(sc, m) if m.any() and len(sc) else np.nan
-            for sc, m in zip(scores, _rationale_masks(scores, rationales))
+            for sc, m in zip(scores, _rationale_masks(scores, rationales), strict=True)
         ],
         dtype=np.float32,
     )
@@ -100,7 +100,7 @@ def rationale_energy(attributions: Attributions, rationales: Sequence[Sequence[i
     """Per text: share of positive word scores on rationale words (NaN without rationale or positive mass)."""
     scores = word_maps(attributions)
     out = []
-    for sc, m in zip(scores, _rationale_masks(scores, rationales)):
+    for sc, m in zip(scores, _rationale_masks(scores, rationales), strict=True):
         pos = np.clip(sc, 0.0, None)
         out.append(float(pos[m].sum() / pos.sum()) if m.any() and pos.sum() > 0 else np.nan)
     return np.array(out, dtype=np.float32)

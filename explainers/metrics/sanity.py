@@ -70,8 +70,9 @@ def weight_layers(model: nn.Module, example: torch.Tensor, include_norm: bool = 
 
 def _reinit(module: nn.Module) -> None:
     """The layer's own initialisation (PyTorch's default for it), or N(0, 0.02) where it has none."""
-    if hasattr(module, "reset_parameters"):
-        module.reset_parameters()
+    reset = getattr(module, "reset_parameters", None)
+    if callable(reset):
+        reset()
         return
     for p in module.parameters(recurse=False):
         nn.init.normal_(p, std=0.02)
@@ -136,7 +137,7 @@ def cascading_randomization(
     top_down = layers[::-1]
     steps = list(range(1, len(top_down) + 1))
     if max_steps is not None and max_steps < len(steps):
-        steps = sorted({int(round(v)) for v in np.linspace(1, len(top_down), max(1, max_steps))})
+        steps = sorted({round(float(v)) for v in np.linspace(1, len(top_down), max(1, max_steps))})
 
     def run(b: ModelBundle, method: str) -> Any:
         return explain(b, raw, t, method, batch_size=batch_size, seed=seed, **params.get(method, {}))
@@ -179,7 +180,7 @@ def cascading_randomization(
 def _row(
     method: str, step: int, layer: str, original: list[np.ndarray], current: list[np.ndarray], ssim: bool
 ) -> dict[str, Any]:
-    rhos = [spearman(a, b) for a, b in zip(original, current)]
+    rhos = [spearman(a, b) for a, b in zip(original, current, strict=True)]
     valid = [r for r in rhos if not np.isnan(r)]
     row: dict[str, Any] = {
         "method": method,
@@ -190,7 +191,6 @@ def _row(
         "ssim": None,
     }
     if ssim:
-        values = [_ssim(a, b) for a, b in zip(original, current)]
-        values = [v for v in values if v is not None]
+        values = [v for v in (_ssim(a, b) for a, b in zip(original, current, strict=True)) if v is not None]
         row["ssim"] = float(np.mean(values)) if values else None
     return row

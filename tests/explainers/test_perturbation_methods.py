@@ -54,7 +54,7 @@ class QuadrantEnergy(nn.Module):
 
     def __init__(self, shape: tuple[int, int, int]):
         super().__init__()
-        c, h, w = shape
+        _, h, w = shape
         mask = torch.zeros(shape)
         mask[:, : h // 2, : w // 2] = 1
         self.register_buffer("mask", mask)
@@ -122,7 +122,7 @@ def test_attribution_lands_on_the_region_the_model_reads(method: str, params: di
     # superpixels straddling the quadrant's edge carry weight outside it; those wholly outside must carry ~none
     h, w = info.input_shape[1:]
     masks = segment(x, params.get("segmentation", "slic"), 30).masks
-    for a, m in zip(np.abs(e.attributions), masks):
+    for a, m in zip(np.abs(e.attributions), masks, strict=True):
         inside = set(np.unique(m[: h // 2, : w // 2]).tolist())
         outside = np.isin(m, list(inside), invert=True)
         only_inside = np.isin(

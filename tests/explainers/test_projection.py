@@ -20,7 +20,7 @@ def blobs(n_per: int = 20, dim: int = 8, seed: int = 0) -> tuple[np.ndarray, np.
 def test_pca_matches_sklearn_transforms_and_caches(tmp_path):
     from sklearn.decomposition import PCA
 
-    x, labels, centres = blobs()
+    x, _, _ = blobs()
     p = project(x, "pca", cache_dir=tmp_path, name="penultimate")
     assert p.coords.shape == (60, 2) and not p.from_cache and p.can_transform and p.transform_ready and p.note is None
     ref = PCA(n_components=2).fit(x)

@@ -25,7 +25,7 @@ def test_enough_segments_on_tiny_images(method: str, shape: tuple[int, int, int]
     seg = segment(images, method, 30)
     assert seg.masks.shape == (3, shape[0], shape[1])
     assert seg.masks.dtype == np.int64
-    for mask, k in zip(seg.masks, seg.counts):
+    for mask, k in zip(seg.masks, seg.counts, strict=True):
         assert k >= 8
         # labels are contiguous 0..K-1, as captum's feature masks and lime's features need
         assert np.array_equal(np.unique(mask), np.arange(k))

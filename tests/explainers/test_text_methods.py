@@ -54,7 +54,7 @@ def test_ig_ranks_cue_words_above_neutral_words(cues, trained_cnn: ModelBundle) 
     assert correct.float().mean() > 0.8, "the briefly trained model should have learned the cues"
     exp = explain(trained_cnn, texts, labels, method="ig")
     mean_wins = top_hits = n = 0
-    for scores, words, text, cue_idx, ok in zip(exp.attributions, exp.tokens, texts, rationales, correct):
+    for scores, words, text, cue_idx, ok in zip(exp.attributions, exp.tokens, texts, rationales, correct, strict=True):
         assert words == split_words(text)
         if not ok:
             continue
@@ -100,7 +100,7 @@ def test_more_ig_steps_do_not_worsen_convergence(cues, trained_cnn: ModelBundle)
 def _check_per_word(bundle: ModelBundle, texts: list[str], method: str) -> None:
     exp = explain(bundle, texts, method=method, **FAST.get(method, {}))
     assert len(exp.attributions) == len(texts)
-    for scores, words, text in zip(exp.attributions, exp.tokens, texts):
+    for scores, words, text in zip(exp.attributions, exp.tokens, texts, strict=True):
         assert words == split_words(text)
         assert scores.shape == (len(words),)
         assert np.isfinite(scores).all()
