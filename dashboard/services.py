@@ -110,7 +110,7 @@ def test_predictions(key: str, _bundle_obj: ModelBundle, limit: int = GALLERY_LI
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def background(key: str, _bundle_obj: ModelBundle, n: int = 50, seed: int = 0) -> torch.Tensor | None:
-    from xaidash.explainers.compare import background_samples
+    from xaidash.explainers.samples import background_samples
 
     return background_samples(_bundle_obj, n, seed)
 

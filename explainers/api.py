@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import MethodContext, MethodOutput, get_method
+from xaidash.explainers.samples import resolve_background
 from xaidash.models.bundle import ModelBundle
 
 
@@ -22,12 +24,39 @@ def _sync(device: torch.device) -> None:
 
 
 def predicted_targets(bundle: ModelBundle, x: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
-    with torch.no_grad():
-        return torch.cat([bundle.model(x[i : i + batch_size]).argmax(1) for i in range(0, len(x), batch_size)])
+    """The predicted class of each prepared input, (N,) long on the device."""
+    return bundle.logits(x, batch_size).argmax(1)
+
+
+@contextlib.contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """The model in eval mode (dropout off, batch-norm statistics fixed) inside, every module's
+    train/eval flag as the caller left it afterwards."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+@contextlib.contextmanager
+def seeded(seed: int, device: torch.device) -> Iterator[None]:
+    """torch's generators seeded inside; the caller's torch and NumPy random states restored afterwards
+    (shap reseeds NumPy's global generator)."""
+    devices = [device] if device.type == "cuda" else []
+    numpy_state = np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            yield
+    finally:
+        np.random.set_state(numpy_state)
 
 
 def _as_targets(
-    targets: int | Sequence[int] | torch.Tensor | None, n: int, bundle: ModelBundle, x: torch.Tensor
+    targets: int | Sequence[int] | np.ndarray | torch.Tensor | None, n: int, bundle: ModelBundle, x: torch.Tensor
 ) -> torch.Tensor:
     if targets is None:
         return predicted_targets(bundle, x)
@@ -59,11 +88,12 @@ def _text_maps(bundle: ModelBundle, texts: list[str], out: MethodOutput) -> tupl
 
     if out.words is not None:
         return [np.asarray(a, dtype=np.float32) for a in out.attributions], out.words
-    attr = torch.as_tensor(out.attributions).detach().float()
-    if attr.dim() == 3:
-        attr = attr.sum(-1)
-    attr = attr.cpu().numpy()
-    maps, words = [], []
+    per_token = torch.as_tensor(out.attributions).detach().float()
+    if per_token.dim() == 3:
+        per_token = per_token.sum(-1)
+    attr = per_token.cpu().numpy()
+    maps: list[np.ndarray] = []
+    words: list[list[str]] = []
     for i, text in enumerate(texts):
         word_ids = bundle.tokenizer.word_ids(text)
         tokens = bundle.tokenizer.tokens(text)
@@ -81,10 +111,27 @@ def _text_maps(bundle: ModelBundle, texts: list[str], out: MethodOutput) -> tupl
     return maps, words
 
 
+def _checked_inputs(bundle: ModelBundle, inputs: torch.Tensor | Sequence[str] | str) -> torch.Tensor | list[str]:
+    """Texts as a list, images as (N, C, H, W) float: refused with a message when they cannot be explained."""
+    if bundle.modality == "text":
+        texts = [inputs] if isinstance(inputs, str) else [str(t) for t in inputs]
+        if not texts or any(not t.strip() for t in texts):
+            raise ExplainError("Text input is empty: type or upload some text.")
+        return texts
+    images = torch.as_tensor(inputs, dtype=torch.float32)
+    images = images.unsqueeze(0) if images.dim() == 3 else images
+    if images.dim() != 4 or tuple(images.shape[1:]) != tuple(bundle.info.input_shape):
+        raise ExplainError(
+            f"Images must have shape {tuple(bundle.info.input_shape)} for this model, got {tuple(images.shape)}; "
+            "convert them with xaidash.explainers.inputs.load_image first."
+        )
+    return images
+
+
 def explain(
     bundle: ModelBundle,
     inputs: torch.Tensor | Sequence[str] | str,
-    targets: int | Sequence[int] | torch.Tensor | None = None,
+    targets: int | Sequence[int] | np.ndarray | torch.Tensor | None = None,
     method: str = "saliency",
     *,
     batch_size: int = 256,
@@ -93,37 +140,35 @@ def explain(
     **params: Any,
 ) -> Explanation:
     """Explain `inputs` (images (N, C, H, W) or (C, H, W) in [0, 1], or texts) for `targets`
-    (default: the predicted classes) with one registered method."""
+    (default: the predicted classes) with one registered method.
+
+    `background`: prepared training samples for methods that need them (SHAP's gradient/deep
+    explainers, the 'mean' baseline); without it such a method gets `samples.default_background`.
+    The model is explained in eval mode and left in the mode it was in; randomness comes from `seed`
+    alone and the caller's random state is left as it was."""
     spec = get_method(method, bundle.modality)
     spec.check(bundle)
     resolved = spec.resolve_params(bundle, params)
-    if bundle.modality == "text":
-        raw = [inputs] if isinstance(inputs, str) else list(inputs)
-        if not raw or any(not str(t).strip() for t in raw):
-            raise ExplainError("Text input is empty: type or upload some text.")
-    else:
-        raw = torch.as_tensor(inputs, dtype=torch.float32)
-        raw = raw.unsqueeze(0) if raw.dim() == 3 else raw
-        if raw.dim() != 4 or tuple(raw.shape[1:]) != tuple(bundle.info.input_shape):
-            raise ExplainError(
-                f"Images must have shape {tuple(bundle.info.input_shape)} for this model, got {tuple(raw.shape)}; "
-                "convert them with xaidash.explainers.inputs.load_image first."
-            )
-    bundle.model.eval()
-    x = bundle.prepare(raw)
-    t = _as_targets(targets, len(x), bundle, x)
-    ctx = MethodContext(bundle=bundle, x=x, targets=t, raw=raw, batch_size=batch_size, background=background, seed=seed)
-    torch.manual_seed(seed)
-    _sync(x.device)
-    start = time.perf_counter()
-    out = spec.compute(ctx, resolved)
-    _sync(x.device)
-    seconds = time.perf_counter() - start
+    raw = _checked_inputs(bundle, inputs)
+    background = resolve_background(bundle, spec.needs_background(resolved), background)
+    with evaluating(bundle.model), seeded(seed, bundle.device):
+        x = bundle.prepare(raw)
+        t = _as_targets(targets, len(x), bundle, x)
+        ctx = MethodContext(
+            bundle=bundle, x=x, targets=t, raw=raw, batch_size=batch_size, background=background, seed=seed
+        )
+        _sync(x.device)
+        start = time.perf_counter()
+        out = spec.compute(ctx, resolved)
+        _sync(x.device)
+        seconds = time.perf_counter() - start
     tokens, channels = None, None
-    if bundle.modality == "text":
+    attributions: np.ndarray | list[np.ndarray]
+    if isinstance(raw, list):
         attributions, tokens = _text_maps(bundle, raw, out)
     else:
-        attributions, channels = _image_maps(out.attributions, tuple(bundle.info.input_shape[1:]))
+        hw = (int(bundle.info.input_shape[1]), int(bundle.info.input_shape[2]))
+        attributions, channels = _image_maps(out.attributions, hw)
     return Explanation(
         method=spec.id,
         params=resolved,
@@ -135,4 +180,5 @@ def explain(
         tokens=tokens,
         channel_attributions=channels,
         diagnostics={k: [float(v) for v in vals] for k, vals in out.diagnostics.items()},
+        segments=None if out.segments is None else np.asarray(out.segments),
     )

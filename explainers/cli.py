@@ -19,14 +19,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaidash.explainers.api import explain
-from xaidash.explainers.compare import background_samples
 from xaidash.explainers.inputs import FITS, ResolvedInput, resolve_sample
+from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods, methods_for
+from xaidash.explainers.samples import DEFAULT_BACKGROUND, background_samples, default_background
+from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.bundle import ModelBundle
-
-BACKGROUND_SAMPLES = 50  # training images SHAP and the 'mean' baseline compare against (<= every method's default size)
 
 
 def _jsonable(value: Any) -> Any:
@@ -100,7 +99,7 @@ def _predictions(bundle: ModelBundle, raw: Any, k: int) -> list[dict[str, Any]]:
     top = torch.topk(probs, min(k, len(probs)))
     return [
         {"class": int(i), "name": bundle.info.classes[int(i)], "probability": float(p)}
-        for p, i in zip(top.values, top.indices)
+        for p, i in zip(top.values, top.indices, strict=True)
     ]
 
 
@@ -122,24 +121,26 @@ def _save_outputs(e: Any, sample: ResolvedInput, bundle: ModelBundle, out: Path,
     return files
 
 
-def _metrics(
-    e: Any, sample: ResolvedInput, bundle: ModelBundle, background: torch.Tensor | None, steps: int, seed: int
-) -> dict[str, Any]:
-    """The Compare page's per-input metrics for this one input; a metric that failed reads {'error': ...}."""
-    from xaidash.explainers.compare import input_metrics
+def _needs_background(spec: MethodSpec, bundle: ModelBundle, params: dict[str, Any]) -> bool:
+    """Whether the method with these (unchecked) params compares against background samples; a bad
+    parameter is reported when the method runs, so it counts as no."""
+    try:
+        return spec.needs_background(spec.resolve_params(bundle, params))
+    except ExplainError:
+        return False
 
-    raw = sample.raw[None] if bundle.modality == "image" else [sample.raw]
-    values, errors = input_metrics(
-        bundle,
-        raw,
-        e,
-        masks=None if sample.mask is None else sample.mask[None],
-        rationales=[sample.rationale] if sample.rationale else None,
-        background=background,
-        steps=steps,
-        seed=seed,
-    )
-    return {**{k: v[0] for k, v in values.items()}, **{k: {"error": err} for k, err in errors.items()}}
+
+def _background(bundle: ModelBundle, size: int, needed: bool) -> tuple[torch.Tensor | None, str]:
+    """(the background to pass `explain`, a note for the report). For the default size that is None:
+    `explain` then uses its own default set, the same images the dashboard uses."""
+    if not needed:
+        return None, "none"
+    if size == DEFAULT_BACKGROUND:
+        given, used = None, default_background(bundle)
+    else:
+        given = used = background_samples(bundle, size)
+    note = "stand-in (the training split cannot be loaded)" if used is None else f"{len(used)} training images"
+    return given, note
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -170,11 +171,9 @@ def _explain(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     predictions = _predictions(bundle, sample.raw, args.top_k)
-    background = (
-        background_samples(bundle, args.background, args.seed) if any(m.family == "shap" for m in chosen) else None
-    )
-    background_note = "none" if background is None else f"{len(background)} training images"
-    if bundle.modality == "image":
+    needed = any(_needs_background(spec, bundle, params.get(spec.id, {})) for spec in chosen)
+    background, background_note = _background(bundle, args.background, needed)
+    if isinstance(sample.raw, torch.Tensor):
         from PIL import Image
 
         pixels = (sample.raw.permute(1, 2, 0).cpu().numpy() * 255).round().astype(np.uint8)
@@ -199,16 +198,21 @@ def _explain(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         entry: dict[str, Any] = {"label": spec.label, "family": spec.family}
         try:
-            e = explain(
+            scored = explain_and_score(
                 bundle,
-                sample.raw,
-                target,
+                [sample.raw] if isinstance(sample.raw, str) else sample.raw[None],
                 spec.id,
-                batch_size=args.batch_size,
+                params.get(spec.id, {}),
+                target,
+                with_metrics=args.metrics,
+                masks=None if sample.mask is None else sample.mask[None],
+                rationales=[sample.rationale] if sample.rationale else None,
                 background=background,
+                steps=args.steps,
+                batch_size=args.batch_size,
                 seed=args.seed,
-                **params.get(spec.id, {}),
             )
+            e = scored.explanation
             entry.update(
                 params=e.params,
                 target=int(e.targets[0]),
@@ -218,7 +222,10 @@ def _explain(args: argparse.Namespace) -> int:
             )
             entry["files"] = _save_outputs(e, sample, bundle, out, spec.signed)
             if args.metrics:
-                entry["metrics"] = _metrics(e, sample, bundle, background, args.steps, args.seed)
+                entry["metrics"] = {
+                    **{k: v[0] for k, v in scored.metrics.items()},
+                    **{k: {"error": err} for k, err in scored.metric_errors.items()},
+                }
             ok += 1
         except Exception as err:  # noqa: BLE001 - report and go on with the other methods
             entry["error"] = f"{type(err).__name__}: {err}"
@@ -236,13 +243,31 @@ def _explain(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+_REFERENCES = {
+    "baseline": "the baseline",
+    "background": "the background's mean",
+    "hidden": "every superpixel hidden",
+    "padding_embedding": "padding embeddings",
+    "padding_tokens": "all padding",
+}
+
+
+def _facts(spec: MethodSpec) -> str:
+    """What the method explains and what its attributions add up to, from its spec."""
+    what = "attention weights" if spec.output == "attention" else f"explains the {spec.output}"
+    c = spec.completeness
+    if c is None:
+        return what
+    return f"{what}; sums to f(x) - f({_REFERENCES[c.reference]}), one value per {c.unit}"
+
+
 def _cmd_methods(args: argparse.Namespace) -> int:
     specs = list_methods(args.modality)
     if not specs:
         print("No methods registered" + (f" for {args.modality}" if args.modality else "") + ".")
         return 0
     for s in specs:
-        print(f"{s.id:20s} {s.label}  [{'/'.join(s.modalities)}; {s.family}]")
+        print(f"{s.id:20s} {s.label}  [{'/'.join(s.modalities)}; {s.family}; {_facts(s)}]")
         if s.description:
             print(f"{'':22s}{s.description}")
         for p in s.params:
@@ -275,7 +300,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="method parameter, repeatable; NAME=VALUE sets it for every chosen method that has it",
     )
     p.add_argument("--metrics", action="store_true", help="also compute deletion/insertion AUC, pointing game, ...")
-    p.add_argument("--steps", type=int, default=32, help="deletion/insertion steps (default %(default)s)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=CURVE_STEPS,
+        help="deletion/insertion steps (default %(default)s, as the dashboard)",
+    )
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, mps")
     p.add_argument(
@@ -288,8 +318,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--background",
         type=int,
-        default=BACKGROUND_SAMPLES,
-        help="training images SHAP compares against (default %(default)s)",
+        default=DEFAULT_BACKGROUND,
+        help="training images SHAP and the 'mean' baseline compare against, the same whatever --seed "
+        "(default %(default)s, as the dashboard and explain())",
     )
     p.add_argument("--batch-size", type=int, default=256, help="samples per forward pass (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed for sampling methods (default %(default)s)")

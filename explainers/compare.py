@@ -1,8 +1,8 @@
-"""Several methods on several inputs, scored: what the dashboard's Explain and Compare pages show.
+"""Several methods on one sample of inputs, compared: what the dashboard's Compare page shows.
 
-Plain functions (no Streamlit): a sample of the test split with its ground truth, background
-images for SHAP and the 'mean' baseline, per-input quality metrics of one explanation, and a
-full comparison (metrics table, agreement matrix, sanity check) with a progress callback.
+A plain function (no Streamlit) that explains the sample with every method, scores each
+explanation per input (`scoring.input_metrics`), averages the scores into a table, measures how
+much the methods agree and runs the sanity check, reporting progress through a callback.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,141 +19,14 @@ import torch
 
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import get_method
+from xaidash.explainers.samples import Sample
+from xaidash.explainers.scoring import METRICS, input_metrics
 from xaidash.models.bundle import ModelBundle
 
 Progress = Callable[[float, str], None]
-
-# Metric column -> (title, which way is better); the order is the table's.
-METRICS: dict[str, tuple[str, str]] = {
-    "deletion_auc": ("Deletion AUC", "lower is better"),
-    "insertion_auc": ("Insertion AUC", "higher is better"),
-    "pointing_game": ("Pointing game", "higher is better"),
-    "energy_in_mask": ("Energy in mask", "higher is better"),
-    "rationale_pointing": ("Rationale pointing", "higher is better"),
-    "rationale_energy": ("Rationale energy", "higher is better"),
-    "completeness_gap": ("Completeness gap", "lower is better"),
-    "seconds": ("Runtime (s)", "lower is better"),
-}
-
-
-@dataclass
-class Sample:
-    """Inputs with what is known about them: images (N, C, H, W) in [0, 1] or texts, true labels,
-    their indices in the test split, and object masks (N, H, W) or rationale word indices when the data set has them."""
-
-    raw: torch.Tensor | list[str]
-    labels: list[int | None]
-    indices: list[int] = field(default_factory=list)
-    masks: np.ndarray | None = None
-    rationales: list[list[int]] | None = None
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-
-def background_samples(bundle: ModelBundle, n: int = 50, seed: int = 0) -> torch.Tensor | None:
-    """Up to `n` prepared training images (a seeded pick) for SHAP and the 'mean' baseline; None for text
-    models or when the training split cannot be loaded (the methods then use their own stand-in)."""
-    if bundle.modality != "image" or n <= 0:
-        return None
-    from xaidash.data.errors import DatasetError
-    from xaidash.data.registry import load_split
-
-    try:
-        split = load_split(bundle.info.name, "train")
-    except DatasetError:
-        return None
-    pick = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[:n].tolist()
-    return bundle.prepare(split.batch(pick))
-
-
-def pick_test_sample(bundle: ModelBundle, n: int = 8, seed: int = 0, indices: Sequence[int] | None = None) -> Sample:
-    """`n` test samples picked at random (seeded), or the given test indices, with their ground truth."""
-    from xaidash.data.errors import DatasetError
-    from xaidash.data.registry import ImageSplit, load_split
-
-    try:
-        split = load_split(bundle.info.name, "test")
-    except DatasetError as e:
-        raise ExplainError(f"Cannot load the test split of {bundle.info.name}: {e}") from None
-    if len(split) == 0:
-        raise ExplainError(f"The test split of {bundle.info.name} is empty.")
-    if indices is None:
-        if n < 1:
-            raise ExplainError("Pick at least one input.")
-        indices = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[
-            : min(n, len(split))
-        ].tolist()
-    indices = [int(i) for i in indices]
-    bad = [i for i in indices if not 0 <= i < len(split)]
-    if bad:
-        raise ExplainError(
-            f"Test indices {bad} are out of range: the test split has {len(split)} samples (0..{len(split) - 1})."
-        )
-    if not indices:
-        raise ExplainError("Pick at least one input.")
-    labels = [int(split.labels[i]) for i in indices]
-    if isinstance(split, ImageSplit):
-        masks = split.masks[torch.as_tensor(indices)].cpu().numpy().astype(bool) if split.masks is not None else None
-        return Sample(split.batch(indices).float(), labels, indices, masks=masks)
-    rationales = [list(split.rationales[i]) for i in indices] if split.rationales else None
-    return Sample([split.texts[i] for i in indices], labels, indices, rationales=rationales)
-
-
-def _completeness_applies(e: Explanation, background: torch.Tensor | None) -> bool:
-    """Path methods sum to f(x) - f(baseline), SHAP's gradient/deep explainers to f(x) - E f(background)."""
-    return "baseline" in e.params or (e.method in ("shap_gradient", "shap_deep") and background is not None)
-
-
-def input_metrics(
-    bundle: ModelBundle,
-    raw: torch.Tensor | Sequence[str],
-    explanation: Explanation,
-    *,
-    masks: np.ndarray | None = None,
-    rationales: Sequence[Sequence[int] | None] | None = None,
-    background: torch.Tensor | None = None,
-    steps: int = 16,
-    seed: int = 0,
-) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """Per-input quality metrics of one explanation of `raw` ({metric: one value per input}) and
-    {metric: error} for those that could not be computed; a metric that does not apply is left out."""
-    from xaidash.explainers import metrics as M
-
-    n = len(explanation)
-    jobs: dict[str, Callable[[], Any]] = {}
-    if bundle.modality == "image":
-        jobs["deletion_auc"] = lambda: M.deletion_auc(bundle, raw, explanation, steps=steps).aucs
-        jobs["insertion_auc"] = lambda: M.insertion_auc(bundle, raw, explanation, steps=steps).aucs
-        if masks is not None:
-            jobs["pointing_game"] = lambda: M.pointing_game(explanation, masks)
-            jobs["energy_in_mask"] = lambda: M.energy_in_mask(explanation, masks)
-        if _completeness_applies(explanation, background):
-            jobs["completeness_gap"] = lambda: M.completeness_gap(
-                bundle, raw, explanation, background=background, seed=seed
-            )
-    else:
-        text_steps = max(1, min(steps, 10))
-        jobs["deletion_auc"] = lambda: (
-            M.text_perturbation_curve(bundle, raw, explanation, mode="deletion", steps=text_steps).aucs
-        )
-        jobs["insertion_auc"] = lambda: (
-            M.text_perturbation_curve(bundle, raw, explanation, mode="insertion", steps=text_steps).aucs
-        )
-        if rationales is not None and any(r for r in rationales):
-            given = [list(r or []) for r in rationales]
-            jobs["rationale_pointing"] = lambda: M.rationale_pointing(explanation, given)
-            jobs["rationale_energy"] = lambda: M.rationale_energy(explanation, given)
-    values: dict[str, list[float]] = {}
-    errors: dict[str, str] = {}
-    for name, job in jobs.items():
-        try:
-            values[name] = [float(v) for v in np.asarray(job(), dtype=np.float64).reshape(-1)][:n]
-        except Exception as err:  # noqa: BLE001 - one metric failing must not hide the others
-            errors[name] = f"{type(err).__name__}: {err}"
-    return values, errors
 
 
 @dataclass
@@ -183,7 +56,7 @@ def compare_methods(
     *,
     params: dict[str, dict[str, Any]] | None = None,
     background: torch.Tensor | None = None,
-    steps: int = 16,
+    steps: int = CURVE_STEPS,
     sanity: bool = True,
     sanity_inputs: int = 2,
     sanity_steps: int = 3,

@@ -17,6 +17,8 @@ class Explanation:
     Text: `attributions` is a list with one 1-D array per input, one score per word of
     `tokens[i]` (word pieces merged back into words).
     `diagnostics` maps a name (e.g. 'convergence_delta') to one value per input.
+    `segments`: for superpixel methods, the (N, H, W) labels whose superpixels each carry one value
+    (the map repeats it over their pixels).
     """
 
     method: str
@@ -29,6 +31,7 @@ class Explanation:
     tokens: list[list[str]] | None = None
     channel_attributions: np.ndarray | None = None
     diagnostics: dict[str, list[float]] = field(default_factory=dict)
+    segments: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.targets)

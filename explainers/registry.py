@@ -4,13 +4,17 @@ A method is one module in `explainers/methods/` that calls `register(MethodSpec(
 Its `compute(ctx, params)` gets the prepared inputs and targets and returns a
 `MethodOutput`; `explainers.api.explain` does the rest (validation, timing, resizing to the
 input, merging word pieces) so every method stays small.
+
+Every fact other code needs about a method lives on its spec, declared where it registers:
+which model output it explains, whether it needs background samples, what its attributions
+add up to, and how many model passes one call makes. Nothing else decides these by id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -47,12 +51,58 @@ class MethodOutput:
     text (N, L) per token or (N, L, D) summed over D. diagnostics: name -> one value per input."""
 
     attributions: torch.Tensor | Any
-    diagnostics: dict[str, Sequence[float]] = field(default_factory=dict)
+    diagnostics: Mapping[str, Sequence[float]] = field(default_factory=dict)
     # Text methods that score words themselves (lime_text) return words here and per-word scores above.
     words: list[list[str]] | None = None
+    # Superpixel methods: the (N, H, W) labels their per-superpixel values were painted over.
+    segments: Any = None
 
 
 Applies = Callable[[ModelBundle], "str | None"]
+# What a map explains: the target's logit, its softmax probability, or no output at all
+# (attention weights read from the model, the same whatever the target).
+Output = Literal["logit", "probability", "attention"]
+# Resolved params -> whether the method compares against background samples of the training split.
+NeedsBackground = Callable[[dict[str, Any]], bool]
+# (resolved params, inputs, background samples, (H, W)) -> (forward+backward, forward-only) model passes
+# of one `explain` call whose inputs share one target, counted in rows (bench/explain_speed.py times them).
+Passes = Callable[[dict[str, Any], int, int, tuple[int, int]], tuple[int, int]]
+
+# What the attributions add up to, f(x) - f(reference) of the explained output:
+# - baseline: the `baseline` param's image (IG, DeepLift);
+# - background: the mean output over the background samples the method used (SHAP's gradient/deep explainers);
+# - hidden: the image with every superpixel hidden by the `hide` fill (image KernelSHAP);
+# - padding_embedding: the text with every word piece's embedding replaced by the padding embedding,
+#   ids (and so the model's padding mask) kept: the start of text IG's path;
+# - padding_tokens: the text with every word piece replaced by the padding id (text KernelSHAP).
+Reference = Literal["baseline", "background", "hidden", "padding_embedding", "padding_tokens"]
+# The granularity of one attribution: the map repeats a superpixel's value over its pixels, so a
+# per-superpixel sum takes each value once.
+Unit = Literal["pixel", "superpixel", "word"]
+
+
+@dataclass(frozen=True)
+class Completeness:
+    """Completeness (efficiency for Shapley values): one value per `unit` summed equals
+    f(x) - f(reference) for the spec's `output`. `diagnostic` names the method's own report of
+    that gap, |sum - (f(x) - f(reference))|, when it makes one."""
+
+    reference: Reference
+    unit: Unit
+    diagnostic: str | None = None
+
+
+def never(params: dict[str, Any]) -> bool:
+    return False
+
+
+def always(params: dict[str, Any]) -> bool:
+    return True
+
+
+def with_mean_baseline(params: dict[str, Any]) -> bool:
+    """The 'mean' baseline is the per-channel mean of the background samples."""
+    return params.get("baseline") == "mean"
 
 
 @dataclass(frozen=True)
@@ -66,6 +116,15 @@ class MethodSpec:
     applies: Applies = field(default=lambda bundle: None)  # None when usable on the model, else why not
     signed: bool = True  # False for methods whose maps are non-negative by construction (Grad-CAM, saliency, attention)
     family: str = "gradient"  # gradient | cam | perturbation | shap | attention
+    output: Output = field(kw_only=True)  # no default: every method says what it explains
+    needs_background: NeedsBackground = never
+    completeness: Completeness | None = None  # None: the attributions add up to nothing in particular
+    passes: Passes | None = None  # declared by every image method (the speed benchmark times them)
+
+    @property
+    def target_dependent(self) -> bool:
+        """Whether the map changes with the target class (attention does not explain an output)."""
+        return self.output != "attention"
 
     def check(self, bundle: ModelBundle) -> None:
         if bundle.modality not in self.modalities:
@@ -113,7 +172,27 @@ def layer_choices(bundle: ModelBundle) -> list[str]:
 _REGISTRY: dict[tuple[str, str], MethodSpec] = {}
 
 
+# A declared reference reads these params of the method.
+_REFERENCE_PARAMS: dict[str, str] = {"baseline": "baseline", "background": "background_size", "hidden": "hide"}
+
+
+def _check_facts(spec: MethodSpec) -> None:
+    """Facts that contradict each other are a programming error, caught when the method registers."""
+    where = f"method {spec.id!r}"
+    if "image" in spec.modalities and spec.passes is None:
+        raise ValueError(f"{where} must declare its model passes (every image method is benchmarked)")
+    c = spec.completeness
+    if c is None:
+        return
+    if spec.output == "attention":
+        raise ValueError(f"{where} explains no output, so its attributions cannot add up to one")
+    needed = _REFERENCE_PARAMS.get(c.reference)
+    if needed and needed not in {p.name for p in spec.params}:
+        raise ValueError(f"{where}: reference {c.reference!r} needs a {needed!r} parameter")
+
+
 def register(spec: MethodSpec) -> MethodSpec:
+    _check_facts(spec)
     for modality in spec.modalities:
         if (spec.id, modality) in _REGISTRY:
             raise ValueError(f"method {spec.id!r} registered twice for {modality}")

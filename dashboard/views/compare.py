@@ -16,9 +16,12 @@ from xaidash.dashboard.components.params import param_controls
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
 from xaidash.explainers import methods_for
-from xaidash.explainers.compare import METRICS, compare_methods, pick_test_sample
+from xaidash.explainers.compare import compare_methods
+from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.render import heatmap, highlight_tokens
+from xaidash.explainers.samples import pick_test_sample
+from xaidash.explainers.scoring import METRICS
 
 DEFAULT_METHODS = ("saliency", "inputxgrad", "ig", "gradcam", "lime")
 
@@ -55,7 +58,14 @@ with st.container(border=True):
         indices_text = c2.text_input("Test indices (comma separated)", "0, 1, 2, 3", key="compare_indices")
         n, seed = 0, 0
     s1, s2, s3, s4 = st.columns(4)
-    steps = s1.slider("Deletion/insertion steps", 4, 64, 16, key="compare_steps")
+    steps = s1.slider(
+        "Deletion/insertion steps",
+        4,
+        64,
+        CURVE_STEPS,
+        key="compare_steps",
+        help=f"{CURVE_STEPS} on the Explain page and in `xaidash explain`: keep it to compare AUCs with theirs",
+    )
     sanity = s2.toggle(
         "Sanity check",
         value=True,
@@ -101,26 +111,28 @@ cache = services.comparison_cache()
 result = cache.get(key)
 if go and result is None:
     bar = st.progress(0.0, text="Preparing the sample…")
+
+    def show_progress(fraction: float, message: str) -> None:
+        bar.progress(fraction, text=message)
+
     try:
         indices = parse_indices(indices_text) if how == "chosen indices" else None
         sample = pick_test_sample(bundle, n=int(n), seed=int(seed), indices=indices)
-        bg = services.background(bkey, bundle) if bundle.modality == "image" else None
         with services.model_lock(bkey):
             result = compare_methods(
                 bundle,
                 sample,
                 methods,
                 params=params,
-                background=bg,
                 steps=int(steps),
                 sanity=bool(sanity),
                 sanity_inputs=int(sanity_inputs),
                 sanity_steps=int(sanity_steps),
-                progress=lambda f, msg: bar.progress(f, text=msg),
+                progress=show_progress,
             )
-    except Exception as e:  # noqa: BLE001
+    except Exception as err:  # noqa: BLE001
         bar.empty()
-        show_error(e, "Comparison failed")
+        show_error(err, "Comparison failed")
         st.stop()
     bar.empty()
     cache.put(key, result)
@@ -165,9 +177,8 @@ if "completeness_gap" in table:
     )
 st.caption(" ".join(notes))
 charts = metric_bars(table, METRICS)
-for row in range(0, len(charts), 3):
-    cols = st.columns(3)
-    for col, chart in zip(cols, charts[row : row + 3]):
+for start in range(0, len(charts), 3):
+    for col, chart in zip(st.columns(3), charts[start : start + 3], strict=False):  # the last row may be short
         col.altair_chart(chart, width="stretch")
 
 # ---- agreement ---------------------------------------------------------------------------------
@@ -207,13 +218,12 @@ else:
     for m, maps in s.maps.items():
         steps_of = frame[frame.method == m].sort_values("step")
         st.markdown(f"**{by_id[m].label if m in by_id else m}**: first input, trained → randomised")
-        cols = st.columns(len(maps))
-        for k, (col, a) in enumerate(zip(cols, maps)):
-            row = steps_of.iloc[k] if k < len(steps_of) else None
+        for k, (col, a) in enumerate(zip(st.columns(len(maps)), maps, strict=True)):
+            step = steps_of.iloc[k] if k < len(steps_of) else None
             caption = (
                 "trained"
                 if k == 0
-                else (f"up to {row['layer']} · ρ={row['spearman']:.2f}" if row is not None else f"step {k}")
+                else (f"up to {step['layer']} · ρ={step['spearman']:.2f}" if step is not None else f"step {k}")
             )
             first = np.asarray(a[0])
             if bundle.modality == "image":
@@ -228,7 +238,7 @@ with st.expander("The inputs"):
     smp = result.sample
     if bundle.modality == "image":
         cols = st.columns(8)
-        for j, (i, lab) in enumerate(zip(smp.indices, smp.labels)):
+        for j, (i, lab) in enumerate(zip(smp.indices, smp.labels, strict=True)):
             cols[j % 8].image(to_pil(smp.raw[j], 64), caption=f"#{i} {info.classes[lab]}", width="stretch")
     else:
         st.dataframe(

@@ -20,15 +20,15 @@ from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.params import param_controls
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
-from xaidash.explainers import explain, list_methods, methods_for
-from xaidash.explainers.compare import METRICS, input_metrics
+from xaidash.explainers import list_methods, methods_for
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.render import OVERLAY_ALPHA, colorbar, greyscale, heatmap, highlight_tokens, overlay
+from xaidash.explainers.scoring import METRICS, explain_and_score
 from xaidash.models.bundle import ModelBundle
 
 DEFAULT_METHODS = ("saliency", "ig", "gradcam", "lime")
 TOP_K = 5
-METRIC_STEPS = 16
 
 
 @dataclass
@@ -40,14 +40,9 @@ class Result:
     cached: bool = False
 
 
-def needs_background(method_id: str, params: dict[str, Any]) -> bool:
-    return method_id.startswith("shap") or params.get("baseline") == "mean"
-
-
 def batch_of(inputs: list[PickedInput]) -> torch.Tensor | list[str]:
-    if isinstance(inputs[0].raw, str):
-        return [str(p.raw) for p in inputs]
-    return torch.stack([p.raw for p in inputs])
+    texts = [p.raw for p in inputs if isinstance(p.raw, str)]
+    return texts if texts else torch.stack([p.raw for p in inputs if isinstance(p.raw, torch.Tensor)])
 
 
 def compute(
@@ -57,32 +52,26 @@ def compute(
     method: str,
     params: dict[str, Any],
     target: int | None,
-    background: torch.Tensor | None,
     with_metrics: bool,
 ) -> Result:
-    with services.model_lock(bkey):
-        return _compute(bundle, raw, inputs, method, params, target, background, with_metrics)
-
-
-def _compute(
-    bundle: ModelBundle,
-    raw: Any,
-    inputs: list[PickedInput],
-    method: str,
-    params: dict[str, Any],
-    target: int | None,
-    background: torch.Tensor | None,
-    with_metrics: bool,
-) -> Result:
-    e = explain(bundle, raw, target, method, background=background, **params)
-    if not with_metrics:
-        return Result(e)
-    masks = np.stack([p.mask for p in inputs]) if all(p.mask is not None for p in inputs) else None
+    """One method's maps (and metrics) through the same function as `xaidash explain`; a method that needs
+    background samples gets the default set from `explain` itself."""
+    given = [p.mask for p in inputs if p.mask is not None]
+    masks = np.stack(given) if len(given) == len(inputs) else None
     rationales = [p.rationale for p in inputs] if any(p.rationale for p in inputs) else None
-    values, errors = input_metrics(
-        bundle, raw, e, masks=masks, rationales=rationales, background=background, steps=METRIC_STEPS
-    )
-    return Result(e, values, errors)
+    with services.model_lock(bkey):
+        scored = explain_and_score(
+            bundle,
+            raw,
+            method,
+            params,
+            target,
+            with_metrics=with_metrics,
+            masks=masks,
+            rationales=rationales,
+            steps=CURVE_STEPS,
+        )
+    return Result(scored.explanation, scored.metrics, scored.metric_errors)
 
 
 def fmt(v: float) -> str:
@@ -121,7 +110,7 @@ with st.container(border=True):
     c2, c4, c3 = st.columns([2, 2, 2])
     target_name = c2.selectbox(
         "Target class",
-        ["predicted class"] + list(info.classes),
+        ["predicted class", *info.classes],
         key=f"explain_target_{info.name}",
         help="the class whose evidence the maps show",
     )
@@ -167,16 +156,12 @@ raw = batch_of(inputs)
 try:
     with services.model_lock(bkey):
         probs = bundle.predict_proba(raw).numpy()
-except Exception as e:  # noqa: BLE001
-    show_error(e, "Prediction failed")
+except Exception as err:  # noqa: BLE001
+    show_error(err, "Prediction failed")
     st.stop()
 target = None if target_name == "predicted class" else list(info.classes).index(target_name)
 
 # ---- compute (cached per method: changing one method's parameters recomputes that method only) ----
-bg = None
-if any(needs_background(m, params.get(m, {})) for m in chosen):
-    with st.spinner("Loading background images from the training split…"):
-        bg = services.background(bkey, bundle)
 cache = services.explanation_cache()
 input_keys = tuple(p.key for p in inputs)
 results: dict[str, Result] = {}
@@ -186,11 +171,11 @@ for j, m in enumerate(chosen):
     key = (bkey, input_keys, m, json.dumps(params.get(m, {}), sort_keys=True, default=str), target, with_metrics)
     try:
         value, hit = cache.get_or_compute(
-            key, functools.partial(compute, bundle, raw, inputs, m, params.get(m, {}), target, bg, with_metrics)
+            key, functools.partial(compute, bundle, raw, inputs, m, params.get(m, {}), target, with_metrics)
         )
         results[m] = Result(value.explanation, value.metrics, value.metric_errors, cached=hit)
-    except Exception as e:  # noqa: BLE001 - one method failing must not hide the others
-        results[m] = Result(error=e)
+    except Exception as err:  # noqa: BLE001 - one method failing must not hide the others
+        results[m] = Result(error=err)
 bar.empty()
 
 # ---- results grid ------------------------------------------------------------------------------
@@ -237,10 +222,10 @@ for i, p in enumerate(inputs):
         r = results[m]
         with cols[j + 1]:
             st.caption(f"**{by_id[m].label}**")
-            if r.error is not None:
-                show_error(r.error, by_id[m].label)
-                continue
             e = r.explanation
+            if e is None:
+                show_error(r.error or RuntimeError("no explanation"), by_id[m].label)
+                continue
             if bundle.modality == "image":
                 if display == "overlay":
                     img = overlay(greyscale(p.raw), e.item(i), signed=by_id[m].signed, scale=scale, alpha=OVERLAY_ALPHA)
@@ -250,7 +235,7 @@ for i, p in enumerate(inputs):
                 st.image(img, width="stretch")
             else:
                 st.markdown(
-                    highlight_tokens(e.tokens[i], e.item(i), scale=scale, signed=by_id[m].signed),
+                    highlight_tokens((e.tokens or [[]])[i], e.item(i), scale=scale, signed=by_id[m].signed),
                     unsafe_allow_html=True,
                 )
             secs = f"{e.seconds:.2f} s" if e.seconds >= 0.01 else "<0.01 s"
@@ -277,7 +262,7 @@ def npy_bytes(e: Explanation) -> bytes:
 def text_scores_json(e: Explanation) -> str:
     return json.dumps(
         [
-            {"input": p.name, "words": e.tokens[i], "scores": [float(v) for v in e.item(i)]}
+            {"input": p.name, "words": (e.tokens or [[]])[i], "scores": [float(v) for v in e.item(i)]}
             for i, p in enumerate(inputs)
         ],
         indent=2,

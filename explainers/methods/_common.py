@@ -1,15 +1,15 @@
-"""Small helpers shared by method modules (registers no method): batching and quiet captum calls."""
+"""Small helpers shared by method modules (registers no method): batching, quiet captum calls, pass counts."""
 
 from __future__ import annotations
 
 import contextlib
 import warnings
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
-from torch import nn
 
-from xaidash.explainers.registry import MethodOutput
+from xaidash.explainers.registry import MethodOutput, Passes
 
 # One slice of the inputs -> (attributions, {diagnostic name: one value per input of the slice}).
 SliceFn = Callable[[slice], "tuple[torch.Tensor, dict[str, torch.Tensor]]"]
@@ -21,16 +21,13 @@ def batch_slices(n: int, batch_size: int) -> list[slice]:
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
-@torch.no_grad()
-def batched_forward(model: nn.Module, x: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
-    """Model outputs for `x`, computed `batch_size` rows at a time (no gradients kept)."""
-    return torch.cat([model(x[s]) for s in batch_slices(len(x), batch_size)])
+def per_input(fwd_bwd: int = 0, fwd: int = 0) -> Passes:
+    """Pass counts of a method that makes a fixed number of passes per input, whatever its params."""
 
+    def passes(params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
+        return fwd_bwd * n, fwd * n
 
-def target_scores(model: nn.Module, x: torch.Tensor, targets: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
-    """The target logit of each input, (N,), in batches."""
-    logits = batched_forward(model, x, batch_size)
-    return logits.gather(1, targets.view(-1, 1).to(logits.device))[:, 0]
+    return passes
 
 
 def grad_leaf(x: torch.Tensor) -> torch.Tensor:

@@ -26,6 +26,7 @@ from xaidash.explainers.attention import (
     query_row,
     rollout,
 )
+from xaidash.explainers.methods._common import per_input
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
@@ -99,9 +100,8 @@ def _attention(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
 
 
 def _rollout(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    maps = []
-    for chunk in _batched_attention(ctx):
-        maps.append(rollout([fuse_heads(a, -1, params["head_fusion"]) for a in chunk], residual=params["residual"]))
+    fusion, residual = params["head_fusion"], params["residual"]
+    maps = [rollout([fuse_heads(a, -1, fusion) for a in chunk], residual=residual) for chunk in _batched_attention(ctx)]
     matrix = torch.cat(maps)
     rows = _text_rows(ctx, matrix) if ctx.bundle.modality == "text" else _image_rows(ctx, matrix)
     return MethodOutput(attributions=rows)
@@ -122,6 +122,7 @@ register(
         applies=_applies,
         signed=False,
         family="attention",
+        output="attention",
     )
 )
 
@@ -151,5 +152,7 @@ register(
         applies=_applies,
         signed=False,
         family="attention",
+        output="attention",
+        passes=per_input(fwd=1),  # one forward pass that returns the attention weights
     )
 )

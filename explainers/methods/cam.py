@@ -14,7 +14,7 @@ import torch
 from captum.attr import GuidedGradCam, LayerActivation, LayerGradCam, LayerGradientXActivation
 from torch import nn
 
-from xaidash.explainers.methods._common import grad_leaf, per_slice
+from xaidash.explainers.methods._common import grad_leaf, per_input, per_slice
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
@@ -48,6 +48,8 @@ def _cam(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     # CAM (Zhou et al., 2016): sum_k w[target, k] * A_k, with A the feature maps that global average
     # pooling reads and w the following linear layer's weights. Kept signed, as in the paper.
     spec = ctx.bundle.spec
+    if not spec.gap_classifier or not spec.last_conv:
+        raise ExplainError(f"CAM does not apply to {spec.name}: {_cam_applies(ctx.bundle)}")
     fc = ctx.bundle.layer(spec.gap_classifier)
     if not isinstance(fc, nn.Linear):
         raise ExplainError(f"CAM expects {spec.gap_classifier!r} to be a linear layer, found {type(fc).__name__}.")
@@ -130,6 +132,8 @@ register(
         family="cam",
         description="Class activation map (Zhou et al., 2016): the last feature maps weighted by the target's "
         "weights in the linear layer after global average pooling. Signed: negative where features count against the class.",
+        output="logit",
+        passes=per_input(fwd=1),  # the feature maps; the weights are read, not computed
     )
 )
 
@@ -145,6 +149,8 @@ register(
         family="cam",
         description="Feature maps of a conv layer weighted by their spatially averaged gradients, then ReLU "
         "(Selvaraju et al., 2017). Coarse: the layer's resolution, upsampled.",
+        output="logit",
+        passes=per_input(fwd_bwd=1),
     )
 )
 
@@ -160,6 +166,8 @@ register(
         family="cam",
         description="Grad-CAM with per-location weights from higher-order gradient terms (Chattopadhay et al., 2018); "
         "better when several objects of the class appear.",
+        output="logit",
+        passes=per_input(fwd_bwd=1, fwd=1),  # layer activations, then layer gradients
     )
 )
 
@@ -174,5 +182,7 @@ register(
         signed=True,
         family="cam",
         description="Guided Backprop multiplied by the upsampled Grad-CAM map: fine detail, class-specific (Selvaraju et al., 2017).",
+        output="logit",
+        passes=per_input(fwd_bwd=2),  # Grad-CAM and Guided Backprop, one pass each
     )
 )

@@ -1,8 +1,11 @@
-"""Gradient attributions for image models, all through captum: saliency, input x gradient,
+"""Gradient attributions for image models through captum: saliency, input x gradient,
 SmoothGrad, Integrated Gradients, Guided Backprop and DeepLift.
 
 Every map is with respect to the input as the model reads it (normalised), per channel
 (N, C, H, W); `explain()` sums the channels. Inputs go through in slices of `ctx.batch_size`.
+SmoothGrad draws its noise here rather than through captum's NoiseTunnel, which draws it for the
+whole batch at once: here every input gets the noise of the seed alone, so an input's map does
+not depend on which other inputs share the call.
 """
 
 from __future__ import annotations
@@ -10,13 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from captum.attr import DeepLift, GuidedBackprop, InputXGradient, IntegratedGradients, NoiseTunnel, Saliency
+from captum.attr import DeepLift, GuidedBackprop, InputXGradient, IntegratedGradients, Saliency
 
 from xaidash.data.transforms import denormalize, normalize
 from xaidash.explainers.baselines import baseline_param, make_baselines
-from xaidash.explainers.methods._common import grad_leaf, per_slice
+from xaidash.explainers.methods._common import batch_slices, grad_leaf, per_input, per_slice
 from xaidash.explainers.params import Param
-from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.explainers.registry import (
+    Completeness,
+    MethodContext,
+    MethodOutput,
+    MethodSpec,
+    register,
+    with_mean_baseline,
+)
 from xaidash.models.bundle import ModelBundle
 
 
@@ -47,29 +57,23 @@ def _std(bundle: ModelBundle, like: torch.Tensor) -> torch.Tensor:
 def _smoothgrad(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     info = ctx.bundle.input_info
     # Noise is drawn in pixel space, where the input range is [0, 1] on every channel, so
-    # `noise_level` is a fraction of that range whatever the normalisation. captum takes one
-    # stdev per input tensor, hence the attribution runs on pixels through this wrapper.
-    tunnel = NoiseTunnel(Saliency(lambda pixels: ctx.model(normalize(pixels, info))))
+    # `noise_level` is a fraction of that range whatever the normalisation.
+    saliency = Saliency(lambda pixels: ctx.model(normalize(pixels, info)))
     pixels = denormalize(ctx.x.detach(), info)
-    std = _std(ctx.bundle, ctx.x)
     samples = int(params["samples"])
-
-    def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        n = s.stop - s.start
-        per_batch = max(1, min(samples, ctx.batch_size // max(n, 1)))  # n x per_batch rows per forward pass
-        grad_pixels = tunnel.attribute(
-            pixels[s],
-            nt_type="smoothgrad",
-            nt_samples=samples,
-            nt_samples_batch_size=per_batch,
-            stdevs=float(params["noise_level"]),
-            target=ctx.targets[s],
-            abs=True,
-        )
-        # Back to gradients w.r.t. the normalised input, like `saliency` (|dF/dx| = |dF/dp| * std).
-        return grad_pixels * std, {}
-
-    return per_slice(len(ctx.x), ctx.batch_size, one)
+    # One set of noise images from the seed, added to every input (on the CPU: the same on any device).
+    gen = torch.Generator().manual_seed(int(ctx.seed))
+    noise = torch.randn((samples, *pixels.shape[1:]), generator=gen).to(pixels.device, pixels.dtype)
+    noise = noise * float(params["noise_level"])
+    total = torch.zeros_like(pixels)
+    # Rows are (input, sample) pairs, `batch_size` of them per forward pass.
+    for s in batch_slices(len(pixels) * samples, ctx.batch_size):
+        rows = torch.arange(s.start, s.stop, device=pixels.device)
+        i, k = rows // samples, rows % samples
+        grads = saliency.attribute(grad_leaf(pixels[i] + noise[k]), target=ctx.targets[i], abs=True)
+        total.index_add_(0, i, grads.detach())
+    # Back to gradients w.r.t. the normalised input, like `saliency` (|dF/dx| = |dF/dp| * std).
+    return MethodOutput(total / samples * _std(ctx.bundle, ctx.x))
 
 
 def _integrated_gradients(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
@@ -110,13 +114,24 @@ def _deeplift(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         )
         return attr, {"convergence_delta": delta}
 
-    return per_slice(len(ctx.x), ctx.batch_size, one)
+    # captum's rule for nn.Softmax subtracts the mean multiplier over the whole batch, not per row: on a
+    # model with one, inputs go through one at a time so an input's map does not depend on the others.
+    has_softmax = any(isinstance(m, torch.nn.Softmax) for m in ctx.model.modules())
+    return per_slice(len(ctx.x), 1 if has_softmax else ctx.batch_size, one)
 
 
 def _deeplift_applies(bundle: ModelBundle) -> str | None:
     if not bundle.spec.deeplift_ok:
         return "its graph reuses modules or calls functional nonlinearities, which DeepLift's rules cannot follow"
     return None
+
+
+def _smoothgrad_passes(params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
+    return params["samples"] * n, 0
+
+
+def _ig_passes(params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
+    return params["steps"] * n, 2 * n  # the path's points; convergence delta: f(x) and f(baseline)
 
 
 register(
@@ -128,6 +143,8 @@ register(
         signed=False,
         family="gradient",
         description="Absolute gradient of the target score with respect to each input pixel (Simonyan et al., 2014).",
+        output="logit",
+        passes=per_input(fwd_bwd=1),
     )
 )
 
@@ -140,6 +157,8 @@ register(
         signed=True,
         family="gradient",
         description="Gradient times the (normalised) input: a first-order estimate of each pixel's contribution.",
+        output="logit",
+        passes=per_input(fwd_bwd=1),
     )
 )
 
@@ -163,6 +182,8 @@ register(
         signed=False,
         family="gradient",
         description="Saliency averaged over noisy copies of the input, which removes much of the gradient's speckle (Smilkov et al., 2017).",
+        output="logit",
+        passes=_smoothgrad_passes,
     )
 )
 
@@ -180,6 +201,10 @@ register(
         family="gradient",
         description="Gradients integrated along the straight path from a baseline to the input; the map sums to "
         "f(input) - f(baseline) (Sundararajan et al., 2017). Diagnostic: the convergence delta, the gap to that sum.",
+        output="logit",
+        needs_background=with_mean_baseline,
+        completeness=Completeness(reference="baseline", unit="pixel", diagnostic="convergence_delta"),
+        passes=_ig_passes,
     )
 )
 
@@ -192,6 +217,8 @@ register(
         signed=True,
         family="gradient",
         description="Gradient in which every ReLU also blocks negative gradients on the way back (Springenberg et al., 2015).",
+        output="logit",
+        passes=per_input(fwd_bwd=1),
     )
 )
 
@@ -207,5 +234,10 @@ register(
         family="gradient",
         description="Differences from a baseline propagated with the Rescale rule; the map sums to f(input) - f(baseline) "
         "(Shrikumar et al., 2017). Diagnostic: the convergence delta.",
+        output="logit",
+        needs_background=with_mean_baseline,
+        completeness=Completeness(reference="baseline", unit="pixel", diagnostic="convergence_delta"),
+        # input and baseline in one batch; convergence delta: f(x) and f(baseline)
+        passes=per_input(fwd_bwd=2, fwd=2),
     )
 )

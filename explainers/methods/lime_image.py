@@ -47,6 +47,10 @@ def perturbed_probs(
     return torch.cat(out)
 
 
+def _passes(params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
+    return 0, params["samples"] * n
+
+
 def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     from lime.lime_base import LimeBase
     from sklearn.metrics import pairwise_distances
@@ -55,12 +59,14 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     seg = segment(ctx.raw, params["segmentation"], params["segments"], seed=ctx.seed)
     masks = torch.as_tensor(seg.masks, device=device)
     hidden = ctx.bundle.prepare(fill(ctx.raw.to(device), params["hide"], masks))
-    base = LimeBase(partial(lime_kernel, kernel_width=params["kernel_width"]), random_state=ctx.seed)
-    gen = torch.Generator(device=device).manual_seed(ctx.seed)
     maps, r2 = [], []
     for i in range(len(ctx.x)):  # one surrogate per input; each input's samples go through the model in batches
         k = seg.counts[i]
-        on = torch.randint(0, 2, (params["samples"], k), generator=gen, device=device)
+        # Each input's coalitions come from the seed alone (a generator seeded per input, on the CPU so any
+        # device draws the same): an input's map does not depend on the inputs explained before it.
+        gen = torch.Generator().manual_seed(int(ctx.seed))
+        on = torch.randint(0, 2, (params["samples"], k), generator=gen).to(device)
+        base = LimeBase(partial(lime_kernel, kernel_width=params["kernel_width"]), random_state=ctx.seed)
         on[0] = 1  # lime's convention: the first sample is the unperturbed image
         probs = perturbed_probs(ctx.model, ctx.x[i], hidden[i], masks[i], on, int(ctx.targets[i]), ctx.batch_size)
         data = on.cpu().numpy()
@@ -75,6 +81,7 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         r2.append(float(score))
     return MethodOutput(
         attributions=torch.stack(maps),
+        segments=seg.masks,
         diagnostics={
             "surrogate_r2": r2,
             "segments": [float(k) for k in seg.counts],
@@ -159,6 +166,8 @@ register(
         ),
         signed=True,
         family="perturbation",
+        output="probability",
+        passes=_passes,
         description=(
             "Switches random sets of superpixels off, fits a weighted linear model of the target-class "
             "probability on which were on, and paints each superpixel with its weight. "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from xaidash.explainers.params import ExplainError, Param
@@ -18,12 +19,23 @@ def window_size(hw: tuple[int, int], window: int) -> int:
     return w
 
 
+def _stride(params: dict[str, Any], window: int) -> int:
+    return int(params["stride"]) or max(1, window // 2)
+
+
+def _passes(params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
+    win = window_size(hw, params["window"])
+    stride = _stride(params, win)
+    windows = math.prod(math.ceil((side - win) / stride) + 1 for side in hw)  # captum's shift counts
+    return 0, (windows + 1) * n  # + the unoccluded input
+
+
 def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     from captum.attr import Occlusion
 
     c, h, w = ctx.x.shape[1:]
     win = window_size((h, w), params["window"])
-    stride = params["stride"] or max(1, win // 2)
+    stride = _stride(params, win)
     if stride > win:
         raise ExplainError(
             f"Occlusion stride {stride} is larger than the window {win}: some pixels would never be covered."
@@ -61,6 +73,8 @@ register(
         ),
         signed=True,
         family="perturbation",
+        output="logit",
+        passes=_passes,
         description=(
             "Covers the image patch by patch and records the drop of the target logit; "
             "each pixel gets the mean drop over the patches that cover it."

@@ -26,9 +26,10 @@ from captum.attr import KernelShap, LayerGradientXActivation, LayerIntegratedGra
 from lime.lime_text import LimeTextExplainer
 
 from xaidash.data.tokenizer import split_words, word_spans
+from xaidash.explainers.baselines import logits_with_embeddings_of, padding_ids
 from xaidash.explainers.methods._common import batch_slices
 from xaidash.explainers.params import ExplainError, Param
-from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.explainers.registry import Completeness, MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
 
 
@@ -39,7 +40,10 @@ def _needs_embedding(bundle: ModelBundle) -> str | None:
 
 
 def _embedding(ctx: MethodContext) -> torch.nn.Module:
-    return ctx.bundle.layer(ctx.bundle.spec.embedding)
+    name = ctx.bundle.spec.embedding
+    if not name:
+        raise ExplainError(f"{ctx.bundle.spec.name} declares no token embedding layer.")
+    return ctx.bundle.layer(name)
 
 
 def _word_ids(ctx: MethodContext, i: int) -> list[int | None]:
@@ -47,34 +51,12 @@ def _word_ids(ctx: MethodContext, i: int) -> list[int | None]:
     return ctx.bundle.tokenizer.word_ids(ctx.raw[i])[: ctx.x.shape[1]]
 
 
-def pad_baseline(ctx: MethodContext) -> torch.Tensor:
-    """ctx.x with every word piece replaced by the padding id; special tokens and padding kept."""
-    base = torch.full_like(ctx.x, ctx.bundle.tokenizer.pad_id)
-    for i in range(len(ctx.x)):
-        for pos, w in enumerate(_word_ids(ctx, i)):
-            if w is None:
-                base[i, pos] = ctx.x[i, pos]
-    return base
-
-
 # --- Integrated Gradients -------------------------------------------------------------------
-
-
-@torch.no_grad()
-def _logits_with_layer_output(
-    model: torch.nn.Module, layer: torch.nn.Module, x: torch.Tensor, output: torch.Tensor
-) -> torch.Tensor:
-    """Model logits on ids `x` with `layer`'s output replaced by `output`."""
-    handle = layer.register_forward_hook(lambda module, inputs, out: output)
-    try:
-        return model(x)
-    finally:
-        handle.remove()
 
 
 def _text_ig(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     model, layer, steps = ctx.model, _embedding(ctx), params["steps"]
-    base = pad_baseline(ctx)
+    base = padding_ids(ctx.bundle, ctx.raw, ctx.x)
     lig = LayerIntegratedGradients(model, layer)
     attrs, deltas = [], []
     # Chunks of inputs so that one forward pass holds about batch_size rows (inputs x steps).
@@ -86,11 +68,10 @@ def _text_ig(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         # captum's own delta runs the model on the baseline ids, whose padding mask differs from
         # the input's; the path integrated here keeps the input's ids (and mask) and moves only
         # the embeddings, so completeness is checked against that path's end points.
-        with torch.no_grad():
-            end = model(x)
-            start = _logits_with_layer_output(model, layer, x, layer(b))
+        end = ctx.bundle.logits(x, ctx.batch_size)
+        start = logits_with_embeddings_of(ctx.bundle, x, b, ctx.batch_size)
         rows = torch.arange(len(x), device=x.device)
-        deltas.append(a.sum(dim=tuple(range(1, a.dim()))) - (end - start)[rows, t])
+        deltas.append(a.sum(dim=tuple(range(1, a.dim()))).float() - (end - start)[rows, t])
         attrs.append(a)
     delta = torch.cat(deltas).abs().cpu().tolist()
     return MethodOutput(attributions=torch.cat(attrs), diagnostics={"convergence_delta": delta})
@@ -162,7 +143,7 @@ def _text_shap(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     def proba(ids: torch.Tensor) -> torch.Tensor:
         return torch.softmax(model(ids), dim=-1)
 
-    base_all = pad_baseline(ctx)
+    base_all = padding_ids(ctx.bundle, ctx.raw, ctx.x)
     scores, words, gaps = [], [], []
     for i, text in enumerate(ctx.raw):
         word_ids = _word_ids(ctx, i)
@@ -182,6 +163,9 @@ def _text_shap(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         if len(present) == 1:
             phi = torch.tensor([gap])  # one player: its Shapley value is the whole difference
         else:
+            # captum draws coalitions from torch's global generator: reseeded per input, an input's
+            # values depend on the seed alone, not on the inputs explained before it.
+            torch.manual_seed(ctx.seed)
             phi = (
                 KernelShap(proba)
                 .attribute(
@@ -218,6 +202,8 @@ register(
         applies=_needs_embedding,
         signed=True,
         family="gradient",
+        output="logit",
+        completeness=Completeness(reference="padding_embedding", unit="word", diagnostic="convergence_delta"),
     )
 )
 
@@ -232,6 +218,7 @@ register(
         applies=_needs_embedding,
         signed=False,
         family="gradient",
+        output="logit",
     )
 )
 
@@ -255,6 +242,7 @@ register(
         "probability fitted on the results. surrogate_r2: the surrogate's fit on those samples.",
         signed=True,
         family="perturbation",
+        output="probability",
     )
 )
 
@@ -269,5 +257,7 @@ register(
         "probability. additivity_gap: |sum of values - (p(text) - p(all padding))|.",
         signed=True,
         family="shap",
+        output="probability",
+        completeness=Completeness(reference="padding_tokens", unit="word", diagnostic="additivity_gap"),
     )
 )

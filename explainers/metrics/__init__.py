@@ -2,8 +2,9 @@
 ground truth (pointing game, energy), robustness (max-sensitivity), sanity checks and agreement."""
 
 from xaidash.explainers.metrics.agreement import agreement_matrix
-from xaidash.explainers.metrics.completeness import completeness_gap, relative_gap
+from xaidash.explainers.metrics.completeness import CompletenessTerms, completeness_gap, declared_terms, relative_gap
 from xaidash.explainers.metrics.deletion import (
+    CURVE_STEPS,
     CurveResult,
     deletion_auc,
     insertion_auc,
@@ -15,11 +16,14 @@ from xaidash.explainers.metrics.robustness import infidelity_score, sensitivity_
 from xaidash.explainers.metrics.sanity import SanityResult, cascading_randomization, weight_layers
 
 __all__ = [
+    "CURVE_STEPS",
+    "CompletenessTerms",
     "CurveResult",
     "SanityResult",
     "agreement_matrix",
     "cascading_randomization",
     "completeness_gap",
+    "declared_terms",
     "deletion_auc",
     "energy_in_mask",
     "infidelity_score",

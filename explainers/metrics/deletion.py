@@ -30,6 +30,12 @@ from xaidash.models.bundle import ModelBundle
 
 Mode = Literal["deletion", "insertion"]
 
+# Chunks every deletion/insertion curve is cut into, images and text alike: the CLI's --steps, the Explain
+# page, the Compare page's control and the per-input scores default to it, so one map gets one AUC.
+# On a text with fewer words than steps, neighbouring points move the same words (a word cannot be
+# split): a few more short forward passes, the same kind of curve.
+CURVE_STEPS = 16
+
 
 @dataclass
 class CurveResult:
@@ -79,7 +85,7 @@ def perturbation_curve(
     targets: int | Sequence[int] | np.ndarray | torch.Tensor | None = None,
     *,
     mode: Mode = "deletion",
-    steps: int = 32,
+    steps: int = CURVE_STEPS,
     substrate: str | None = None,
     batch_size: int = 256,
     background: torch.Tensor | None = None,
@@ -155,7 +161,7 @@ def text_perturbation_curve(
     targets: int | Sequence[int] | np.ndarray | torch.Tensor | None = None,
     *,
     mode: Mode = "deletion",
-    steps: int = 10,
+    steps: int = CURVE_STEPS,
     words: Sequence[Sequence[str]] | None = None,
     batch_size: int = 256,
 ) -> CurveResult:
@@ -179,11 +185,11 @@ def text_perturbation_curve(
     steps = max(1, int(steps))
     frac = np.linspace(0.0, 1.0, steps + 1)
     variants: list[str] = []
-    for ws, sc in zip(words, scores):
+    for ws, sc in zip(words, scores, strict=True):
         m = min(len(ws), len(sc))
         order = np.argsort(-sc[:m], kind="stable")
         for f in frac:
-            moved = set(order[: int(round(f * m))].tolist())
+            moved = set(order[: round(float(f) * m)].tolist())
             keep = [j for j in range(m) if (j in moved) == (mode == "insertion")]
             variants.append(" ".join(ws[j] for j in keep))
     rows = bundle.predict_proba(variants, batch_size=batch_size).numpy().reshape(len(texts), steps + 1, -1)

@@ -7,10 +7,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
+from xaidash.explainers import explain
 from xaidash.explainers.cli import main
+from xaidash.explainers.inputs import resolve_sample
+from xaidash.explainers.metrics import CURVE_STEPS
+from xaidash.explainers.samples import DEFAULT_BACKGROUND, background_samples
+from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.engine import TrainConfig, train
+from xaidash.models.runstore import load_bundle
 
 
 def _train(tmp_path_factory: pytest.TempPathFactory, dataset: str, model: str) -> Path:
@@ -232,3 +239,37 @@ def test_methods_lists_ids_and_parameters(capsys):
     assert main(["methods"]) == 0
     everything = capsys.readouterr().out
     assert "gradcam" in everything and "layer (layer" in everything and "Integrated Gradients  [image" in everything
+
+
+def test_mean_baseline_gives_one_map_from_the_cli_the_api_and_the_page(image_run, tmp_path):
+    """IG's 'mean' baseline is the mean of the default background wherever it is asked for: `xaidash
+    explain`, `explain()` and the Explain page's path (`explain_and_score`) load the same training images."""
+    out = tmp_path / "out"
+    args = ["explain", "--run", str(image_run), "--input", "dataset:2", "--methods", "ig", "--out", str(out)]
+    assert main([*args, "--param", "ig.baseline=mean", "--param", "ig.steps=8", "--device", "cpu"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["background"] == f"{DEFAULT_BACKGROUND} training images"
+    cli = np.load(out / "ig.npy")
+
+    bundle = load_bundle(image_run, device="cpu")
+    raw = resolve_sample("dataset:2", bundle).raw
+    api = explain(bundle, raw, method="ig", baseline="mean", steps=8).item(0)
+    page = explain_and_score(bundle, raw[None], "ig", {"baseline": "mean", "steps": 8}, with_metrics=False)
+    np.testing.assert_allclose(cli, api, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(page.explanation.item(0), api, rtol=1e-5, atol=1e-7)
+    # ... and those images are the training split's, not the data set's declared mean
+    given = explain(bundle, raw, method="ig", baseline="mean", steps=8, background=background_samples(bundle))
+    np.testing.assert_allclose(given.item(0), api, rtol=1e-5, atol=1e-7)
+    no_images = torch.zeros(0, 3, 32, 32)  # an empty background: the data set's declared per-channel mean instead
+    declared = explain(bundle, raw, method="ig", baseline="mean", steps=8, background=no_images)
+    assert not np.allclose(declared.item(0), api)
+
+
+def test_steps_default_is_the_shared_curve_steps():
+    import argparse
+
+    from xaidash.explainers.cli import add_commands
+
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers())
+    args = parser.parse_args(["explain", "--run", "r", "--input", "i", "--out", "o"])
+    assert args.steps == CURVE_STEPS and args.background == DEFAULT_BACKGROUND

@@ -12,8 +12,10 @@ import xaidash.explainers  # noqa: F401  (registers methods)
 from xaidash.data.registry import get_source
 from xaidash.data.tokenizer import WordVocab
 from xaidash.explainers import explain
-from xaidash.explainers.compare import background_samples, compare_methods, input_metrics, pick_test_sample
+from xaidash.explainers.compare import compare_methods
 from xaidash.explainers.params import ExplainError
+from xaidash.explainers.samples import background_samples, pick_test_sample
+from xaidash.explainers.scoring import input_metrics
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.registry import build_model, get_spec
 

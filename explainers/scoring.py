@@ -1,0 +1,117 @@
+"""Per-input quality metrics of one explanation: what the Explain page shows under each map, the
+Compare page averages and `xaidash explain --metrics` writes.
+
+Which metrics apply is read from the data at hand (masks, rationales) and the method's spec
+(completeness where the method declares what its attributions add up to).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from xaidash.explainers.api import explain
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.metrics.deletion import CURVE_STEPS
+from xaidash.explainers.registry import get_method
+from xaidash.models.bundle import ModelBundle
+
+# Metric column -> (title, which way is better); the order is the table's.
+METRICS: dict[str, tuple[str, str]] = {
+    "deletion_auc": ("Deletion AUC", "lower is better"),
+    "insertion_auc": ("Insertion AUC", "higher is better"),
+    "pointing_game": ("Pointing game", "higher is better"),
+    "energy_in_mask": ("Energy in mask", "higher is better"),
+    "rationale_pointing": ("Rationale pointing", "higher is better"),
+    "rationale_energy": ("Rationale energy", "higher is better"),
+    "completeness_gap": ("Completeness gap", "lower is better"),
+    "seconds": ("Runtime (s)", "lower is better"),
+}
+
+
+def input_metrics(
+    bundle: ModelBundle,
+    raw: torch.Tensor | Sequence[str],
+    explanation: Explanation,
+    *,
+    masks: np.ndarray | None = None,
+    rationales: Sequence[Sequence[int] | None] | None = None,
+    background: torch.Tensor | None = None,
+    steps: int = CURVE_STEPS,
+    seed: int = 0,
+) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Per-input quality metrics of one explanation of `raw` ({metric: one value per input}) and
+    {metric: error} for those that could not be computed; a metric that does not apply is left out.
+    `background` and `seed` are what `explain` got (None: the default background, as `explain` loads it)."""
+    from xaidash.explainers import metrics as M
+
+    n = len(explanation)
+    jobs: dict[str, Callable[[], Any]] = {}
+    if bundle.modality == "image":
+        jobs["deletion_auc"] = lambda: M.deletion_auc(bundle, raw, explanation, steps=steps).aucs
+        jobs["insertion_auc"] = lambda: M.insertion_auc(bundle, raw, explanation, steps=steps).aucs
+        if masks is not None:
+            jobs["pointing_game"] = lambda: M.pointing_game(explanation, masks)
+            jobs["energy_in_mask"] = lambda: M.energy_in_mask(explanation, masks)
+    else:
+        texts = list(raw)
+        jobs["deletion_auc"] = lambda: (
+            M.text_perturbation_curve(bundle, texts, explanation, mode="deletion", steps=steps).aucs
+        )
+        jobs["insertion_auc"] = lambda: (
+            M.text_perturbation_curve(bundle, texts, explanation, mode="insertion", steps=steps).aucs
+        )
+        if rationales is not None and any(r for r in rationales):
+            given = [list(r or []) for r in rationales]
+            jobs["rationale_pointing"] = lambda: M.rationale_pointing(explanation, given)
+            jobs["rationale_energy"] = lambda: M.rationale_energy(explanation, given)
+    if get_method(explanation.method, bundle.modality).completeness is not None:
+        jobs["completeness_gap"] = lambda: M.completeness_gap(
+            bundle, raw, explanation, background=background, seed=seed
+        )
+    values: dict[str, list[float]] = {}
+    errors: dict[str, str] = {}
+    for name, job in jobs.items():
+        try:
+            values[name] = [float(v) for v in np.asarray(job(), dtype=np.float64).reshape(-1)][:n]
+        except Exception as err:  # noqa: BLE001 - one metric failing must not hide the others
+            errors[name] = f"{type(err).__name__}: {err}"
+    return values, errors
+
+
+@dataclass
+class ScoredExplanation:
+    """One method's explanation of some inputs with their per-input metrics (see `input_metrics`)."""
+
+    explanation: Explanation
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    metric_errors: dict[str, str] = field(default_factory=dict)
+
+
+def explain_and_score(
+    bundle: ModelBundle,
+    raw: torch.Tensor | Sequence[str],
+    method: str,
+    params: dict[str, Any] | None = None,
+    target: int | Sequence[int] | None = None,
+    *,
+    with_metrics: bool = True,
+    masks: np.ndarray | None = None,
+    rationales: Sequence[Sequence[int] | None] | None = None,
+    background: torch.Tensor | None = None,
+    steps: int = CURVE_STEPS,
+    batch_size: int = 256,
+    seed: int = 0,
+) -> ScoredExplanation:
+    """`explain` with one method, then (with_metrics) its per-input metrics: the Explain page's and the CLI's one path."""
+    e = explain(bundle, raw, target, method, batch_size=batch_size, background=background, seed=seed, **(params or {}))
+    if not with_metrics:
+        return ScoredExplanation(e)
+    values, errors = input_metrics(
+        bundle, raw, e, masks=masks, rationales=rationales, background=background, steps=steps, seed=seed
+    )
+    return ScoredExplanation(e, values, errors)
