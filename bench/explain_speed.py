@@ -35,7 +35,6 @@ import argparse
 import contextlib
 import io
 import json
-import math
 import os
 import platform
 import sys
@@ -49,24 +48,17 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-ALL_METHODS = (
-    "saliency",
-    "inputxgrad",
-    "smoothgrad",
-    "ig",
-    "guided_backprop",
-    "deeplift",
-    "cam",
-    "gradcam",
-    "gradcampp",
-    "guided_gradcam",
-    "occlusion",
-    "lime",
-    "shap_gradient",
-    "shap_deep",
-    "shap_kernel",
-)
 QUICK_METHODS = ("saliency", "ig", "gradcam", "occlusion", "lime", "shap_gradient")
+
+
+def all_methods() -> tuple[str, ...]:
+    """Every registered image method, in registration order: a new method is benchmarked without an edit here."""
+    import xaidash.explainers  # noqa: F401  (registers models and methods)
+    from xaidash.explainers.registry import list_methods
+
+    return tuple(m.id for m in list_methods("image"))
+
+
 ALL_MODELS = ("resnet_small", "resnet18")
 
 # Samples/steps per method: (parameter name, full-run default, --quick default).
@@ -164,39 +156,16 @@ def run_passes(
             model(xb)
 
 
-def model_passes(method: str, params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
-    """(forward+backward, forward-only) passes one `explain` call on n inputs makes, as the method
-    modules call captum/shap (see explainers/methods/*.py; tests/bench counts them with a hook)."""
-    if method in ("saliency", "inputxgrad", "guided_backprop", "gradcam"):
-        return n, 0
-    if method == "guided_gradcam":  # Grad-CAM and Guided Backprop, one pass each
-        return 2 * n, 0
-    if method == "gradcampp":  # layer activations, then layer gradients
-        return n, n
-    if method == "cam":
-        return 0, n
-    if method == "deeplift":  # input and baseline in one batch; convergence delta: f(x), f(baseline)
-        return 2 * n, 2 * n
-    if method == "smoothgrad":
-        return params["samples"] * n, 0
-    if method == "ig":  # steps; convergence delta: f(x), f(baseline)
-        return params["steps"] * n, 2 * n
-    if method == "occlusion":
-        from xaidash.explainers.methods.occlusion import window_size
+def model_passes(bundle: Any, method: str, params: dict[str, Any], n: int, background: int) -> tuple[int, int]:
+    """(forward+backward, forward-only) passes one `explain` call on n inputs sharing one target makes,
+    as the method's spec declares them (tests/bench counts them with a hook)."""
+    from xaidash.explainers.registry import get_method
 
-        win = window_size(hw, params.get("window", 0))
-        stride = params.get("stride", 0) or max(1, win // 2)
-        windows = math.prod(math.ceil((side - win) / stride) + 1 for side in hw)  # captum's shift counts
-        return 0, (windows + 1) * n  # + the unoccluded input
-    if method == "lime":
-        return 0, params["samples"] * n
-    if method == "shap_gradient":  # + constructor f(background), additivity gap f(x), f(background)
-        return params["samples"] * n, n + 2 * background
-    if method == "shap_deep":  # per input: background copies of x and the background; + as above
-        return 2 * background * n, n + 2 * background
-    if method == "shap_kernel":  # + additivity gap: f(x), f(all hidden)
-        return 0, (params["samples"] + 2) * n
-    raise ValueError(f"no pass count for method {method!r}")
+    spec = get_method(method, "image")
+    if spec.passes is None:
+        raise ValueError(f"method {method!r} declares no pass count")
+    hw = (int(bundle.info.input_shape[1]), int(bundle.info.input_shape[2]))
+    return spec.passes(spec.resolve_params(bundle, params), n, background, hw)
 
 
 def describe_passes(fwd_bwd: int, fwd: int, n: int) -> str:
@@ -241,9 +210,11 @@ def make_bundle(name: str, device: torch.device):
 
 def images(n: int, size: int) -> torch.Tensor:
     """The first n `shapes` test images (generated, offline) in [0, 1], resized to size x size."""
-    from xaidash.data.registry import load_split
+    from xaidash.data.registry import ImageSplit, load_split
 
     split = load_split("shapes", "test")
+    if not isinstance(split, ImageSplit) or split.images is None:
+        raise SystemExit("The shapes test split did not load as images.")
     x = split.images[:n]
     if x.shape[-1] != size:
         x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False).clamp(0, 1)
@@ -304,13 +275,12 @@ def bench_method(
 
     params = method_params(method, args)
     n, device = len(raw), bundle.device
-    hw = tuple(bundle.info.input_shape[1:])
 
     def ours() -> None:
         explain(bundle, raw, targets.cpu(), method, batch_size=args.batch_size, background=background, **params)
 
     seconds = best_time(ours, device, args.repeats)
-    fb, f = model_passes(method, params, n, len(background), hw)
+    fb, f = model_passes(bundle, method, params, n, len(background))
     alone = best_time(lambda: run_passes(bundle.model, x, targets, fb, f, args.batch_size), device, args.repeats)
     setting = ", ".join(f"{k.replace('_size', '')}={v}" for k, v in params.items()) or "-"
     return MethodResult(
@@ -428,9 +398,12 @@ def print_report(report: Report, small_factor: float, out: Any = None) -> None:
     ]
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(cols)]
     right = {3, 5, 6}
-    line = lambda cells: "  ".join(
-        c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
-    )
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
     print(line(cols), file=out)
     print("  ".join("-" * w for w in widths), file=out)
     for row in rows:
@@ -508,7 +481,8 @@ def main(argv: Sequence[str] | None = None) -> Report:
     import xaidash.explainers  # noqa: F401  (registers models and methods)
     from xaidash.explainers.registry import get_method
 
-    methods = _choose(args.methods, QUICK_METHODS if args.quick else ALL_METHODS, ALL_METHODS, "methods")
+    known = all_methods()
+    methods = _choose(args.methods, QUICK_METHODS if args.quick else known, known, "methods")
     model_names = _choose(args.models, ("resnet_small",) if args.quick else ALL_MODELS, ALL_MODELS, "models")
     device = pick_device(args.device)
     if args.threads:

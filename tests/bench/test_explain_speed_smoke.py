@@ -1,5 +1,6 @@
-"""bench/explain_speed.py: the pass counts it reports match the passes the methods really make,
-and a tiny run prints the table, the library comparisons and a JSON record."""
+"""bench/explain_speed.py: the pass counts every registered image method declares on its spec (and the
+benchmark reports) match the passes it really makes, and a tiny run prints the table, the library
+comparisons and a JSON record."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from image_bundles import IMAGE_MODELS, fresh_bundle
+
+from xaidash.explainers.registry import MethodSpec, get_method, list_methods
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,28 +29,35 @@ def bench():
     sys.modules.pop(spec.name, None)
 
 
-CASES = [
-    ("saliency", {}),
-    ("cam", {}),
-    ("gradcampp", {}),
-    ("guided_gradcam", {}),
-    ("deeplift", {}),
-    ("smoothgrad", {"samples": 3}),
-    ("ig", {"steps": 4}),
-    ("occlusion", {}),
-    ("lime", {"samples": 12}),
-    ("shap_gradient", {"samples": 5, "background_size": 3}),
-    ("shap_deep", {"background_size": 3}),
-    ("shap_kernel", {"samples": 12}),
-]
+IMAGE_METHODS = [m.id for m in list_methods("image")]
+# Small settings by parameter name, so a new method with such a parameter is cheap here too.
+CHEAP = {"samples": 12, "steps": 4, "background_size": 3}
 
 
-@pytest.mark.parametrize("method,params", CASES, ids=[c[0] for c in CASES])
-def test_pass_counts_match_the_model_calls(bench, method, params):
+def cheap_params(spec: MethodSpec) -> dict[str, int]:
+    return {p.name: max(CHEAP[p.name], int(p.min or 0)) for p in spec.params if p.name in CHEAP}
+
+
+def bundle_for(bench, spec: MethodSpec):
+    """The benchmark's resnet_small, or the first small zoo model the method applies to."""
+    bundle = bench.make_bundle("resnet_small", torch.device("cpu"))
+    if spec.supports(bundle):
+        return bundle
+    for name in IMAGE_MODELS:
+        bundle = fresh_bundle(name)
+        if spec.supports(bundle):
+            return bundle
+    pytest.fail(f"{spec.id} applies to no image model of the zoo")
+
+
+@pytest.mark.parametrize("method", IMAGE_METHODS)
+def test_pass_counts_match_the_model_calls(bench, method):
     from xaidash.explainers import explain
 
-    bundle = bench.make_bundle("resnet_small", torch.device("cpu"))
-    pool = bench.images(5, 32)
+    spec = get_method(method, "image")
+    params = cheap_params(spec)
+    bundle = bundle_for(bench, spec)
+    pool = torch.rand(5, *bundle.info.input_shape, generator=torch.Generator().manual_seed(0))
     raw, background = pool[:2], bundle.prepare(pool[2:])
     targets = torch.tensor([0, 0])  # one target: the shap methods then build one explainer
     seen = {"grad": 0, "nograd": 0}
@@ -58,12 +69,12 @@ def test_pass_counts_match_the_model_calls(bench, method, params):
         seen["grad" if torch.is_grad_enabled() else "nograd"] += first.shape[0]
 
     # On the first layer, not the model: captum's DeepLift joins inputs and baselines in a hook of its own.
-    handle = bundle.model.stem.register_forward_pre_hook(count)
+    handle = next(bundle.model.children()).register_forward_pre_hook(count)
     try:
         explain(bundle, raw, targets, method, batch_size=64, background=background, **params)
     finally:
         handle.remove()
-    fwd_bwd, fwd = bench.model_passes(method, params, 2, len(background), (32, 32))
+    fwd_bwd, fwd = bench.model_passes(bundle, method, params, 2, len(background))
     # Every row the model saw is counted; rows run with autograd on may be forward-only (captum
     # computes some outputs with grad enabled), so only the total and an upper bound are exact.
     assert seen["grad"] + seen["nograd"] == fwd_bwd + fwd
