@@ -108,13 +108,6 @@ def test_predictions(key: str, _bundle_obj: ModelBundle, limit: int = GALLERY_LI
         return _bundle_obj.predict_proba(split.batch(range(n))).numpy()
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
-def background(key: str, _bundle_obj: ModelBundle, n: int = 50, seed: int = 0) -> torch.Tensor | None:
-    from xaidash.explainers.samples import background_samples
-
-    return background_samples(_bundle_obj, n, seed)
-
-
 def content_key(value: Any) -> str:
     """A short hash of an input (tensor, array or text) for cache keys."""
     h = hashlib.sha1()

@@ -156,7 +156,14 @@ def build(
     encoder = copy.deepcopy(_pretrained_encoder())
     if pad_id is None:
         pad_id = encoder.config.pad_token_id or 0
-    return MiniLMClassifier(encoder, info.num_classes, int(pad_id), freeze_encoder, dropout)
+    model = MiniLMClassifier(encoder, info.num_classes, int(pad_id), freeze_encoder, dropout)
+    # transformers installs its output-capturing hooks the first time a model is asked for attention
+    # weights, and keeps them; asking once here makes them part of the model from the start, so no later
+    # explanation seems to leave hooks behind.
+    with torch.no_grad():
+        ids = torch.tensor([[101, 102]])  # [CLS] [SEP] in BERT's vocabulary
+        model.eval().forward_with_attention(ids)
+    return model.train()
 
 
 def _fits(info: DatasetInfo) -> str | None:

@@ -60,13 +60,7 @@ def bundle_of(name: str) -> ModelBundle:
         tokenizer = WordVocab.build(TEXTS)
         torch.manual_seed(0)
         model = build_model(name, info, vocab_size=len(tokenizer), pad_id=tokenizer.pad_id)
-    bundle = ModelBundle(model.eval(), spec, info, torch.device("cpu"), tokenizer=tokenizer)
-    if callable(getattr(model, "forward_with_attention", None)):
-        # transformers installs inert output-capturing hooks on a model the first time it is asked for
-        # attention, and keeps them: they come with the model, not with any explanation.
-        with torch.no_grad():
-            model.forward_with_attention(bundle.prepare(TEXTS[:1]))
-    return bundle
+    return ModelBundle(model.eval(), spec, info, torch.device("cpu"), tokenizer=tokenizer)
 
 
 def inputs_for(bundle: ModelBundle) -> torch.Tensor | list[str]:
