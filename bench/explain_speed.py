@@ -48,6 +48,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from xaidash.data.errors import XaidashError
+from xaidash.models.device import device_name, pick_device, synchronize
+
 QUICK_METHODS = ("saliency", "ig", "gradcam", "occlusion", "lime", "shap_gradient")
 
 
@@ -110,11 +113,6 @@ class Report:
 # ---------------------------------------------------------------- timing
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def best_time(
     fn: Callable[[], Any],
     device: torch.device,
@@ -127,10 +125,10 @@ def best_time(
     (warmup or fn)()
     times: list[float] = []
     while len(times) < max(1, repeats) and sum(times) < budget_s:
-        _sync(device)
+        synchronize(device)
         start = time.perf_counter()
         fn()
-        _sync(device)
+        synchronize(device)
         times.append(time.perf_counter() - start)
     return min(times)
 
@@ -174,14 +172,6 @@ def describe_passes(fwd_bwd: int, fwd: int, n: int) -> str:
 
 
 # ---------------------------------------------------------------- setup
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: torch sees no CUDA device here.")
-    return torch.device(name)
 
 
 def make_bundle(name: str, device: torch.device):
@@ -229,7 +219,7 @@ def header(device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
             return "not installed"
 
     if device.type == "cuda":
-        where = f"cuda ({torch.cuda.get_device_name(device)})"
+        where = device_name(device)
     else:
         where = f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
     return {
@@ -484,7 +474,10 @@ def main(argv: Sequence[str] | None = None) -> Report:
     known = all_methods()
     methods = _choose(args.methods, QUICK_METHODS if args.quick else known, known, "methods")
     model_names = _choose(args.models, ("resnet_small",) if args.quick else ALL_MODELS, ALL_MODELS, "models")
-    device = pick_device(args.device)
+    try:
+        device = pick_device(args.device)
+    except XaidashError as err:
+        raise SystemExit(f"--device {args.device}: {err}") from None
     if args.threads:
         torch.set_num_threads(args.threads)
     report = Report(header(device, args))

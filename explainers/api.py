@@ -16,11 +16,7 @@ from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import MethodContext, MethodOutput, get_method
 from xaidash.explainers.samples import resolve_background
 from xaidash.models.bundle import ModelBundle
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from xaidash.models.device import synchronize
 
 
 def predicted_targets(bundle: ModelBundle, x: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
@@ -157,10 +153,10 @@ def explain(
         ctx = MethodContext(
             bundle=bundle, x=x, targets=t, raw=raw, batch_size=batch_size, background=background, seed=seed
         )
-        _sync(x.device)
+        synchronize(x.device)
         start = time.perf_counter()
         out = spec.compute(ctx, resolved)
-        _sync(x.device)
+        synchronize(x.device)
         seconds = time.perf_counter() - start
     tokens, channels = None, None
     attributions: np.ndarray | list[np.ndarray]

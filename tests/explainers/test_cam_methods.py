@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torch.nn.modules.module as torch_module
 from captum.attr import LayerGradCam
 from image_bundles import GREY28, IMAGE_MODELS, RGB16, fresh_bundle
+from model_state import model_state
 
 import xaidash.explainers  # noqa: F401  (registers every method)
 from xaidash.explainers import ExplainError, MethodContext, explain, get_method
@@ -23,27 +23,11 @@ def context(bundle: ModelBundle, n: int = 3, targets: list[int] | None = None, s
     return MethodContext(bundle=bundle, x=bundle.prepare(raw), targets=t, raw=raw, batch_size=2)
 
 
-def hooks_and_flags(model: torch.nn.Module) -> list:
-    per_module = [
-        (
-            name,
-            dict(m._forward_hooks),
-            dict(m._forward_pre_hooks),
-            dict(m._backward_hooks),
-            dict(m._backward_pre_hooks),
-            m.training,
-        )
-        for name, m in model.named_modules()
-    ]
-    global_hooks = [len(h) for h in (torch_module._global_forward_hooks, torch_module._global_backward_hooks)]
-    return per_module + global_hooks + [p.requires_grad for p in model.parameters()]
-
-
 @pytest.mark.parametrize("model_name", IMAGE_MODELS)
 def test_every_cam_method_on_every_image_model(model_name: str) -> None:
     bundle = fresh_bundle(model_name)
     x = torch.rand(3, *bundle.info.input_shape, generator=torch.Generator().manual_seed(1))
-    before = hooks_and_flags(bundle.model)
+    before = model_state(bundle.model)
     for method_id in CAM_METHODS:
         spec = get_method(method_id, "image")
         if not bundle.spec.conv_layers or (method_id == "cam" and not bundle.spec.gap_classifier):
@@ -58,7 +42,7 @@ def test_every_cam_method_on_every_image_model(model_name: str) -> None:
         assert np.isfinite(a).all(), method_id
         if not spec.signed:
             assert (a >= 0).all(), method_id
-        assert hooks_and_flags(bundle.model) == before, f"{method_id} left hooks or changed the model"
+        assert model_state(bundle.model) == before, f"{method_id} left hooks or changed the model"
 
 
 def test_cam_needs_a_gap_classifier_and_conv_layers() -> None:

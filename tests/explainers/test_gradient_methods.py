@@ -7,8 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-import torch.nn.modules.module as torch_module
 from image_bundles import IMAGE_MODELS, RGB16, fresh_bundle
+from model_state import model_state
 
 import xaidash.explainers  # noqa: F401  (registers every method)
 from xaidash.data.registry import DatasetInfo
@@ -58,32 +58,6 @@ def trained_cnn() -> ModelBundle:
         opt.step()
     bundle.model.eval()
     return bundle
-
-
-def model_state(model: torch.nn.Module) -> dict:
-    """Hooks, attributes, mode and parameter flags: what an explainer must leave as it found them."""
-    state = {
-        name: (
-            dict(m._forward_hooks),
-            dict(m._forward_pre_hooks),
-            dict(m._backward_hooks),
-            dict(m._backward_pre_hooks),
-            sorted(m.__dict__),
-            m.training,
-        )
-        for name, m in model.named_modules()
-    }
-    state["<global>"] = tuple(
-        len(h)
-        for h in (
-            torch_module._global_forward_hooks,
-            torch_module._global_forward_pre_hooks,
-            torch_module._global_backward_hooks,
-            torch_module._global_backward_pre_hooks,
-        )
-    )
-    state["<requires_grad>"] = [p.requires_grad for p in model.parameters()]
-    return state
 
 
 @pytest.mark.parametrize("model_name", IMAGE_MODELS)

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-import torch.nn.modules.module as torch_module
 from image_bundles import fresh_bundle
+from model_state import model_state
 
 from xaidash.data.registry import get_info
 from xaidash.data.tokenizer import WordVocab, split_words
@@ -82,32 +82,6 @@ def applicable(method: str, modality: str, model: str) -> tuple[MethodSpec, Mode
     return spec, bundle
 
 
-def model_state(model: torch.nn.Module) -> dict[str, Any]:
-    """Everything an explanation could leave changed on a model: hooks, flags, values, the grad mode."""
-    modules = list(model.modules())
-    hooks = {
-        "forward": [len(m._forward_hooks) for m in modules],
-        "forward_pre": [len(m._forward_pre_hooks) for m in modules],
-        "backward": [len(m._backward_hooks) for m in modules],
-        "backward_pre": [len(m._backward_pre_hooks) for m in modules],
-        "global": [
-            len(h)
-            for h in (
-                torch_module._global_forward_hooks,
-                torch_module._global_forward_pre_hooks,
-                torch_module._global_backward_hooks,
-                torch_module._global_backward_pre_hooks,
-            )
-        ],
-    }
-    return {
-        "hooks": hooks,
-        "training": [m.training for m in modules],
-        "requires_grad": [p.requires_grad for p in model.parameters()],
-        "grad_enabled": torch.is_grad_enabled(),
-    }
-
-
 def values_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
@@ -166,7 +140,8 @@ def test_shape_values_and_targets(method: str, modality: str, model: str) -> Non
 @pytest.mark.parametrize("method,modality,model", PAIRS)
 def test_model_comes_back_as_it_was_given(method: str, modality: str, model: str) -> None:
     _, before, after, kept = batch_run(method, modality, model)
-    assert after["hooks"] == before["hooks"], "hooks left on the model"
+    assert after["hooks"] == before["hooks"] and after["global_hooks"] == before["global_hooks"], "hooks left behind"
+    assert after["attributes"] == before["attributes"], "attributes added to or removed from modules"
     assert after["training"] == before["training"], "train/eval flags not restored"
     assert after["requires_grad"] == before["requires_grad"], "requires_grad changed"
     assert after["grad_enabled"] == before["grad_enabled"], "grad mode changed"
