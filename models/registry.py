@@ -15,7 +15,7 @@ Conventions every zoo model follows:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,6 +23,7 @@ from torch import nn
 
 from xaidash.data.errors import XaidashError
 from xaidash.data.registry import DatasetInfo
+from xaidash.models.recipes import Recipe, recipe_for
 
 Modality = Literal["image", "text"]
 
@@ -54,6 +55,12 @@ class ModelSpec:
     # Pretrained image models read inputs normalised their own way (ImageNet's); empty: the data set's.
     input_mean: tuple[float, ...] = ()
     input_std: tuple[float, ...] = ()
+    # Tested training settings per kind of data (see models/recipes.py); the generic one applies elsewhere.
+    recipes: Mapping[str, Recipe] = field(default_factory=dict)
+
+    def recipe(self, info: DatasetInfo) -> tuple[str, Recipe]:
+        """(key, recipe) this model trains with on this data: the most specific declared, else the generic one."""
+        return recipe_for(self.recipes, info)
 
     def check_fits(self, info: DatasetInfo) -> None:
         if info.modality != self.modality:
@@ -93,3 +100,14 @@ def build_model(name: str, info: DatasetInfo, **options: Any) -> nn.Module:
     spec = get_spec(name)
     spec.check_fits(info)
     return spec.build(info, **options)
+
+
+def recommended_model(info: DatasetInfo) -> ModelSpec | None:
+    """The model to preselect for a data set: the one whose recipe for it is marked recommended, else the
+    first fitting model with a tested recipe for it, else the first fitting model (None when none fits)."""
+    fitting = models_for(info)
+    tested = [s for s in fitting if s.recipe(info)[1].expected_acc is not None and s.recipe(info)[0] != "generic"]
+    for spec in tested:
+        if spec.recipe(info)[1].recommended:
+            return spec
+    return (tested or fitting or [None])[0]

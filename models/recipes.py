@@ -1,0 +1,70 @@
+"""Training recipes: the settings that train each zoo model well on each kind of data.
+
+A model declares its recipes where it registers (`ModelSpec.recipes`), keyed by the kind of data
+they were tested on: a data set's name (`shapes`, `mnist`, `cues`, ...), a user-data prefix
+(`imagefolder`, `csv`), or a modality (`image`, `text`) as the model's own fallback. `recipe_for`
+picks the most specific one, else a generic recipe for the modality. The CLI and the Train form
+start from the recipe; every field can still be overridden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from xaidash.data.registry import DatasetInfo
+
+Optimizer = Literal["adam", "adamw", "sgd"]
+Schedule = Literal["cosine", "onecycle", "constant"]
+Augment = Literal["none", "shift", "flip", "shift+flip"]
+OPTIMIZERS: tuple[Optimizer, ...] = ("adam", "adamw", "sgd")
+SCHEDULES: tuple[Schedule, ...] = ("cosine", "onecycle", "constant")
+AUGMENTATIONS: tuple[Augment, ...] = ("none", "shift", "flip", "shift+flip")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Training settings for one model on one kind of data.
+
+    expected_acc: the test accuracy this recipe reached on that data where it was measured (None for
+    an untested fallback); runs far below it are flagged. recommended: preselect this model for the data.
+    """
+
+    epochs: int
+    batch_size: int
+    lr: float
+    optimizer: Optimizer = "adamw"
+    schedule: Schedule = "onecycle"
+    augment: Augment = "none"
+    weight_decay: float = 0.0
+    expected_acc: float | None = None
+    recommended: bool = False
+
+    def settings(self) -> dict[str, Any]:
+        """The fields a training config takes from the recipe."""
+        out = asdict(self)
+        out.pop("expected_acc")
+        out.pop("recommended")
+        return out
+
+
+# Untested fallbacks for a model that declares nothing for this kind of data: moderate, stable settings.
+GENERIC: dict[str, Recipe] = {
+    "image": Recipe(epochs=5, batch_size=128, lr=2e-3, augment="shift"),
+    "text": Recipe(epochs=5, batch_size=64, lr=2e-3),
+}
+
+
+def data_keys(info: DatasetInfo) -> tuple[str, ...]:
+    """Recipe keys for a data set, most specific first: its name, its user-data prefix, its modality."""
+    prefix = info.name.split(":", 1)[0] if ":" in info.name else None
+    return tuple(k for k in (info.name, prefix, info.modality) if k)
+
+
+def recipe_for(recipes: Mapping[str, Recipe], info: DatasetInfo) -> tuple[str, Recipe]:
+    """(key, recipe) of the most specific recipe for this data; ('generic', ...) when none is declared."""
+    for key in data_keys(info):
+        if key in recipes:
+            return key, recipes[key]
+    return "generic", GENERIC[info.modality]
