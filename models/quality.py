@@ -1,0 +1,56 @@
+"""Is a run's model good enough to explain? A map of a model that learned nothing explains nothing.
+
+`accuracy_warning` reads a run's config and summary: a finished run whose test accuracy is near
+chance (the majority class's share when the test labels are known, else 1/classes), or far below
+what its recipe reached where it was tested, gets a sentence saying so; every page that shows
+explanations of the run shows that sentence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xaidash.models.runstore import Run
+
+# How far above chance a model must be (as a share of the way from chance to 100%) not to count as untrained.
+ABOVE_CHANCE = 0.25
+# How far below its recipe's measured accuracy a run may land before it is flagged.
+BELOW_RECIPE = 0.10
+
+
+def chance_accuracy(summary: dict[str, Any], num_classes: int) -> float:
+    """The accuracy of always predicting the most common test class (from the confusion matrix when known)."""
+    confusion = summary.get("confusion")
+    if confusion:
+        totals = [sum(row) for row in confusion]
+        if sum(totals):
+            return max(totals) / sum(totals)
+    return 1.0 / max(1, num_classes)
+
+
+def accuracy_warning(config: dict[str, Any], summary: dict[str, Any]) -> str | None:
+    """One sentence when the run's model is too poor to explain meaningfully, else None."""
+    acc = summary.get("test_acc", summary.get("val_acc"))
+    if acc is None:
+        return None
+    chance = chance_accuracy(summary, len(config.get("classes", [])) or 2)
+    if acc < chance + ABOVE_CHANCE * (1.0 - chance):
+        return (
+            f"This model's accuracy ({100 * acc:.1f}%) is near chance ({100 * chance:.1f}%): it has not learned the "
+            "task, and its explanations show what an untrained model does. Train it longer or with its recipe."
+        )
+    expected = (config.get("recipe") or {}).get("expected_acc")
+    if expected is not None and acc < expected - BELOW_RECIPE:
+        return (
+            f"This model's accuracy ({100 * acc:.1f}%) is far below what its recipe reached when tested "
+            f"({100 * expected:.1f}%): its explanations may show an under-trained model."
+        )
+    return None
+
+
+def run_warning(run: Run) -> str | None:
+    """`accuracy_warning` for a run folder (None when its files cannot be read: pages report that themselves)."""
+    try:
+        return accuracy_warning(run.config(), run.summary())
+    except Exception:  # noqa: BLE001 - a damaged run is reported elsewhere; no warning is better than a crash here
+        return None
