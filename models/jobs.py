@@ -1,8 +1,12 @@
-"""Background training jobs: one training at a time, shared by every dashboard session.
+"""Background training jobs: one worker at a time, shared by every dashboard session.
 
-Plain Python (a thread, a lock, a stop event), no Streamlit: a worker thread cannot write a
+Plain Python (a thread, a lock, stop events), no Streamlit: a worker thread cannot write a
 browser session's state (Streamlit drops writes made outside a script run), so the worker
-updates a `Job` object that every page reads through `snapshot()`.
+updates `Job` objects that every page reads through `snapshot()`.
+
+A start queues one or more training configs (the quick start queues three); one worker thread
+trains them one after another. While it works, another start is refused; a stop ends the
+current run after its step and cancels the ones still waiting.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,6 +30,7 @@ from xaidash.models.runstore import resolve_run
 log = logging.getLogger(__name__)
 
 ACTIVE_STATES = ("starting", "running")
+DONE_STATES = ("completed", "stopped", "failed", "cancelled")  # cancelled: queued, never started (a stop came first)
 TrainFn = Callable[..., TrainResult]
 
 
@@ -39,10 +44,10 @@ class JobSnapshot:
 
     id: int
     config: dict[str, Any]
-    state: str  # starting | running | completed | stopped | failed
+    state: str  # queued | starting | running | completed | stopped | failed | cancelled
     run_id: str | None
     epoch: int
-    epochs: int
+    epochs: int | None  # None until the engine has resolved a config that left it to the recipe
     step: int
     total_steps: int
     eta_s: float | None
@@ -52,16 +57,25 @@ class JobSnapshot:
     error: str | None
     test_acc: float | None
     test_loss: float | None
-    started: float
+    started: float | None  # None while queued
     finished: float | None
     stop_requested: bool
+    queue_id: int = 0
+    queue_position: int = 1  # 1-based place in its queue
+    queue_size: int = 1
 
     @property
     def active(self) -> bool:
         return self.state in ACTIVE_STATES
 
     @property
+    def queued(self) -> bool:
+        return self.state == "queued"
+
+    @property
     def progress(self) -> float:
+        if self.state == "completed":
+            return 1.0
         return min(1.0, self.step / self.total_steps) if self.total_steps else 0.0
 
     @property
@@ -69,23 +83,77 @@ class JobSnapshot:
         return f"{self.config.get('model', '?')} on {self.config.get('dataset', '?')}"
 
 
-class Job:
-    """One training run in a background thread; `on_event` is the engine callback."""
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """A queue of jobs trained one after another, as readers see it."""
 
-    def __init__(self, job_id: int, cfg: TrainConfig):
+    id: int
+    name: str
+    jobs: tuple[JobSnapshot, ...]
+    finished: bool  # the worker has ended (every job done or cancelled)
+
+    @property
+    def size(self) -> int:
+        return len(self.jobs)
+
+    @property
+    def active(self) -> bool:
+        return not self.finished
+
+    @property
+    def current(self) -> JobSnapshot | None:
+        """The job being trained (None between jobs or when the queue is done)."""
+        return next((j for j in self.jobs if j.active), None)
+
+    @property
+    def position(self) -> int:
+        """1-based place of the job being trained, or of the last job that started."""
+        started = [i for i, j in enumerate(self.jobs, 1) if not j.queued and j.state != "cancelled"]
+        return started[-1] if started else 1
+
+    @property
+    def progress(self) -> float:
+        """Share of the queue done, counting the current job's progress (each job weighs the same)."""
+        if not self.jobs:
+            return 1.0
+        done = sum(1.0 if j.state in DONE_STATES else j.progress for j in self.jobs)
+        return min(1.0, done / len(self.jobs))
+
+
+class Job:
+    """One training run; `on_event` is the engine callback, `run` the body the worker calls."""
+
+    def __init__(self, job_id: int, cfg: TrainConfig, queue_id: int = 0, position: int = 1, size: int = 1):
         self.id = job_id
         self.cfg = cfg
+        self.queue_id, self.position, self.size = queue_id, position, size
         self.stop_event = threading.Event()
-        self.thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._state = "starting"
+        self._state = "queued"
         self._run_id: str | None = None
         self._last: TrainEvent | None = None
         self._history: list[dict[str, Any]] = []
         self._error: str | None = None
         self._test: tuple[float | None, float | None] = (None, None)
-        self._started = time.time()
+        self._started: float | None = None
         self._finished: float | None = None
+
+    def mark_starting(self) -> bool:
+        """Claim the job for training: False when it was cancelled (it must not run)."""
+        with self._lock:
+            if self._state == "queued":
+                self._state = "starting"
+                self._started = time.time()
+            return self._state == "starting"
+
+    def cancel(self) -> bool:
+        """A queued job that will never run; False when it already started."""
+        with self._lock:
+            if self._state != "queued":
+                return False
+            self._state = "cancelled"
+            self._finished = time.time()
+            return True
 
     def on_event(self, event: TrainEvent) -> None:
         with self._lock:
@@ -109,7 +177,9 @@ class Job:
             self._finished = time.time()
 
     def run(self, train_fn: TrainFn) -> None:
-        """The thread body: train, then record how it ended. Never raises."""
+        """Train, then record how it ended. Never raises; does nothing for a cancelled job."""
+        if not self.mark_starting():
+            return
         try:
             result = train_fn(self.cfg, callbacks=[self.on_event], stop=self.stop_event)
         except (ModelError, DatasetError) as e:
@@ -133,6 +203,7 @@ class Job:
     def snapshot(self) -> JobSnapshot:
         with self._lock:
             e = self._last
+            now = self._finished or time.time()
             return JobSnapshot(
                 id=self.id,
                 config=asdict(self.cfg),
@@ -144,7 +215,7 @@ class Job:
                 total_steps=e.total_steps if e else 0,
                 eta_s=e.eta_s if e and self._state == "running" else None,
                 samples_per_s=e.samples_per_s if e else None,
-                elapsed_s=(self._finished or time.time()) - self._started,
+                elapsed_s=now - self._started if self._started is not None else 0.0,
                 history=tuple(self._history),
                 error=self._error,
                 test_acc=self._test[0],
@@ -152,7 +223,47 @@ class Job:
                 started=self._started,
                 finished=self._finished,
                 stop_requested=self.stop_event.is_set(),
+                queue_id=self.queue_id,
+                queue_position=self.position,
+                queue_size=self.size,
             )
+
+
+class JobQueue:
+    """Jobs trained one after another by one worker thread."""
+
+    def __init__(self, queue_id: int, name: str, jobs: list[Job]):
+        self.id, self.name, self.jobs = queue_id, name, jobs
+        self.thread: threading.Thread | None = None
+        self._finished = threading.Event()
+
+    @property
+    def finished(self) -> bool:
+        return self._finished.is_set()
+
+    def work(self, train_fn: TrainFn) -> None:
+        """The worker body: each job not cancelled, in order; a failed job does not stop the next."""
+        try:
+            for job in self.jobs:
+                job.run(train_fn)  # a cancelled job returns at once
+        finally:
+            self._finished.set()
+
+    def cancel(self) -> bool:
+        """Stop the running job after its step and cancel those waiting; False when nothing was left to stop."""
+        acted = False
+        for job in self.jobs:
+            if job.cancel():
+                acted = True
+            elif job.snapshot().active:
+                job.stop_event.set()
+                acted = True
+        return acted
+
+    def snapshot(self) -> QueueSnapshot:
+        return QueueSnapshot(
+            id=self.id, name=self.name, jobs=tuple(j.snapshot() for j in self.jobs), finished=self.finished
+        )
 
 
 def check_config(cfg: TrainConfig) -> None:
@@ -165,70 +276,100 @@ def check_config(cfg: TrainConfig) -> None:
 
 @dataclass
 class JobManager:
-    """Starts at most one training at a time; keeps the last `keep` jobs for display."""
+    """Runs at most one queue of training jobs at a time; keeps the last `keep` jobs for display."""
 
     train_fn: TrainFn = train
     keep: int = 20
     _jobs: list[Job] = field(default_factory=list)
+    _queues: list[JobQueue] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _next_id: int = 1
+    _next_queue_id: int = 1
 
     def start(self, cfg: TrainConfig) -> JobSnapshot:
-        """Launch `cfg` in a background thread; JobBusy while another job runs, ModelError/DatasetError for bad settings."""
-        check_config(cfg)
-        with self._lock:
-            running = self._active_job()
-            if running is not None:
-                s = running.snapshot()
-                raise JobBusy(
-                    f"A training job is already running ({s.label}, {100 * s.progress:.0f}% done"
-                    + (f", run {s.run_id}" if s.run_id else "")
-                    + "). Wait for it to finish or stop it, then start again."
-                )
-            job = Job(self._next_id, cfg)
-            self._next_id += 1
-            self._jobs.append(job)
-            del self._jobs[: -self.keep]
-            job.thread = threading.Thread(
-                target=job.run, args=(self.train_fn,), name=f"xaidash-train-{job.id}", daemon=True
-            )
-            job.thread.start()
-            return job.snapshot()
+        """Launch `cfg` in the background; JobBusy while another job runs, ModelError/DatasetError for bad settings."""
+        return self.start_queue([cfg]).jobs[0]
 
-    def _active_job(self) -> Job | None:
-        for job in self._jobs:
-            if job.snapshot().active:
-                return job
-        return None
+    def start_queue(self, cfgs: Sequence[TrainConfig], name: str = "") -> QueueSnapshot:
+        """Train `cfgs` one after another in one background worker. Every config is checked first, so a bad
+        one refuses the whole queue before anything runs; JobBusy while another queue works."""
+        if not cfgs:
+            raise ModelError("Nothing to train: the queue is empty.")
+        for cfg in cfgs:
+            check_config(cfg)
+        with self._lock:
+            busy = self._active_queue()
+            if busy is not None:
+                raise JobBusy(self._busy_message(busy.snapshot()))
+            queue_id = self._next_queue_id
+            self._next_queue_id += 1
+            jobs = [Job(self._next_id + i, cfg, queue_id, i + 1, len(cfgs)) for i, cfg in enumerate(cfgs)]
+            self._next_id += len(cfgs)
+            jobs[0].mark_starting()  # it starts now: readers never see an idle gap before the thread runs
+            queue = JobQueue(queue_id, name, jobs)
+            self._jobs.extend(jobs)
+            del self._jobs[: -max(self.keep, len(jobs))]
+            self._queues.append(queue)
+            del self._queues[: -self.keep]
+            queue.thread = threading.Thread(
+                target=queue.work, args=(self.train_fn,), name=f"xaidash-train-{queue_id}", daemon=True
+            )
+            queue.thread.start()
+            return queue.snapshot()
+
+    @staticmethod
+    def _busy_message(q: QueueSnapshot) -> str:
+        job = q.current or q.jobs[q.position - 1]
+        where = f"run {q.position} of {q.size} of {q.name or 'a queue'}: " if q.size > 1 else ""
+        return (
+            f"A training job is already running ({where}{job.label}, {100 * job.progress:.0f}% done"
+            + (f", run {job.run_id}" if job.run_id else "")
+            + "). Wait for it to finish or stop it, then start again."
+        )
+
+    def _active_queue(self) -> JobQueue | None:
+        return next((q for q in self._queues if not q.finished), None)
 
     def busy(self) -> bool:
         with self._lock:
-            return self._active_job() is not None
+            return self._active_queue() is not None
 
     def stop(self) -> bool:
-        """Ask the running job to stop after its current step (it keeps its last checkpoint). False when none runs."""
+        """Stop the running job after its current step (it keeps what it trained) and cancel the jobs still
+        queued. False when nothing runs."""
         with self._lock:
-            job = self._active_job()
-        if job is None:
-            return False
-        job.stop_event.set()
-        return True
+            queue = self._active_queue()
+        return queue.cancel() if queue is not None else False
 
     def current(self) -> JobSnapshot | None:
-        """The most recent job (running or finished), or None."""
+        """The job being trained; else the last one that started; else None."""
         with self._lock:
-            return self._jobs[-1].snapshot() if self._jobs else None
+            snaps = [j.snapshot() for j in self._jobs]
+        active = [s for s in snaps if s.active]
+        if active:
+            return active[-1]
+        started = [s for s in snaps if s.started is not None]
+        return started[-1] if started else None
+
+    def queue(self) -> QueueSnapshot | None:
+        """The most recent queue (working or done), or None."""
+        with self._lock:
+            return self._queues[-1].snapshot() if self._queues else None
+
+    def find_queue(self, queue_id: int) -> QueueSnapshot | None:
+        with self._lock:
+            return next((q.snapshot() for q in self._queues if q.id == queue_id), None)
 
     def jobs(self) -> list[JobSnapshot]:
         with self._lock:
             return [j.snapshot() for j in self._jobs]
 
     def wait(self, timeout: float | None = None) -> JobSnapshot | None:
-        """Block until the most recent job's thread ends (or `timeout` seconds pass); its snapshot."""
+        """Block until the most recent queue's worker ends (or `timeout` seconds pass); the current job's snapshot."""
         with self._lock:
-            job = self._jobs[-1] if self._jobs else None
-        if job is None:
+            queue = self._queues[-1] if self._queues else None
+        if queue is None:
             return None
-        if job.thread is not None:
-            job.thread.join(timeout)
-        return job.snapshot()
+        if queue.thread is not None:
+            queue.thread.join(timeout)
+        return self.current()

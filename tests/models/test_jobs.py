@@ -1,4 +1,5 @@
-"""The background job manager: one job at a time, progress from engine events, stop, failures."""
+"""The background job manager: one worker at a time, queues trained in order, progress from engine events,
+stop (which also cancels what is queued), failures."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 import pytest
 
 from xaidash.models.engine import TrainConfig, TrainEvent
-from xaidash.models.jobs import JobBusy, JobManager
+from xaidash.models.jobs import JobBusy, JobManager, QueueSnapshot
 from xaidash.models.registry import ModelError
 from xaidash.models.runstore import list_runs
 
@@ -118,3 +119,88 @@ def test_real_training_in_the_background():
     runs = list_runs()
     assert [r.id for r in runs] == [snap.run_id]
     assert runs[0].summary()["state"] == "completed"
+
+
+def gated_train(calls: list[str], gates: dict[str, threading.Event]):
+    """A stand-in engine that records which model it trains and waits for that model's gate (or a stop)."""
+
+    def fn(cfg, callbacks, stop):
+        calls.append(cfg.model)
+        for cb in callbacks:
+            cb(TrainEvent(kind="start", run_id=f"run-{cfg.model}", epochs=2, total_steps=10))
+            cb(TrainEvent(kind="step", run_id=f"run-{cfg.model}", epoch=1, epochs=2, step=5, total_steps=10))
+        while not (gates[cfg.model].is_set() or stop.is_set()):
+            time.sleep(0.01)
+        result = FakeResult("stopped" if stop.is_set() else "completed")
+        result.run = type("R", (), {"id": f"run-{cfg.model}"})()
+        return result
+
+    return fn
+
+
+def queue_of(*models: str) -> list[TrainConfig]:
+    return [TrainConfig(dataset="shapes", model=m) for m in models]
+
+
+def test_a_queue_trains_its_configs_one_after_another_in_one_worker():
+    calls: list[str] = []
+    gates = {m: threading.Event() for m in ("mlp", "vit_tiny")}
+    manager = JobManager(train_fn=gated_train(calls, gates))
+    started = manager.start_queue(queue_of("mlp", "vit_tiny"), name="Quick start")
+    assert isinstance(started, QueueSnapshot) and started.size == 2 and started.active
+    assert started.jobs[0].active and started.jobs[1].queued
+    wait_for(lambda: manager.current() is not None and manager.current().step == 5)
+    q = manager.queue()
+    assert q.position == 1 and q.current.label == "mlp on shapes" and q.progress == pytest.approx(0.25)
+    assert manager.busy() and calls == ["mlp"]  # the second waits for the first
+    with pytest.raises(JobBusy, match=r"run 1 of 2 of Quick start: mlp on shapes, 50% done"):
+        manager.start(TrainConfig(dataset="digits", model="mlp"))
+    gates["mlp"].set()
+    wait_for(lambda: manager.queue().position == 2 and manager.current().step == 5)
+    assert calls == ["mlp", "vit_tiny"] and manager.current().queue_position == 2
+    assert manager.queue().progress == pytest.approx(0.75)
+    gates["vit_tiny"].set()
+    manager.wait(5)
+    done = manager.queue()
+    assert done.finished and not manager.busy() and done.progress == 1.0
+    assert [(j.state, j.run_id, j.test_acc) for j in done.jobs] == [
+        ("completed", "run-mlp", 0.75),
+        ("completed", "run-vit_tiny", 0.75),
+    ]
+
+
+def test_stop_ends_the_current_job_and_cancels_the_queued_ones():
+    calls: list[str] = []
+    gates = {m: threading.Event() for m in ("mlp", "vit_tiny", "resnet_small")}
+    manager = JobManager(train_fn=gated_train(calls, gates))
+    manager.start_queue(queue_of("mlp", "vit_tiny", "resnet_small"))
+    wait_for(lambda: manager.current() is not None and manager.current().state == "running")
+    assert manager.stop() is True
+    manager.wait(5)
+    q = manager.queue()
+    assert [j.state for j in q.jobs] == ["stopped", "cancelled", "cancelled"]
+    assert calls == ["mlp"] and not manager.busy() and manager.stop() is False
+    assert manager.current().label == "mlp on shapes"  # the last job that ran, not a cancelled one
+
+
+def test_a_failed_job_does_not_stop_the_rest_of_its_queue():
+    def fn(cfg, callbacks, stop):
+        if cfg.model == "mlp":
+            raise ModelError("no luck")
+        return FakeResult("completed")
+
+    manager = JobManager(train_fn=fn)
+    manager.start_queue(queue_of("mlp", "vit_tiny"))
+    manager.wait(5)
+    assert [(j.state, j.error) for j in manager.queue().jobs] == [("failed", "no luck"), ("completed", None)]
+
+
+def test_a_queue_with_one_bad_config_is_refused_whole():
+    manager = JobManager(train_fn=stepping_train(threading.Event()))
+    with pytest.raises(ModelError, match="is a text model"):
+        manager.start_queue(
+            [TrainConfig(dataset="digits", model="mlp"), TrainConfig(dataset="digits", model="text_cnn")]
+        )
+    with pytest.raises(ModelError, match="Nothing to train"):
+        manager.start_queue([])
+    assert manager.queue() is None and not manager.busy()
