@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 APP = Path(__file__).resolve().parent / "app.py"
 MAX_UPLOAD_MB = 50
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+GRACE_S = 10.0  # how long the server may take to shut down before it is killed
 
 
 def serve_command(host: str, port: int, headless: bool = True) -> list[str]:
@@ -39,24 +45,82 @@ def serve_command(host: str, port: int, headless: bool = True) -> list[str]:
     ]
 
 
+class _StopRequested(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _StopRequested(signum)
+
+
+@contextlib.contextmanager
+def _stop_signals_raise() -> Iterator[None]:
+    """While the block runs, SIGTERM, SIGINT and SIGHUP raise _StopRequested instead of ending the process."""
+    previous = {s: signal.signal(s, _raise_stop) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): SIGTERM it when `xaidash serve` dies, even by SIGKILL."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def stop_child(child: subprocess.Popen, grace: float = GRACE_S) -> int:
+    """Terminate the server, kill it if it has not exited after `grace` seconds, and reap it."""
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(grace)
+        except subprocess.TimeoutExpired:
+            child.kill()
+    return child.wait()
+
+
+def supervise(child: subprocess.Popen, grace: float = GRACE_S) -> int:
+    """Wait for the server; on SIGTERM, SIGINT (Ctrl-C) or SIGHUP stop it and free its port. Its exit status,
+    or 0 after a requested stop."""
+    with _stop_signals_raise():
+        try:
+            return child.wait()
+        except (_StopRequested, KeyboardInterrupt) as e:
+            print(f"xaidash: stopping the server ({e or 'interrupt'})", file=sys.stderr)
+        try:
+            stop_child(child, grace)
+        except _StopRequested:  # a second signal while stopping: no more waiting
+            child.kill()
+            child.wait()
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     cmd = serve_command(args.host, args.port, headless=not args.open_browser)
     print(f"xaidash: http://{args.host}:{args.port}  (Ctrl-C to stop)", file=sys.stderr)
-    try:
-        return subprocess.call(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    except KeyboardInterrupt:
-        return 0
+    child = subprocess.Popen(
+        cmd,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # the CLI has no threads yet
+    )
+    return supervise(child)
 
 
 def build_parser() -> argparse.ArgumentParser:
     from xaidash.data.cli import add_commands as data_commands
     from xaidash.explainers.cli import add_commands as explain_commands
     from xaidash.models.cli import add_commands as model_commands
+    from xaidash.models.external.cli import add_commands as import_commands
 
     parser = argparse.ArgumentParser(prog="xaidash", description="Train PyTorch models and look inside them.")
     sub = parser.add_subparsers(dest="command", required=True)
     data_commands(sub)
     model_commands(sub)
+    import_commands(sub)
     explain_commands(sub)
     s = sub.add_parser("serve", help="start the dashboard in the browser")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 exposes it to your network)")
