@@ -11,9 +11,11 @@ import streamlit as st
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.nav import build_pages
 from xaidash.dashboard.sidebar import render_sidebar
+from xaidash.dashboard.state import apply_run_link
 
 st.set_page_config(page_title="xaidash", page_icon=":mag:", layout="wide")
 page = st.navigation(build_pages())
+apply_run_link()
 try:
     render_sidebar()
 except Exception as e:  # noqa: BLE001 - the page must still work when the sidebar cannot be drawn

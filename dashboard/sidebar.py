@@ -1,63 +1,56 @@
-"""The sidebar every page shows: the selected run, the device, and the training job."""
+"""The sidebar every page shows: the selected run (flagged when too poor to explain), the device, and the
+training job (with its place in a queue such as the quick start)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from xaidash.dashboard import services
-from xaidash.dashboard.state import pct, selected_run
+from xaidash.dashboard.components.job_status import job_line
+from xaidash.dashboard.components.quality import show_run_warning
+from xaidash.dashboard.components.quickstart import select_demo_run_when_done
+from xaidash.dashboard.run_facts import epochs_text, pct
+from xaidash.dashboard.state import selected_run
 from xaidash.models.device import describe_default_device
-from xaidash.models.jobs import JobSnapshot
-
-
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
-        return "–"
-    s = round(s)
-    return f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s")
-
-
-def job_line(job: JobSnapshot) -> str:
-    """One line on a job: state, progress, ETA."""
-    if job.active:
-        if job.state == "starting":
-            return f"Starting: {job.label} (loading data)…"
-        stop = " · stopping…" if job.stop_requested else ""
-        return (
-            f"Training {job.label}: epoch {max(job.epoch, 1)}/{job.epochs}, {100 * job.progress:.0f}%, "
-            f"ETA {fmt_seconds(job.eta_s)}{stop}"
-        )
-    if job.state == "failed":
-        return f"Last job failed: {job.label}"
-    acc = f", test acc {pct(job.test_acc)}" if job.test_acc is not None else ""
-    return f"Last job {job.state}: {job.label}{acc}"
 
 
 def _job_status() -> None:
-    job = services.job_manager().current()
+    manager = services.job_manager()
+    job = manager.current()
     if job is None:
         st.caption("No training job yet.")
         return
-    st.caption(job_line(job))
+    queue = manager.find_queue(job.queue_id) if job.queue_size > 1 else None
+    st.caption(job_line(job, queue.name if queue is not None else ""))
     if job.active:
         st.progress(job.progress)
 
 
+def _selected_run() -> None:
+    run = selected_run()
+    if run is None:
+        st.caption("No run selected: train one on the Train page, or press the quick start on Home.")
+        return
+    try:
+        c, s = run.config(), run.summary()
+        st.markdown(f"**{c['model']}** on **{c['dataset']}**")
+        acc = s.get("test_acc")
+        facts = [f"test acc {pct(acc)}" if acc is not None else f"val acc {pct(s.get('val_acc'))}"]
+        if s.get("state") != "completed":
+            facts.append(f"{s.get('state', '?')}, epochs {epochs_text(c, s)}")
+        st.caption(" · ".join(facts))
+        st.caption(f"`{run.id}`")
+    except Exception as e:  # noqa: BLE001 - a damaged run must not break every page
+        st.warning(f"Run {run.id} is unreadable: {e}")
+        return
+    show_run_warning(run)
+
+
 def render_sidebar() -> None:
+    select_demo_run_when_done()
     with st.sidebar:
         st.subheader("Run")
-        run = selected_run()
-        if run is None:
-            st.caption("No run selected: train one on the Train page.")
-        else:
-            try:
-                c, s = run.config(), run.summary()
-                st.markdown(f"**{c['model']}** on **{c['dataset']}**")
-                acc = s.get("test_acc")
-                st.caption(f"test acc {pct(acc)}" if acc is not None else f"val acc {pct(s.get('val_acc'))}")
-                st.caption(f"`{run.id}`")
-            except Exception as e:  # noqa: BLE001 - a damaged run must not break every page
-                st.warning(f"Run {run.id} is unreadable: {e}")
+        _selected_run()
         st.subheader("Device")
         d = describe_default_device()
         st.caption(f"{d.name}" + (f" · {d.detail}" if d.detail else ""))

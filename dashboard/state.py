@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
+from xaidash.dashboard.run_facts import pct
 from xaidash.models.runstore import WEIGHTS, Run, list_runs
 
 if TYPE_CHECKING:
@@ -35,8 +36,15 @@ def selected_run() -> Run | None:
     return None
 
 
-def pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
+def apply_run_link() -> None:
+    """A link with `?run=<id>` (Home's quick-start results) selects that run, then the parameter is dropped
+    so the page's address does not pin the run."""
+    wanted = st.query_params.get("run")
+    if not wanted:
+        return
+    del st.query_params["run"]
+    if any(r.id == wanted for r in list_runs()):
+        select_run(wanted)
 
 
 def run_label(run: Run) -> str:
@@ -56,9 +64,11 @@ def require_bundle(purpose: str) -> tuple[Run, ModelBundle]:
     """The selected run and its loaded model, or a message with what to do and st.stop().
 
     Every page that works on a model starts here, so a missing run or one that cannot be loaded
-    (no weights yet, damaged files) reads the same everywhere instead of a traceback.
+    (no weights yet, damaged files) reads the same everywhere instead of a traceback, and a model too
+    poor to explain is flagged the same way everywhere.
     """
     from xaidash.dashboard import services
+    from xaidash.dashboard.components.quality import show_run_warning
     from xaidash.dashboard.errors import show_error
 
     run = selected_run()
@@ -75,4 +85,5 @@ def require_bundle(purpose: str) -> tuple[Run, ModelBundle]:
         show_error(e, f"Could not load run {run.id}")
         st.info("Pick another run on the Train page.")
         st.stop()
+    show_run_warning(run)
     return run, bundle

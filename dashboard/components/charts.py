@@ -1,4 +1,4 @@
-"""Altair charts the pages draw: training curves, confusion matrix, top-k bars, metric bars, heatmaps."""
+"""Altair charts the pages draw: confusion matrix, top-k bars, metric bars, heatmaps (training curves: curves.py)."""
 
 from __future__ import annotations
 
@@ -9,63 +9,6 @@ from typing import Any
 import altair as alt
 import numpy as np
 import pandas as pd
-
-SERIES_COLOURS = alt.Scale(domain=["train", "validation"], range=["#1f77b4", "#ff7f0e"])
-
-
-def curve_frame(history: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Long table (step, epoch, series, metric, value) from engine records: train from steps, validation from epochs."""
-    rows = []
-    for r in history:
-        if r.get("kind") == "step":
-            for metric, key in (("loss", "train_loss"), ("accuracy", "train_acc")):
-                if r.get(key) is not None:
-                    rows.append(
-                        {
-                            "step": r["step"],
-                            "epoch": r.get("epoch"),
-                            "series": "train",
-                            "metric": metric,
-                            "value": r[key],
-                        }
-                    )
-        elif r.get("kind") == "epoch":
-            for metric, key in (("loss", "val_loss"), ("accuracy", "val_acc")):
-                if r.get(key) is not None:
-                    rows.append(
-                        {
-                            "step": r["step"],
-                            "epoch": r.get("epoch"),
-                            "series": "validation",
-                            "metric": metric,
-                            "value": r[key],
-                        }
-                    )
-    return pd.DataFrame(rows, columns=["step", "epoch", "series", "metric", "value"])
-
-
-def training_curves(history: Sequence[dict[str, Any]]) -> alt.HConcatChart | None:
-    """Loss and accuracy over steps, train (per logged step) and validation (per epoch); None without data."""
-    df = curve_frame(history)
-    if df.empty:
-        return None
-
-    def panel(metric: str, title: str) -> alt.Chart:
-        d = df[df.metric == metric]
-        base = alt.Chart(d).encode(
-            x=alt.X("step:Q", title="step", axis=alt.Axis(format="d", tickMinStep=1)),
-            y=alt.Y(
-                "value:Q",
-                title=title,
-                scale=alt.Scale(zero=False) if metric == "loss" else alt.Scale(domain=[0, 1]),
-                axis=alt.Axis(format=".3~g"),
-            ),
-            color=alt.Color("series:N", scale=SERIES_COLOURS, title=None),
-            tooltip=["series", "epoch", "step", alt.Tooltip("value:Q", format=".4f")],
-        )
-        return (base.mark_line() + base.mark_point(size=30, filled=True)).properties(title=title, height=220, width=300)
-
-    return alt.hconcat(panel("loss", "Loss"), panel("accuracy", "Accuracy")).resolve_scale(color="shared")
 
 
 def confusion_chart(matrix: Sequence[Sequence[int]], classes: Sequence[str]) -> alt.Chart:

@@ -1,0 +1,103 @@
+"""Compare training runs, as TensorBoard's run overlay: curves of several runs on the same axes, their final
+metrics in one table and their settings side by side, with the settings that differ highlighted."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from xaidash.dashboard.components.curves import curve_controls, show_curves
+from xaidash.dashboard.run_facts import final_metrics, settings_rows
+from xaidash.dashboard.state import run_label
+from xaidash.models.runstore import Run, list_runs
+
+KEY = "compare_runs_pick"
+DIFFERS = "background-color: #fff3cd"  # a soft yellow: these settings differ between the runs
+
+
+def short_labels(runs: list[Run]) -> dict[str, str]:
+    """run id -> 'model on data set (MM-DD HH:MM)', unique (the chart legend and the table headers)."""
+    out: dict[str, str] = {}
+    for r in runs:
+        try:
+            c = r.config()
+            label = (
+                f"{c['model']} on {c['dataset']} ({time.strftime('%m-%d %H:%M', time.localtime(c.get('created', 0)))})"
+            )
+        except Exception:  # noqa: BLE001 - a damaged run is labelled by its id
+            label = r.id
+        n, base = 2, label
+        while label in out.values():
+            label, n = f"{base} #{n}", n + 1
+        out[r.id] = label
+    return out
+
+
+def metrics_table(runs: list[Run], labels: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame([{"run": labels[r.id], **final_metrics(r)} for r in runs])
+
+
+def settings_side_by_side(runs: list[Run], labels: dict[str, str]) -> pd.DataFrame:
+    """Rows: settings; columns: runs (in the order picked); index: the setting's name."""
+    columns = {}
+    for r in runs:
+        try:
+            columns[labels[r.id]] = dict(settings_rows(r))
+        except Exception as e:  # noqa: BLE001 - an unreadable run still gets its column
+            columns[labels[r.id]] = {"state": f"unreadable: {e}"}
+    order = list(dict.fromkeys(k for col in columns.values() for k in col))
+    return pd.DataFrame({name: [col.get(k, "–") for k in order] for name, col in columns.items()}, index=order)
+
+
+def differing(table: pd.DataFrame) -> list[str]:
+    """The settings whose value is not the same for every run."""
+    return [str(i) for i, row in table.iterrows() if row.nunique() > 1]
+
+
+def _highlight(table: pd.DataFrame, rows: list[str]) -> pd.io.formats.style.Styler:
+    return table.style.apply(lambda row: [DIFFERS if row.name in rows else "" for _ in row], axis=1)
+
+
+def compare_runs_section() -> None:
+    runs = list_runs()
+    if len(runs) < 2:
+        st.info("Compare runs needs at least two runs: train another one above.")
+        return
+    by_id = {r.id: r for r in runs}
+    labels = short_labels(runs)
+    if KEY in st.session_state:  # runs deleted since the last visit drop out of the choice
+        st.session_state[KEY] = [i for i in st.session_state[KEY] if i in by_id]
+    picked_ids = st.multiselect(
+        "Runs to compare",
+        list(by_id),
+        default=[r.id for r in runs[:2]] if KEY not in st.session_state else None,
+        format_func=lambda i: run_label(by_id[i]),
+        key=KEY,
+        help="two or more runs: their curves on the same axes, their final metrics and settings side by side",
+    )
+    if len(picked_ids) < 2:
+        st.caption("Pick at least two runs.")
+        return
+    picked = [by_id[i] for i in picked_ids]
+    options = curve_controls("compare_curves")
+    show_curves({labels[r.id]: r.metrics() for r in picked}, options, empty_note="These runs logged no curves.")
+    st.markdown("**Final metrics**")
+    st.dataframe(
+        metrics_table(picked, labels),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "test acc": st.column_config.NumberColumn(format="%.2f%%"),
+            "val acc": st.column_config.NumberColumn(format="%.2f%%"),
+            "test loss": st.column_config.NumberColumn(format="%.4f"),
+            "val loss": st.column_config.NumberColumn(format="%.4f"),
+            "time (s)": st.column_config.NumberColumn(format="%.1f"),
+            "samples/s": st.column_config.NumberColumn(format="%.0f"),
+        },
+    )
+    table = settings_side_by_side(picked, labels)
+    rows = differing(table)
+    st.markdown("**Settings**" + (f" (highlighted: {len(rows)} that differ)" if rows else " (all the same)"))
+    st.dataframe(_highlight(table, rows), width="stretch", height=35 * (len(table) + 1) + 3)

@@ -1,0 +1,207 @@
+"""Training curves as TensorBoard draws them: loss and accuracy over steps, one or several runs.
+
+Train points are what the engine logged per step record (the mean over each logging interval when
+the record says `interval_steps`; older runs logged the running mean since the epoch began, and the
+legend says so). Validation is one point per epoch. A smoothing weight applies TensorBoard's
+debiased exponential moving average to the train series, drawn over the faint raw points;
+dotted rules mark the ends of epochs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+COLUMNS = ["run", "step", "epoch", "series", "metric", "value"]
+SERIES_COLOURS = ["#1f77b4", "#ff7f0e"]
+DEFAULT_SMOOTHING = 0.6  # TensorBoard's default
+CHART_HEIGHT = 280
+
+
+def train_series_name(history: Sequence[Mapping[str, Any]]) -> str:
+    """What a train point is, for the legend: per-interval means, or (older runs) running means within an epoch."""
+    steps = [r for r in history if r.get("kind") == "step"]
+    if any("interval_steps" in r for r in steps):
+        return "train (mean per logging interval)"
+    return "train (running mean within each epoch)" if steps else "train"
+
+
+VALIDATION = "validation (per epoch)"
+
+
+def curve_frame(history: Sequence[Mapping[str, Any]], run: str = "") -> pd.DataFrame:
+    """Long table (run, step, epoch, series, metric, value): train from step records, validation from epoch records."""
+    train_name = train_series_name(history)
+    rows = []
+    for r in history:
+        kind = r.get("kind")
+        if kind == "step":
+            pairs, series = (("loss", "train_loss"), ("accuracy", "train_acc")), train_name
+        elif kind == "epoch":
+            pairs, series = (("loss", "val_loss"), ("accuracy", "val_acc")), VALIDATION
+        else:
+            continue
+        for metric, key in pairs:
+            if r.get(key) is not None and r.get("step") is not None:
+                rows.append(
+                    {"run": run, "step": r["step"], "epoch": r.get("epoch"), "series": series, "metric": metric}
+                    | {"value": float(r[key])}
+                )
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def epoch_ends(history: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """(epoch, step) where each epoch ended, from the epoch records (the last one may be a partial epoch)."""
+    rows = {int(r["epoch"]): int(r["step"]) for r in history if r.get("kind") == "epoch" and r.get("step") is not None}
+    return pd.DataFrame([{"epoch": e, "step": s} for e, s in sorted(rows.items())], columns=["epoch", "step"])
+
+
+def smooth(values: Sequence[float], weight: float) -> np.ndarray:
+    """TensorBoard's smoothing: an exponential moving average divided by (1 - weight^n), so the first
+    points are not pulled towards zero. weight 0 returns the values unchanged."""
+    out = np.empty(len(values), dtype=float)
+    last, n = 0.0, 0
+    for i, v in enumerate(values):
+        if not np.isfinite(v):
+            out[i] = v
+            continue
+        last = last * weight + (1.0 - weight) * v
+        n += 1
+        out[i] = last / (1.0 - weight**n) if weight > 0 else v
+    return out
+
+
+def with_smoothing(df: pd.DataFrame, weight: float) -> pd.DataFrame:
+    """Add a `smoothed` column: smoothed train values per run and metric; validation points stay as they are."""
+    df = df.sort_values(["run", "metric", "series", "step"]).copy()
+    df["smoothed"] = df["value"]
+    train = df["series"].str.startswith("train")
+    for idx in df[train].groupby(["run", "metric", "series"]).groups.values():
+        df.loc[idx, "smoothed"] = smooth(df.loc[idx, "value"].to_list(), weight)
+    return df
+
+
+@dataclass(frozen=True)
+class CurveOptions:
+    smoothing: float = DEFAULT_SMOOTHING
+    log_loss: bool = False
+
+
+def curve_controls(key: str) -> CurveOptions:
+    """The smoothing slider and the log-scale toggle, side by side."""
+    c1, c2, _ = st.columns([3, 2, 3], vertical_alignment="bottom")
+    smoothing = c1.slider(
+        "Smoothing",
+        0.0,
+        0.99,
+        DEFAULT_SMOOTHING,
+        0.01,
+        key=f"{key}_smoothing",
+        help="exponential moving average of the train points, debiased as in TensorBoard (0: raw points)",
+    )
+    log_loss = c2.toggle("Log scale for loss", key=f"{key}_log")
+    return CurveOptions(float(smoothing), bool(log_loss))
+
+
+def _x_axis(max_step: int) -> alt.X:
+    # Integer ticks only, at most about ten: a short run never repeats a label.
+    return alt.X(
+        "step:Q",
+        title="training step (dotted lines: ends of epochs)",
+        scale=alt.Scale(domain=[0, max(1, max_step)], nice=False),
+        axis=alt.Axis(format="d", tickMinStep=1, tickCount=min(10, max(1, max_step)), labelFlush=True),
+    )
+
+
+def metric_chart(
+    df: pd.DataFrame, metric: str, options: CurveOptions, ends: pd.DataFrame | None, by_run: bool
+) -> alt.LayerChart | None:
+    """One metric's chart: smoothed train line over faint raw points, validation points joined by a line,
+    epoch ends; coloured by series (one run) or by run with the series as line style (several)."""
+    d = with_smoothing(df[df.metric == metric], options.smoothing)
+    if d.empty:
+        return None
+    is_loss = metric == "loss"
+    log = is_loss and options.log_loss and bool((d["value"] > 0).all())
+    y_title = ("loss (log scale)" if log else "loss") if is_loss else "accuracy"
+    y_scale = (
+        alt.Scale(type="log") if log else (alt.Scale(zero=False) if is_loss else alt.Scale(domain=[0, 1], nice=False))
+    )
+    y_axis = alt.Axis(format="%" if not is_loss else "~g", tickCount=6, title=y_title)
+    series_order = list(dict.fromkeys(d["series"]))
+    if by_run:
+        runs = list(dict.fromkeys(d["run"]))
+        colour = alt.Color("run:N", title="run", scale=alt.Scale(domain=runs, scheme="tableau10"))
+        dash = alt.StrokeDash(
+            "series:N",
+            title="series",
+            scale=alt.Scale(domain=series_order, range=[[1, 0], [5, 3]][: len(series_order)]),
+        )
+    else:
+        colour = alt.Color(
+            "series:N", title=None, scale=alt.Scale(domain=series_order, range=SERIES_COLOURS[: len(series_order)])
+        )
+        dash = None
+    tooltip = [
+        *(["run"] if by_run else []),
+        "series",
+        "epoch",
+        alt.Tooltip("step:Q", format="d"),
+        alt.Tooltip("value:Q", format=".4f", title=metric),
+        alt.Tooltip("smoothed:Q", format=".4f"),
+    ]
+    x = _x_axis(int(d["step"].max()))
+    base = alt.Chart(d).encode(x=x, color=colour)
+    train = base.transform_filter(alt.datum.series != VALIDATION)
+    val = base.transform_filter(alt.datum.series == VALIDATION)
+    y_raw = alt.Y("value:Q", scale=y_scale, axis=y_axis)
+    layers: list[alt.Chart] = []
+    if options.smoothing > 0:  # the raw points stay visible, faint, behind the smoothed line
+        layers.append(train.mark_line(opacity=0.25, strokeWidth=1).encode(y=y_raw, detail="run:N"))
+    smoothed = train.mark_line(strokeWidth=2).encode(y=alt.Y("smoothed:Q", scale=y_scale, axis=y_axis), tooltip=tooltip)
+    layers.append(smoothed.encode(strokeDash=dash) if dash is not None else smoothed)
+    val_line = val.mark_line(strokeWidth=2, point=alt.OverlayMarkDef(size=45, filled=True)).encode(
+        y=y_raw, tooltip=tooltip
+    )
+    layers.append(val_line.encode(strokeDash=dash) if dash is not None else val_line)
+    if ends is not None and not ends.empty:
+        rule = alt.Chart(ends).encode(x=alt.X("step:Q"), tooltip=[alt.Tooltip("epoch:Q", title="end of epoch")])
+        layers.append(rule.mark_rule(color="#888", strokeDash=[2, 3], opacity=0.8))
+        layers.append(
+            rule.mark_text(align="right", baseline="top", dx=-3, dy=3, fontSize=10, color="#666")
+            .encode(y=alt.value(0), text=alt.Text("label:N"))
+            .transform_calculate(label="'epoch ' + datum.epoch")
+        )
+    title = "Loss (cross-entropy)" if is_loss else "Accuracy"
+    return (
+        alt.layer(*layers)
+        .properties(title=title, height=CHART_HEIGHT)
+        .configure_legend(orient="bottom", direction="horizontal", labelLimit=320, titleOrient="left")
+    )
+
+
+def show_curves(
+    histories: Mapping[str, Sequence[Mapping[str, Any]]],
+    options: CurveOptions,
+    empty_note: str = "No curves yet: they appear after the first logged steps.",
+) -> None:
+    """Loss and accuracy side by side at the page's width. One history: coloured by series with epoch ends;
+    several (keyed by run label): coloured by run."""
+    by_run = len(histories) > 1
+    frames = [curve_frame(h, run=label) for label, h in histories.items()]
+    df = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) else None
+    if df is None:
+        st.caption(empty_note)
+        return
+    ends = None if by_run else epoch_ends(next(iter(histories.values())))
+    cols = st.columns(2)
+    for col, metric in zip(cols, ("loss", "accuracy"), strict=True):
+        chart = metric_chart(df, metric, options, ends, by_run)
+        if chart is not None:
+            col.altair_chart(chart, width="stretch")

@@ -1,0 +1,80 @@
+"""How the pages word a training job's progress: one line for the sidebar, the progress text, the end message.
+
+Shared so the sidebar, Home and Train say the same thing about the same job.
+"""
+
+from __future__ import annotations
+
+from xaidash.dashboard import services
+from xaidash.dashboard.run_facts import kept_sentence, pct
+from xaidash.models.jobs import JobSnapshot, QueueSnapshot
+from xaidash.models.runstore import resolve_run
+
+
+def stop_training() -> None:
+    """The Stop buttons' callback: the current run stops after its step, queued runs are cancelled."""
+    services.job_manager().stop()  # False when it had already ended: nothing to do
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "–"
+    s = round(s)
+    return f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
+def queue_prefix(job: JobSnapshot, queue_name: str = "") -> str:
+    """'Quick start, run 2 of 3: ' for a job of a queue of several, else ''."""
+    if job.queue_size <= 1:
+        return ""
+    return f"{queue_name or 'Queue'}, run {job.queue_position} of {job.queue_size}: "
+
+
+def progress_text(job: JobSnapshot) -> str:
+    """The progress bar's text while a job trains: where it is, how fast, how long to go."""
+    if job.state == "starting":
+        return f"{job.label}: loading the data set and building the model…"
+    rate = f"{job.samples_per_s:,.0f} samples/s" if job.samples_per_s else "measuring speed"
+    epochs = f"/{job.epochs}" if job.epochs else ""
+    return (
+        f"Epoch {max(job.epoch, 1)}{epochs} · step {job.step}/{job.total_steps} · {rate} · "
+        f"ETA {fmt_seconds(job.eta_s)} · {fmt_seconds(job.elapsed_s)} elapsed"
+    )
+
+
+def job_line(job: JobSnapshot, queue_name: str = "") -> str:
+    """One line on a job: state, progress, ETA (the sidebar's)."""
+    prefix = queue_prefix(job, queue_name)
+    if job.active:
+        if job.state == "starting":
+            return f"{prefix}starting {job.label} (loading data)…"
+        stop = " · stopping…" if job.stop_requested else ""
+        epochs = f"/{job.epochs}" if job.epochs else ""
+        return (
+            f"{prefix}training {job.label}: epoch {max(job.epoch, 1)}{epochs}, {100 * job.progress:.0f}%, "
+            f"ETA {fmt_seconds(job.eta_s)}{stop}"
+        )
+    if job.state == "failed":
+        return f"{prefix}last job failed: {job.label}"
+    acc = f", test acc {pct(job.test_acc)}" if job.test_acc is not None else ""
+    return f"{prefix}last job {job.state}: {job.label}{acc}"
+
+
+def kept_by(job: JobSnapshot) -> str:
+    """What a stopped job's run holds, from its summary (the job's own view when the run cannot be read)."""
+    if job.run_id is not None:
+        try:
+            return kept_sentence(resolve_run(job.run_id).summary())
+        except Exception:  # noqa: BLE001 - the run may have been deleted meanwhile; fall back to the job's view
+            pass
+    return "nothing yet" if job.step == 0 else f"weights after step {job.step}"
+
+
+def stopped_message(job: JobSnapshot) -> str:
+    return f"Stopped after {fmt_seconds(job.elapsed_s)}. Kept: {kept_by(job)}."
+
+
+def queue_summary(queue: QueueSnapshot) -> str:
+    """'run 2 of 3 (resnet_small on shapes done)' style line for a queue in progress."""
+    done = [j for j in queue.jobs if j.state in ("completed", "stopped", "failed")]
+    return f"run {queue.position} of {queue.size}" + (f", {len(done)} done" if done else "")

@@ -1,0 +1,156 @@
+"""What the pages say about a run, as plain data: table rows, readable settings, what a stopped run kept.
+
+No Streamlit here, so every sentence the pages show about a run can be tested on its own. Summaries
+written by older engines lack `partial_steps`, `steps_per_epoch` and `kept`: everything reads them
+defensively and says less rather than something wrong.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from xaidash.models.jobs import JobSnapshot
+from xaidash.models.quality import run_warning
+from xaidash.models.runstore import WEIGHTS, Run
+
+USABLE_STATES = ("completed", "stopped")
+
+
+def pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def has_weights(run: Run) -> bool:
+    return run.file(WEIGHTS).exists()
+
+
+def planned_epochs(config: dict[str, Any], summary: dict[str, Any]) -> int | None:
+    epochs = (config.get("train") or {}).get("epochs") or summary.get("epochs")
+    return int(epochs) if epochs else None
+
+
+def epochs_text(config: dict[str, Any], summary: dict[str, Any]) -> str:
+    """Complete epochs: '3/5', or '0/5 (+3/47 steps)' when a stop kept part of an epoch (never '1/5' for 3 steps).
+    Worded as `xaidash runs` words it."""
+    done = int(summary.get("epochs_done") or 0)
+    total = planned_epochs(config, summary)
+    text = f"{done}/{total}" if total else str(done)
+    partial = int(summary.get("partial_steps") or 0)
+    if partial:
+        text += f" (+{partial}/{summary.get('steps_per_epoch', '?')} steps)"
+    return text
+
+
+def kept_sentence(summary: dict[str, Any]) -> str:
+    """Which weights the run holds, in plain words: the engine's own sentence ('weights after 3 of 47 steps of
+    epoch 1; no epoch completed') when it wrote one; for older runs, what their summary allows to say."""
+    if summary.get("kept"):
+        return str(summary["kept"])
+    done = int(summary.get("epochs_done") or 0)
+    partial = int(summary.get("partial_steps") or 0)
+    if partial:
+        per_epoch = summary.get("steps_per_epoch", "?")
+        complete = f"{plural(done, 'epoch')} complete" if done else "no epoch completed"
+        return f"weights after {partial} of {per_epoch} steps of epoch {done + 1}; {complete}"
+    if done:
+        return f"weights after epoch {done}"
+    return "nothing yet"
+
+
+def live_state(run: Run, summary: dict[str, Any], job: JobSnapshot | None) -> str:
+    """The state column: 'running · 45%' while this server trains it, else the summary's state."""
+    state = str(summary.get("state", "?"))
+    if job is not None and job.active and job.run_id == run.id:
+        return f"running · {100 * job.progress:.0f}%" + (" · stopping" if job.stop_requested else "")
+    return state
+
+
+def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
+    """One row of the runs table (accuracies as percentages, so the column sorts by number)."""
+    try:
+        c, s = run.config(), run.summary()
+        acc_val, acc_test = s.get("val_acc"), s.get("test_acc")
+        return {
+            "run": run.id,
+            "model": c["model"],
+            "data set": c["dataset"],
+            "state": live_state(run, s, job),
+            "epochs": epochs_text(c, s),
+            "val acc": None if acc_val is None else 100 * acc_val,
+            "test acc": None if acc_test is None else 100 * acc_test,
+            "quality": "⚠ poor" if run_warning(run) else "",
+            "device": c.get("device", "?"),
+            "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
+        }
+    except Exception as e:  # noqa: BLE001 - a damaged run must still be listed (and deletable)
+        return {"run": run.id, "model": "?", "data set": "?", "state": f"unreadable: {e}"}
+
+
+def _fmt_float(v: Any) -> str:
+    return "–" if v is None else f"{v:g}"
+
+
+def settings_rows(run: Run) -> list[tuple[str, str]]:
+    """(setting, value) pairs that describe a run to a person: model, data, the resolved training settings,
+    recipe, device, size, state and what it kept."""
+    c, s = run.config(), run.summary()
+    t = c.get("train") or {}
+    recipe = c.get("recipe") or {}
+    recipe_text = "–"
+    if recipe:
+        key = recipe.get("key", "?")
+        expected = recipe.get("expected_acc")
+        recipe_text = f"{key} (tested: {pct(expected)})" if expected is not None else f"{key} (untested)"
+    samples = " / ".join(str(c.get(k, "–")) for k in ("train_samples", "val_samples", "test_samples"))
+    rows = [
+        ("model", str(c.get("model", "?"))),
+        ("data set", str(c.get("dataset", "?"))),
+        ("epochs", str(planned_epochs(c, s) or "–")),
+        ("batch size", str(t.get("batch_size", "–"))),
+        ("learning rate", _fmt_float(c.get("lr", t.get("lr")))),
+        ("optimizer", str(t.get("optimizer", "–"))),
+        ("schedule", str(t.get("schedule", "–"))),
+        ("augmentation", str(t.get("augment", "–"))),
+        ("weight decay", _fmt_float(t.get("weight_decay"))),
+        ("seed", str(t.get("seed", "–"))),
+        ("validation share", _fmt_float(t.get("val_fraction"))),
+        ("recipe", recipe_text),
+        ("device", str(c.get("device", "–"))),
+        ("parameters", f"{c['parameters']:,}" if isinstance(c.get("parameters"), int) else "–"),
+        ("samples (train / val / test)", samples),
+        ("state", str(s.get("state", "?"))),
+        ("epochs done", epochs_text(c, s)),
+        ("kept", kept_sentence(s) if s.get("state") not in (None, "running") else "–"),
+        ("training time", f"{s['train_seconds']:.1f} s" if s.get("train_seconds") is not None else "–"),
+        ("samples/s", f"{s['samples_per_s']:,.0f}" if s.get("samples_per_s") else "–"),
+    ]
+    if t.get("max_train_samples"):
+        rows.insert(11, ("training samples used", f"at most {t['max_train_samples']:,}"))
+    return rows
+
+
+def final_metrics(run: Run) -> dict[str, Any]:
+    """The numbers a run ended with, for the compare table (None where a run has none)."""
+    s = run.summary()
+
+    def num(key: str) -> float | None:
+        v = s.get(key)
+        return float(v) if isinstance(v, (int, float)) else None
+
+    def as_pct(key: str) -> float | None:
+        v = num(key)
+        return None if v is None else 100 * v
+
+    return {
+        "test acc": as_pct("test_acc"),
+        "val acc": as_pct("val_acc"),
+        "test loss": num("test_loss"),
+        "val loss": num("val_loss"),
+        "time (s)": num("train_seconds"),
+        "samples/s": num("samples_per_s"),
+    }
