@@ -1,15 +1,17 @@
-"""Home: what xaidash does, how to start, which data sets work offline, and the runs present."""
+"""Home: what xaidash does, the quick start (train the demo models with one button), the runs, the data sets."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
+from xaidash.dashboard import services
+from xaidash.dashboard.components.quickstart import quickstart_panel
+from xaidash.dashboard.components.runs_table import runs_table
 from xaidash.dashboard.errors import guard
-from xaidash.dashboard.state import select_run, selected_run
 from xaidash.data.catalogue import datasets_table
 from xaidash.data.paths import data_root
-from xaidash.models.runstore import runs_root, runs_table
+from xaidash.models.runstore import list_runs, runs_root
 
 st.title("xaidash")
 st.write(
@@ -19,12 +21,17 @@ st.write(
     "curves, pointing game, completeness, sanity checks)."
 )
 
-st.subheader("Start")
+st.subheader("Quick start")
+with guard("Quick start"):
+    quickstart_panel()
+
+st.subheader("Or step by step")
 c1, c2, c3 = st.columns(3)
 with c1:
     st.markdown(
-        "**1. Train a model, or pick a run below**  \nPick a data set and a model; training runs in the "
-        "background and you can watch its curves. The built-in `shapes`, `digits` and `cues` data sets work offline."
+        "**1. Train a model, or pick a run below**  \nPick a data set and a model: the form is filled with the "
+        "model's tested recipe. Training runs in the background and you can watch its curves. The built-in "
+        "`shapes`, `digits` and `cues` data sets work offline."
     )
     st.page_link("views/train.py", label="Train a model", icon=":material/model_training:")
 with c2:
@@ -40,6 +47,16 @@ with c3:
     )
     st.page_link("views/compare.py", label="Compare methods", icon=":material/leaderboard:")
 
+st.subheader("Runs")
+with guard("Listing runs"):
+    if runs_table("home_runs_table", services.job_manager().current()) is None and not list_runs():
+        st.info(f"No runs yet under `{runs_root()}`: press the quick start above, or train one on the Train page.")
+    else:
+        st.caption(
+            f"Click a row to work with that run on every page. Stored under `{runs_root()}` (set XAIDASH_RUNS); "
+            "details, comparisons and deleting are on the Train page."
+        )
+
 st.subheader("Data sets")
 with guard("Listing data sets"):
     rows = datasets_table()
@@ -50,30 +67,3 @@ with guard("Listing data sets"):
             f"{', '.join(missing)}: not under the data root `{data_root()}` (set XAIDASH_DATA). "
             "They download on first use when the machine is online."
         )
-
-st.subheader("Runs")
-with guard("Listing runs"):
-    runs = runs_table()
-    if runs:
-        st.dataframe(pd.DataFrame(runs), hide_index=True, width="stretch")
-        st.caption(f"Stored under `{runs_root()}` (set XAIDASH_RUNS). Delete runs on the Train page.")
-        chosen = selected_run()
-        ids = [r["run"] for r in runs]
-        c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-        pick = c1.selectbox(
-            "Work with run",
-            ids,
-            index=ids.index(chosen.id) if chosen is not None and chosen.id in ids else 0,
-            key="home_run_pick",
-        )
-        c2.button(
-            "Use this run",
-            key="home_use",
-            on_click=select_run,
-            args=(pick,),
-            type="primary",
-            disabled=chosen is not None and chosen.id == pick,
-            icon=":material/check:",
-        )
-    else:
-        st.info(f"No runs yet under `{runs_root()}`: train one on the Train page.")

@@ -1,4 +1,5 @@
-"""Train: settings form, a background job with live curves and a Stop button, and the runs table."""
+"""Train: settings from the model's recipe, a background job with live curves and a Stop button that says
+what the run kept, the runs table (a click selects a run) and a comparison of runs."""
 
 from __future__ import annotations
 
@@ -6,21 +7,29 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
-from xaidash.dashboard.components.charts import confusion_chart, training_curves
+from xaidash.dashboard.components.charts import confusion_chart
+from xaidash.dashboard.components.compare_runs import compare_runs_section
+from xaidash.dashboard.components.curves import curve_controls, show_curves
+from xaidash.dashboard.components.job_status import (
+    fmt_seconds,
+    progress_text,
+    queue_prefix,
+    stop_training,
+    stopped_message,
+)
+from xaidash.dashboard.components.quality import show_run_warning
+from xaidash.dashboard.components.runs_table import runs_table
+from xaidash.dashboard.components.train_form import choose_dataset, choose_model, restore_fields, settings_form
 from xaidash.dashboard.errors import USER_ERRORS, guard, show_error
-from xaidash.dashboard.sidebar import fmt_seconds
-from xaidash.dashboard.state import pct, run_label, select_run, selected_run
-from xaidash.data.catalogue import dataset_status
-from xaidash.data.paths import data_root, offline
-from xaidash.data.registry import get_source, list_datasets
-from xaidash.models.device import device_choices
-from xaidash.models.engine import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Augment, TrainConfig
+from xaidash.dashboard.run_facts import epochs_text, has_weights, pct, settings_rows
+from xaidash.dashboard.state import RUN_KEY, select_run
 from xaidash.models.jobs import JobSnapshot
-from xaidash.models.registry import models_for
-from xaidash.models.runstore import Run, delete_run, list_runs, runs_root, runs_table
+from xaidash.models.runstore import Run, delete_run, list_runs, runs_root
 
 manager = services.job_manager()
 FLASH = "train_flash"
+WATCHING = "train_watching"  # the job whose end this session still has to show (a full rerun)
+STARTED = "train_started_job"  # the job this session started: its run is selected when it completes
 
 
 def flash(kind: str, message: str) -> None:
@@ -38,121 +47,29 @@ def show_flash() -> None:
 st.title("Train")
 
 # ---- settings ---------------------------------------------------------------------------------
-infos = list_datasets()
-status = {i.name: dataset_status(i) for i in infos}
+restore_fields()
 c1, c2 = st.columns(2)
-names = [i.name for i in infos]
-dataset = c1.selectbox(
-    "Data set",
-    names,
-    index=names.index("shapes") if "shapes" in names else 0,
-    format_func=lambda n: f"{n} ({status[n]})",
-    key="train_dataset",
-)
-info = get_source(dataset).info
-c1.caption(info.description)
-if status[dataset] == "needs download":
-    if offline():
-        c1.warning(
-            f"{dataset} is not under the data root `{data_root()}` and downloads are off (offline mode): "
-            "copy its files there or pick a built-in data set.",
-            icon=":material/cloud_off:",
-        )
-    else:
-        c1.info(
-            f"{dataset} will be downloaded to `{data_root()}` when training starts.", icon=":material/cloud_download:"
-        )
-specs = sorted(models_for(info), key=lambda s: s.pretrained)  # models trained here first: quick to try
-if not specs:
-    c2.warning(f"No zoo model fits {dataset}.")
-    spec = None
-else:
-    model = c2.selectbox(
-        "Model",
-        [s.name for s in specs],
-        key="train_model",
-        format_func=lambda n: n + (" (pretrained)" if next(s for s in specs if s.name == n).pretrained else ""),
-    )
-    spec = next(s for s in specs if s.name == model)
-    c2.caption(spec.description + (f" Input: {spec.input_note}." if spec.input_note else ""))
-    if note := spec.note():
-        c2.warning(note, icon=":material/warning:")
-
+with c1:
+    info = choose_dataset()
+with c2:
+    spec = choose_model(info)
 if spec is not None:
-    with st.form("train_form"):
-        c1, c2, c3, c4 = st.columns(4)
-        epochs = c1.number_input("Epochs", 1, 1000, 3, key="train_epochs")
-        batch_size = c2.number_input("Batch size", 1, 8192, 128, key="train_batch")
-        lr = c3.number_input(
-            "Learning rate",
-            1e-6,
-            5.0,
-            float(spec.default_lr),
-            format="%.5f",
-            key=f"train_lr_{spec.name}",
-            help=f"{spec.name}'s default is {spec.default_lr:g}",
-        )
-        optimizer = c4.selectbox("Optimiser", OPTIMIZERS, key="train_opt")
-        schedule = c1.selectbox(
-            "Schedule",
-            SCHEDULES,
-            key="train_sched",
-            help="learning rate over the steps: cosine decay, one-cycle warm-up and decay, or constant",
-        )
-        augment_choices: tuple[Augment, ...] = AUGMENTATIONS if info.modality == "image" else ("none",)
-        augment = c2.selectbox(
-            "Augmentation",
-            augment_choices,
-            key="train_aug",
-            help="random shifts by up to 2 pixels and/or horizontal flips of training images",
-        )
-        device = c3.selectbox(
-            "Device",
-            device_choices(),
-            key="train_device",
-            help="auto: the first CUDA GPU, else Apple MPS, else the CPU",
-        )
-        seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed")
-        with st.expander("Quick run and validation"):
-            q1, q2 = st.columns(2)
-            max_samples = q1.number_input(
-                "Use at most this many training samples (0 = all)", 0, 10_000_000, 0, step=100, key="train_max_samples"
-            )
-            val_fraction = q2.slider("Validation share of the training split", 0.0, 0.5, 0.1, 0.05, key="train_val")
-        submitted = st.form_submit_button("Start training", type="primary", icon=":material/play_arrow:")
-    if submitted:
-        cfg = TrainConfig(
-            dataset=dataset,
-            model=spec.name,
-            epochs=int(epochs),
-            batch_size=int(batch_size),
-            lr=float(lr),
-            optimizer=optimizer,
-            schedule=schedule,
-            augment=augment,
-            device=device,
-            seed=int(seed),
-            val_fraction=float(val_fraction),
-            max_train_samples=int(max_samples) or None,
-        )
+    cfg = settings_form(info, spec)
+    if cfg is not None:
         try:
             job = manager.start(cfg)
         except USER_ERRORS as e:
             show_error(e, "Training not started")
         else:
-            st.session_state["train_watching"] = job.id
+            st.session_state[WATCHING] = st.session_state[STARTED] = job.id
             st.rerun()  # redraw the sidebar (drawn before this page) and start the live panel's timer
 
 
 # ---- live job ---------------------------------------------------------------------------------
-def finished_run(job: JobSnapshot) -> Run | None:
+def job_run(job: JobSnapshot) -> Run | None:
     if job.run_id is None:
         return None
     return next((r for r in list_runs() if r.id == job.run_id), None)
-
-
-def stop_job() -> None:
-    manager.stop()  # False when the job already ended: nothing to stop
 
 
 def job_panel() -> None:
@@ -161,31 +78,33 @@ def job_panel() -> None:
         st.caption("No training job in this server session yet.")
         return
     if job.active:
-        st.session_state["train_watching"] = job.id
-    elif st.session_state.get("train_watching") == job.id:
-        # The job just ended: rerun the whole page once so the runs table and the sidebar show the new run.
-        st.session_state["train_watching"] = None
-        st.rerun()
+        st.session_state[WATCHING] = job.id
+    elif st.session_state.get(WATCHING) is not None:
+        # The job just ended: rerun the whole page once so the runs table and the sidebar show the new run,
+        # selected when this session started it and it completed.
+        st.session_state[WATCHING] = None
+        if st.session_state.get(STARTED) == job.id and job.state == "completed" and job.run_id:
+            select_run(job.run_id)
+        st.rerun(scope="app")
+    queue = manager.find_queue(job.queue_id) if job.queue_size > 1 else None
+    epochs = f"{job.epochs} epochs" if job.epochs else "epochs from its recipe"
+    batch = job.config.get("batch_size")
     st.markdown(
-        f"**{job.label}** · {job.config['epochs']} epochs · batch {job.config['batch_size']}"
+        queue_prefix(job, queue.name if queue is not None else "")
+        + f"**{job.label}** · {epochs}"
+        + (f" · batch {batch}" if batch else "")
         + (f" · run `{job.run_id}`" if job.run_id else "")
     )
     if job.active:
-        rate = f"{job.samples_per_s:,.0f} samples/s" if job.samples_per_s else "measuring speed"
-        text = (
-            f"Epoch {max(job.epoch, 1)}/{job.epochs} · step {job.step}/{job.total_steps} · {rate} · "
-            f"ETA {fmt_seconds(job.eta_s)} · {fmt_seconds(job.elapsed_s)} elapsed"
-        )
-        if job.state == "starting":
-            text = "Loading the data set and building the model…"
-        st.progress(job.progress, text=text)
+        st.progress(job.progress, text=progress_text(job))
         st.button(
             "Stop",
             icon=":material/stop:",
             key="train_stop",
-            on_click=stop_job,
+            on_click=stop_training,
             disabled=job.stop_requested,
-            help="stop after the current step; the run keeps its last checkpoint",
+            help="stop after the current step: the run keeps what it has trained so far"
+            + ("; the runs still queued are cancelled" if queue is not None else ""),
         )
         if job.stop_requested:
             st.caption("Stopping after the current step…")
@@ -195,45 +114,34 @@ def job_panel() -> None:
             icon=":material/check_circle:",
         )
     elif job.state == "stopped":
-        st.warning(
-            f"Stopped after {fmt_seconds(job.elapsed_s)}; the run keeps the weights of its last finished epoch.",
-            icon=":material/stop_circle:",
-        )
+        st.warning(stopped_message(job), icon=":material/stop_circle:")
     else:
         st.error(f"Training failed: {job.error}", icon=":material/error:")
-    chart = training_curves(job.history)
-    if chart is not None:
-        st.altair_chart(chart, width="content")
-    elif job.active:
-        st.caption("Curves appear after the first logged steps.")
-    if not job.active:
-        run = finished_run(job)
-        if run is not None:
-            run_details(run, key="job")
-
-
-def run_details(run: Run, key: str) -> None:
-    """Test metrics and confusion matrix of a finished run, and a button to use it."""
-    s = run.summary()
-    c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Test accuracy", pct(s.get("test_acc")))
-    c2.metric("Test loss", f"{s['test_loss']:.4f}" if s.get("test_loss") is not None else "–")
-    c3.metric("Validation accuracy", pct(s.get("val_acc")))
-    c4.metric("Epochs", f"{s.get('epochs_done', 0)}/{s.get('epochs', '?')}")
-    if s.get("confusion"):
-        st.altair_chart(confusion_chart(s["confusion"], run.info.classes), width="content")
-    current = st.session_state.get("xai_selected_run")
-    if current == run.id:
-        st.caption("This run is selected for the Explain and Compare pages.")
-    else:
+    show_curves({job.label: job.history}, curve_controls("job_curves"))
+    run = job_run(job) if not job.active else None
+    if run is not None and st.session_state.get(RUN_KEY) != run.id and has_weights(run):
         st.button(
             "Use this run",
-            key=f"{key}_use_{run.id}",
+            key=f"job_use_{run.id}",
             on_click=select_run,
             args=(run.id,),
             type="primary",
             icon=":material/check:",
+            help="select it for every page (its results are under Runs below)",
         )
+
+
+def run_results(run: Run) -> None:
+    """Test metrics and confusion matrix of a finished run."""
+    c, s = run.config(), run.summary()
+    show_run_warning(run)
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("Test accuracy", pct(s.get("test_acc")))
+    m2.metric("Test loss", f"{s['test_loss']:.4f}" if s.get("test_loss") is not None else "–")
+    m3.metric("Validation accuracy", pct(s.get("val_acc")))
+    m4.metric("Epochs", epochs_text(c, s), help="complete epochs / planned (+ steps of a partial epoch)")
+    if s.get("confusion"):
+        st.altair_chart(confusion_chart(s["confusion"], run.info.classes), width="content")
 
 
 st.subheader("Training job")
@@ -251,57 +159,54 @@ def delete_callback(run_id: str) -> None:
     except Exception as e:  # noqa: BLE001 - shown as a message after the rerun
         flash("error", f"Could not delete {run_id}: {e}")
         return
-    if st.session_state.get("xai_selected_run") == run_id:
+    if st.session_state.get(RUN_KEY) == run_id:
         select_run(None)
     st.session_state.pop("train_confirm_delete", None)
     flash("success", f"Deleted run {run_id}.")
 
 
-st.subheader("Runs")
-show_flash()
-with guard("Listing runs"):
-    rows = runs_table()
-    if not rows:
-        st.info(f"No runs yet under `{runs_root()}`: start one above.")
-    else:
-        chosen = selected_run()
-        table = pd.DataFrame(rows)
-        table.insert(0, "selected", [chosen is not None and r["run"] == chosen.id for r in rows])
-        st.dataframe(table, hide_index=True, width="stretch")
-        runs = {r.id: r for r in list_runs()}
-        ids = [r["run"] for r in rows if r["run"] in runs]
-        index = ids.index(chosen.id) if chosen is not None and chosen.id in ids else 0
-        # Plain ids as options: a label with changing accuracy or state would change the options under the widget.
-        pick = st.selectbox("Run", ids, index=index, key="train_run_pick")
-        run = runs[pick]
-        st.caption(run_label(run))
-        c1, c2, c3 = st.columns([2, 3, 2], vertical_alignment="bottom")
-        is_selected = chosen is not None and chosen.id == pick
-        c1.button(
-            "Use this run" if not is_selected else "Selected",
-            key="train_use",
-            on_click=select_run,
-            args=(pick,),
-            disabled=is_selected,
-            type="primary",
-            icon=":material/check:",
-        )
-        confirm = c2.checkbox(f"Yes, delete {pick}", key="train_confirm_delete")
-        c3.button(
+def run_details(run: Run) -> None:
+    """The focused run: its settings as a table, its curves, its results, and deleting it."""
+    s = run.summary()
+    if s.get("error"):
+        st.error(s["error"])
+    left, right = st.columns([2, 3])
+    with left:
+        st.markdown(f"**Settings of `{run.id}`**")
+        table = pd.DataFrame(settings_rows(run), columns=["setting", "value"])
+        st.dataframe(table, hide_index=True, width="stretch", height=35 * (len(table) + 1) + 3)
+        d1, d2 = st.columns([3, 2], vertical_alignment="bottom")
+        confirm = d1.checkbox(f"Yes, delete {run.id}", key="train_confirm_delete")
+        d2.button(
             "Delete run",
             key="train_delete",
             on_click=delete_callback,
-            args=(pick,),
+            args=(run.id,),
             disabled=not confirm,
             icon=":material/delete:",
         )
-        with st.expander("Details of this run", expanded=False):
-            s = run.summary()
-            if s.get("error"):
-                st.error(s["error"])
-            if s.get("confusion"):
-                st.altair_chart(confusion_chart(s["confusion"], run.info.classes), width="content")
-            chart = training_curves(run.metrics())
-            if chart is not None:
-                st.altair_chart(chart, width="content")
-            st.json(run.config(), expanded=False)
+    with right:
+        if s.get("state") in ("completed", "stopped"):
+            run_results(run)
+    show_curves({run.id: run.metrics()}, curve_controls("run_curves"), empty_note="This run logged no curves.")
+
+
+def runs_panel() -> None:
+    show_flash()
+    with guard("Listing runs"):
+        job = manager.current()
+        run = runs_table("train_runs_table", job)
+        if run is None and not list_runs():
+            st.info(f"No runs yet under `{runs_root()}`: start one above, or press the quick start on Home.")
+            return
+        st.caption("Click a row to select that run for every page.")
+        if run is not None:
+            run_details(run)
+
+
+runs_tab, compare_tab = st.tabs(["Runs", "Compare runs"], key="train_tabs")
+with runs_tab:
+    # While a job trains, its row's progress and state update every few seconds.
+    st.fragment(runs_panel, run_every=3.0 if manager.busy() else None)()
+with compare_tab, guard("Comparing runs"):
+    compare_runs_section()

@@ -73,21 +73,35 @@ def _no_job_left_running():
     manager.wait(60)
 
 
+def table(at: AppTest, key: str):
+    found = [d for d in at.dataframe if d.key == key]
+    assert found, f"no table {key!r}"
+    return found[0].value
+
+
+def click_row(at: AppTest, key: str, run_id: str) -> None:
+    """What a click on a row does in the browser: the table's selection state names that row."""
+    rows = list(table(at, key)["run"])
+    at.session_state[key] = {"selection": {"rows": [rows.index(run_id)], "columns": [], "cells": []}}
+    at.run()
+    assert_ok(at)
+
+
 def test_home_lists_data_sets_and_runs(runs):
     at = make_app()
     at.run()
     assert_ok(at)
     assert at.title[0].value == "xaidash"
-    datasets, run_table = at.dataframe[0].value, at.dataframe[1].value
+    datasets = next(d.value for d in at.dataframe if "status" in d.value.columns)
     assert set(datasets["name"]) >= {"shapes", "digits", "cues"}
     assert datasets.set_index("name").loc["shapes", "status"] == "built in"
-    assert set(run_table["run"]) == {runs["image"], runs["text"]}
+    assert set(table(at, "home_runs_table")["run"]) == {runs["image"], runs["text"]}
+    assert button(at, "Train the demo models")
     sidebar = " ".join(values(at.sidebar.markdown) + values(at.sidebar.caption))
     assert "CPU" in sidebar or "GPU" in sidebar
-    # Picking a run on Home selects it for every page (the sidebar shows it).
+    # A click on a row selects that run for every page (the sidebar shows it).
     other = runs["image"] if at.session_state["xai_selected_run"] == runs["text"] else runs["text"]
-    at.selectbox(key="home_run_pick").set_value(other).run()
-    button(at, "Use this run").click().run()
+    click_row(at, "home_runs_table", other)
     assert at.session_state["xai_selected_run"] == other
     expected = "**mlp** on **shapes**" if other == runs["image"] else "**text_cnn** on **cues**"
     assert expected in values(at.sidebar.markdown)
@@ -109,7 +123,7 @@ def test_home_without_runs_says_how_to_start():
     at = make_app()
     at.run()
     assert_ok(at)
-    assert any("No runs yet" in v for v in values(at.info))
+    assert any("No runs yet" in v and "quick start" in v for v in values(at.info))
     explain = open_page(make_app(), "views/explain.py")
     assert any("train a model first" in v for v in values(explain.info))
 
@@ -145,7 +159,10 @@ def test_train_start_refuse_stop_finish_select_delete():
     assert job_manager().current().state == "stopped"
     assert any("Stopped" in v for v in values(at.warning)), values(at.warning)
 
-    # A short job runs to the end: test metrics, confusion matrix, and it can be selected.
+    stopped = job_manager().current().run_id
+    assert stopped in set(table(at, "train_runs_table")["run"])
+
+    # A short job runs to the end: test metrics, confusion matrix; the session that started it works with it.
     at.number_input(key="train_epochs").set_value(1)
     at.number_input(key="train_batch").set_value(64)
     at.number_input(key="train_max_samples").set_value(300)
@@ -155,21 +172,18 @@ def test_train_start_refuse_stop_finish_select_delete():
     job = job_manager().current()
     assert job.state == "completed", job.error
     assert any("Finished" in v for v in values(at.success)), values(at.success)
-    assert "Test accuracy" in [m.label for m in at.metric]
-    assert job.run_id in set(at.dataframe[0].value["run"])
-    button(at, "Use this run").click().run()
     assert at.session_state["xai_selected_run"] == job.run_id
+    assert "Test accuracy" in [m.label for m in at.metric]
     assert any("mlp" in v for v in values(at.sidebar.markdown))
 
-    # Delete the stopped run: needs the confirmation tick.
-    stopped = next(r for r in at.dataframe[0].value["run"] if r != job.run_id)
-    at.selectbox(key="train_run_pick").set_value(stopped).run()
+    # Delete the stopped run: select its row, then confirm.
+    click_row(at, "train_runs_table", stopped)
     assert button(at, "Delete run").disabled
     at.checkbox(key="train_confirm_delete").check().run()
     button(at, "Delete run").click().run()
     assert_ok(at)
     assert any(f"Deleted run {stopped}" in v for v in values(at.success))
-    assert list(at.dataframe[0].value["run"]) == [job.run_id]
+    assert list(table(at, "train_runs_table")["run"]) == [job.run_id]
 
 
 def test_explain_uploaded_image_methods_side_by_side_and_param_cache(runs, make_png):

@@ -1,0 +1,150 @@
+"""The quick start on Home: one button trains the demo runs (models/demo.py) one after another in the
+background, with their progress, then lists them with their accuracy and links to the pages.
+
+The job manager is shared by every session, so the progress survives page changes and reloads; the
+session that pressed the button also gets the first demo run selected when the queue ends.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from xaidash.dashboard import services
+from xaidash.dashboard.components.job_status import fmt_seconds, progress_text, stop_training
+from xaidash.dashboard.errors import USER_ERRORS, show_error
+from xaidash.dashboard.run_facts import pct
+from xaidash.dashboard.state import select_run
+from xaidash.data.registry import get_source
+from xaidash.models.demo import DEMO_RUNS
+from xaidash.models.engine import TrainConfig
+from xaidash.models.jobs import JobSnapshot, QueueSnapshot
+from xaidash.models.quality import run_warning
+from xaidash.models.registry import get_spec
+from xaidash.models.runstore import resolve_run
+
+NAME = "Quick start"
+STARTED = "quickstart_queue"  # the queue this session started: its first run gets selected when it ends
+WATCHING = "quickstart_watching"  # the queue whose progress this session shows: a full rerun when it ends
+DURATION = "about 2–3 minutes on a 2-core CPU, much less on a GPU"
+ICONS = {"completed": "✅", "stopped": "⏹️", "failed": "❌", "cancelled": "⏭️", "queued": "⏳"}
+
+
+def demo_configs() -> list[TrainConfig]:
+    """The demo runs as training configs: data set and model only, the engine takes the rest from the recipe."""
+    return [TrainConfig(dataset=dataset, model=model) for dataset, model in DEMO_RUNS]
+
+
+def plan_line(cfg: TrainConfig) -> str:
+    """'resnet_small on shapes: 3 epochs, tested at 99.7%' from the model's recipe for that data."""
+    spec, info = get_spec(cfg.model), get_source(cfg.dataset).info
+    _, recipe = spec.recipe(info)
+    tested = f", tested at {pct(recipe.expected_acc)}" if recipe.expected_acc is not None else ""
+    what = spec.description.split(".")[0] if spec.description else spec.name
+    return f"**{cfg.model}** on **{cfg.dataset}** ({what}): {recipe.epochs} epochs{tested}"
+
+
+def start() -> None:
+    try:
+        queue = services.job_manager().start_queue(demo_configs(), name=NAME)
+    except USER_ERRORS as e:
+        show_error(e, "Quick start not started")
+        return
+    st.session_state[STARTED] = queue.id
+    st.session_state[WATCHING] = queue.id
+    st.rerun()  # redraw the sidebar and start the progress timers
+
+
+def _job_row(job: JobSnapshot) -> str:
+    if job.active:
+        return f"🔄 {job.label}: {100 * job.progress:.0f}%"
+    icon = ICONS.get(job.state, "")
+    acc = f", test accuracy {pct(job.test_acc)}" if job.test_acc is not None else ""
+    return f"{icon} {job.label}: {job.state}{acc}"
+
+
+def _progress(queue_id: int) -> None:
+    """The queue's progress, redrawn every second by its fragment; a full rerun once it ends."""
+    queue = services.job_manager().find_queue(queue_id)
+    if queue is None:
+        return
+    if queue.finished:
+        if st.session_state.get(WATCHING) == queue_id:
+            st.rerun(scope="app")  # show the results, and the sidebar's final state
+        return
+    current = queue.current
+    st.progress(queue.progress, text=f"Run {queue.position} of {queue.size} · {100 * queue.progress:.0f}% of the demo")
+    if current is not None:
+        st.progress(current.progress, text=f"{current.label}: {progress_text(current)}")
+    st.markdown("  \n".join(_job_row(j) for j in queue.jobs))
+    stopping = current is not None and current.stop_requested
+    st.button(
+        "Stop the quick start",
+        icon=":material/stop:",
+        key="quickstart_stop",
+        on_click=stop_training,
+        disabled=stopping,
+        help="stops the current run after its step (it keeps what it trained) and cancels the runs still waiting",
+    )
+
+
+def _results(queue: QueueSnapshot) -> None:
+    """Each demo run with its accuracy, a flag when it is poor, and links to the pages that show it."""
+    total = sum(j.elapsed_s for j in queue.jobs)
+    st.success(f"The demo models are trained ({fmt_seconds(total)} in all).", icon=":material/check_circle:")
+    for job in queue.jobs:
+        c1, c2, c3 = st.columns([5, 1, 1], vertical_alignment="center")
+        c1.markdown(_job_row(job))
+        if job.run_id is None or job.state not in ("completed", "stopped"):
+            continue
+        try:
+            run = resolve_run(job.run_id)
+        except USER_ERRORS:
+            c1.caption("(deleted since)")
+            continue
+        if warning := run_warning(run):
+            c1.warning(warning, icon=":material/warning:")
+        c2.page_link("views/explain.py", label="Explain", icon=":material/image_search:", query_params={"run": run.id})
+        if get_spec(job.config["model"]).attention:
+            c3.page_link(
+                "views/attention.py", label="Attention", icon=":material/visibility:", query_params={"run": run.id}
+            )
+
+
+def select_demo_run_when_done() -> None:
+    """Once, in the session that started the quick start and after it ended: its first finished run (the image
+    CNN) becomes the selected run, so Explain opens on a good model. Called by the sidebar on every page."""
+    queue_id = st.session_state.get(STARTED)
+    if queue_id is None:
+        return
+    queue = services.job_manager().find_queue(queue_id)
+    if queue is None:
+        st.session_state[STARTED] = None
+    elif queue.finished:
+        st.session_state[STARTED] = None
+        first = next((j for j in queue.jobs if j.state == "completed" and j.run_id), None)
+        if first is not None:
+            select_run(first.run_id)
+
+
+def quickstart_panel() -> None:
+    """Home's quick start: the button and what it trains, the progress while it runs, the results after."""
+    manager = services.job_manager()
+    queue = manager.queue()
+    ours = queue if queue is not None and queue.name == NAME else None
+    if ours is not None and ours.active:
+        st.session_state[WATCHING] = ours.id
+        st.markdown(f"**Training the demo models** ({DURATION}). You can use the other pages meanwhile.")
+        st.fragment(_progress, run_every=1.0)(ours.id)
+        return
+    st.session_state[WATCHING] = None
+    c1, c2 = st.columns([2, 3], vertical_alignment="center")
+    if c1.button("Train the demo models", type="primary", icon=":material/rocket_launch:", key="quickstart_start"):
+        start()
+    c2.markdown(
+        f"Trains, one after another in the background ({DURATION}):  \n"
+        + "  \n".join(f"- {plan_line(cfg)}" for cfg in demo_configs())
+    )
+    if manager.busy():
+        st.caption("A training job is running: the quick start can begin when it ends (or after you stop it).")
+    if ours is not None:
+        _results(ours)

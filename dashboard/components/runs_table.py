@@ -1,0 +1,103 @@
+"""The runs table: one row per run (the one training included), and a click on a row selects that run.
+
+The table is a controlled widget: the session's selected run decides which row is highlighted, and a
+click changes the selected run for every page. A run still without weights (training, before its
+first epoch ends) can be clicked; it stays pending and becomes the selected run once it has weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from xaidash.dashboard.run_facts import has_weights, run_row
+from xaidash.dashboard.state import RUN_KEY, select_run, selected_run
+from xaidash.models.jobs import JobSnapshot
+from xaidash.models.runstore import Run, list_runs
+
+PENDING = "xai_pending_run"  # clicked, but no weights yet: becomes the selected run when it has them
+COLUMNS = {
+    "val acc": st.column_config.NumberColumn("val acc", format="%.1f%%", help="validation accuracy"),
+    "test acc": st.column_config.NumberColumn("test acc", format="%.1f%%", help="test accuracy (after training)"),
+    "quality": st.column_config.TextColumn("quality", help="⚠ poor: near chance or far below its recipe"),
+    "epochs": st.column_config.TextColumn("epochs", help="complete epochs / planned (+ steps of a partial epoch)"),
+}
+
+
+def _clicked_row(state: Any) -> int | None:
+    """The row index a dataframe selection state points at (a dict or Streamlit's DataframeState)."""
+    if not isinstance(state, Mapping):
+        return None
+    rows = (state.get("selection") or {}).get("rows") or []
+    return int(rows[0]) if rows else None
+
+
+def focused_run_id(runs: dict[str, Run]) -> str | None:
+    """The run the tables highlight: a clicked run still waiting for weights, else the session's selected run.
+    A pending run that now has weights becomes the selected run."""
+    pending = st.session_state.get(PENDING)
+    if pending in runs and has_weights(runs[pending]):
+        select_run(pending)
+        st.session_state.pop(PENDING, None)
+        pending = None
+    if pending in runs:
+        return pending
+    chosen = selected_run()
+    return chosen.id if chosen is not None else None
+
+
+def _focus_on(run: Run) -> bool:
+    """A click on `run`: select it when it has weights (True), else keep it pending (False)."""
+    if has_weights(run):
+        st.session_state.pop(PENDING, None)
+        changed = st.session_state.get(RUN_KEY) != run.id
+        select_run(run.id)
+        return changed
+    st.session_state[PENDING] = run.id
+    return False
+
+
+def runs_table(key: str, job: JobSnapshot | None = None) -> Run | None:
+    """Draw the runs table with row selection; the focused run (None when there are no runs).
+
+    `job`: the job this server is training, so its row shows live progress."""
+    runs = list_runs()
+    if not runs:
+        return None
+    by_id = {r.id: r for r in runs}
+    ids = [r.id for r in runs]
+    shown, seen = st.session_state.get(f"{key}_ids") or [], st.session_state.get(f"{key}_seen")
+    row = _clicked_row(st.session_state.get(key))
+    clicked = shown[row] if row is not None and row < len(shown) else None
+    if clicked is not None and clicked != seen and clicked in by_id:
+        st.session_state[f"{key}_seen"] = clicked
+        if _focus_on(by_id[clicked]):
+            st.rerun()  # the sidebar, drawn before this table, must show the new run
+    focus = focused_run_id(by_id)
+    wanted = [ids.index(focus)] if focus in ids else []
+    if _clicked_row(st.session_state.get(key)) != (wanted[0] if wanted else None):
+        st.session_state[key] = {"selection": {"rows": wanted, "columns": [], "cells": []}}
+    table = pd.DataFrame([run_row(r, job) for r in runs])
+    st.dataframe(
+        table,
+        key=key,
+        on_select="rerun",
+        selection_mode="single-row",
+        hide_index=True,
+        width="stretch",
+        column_config=COLUMNS,
+    )
+    st.session_state[f"{key}_ids"] = ids
+    st.session_state[f"{key}_seen"] = focus
+    if focus is None:
+        return None
+    run = by_id[focus]
+    if not has_weights(run):
+        st.caption(
+            f"`{run.id}` has no weights yet (a run writes them after its first epoch): it becomes the selected "
+            "run for the other pages as soon as it has them."
+        )
+    return run

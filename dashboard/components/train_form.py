@@ -1,0 +1,237 @@
+"""The Train page's settings: data set, model and a form pre-filled from the model's recipe for that data.
+
+Picking a data set preselects its recommended model; picking a model or a data set re-fills every
+training field from `spec.recipe(info)`. The fields stay editable, and edits survive reruns and visits
+to other pages (Streamlit forgets the value of a widget its page does not draw, so the form keeps a
+copy) until the model or the data set changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import streamlit as st
+
+from xaidash.dashboard.run_facts import pct
+from xaidash.data.catalogue import dataset_status
+from xaidash.data.paths import data_root, offline
+from xaidash.data.registry import DatasetInfo, get_source, list_datasets
+from xaidash.models.device import device_choices
+from xaidash.models.engine import TrainConfig
+from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Augment, Recipe
+from xaidash.models.registry import ModelSpec, models_for, recommended_model
+
+# The recipe's fields and the widgets that show them.
+RECIPE_KEYS = {
+    "epochs": "train_epochs",
+    "batch_size": "train_batch",
+    "lr": "train_lr",
+    "optimizer": "train_opt",
+    "schedule": "train_sched",
+    "augment": "train_aug",
+    "weight_decay": "train_wd",
+    "label_smoothing": "train_smoothing",
+    "max_train_samples": "train_max_samples",
+}
+# A recipe field an older Recipe lacks gets this value.
+FIELD_DEFAULTS: dict[str, Any] = {"label_smoothing": 0.0, "max_train_samples": 0}
+OTHER_KEYS = ("train_dataset", "train_model", "train_device", "train_seed", "train_val")
+KEPT = "train_form_kept"  # copies of the widgets' values, restored when the page is drawn again
+FILLED_FOR = "train_filled_for"  # (data set, model) the recipe fields were last filled for
+DATASET_SEEN = "train_dataset_seen"  # the data set the model choice was last made for
+CONFIG_FIELDS = {f.name for f in fields(TrainConfig)}
+LIMITS = {
+    "epochs": (1, 1000),
+    "batch_size": (1, 8192),
+    "lr": (1e-6, 5.0),
+    "weight_decay": (0.0, 1.0),
+    "label_smoothing": (0.0, 0.5),
+    "max_train_samples": (0, 10_000_000),
+}
+
+
+def restore_fields() -> None:
+    """Put back the values Streamlit dropped while another page was shown."""
+    for key, value in st.session_state.get(KEPT, {}).items():
+        if key not in st.session_state:
+            st.session_state[key] = value
+
+
+def keep_fields() -> None:
+    st.session_state[KEPT] = {
+        k: st.session_state[k] for k in (*RECIPE_KEYS.values(), *OTHER_KEYS) if k in st.session_state
+    }
+
+
+def _clamp(field: str, value: Any) -> Any:
+    lo, hi = LIMITS[field]
+    return type(lo)(min(max(value, lo), hi))
+
+
+def fill_from_recipe(recipe: Recipe, info: DatasetInfo) -> None:
+    """Set every recipe field's widget to the recipe's value (clamped to what the widget accepts)."""
+    settings = {**FIELD_DEFAULTS, **recipe.settings()}
+    for field, key in RECIPE_KEYS.items():
+        value = settings[field]
+        if field in LIMITS:
+            value = _clamp(field, value)
+        if field == "augment" and info.modality != "image":
+            value = "none"
+        st.session_state[key] = value
+
+
+def recipe_note(spec: ModelSpec, info: DatasetInfo) -> str:
+    """Which recipe the form was filled from, and how well it did where it was measured."""
+    key, recipe = spec.recipe(info)
+    if key == "generic" or recipe.expected_acc is None:
+        return (
+            f"No tested recipe for **{spec.name}** on **{info.name}**: the fields hold generic {info.modality} "
+            "settings (untested). Watch the validation curve."
+        )
+    where = info.name if key == info.name else f"{key} data"
+    return f"Settings from **{spec.name}**'s recipe for {where} (tested: {pct(recipe.expected_acc)} on {where})."
+
+
+def choose_dataset() -> DatasetInfo:
+    infos = list_datasets()
+    status = {i.name: dataset_status(i) for i in infos}
+    names = [i.name for i in infos]
+    if st.session_state.get("train_dataset") not in names:
+        st.session_state["train_dataset"] = "shapes" if "shapes" in names else names[0]
+    c1 = st.container()
+    dataset = c1.selectbox("Data set", names, format_func=lambda n: f"{n} ({status[n]})", key="train_dataset")
+    info = get_source(dataset).info
+    c1.caption(info.description)
+    if status[dataset] == "needs download":
+        if offline():
+            c1.warning(
+                f"{dataset} is not under the data root `{data_root()}` and downloads are off (offline mode): "
+                "copy its files there or pick a built-in data set.",
+                icon=":material/cloud_off:",
+            )
+        else:
+            c1.info(
+                f"{dataset} will be downloaded to `{data_root()}` when training starts.",
+                icon=":material/cloud_download:",
+            )
+    return info
+
+
+def choose_model(info: DatasetInfo) -> ModelSpec | None:
+    """The model selectbox; the data set's recommended model is preselected whenever the data set changes."""
+    specs = sorted(models_for(info), key=lambda s: s.pretrained)  # models trained here first: quick to try
+    if not specs:
+        st.warning(f"No zoo model fits {info.name}.")
+        return None
+    names = [s.name for s in specs]
+    recommended = recommended_model(info)
+    best = recommended.name if recommended is not None and recommended.name in names else names[0]
+    if st.session_state.get(DATASET_SEEN) != info.name or st.session_state.get("train_model") not in names:
+        st.session_state["train_model"] = best
+        st.session_state[DATASET_SEEN] = info.name
+    by_name = {s.name: s for s in specs}
+
+    def label(n: str) -> str:
+        tags = [t for t, on in (("recommended", n == best), ("pretrained", by_name[n].pretrained)) if on]
+        return n + (f" ({', '.join(tags)})" if tags else "")
+
+    model = st.selectbox("Model", names, key="train_model", format_func=label)
+    spec = by_name[model]
+    st.caption(spec.description + (f" Input: {spec.input_note}." if spec.input_note else ""))
+    if note := spec.note():
+        st.warning(note, icon=":material/warning:")
+    return spec
+
+
+def reset_to_recipe(spec: ModelSpec, info: DatasetInfo) -> None:
+    fill_from_recipe(spec.recipe(info)[1], info)
+
+
+def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
+    """The settings, filled from the recipe when the model or the data set changed; the config when Start is
+    pressed."""
+    if st.session_state.get(FILLED_FOR) != (info.name, spec.name) or any(
+        k not in st.session_state for k in RECIPE_KEYS.values()
+    ):
+        fill_from_recipe(spec.recipe(info)[1], info)
+        st.session_state[FILLED_FOR] = (info.name, spec.name)
+    n1, n2 = st.columns([5, 1], vertical_alignment="center")
+    n1.markdown(recipe_note(spec, info))
+    n2.button(
+        "Reset to recipe",
+        key="train_reset",
+        on_click=reset_to_recipe,
+        args=(spec, info),
+        icon=":material/restart_alt:",
+        help="put every field back to the recipe's value",
+    )
+    # Not an st.form: every edit is committed at once, so it survives reruns and visits to other pages.
+    with st.container(border=True):
+        c1, c2, c3, c4 = st.columns(4)
+        epochs = c1.number_input("Epochs", 1, 1000, step=1, key="train_epochs")
+        batch_size = c2.number_input("Batch size", 1, 8192, step=1, key="train_batch")
+        lr = c3.number_input("Learning rate", 1e-6, 5.0, step=1e-4, format="%g", key="train_lr")
+        optimizer = c4.selectbox("Optimizer", OPTIMIZERS, key="train_opt")
+        schedule = c1.selectbox(
+            "Schedule",
+            SCHEDULES,
+            key="train_sched",
+            help="learning rate over the steps: cosine decay, one-cycle warm-up and decay, or constant",
+        )
+        augment_choices: tuple[Augment, ...] = AUGMENTATIONS if info.modality == "image" else ("none",)
+        augment = c2.selectbox(
+            "Augmentation",
+            augment_choices,
+            key="train_aug",
+            help="random shifts by up to 2 pixels and/or horizontal flips of training images",
+        )
+        weight_decay = c3.number_input(
+            "Weight decay", 0.0, 1.0, step=1e-3, format="%g", key="train_wd", help="L2 penalty (decoupled for AdamW)"
+        )
+        if "train_device" not in st.session_state:
+            st.session_state["train_device"] = device_choices()[0]
+        device = c4.selectbox(
+            "Device",
+            device_choices(),
+            key="train_device",
+            help="auto: the first CUDA GPU, else Apple MPS, else the CPU",
+        )
+        with st.expander("More: label smoothing, sample cap, validation, seed"):
+            q1, q2, q3, q4 = st.columns(4)
+            st.session_state.setdefault("train_val", 0.1)
+            st.session_state.setdefault("train_seed", 0)
+            label_smoothing = q1.number_input(
+                "Label smoothing",
+                0.0,
+                0.5,
+                step=0.05,
+                format="%g",
+                key="train_smoothing",
+                help="0: plain cross-entropy",
+            )
+            max_samples = q2.number_input(
+                "Use at most this many training samples (0 = all)", 0, 10_000_000, step=100, key="train_max_samples"
+            )
+            val_fraction = q3.slider("Validation share of the training split", 0.0, 0.5, step=0.05, key="train_val")
+            seed = q4.number_input("Seed", 0, 2**31 - 1, step=1, key="train_seed")
+        submitted = st.button("Start training", type="primary", icon=":material/play_arrow:", key="train_start")
+    keep_fields()
+    if not submitted:
+        return None
+    values: dict[str, Any] = {
+        "epochs": int(epochs),
+        "batch_size": int(batch_size),
+        "lr": float(lr),
+        "optimizer": optimizer,
+        "schedule": schedule,
+        "augment": augment,
+        "weight_decay": float(weight_decay),
+        "label_smoothing": float(label_smoothing),
+        "max_train_samples": int(max_samples),
+        "device": device,
+        "seed": int(seed),
+        "val_fraction": float(val_fraction),
+    }
+    # Every value the form shows is passed, so the engine fills nothing behind the user's back.
+    return TrainConfig(dataset=info.name, model=spec.name, **{k: v for k, v in values.items() if k in CONFIG_FIELDS})
