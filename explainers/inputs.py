@@ -220,6 +220,9 @@ def _dataset_sample(bundle: ModelBundle, split_name: str, index: int) -> Resolve
     from xaidash.data.registry import load_split
 
     info = bundle.info
+    reason = bundle.no_dataset_reason(f"dataset:{index}")
+    if reason:
+        raise ExplainError(reason)
     try:
         split = load_split(info.name, split_name)  # type: ignore[arg-type]
     except DatasetError as e:

@@ -43,8 +43,9 @@ def background_samples(
     bundle: ModelBundle, n: int = DEFAULT_BACKGROUND, seed: int = BACKGROUND_SEED
 ) -> torch.Tensor | None:
     """Up to `n` prepared training images (a seeded pick) for SHAP and the 'mean' baseline; None for text
-    models or when the training split cannot be loaded (the methods then use their own stand-in)."""
-    if bundle.modality != "image" or n <= 0:
+    models, imported models with no data set, or when the training split cannot be loaded (the methods then
+    use their own stand-in)."""
+    if bundle.modality != "image" or n <= 0 or not bundle.has_dataset:
         return None
     from xaidash.data.errors import DatasetError
     from xaidash.data.registry import ImageSplit, load_split
@@ -91,6 +92,9 @@ def pick_test_sample(bundle: ModelBundle, n: int = 8, seed: int = 0, indices: Se
     from xaidash.data.errors import DatasetError
     from xaidash.data.registry import ImageSplit, load_split
 
+    reason = bundle.no_dataset_reason("a test sample")
+    if reason:
+        raise ExplainError(reason)
     try:
         split = load_split(bundle.info.name, "test")
     except DatasetError as e:

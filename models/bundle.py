@@ -29,10 +29,22 @@ class ModelBundle:
     device: torch.device
     tokenizer: Any = None
     run_dir: Path | None = None
+    # False for an imported model with no data set linked: `info` then only describes its inputs and
+    # classes, and inputs come from uploads or typed text (no gallery, no training images).
+    has_dataset: bool = True
 
     @property
     def modality(self) -> str:
         return self.spec.modality
+
+    def no_dataset_reason(self, needs: str) -> str | None:
+        """None when the model has a data set; else one line on why what `needs` it is unavailable and how to link one."""
+        if self.has_dataset:
+            return None
+        return (
+            f"{self.spec.name} is an imported model with no data set linked, so {needs} is unavailable: "
+            "import it again with --dataset NAME (or pick a data set on the Import page) to link one."
+        )
 
     def prepare(self, inputs: torch.Tensor | Sequence[str]) -> torch.Tensor:
         if self.modality == "text":

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import torch
 from torch import nn
 
 from xaidash.data.errors import XaidashError
@@ -30,6 +31,36 @@ Modality = Literal["image", "text"]
 
 class ModelError(XaidashError):
     """A model cannot be built, loaded or applied; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class FeatureLayout:
+    """How one layer's output lies on the image when it is not (N, C, h, w) feature maps.
+
+    - "nhwc": (N, h, w, C), channels last (Swin stages in timm and torchvision);
+    - "tokens": (N, T, C), `prefix` leading tokens (class, distillation, register tokens) then the
+      patches row by row over a `grid` of (h, w) patches (vision transformers).
+    CAM methods read such a layer through `to_maps`, so Grad-CAM works on vision transformers without
+    the reshape function pytorch-grad-cam users write by hand.
+    """
+
+    kind: Literal["nchw", "nhwc", "tokens"] = "nchw"
+    prefix: int = 0
+    grid: tuple[int, int] = (0, 0)
+
+    def to_maps(self, t: torch.Tensor) -> torch.Tensor:
+        """The layer's output as (N, C, h, w) feature maps."""
+        if self.kind == "nhwc":
+            return t.permute(0, 3, 1, 2)
+        if self.kind == "tokens":
+            h, w = self.grid
+            if t.dim() != 3 or t.shape[1] != self.prefix + h * w:
+                raise ModelError(
+                    f"expected (N, {self.prefix + h * w}, C) tokens ({self.prefix} + a {h}x{w} patch grid); "
+                    f"got {tuple(t.shape)}"
+                )
+            return t[:, self.prefix :].transpose(1, 2).reshape(t.shape[0], t.shape[2], h, w)
+        return t
 
 
 @dataclass(frozen=True)
@@ -57,6 +88,12 @@ class ModelSpec:
     input_std: tuple[float, ...] = ()
     # Tested training settings per kind of data (see models/recipes.py); the generic one applies elsewhere.
     recipes: Mapping[str, Recipe] = field(default_factory=dict)
+    # Layers among conv_layers whose output is not (N, C, h, w): how CAM methods read them as feature maps.
+    feature_layouts: Mapping[str, FeatureLayout] = field(default_factory=dict)
+
+    def feature_layout(self, path: str) -> FeatureLayout:
+        """How CAM methods read `path`'s output (plain (N, C, h, w) feature maps unless declared)."""
+        return self.feature_layouts.get(path, FeatureLayout())
 
     def recipe(self, info: DatasetInfo) -> tuple[str, Recipe]:
         """(key, recipe) this model trains with on this data: the most specific declared, else the generic one."""

@@ -150,6 +150,10 @@ class Run:
         """The run's tokenizer: its saved word vocabulary or the model's pretrained tokenizer."""
         from xaidash.data.tokenizer import WordVocab
 
+        if "source" in self.config():  # an imported model: its tokenizer files are in the run folder
+            from xaidash.models.external.loading import imported_tokenizer
+
+            return imported_tokenizer(self)
         spec = get_spec(self.config()["model"])
         if spec.tokenizer is not None:
             return spec.tokenizer()
@@ -202,6 +206,8 @@ def runs_table(root: Path | None = None) -> list[dict[str, str]]:
 
 def _run_row(r: Run) -> dict[str, str]:
     c, s = r.config(), r.summary()
+    if "source" in c:
+        return _imported_row(r, c, s)
     return {
         "run": r.id,
         "model": c["model"],
@@ -215,6 +221,21 @@ def _run_row(r: Run) -> dict[str, str]:
     }
 
 
+def _imported_row(r: Run, c: dict[str, Any], s: dict[str, Any]) -> dict[str, str]:
+    """An imported model: never trained here, so no epochs or accuracies; maybe no data set."""
+    return {
+        "run": r.id,
+        "model": c["model"],
+        "dataset": c.get("dataset") or "(none)",
+        "state": s.get("state", "?"),
+        "epochs": "-",
+        "val acc": "-",
+        "test acc": "-",
+        "device": "-",
+        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
+    }
+
+
 def delete_run(run: str | Path, root: Path | None = None) -> None:
     r = resolve_run(run, root)
     shutil.rmtree(r.path)
@@ -224,6 +245,10 @@ def load_bundle(run: str | Path | Run, device: str | None = "auto", epoch: int |
     """Rebuild a run's model from JSON + safetensors (the final weights, or those after `epoch`)."""
     r = run if isinstance(run, Run) else resolve_run(run)
     config = r.config()
+    if "source" in config:  # an imported model: its source rebuilds it (models/external)
+        from xaidash.models.external.loading import load_imported
+
+        return load_imported(r, device, epoch)
     spec = get_spec(config["model"])
     info = r.info
     tokenizer = r.tokenizer()

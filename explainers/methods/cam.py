@@ -4,6 +4,11 @@ Grad-CAM and Guided Grad-CAM are captum's. captum has neither CAM nor Grad-CAM++
 two are written here on top of captum's layer activations and layer gradients (captum
 places and removes the hooks). Coarse maps are returned at the layer's resolution (N, h, w);
 `explain()` upsamples them bilinearly to the input.
+
+A layer whose spec declares a `FeatureLayout` (vision transformer tokens (N, T, C), Swin's
+channels-last (N, h, w, C)) is read through captum's `compute_layer_gradients_and_eval`, the
+call LayerGradCam itself makes, and its activations and gradients are laid out as (N, C, h, w)
+before the same formulas apply: LayerGradCam would average the gradients over the wrong axes.
 """
 
 from __future__ import annotations
@@ -11,19 +16,29 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from captum.attr import GuidedGradCam, LayerActivation, LayerGradCam, LayerGradientXActivation
+from captum._utils.gradient import compute_layer_gradients_and_eval
+from captum.attr import (
+    GuidedBackprop,
+    GuidedGradCam,
+    LayerActivation,
+    LayerAttribution,
+    LayerGradCam,
+    LayerGradientXActivation,
+)
 from torch import nn
 
 from xaidash.explainers.methods._common import grad_leaf, per_input, per_slice
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
+from xaidash.models.registry import ModelError
 
 LAYER = Param(
     "layer",
     "layer",
     None,
-    "Convolutional layer whose feature maps are weighted (default: the last one; earlier layers give finer, noisier maps).",
+    "Layer whose feature maps are weighted: a conv layer, or a transformer block's tokens laid out on the patch grid "
+    "(default: the last one; earlier layers give finer, noisier maps).",
 )
 
 
@@ -44,6 +59,29 @@ def _cam_applies(bundle: ModelBundle) -> str | None:
     return None
 
 
+def _declared_layout(ctx: MethodContext, path: str) -> bool:
+    """Whether `path` declares a layout other than plain (N, C, h, w) feature maps."""
+    return ctx.bundle.spec.feature_layout(path).kind != "nchw"
+
+
+def _maps_and_grads(ctx: MethodContext, path: str, s: slice) -> tuple[torch.Tensor, torch.Tensor]:
+    """Activations and target-logit gradients of layer `path` as (n, C, h, w), from one forward and backward pass."""
+    layout = ctx.bundle.spec.feature_layout(path)
+    grads, acts = compute_layer_gradients_and_eval(
+        ctx.model, ctx.bundle.layer(path), (grad_leaf(ctx.x[s]),), target_ind=ctx.targets[s]
+    )
+    try:
+        return layout.to_maps(acts[0].detach()), layout.to_maps(grads[0].detach())
+    except ModelError as e:
+        raise ExplainError(f"Layer {path!r} cannot be read as feature maps: {e}.") from None
+
+
+def gradcam_maps(acts: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
+    """Grad-CAM from (N, K, h, w) activations and gradients -> (N, h, w): the formula of captum's LayerGradCam
+    (channel weights = spatially averaged gradients, weighted sum of the maps, ReLU)."""
+    return torch.relu((grads.mean(dim=(2, 3), keepdim=True) * acts).sum(dim=1))
+
+
 def _cam(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     # CAM (Zhou et al., 2016): sum_k w[target, k] * A_k, with A the feature maps that global average
     # pooling reads and w the following linear layer's weights. Kept signed, as in the paper.
@@ -54,9 +92,10 @@ def _cam(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     if not isinstance(fc, nn.Linear):
         raise ExplainError(f"CAM expects {spec.gap_classifier!r} to be a linear layer, found {type(fc).__name__}.")
     acts = LayerActivation(ctx.model, ctx.bundle.layer(spec.last_conv))
+    layout = spec.feature_layout(spec.last_conv)
 
     def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        a = acts.attribute(ctx.x[s])
+        a = layout.to_maps(acts.attribute(ctx.x[s]))
         w = fc.weight.detach()[ctx.targets[s]]  # (n, K)
         if a.dim() != 4 or a.shape[1] != w.shape[1]:
             raise ExplainError(
@@ -69,6 +108,10 @@ def _cam(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
 
 
 def _gradcam(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    if _declared_layout(ctx, params["layer"]):
+        return per_slice(
+            len(ctx.x), ctx.batch_size, lambda s: (gradcam_maps(*_maps_and_grads(ctx, params["layer"], s)), {})
+        )
     gc = LayerGradCam(ctx.model, ctx.bundle.layer(params["layer"]))
 
     def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -95,6 +138,10 @@ def gradcampp_maps(acts: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
 
 
 def _gradcampp(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    if _declared_layout(ctx, params["layer"]):
+        return per_slice(
+            len(ctx.x), ctx.batch_size, lambda s: (gradcampp_maps(*_maps_and_grads(ctx, params["layer"], s)), {})
+        )
     layer = ctx.bundle.layer(params["layer"])
     acts = LayerActivation(ctx.model, layer)
     grads = LayerGradientXActivation(ctx.model, layer, multiply_by_inputs=False)  # plain layer gradients
@@ -112,11 +159,26 @@ def _gradcampp(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
 
 
 def _guided_gradcam(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    if _declared_layout(ctx, params["layer"]):
+        return _guided_gradcam_declared(ctx, params["layer"])
     ggc = GuidedGradCam(ctx.model, ctx.bundle.layer(params["layer"]))
 
     def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         # Bilinear upsampling of the Grad-CAM factor, as in the paper (captum defaults to nearest).
         return ggc.attribute(grad_leaf(ctx.x[s]), target=ctx.targets[s], interpolate_mode="bilinear"), {}
+
+    return per_slice(len(ctx.x), ctx.batch_size, one)
+
+
+def _guided_gradcam_declared(ctx: MethodContext, path: str) -> MethodOutput:
+    """Guided Grad-CAM on a declared layout: what captum's GuidedGradCam computes (guided backprop times
+    the Grad-CAM map upsampled bilinearly), with the Grad-CAM factor read through the layout."""
+    gbp = GuidedBackprop(ctx.model)
+
+    def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        cam = gradcam_maps(*_maps_and_grads(ctx, path, s)).unsqueeze(1)
+        guided = gbp.attribute(grad_leaf(ctx.x[s]), target=ctx.targets[s])
+        return guided * LayerAttribution.interpolate(cam, tuple(guided.shape[2:]), interpolate_mode="bilinear"), {}
 
     return per_slice(len(ctx.x), ctx.batch_size, one)
 

@@ -1,0 +1,99 @@
+"""An imported run folder back to a ModelBundle: the source rebuilds the architecture from the record in
+config.json, `model.safetensors` fills in the weights (names and shapes checked), and the spec is made
+from the layers the import found, under the run's own name (never registered in the zoo)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.checkpoint import load_weights
+from xaidash.models.device import pick_device
+from xaidash.models.external.layers import Layers
+from xaidash.models.external.linking import image_probe, text_probe
+from xaidash.models.external.registry import Rebuilt, get_source
+from xaidash.models.registry import ModelError, ModelSpec
+from xaidash.models.runstore import WEIGHTS, Run, info_from_json
+
+IMPORTED = "imported"  # summary state of an imported run: usable like a completed one
+
+
+def is_imported(config: dict[str, Any]) -> bool:
+    return isinstance(config.get("source"), dict)
+
+
+def _rebuilt_only(*_: Any, **__: Any) -> nn.Module:
+    raise ModelError("An imported model is rebuilt from its run folder (xaidash.models.runstore.load_bundle).")
+
+
+def imported_spec(config: dict[str, Any]) -> ModelSpec:
+    """The spec of an imported run, from what its config.json recorded."""
+    layers = Layers.from_json(config.get("layers") or {})
+    shape = config["dataset_info"].get("input_shape") or []
+    return ModelSpec(
+        name=config["model"],
+        modality=config["modality"],
+        build=_rebuilt_only,
+        description=config.get("description", ""),
+        input_note=f"{'x'.join(map(str, shape))} images" if shape else "text, with its own tokenizer",
+        last_conv=layers.last_conv,
+        conv_layers=tuple(layers.conv_layers),
+        embedding=layers.embedding,
+        attention=tuple(layers.attention),
+        gap_classifier=layers.gap_classifier,
+        pretrained=True,
+        deeplift_ok=bool(config.get("deeplift_ok", False)),
+        input_mean=tuple(config.get("input_mean") or ()),
+        input_std=tuple(config.get("input_std") or ()),
+        feature_layouts=layers.layouts,
+    )
+
+
+def rebuild(run: Run, config: dict[str, Any] | None = None) -> Rebuilt:
+    config = config or run.config()
+    source = config["source"]
+    try:
+        return get_source(source["kind"]).rebuild(source["record"], run.path)
+    except KeyError as e:
+        raise ModelError(f"Run {run.id}: config.json lacks {e}; import the model again.") from None
+
+
+def imported_tokenizer(run: Run) -> Any:
+    """The tokenizer of an imported text model (None for images)."""
+    config = run.config()
+    return rebuild(run, config).tokenizer if config.get("modality") == "text" else None
+
+
+@torch.no_grad()
+def _warm_up(model: nn.Module, probe: torch.Tensor) -> None:
+    """transformers installs its output-capturing hooks the first time a model is asked for attention weights
+    and keeps them: asking once here makes them part of the model from the start, as minilm does."""
+    reader = getattr(model, "forward_with_attention", None)
+    if callable(reader):
+        reader(probe)
+
+
+def load_imported(run: Run, device: str | None = "auto", epoch: int | None = None) -> ModelBundle:
+    config = run.config()
+    if epoch is not None:
+        raise ModelError(f"Run {run.id} is an imported model: it has no per-epoch checkpoints.")
+    rebuilt = rebuild(run, config)
+    model = rebuilt.model
+    load_weights(model, run.file(WEIGHTS))
+    info = info_from_json(config["dataset_info"])
+    dev = pick_device(device)
+    model.to(dev).eval()
+    probe = image_probe(tuple(info.input_shape), 1) if config["modality"] == "image" else text_probe(rebuilt.tokenizer)
+    _warm_up(model, probe.to(dev))
+    return ModelBundle(
+        model=model,
+        spec=imported_spec(config),
+        info=info,
+        device=dev,
+        tokenizer=rebuilt.tokenizer,
+        run_dir=run.path,
+        has_dataset=config.get("dataset") is not None,
+    )

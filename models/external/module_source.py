@@ -1,0 +1,154 @@
+"""`module:FILE.py:FACTORY` or `module:package.module:FACTORY`: the user's own nn.Module class or factory.
+
+The user's code runs because they asked for it: the file (or module) is imported and `FACTORY(**options)`
+called (`--option KEY=VALUE`), then `--weights FILE` is loaded into what it returns. The run records
+the file's absolute path (or the module's name) and the factory, and imports them again whenever the
+run is loaded; a file that moved is reported with where it was. Image models only: they read
+normalised images of `--input-shape` (or the linked data set's shape) and return logits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from torch import nn
+
+from xaidash.models.external.options import ImportOptions
+from xaidash.models.external.registry import ImportSource, Loaded, Rebuilt, register
+from xaidash.models.external.weights import load_state, read_state_dict
+from xaidash.models.registry import ModelError
+
+
+def split_target(argument: str) -> tuple[str, str]:
+    """'net.py:build' -> ('net.py', 'build'); 'pkg.models:Net' -> ('pkg.models', 'Net')."""
+    target, sep, factory = argument.rpartition(":")
+    if not sep or not target or not factory.isidentifier():
+        raise ModelError(
+            f"module:{argument}: write module:FILE.py:FACTORY or module:package.module:FACTORY, FACTORY being an "
+            "nn.Module class or a function returning one."
+        )
+    return target, factory
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise ModelError(f"Model file {path} does not exist.")
+    name = "xaidash_user_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ModelError(f"{path} cannot be imported as Python.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling-free type lookups need it registered
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - the user's code: any error is theirs to see
+        sys.modules.pop(name, None)
+        raise ModelError(f"Running {path.name} raised {type(e).__name__}: {e}") from None
+    return module
+
+
+def _import_module(name: str) -> ModuleType:
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:  # `xaidash` is a script: the working folder is not importable unless added, as `python -m` does
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise ModelError(f"Python module {name} cannot be imported ({e}): run from its folder or install it.") from None
+    except Exception as e:  # noqa: BLE001 - the user's code
+        raise ModelError(f"Importing {name} raised {type(e).__name__}: {e}") from None
+    finally:
+        if added:
+            sys.path.remove(cwd)
+
+
+def _call_factory(module: ModuleType, factory: str, kwargs: dict[str, Any], where: str) -> nn.Module:
+    fn = getattr(module, factory, None)
+    if fn is None:
+        found = sorted(n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, nn.Module))
+        hint = f" nn.Module classes there: {', '.join(found)}." if found else ""
+        raise ModelError(f"{where} has no {factory!r}.{hint}")
+    if not callable(fn):
+        raise ModelError(f"{where}:{factory} is a {type(fn).__name__}, not a class or function.")
+    try:
+        model = fn(**kwargs)
+    except Exception as e:  # noqa: BLE001 - the user's factory: any error is theirs to see
+        raise ModelError(f"{where}:{factory}({_args(kwargs)}) raised {type(e).__name__}: {e}") from None
+    if not isinstance(model, nn.Module):
+        raise ModelError(f"{where}:{factory}({_args(kwargs)}) returned a {type(model).__name__}, not an nn.Module.")
+    return model.float().eval()
+
+
+def _args(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
+def _build(record: dict[str, Any]) -> nn.Module:
+    if "file" in record:
+        path = Path(record["file"])
+        if not path.is_file():
+            raise ModelError(
+                f"The model file {path} is gone (moved or deleted since the import): put it back there, or import "
+                "the model again from its new place."
+            )
+        module, where = _import_file(path), path.name
+    else:
+        module, where = _import_module(record["module"]), record["module"]
+    return _call_factory(module, record["factory"], dict(record.get("options") or {}), where)
+
+
+def load(argument: str, options: ImportOptions) -> Loaded:
+    target, factory = split_target(argument)
+    if target.endswith(".py"):
+        record: dict[str, Any] = {"file": str(Path(target).expanduser().resolve()), "factory": factory}
+    else:
+        record = {"module": target, "factory": factory}
+    record["options"] = options.model_options
+    if options.weights is None:
+        raise ModelError(f"module:{argument} needs --weights FILE: the state dict your model was trained to.")
+    model = _build(record)
+    state, notes = read_state_dict(options.weights)
+    load_state(model, state, f"Weights file {Path(options.weights).name} for {factory}")
+    shape = options.shape_or_linked()
+    if not shape:
+        raise ModelError(f"module:{argument}: give --input-shape (e.g. 3x224x224) or --dataset: what does it read?")
+    if not options.mean and options.linked is None:
+        notes.append("no --mean/--std given: images reach the model in [0, 1], unnormalised")
+    return Loaded(
+        model=model,
+        modality="image",
+        name=options.name or f"module:{factory}",
+        num_classes=0,  # read from its output on a probe input
+        record=record,
+        input_shape=shape,
+        mean=options.mean,
+        std=options.std,
+        notes=notes,
+        description=f"Your model {factory} from {record.get('file') or record.get('module')}.",
+    )
+
+
+def rebuild(record: dict[str, Any], run_dir: Path) -> Rebuilt:
+    return Rebuilt(_build(record))
+
+
+register(
+    ImportSource(
+        prefix="module",
+        label="your own nn.Module",
+        argument="FILE.py:FACTORY",
+        help="your nn.Module class or factory function in a .py file (or package.module:FACTORY), with --weights FILE "
+        "and --input-shape; --option KEY=VALUE are its arguments",
+        load=load,
+        rebuild=rebuild,
+        needs_weights=True,
+    )
+)

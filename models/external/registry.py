@@ -1,0 +1,102 @@
+"""Import sources: one module per kind of model (`hf:`, `timm:`, `torchvision:`, `module:`, `zoo:`).
+
+A source turns what the user gave (`hf:./my-vit`, `timm:resnet50 --weights w.safetensors`) into a
+`Loaded` model, and later rebuilds the same architecture from the record it left in the run's
+config.json (`rebuild`); the run's `model.safetensors` then fills in the weights. Everything else
+(class names, data set link, layer detection, the run folder) is shared, in `models/external/runs.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from xaidash.models.external.options import ImportOptions
+from xaidash.models.registry import Modality, ModelError, ModelSpec
+
+
+@dataclass
+class Loaded:
+    """An external model as one source read it, before class names and layers are settled.
+
+    model: forward(x) -> logits (N, classes), x normalised images (N, C, H, W) or token ids (N, L);
+      models with global attention also carry `forward_with_attention`.
+    classes: class names where the source knows them, else None (then --classes, the data set, or 0..n-1).
+    input_shape/mean/std: what the model reads ((C, H, W) and its normalisation; () for text or unknown).
+    record: what `rebuild` needs, JSON-able. files: writes the run folder needs besides the weights
+      (a processor or tokenizer saved into it), each a function of the run folder.
+    spec: the zoo spec for zoo models (its layers are known); None: layers are detected.
+    """
+
+    model: nn.Module
+    modality: Modality
+    name: str
+    num_classes: int
+    record: dict[str, Any]
+    classes: tuple[str, ...] | None = None
+    input_shape: tuple[int, ...] = ()
+    mean: tuple[float, ...] = ()
+    std: tuple[float, ...] = ()
+    tokenizer: Any = None
+    files: list[Callable[[Path], None]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    spec: ModelSpec | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """The architecture rebuilt from a run folder (weights not loaded yet) and its tokenizer (text)."""
+
+    model: nn.Module
+    tokenizer: Any = None
+    spec: ModelSpec | None = None
+
+
+@dataclass(frozen=True)
+class ImportSource:
+    """A kind of external model: `prefix:ARGUMENT` on the command line."""
+
+    prefix: str
+    label: str  # a few words for menus: "Hugging Face folder or id"
+    argument: str  # what follows the prefix: "PATH_OR_ID"
+    help: str  # one line for --help and the Import page
+    load: Callable[[str, ImportOptions], Loaded]
+    rebuild: Callable[[dict[str, Any], Path], Rebuilt]  # (source record, run folder) -> architecture
+    needs_weights: bool = False  # --weights is required (no weights of its own)
+
+
+_SOURCES: dict[str, ImportSource] = {}
+
+
+def register(source: ImportSource) -> ImportSource:
+    if source.prefix in _SOURCES:
+        raise ValueError(f"import source {source.prefix!r} registered twice")
+    _SOURCES[source.prefix] = source
+    return source
+
+
+def list_sources() -> list[ImportSource]:
+    return list(_SOURCES.values())
+
+
+def get_source(prefix: str) -> ImportSource:
+    if prefix not in _SOURCES:
+        raise ModelError(f"Unknown import source {prefix!r}: use one of {', '.join(f'{p}:' for p in _SOURCES)}.")
+    return _SOURCES[prefix]
+
+
+def parse_source(text: str) -> tuple[ImportSource, str]:
+    """'hf:./folder' -> (the hf source, './folder'); a message naming the known prefixes otherwise."""
+    prefix, sep, argument = str(text).partition(":")
+    usage = "; ".join(f"{s.prefix}:{s.argument}" for s in _SOURCES.values())
+    if not sep or prefix not in _SOURCES:
+        raise ModelError(f"{text!r} names no import source: write one of {usage}.")
+    if not argument.strip():
+        source = _SOURCES[prefix]
+        raise ModelError(f"{prefix}: needs {source.argument} after the colon ({source.help}).")
+    return _SOURCES[prefix], argument.strip()

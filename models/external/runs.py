@@ -1,0 +1,308 @@
+"""`import_model`: an external model becomes a run folder every page, the CLI and the Python API treat like a
+trained run.
+
+    <runs root>/<run id>/
+        config.json        source (kind, what was given, library versions, what rebuilds it), model, modality,
+                           classes, dataset (linked or null), dataset_info, layers, normalisation, notes, created
+        summary.json       state "imported"
+        model.safetensors  the weights, whatever format they came in
+        hf/                Hugging Face config and processor or tokenizer files (hf: sources)
+        vocab.json         word vocabulary (zoo text models)
+
+The folder is written under `<runs root>/.importing/`, reloaded from there exactly as a page would load it
+(its logits must match the imported model's), and only then moved into place: a model that cannot be
+imported leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from xaidash.models.checkpoint import save_weights
+from xaidash.models.external.layers import (
+    Layers,
+    check_layer,
+    detect_image_layers,
+    detect_text_layers,
+    feature_layout,
+    gap_classifier_for,
+)
+from xaidash.models.external.linking import (
+    check_normalisation,
+    image_probe,
+    linked_info,
+    output_width,
+    run_info,
+    settle_classes,
+    settle_shape,
+    shape_text,
+    text_probe,
+)
+from xaidash.models.external.loading import IMPORTED, load_imported
+from xaidash.models.external.options import ImportOptions
+from xaidash.models.external.registry import Loaded, parse_source
+from xaidash.models.registry import ModelError, ModelSpec
+from xaidash.models.runstore import WEIGHTS, Run, info_to_json, runs_root
+
+STAGING = ".importing"  # under the runs root; its sub-folders have no config.json at the top level: never listed
+_VERSIONED = ("torch", "torchvision", "transformers", "timm", "safetensors")
+
+
+@dataclass
+class Imported:
+    """A finished import: the run and what the user should know about it."""
+
+    run: Run
+    notes: list[str] = field(default_factory=list)
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for package in _VERSIONED:
+        try:
+            out[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:40] or "model"
+
+
+def _zoo_layers(spec: ModelSpec) -> Layers:
+    return Layers(
+        conv_layers=list(spec.conv_layers),
+        last_conv=spec.last_conv,
+        layouts=dict(spec.feature_layouts),
+        gap_classifier=spec.gap_classifier,
+        embedding=spec.embedding,
+        attention=list(spec.attention),
+    )
+
+
+def _apply_overrides(
+    layers: Layers, model: nn.Module, probe: torch.Tensor, wanted: dict[str, str], modality: str
+) -> None:
+    """--layer gradcam=PATH / embedding=PATH / attention=P1,P2: checked against the model, then used."""
+    if "gradcam" in wanted:
+        path = wanted["gradcam"]
+        if modality != "image":
+            raise ModelError("--layer gradcam= applies to image models (CAM methods explain images).")
+        check_layer(model, path, "--layer gradcam")
+        layout = feature_layout(model, probe, path)
+        if path not in layers.conv_layers:
+            layers.conv_layers.append(path)
+        if layout.kind != "nchw":
+            layers.layouts[path] = layout
+        layers.last_conv = path
+        layers.gap_classifier = gap_classifier_for(model, probe, path, layout)
+    if "embedding" in wanted:
+        path = wanted["embedding"]
+        check_layer(model, path, "--layer embedding")
+        if not isinstance(model.get_submodule(path), nn.Embedding):
+            raise ModelError(
+                f"--layer embedding={path}: that is a {type(model.get_submodule(path)).__name__}, not nn.Embedding."
+            )
+        layers.embedding = path
+    if "attention" in wanted:
+        paths = [p.strip() for p in wanted["attention"].split(",") if p.strip()]
+        for p in paths:
+            check_layer(model, p, "--layer attention")
+        layers.attention = paths
+
+
+def _layers(loaded: Loaded, model: nn.Module, probe: torch.Tensor, options: ImportOptions) -> Layers:
+    if loaded.spec is not None:
+        layers = _zoo_layers(loaded.spec)
+    elif loaded.modality == "image":
+        layers = detect_image_layers(model, probe)
+    else:
+        layers = detect_text_layers(model, probe)
+    _apply_overrides(layers, model, probe, options.layers, loaded.modality)
+    return layers
+
+
+def _config(
+    source: str,
+    options: ImportOptions,
+    loaded: Loaded,
+    classes: tuple[str, ...],
+    layers: Layers,
+    info: Any,
+    linked: bool,
+) -> dict[str, Any]:
+    prefix = source.partition(":")[0]
+    return {
+        "model": loaded.name,
+        "modality": loaded.modality,
+        "classes": list(classes),
+        "dataset": info.name if linked else None,
+        "dataset_info": info_to_json(info),
+        "source": {
+            "kind": prefix,
+            "given": source,
+            "weights": str(Path(options.weights).expanduser().resolve()) if options.weights else None,
+            "options": options.model_options,
+            "versions": _versions(),
+            "record": loaded.record,
+        },
+        "layers": {**layers.to_json(), "overrides": dict(options.layers)},
+        "deeplift_ok": bool(loaded.spec.deeplift_ok) if loaded.spec is not None else False,
+        "input_mean": list(loaded.mean),
+        "input_std": list(loaded.std),
+        "description": loaded.description,
+        "notes": loaded.notes,
+        "created": time.time(),
+    }
+
+
+def _write(staging: Path, loaded: Loaded, config: dict[str, Any]) -> None:
+    for write in loaded.files:
+        write(staging)
+    save_weights(loaded.model, staging / WEIGHTS, {"source": config["source"]["given"]})
+    run = Run(staging)
+    run.write_config(config)
+    run.update_summary(state=IMPORTED)
+
+
+@torch.no_grad()
+def _verify(staging: Path, model: nn.Module, probe: torch.Tensor) -> None:
+    """The run folder alone must give back the imported model: same logits on the probe inputs."""
+    bundle = load_imported(Run(staging), device="cpu")
+    expected = model.eval()(probe).float()
+    got = bundle.logits(probe.to(bundle.device)).cpu()
+    if got.shape != expected.shape or not torch.allclose(
+        got, expected, rtol=1e-4, atol=1e-4 * (1 + expected.abs().max().item())
+    ):
+        gap = (got - expected).abs().max().item() if got.shape == expected.shape else float("nan")
+        raise ModelError(
+            "The model rebuilt from its run folder does not give the imported model's outputs "
+            f"(largest difference {gap:.3g}). Is its forward pass random in eval mode, or does it keep state "
+            "outside its state dict?"
+        )
+
+
+def _move_into_place(staging: Path, root: Path, name: str) -> Run:
+    stem = f"{time.strftime('%Y%m%d-%H%M%S')}-imported-{_slug(name)}"
+    for n in range(1000):
+        path = root / (stem if n == 0 else f"{stem}-{n}")
+        if path.exists():
+            continue
+        try:
+            os.rename(staging, path)
+        except OSError:
+            continue
+        return Run(path)
+    raise ModelError(f"Could not create a run folder under {root}.")
+
+
+def import_model(source: str, options: ImportOptions, root: Path | None = None) -> Imported:
+    """Import an external model as a run (see the module docstring); ModelError (or DatasetError) saying why not."""
+    kind, argument = parse_source(source)
+    if kind.needs_weights and options.weights is None:
+        raise ModelError(f"{kind.prefix}: needs --weights FILE ({kind.help}).")
+    linked = linked_info(options)
+    options = replace(options, linked=linked)
+    loaded = kind.load(argument, options)
+    if linked is not None and linked.modality != loaded.modality:
+        raise ModelError(f"Data set {linked.name} holds {linked.modality}s; the model reads {loaded.modality}.")
+    model = loaded.model.float().eval()
+    notes = list(loaded.notes)
+    if loaded.modality == "image":
+        shape, shape_notes = settle_shape(loaded, options, linked)
+        notes += shape_notes
+        check_normalisation(loaded.mean, loaded.std, shape[0])
+        probe = image_probe(shape)
+        width = output_width(model, probe, f"{shape_text(shape)} images")
+    else:
+        shape = ()
+        probe = text_probe(loaded.tokenizer)
+        width = output_width(model, probe, "token ids from its tokenizer")
+    if loaded.num_classes and loaded.num_classes != width:
+        raise ModelError(f"The model was declared with {loaded.num_classes} classes but returns {width} logits.")
+    classes = settle_classes(width, loaded, options, linked)
+    inputs = run_info(replace(loaded, input_shape=shape), classes, shape, linked)
+    layers = _layers(loaded, model, probe, options)
+    loaded.record.update(input_shape=list(shape), attention=callable(getattr(model, "forward_with_attention", None)))
+    config = _config(source, options, replace(loaded, notes=notes), classes, layers, inputs.info, inputs.has_dataset)
+
+    root = Path(root) if root else runs_root()
+    (root / STAGING).mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=root / STAGING))
+    staging.chmod(0o755)  # mkdtemp's 0700 would make this run unlike the ones Run.create makes
+    try:
+        _write(staging, loaded, config)
+        _verify(staging, model, probe)
+        run = _move_into_place(staging, root, loaded.name)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        _remove_if_empty(root / STAGING)
+    return Imported(run, notes)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # another import is being written there
+        folder.rmdir()
+
+
+def describe(run: Run) -> list[tuple[str, str]]:
+    """(label, value) lines summing up an imported run, for the CLI and the Import page."""
+    c = run.config()
+    layers = Layers.from_json(c.get("layers") or {})
+    info = c["dataset_info"]
+    shape = info.get("input_shape") or []
+    classes = c.get("classes") or []
+    rows = [
+        ("run", run.id),
+        ("model", c["model"]),
+        ("source", c["source"]["given"]),
+        ("input", f"{'x'.join(map(str, shape))} images" if shape else "text"),
+        ("normalisation", _normalisation(c)),
+        ("classes", f"{len(classes)}: {', '.join(classes[:12])}{' ...' if len(classes) > 12 else ''}"),
+        ("data set", c.get("dataset") or "none linked (uploads and typed text only; link one with --dataset)"),
+    ]
+    if c["modality"] == "image":
+        rows.append(("Grad-CAM layer", _cam_line(layers)))
+        rows.append(("CAM (GAP + linear)", layers.gap_classifier or "does not apply"))
+    else:
+        rows.append(("embedding", layers.embedding or "none found (IG and saliency do not apply)"))
+    rows.append(("attention", f"{len(layers.attention)} layers" if layers.attention else "none readable"))
+    rows += [("note", n) for n in c.get("notes") or []]
+    return rows
+
+
+def _normalisation(c: dict[str, Any]) -> str:
+    mean, std = c.get("input_mean") or [], c.get("input_std") or []
+    if mean:
+        return f"mean {', '.join(f'{v:g}' for v in mean)}; std {', '.join(f'{v:g}' for v in std)}"
+    return (
+        "the data set's"
+        if c.get("dataset") and c["modality"] == "image"
+        else "none"
+        if c["modality"] == "image"
+        else "-"
+    )
+
+
+def _cam_line(layers: Layers) -> str:
+    from xaidash.models.external.layers import layout_summary
+
+    if not layers.last_conv:
+        return "none found (CAM methods do not apply)"
+    layout = layers.layouts.get(layers.last_conv)
+    return f"{layers.last_conv} ({layout_summary(layout)}; {len(layers.conv_layers)} to choose from)"
