@@ -83,7 +83,8 @@ def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
             "epochs": epochs_text(c, s),
             "val acc": None if acc_val is None else 100 * acc_val,
             "test acc": None if acc_test is None else 100 * acc_test,
-            "quality": "⚠ poor" if run_warning(run) else "",
+            # A run still training is judged when it ends: its first epochs are near chance by nature.
+            "quality": "⚠ poor" if s.get("state") != "running" and run_warning(run) else "",
             "device": c.get("device", "?"),
             "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
         }

@@ -182,7 +182,15 @@ def metric_chart(
     return (
         alt.layer(*layers)
         .properties(title=title, height=CHART_HEIGHT)
-        .configure_legend(orient="bottom", direction="horizontal", labelLimit=320, titleOrient="left")
+        .configure_legend(
+            orient="bottom",
+            direction="horizontal",
+            labelLimit=320,
+            titleOrient="left",
+            symbolType="stroke",
+            symbolOpacity=1,
+            symbolStrokeWidth=3,
+        )
     )
 
 

@@ -26,7 +26,13 @@ NAME = "Quick start"
 STARTED = "quickstart_queue"  # the queue this session started: its first run gets selected when it ends
 WATCHING = "quickstart_watching"  # the queue whose progress this session shows: a full rerun when it ends
 DURATION = "about 2–3 minutes on a 2-core CPU, much less on a GPU"
-ICONS = {"completed": "✅", "stopped": "⏹️", "failed": "❌", "cancelled": "⏭️", "queued": "⏳"}
+ICONS = {  # Material icons: emoji need a font a headless or minimal system may lack
+    "completed": ":material/check_circle:",
+    "stopped": ":material/stop_circle:",
+    "failed": ":material/error:",
+    "cancelled": ":material/block:",
+    "queued": ":material/schedule:",
+}
 
 
 def demo_configs() -> list[TrainConfig]:
@@ -56,7 +62,7 @@ def start() -> None:
 
 def _job_row(job: JobSnapshot) -> str:
     if job.active:
-        return f"🔄 {job.label}: {100 * job.progress:.0f}%"
+        return f":material/autorenew: {job.label}: training, {100 * job.progress:.0f}%"
     icon = ICONS.get(job.state, "")
     acc = f", test accuracy {pct(job.test_acc)}" if job.test_acc is not None else ""
     return f"{icon} {job.label}: {job.state}{acc}"
@@ -137,13 +143,12 @@ def quickstart_panel() -> None:
         st.fragment(_progress, run_every=1.0)(ours.id)
         return
     st.session_state[WATCHING] = None
-    c1, c2 = st.columns([2, 3], vertical_alignment="center")
-    if c1.button("Train the demo models", type="primary", icon=":material/rocket_launch:", key="quickstart_start"):
-        start()
-    c2.markdown(
-        f"Trains, one after another in the background ({DURATION}):  \n"
-        + "  \n".join(f"- {plan_line(cfg)}" for cfg in demo_configs())
+    st.markdown(
+        f"One button trains the models that make every page meaningful, one after another in the background "
+        f"({DURATION}):\n" + "\n".join(f"- {plan_line(cfg)}" for cfg in demo_configs())
     )
+    if st.button("Train the demo models", type="primary", icon=":material/rocket_launch:", key="quickstart_start"):
+        start()
     if manager.busy():
         st.caption("A training job is running: the quick start can begin when it ends (or after you stop it).")
     if ours is not None:

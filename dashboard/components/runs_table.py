@@ -89,6 +89,7 @@ def runs_table(key: str, job: JobSnapshot | None = None) -> Run | None:
         hide_index=True,
         width="stretch",
         column_config=COLUMNS,
+        placeholder="–",
     )
     st.session_state[f"{key}_ids"] = ids
     st.session_state[f"{key}_seen"] = focus

@@ -47,15 +47,21 @@ with c3:
     )
     st.page_link("views/compare.py", label="Compare methods", icon=":material/leaderboard:")
 
+
+def runs_panel() -> None:
+    with guard("Listing runs"):
+        if runs_table("home_runs_table", services.job_manager().current()) is None and not list_runs():
+            st.info(f"No runs yet under `{runs_root()}`: press the quick start above, or train one on the Train page.")
+        else:
+            st.caption(
+                f"Click a row to work with that run on every page. Stored under `{runs_root()}` (set XAIDASH_RUNS); "
+                "details, comparisons and deleting are on the Train page."
+            )
+
+
 st.subheader("Runs")
-with guard("Listing runs"):
-    if runs_table("home_runs_table", services.job_manager().current()) is None and not list_runs():
-        st.info(f"No runs yet under `{runs_root()}`: press the quick start above, or train one on the Train page.")
-    else:
-        st.caption(
-            f"Click a row to work with that run on every page. Stored under `{runs_root()}` (set XAIDASH_RUNS); "
-            "details, comparisons and deleting are on the Train page."
-        )
+# While a job trains, its row appears and its progress moves.
+st.fragment(runs_panel, run_every=3.0 if services.job_manager().busy() else None)()
 
 st.subheader("Data sets")
 with guard("Listing data sets"):
