@@ -7,7 +7,6 @@ defensively and says less rather than something wrong.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from xaidash.models.jobs import JobSnapshot
@@ -67,6 +66,8 @@ def live_state(run: Run, summary: dict[str, Any], job: JobSnapshot | None) -> st
     state = str(summary.get("state", "?"))
     if job is not None and job.active and job.run_id == run.id:
         return f"running · {100 * job.progress:.0f}%" + (" · stopping" if job.stop_requested else "")
+    if state == "running":  # not by this server: the command line trains it, or a stopped server left it so
+        return "running elsewhere, or interrupted"
     return state
 
 
@@ -85,9 +86,7 @@ def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
             "test acc": None if acc_test is None else 100 * acc_test,
             # A run still training is judged when it ends: its first epochs are near chance by nature.
             "quality": "⚠ poor" if s.get("state") != "running" and run_warning(run) else "",
-            "device": c.get("device", "?"),
-            "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
-        }
+        }  # no date column: the run's id starts with its creation time
     except Exception as e:  # noqa: BLE001 - a damaged run must still be listed (and deletable)
         return {"run": run.id, "model": "?", "data set": "?", "state": f"unreadable: {e}"}
 
@@ -120,6 +119,7 @@ def settings_rows(run: Run) -> list[tuple[str, str]]:
         ("weight decay", _fmt_float(t.get("weight_decay"))),
         ("seed", str(t.get("seed", "–"))),
         ("validation share", _fmt_float(t.get("val_fraction"))),
+        ("training samples used", f"at most {t['max_train_samples']:,}" if t.get("max_train_samples") else "all"),
         ("recipe", recipe_text),
         ("device", str(c.get("device", "–"))),
         ("parameters", f"{c['parameters']:,}" if isinstance(c.get("parameters"), int) else "–"),
@@ -130,8 +130,6 @@ def settings_rows(run: Run) -> list[tuple[str, str]]:
         ("training time", f"{s['train_seconds']:.1f} s" if s.get("train_seconds") is not None else "–"),
         ("samples/s", f"{s['samples_per_s']:,.0f}" if s.get("samples_per_s") else "–"),
     ]
-    if t.get("max_train_samples"):
-        rows.insert(11, ("training samples used", f"at most {t['max_train_samples']:,}"))
     return rows
 
 

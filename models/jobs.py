@@ -162,8 +162,9 @@ class Job:
                 self._state = "running"
                 self._last = event
             if event.kind in ("step", "epoch"):
+                # The message stays: an epoch record says when a stop cut the epoch short.
                 record = {
-                    k: v for k, v in asdict(event).items() if v is not None and k not in ("run_id", "message", "state")
+                    k: v for k, v in asdict(event).items() if v not in (None, "") and k not in ("run_id", "state")
                 }
                 self._history.append(record)
 

@@ -88,6 +88,7 @@ def compare_runs_section() -> None:
         metrics_table(picked, labels),
         hide_index=True,
         width="stretch",
+        placeholder="–",
         column_config={
             "test acc": st.column_config.NumberColumn(format="%.2f%%"),
             "val acc": st.column_config.NumberColumn(format="%.2f%%"),
@@ -100,4 +101,9 @@ def compare_runs_section() -> None:
     table = settings_side_by_side(picked, labels)
     rows = differing(table)
     st.markdown("**Settings**" + (f" (highlighted: {len(rows)} that differ)" if rows else " (all the same)"))
-    st.dataframe(_highlight(table, rows), width="stretch", height=35 * (len(table) + 1) + 3)
+    st.dataframe(
+        _highlight(table, rows),
+        width="stretch",
+        height=35 * (len(table) + 1) + 3,
+        column_config={"_index": st.column_config.TextColumn("setting", width="medium")},
+    )

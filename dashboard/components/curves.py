@@ -57,9 +57,17 @@ def curve_frame(history: Sequence[Mapping[str, Any]], run: str = "") -> pd.DataF
 
 
 def epoch_ends(history: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """(epoch, step) where each epoch ended, from the epoch records (the last one may be a partial epoch)."""
-    rows = {int(r["epoch"]): int(r["step"]) for r in history if r.get("kind") == "epoch" and r.get("step") is not None}
-    return pd.DataFrame([{"epoch": e, "step": s} for e, s in sorted(rows.items())], columns=["epoch", "step"])
+    """(epoch, step, label) where each epoch ended, from the epoch records; an epoch a stop cut short is
+    labelled 'stopped', not as if it had ended."""
+    rows = {}
+    for r in history:
+        if r.get("kind") == "epoch" and r.get("step") is not None:
+            stopped = "stopped" in str(r.get("message", ""))
+            rows[int(r["epoch"])] = (int(r["step"]), "stopped" if stopped else f"epoch {int(r['epoch'])}")
+    return pd.DataFrame(
+        [{"epoch": e, "step": s, "label": label} for e, (s, label) in sorted(rows.items())],
+        columns=["epoch", "step", "label"],
+    )
 
 
 def smooth(values: Sequence[float], weight: float) -> np.ndarray:
@@ -164,33 +172,35 @@ def metric_chart(
     layers: list[alt.Chart] = []
     if options.smoothing > 0:  # the raw points stay visible, faint, behind the smoothed line
         layers.append(train.mark_line(opacity=0.25, strokeWidth=1).encode(y=y_raw, detail="run:N"))
-    smoothed = train.mark_line(strokeWidth=2).encode(y=alt.Y("smoothed:Q", scale=y_scale, axis=y_axis), tooltip=tooltip)
+    # Few points (a run's first seconds, a short run): dots too, or a lone point would not show at all.
+    few = d[d.series != VALIDATION].groupby(["run", "series"]).size().max() <= 40
+    smoothed = train.mark_line(strokeWidth=2, point=alt.OverlayMarkDef(size=20) if few else False).encode(
+        y=alt.Y("smoothed:Q", scale=y_scale, axis=y_axis), tooltip=tooltip
+    )
     layers.append(smoothed.encode(strokeDash=dash) if dash is not None else smoothed)
     val_line = val.mark_line(strokeWidth=2, point=alt.OverlayMarkDef(size=45, filled=True)).encode(
         y=y_raw, tooltip=tooltip
     )
     layers.append(val_line.encode(strokeDash=dash) if dash is not None else val_line)
     if ends is not None and not ends.empty:
-        rule = alt.Chart(ends).encode(x=alt.X("step:Q"), tooltip=[alt.Tooltip("epoch:Q", title="end of epoch")])
+        rule = alt.Chart(ends).encode(x=alt.X("step:Q"), tooltip=[alt.Tooltip("label:N", title="end of")])
         layers.append(rule.mark_rule(color="#888", strokeDash=[2, 3], opacity=0.8))
         layers.append(
-            rule.mark_text(align="right", baseline="top", dx=-3, dy=3, fontSize=10, color="#666")
-            .encode(y=alt.value(0), text=alt.Text("label:N"))
-            .transform_calculate(label="'epoch ' + datum.epoch")
+            rule.mark_text(align="right", baseline="top", dx=-3, dy=3, fontSize=10, color="#666").encode(
+                y=alt.value(0), text=alt.Text("label:N")
+            )
         )
     title = "Loss (cross-entropy)" if is_loss else "Accuracy"
+    # One run: two short series names fit under the chart. Several: one legend row per run, on the right.
+    placement = (
+        {"orient": "right", "direction": "vertical"}
+        if by_run
+        else {"orient": "bottom", "direction": "horizontal", "titleOrient": "left"}
+    )
     return (
         alt.layer(*layers)
         .properties(title=title, height=CHART_HEIGHT)
-        .configure_legend(
-            orient="bottom",
-            direction="horizontal",
-            labelLimit=320,
-            titleOrient="left",
-            symbolType="stroke",
-            symbolOpacity=1,
-            symbolStrokeWidth=3,
-        )
+        .configure_legend(labelLimit=320, symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3, **placement)
     )
 
 
@@ -208,8 +218,9 @@ def show_curves(
         st.caption(empty_note)
         return
     ends = None if by_run else epoch_ends(next(iter(histories.values())))
-    cols = st.columns(2)
-    for col, metric in zip(cols, ("loss", "accuracy"), strict=True):
+    # Side by side for one run; one above the other for several, so each chart keeps room for its legend.
+    places = [st.container(), st.container()] if by_run else st.columns(2)
+    for place, metric in zip(places, ("loss", "accuracy"), strict=True):
         chart = metric_chart(df, metric, options, ends, by_run)
         if chart is not None:
-            col.altair_chart(chart, width="stretch")
+            place.altair_chart(chart, width="stretch")

@@ -23,7 +23,10 @@ COLUMNS = {
     "val acc": st.column_config.NumberColumn("val acc", format="%.1f%%", help="validation accuracy"),
     "test acc": st.column_config.NumberColumn("test acc", format="%.1f%%", help="test accuracy (after training)"),
     "quality": st.column_config.TextColumn("quality", help="⚠ poor: near chance or far below its recipe"),
-    "epochs": st.column_config.TextColumn("epochs", help="complete epochs / planned (+ steps of a partial epoch)"),
+    "epochs": st.column_config.TextColumn(
+        "epochs", width=140, help="complete epochs / planned (+ steps of a partial epoch)"
+    ),
+    "run": st.column_config.TextColumn("run", help="the run's folder under the runs root: created at, data set, model"),
 }
 
 

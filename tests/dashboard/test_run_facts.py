@@ -122,7 +122,9 @@ def test_curve_frame_says_what_a_train_point_is_and_marks_epoch_ends():
     assert len(df) == 6 and set(df["run"]) == {"a"}
     old = [{"kind": "step", "step": 5, "epoch": 1, "train_loss": 1.2, "train_acc": 0.4}]
     assert set(curve_frame(old)["series"]) == {"train (running mean within each epoch)"}
-    assert epoch_ends(new).to_dict("records") == [{"epoch": 1, "step": 10}]
+    assert epoch_ends(new).to_dict("records") == [{"epoch": 1, "step": 10, "label": "epoch 1"}]
+    cut = [*new, {"kind": "epoch", "step": 13, "epoch": 2, "val_acc": 0.7, "message": "stopped after 3 of 10 steps"}]
+    assert epoch_ends(cut)["label"].to_list() == ["epoch 1", "stopped"]  # a stop is not an epoch's end
     smoothed = with_smoothing(df, 0.5)
     val = smoothed[smoothed.series == VALIDATION]
     assert (val["smoothed"] == val["value"]).all()  # validation points are drawn as measured
