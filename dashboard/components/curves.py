@@ -192,7 +192,7 @@ def metric_chart(
         )
     title = "Loss (cross-entropy)" if is_loss else "Accuracy"
     # One run: two short series names fit under the chart. Several: one legend row per run, on the right.
-    placement = (
+    placement: dict[str, Any] = (
         {"orient": "right", "direction": "vertical"}
         if by_run
         else {"orient": "bottom", "direction": "horizontal", "titleOrient": "left"}
