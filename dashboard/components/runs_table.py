@@ -79,7 +79,13 @@ def runs_table(key: str, job: JobSnapshot | None = None) -> Run | None:
         st.session_state[f"{key}_seen"] = clicked
         if _focus_on(by_id[clicked]):
             st.rerun()  # the sidebar, drawn before this table, must show the new run
+    before = st.session_state.get(RUN_KEY)
     focus = focused_run_id(by_id)
+    if st.session_state.get(RUN_KEY) != before:
+        # Chosen here (a pending run got its weights, or the first finished run was picked): the sidebar,
+        # drawn before this table (or outside its fragment), must show it.
+        st.session_state[f"{key}_seen"] = focus
+        st.rerun()
     wanted = [ids.index(focus)] if focus in ids else []
     if _clicked_row(st.session_state.get(key)) != (wanted[0] if wanted else None):
         st.session_state[key] = {"selection": {"rows": wanted, "columns": [], "cells": []}}
