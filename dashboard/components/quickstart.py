@@ -96,7 +96,12 @@ def _progress(queue_id: int) -> None:
 def _results(queue: QueueSnapshot) -> None:
     """Each demo run with its accuracy, a flag when it is poor, and links to the pages that show it."""
     total = sum(j.elapsed_s for j in queue.jobs)
-    st.success(f"The demo models are trained ({fmt_seconds(total)} in all).", icon=":material/check_circle:")
+    if all(j.state == "completed" for j in queue.jobs):
+        st.success(f"The demo models are trained ({fmt_seconds(total)} in all).", icon=":material/check_circle:")
+    else:
+        st.warning(
+            f"The quick start ended after {fmt_seconds(total)}, not every run completed:", icon=":material/info:"
+        )
     for job in queue.jobs:
         c1, c2, c3 = st.columns([5, 1, 1], vertical_alignment="center")
         c1.markdown(_job_row(job))
@@ -143,13 +148,14 @@ def quickstart_panel() -> None:
         st.fragment(_progress, run_every=1.0)(ours.id)
         return
     st.session_state[WATCHING] = None
+    if ours is not None:
+        _results(ours)
     st.markdown(
         f"One button trains the models that make every page meaningful, one after another in the background "
         f"({DURATION}):\n" + "\n".join(f"- {plan_line(cfg)}" for cfg in demo_configs())
     )
-    if st.button("Train the demo models", type="primary", icon=":material/rocket_launch:", key="quickstart_start"):
+    label = "Train the demo models" if ours is None else "Train the demo models again"
+    if st.button(label, type="primary", icon=":material/rocket_launch:", key="quickstart_start"):
         start()
     if manager.busy():
         st.caption("A training job is running: the quick start can begin when it ends (or after you stop it).")
-    if ours is not None:
-        _results(ours)
