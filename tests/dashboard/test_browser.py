@@ -62,9 +62,12 @@ class Shots:
         return path
 
 
-def pick_option(page, label: str, option: str) -> None:
+def pick_option(page, label: str, option: str | re.Pattern) -> None:
     page.get_by_test_id("stSelectbox").filter(has_text=label).first.click()
-    page.get_by_role("option", name=option, exact=True).click()
+    if isinstance(option, str):
+        page.get_by_role("option", name=option, exact=True).click()
+    else:
+        page.get_by_role("option", name=option).click()
 
 
 def add_methods(page, labels: list[str]) -> None:
@@ -101,14 +104,18 @@ def test_train_then_explain_five_methods_in_the_browser(server: str, tmp_path: P
             # ---- train a shapes model with the Start button
             page.get_by_role("link", name="Train", exact=True).click()
             page.get_by_role("heading", name="Train", exact=True).wait_for()
-            pick_option(page, "Model", "resnet_small")
-            page.get_by_label("Epochs").fill("1")
-            page.get_by_label("Epochs").press("Tab")
-            page.get_by_label("Batch size").fill("32")
-            page.get_by_label("Batch size").press("Tab")
-            page.get_by_text("Quick run and validation").click()
-            page.get_by_label("Use at most this many training samples (0 = all)").fill("200")
-            page.get_by_label("Use at most this many training samples (0 = all)").press("Tab")
+            pick_option(page, "Model", re.compile(r"^resnet_small"))  # "(recommended)" when it is
+            wait_idle(page)
+            for label, value in (("Epochs", "1"), ("Batch size", "32")):
+                field = page.get_by_role("spinbutton", name=label)
+                field.fill(value)
+                field.press("Tab")
+                wait_idle(page)
+            page.get_by_text("More: label smoothing, sample cap, validation, seed").click()
+            cap = page.get_by_role("spinbutton", name="Use at most this many training samples (0 = all)")
+            cap.fill("200")
+            cap.press("Tab")
+            wait_idle(page)
             page.get_by_role("button", name="Start training").click()
             with contextlib.suppress(sync_api.TimeoutError):  # catch the live progress and curves if the run lets us
                 page.get_by_text(re.compile(r"^Epoch 1/1 · step [1-9]")).first.wait_for(timeout=60_000)
