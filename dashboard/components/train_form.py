@@ -84,12 +84,14 @@ def fill_from_recipe(recipe: Recipe, info: DatasetInfo) -> None:
 def recipe_note(spec: ModelSpec, info: DatasetInfo) -> str:
     """Which recipe the form was filled from, and how well it did where it was measured."""
     key, recipe = spec.recipe(info)
-    if key == "generic" or recipe.expected_acc is None:
+    if key == "generic":
         return (
-            f"No tested recipe for **{spec.name}** on **{info.name}**: the fields hold generic {info.modality} "
+            f"No recipe for **{spec.name}** on **{info.name}**: the fields hold generic {info.modality} "
             "settings (untested). Watch the validation curve."
         )
     where = info.name if key == info.name else f"{key} data"
+    if recipe.expected_acc is None:
+        return f"Settings from **{spec.name}**'s recipe for {where} (not measured: watch the validation curve)."
     return f"Settings from **{spec.name}**'s recipe for {where} (tested: {pct(recipe.expected_acc)} on {where})."
 
 
