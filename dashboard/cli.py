@@ -116,33 +116,56 @@ def build_parser() -> argparse.ArgumentParser:
     from xaidash.models.cli import add_commands as model_commands
     from xaidash.models.external.cli import add_commands as import_commands
 
-    parser = argparse.ArgumentParser(prog="xaidash", description="Train PyTorch models and look inside them.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser, sub = _root_parser()
     data_commands(sub)
     model_commands(sub)
     import_commands(sub)
     explain_commands(sub)
+    _add_serve(sub)
+    return parser
+
+
+def _root_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    parser = argparse.ArgumentParser(prog="xaidash", description="Train PyTorch models and look inside them.")
+    return parser, parser.add_subparsers(dest="command", required=True)
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("serve", help="start the dashboard in the browser")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 exposes it to your network)")
     s.add_argument("--port", type=int, default=8501)
     s.add_argument("--open-browser", action="store_true", help="open a browser tab")
     s.set_defaults(func=_cmd_serve)
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    """The parser for `xaidash serve` alone: the other commands import torch, seconds on a small CPU that the
+    server's start should not wait for (the app imports what it needs itself)."""
+    parser, sub = _root_parser()
+    _add_serve(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from xaidash.data.errors import XaidashError
+def _is_user_error(err: BaseException) -> bool:
+    from xaidash.data.errors import XaidashError  # here, not at the top: importing xaidash.data loads torch
 
-    parser = build_parser()
+    return isinstance(err, XaidashError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = serve_parser() if argv[:1] == ["serve"] else build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except XaidashError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # `xaidash methods | head`: the reader left, nothing to report
         sys.stderr.close()
         return 0
+    except Exception as e:
+        if not _is_user_error(e):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -99,3 +99,18 @@ def test_serve_stops_its_streamlit_child_and_frees_the_port(signum, tmp_path):
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_serve_starts_streamlit_without_importing_torch_first():
+    """`xaidash serve` parses its own arguments only: the other commands import torch, seconds on a small CPU
+    before the server could even start."""
+    code = (
+        "import sys\n"
+        "from xaidash.dashboard import cli\n"
+        "args = cli.serve_parser().parse_args(['serve', '--port', '9'])\n"
+        "assert args.port == 9 and args.func is cli._cmd_serve\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
