@@ -14,6 +14,7 @@ def build_pages() -> list[st.Page]:
     return [
         st.Page(VIEWS / "home.py", title="Home", icon=":material/home:", url_path="home", default=True),
         st.Page(VIEWS / "train.py", title="Train", icon=":material/model_training:", url_path="train"),
+        st.Page(VIEWS / "import_model.py", title="Import", icon=":material/upload:", url_path="import"),
         st.Page(VIEWS / "explain.py", title="Explain", icon=":material/image_search:", url_path="explain"),
         st.Page(VIEWS / "compare.py", title="Compare", icon=":material/leaderboard:", url_path="compare"),
         st.Page(VIEWS / "attention.py", title="Attention", icon=":material/visibility:", url_path="attention"),

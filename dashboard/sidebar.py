@@ -33,11 +33,13 @@ def _selected_run() -> None:
         return
     try:
         c, s = run.config(), run.summary()
-        st.markdown(f"**{c['model']}** on **{c['dataset']}**")
+        st.markdown(f"**{c['model']}** on **{c['dataset'] or 'no data set'}**")  # None: an unlinked imported model
         acc = s.get("test_acc")
         facts = [f"test acc {pct(acc)}" if acc is not None else f"val acc {pct(s.get('val_acc'))}"]
         if s.get("state") != "completed":
             facts.append(f"{s.get('state', '?')}, epochs {epochs_text(c, s)}")
+        if "source" in c:  # an imported model: trained elsewhere, no accuracy measured here
+            facts = ["imported: trained elsewhere"]
         st.caption(" · ".join(facts))
         st.caption(f"`{run.id}`")
     except Exception as e:  # noqa: BLE001 - a damaged run must not break every page

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from xaidash.models.bundle import ModelBundle
 
 RUN_KEY = "xai_selected_run"
-USABLE = ("completed", "stopped")
+USABLE = ("completed", "stopped", "imported")  # imported: a model trained elsewhere (xaidash import)
 
 
 def select_run(run_id: str | None) -> None:
@@ -56,6 +56,8 @@ def run_label(run: Run) -> str:
     acc = s.get("test_acc", s.get("val_acc"))
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0)))
     state = s.get("state", "?")
+    if "source" in c:  # imported: no accuracy measured here, maybe no data set
+        return f"{c['model']} on {c.get('dataset') or 'no data set'} · imported · {when}"
     extra = "" if state == "completed" else f" · {state}"
     return f"{c['model']} on {c['dataset']} · acc {pct(acc)} · {when}{extra}"
 

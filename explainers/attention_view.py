@@ -13,6 +13,8 @@ from xaidash.explainers.attention import collect_attention, has_attention, rollo
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
+LEADING = ("[CLS]", "[DIST]", *(f"[REG{i}]" for i in range(1, 7)))  # names of tokens before the patches
+
 
 @dataclass
 class AttentionView:
@@ -51,8 +53,7 @@ class AttentionView:
         if self.grid is None:
             raise ExplainError("Patch maps exist for vision transformers only.")
         row = self.read_row(matrix)
-        patches = row[1:] if self.query is not None else row
-        return patches.reshape(self.grid)
+        return row[len(row) - self.grid[0] * self.grid[1] :].reshape(self.grid)  # the patches come last
 
     def rollout(self) -> np.ndarray:
         """(T, T) attention rollout (mean over heads, residual mixed in) through all layers."""
@@ -80,10 +81,8 @@ def attention_view(bundle: ModelBundle, raw: torch.Tensor | str) -> AttentionVie
     if grid is None:
         raise ExplainError(f"{bundle.spec.name} does not say how its tokens lie on the image (no `grid`).")
     gh, gw = int(grid[0]), int(grid[1])
-    if t == gh * gw + 1:
-        tokens, query = ["[CLS]"] + [f"patch ({r},{c})" for r in range(gh) for c in range(gw)], 0
-    elif t == gh * gw:
-        tokens, query = [f"patch ({r},{c})" for r in range(gh) for c in range(gw)], None
-    else:
+    lead = t - gh * gw  # leading tokens: a class token, DeiT's distillation token, register tokens
+    if not 0 <= lead <= len(LEADING):
         raise ExplainError(f"{t} attention tokens do not fit a {gh}x{gw} patch grid.")
-    return AttentionView(weights, tokens, (gh, gw), query)
+    patches = [f"patch ({r},{c})" for r in range(gh) for c in range(gw)]
+    return AttentionView(weights, list(LEADING[:lead]) + patches, (gh, gw), 0 if lead else None)

@@ -275,6 +275,14 @@ def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedI
     ]
 
 
+def stop_without_dataset(bundle: ModelBundle, needs: str) -> None:
+    """A page (or the rest of one) that needs the model's data set: one line saying why not and how, then stop."""
+    reason = bundle.no_dataset_reason(needs)
+    if reason:
+        st.info(reason, icon=":material/dataset_linked:")
+        st.stop()
+
+
 OPEN_SAMPLE_PARAM = "sample"  # ?sample=test:INDEX opens that test sample (links from the Embeddings page)
 
 
@@ -312,7 +320,13 @@ def input_picker(bundle: ModelBundle, key: str, *, bundle_key: str, max_inputs: 
         sources = ["Test set", "Upload images"]
     else:
         sources = ["Test set", "Type text", "Upload .txt / .csv"]
-    source = st.radio("Input", sources, horizontal=True, key=f"{key}_source")
+    no_dataset = bundle.no_dataset_reason("the test-set gallery")
+    if no_dataset:  # an imported model without a data set: uploads and typed text only
+        sources = sources[1:]
+        st.caption(no_dataset)
+        if st.session_state.get(f"{key}_source") not in sources:  # chosen for another run
+            st.session_state.pop(f"{key}_source", None)
+    source = sources[0] if len(sources) == 1 else st.radio("Input", sources, horizontal=True, key=f"{key}_source")
     if source == "Test set":
         return _gallery(bundle, key, bundle_key, max_inputs)
     if source == "Upload images":

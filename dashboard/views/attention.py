@@ -34,8 +34,9 @@ run, bundle = require_bundle("look inside")
 bundle_key = services.run_key(run)
 if not has_attention(bundle.model):
     st.info(
-        f"{bundle.spec.name} has no attention to show: only transformer models do (vit_tiny on images; "
-        "text_transformer and minilm on text). Pick or train one of those.",
+        f"{bundle.spec.name} has no attention to show: only transformer models with global attention do (vit_tiny "
+        "on images; text_transformer and minilm on text; imported ViT, DeiT or BERT-like models). Swin's windowed "
+        "attention is not one matrix over the whole input. Pick or train another model.",
         icon=":material/block:",
     )
     st.stop()

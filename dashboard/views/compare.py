@@ -12,6 +12,7 @@ import streamlit as st
 from xaidash.dashboard import services
 from xaidash.dashboard.components.charts import matrix_heatmap, metric_bars, sanity_chart
 from xaidash.dashboard.components.images import to_pil
+from xaidash.dashboard.components.inputs import stop_without_dataset
 from xaidash.dashboard.components.params import param_controls
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
@@ -27,6 +28,7 @@ DEFAULT_METHODS = ("saliency", "inputxgrad", "ig", "gradcam", "lime")
 
 st.title("Compare")
 run, bundle = require_bundle("compare")
+stop_without_dataset(bundle, "Compare (it scores methods on test samples)")
 bkey = services.run_key(run)
 info = bundle.info
 st.caption(

@@ -12,7 +12,7 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
-from xaidash.dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker
+from xaidash.dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker, stop_without_dataset
 from xaidash.dashboard.components.inspect_charts import scatter_chart, thumbnail_url
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import guard, show_error
@@ -41,6 +41,7 @@ st.caption(
 )
 
 run, bundle = require_bundle("look inside")
+stop_without_dataset(bundle, "the Embeddings page (it projects the test split)")
 bundle_key = services.run_key(run)
 
 

@@ -135,7 +135,13 @@ else:
 st.subheader("Explanations across training")
 checkpoints = run.checkpoints()
 if not checkpoints:
-    st.info("This run has no per-epoch checkpoints.", icon=":material/info:")
+    elsewhere = "source" in run.config()  # an imported model
+    st.info(
+        "An imported model has no per-epoch checkpoints: it was trained elsewhere."
+        if elsewhere
+        else "This run has no per-epoch checkpoints.",
+        icon=":material/info:",
+    )
     st.stop()
 if item is None:
     st.info("Pick an input above.")

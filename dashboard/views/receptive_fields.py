@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
-from xaidash.dashboard.components.inputs import input_picker
+from xaidash.dashboard.components.inputs import input_picker, stop_without_dataset
 from xaidash.dashboard.components.inspect_charts import draw_box, heat_image, upscaled
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.state import require_bundle
@@ -100,6 +100,7 @@ with left:
     )
 
 st.subheader("Effective receptive field")
+stop_without_dataset(bundle, "the effective receptive field (an average over test images)")
 c1, c2 = st.columns([2, 3])
 n = int(
     c1.number_input(

@@ -31,10 +31,15 @@ from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
 
+MAX_LEADING_TOKENS = 8  # class, distillation and register tokens before the patches
+
 
 def _applies(bundle: ModelBundle) -> str | None:
     if not has_attention(bundle.model):
-        return "the model exposes no attention weights (only transformer models do: vit_tiny, text_transformer, minilm)"
+        return (
+            "the model exposes no global attention weights (transformers do: vit_tiny, text_transformer, minilm, "
+            "imported ViT, DeiT or BERT-like models; not Swin's windowed attention)"
+        )
     return None
 
 
@@ -61,26 +66,25 @@ def _text_rows(ctx: MethodContext, matrix: torch.Tensor) -> torch.Tensor:
     return torch.cat(rows)
 
 
-def _image_grid(ctx: MethodContext, tokens: int) -> tuple[int, int, bool]:
-    """(rows, cols, has_class_token) of the patch grid behind `tokens` attention positions."""
+def _image_grid(ctx: MethodContext, tokens: int) -> tuple[int, int, int]:
+    """(rows, cols, leading tokens) of the patch grid behind `tokens` attention positions: the patches come
+    last, after a class token (and DeiT's distillation token, or register tokens) when the model has them."""
     grid = getattr(ctx.model, "grid", None)
     if grid is not None:
         gh, gw = int(grid[0]), int(grid[1])
-        if tokens == gh * gw + 1:
-            return gh, gw, True
-        if tokens == gh * gw:
-            return gh, gw, False
-    for count, cls in ((tokens - 1, True), (tokens, False)):
-        side = math.isqrt(max(count, 0))
-        if side > 0 and side * side == count:
-            return side, side, cls
+        if 0 <= tokens - gh * gw <= MAX_LEADING_TOKENS:
+            return gh, gw, tokens - gh * gw
+    for lead in (1, 0):
+        side = math.isqrt(max(tokens - lead, 0))
+        if side > 0 and side * side == tokens - lead:
+            return side, side, lead
     raise ExplainError(f"Cannot lay {tokens} attention tokens out on a patch grid (the model declares no `grid`).")
 
 
 def _image_rows(ctx: MethodContext, matrix: torch.Tensor) -> torch.Tensor:
     """(N, T, T) -> (N, gh, gw): class-token row over the patches (mean row without a class token)."""
-    gh, gw, cls = _image_grid(ctx, matrix.shape[-1])
-    row = query_row(matrix, "first")[:, 1:] if cls else query_row(matrix, "mean")
+    gh, gw, lead = _image_grid(ctx, matrix.shape[-1])
+    row = query_row(matrix, "first")[:, lead:] if lead else query_row(matrix, "mean")
     return row.reshape(len(row), gh, gw)
 
 

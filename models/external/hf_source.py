@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from xaidash.data.paths import offline
 from xaidash.models.external.hf_models import quiet_transformers, wrap_image, wrap_text

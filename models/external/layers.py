@@ -378,6 +378,19 @@ def attention_modules(model: nn.Module, x: torch.Tensor) -> list[str]:
     return paths
 
 
+@torch.no_grad()
+def attention_grid(model: nn.Module, x: torch.Tensor) -> tuple[int, int] | None:
+    """(rows, cols) of the patch grid behind the attention of an image model, from its token count."""
+    reader = getattr(model, "forward_with_attention", None)
+    if not callable(reader):
+        return None
+    _, weights = reader(x)
+    found = _token_grid(
+        int(weights[0].shape[-1]), int(x.shape[-2]), int(x.shape[-1]), getattr(model, "num_prefix_tokens", None)
+    )
+    return None if found is None else found[1]
+
+
 def check_layer(model: nn.Module, path: str, what: str) -> None:
     """Refuse a module path the model does not have, suggesting near names."""
     try:

@@ -84,6 +84,10 @@ def load_imported(run: Run, device: str | None = "auto", epoch: int | None = Non
     model = rebuilt.model
     load_weights(model, run.file(WEIGHTS))
     info = info_from_json(config["dataset_info"])
+    grid = config["source"]["record"].get("grid")
+    if grid and getattr(model, "grid", None) is None:
+        plain: Any = model  # a plain attribute, as vit_tiny has one: the Attention page lays patches out on it
+        plain.grid = (int(grid[0]), int(grid[1]))
     dev = pick_device(device)
     model.to(dev).eval()
     probe = image_probe(tuple(info.input_shape), 1) if config["modality"] == "image" else text_probe(rebuilt.tokenizer)

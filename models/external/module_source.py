@@ -114,8 +114,8 @@ def load(argument: str, options: ImportOptions) -> Loaded:
     record["options"] = options.model_options
     if options.weights is None:
         raise ModelError(f"module:{argument} needs --weights FILE: the state dict your model was trained to.")
+    state, notes = read_state_dict(options.weights)  # before running the user's code: a bad file fails fast
     model = _build(record)
-    state, notes = read_state_dict(options.weights)
     load_state(model, state, f"Weights file {Path(options.weights).name} for {factory}")
     shape = options.shape_or_linked()
     if not shape:

@@ -33,6 +33,7 @@ from torch import nn
 from xaidash.models.checkpoint import save_weights
 from xaidash.models.external.layers import (
     Layers,
+    attention_grid,
     check_layer,
     detect_image_layers,
     detect_text_layers,
@@ -214,6 +215,8 @@ def import_model(source: str, options: ImportOptions, root: Path | None = None) 
     kind, argument = parse_source(source)
     if kind.needs_weights and options.weights is None:
         raise ModelError(f"{kind.prefix}: needs --weights FILE ({kind.help}).")
+    if options.weights is not None and not Path(options.weights).expanduser().is_file():
+        raise ModelError(f"Weights file {str(options.weights)!r} does not exist.")
     linked = linked_info(options)
     options = replace(options, linked=linked)
     loaded = kind.load(argument, options)
@@ -236,7 +239,11 @@ def import_model(source: str, options: ImportOptions, root: Path | None = None) 
     classes = settle_classes(width, loaded, options, linked)
     inputs = run_info(replace(loaded, input_shape=shape), classes, shape, linked)
     layers = _layers(loaded, model, probe, options)
-    loaded.record.update(input_shape=list(shape), attention=callable(getattr(model, "forward_with_attention", None)))
+    attention = callable(getattr(model, "forward_with_attention", None))
+    loaded.record.update(input_shape=list(shape), attention=attention)
+    if attention and loaded.modality == "image":  # the Attention page lays the patches out on this grid
+        grid = attention_grid(model, probe)
+        loaded.record["grid"] = list(grid) if grid else None
     config = _config(source, options, replace(loaded, notes=notes), classes, layers, inputs.info, inputs.has_dataset)
 
     root = Path(root) if root else runs_root()

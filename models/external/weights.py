@@ -47,7 +47,11 @@ def _torch_load(path: Path) -> Any:
         return torch.load(str(path), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         found = re.search(r"GLOBAL ([\w.]+)", str(e))
-        what = f" (it names {found.group(1)})" if found else ""
+        if found is None:  # not even a pickle of plain containers: some other file
+            raise ModelError(
+                f"{path.name} is neither a safetensors file nor a file written by torch.save. " + SAVE_HOWTO
+            ) from None
+        what = f" (it names {found.group(1)})"
         raise ModelError(
             f"{path.name} is not a plain state dict: it holds a pickled Python object{what}, most likely a whole "
             f"model saved with torch.save(model), and xaidash never unpickles objects (that can run any code). "
