@@ -28,7 +28,7 @@ DEFAULT_METHODS = ("saliency", "inputxgrad", "ig", "gradcam", "lime")
 
 st.title("Compare")
 run, bundle = require_bundle("compare")
-stop_without_dataset(bundle, "Compare (it scores methods on test samples)")
+stop_without_dataset(bundle, "Compare, which scores methods on test samples,")
 bkey = services.run_key(run)
 info = bundle.info
 st.caption(

@@ -41,7 +41,7 @@ st.caption(
 )
 
 run, bundle = require_bundle("look inside")
-stop_without_dataset(bundle, "the Embeddings page (it projects the test split)")
+stop_without_dataset(bundle, "the Embeddings page, which projects the test split,")
 bundle_key = services.run_key(run)
 
 

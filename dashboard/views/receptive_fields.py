@@ -45,7 +45,9 @@ try:
     layers = _layers(bundle_key, bundle)
 except ModelError as e:
     st.info(f"{e}", icon=":material/block:")
-    st.caption("Receptive fields apply to convolutional image models: simple_cnn, resnet_small, resnet18.")
+    st.caption(
+        "Receptive fields apply to convolutional image models: simple_cnn, resnet_small, resnet18, imported CNNs."
+    )
     st.stop()
 
 st.subheader("Theoretical receptive field per layer")
@@ -100,7 +102,7 @@ with left:
     )
 
 st.subheader("Effective receptive field")
-stop_without_dataset(bundle, "the effective receptive field (an average over test images)")
+stop_without_dataset(bundle, "the effective receptive field, an average over test images,")
 c1, c2 = st.columns([2, 3])
 n = int(
     c1.number_input(

@@ -31,7 +31,7 @@ WEIGHT_FILES = (
 )
 MAX_TEXT_LENGTH = 512
 _GENERIC_LABEL = re.compile(r"^(LABEL_)?\d+$")
-_HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "pytorch_model.bin"]
+_HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model"]  # config, weights, processor and tokenizer files
 
 
 def _looks_like_path(text: str) -> bool:
@@ -54,7 +54,15 @@ def resolve_folder(argument: str) -> Path:
 
     cached_only = offline()
     try:
-        return Path(snapshot_download(argument, local_files_only=cached_only, allow_patterns=_HUB_FILES))
+        folder = Path(snapshot_download(argument, local_files_only=cached_only, allow_patterns=_HUB_FILES))
+        # Older repositories hold pytorch_model.bin only (transformers reads it with weights_only=True).
+        if not any((folder / f).is_file() for f in WEIGHT_FILES):
+            folder = Path(
+                snapshot_download(
+                    argument, local_files_only=cached_only, allow_patterns=[*_HUB_FILES, "pytorch_model*"]
+                )
+            )
+        return folder
     except HFValidationError:
         raise ModelError(f"hf:{argument}: no such folder, and not a valid Hugging Face model id.") from None
     except LocalEntryNotFoundError:
@@ -215,7 +223,8 @@ def load(argument: str, options: ImportOptions) -> Loaded:
         except (OSError, ValueError) as e:
             raise ModelError(f"{folder}/config.json cannot be read by transformers: {str(e).splitlines()[0]}") from None
         task = _task(config, folder)
-        name = options.name or f"hf:{folder.name if folder.name not in ('', '.') else folder.resolve().name}"
+        from_hub = not Path(argument).expanduser().exists()  # a hub id: its snapshot folder is named by a hash
+        name = options.name or f"hf:{argument if from_hub else folder.resolve().name}"
         record: dict[str, Any] = {"task": task, "folder": HF_FOLDER, "given": argument, "read_from": str(folder)}
         if task == "image":
             hf = _from_pretrained(AutoModelForImageClassification, folder)

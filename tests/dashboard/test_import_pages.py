@@ -159,9 +159,9 @@ def test_attention_page_on_imported_transformers(runs: dict[str, str], name: str
 
 def test_pages_that_need_a_data_set_say_so_in_one_line(runs: dict[str, str]):
     for page, needs in (
-        ("views/compare.py", "Compare"),
-        ("views/embeddings.py", "the Embeddings page"),
-        ("views/receptive_fields.py", "the effective receptive field"),
+        ("views/compare.py", "so Compare, which scores methods on test samples, is unavailable"),
+        ("views/embeddings.py", "so the Embeddings page, which projects the test split, is unavailable"),
+        ("views/receptive_fields.py", "so the effective receptive field, an average over test images, is unavailable"),
     ):
         at = open_page(make_app(runs["module"]), page)
         lines = [i for i in texts(at.info) if "no data set linked" in i]

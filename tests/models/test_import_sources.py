@@ -184,3 +184,20 @@ def test_deit_keeps_two_leading_tokens_apart_from_the_patches(tmp_path: Path):
     view = attention_view(bundle, torch.rand(3, 32, 32))
     assert view.tokens[:3] == ["[CLS]", "[DIST]", "patch (0,0)"] and view.query == 0
     assert view.patch_map(view.matrix(0)).shape == (4, 4)
+
+
+def test_a_hub_id_is_read_from_the_local_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """hf:ORG/NAME offline: the snapshot in the Hugging Face cache (the layout huggingface_hub writes) is used."""
+    import huggingface_hub.constants
+
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--someorg--tiny-vit" / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    EXTERNAL["hf_vit"].write(snapshot)
+    (cache / "models--someorg--tiny-vit" / "refs").mkdir()
+    (cache / "models--someorg--tiny-vit" / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    config = import_model("hf:someorg/tiny-vit", ImportOptions()).run.config()
+    assert config["source"]["record"]["read_from"] == str(snapshot)
+    assert config["model"] == "hf:someorg/tiny-vit"
+    assert config["classes"] == ["cat", "dog", "bird"]
