@@ -189,3 +189,28 @@ def test_classes_files_in_three_formats(tmp_path: Path):
     (tmp_path / "d.json").write_text(json.dumps({"0": "cat", "2": "bird"}))
     with pytest.raises(XaidashError, match="without gaps"):
         read_classes_file(tmp_path / "d.json")
+
+
+def as_if_saved_on_a_gpu(src: Path, dst: Path) -> Path:
+    """A torch.save file whose tensors say they were saved on cuda:0 (what a GPU machine writes), made on a CPU by
+    rewriting the storage location in its pickle (protocol 2: BINUNICODE, 4-byte little-endian length)."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename.endswith("data.pkl"):
+                assert b"X\x03\x00\x00\x00cpu" in data
+                data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
+            zout.writestr(item, data)
+    return dst
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only path")
+def test_weights_saved_on_a_gpu_load_on_a_cpu(tmp_path: Path):
+    source, options = EXTERNAL["module"].write(tmp_path)
+    gpu = as_if_saved_on_a_gpu(tmp_path / "small_net.pt", tmp_path / "saved_on_gpu.pt")
+    with pytest.raises(RuntimeError, match="CUDA"):
+        torch.load(gpu, weights_only=True)  # what a plain load does on this machine
+    imported = import_model(source, replace(options, weights=gpu))
+    assert load_bundle(imported.run, device="cpu").device.type == "cpu"
