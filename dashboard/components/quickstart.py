@@ -25,7 +25,7 @@ from xaidash.models.runstore import resolve_run
 NAME = "Quick start"
 STARTED = "quickstart_queue"  # the queue this session started: its first run gets selected when it ends
 WATCHING = "quickstart_watching"  # the queue whose progress this session shows: a full rerun when it ends
-DURATION = "about 2–3 minutes on a 2-core CPU, much less on a GPU"
+DURATION = "a few minutes on a 2-core CPU, less on a GPU"
 ICONS = {  # Material icons: emoji need a font a headless or minimal system may lack
     "completed": ":material/check_circle:",
     "stopped": ":material/stop_circle:",
