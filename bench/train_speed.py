@@ -74,13 +74,18 @@ def engine_loop(device: str, epochs: int, batch_size: int, lr: float) -> tuple[l
 
     marks: list[float] = []
     result = train(
-        TrainConfig(
+        TrainConfig(  # every setting given: the comparison does not move when the recipe does
             dataset="mnist",
             model="simple_cnn",
             epochs=epochs,
             batch_size=batch_size,
             lr=lr,
+            optimizer="adam",
+            weight_decay=0.0,
             schedule="onecycle",
+            augment="none",
+            label_smoothing=0.0,
+            max_train_samples=0,
             val_fraction=0.2,
             device=device,
         ),

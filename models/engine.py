@@ -1,7 +1,7 @@
 """The training engine: one loop for every zoo model and data set.
 
 Small data sets live on the device as tensors (no per-batch DataLoader overhead); image
-folders stream through a DataLoader. bf16 autocast on CUDA. Progress goes out as
+folders stream through a DataLoader. bf16 autocast on CUDA and on CPUs that compute bf16 natively. Progress goes out as
 `TrainEvent`s to any number of callbacks (CLI progress bar, dashboard job); a stop request
 is honoured within one step and leaves a valid checkpoint.
 
@@ -12,6 +12,7 @@ run folder, data, model, optimizer, schedule; `restore_checkpoint` for a resumed
 
 from __future__ import annotations
 
+import itertools
 import math
 import platform
 import random
@@ -20,7 +21,8 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Literal
@@ -35,52 +37,100 @@ from xaidash.models.batches import LoaderData, TensorData, augment_images, image
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
 from xaidash.models.device import autocast, device_name, pick_device
+from xaidash.models.recipes import (
+    AUGMENTATIONS,
+    OPTIMIZERS,
+    SCHEDULES,
+    SETTINGS,
+    Augment,
+    Optimizer,
+    Recipe,
+    Schedule,
+    TrainSettings,
+)
 from xaidash.models.registry import ModelError, get_spec
-from xaidash.models.runstore import STATE, VOCAB, WEIGHTS, Run, info_to_json, resolve_run
+from xaidash.models.runstore import STATE, VOCAB, WEIGHTS, Run, info_to_json, kept_sentence, resolve_run
 
-Optimizer = Literal["adam", "adamw", "sgd"]
-Schedule = Literal["cosine", "onecycle", "constant"]
-Augment = Literal["none", "shift", "flip", "shift+flip"]
-OPTIMIZERS: tuple[Optimizer, ...] = ("adam", "adamw", "sgd")
-SCHEDULES: tuple[Schedule, ...] = ("cosine", "onecycle", "constant")
-AUGMENTATIONS: tuple[Augment, ...] = ("none", "shift", "flip", "shift+flip")
+# The choices, for the Train form and the CLI (defined with the recipes that use them).
+__all__ = [
+    "AUGMENTATIONS",
+    "OPTIMIZERS",
+    "SCHEDULES",
+    "Augment",
+    "Optimizer",
+    "Schedule",
+    "TrainConfig",
+    "TrainEvent",
+    "TrainResult",
+    "train",
+]
 
 
 @dataclass
 class TrainConfig:
+    """What to train on what, and how. Every setting left None comes from the model's recipe for the data set
+    (`with_recipe()`, done once when a run is set up; see models/recipes.py); any of them can be given instead."""
+
     dataset: str = "shapes"
     model: str = "resnet_small"
-    epochs: int = 3
-    batch_size: int = 128
-    lr: float | None = None  # None: the model's default
-    optimizer: Optimizer = "adam"
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    schedule: Schedule = "cosine"
-    augment: Augment = "none"
+    # ---- None: from the model's recipe for this data --------------------------------------------------------------
+    epochs: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    optimizer: Optimizer | None = None
+    weight_decay: float | None = None
+    schedule: Schedule | None = None
+    augment: Augment | None = None
+    label_smoothing: float | None = None
+    max_train_samples: int | None = None  # train on a random subset of this many samples; 0: all of them
+    # ---- not part of a recipe ------------------------------------------------------------------------------------
+    momentum: float = 0.9  # SGD only
     device: str = "auto"
     seed: int = 0
     val_fraction: float = 0.1
-    max_train_samples: int | None = None  # cap for quick runs
-    amp: bool = True  # bf16 autocast on CUDA
+    amp: bool = True  # bf16 autocast while training, on CUDA and on CPUs with native bf16 (models/device.py)
     workers: int = 0
     model_options: dict[str, Any] = field(default_factory=dict)
 
+    def recipe(self) -> tuple[str, Recipe]:
+        """(key, recipe): the model's recipe for this data set (ModelError / DatasetError for unknown names)."""
+        return get_spec(self.model).recipe(get_source(self.dataset).info)
+
+    def with_recipe(self) -> TrainConfig:
+        """A copy with every setting left None taken from the recipe: what a run trains with, and what the Train
+        form pre-fills when the model or data set changes."""
+        _, recipe = self.recipe()
+        return replace(self, **{k: getattr(recipe, k) for k in SETTINGS if getattr(self, k) is None})
+
+    def settings(self) -> TrainSettings:
+        """The resolved settings, typed; ModelError while one is still open (call with_recipe() first)."""
+        missing = [k for k in SETTINGS if getattr(self, k) is None]
+        if missing:
+            raise ModelError(f"Training settings not resolved: {', '.join(missing)} (call with_recipe() first).")
+        return TrainSettings(**{k: getattr(self, k) for k in SETTINGS})
+
     def validate(self) -> None:
+        """Refuse impossible settings (those left None are the recipe's, checked once resolved)."""
         problems = []
-        if self.epochs < 1:
+        if self.epochs is not None and self.epochs < 1:
             problems.append("epochs must be at least 1")
-        if self.batch_size < 1:
+        if self.batch_size is not None and self.batch_size < 1:
             problems.append("batch size must be at least 1")
         if self.lr is not None and not (0 < self.lr < 10):
             problems.append("learning rate must be in (0, 10)")
+        if self.weight_decay is not None and self.weight_decay < 0:
+            problems.append("weight decay must be at least 0")
+        if self.label_smoothing is not None and not (0 <= self.label_smoothing < 1):
+            problems.append("label smoothing must be in [0, 1)")
+        if self.max_train_samples is not None and self.max_train_samples < 0:
+            problems.append("the training-sample cap must be at least 0 (0: all samples)")
         if not (0 <= self.val_fraction < 0.9):
             problems.append("validation fraction must be in [0, 0.9)")
-        if self.optimizer not in OPTIMIZERS:
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             problems.append(f"unknown optimizer {self.optimizer!r} ({', '.join(OPTIMIZERS)})")
-        if self.schedule not in SCHEDULES:
+        if self.schedule is not None and self.schedule not in SCHEDULES:
             problems.append(f"unknown schedule {self.schedule!r} ({', '.join(SCHEDULES)})")
-        if self.augment not in AUGMENTATIONS:
+        if self.augment is not None and self.augment not in AUGMENTATIONS:
             problems.append(f"unknown augmentation {self.augment!r} ({', '.join(AUGMENTATIONS)})")
         if problems:
             raise ModelError("Invalid training settings: " + "; ".join(problems) + ".")
@@ -100,6 +150,7 @@ class TrainEvent:
     val_acc: float | None = None
     lr: float | None = None
     samples_per_s: float | None = None
+    interval_steps: int | None = None  # step events: train_loss/acc are the means over this many steps
     elapsed_s: float = 0.0
     eta_s: float | None = None
     state: str = "running"  # running | completed | stopped | failed
@@ -120,7 +171,9 @@ class TrainResult:
     error: str | None
     test_acc: float | None
     test_loss: float | None
-    epochs_done: int
+    epochs_done: int  # complete epochs
+    partial_steps: int = 0  # steps of the unfinished epoch whose weights were kept
+    kept: str = ""  # which weights the run holds, in one sentence
 
     @property
     def run_dir(self) -> Path:
@@ -166,8 +219,18 @@ class _Prepared:
     test_labels: torch.Tensor
 
 
+def split_indices(n: int, seed: int, max_train_samples: int, val_fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train, validation) indices into a training split of n samples: a seeded shuffle, capped at
+    max_train_samples (0: no cap), the first val_fraction of it held out for validation."""
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + 1))
+    if max_train_samples:
+        order = order[: max(2, max_train_samples)]
+    n_val = int(len(order) * val_fraction)
+    return order[n_val:], order[:n_val]
+
+
 def _prepare_data(
-    cfg: TrainConfig, source: DatasetSource, device: torch.device, run: Run, resume_vocab: bool
+    cfg: TrainConfig, settings: TrainSettings, source: DatasetSource, device: torch.device, run: Run, resume_vocab: bool
 ) -> _Prepared:
     info = source.info
     spec = get_spec(cfg.model)
@@ -175,12 +238,8 @@ def _prepare_data(
     test_split = source.load("test")
     if len(train_split) == 0:
         raise ModelError(f"Dataset {cfg.dataset} has an empty training split.")
-    gen = torch.Generator().manual_seed(cfg.seed + 1)
-    order = torch.randperm(len(train_split), generator=gen)
-    if cfg.max_train_samples:
-        order = order[: max(2, cfg.max_train_samples)]
-    n_val = int(len(order) * cfg.val_fraction)
-    val_idx, train_idx = order[:n_val], order[n_val:]
+    train_idx, val_idx = split_indices(len(train_split), cfg.seed, settings.max_train_samples, cfg.val_fraction)
+    n_val = len(val_idx)
 
     tokenizer: Tokenizer | None = None
     if isinstance(train_split, TextSplit):
@@ -210,22 +269,19 @@ def _prepare_data(
     )
 
 
-def _optimizer(cfg: TrainConfig, params, lr: float) -> torch.optim.Optimizer:
-    if cfg.optimizer == "sgd":
-        return torch.optim.SGD(
-            params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, nesterov=cfg.momentum > 0
-        )
-    if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay or 0.01)
-    return torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay)
+def _optimizer(s: TrainSettings, momentum: float, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    if s.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=s.lr, momentum=momentum, weight_decay=s.weight_decay, nesterov=momentum > 0)
+    if s.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay)
+    return torch.optim.Adam(params, lr=s.lr, weight_decay=s.weight_decay)
 
 
-def _schedule(
-    cfg: TrainConfig, opt: torch.optim.Optimizer, lr: float, total_steps: int
-) -> torch.optim.lr_scheduler.LRScheduler:
-    if cfg.schedule == "onecycle":
+def _schedule(s: TrainSettings, opt: torch.optim.Optimizer, total_steps: int) -> torch.optim.lr_scheduler.LRScheduler:
+    lr = s.lr
+    if s.schedule == "onecycle":
         return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(1, total_steps))
-    if cfg.schedule == "cosine":
+    if s.schedule == "cosine":
         return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, total_steps), eta_min=lr * 0.01)
     return torch.optim.lr_scheduler.ConstantLR(opt, factor=1.0, total_iters=0)
 
@@ -244,7 +300,8 @@ def evaluate(
     loss_sum, correct, n = 0.0, 0, 0
     confusion = torch.zeros(num_classes or 1, num_classes or 1, dtype=torch.long)
     for x, y in data.batches(batch_size, shuffle=False):
-        with autocast(device, amp):
+        # float32 on the CPU: the accuracy reported is that of the model as the pages and explainers run it
+        with autocast(device, amp and device.type != "cpu"):
             logits = model(x.to(device))
         y = y.to(device)
         loss_sum += float(nn.functional.cross_entropy(logits.float(), y, reduction="sum"))
@@ -265,10 +322,34 @@ def evaluate(
 
 
 @dataclass
+class _Interval:
+    """Sums of the training loss and hits over the steps since the last step record (epochs do not reset it)."""
+
+    loss_sum: torch.Tensor | float = 0.0  # tensors stay on the device: no extra synchronisation per step
+    correct: torch.Tensor | int = 0
+    seen: int = 0
+    steps: int = 0
+
+    def add(self, loss_sum: torch.Tensor, correct: torch.Tensor, seen: int) -> None:
+        self.loss_sum += loss_sum
+        self.correct += correct
+        self.seen += seen
+        self.steps += 1
+
+    def means(self) -> tuple[float, float, int]:
+        """(mean loss, accuracy, steps), and a fresh start for the next interval."""
+        out = (float(self.loss_sum) / max(self.seen, 1), float(self.correct) / max(self.seen, 1), self.steps)
+        self.loss_sum, self.correct, self.seen, self.steps = 0.0, 0, 0, 0
+        return out
+
+
+@dataclass
 class TrainingSession:
     """Everything one call of `train` works with: settings, run folder, data, model, optimizer, progress."""
 
-    cfg: TrainConfig
+    cfg: TrainConfig  # resolved: no setting left None
+    settings: TrainSettings  # the same settings, typed
+    recipe: tuple[str, Recipe]  # (key, recipe) the open settings came from
     run: Run
     device: torch.device
     data: _Prepared
@@ -283,17 +364,21 @@ class TrainingSession:
     records: list[dict[str, Any]]  # metrics.jsonl so far (a resumed run's earlier records included)
     note: str | None = None  # the model's note to the user (e.g. pretrained weights missing)
     resumed: bool = False
-    start_epoch: int = 0  # epochs already done when this session began
+    start_epoch: int = 0  # complete epochs already done when this session began
+    skip_steps: int = 0  # steps of epoch start_epoch + 1 an earlier session took before a stop (resumed there)
     step: int = 0  # optimizer steps taken, counting those of earlier sessions
+    interval: _Interval = field(default_factory=lambda: _Interval())  # training metrics since the last step record
     samples_seen: int = 0  # training samples this session (for the rate)
     started: float = field(default_factory=time.perf_counter)
 
     @property
     def total_steps(self) -> int:
-        return self.steps_per_epoch * self.cfg.epochs
+        return self.steps_per_epoch * self.settings.epochs
 
     def event(self, kind: Literal["start", "step", "epoch", "end"], **fields: Any) -> TrainEvent:
-        return TrainEvent(kind=kind, run_id=self.run.id, epochs=self.cfg.epochs, total_steps=self.total_steps, **fields)
+        return TrainEvent(
+            kind=kind, run_id=self.run.id, epochs=self.settings.epochs, total_steps=self.total_steps, **fields
+        )
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -302,7 +387,10 @@ class TrainingSession:
         return self.samples_seen / elapsed if elapsed > 0 else None
 
     def eta(self, rate: float | None) -> float | None:
-        return (self.total_steps - self.step) * self.cfg.batch_size / rate if rate else None
+        return (self.total_steps - self.step) * self.settings.batch_size / rate if rate else None
+
+    def kept(self, epochs_done: int, partial_steps: int) -> str:
+        return kept_sentence(epochs_done, partial_steps, self.steps_per_epoch, self.settings.epochs)
 
 
 @dataclass
@@ -311,18 +399,47 @@ class EpochResult:
 
     event: TrainEvent
     stopped: bool
+    steps: int = 0  # steps of this epoch taken (those of an earlier session included)
+
+
+def _own_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's training settings from its config.json, for resuming it. Runs written before recipes left some
+    open or lacked them: those get what the engine did then, not today's recipe."""
+    own = dict(config["train"])
+    if "recipe" not in config:
+        own["lr"] = own.get("lr") or config.get("lr")
+        own.setdefault("label_smoothing", 0.0)
+        own["max_train_samples"] = own.get("max_train_samples") or 0
+        if own.get("optimizer") == "adamw" and not own.get("weight_decay"):
+            own["weight_decay"] = 0.01  # what AdamW got then
+    return own
+
+
+def _recorded_recipe(config: dict[str, Any]) -> tuple[str, Recipe]:
+    """(key, recipe) as a run's config.json recorded it: a resumed run is judged against its own recipe."""
+    recorded = dict(config["recipe"])
+    names = {f.name for f in dataclass_fields(Recipe)}
+    return str(recorded.pop("key")), Recipe(**{k: v for k, v in recorded.items() if k in names})
 
 
 def setup_run(cfg: TrainConfig, resume: str | Path | None = None) -> TrainingSession:
-    """Check the settings, then create the run folder (or reopen run `resume`), data, model, optimizer and
-    schedule, restore a resumed run's state, and write config.json and a 'running' summary.
+    """Check the settings and fill those left open from the model's recipe, then create the run folder (or
+    reopen run `resume`), data, model, optimizer and schedule, restore a resumed run's state, and write
+    config.json and a 'running' summary.
 
+    A resumed run keeps its own resolved settings; only the epoch total (when given) and the device change.
     Bad settings raise ModelError/DatasetError before any run folder is written.
     """
     cfg.validate()
     resumed = resolve_run(resume) if resume is not None else None
-    if resumed is not None:  # the run's own settings, with the new epoch total and device
-        cfg = TrainConfig(**{**resumed.config()["train"], "epochs": cfg.epochs, "device": cfg.device})
+    if resumed is not None:
+        config = resumed.config()
+        own = _own_settings(config)
+        cfg = TrainConfig(**{**own, "epochs": cfg.epochs or own["epochs"], "device": cfg.device})
+    recipe = _recorded_recipe(config) if resumed is not None and config.get("recipe") else cfg.recipe()
+    cfg = cfg.with_recipe()
+    cfg.validate()
+    settings = cfg.settings()
     spec = get_spec(cfg.model)
     source = get_source(cfg.dataset)
     spec.check_fits(source.info)
@@ -330,25 +447,26 @@ def setup_run(cfg: TrainConfig, resume: str | Path | None = None) -> TrainingSes
     run = resumed or Run.create(cfg.dataset, cfg.model)
 
     generator = seed_everything(cfg.seed)
-    data = _prepare_data(cfg, source, device, run, resume_vocab=resumed is not None)
+    data = _prepare_data(cfg, settings, source, device, run, resume_vocab=resumed is not None)
     options = dict(cfg.model_options)
     if data.tokenizer is not None and spec.tokenizer is None:
         options.update(vocab_size=len(data.tokenizer), pad_id=data.tokenizer.pad_id)
     model = spec.build(data.info, **options).to(device)
-    lr = cfg.lr if cfg.lr is not None else spec.default_lr
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = _optimizer(cfg, params, lr)
-    steps_per_epoch = math.ceil(len(data.train) / cfg.batch_size)
+    optimizer = _optimizer(settings, cfg.momentum, params)
+    steps_per_epoch = math.ceil(len(data.train) / settings.batch_size)
     session = TrainingSession(
         cfg=cfg,
+        settings=settings,
+        recipe=recipe,
         run=run,
         device=device,
         data=data,
         model=model,
         params=params,
         optimizer=optimizer,
-        schedule=_schedule(cfg, optimizer, lr, steps_per_epoch * cfg.epochs),
-        lr=lr,
+        schedule=_schedule(settings, optimizer, steps_per_epoch * settings.epochs),
+        lr=settings.lr,
         options=options,
         steps_per_epoch=steps_per_epoch,
         generator=generator,
@@ -363,19 +481,22 @@ def setup_run(cfg: TrainConfig, resume: str | Path | None = None) -> TrainingSes
 
 
 def restore_checkpoint(session: TrainingSession) -> None:
-    """Continue where the run's last checkpoint ended: weights, optimizer and CPU RNG state, the epoch's
-    shuffling generator, and the schedule fast-forwarded to that step. ModelError when no epoch is left."""
+    """Continue where the run's last checkpoint ended: weights, optimizer state, the schedule fast-forwarded
+    to that step, and, after a stop inside an epoch, the rest of that epoch (its first steps are not repeated).
+    ModelError when no epoch is left."""
     run, cfg = session.run, session.cfg
     load_weights(session.model, run.file(WEIGHTS))
     extra = load_training_state(run.file(STATE), session.optimizer) if run.file(STATE).exists() else {}
     session.start_epoch = int(extra.get("epoch", 0))
-    session.step = session.start_epoch * session.steps_per_epoch
+    session.skip_steps = min(int(extra.get("partial_steps", 0)), session.steps_per_epoch - 1)
+    session.records = [r for r in session.records if not (r.get("kind") == "epoch" and r.get("partial_steps"))]
+    session.step = session.start_epoch * session.steps_per_epoch + session.skip_steps
     session.generator = torch.Generator().manual_seed(cfg.seed + session.start_epoch)
     with warnings.catch_warnings():  # fast-forwarding the schedule, not skipping an optimizer step
         warnings.simplefilter("ignore", UserWarning)
         for _ in range(session.step):
             session.schedule.step()
-    if session.start_epoch >= cfg.epochs:
+    if session.start_epoch >= session.settings.epochs:
         raise ModelError(
             f"Run {run.id} already has {session.start_epoch} epochs: ask for more (--epochs N > {session.start_epoch})."
         )
@@ -383,6 +504,7 @@ def restore_checkpoint(session: TrainingSession) -> None:
 
 def _write_config(session: TrainingSession) -> None:
     cfg, run, data, model = session.cfg, session.run, session.data, session.model
+    key, recipe = session.recipe
     config = {
         "model": cfg.model,
         "model_note": session.note,
@@ -392,6 +514,8 @@ def _write_config(session: TrainingSession) -> None:
         "dataset_info": info_to_json(data.info),
         "model_options": session.options,
         "train": asdict(cfg),
+        # The recipe the open settings came from, as declared: what the run's accuracy is judged against.
+        "recipe": {"key": key, **recipe.settings(), "expected_acc": recipe.expected_acc},
         "lr": session.lr,
         "device": device_name(session.device),
         "versions": library_versions(),
@@ -403,7 +527,16 @@ def _write_config(session: TrainingSession) -> None:
         "created": run.config()["created"] if session.resumed else time.time(),
     }
     run.write_config(config)
-    run.update_summary(state="running", error=None, epochs_done=session.start_epoch, epochs=cfg.epochs)
+    done, partial = session.start_epoch, session.skip_steps
+    run.update_summary(
+        state="running",
+        error=None,
+        epochs_done=done,
+        partial_steps=partial,
+        steps_per_epoch=session.steps_per_epoch,
+        epochs=session.settings.epochs,
+        kept=session.kept(done, partial) if session.resumed else "nothing yet",
+    )
 
 
 @contextmanager
@@ -427,23 +560,50 @@ def _step_record(event: TrainEvent, drop: tuple[str, ...]) -> dict[str, Any]:
     return {k: v for k, v in asdict(event).items() if v is not None and k not in drop}
 
 
+def _log_step(session: TrainingSession, epoch: int, emit: Callback) -> None:
+    """A step record and event: the training loss and accuracy averaged over the steps since the last one."""
+    loss, acc, steps = session.interval.means()
+    elapsed = session.elapsed()
+    rate = session.rate(elapsed)
+    event = session.event(
+        "step",
+        epoch=epoch,
+        step=session.step,
+        train_loss=loss,
+        train_acc=acc,
+        interval_steps=steps,
+        lr=session.optimizer.param_groups[0]["lr"],
+        samples_per_s=rate,
+        elapsed_s=elapsed,
+        eta_s=session.eta(rate),
+    )
+    session.records.append(_step_record(event, ("run_id", "message")))
+    emit(event)
+
+
 def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit: Callback) -> EpochResult | None:
     """Train epoch `epoch` (emitting step events), then validate; its result, or None when a stop came
-    before its first step (the epoch did not happen).
+    before its first step (the epoch did not happen). A resumed run whose last session stopped inside this
+    epoch takes only the epoch's remaining steps.
 
-    A stop request is honoured within one step. Raises TrainingFailed for a non-finite loss or out of memory.
+    Step records come every ~1/20 epoch (counted in steps since the run began, so they run on across epoch
+    boundaries), each with the mean training loss and accuracy since the previous one. A stop request is
+    honoured within one step. Raises TrainingFailed for a non-finite loss or out of memory.
     """
-    cfg, data, device, model, gen = session.cfg, session.data, session.device, session.model, session.generator
+    cfg, s, data, device, model = session.cfg, session.settings, session.data, session.device, session.model
+    gen = session.generator
     log_every = max(1, session.steps_per_epoch // 20)
-    shift = 2 if "shift" in cfg.augment else 0
-    flip = "flip" in cfg.augment
-    loss_fn = nn.CrossEntropyLoss()
+    shift = 2 if "shift" in s.augment else 0
+    flip = "flip" in s.augment
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=s.label_smoothing)
+    skip, session.skip_steps = (session.skip_steps, 0) if epoch == session.start_epoch + 1 else (0, 0)
     with _out_of_memory_fails(session):
         model.train()
         loss_sum = torch.zeros((), device=device)
         correct = torch.zeros((), device=device, dtype=torch.long)
         seen = 0
-        for x, y in data.train.batches(cfg.batch_size, shuffle=True, generator=gen):
+        batches = itertools.islice(data.train.batches(s.batch_size, shuffle=True, generator=gen), skip, None)
+        for x, y in batches:
             if stop.is_set():
                 break
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -464,30 +624,22 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
             session.step += 1
             seen += len(y)
             session.samples_seen += len(y)
-            loss_sum += loss.detach() * len(y)
-            correct += (logits.argmax(1) == y).sum()
+            batch_loss, batch_correct = loss.detach() * len(y), (logits.argmax(1) == y).sum()
+            loss_sum += batch_loss
+            correct += batch_correct
+            session.interval.add(batch_loss, batch_correct, len(y))
             if session.step % log_every == 0 or session.step == session.total_steps:
-                elapsed = session.elapsed()
-                rate = session.rate(elapsed)
-                event = session.event(
-                    "step",
-                    epoch=epoch,
-                    step=session.step,
-                    train_loss=float(loss_sum) / seen,
-                    train_acc=float(correct) / seen,
-                    lr=session.optimizer.param_groups[0]["lr"],
-                    samples_per_s=rate,
-                    elapsed_s=elapsed,
-                    eta_s=session.eta(rate),
-                )
-                session.records.append(_step_record(event, ("run_id", "message")))
-                emit(event)
+                _log_step(session, epoch, emit)
         stopped = stop.is_set()
+        if stopped and session.interval.steps:  # the curve reaches the weights that are kept
+            _log_step(session, epoch, emit)
         if seen == 0 and stopped:
+            session.skip_steps = skip  # nothing happened: a later resume still starts where the last one stopped
             return None
         val = evaluate(model, data.val, device, cfg.amp) if data.val is not None else {}
     elapsed = session.elapsed()
     rate = session.rate(elapsed)
+    epoch_steps = session.step - (epoch - 1) * session.steps_per_epoch  # this epoch's steps, earlier sessions' too
     event = session.event(
         "epoch",
         epoch=epoch,
@@ -500,57 +652,88 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
         samples_per_s=rate,
         elapsed_s=elapsed,
         eta_s=session.eta(rate),
-        message="stopped during this epoch" if stopped else "",
+        message=f"stopped after {epoch_steps} of {session.steps_per_epoch} steps of this epoch" if stopped else "",
     )
-    return EpochResult(event=event, stopped=stopped)
+    return EpochResult(event=event, stopped=stopped, steps=epoch_steps)
 
 
 def write_checkpoint(session: TrainingSession, result: EpochResult) -> None:
-    """After an epoch: its record in metrics.jsonl, its weights (per-epoch and latest), the training state
-    to resume from, and the summary. A stopped epoch's weights are marked partial and resuming repeats it."""
+    """After an epoch: its record in metrics.jsonl, its weights (latest, and per epoch when the epoch is
+    complete), the training state to resume from, and the summary saying what was kept.
+
+    A stopped epoch's weights are marked partial, get no per-epoch checkpoint (there is no epoch to file them
+    under), and resuming runs the rest of that epoch."""
     run, event = session.run, result.event
     epoch, stopped = event.epoch, result.stopped
-    session.records.append(_step_record(event, ("run_id",)))
+    done, partial = (epoch - 1, result.steps) if stopped else (epoch, 0)
+    record = _step_record(event, ("run_id",))
+    if stopped:  # validation of a partial epoch's weights; a resumed run replaces it with the whole epoch's
+        record["partial_steps"] = partial
+    session.records.append(record)
     run.write_metrics(session.records)
-    meta = {"epoch": str(epoch), "partial": str(stopped)}
-    save_weights(session.model, run.checkpoint_path(epoch), meta)
+    meta = {"epoch": str(epoch), "partial": str(stopped), "steps": str(result.steps)}
+    if not stopped:
+        save_weights(session.model, run.checkpoint_path(epoch), meta)
     save_weights(session.model, run.file(WEIGHTS), meta)
     save_training_state(
-        run.file(STATE), session.optimizer, {"epoch": epoch if not stopped else epoch - 1, "step": session.step}
+        run.file(STATE), session.optimizer, {"epoch": done, "step": session.step, "partial_steps": partial}
     )
-    run.update_summary(epochs_done=epoch, val_acc=event.val_acc, val_loss=event.val_loss)
+    run.update_summary(
+        epochs_done=done,
+        partial_steps=partial,
+        steps_per_epoch=session.steps_per_epoch,
+        kept=session.kept(done, partial),
+        val_acc=event.val_acc,
+        val_loss=event.val_loss,
+    )
 
 
 def finish_run(session: TrainingSession, state: str, error: str | None, epoch: int, emit: Callback) -> TrainResult:
-    """End the run: weights even when it failed before its first checkpoint, the test evaluation (unless it
-    failed), the test record, the final summary and the `end` event."""
+    """End the run: weights even when it failed before its first checkpoint, the test evaluation of the kept
+    weights (none when it failed or nothing was kept), the test record, the final summary and the `end` event."""
     run, cfg, data = session.run, session.cfg, session.data
+    summary = run.summary()
     if state == "failed" and not run.file(WEIGHTS).exists():
-        save_weights(session.model, run.file(WEIGHTS), {"epoch": "0", "partial": "True"})
+        # For a look at what went wrong; the summary says they are the weights at the failure.
+        save_weights(session.model, run.file(WEIGHTS), {"epoch": str(epoch), "partial": "True", "failed": "True"})
+        partial = session.step - max(epoch - 1, 0) * session.steps_per_epoch
+        summary["kept"] = (
+            f"the weights at the failure, after {partial} of {session.steps_per_epoch} steps of epoch {max(epoch, 1)}; "
+            "no epoch completed"
+        )
+    if state == "stopped" and not run.file(WEIGHTS).exists():
+        summary["kept"] = "nothing: stopped before the first training step"
     test: dict[str, Any] = {}
-    if state != "failed":
+    if state != "failed" and run.file(WEIGHTS).exists():
         test = evaluate(session.model, data.test, session.device, cfg.amp, num_classes=data.info.num_classes)
     elapsed = session.elapsed()
     run.write_metrics(
         session.records + ([{"kind": "test", "test_loss": test["loss"], "test_acc": test["acc"]}] if test else [])
     )
-    run.update_summary(
+    summary = run.update_summary(
         state=state,
         error=error,
+        kept=summary.get("kept"),
         test_acc=test.get("acc"),
         test_loss=test.get("loss"),
         confusion=test.get("confusion"),
         train_seconds=round(elapsed, 2),
         samples_per_s=session.samples_seen / elapsed if elapsed else None,
     )
-    emit(session.event("end", epoch=epoch, step=session.step, state=state, message=error or "", elapsed_s=elapsed))
+    emit(
+        session.event(
+            "end", epoch=epoch, step=session.step, state=state, message=error or summary["kept"], elapsed_s=elapsed
+        )
+    )
     return TrainResult(
         run=run,
         state=state,
         error=error,
         test_acc=test.get("acc"),
         test_loss=test.get("loss"),
-        epochs_done=run.summary().get("epochs_done", 0),
+        epochs_done=summary.get("epochs_done", 0),
+        partial_steps=summary.get("partial_steps", 0),
+        kept=summary["kept"],
     )
 
 
@@ -578,7 +761,7 @@ def train(
     session.started = time.perf_counter()
     state, error, epoch = "completed", None, session.start_epoch
     try:
-        for epoch in range(session.start_epoch + 1, session.cfg.epochs + 1):
+        for epoch in range(session.start_epoch + 1, session.settings.epochs + 1):
             result = run_epoch(session, epoch, stop, emit)
             if result is None:  # stopped before this epoch's first step: it does not count
                 epoch -= 1

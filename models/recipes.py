@@ -10,7 +10,7 @@ start from the recipe; every field can still be overridden.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from xaidash.data.registry import DatasetInfo
@@ -24,11 +24,11 @@ AUGMENTATIONS: tuple[Augment, ...] = ("none", "shift", "flip", "shift+flip")
 
 
 @dataclass(frozen=True)
-class Recipe:
-    """Training settings for one model on one kind of data.
+class TrainSettings:
+    """The training settings a recipe fixes; `TrainConfig.with_recipe()` fills every one the user left open.
 
-    expected_acc: the test accuracy this recipe reached on that data where it was measured (None for
-    an untested fallback); runs far below it are flagged. recommended: preselect this model for the data.
+    max_train_samples: train on at most this many samples (a random subset), 0 for all: what keeps a run
+    affordable where one pass over the data costs minutes (a pretrained encoder on the CPU).
     """
 
     epochs: int
@@ -38,21 +38,42 @@ class Recipe:
     schedule: Schedule = "onecycle"
     augment: Augment = "none"
     weight_decay: float = 0.0
+    label_smoothing: float = 0.0
+    max_train_samples: int = 0
+
+
+@dataclass(frozen=True)
+class Recipe(TrainSettings):
+    """Training settings for one model on one kind of data.
+
+    expected_acc: the test accuracy this recipe reached on that data where it was measured (None for
+    an untested fallback); runs far below it are flagged. recommended: preselect this model for the data.
+    """
+
     expected_acc: float | None = None
     recommended: bool = False
 
     def settings(self) -> dict[str, Any]:
         """The fields a training config takes from the recipe."""
-        out = asdict(self)
-        out.pop("expected_acc")
-        out.pop("recommended")
-        return out
+        return {f.name: getattr(self, f.name) for f in fields(TrainSettings)}
+
+
+SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(TrainSettings))
+
+
+def describe(s: TrainSettings) -> str:
+    """The settings in one line: '3 epochs, batch 128, lr 0.003, adamw, onecycle, augment shift, wd 0.05'."""
+    extra = [f"weight decay {s.weight_decay:g}"] if s.weight_decay else []
+    extra += [f"label smoothing {s.label_smoothing:g}"] if s.label_smoothing else []
+    extra += [f"at most {s.max_train_samples:,} training samples"] if s.max_train_samples else []
+    base = f"{s.epochs} epochs, batch {s.batch_size}, lr {s.lr:g}, {s.optimizer}, {s.schedule}, augment {s.augment}"
+    return ", ".join([base, *extra])
 
 
 # Untested fallbacks for a model that declares nothing for this kind of data: moderate, stable settings.
 GENERIC: dict[str, Recipe] = {
-    "image": Recipe(epochs=5, batch_size=128, lr=2e-3, augment="shift"),
-    "text": Recipe(epochs=5, batch_size=64, lr=2e-3),
+    "image": Recipe(epochs=5, batch_size=128, lr=2e-3, augment="shift", weight_decay=0.01),
+    "text": Recipe(epochs=5, batch_size=64, lr=2e-3, weight_decay=0.01),
 }
 
 

@@ -80,7 +80,6 @@ class ModelSpec:
     pretrained: bool = False  # carries weights of its own (minilm, resnet18)
     deeplift_ok: bool = True  # DeepLift / DeepExplainer apply (False for third-party graphs)
     tokenizer: Callable[[], Any] | None = None  # pretrained tokenizer factory (text models not trained here)
-    default_lr: float = 1e-3
     # A caveat to show before training, e.g. resnet18 starting from random weights offline; None when all is well.
     note: Callable[[], str | None] = field(default=lambda: None)
     # Pretrained image models read inputs normalised their own way (ImageNet's); empty: the data set's.
@@ -140,11 +139,12 @@ def build_model(name: str, info: DatasetInfo, **options: Any) -> nn.Module:
 
 
 def recommended_model(info: DatasetInfo) -> ModelSpec | None:
-    """The model to preselect for a data set: the one whose recipe for it is marked recommended, else the
-    first fitting model with a tested recipe for it, else the first fitting model (None when none fits)."""
+    """The model to preselect for a data set: the fitting one whose recipe for it is marked recommended, else
+    the first fitting model with a measured recipe for it, else the first fitting model (None when none fits)."""
     fitting = models_for(info)
-    tested = [s for s in fitting if s.recipe(info)[1].expected_acc is not None and s.recipe(info)[0] != "generic"]
-    for spec in tested:
+    for spec in fitting:
         if spec.recipe(info)[1].recommended:
             return spec
-    return (tested or fitting or [None])[0]
+    tested = [s for s in fitting if s.recipe(info)[0] != "generic" and s.recipe(info)[1].expected_acc is not None]
+    candidates = tested or fitting
+    return candidates[0] if candidates else None

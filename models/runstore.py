@@ -191,6 +191,31 @@ def percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.2f}%"
 
 
+def kept_sentence(epochs_done: int, partial_steps: int, steps_per_epoch: int, epochs: int) -> str:
+    """Which weights a run holds, in one plain sentence: 'weights after epoch 2 of 5', or after a stop inside an
+    epoch 'weights after 3 of 47 steps of epoch 1; no epoch completed'."""
+    if partial_steps:
+        if epochs_done == 0:
+            complete = "no epoch completed"
+        elif epochs_done == 1:
+            complete = f"epoch 1 of {epochs} complete"
+        else:
+            complete = f"epochs 1-{epochs_done} of {epochs} complete"
+        return f"weights after {partial_steps} of {steps_per_epoch} steps of epoch {epochs_done + 1}; {complete}"
+    if epochs_done:
+        return f"weights after epoch {epochs_done} of {epochs}"
+    return "nothing yet"
+
+
+def epochs_cell(summary: dict[str, Any], epochs: int | str) -> str:
+    """'2/5', or '0/5 (+3/47 steps)' when the weights are those of a partial epoch: complete epochs only."""
+    text = f"{summary.get('epochs_done', 0)}/{epochs}"
+    partial = summary.get("partial_steps") or 0
+    if partial:
+        text += f" (+{partial}/{summary.get('steps_per_epoch', '?')} steps)"
+    return text
+
+
 def runs_table(root: Path | None = None) -> list[dict[str, str]]:
     """One row of strings per run, newest first: run, model, dataset, state, epochs, accuracies, device, date."""
     rows = []
@@ -213,7 +238,7 @@ def _run_row(r: Run) -> dict[str, str]:
         "model": c["model"],
         "dataset": c["dataset"],
         "state": s.get("state", "?"),
-        "epochs": f"{s.get('epochs_done', 0)}/{c['train']['epochs']}",
+        "epochs": epochs_cell(s, c["train"]["epochs"]),
         "val acc": percent(s.get("val_acc")),
         "test acc": percent(s.get("test_acc")),
         "device": c.get("device", "?"),

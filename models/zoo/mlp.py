@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
+from xaidash.models.recipes import Recipe
 from xaidash.models.registry import ModelSpec, register
 
 HIDDEN = (256, 128)
@@ -39,6 +40,15 @@ def build(info: DatasetInfo, dropout: float = 0.2, **_: Any) -> MLP:
     return MLP(math.prod(info.input_shape), info.num_classes, HIDDEN, dropout)
 
 
+# Tested on this project's 2-core CPU; expected_acc is the test accuracy measured there (README: Recipes).
+RECIPES = {
+    "shapes": Recipe(epochs=10, batch_size=128, lr=1e-3, weight_decay=0.01, expected_acc=None),
+    "digits": Recipe(epochs=20, batch_size=64, lr=3e-3, weight_decay=0.01, expected_acc=None),
+    "mnist": Recipe(epochs=3, batch_size=128, lr=3e-3, weight_decay=0.01, expected_acc=None),
+    "fashion_mnist": Recipe(epochs=3, batch_size=128, lr=3e-3, weight_decay=0.01, expected_acc=None),
+    "image": Recipe(epochs=10, batch_size=128, lr=1e-3, weight_decay=0.01),
+}
+
 register(
     ModelSpec(
         name="mlp",
@@ -47,5 +57,6 @@ register(
         description="Flattened pixels through two hidden layers (256, 128) with ReLU and dropout.",
         fits=_fits,
         input_note="any image (parameters grow with the pixel count)",
+        recipes=RECIPES,
     )
 )

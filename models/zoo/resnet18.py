@@ -21,6 +21,7 @@ from torch import nn
 
 from xaidash.data.paths import offline
 from xaidash.data.registry import DatasetInfo
+from xaidash.models.recipes import Recipe
 from xaidash.models.registry import ModelSpec, register
 
 if TYPE_CHECKING:  # torchvision is imported on use
@@ -135,6 +136,14 @@ def _fits(info: DatasetInfo) -> str | None:
     return None
 
 
+# resnet18 starts from random weights offline (no ImageNet checkpoint here): the shapes figure is from scratch.
+RECIPES = {
+    "shapes": Recipe(epochs=3, batch_size=128, lr=1e-3, weight_decay=0.05, expected_acc=None),
+    # Not measured: fine-tuning settings (a lower peak rate, so ImageNet features are adjusted, not erased).
+    "cifar10": Recipe(epochs=5, batch_size=128, lr=1e-3, weight_decay=0.05, augment="shift+flip"),
+    "image": Recipe(epochs=5, batch_size=64, lr=3e-4, weight_decay=0.05, augment="shift+flip"),
+}
+
 register(
     ModelSpec(
         name="resnet18",
@@ -150,7 +159,7 @@ register(
         pretrained=True,
         input_mean=IMAGENET_MEAN,
         input_std=IMAGENET_STD,
-        default_lr=1e-4,
         note=weights_note,
+        recipes=RECIPES,
     )
 )

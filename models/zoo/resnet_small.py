@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
+from xaidash.models.recipes import Recipe
 from xaidash.models.registry import ModelSpec, register
 
 
@@ -57,6 +58,17 @@ def _fits(info: DatasetInfo) -> str | None:
     return None
 
 
+# Tested on this project's 2-core CPU; expected_acc is the test accuracy measured there (README: Recipes).
+RECIPES = {
+    "shapes": Recipe(epochs=3, batch_size=128, lr=3e-3, weight_decay=0.05, expected_acc=None, recommended=True),
+    "digits": Recipe(epochs=10, batch_size=64, lr=3e-3, weight_decay=0.05, expected_acc=None, recommended=True),
+    "mnist": Recipe(epochs=1, batch_size=128, lr=3e-3, weight_decay=0.05, expected_acc=None),
+    "fashion_mnist": Recipe(epochs=1, batch_size=128, lr=3e-3, weight_decay=0.05, expected_acc=None),
+    # Not measured (not available offline here): the usual small-ResNet CIFAR settings, scaled to a few epochs.
+    "cifar10": Recipe(epochs=15, batch_size=128, lr=3e-3, weight_decay=0.05, augment="shift+flip", recommended=True),
+    "image": Recipe(epochs=5, batch_size=128, lr=3e-3, weight_decay=0.05, augment="shift"),
+}
+
 register(
     ModelSpec(
         name="resnet_small",
@@ -68,5 +80,6 @@ register(
         last_conv="layers.2",  # the block's output is exactly what global average pooling reads
         conv_layers=("stem", "layers.0", "layers.1", "layers.2"),
         gap_classifier="fc",
+        recipes=RECIPES,
     )
 )

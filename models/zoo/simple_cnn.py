@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
+from xaidash.models.recipes import Recipe
 from xaidash.models.registry import ModelSpec, register
 
 
@@ -34,6 +35,13 @@ def _fits(info: DatasetInfo) -> str | None:
     return None
 
 
+# Tested on this project's 2-core CPU; expected_acc is the test accuracy measured there (README: Recipes).
+RECIPES = {
+    "mnist": Recipe(epochs=3, batch_size=64, lr=1e-2, optimizer="adam", expected_acc=None, recommended=True),
+    "fashion_mnist": Recipe(epochs=3, batch_size=64, lr=1e-2, optimizer="adam", expected_acc=None, recommended=True),
+    "image": Recipe(epochs=3, batch_size=64, lr=1e-2, optimizer="adam"),
+}
+
 register(
     ModelSpec(
         name="simple_cnn",
@@ -44,5 +52,6 @@ register(
         input_note="1x28x28 grey images (MNIST, Fashion-MNIST)",
         last_conv="features.6",
         conv_layers=("features.0", "features.3", "features.6"),
+        recipes=RECIPES,
     )
 )

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
+from xaidash.models.recipes import Recipe
 from xaidash.models.registry import ModelError, ModelSpec, register
 
 EMBED_DIM, CHANNELS, KERNELS = 64, 64, (3, 4, 5)
@@ -69,6 +70,14 @@ def build(info: DatasetInfo, vocab_size: int | None = None, pad_id: int = 0, dro
     return TextCNN(check_vocab("text_cnn", vocab_size, pad_id), info.num_classes, pad_id, dropout)
 
 
+# Tested on this project's 2-core CPU; expected_acc is the test accuracy measured there (README: Recipes).
+RECIPES = {
+    "cues": Recipe(epochs=3, batch_size=64, lr=5e-3, expected_acc=None, recommended=True),
+    "sst2": Recipe(epochs=2, batch_size=64, lr=3e-3, weight_decay=0.01, expected_acc=None),
+    "sms_spam": Recipe(epochs=5, batch_size=64, lr=5e-3, expected_acc=None, recommended=True),
+    "text": Recipe(epochs=5, batch_size=64, lr=3e-3, weight_decay=0.01),
+}
+
 register(
     ModelSpec(
         name="text_cnn",
@@ -78,5 +87,6 @@ register(
         f"({CHANNELS} channels each) with max-over-time pooling.",
         input_note="token ids from the data set's word vocabulary",
         embedding="embedding",
+        recipes=RECIPES,
     )
 )

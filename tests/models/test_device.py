@@ -74,9 +74,17 @@ def test_synchronize_waits_only_for_cuda(fake_gpu):
     assert fake_gpu == [torch.device("cuda", 1)]
 
 
-def test_autocast_is_bf16_on_cuda_and_off_elsewhere():
+def test_autocast_is_bf16_on_cuda_and_on_cpus_with_native_bf16(monkeypatch):
+    from xaidash.models import device
+
+    monkeypatch.setattr(device, "cpu_has_native_bf16", lambda: False)
     with autocast(torch.device("cpu"), enabled=True):
         assert not torch.is_autocast_enabled("cpu")
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
+    monkeypatch.setattr(device, "cpu_has_native_bf16", lambda: True)
+    with autocast(torch.device("cpu"), enabled=True):
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
+    with autocast(torch.device("cpu"), enabled=False):
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
     with warnings.catch_warnings():  # without CUDA, torch warns that it disables the context it made
         warnings.simplefilter("ignore", UserWarning)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 
 import pytest
 import torch
 
+from xaidash.data.registry import load_split
 from xaidash.models.batches import LoaderData
 from xaidash.models.checkpoint import read_tensors
 from xaidash.models.engine import (
@@ -21,11 +23,25 @@ from xaidash.models.engine import (
     write_checkpoint,
 )
 from xaidash.models.registry import ModelError
-from xaidash.models.runstore import list_runs, load_bundle
+from xaidash.models.runstore import list_runs, load_bundle, runs_table
 
 
 def quick(**kw) -> TrainConfig:
-    base = {"dataset": "digits", "model": "mlp", "epochs": 2, "batch_size": 64, "lr": 3e-3, "device": "cpu"}
+    """Every setting given, so these tests of the engine's mechanics do not move when a recipe changes."""
+    base = {
+        "dataset": "digits",
+        "model": "mlp",
+        "epochs": 2,
+        "batch_size": 64,
+        "lr": 3e-3,
+        "optimizer": "adam",
+        "weight_decay": 0.0,
+        "schedule": "cosine",
+        "augment": "none",
+        "label_smoothing": 0.0,
+        "max_train_samples": 0,
+        "device": "cpu",
+    }
     return TrainConfig(**{**base, **kw})
 
 
@@ -71,22 +87,79 @@ def test_same_seed_same_weights():
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_stop_is_honoured_within_one_step_and_leaves_a_checkpoint():
-    stop = threading.Event()
-    steps = []
-
+def stop_at_first_step_record(stop: threading.Event, steps: list[int]) -> Callable[[TrainEvent], None]:
     def on_event(e: TrainEvent) -> None:
         if e.kind == "step":
             steps.append(e.step)
             stop.set()
 
-    result = train(quick(epochs=3, batch_size=16), callbacks=[on_event], stop=stop)
+    return on_event
+
+
+def test_stop_in_the_first_epoch_says_exactly_what_was_kept():
+    stop, steps = threading.Event(), []
+    result = train(quick(epochs=3, batch_size=16), callbacks=[stop_at_first_step_record(stop, steps)], stop=stop)
     assert result.state == "stopped"
-    assert result.run.summary()["state"] == "stopped"
-    bundle = load_bundle(result.run.id, device="cpu")  # a valid checkpoint is there
+    per_epoch = -(-int(len(load_split("digits", "train")) * 0.9) // 16)
+    summary = result.run.summary()
+    assert summary["state"] == "stopped" and summary["steps_per_epoch"] == per_epoch
+    # stopped within one step of the request, and no epoch is counted for a part of one
+    assert summary["epochs_done"] == result.epochs_done == 0
+    assert summary["partial_steps"] == result.partial_steps == steps[0]
+    assert (
+        summary["kept"]
+        == result.kept
+        == f"weights after {steps[0]} of {per_epoch} steps of epoch 1; no epoch completed"
+    )
+    assert result.run.checkpoints() == []  # no epoch to file the partial weights under
+    assert read_tensors(result.run.file("model.safetensors"))[1]["partial"] == "True"
+    bundle = load_bundle(result.run.id, device="cpu")  # a valid set of weights is there, and it was tested
     assert bundle.predict_proba(torch.rand(2, 1, 8, 8)).shape == (2, 10)
+    assert summary["test_acc"] is not None
     epoch_records = [r for r in result.run.metrics() if r["kind"] == "epoch"]
-    assert epoch_records[-1]["step"] <= steps[0] + 1
+    assert epoch_records[-1]["step"] == steps[0] and epoch_records[-1]["partial_steps"] == steps[0]
+    assert runs_table()[0]["epochs"] == f"0/3 (+{steps[0]}/{per_epoch} steps)"
+
+
+def test_resume_after_a_stop_in_the_first_epoch_takes_the_rest_of_it():
+    stop, steps = threading.Event(), []
+    first = train(quick(epochs=2, batch_size=16), callbacks=[stop_at_first_step_record(stop, steps)], stop=stop)
+    per_epoch = first.run.summary()["steps_per_epoch"]
+    events: list[TrainEvent] = []
+    resumed = train(quick(epochs=2), resume=first.run.id, callbacks=[events.append])  # the run's batch size wins
+    assert resumed.state == "completed" and resumed.epochs_done == 2 and resumed.partial_steps == 0
+    assert resumed.kept == "weights after epoch 2 of 2"
+    assert events[0].kind == "start" and events[0].step == steps[0]  # picks up at the step it stopped after
+    assert [e.step for e in events if e.kind == "epoch"] == [per_epoch, 2 * per_epoch]
+    assert [e for e, _ in resumed.run.checkpoints()] == [1, 2]
+    records = resumed.run.metrics()
+    assert [r["epoch"] for r in records if r["kind"] == "epoch"] == [1, 2]  # the partial epoch's record gave way
+    assert sum(r["interval_steps"] for r in records if r["kind"] == "step") == 2 * per_epoch
+
+
+def test_step_records_average_over_their_interval_across_epoch_boundaries():
+    # 1293 training digits at batch 16: 81 steps per epoch, a record every 4 steps; 81 is not a multiple of 4
+    result = train(quick(epochs=2, batch_size=16))
+    steps = [r for r in result.run.metrics() if r["kind"] == "step"]
+    assert steps[0]["step"] == 4 and all(r["interval_steps"] >= 1 for r in steps)
+    assert sum(r["interval_steps"] for r in steps) == steps[-1]["step"] == 162
+    across = next(r for r in steps if r["step"] == 84)  # steps 81 (epoch 1) to 84 (epoch 2)
+    assert across["epoch"] == 2 and across["interval_steps"] == 4
+
+
+def test_step_records_are_the_means_of_their_own_steps_not_a_running_mean():
+    # batch 512: 3 steps per epoch, one record per step, so each record is exactly one batch
+    events: list[TrainEvent] = []
+    result = train(quick(epochs=2, batch_size=512), callbacks=[events.append])
+    for epoch in (1, 2):
+        steps = [e for e in events if e.kind == "step" and e.epoch == epoch]
+        (end,) = [e for e in events if e.kind == "epoch" and e.epoch == epoch]
+        sizes = [512, 512, result.run.config()["train_samples"] - 1024]
+        assert [e.interval_steps for e in steps] == [1, 1, 1]
+        weighted = sum(e.train_loss * n for e, n in zip(steps, sizes, strict=True)) / sum(sizes)
+        assert end.train_loss == pytest.approx(weighted, rel=1e-5)  # the epoch record keeps the epoch mean
+    first_two = [e.train_loss for e in events if e.kind == "step"][:2]
+    assert first_two[0] != pytest.approx(first_two[1])  # each record is its own batch, not a mean restarted per epoch
 
 
 def test_resume_continues_to_more_epochs():
@@ -245,23 +318,39 @@ def test_checkpoint_writes_weights_state_record_and_summary():
     write_checkpoint(session, result)
     run = session.run
     assert [e for e, _ in run.checkpoints()] == [1]
-    assert read_tensors(run.file("model.safetensors"))[1] == {"epoch": "1", "partial": "False"}
+    assert read_tensors(run.file("model.safetensors"))[1] == {
+        "epoch": "1",
+        "partial": "False",
+        "steps": str(session.steps_per_epoch),
+    }
     assert json.loads(read_tensors(run.file("train_state.safetensors"))[1]["extra"]) == {
         "epoch": 1,
         "step": session.steps_per_epoch,
+        "partial_steps": 0,
     }
     assert run.metrics()[-1]["kind"] == "epoch" and run.metrics()[-1]["val_acc"] == result.event.val_acc
     assert run.summary()["epochs_done"] == 1 and run.summary()["val_acc"] == result.event.val_acc
+    assert run.summary()["partial_steps"] == 0 and run.summary()["kept"] == "weights after epoch 1 of 2"
 
 
-def test_checkpoint_of_a_stopped_epoch_is_partial_and_resumes_from_the_epoch_before():
+def test_checkpoint_of_a_stopped_epoch_is_partial_and_resumes_inside_that_epoch():
     session = setup_run(quick(epochs=2, batch_size=16))
     stop = threading.Event()
     result = run_epoch(session, 1, stop, lambda e: stop.set() if e.kind == "step" else None)
-    assert result is not None and result.stopped and result.event.message == "stopped during this epoch"
+    assert result is not None and result.stopped and result.steps == session.step == 4
+    assert result.event.message == f"stopped after 4 of {session.steps_per_epoch} steps of this epoch"
     write_checkpoint(session, result)
     assert read_tensors(session.run.file("model.safetensors"))[1]["partial"] == "True"
-    assert json.loads(read_tensors(session.run.file("train_state.safetensors"))[1]["extra"])["epoch"] == 0
+    extra = json.loads(read_tensors(session.run.file("train_state.safetensors"))[1]["extra"])
+    assert extra == {"epoch": 0, "step": 4, "partial_steps": 4}
+    summary = session.run.summary()
+    assert (summary["epochs_done"], summary["partial_steps"]) == (0, 4)
+
+    again = setup_run(quick(epochs=2), resume=session.run.id)
+    assert (again.start_epoch, again.skip_steps, again.step) == (0, 4, 4)
+    assert again.schedule.last_epoch == 4
+    rest = run_epoch(again, 1, threading.Event(), lambda e: None)
+    assert rest is not None and not rest.stopped and again.step == rest.steps == again.steps_per_epoch
 
 
 def test_restore_continues_from_the_checkpoint():
@@ -292,7 +381,10 @@ def test_finish_after_a_failure_keeps_weights_and_skips_the_test_split():
     events: list[TrainEvent] = []
     result = finish_run(session, "failed", "it broke", 1, events.append)
     assert result.state == "failed" and result.error == "it broke" and result.test_acc is None
-    assert read_tensors(session.run.file("model.safetensors"))[1] == {"epoch": "0", "partial": "True"}
+    assert read_tensors(session.run.file("model.safetensors"))[1] == {"epoch": "1", "partial": "True", "failed": "True"}
+    assert session.run.summary()["kept"] == (
+        f"the weights at the failure, after 0 of {session.steps_per_epoch} steps of epoch 1; no epoch completed"
+    )
     assert session.run.summary()["state"] == "failed" and session.run.metrics() == []
     (end,) = events
     assert end.kind == "end" and end.state == "failed" and end.message == "it broke" and end.epoch == 1

@@ -143,6 +143,35 @@ def test_vit_heads_and_patch_grid() -> None:
     assert [tuple(a.shape) for a in weights] == [(1, 4, 50, 50)] * 4  # class token + 7x7 patches
 
 
+@pytest.mark.parametrize(
+    ("side", "patch", "plan"), [(32, 4, (2, 1)), (28, 4, (2, 1)), (8, 2, (1, 1)), (224, 28, (2, 7)), (27, 3, (0, 3))]
+)
+def test_vit_conv_stem_gives_one_token_per_patch(side: int, patch: int, plan: tuple[int, int]) -> None:
+    from xaidash.models.zoo.vit_tiny import patch_size_for, stem_plan
+
+    assert patch_size_for(side, side) == patch and stem_plan(patch) == plan
+    info = DatasetInfo(f"sq{side}", "image", ("a", "b"), (3, side, side))
+    model = build_model("vit_tiny", info).eval()
+    assert model.grid == (side // patch, side // patch) and model.patch_size == patch
+    with torch.no_grad():
+        _, weights = model.forward_with_attention(torch.randn(1, 3, side, side))
+    assert weights[0].shape[-1] == 1 + (side // patch) ** 2
+
+
+def test_vit_tokens_see_their_own_patch_and_its_border_only() -> None:
+    # What lets the Attention page draw token (r, c) over its patch: the stem's receptive field is the patch
+    # plus a few pixels (two 3x3 stride-2 convolutions: 7 px, stride 4), not the whole image.
+    model = build_model("vit_tiny", RGB).eval()
+    x = torch.randn(1, 3, 32, 32)
+    far = x.clone()
+    far[..., 8:, :] = torch.randn(1, 3, 24, 32)  # everything below row 8 changes
+    far[..., :, 8:] = torch.randn(1, 3, 32, 24)
+    with torch.no_grad():
+        near, changed = model.stem(x), model.stem(far)
+    torch.testing.assert_close(near[..., 0, 0], changed[..., 0, 0])  # token (0, 0): pixels 0-3, border to 4
+    assert not torch.allclose(near[..., 3, 3], changed[..., 3, 3])
+
+
 NONLINEAR = (
     nn.ReLU,
     nn.GELU,
