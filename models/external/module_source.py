@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -54,20 +55,31 @@ def _import_file(path: Path) -> ModuleType:
     return module
 
 
-def _import_module(name: str) -> ModuleType:
-    cwd = os.getcwd()
-    added = cwd not in sys.path
-    if added:  # `xaidash` is a script: the working folder is not importable unless added, as `python -m` does
-        sys.path.insert(0, cwd)
+def _import_from_working_folder(top: str) -> None:
+    """Make the top-level package `top` importable from the working folder, as `python -m` would, without
+    adding that folder to the search path for everything else: `xaidash` is a script, so the folder is not searched."""
+    if top in sys.modules or importlib.util.find_spec(top) is not None:
+        return
+    spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()])
+    if spec is None or spec.loader is None:
+        return  # import_module then says it cannot be found
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[top] = module
     try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(top, None)
+        raise
+
+
+def _import_module(name: str) -> ModuleType:
+    try:
+        _import_from_working_folder(name.partition(".")[0])
         return importlib.import_module(name)
     except ImportError as e:
         raise ModelError(f"Python module {name} cannot be imported ({e}): run from its folder or install it.") from None
     except Exception as e:  # noqa: BLE001 - the user's code
         raise ModelError(f"Importing {name} raised {type(e).__name__}: {e}") from None
-    finally:
-        if added:
-            sys.path.remove(cwd)
 
 
 def _call_factory(module: ModuleType, factory: str, kwargs: dict[str, Any], where: str) -> nn.Module:

@@ -201,3 +201,28 @@ def test_a_hub_id_is_read_from_the_local_cache(tmp_path: Path, monkeypatch: pyte
     assert config["source"]["record"]["read_from"] == str(snapshot)
     assert config["model"] == "hf:someorg/tiny-vit"
     assert config["classes"] == ["cat", "dog", "bird"]
+
+
+def test_a_package_in_the_working_folder_imports_without_touching_the_search_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import sys
+
+    from imported_models import MODULE_SOURCE
+
+    package = tmp_path / "my_nets"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "small.py").write_text(MODULE_SOURCE)
+    (tmp_path / "weights_here").mkdir()
+    _, options = EXTERNAL["module"].write(tmp_path / "weights_here")
+    monkeypatch.chdir(tmp_path)
+    search_path = list(sys.path)
+    try:
+        run = import_model("module:my_nets.small:SmallNet", options).run
+        assert sys.path == search_path  # the working folder was searched for my_nets alone
+        bundle = load_bundle(run.id)
+        assert bundle.info.classes == ("red", "green", "blue")
+    finally:
+        for name in [n for n in sys.modules if n == "my_nets" or n.startswith("my_nets.")]:
+            del sys.modules[name]
