@@ -24,6 +24,7 @@ from xaidash.models.bundle import ModelBundle
 from xaidash.models.jobs import JobManager
 from xaidash.models.registry import ModelError
 from xaidash.models.runstore import WEIGHTS, Run, load_bundle
+from xaidash.models.train_process import train_in_process
 
 GALLERY_LIMIT = 2000  # test samples whose predictions the gallery filters use
 T = TypeVar("T")
@@ -31,8 +32,9 @@ T = TypeVar("T")
 
 @st.cache_resource(show_spinner=False)
 def job_manager() -> JobManager:
-    """The one training job manager of this server process, shared by every browser session."""
-    return JobManager()
+    """The one training job manager of this server process, shared by every browser session. Each run trains
+    in a child process, so page redraws do not slow it down and a crash there cannot take the server down."""
+    return JobManager(train_fn=train_in_process)
 
 
 def run_key(run: Run) -> str:
