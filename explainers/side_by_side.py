@@ -1,0 +1,298 @@
+"""Two models side by side: which runs take the same input as a given run (and why the others do not),
+loading a run at one epoch's checkpoint, both models' predictions on the same inputs, and the same
+method's maps of both on colour scales that compare like with like.
+
+Plain functions for the "Side by side" page (and anyone else): no Streamlit here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from xaidash.explainers.across_training import epoch_validation
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.registry import MethodSpec, list_methods
+from xaidash.explainers.scoring import explain_and_score
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.runstore import WEIGHTS, Run, list_runs, load_bundle
+
+USABLE_STATES = ("completed", "stopped", "imported")  # as the dashboard's run selection: weights that stay put
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What a run's model reads: images of one shape or texts, from which data set (None: an imported model
+    with no data set linked), with which classes."""
+
+    modality: str
+    input_shape: tuple[int, ...]
+    dataset: str | None
+    classes: tuple[str, ...]
+
+    def kind(self) -> str:
+        """'3x32x32 images' or 'texts'."""
+        return "texts" if self.modality == "text" else f"{'x'.join(map(str, self.input_shape))} images"
+
+    def describe(self) -> str:
+        """'3x32x32 images of shapes', 'texts of cues', '3x224x224 images (no data set)'."""
+        return f"{self.kind()} of {self.dataset}" if self.dataset else f"{self.kind()} (no data set)"
+
+
+def input_spec(run: Run) -> InputSpec:
+    """The run's input spec, read from its config alone (no model is built)."""
+    config = run.config()
+    info = run.info
+    return InputSpec(
+        modality=str(config.get("modality") or info.modality),
+        input_shape=tuple(int(v) for v in info.input_shape),
+        dataset=config.get("dataset"),
+        classes=tuple(info.classes),
+    )
+
+
+def unusable_reason(run: Run) -> str | None:
+    """None when the run holds weights that stay put (finished, stopped or imported); else why not, in a few words."""
+    state = run.summary().get("state", "unknown")
+    if not run.file(WEIGHTS).exists():
+        return f"has no weights yet (state: {state})"
+    if state not in USABLE_STATES:
+        return "is still training" if state == "running" else f"is {state}"
+    return None
+
+
+def _classes_text(classes: Sequence[str]) -> str:
+    shown = ", ".join(classes[:6]) + (", ..." if len(classes) > 6 else "")
+    return f"{len(classes)} classes ({shown})"
+
+
+def incompatibility(a: Run, b: Run) -> str | None:
+    """None when run `b` takes the same input as run `a`, so both can be fed and compared on the same inputs;
+    else one short reason, phrased about `b` ('takes texts, not 3x32x32 images').
+
+    The rules: the same modality; for images the same input shape; the same data set when both have one (its
+    gallery and true labels must mean the same to both); without a data set on one side, the same classes in
+    the same order. `b` must hold weights that stay put (see `unusable_reason`)."""
+    try:
+        sa, sb = input_spec(a), input_spec(b)
+    except Exception as e:  # noqa: BLE001 - a damaged run is listed with why, never a crash
+        return f"is unreadable ({e})"
+    if sb.modality != sa.modality:
+        return f"takes {sb.kind()}, not {sa.kind()}"
+    if sa.modality == "image" and sb.input_shape != sa.input_shape:
+        return f"takes {sb.kind()}, not {sa.kind()} (images are never resized behind your back)"
+    if sa.dataset and sb.dataset and sa.dataset != sb.dataset:
+        return f"was trained on {sb.dataset}, not {sa.dataset}: its classes and test set differ"
+    if sb.classes != sa.classes:
+        return f"predicts {_classes_text(sb.classes)}, not the same {_classes_text(sa.classes)}"
+    return unusable_reason(b)
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model to compare: a run's final weights (`epoch` None) or its weights after one epoch."""
+
+    run: Run
+    epoch: int | None = None
+    note: str = ""  # e.g. 'val acc 83.0%' for an epoch checkpoint
+
+    @property
+    def key(self) -> str:
+        """Unique per run folder and weights: 'path@final' or 'path@epoch3'."""
+        return f"{self.run.path.resolve()}@{'final' if self.epoch is None else f'epoch{self.epoch}'}"
+
+
+@dataclass
+class Partners:
+    """The models that can stand beside a run: the run at its saved epochs (other than its final weights),
+    the other runs that take the same input, and the runs that cannot, each with why."""
+
+    epochs: list[ModelChoice]
+    runs: list[ModelChoice]
+    incompatible: list[tuple[Run, str]]
+
+    @property
+    def choices(self) -> list[ModelChoice]:
+        return [*self.runs, *self.epochs]
+
+
+def epoch_choices(run: Run) -> list[ModelChoice]:
+    """The run at each saved epoch (checkpoints/epoch_NNN.safetensors), newest first, leaving out the epoch whose
+    weights are the final ones (the last complete epoch of a run that did not stop inside an epoch)."""
+    summary = run.summary()
+    done = summary.get("epochs_done")
+    final_epoch = done if done and not summary.get("partial_steps") else None
+    val = epoch_validation(run)
+    out = []
+    for epoch, _ in reversed(run.checkpoints()):
+        if epoch == final_epoch:
+            continue
+        note = f"val acc {100 * val[epoch]:.1f}%" if epoch in val else ""
+        out.append(ModelChoice(run, epoch, note))
+    return out
+
+
+def partners(run: Run, runs: Sequence[Run] | None = None) -> Partners:
+    """Who can be compared with `run` (see `incompatibility`); `runs` defaults to every run under the runs root."""
+    others = [r for r in (list_runs() if runs is None else runs) if r.path.resolve() != run.path.resolve()]
+    ok: list[ModelChoice] = []
+    bad: list[tuple[Run, str]] = []
+    for r in others:
+        reason = incompatibility(run, r)
+        if reason is None:
+            ok.append(ModelChoice(r))
+        else:
+            bad.append((r, reason))
+    try:
+        epochs = epoch_choices(run)
+    except Exception:  # noqa: BLE001 - unreadable metrics or checkpoints: no epochs to offer
+        epochs = []
+    return Partners(epochs=epochs, runs=ok, incompatible=bad)
+
+
+def load_choice(choice: ModelChoice, device: str | None = "auto") -> ModelBundle:
+    """The chosen model as a bundle: the run's final weights, or those after `choice.epoch`."""
+    return load_bundle(choice.run, device=device, epoch=choice.epoch)
+
+
+# ---- methods and scales ------------------------------------------------------------------------------
+
+
+def common_methods(a: ModelBundle, b: ModelBundle) -> tuple[list[MethodSpec], dict[str, str]]:
+    """The methods that apply to both models (registry order), and {label: why not} for those that apply to
+    one model at most."""
+    both: list[MethodSpec] = []
+    skipped: dict[str, str] = {}
+    for spec in list_methods(a.modality):
+        why = [
+            f"{name}: {spec.applies(m) or 'not supported'}" for name, m in (("A", a), ("B", b)) if not spec.supports(m)
+        ]
+        if why:
+            skipped[spec.label] = "; ".join(w.rstrip(".") for w in why)
+        else:
+            both.append(spec)
+    return both, skipped
+
+
+def shares_units(spec: MethodSpec) -> bool:
+    """Whether one method's maps of two models that take the same input are in the same units, so one colour
+    scale compares like with like: the change of the explained output (logit or probability) per input
+    element, or attention weights. CAM maps are in units of a hidden layer's activations, which differ from
+    one model (and one layer) to the next."""
+    return spec.family != "cam"
+
+
+def map_units(spec: MethodSpec) -> str:
+    """The unit of a method's map values, for colour bar labels."""
+    if spec.family == "cam":
+        return "layer relevance"
+    if spec.output == "attention":
+        return "attention weight"
+    return "probability" if spec.output == "probability" else "logit"
+
+
+def colour_meaning(spec: MethodSpec) -> str:
+    """What the colours of this method's maps mean, in one line."""
+    if spec.signed:
+        return "red = evidence for the explained class, blue = against, white = none"
+    if spec.output == "attention":
+        return "bright = much attention, dark = little"
+    return "bright = strong evidence (magnitude only), dark = none"
+
+
+@dataclass(frozen=True)
+class RowScale:
+    """The colour scale of one (input, method) row: the value with the strongest colour for model A's map and
+    for model B's, whether they share it, and a sentence stating it."""
+
+    a: float
+    b: float
+    shared: bool
+    statement: str
+
+
+def _max_abs(values: np.ndarray | None) -> float:
+    if values is None or not np.size(values):
+        return 0.0
+    finite = np.abs(np.asarray(values, dtype=np.float64))
+    finite = finite[np.isfinite(finite)]
+    return float(finite.max()) if finite.size else 0.0
+
+
+def row_scale(spec: MethodSpec, map_a: np.ndarray | None, map_b: np.ndarray | None, want_shared: bool) -> RowScale:
+    """One scale for both maps when asked and their units match (`shares_units`), else one per model.
+    A zero scale (an all-zero map) is returned as 0; renderers draw such a map in the centre colour."""
+    sa, sb = _max_abs(map_a), _max_abs(map_b)
+    unit = map_units(spec)
+    if want_shared and shares_units(spec):
+        s = max(sa, sb)
+        return RowScale(s, s, True, f"one scale for both models ({unit}, ±{s:.3g})")
+    why = " (CAM maps are in each model's own layer units)" if want_shared and not shares_units(spec) else ""
+    return RowScale(sa, sb, False, f"each model on its own scale{why}")
+
+
+# ---- predictions and explanations ---------------------------------------------------------------------
+
+
+def top_classes(probs: np.ndarray, classes: Sequence[str], k: int = 3) -> list[tuple[str, float]]:
+    """The k most probable classes of one input with their probabilities."""
+    p = np.asarray(probs, dtype=np.float64)
+    return [(classes[int(i)], float(p[i])) for i in np.argsort(-p)[: min(k, len(p))]]
+
+
+def disagreements(probs_a: np.ndarray, probs_b: np.ndarray) -> np.ndarray:
+    """(N,) bool: where the two models predict different classes."""
+    return np.asarray(probs_a).argmax(1) != np.asarray(probs_b).argmax(1)
+
+
+def predict_both(a: ModelBundle, b: ModelBundle, raw: torch.Tensor | Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Class probabilities (N, classes) of both models for the same raw inputs."""
+    return a.predict_proba(raw).numpy(), b.predict_proba(raw).numpy()
+
+
+@dataclass
+class PairExplanation:
+    """One method's explanation of the same inputs by model A and by model B (None with an error where it failed)."""
+
+    method: str
+    a: Explanation | None
+    b: Explanation | None
+    error_a: str | None = None
+    error_b: str | None = None
+
+
+def explain_one(
+    bundle: ModelBundle,
+    raw: torch.Tensor | Sequence[str],
+    method: str,
+    target: int | None = None,
+    params: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> Explanation:
+    """One model's maps through `explain_and_score` (the Explain page's path), without metrics; `target` None
+    explains each input's predicted class."""
+    return explain_and_score(bundle, raw, method, params, target, with_metrics=False, seed=seed).explanation
+
+
+def explain_pair(
+    a: ModelBundle,
+    b: ModelBundle,
+    raw: torch.Tensor | Sequence[str],
+    method: str,
+    target: int | None = None,
+    params: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> PairExplanation:
+    """The same method, parameters, seed and inputs on both models; `target` None: each model explains its own
+    predicted class. A failure on one model is kept as its message and the other's maps are still returned."""
+    out: dict[str, Any] = {}
+    for side, bundle in (("a", a), ("b", b)):
+        try:
+            out[side] = explain_one(bundle, raw, method, target, params, seed)
+        except Exception as e:  # noqa: BLE001 - one model failing must not hide the other's maps
+            out[side], out[f"error_{side}"] = None, f"{type(e).__name__}: {e}"
+    return PairExplanation(method, out["a"], out["b"], out.get("error_a"), out.get("error_b"))
