@@ -16,6 +16,7 @@ def build_pages() -> list[st.Page]:
         st.Page(VIEWS / "train.py", title="Train", icon=":material/model_training:", url_path="train"),
         st.Page(VIEWS / "import_model.py", title="Import", icon=":material/upload:", url_path="import"),
         st.Page(VIEWS / "explain.py", title="Explain", icon=":material/image_search:", url_path="explain"),
+        st.Page(VIEWS / "side_by_side.py", title="Side by side", icon=":material/compare:", url_path="side-by-side"),
         st.Page(VIEWS / "compare.py", title="Compare", icon=":material/leaderboard:", url_path="compare"),
         st.Page(VIEWS / "attention.py", title="Attention", icon=":material/visibility:", url_path="attention"),
         st.Page(

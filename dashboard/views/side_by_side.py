@@ -1,0 +1,335 @@
+"""Side by side: the sidebar's run (model A) beside a second model that takes the same input (another run, or
+this run at an earlier epoch): both models' predictions and the same methods' maps for the same inputs, one row
+per (input, method), where they disagree highlighted."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from xaidash.dashboard import services
+from xaidash.dashboard.components.charts import topk_chart
+from xaidash.dashboard.components.images import to_pil
+from xaidash.dashboard.components.inputs import PickedInput, _pick_key, input_picker
+from xaidash.dashboard.errors import show_error
+from xaidash.dashboard.state import require_bundle, run_label
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.registry import MethodSpec
+from xaidash.explainers.render import OVERLAY_ALPHA, colorbar, greyscale, heatmap, highlight_tokens, overlay
+from xaidash.explainers.side_by_side import (
+    ModelChoice,
+    colour_meaning,
+    common_methods,
+    disagreements,
+    explain_one,
+    input_spec,
+    load_choice,
+    map_units,
+    partners,
+    row_scale,
+    top_classes,
+)
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.runstore import Run
+
+KEY = "sbs"
+MAX_INPUTS = 4
+DEFAULT_METHODS = ("gradcam", "ig", "saliency")
+OWN_PREDICTION = "each model's own prediction"
+SHARED, PER_MODEL = "shared where the units match", "per model"
+MAP_PX = 448  # maps are enlarged (nearest neighbour) to this before the browser scales them to the column
+BAR_PX = 220  # narrower than a column at 1024 px, so the colour bar's numbers are never shrunk
+
+
+@st.cache_resource(max_entries=3, show_spinner=False)
+def _bundle_at_epoch(key: str, path: str, epoch: int) -> ModelBundle:
+    return load_choice(ModelChoice(Run(Path(path)), epoch))
+
+
+def choice_label(c: ModelChoice) -> str:
+    if c.epoch is not None:
+        return f"this run at epoch {c.epoch}" + (f" · {c.note}" if c.note else "")
+    return f"{run_label(c.run)} · {c.run.id}"
+
+
+def explained(
+    bundle: ModelBundle, model_key: str, raw: Any, input_keys: tuple[str, ...], method: str, target: int | None
+) -> tuple[Explanation | None, BaseException | None]:
+    """(Explanation or None, error or None), cached for every session per model, inputs, method and target."""
+    cache = services.explanation_cache()
+    key = ("side_by_side", model_key, input_keys, method, target)
+
+    def compute() -> Explanation:
+        with services.model_lock(model_key):
+            return explain_one(bundle, raw, method, target)
+
+    try:
+        value, _ = cache.get_or_compute(key, compute)
+        return value, None
+    except Exception as err:  # noqa: BLE001 - one model failing must not hide the other's maps
+        return None, err
+
+
+def batch_of(inputs: list[PickedInput]) -> Any:
+    texts = [p.raw for p in inputs if isinstance(p.raw, str)]
+    if texts:
+        return texts
+    import torch
+
+    return torch.stack([p.raw for p in inputs if not isinstance(p.raw, str)])
+
+
+st.title("Side by side")
+run, bundle_a = require_bundle("compare with another model")
+key_a = services.run_key(run)
+info = bundle_a.info
+spec_a = input_spec(run)
+
+# ---- model B -----------------------------------------------------------------------------------------
+found = partners(run)
+choices = found.choices
+with st.container(border=True):
+    st.markdown(f"**Model A** (the sidebar's run): {run_label(run)} · `{run.id}`, takes {spec_a.describe()}.")
+    if not choices:
+        st.info(
+            f"No other model takes {spec_a.describe()}: train another model on {spec_a.dataset or 'the same input'} "
+            "(or let this run save more than one epoch) to compare two models here.",
+            icon=":material/info:",
+        )
+    else:
+        by_key = {c.key: c for c in choices}
+        pick = st.selectbox(
+            "Model B",
+            list(by_key),
+            format_func=lambda k: choice_label(by_key[k]),
+            key=f"{KEY}_b_{run.id}",
+            help="other runs that take the same input, and this run's weights after earlier epochs",
+        )
+        choice_b = by_key[str(pick)]
+    if found.incompatible:
+        with st.expander(f"{len(found.incompatible)} other run(s) cannot be compared with this one"):
+            for r, why in found.incompatible:
+                st.markdown(f"- {run_label(r)} · `{r.id}` {why}.")
+            can = [choice_label(c) for c in found.runs]
+            st.caption("Runs that can: " + ("; ".join(can) if can else "none yet") + ".")
+if not choices:
+    st.stop()
+
+if choice_b.epoch is None:
+    key_b = services.run_key(choice_b.run)
+    load_b = functools.partial(services.bundle_for, choice_b.run)
+else:
+    key_b = f"{services.run_key(choice_b.run)}#epoch{choice_b.epoch}"
+    load_b = functools.partial(_bundle_at_epoch, key_b, str(choice_b.run.path), choice_b.epoch)
+try:
+    with st.spinner("Loading model B…"):
+        bundle_b = load_b()
+except Exception as e:  # noqa: BLE001 - shown with its cause; the page stops here
+    show_error(e, "Could not load model B")
+    st.stop()
+name_a = bundle_a.spec.name
+name_b = bundle_b.spec.name + (f" at epoch {choice_b.epoch}" if choice_b.epoch is not None else "")
+if name_a == name_b:
+    name_b += " (other run)"
+
+# ---- agreement on the test split ------------------------------------------------------------------
+if bundle_a.has_dataset:
+    try:
+        with st.spinner("Predicting the test split with both models…"):
+            probs_a_test = services.test_predictions(key_a, bundle_a)
+            probs_b_test = services.test_predictions(key_b, bundle_b)
+        labels_test = services.dataset_split(info.name, "test").labels[: len(probs_a_test)].numpy()
+        differ = np.flatnonzero(disagreements(probs_a_test, probs_b_test)).tolist()
+        acc_a = float((probs_a_test.argmax(1) == labels_test).mean())
+        acc_b = float((probs_b_test.argmax(1) == labels_test).mean())
+
+        def pick_disagreements() -> None:  # before the picker is drawn: the gallery's own state keys
+            st.session_state[f"{KEY}_source"] = "Test set"
+            st.session_state[f"{KEY}_classes_{info.name}"] = []
+            st.session_state[f"{KEY}_show"] = "all"
+            st.session_state[_pick_key(KEY, info.name, [], "all")] = differ[:MAX_INPUTS]
+
+        c1, c2 = st.columns([4, 1], vertical_alignment="center")
+        c1.markdown(
+            f"On the first {len(labels_test)} test samples: **A** {name_a} {acc_a:.1%} correct, "
+            f"**B** {name_b} {acc_b:.1%} correct; they predict different classes for "
+            f"**{len(differ)}** ({len(differ) / max(1, len(labels_test)):.1%})."
+        )
+        c2.button(
+            "Show disagreements",
+            key=f"{KEY}_disagree",
+            on_click=pick_disagreements,
+            disabled=not differ,
+            help=f"pick the first {MAX_INPUTS} test samples on which the models predict different classes",
+        )
+    except Exception as e:  # noqa: BLE001 - the inputs below still work
+        show_error(e, "Could not compare the models on the test split")
+
+# ---- inputs and methods ------------------------------------------------------------------------------
+with st.container(border=True):
+    inputs = input_picker(bundle_a, KEY, bundle_key=key_a, max_inputs=MAX_INPUTS)
+    if bundle_a.has_dataset:
+        st.caption("The gallery's ✓/✗ and filters are model A's predictions.")
+
+common, skipped = common_methods(bundle_a, bundle_b)
+ids = [m.id for m in common]
+by_id: dict[str, MethodSpec] = {m.id: m for m in common}
+with st.container(border=True):
+    if not ids:
+        st.warning("No explanation method applies to both models.")
+        st.stop()
+    methods_key = f"{KEY}_methods_{bundle_a.modality}"
+    stored = st.session_state.get(methods_key, st.session_state.get(f"{methods_key}_kept"))
+    if stored is None or any(m not in ids for m in stored):
+        stored = [m for m in (stored or []) if m in ids] or [m for m in DEFAULT_METHODS if m in ids][:2] or ids[:1]
+    st.session_state[methods_key] = stored
+    chosen = st.multiselect(
+        "Methods", ids, format_func=lambda i: by_id[i].label, key=methods_key, help="the methods that apply to both"
+    )
+    st.session_state[f"{methods_key}_kept"] = chosen
+    c1, c2, c3 = st.columns(3)
+    target_name = c1.selectbox(
+        "Target class",
+        [OWN_PREDICTION, *info.classes],
+        key=f"{KEY}_target_{info.name}",
+        help="the class whose evidence the maps show: each model's own predicted class, or one class for both",
+    )
+    scale_mode = c2.radio(
+        "Colour scale",
+        [SHARED, PER_MODEL],
+        key=f"{KEY}_scale",
+        help="shared: model A's and model B's map of one input and method on one scale when the method's values "
+        "are in the same units for both (logit, probability, attention); CAM maps always get one scale per model",
+    )
+    display = "tokens"
+    if bundle_a.modality == "image":
+        display = c3.radio(
+            "Show maps as",
+            ["overlay", "heatmap"],
+            horizontal=True,
+            key=f"{KEY}_display",
+            help="overlay: the map over a grey copy of the input (opacity grows with |value|); heatmap: the map alone",
+        )
+    if skipped:
+        st.caption("Not available for both models: " + "; ".join(f"{label} ({why})" for label, why in skipped.items()))
+    st.caption("Every method runs with its default parameters, the same for both models.")
+if not inputs:
+    st.stop()
+if not chosen:
+    st.info("Pick at least one method.")
+    st.stop()
+
+# ---- predictions and maps ---------------------------------------------------------------------------------
+raw = batch_of(inputs)
+try:
+    with services.model_lock(key_a):
+        probs_a = bundle_a.predict_proba(raw).numpy()
+    with services.model_lock(key_b):
+        probs_b = bundle_b.predict_proba(raw).numpy()
+except Exception as err:  # noqa: BLE001
+    show_error(err, "Prediction failed")
+    st.stop()
+target = None if target_name == OWN_PREDICTION else list(info.classes).index(target_name)
+differ_here = disagreements(probs_a, probs_b)
+input_keys = tuple(p.key for p in inputs)
+results: dict[str, dict[str, tuple[Explanation | None, BaseException | None]]] = {}
+bar = st.progress(0.0, text="Explaining…")
+for j, m in enumerate(chosen):
+    bar.progress(j / len(chosen), text=f"Explaining with {by_id[m].label} ({j + 1}/{len(chosen)})…")
+    results[m] = {
+        "A": explained(bundle_a, key_a, raw, input_keys, m, target),
+        "B": explained(bundle_b, key_b, raw, input_keys, m, target),
+    }
+bar.empty()
+
+n_differ = int(differ_here.sum())
+if n_differ:
+    st.warning(
+        f"**A and B predict different classes for {n_differ} of {len(inputs)} input(s)** (marked below).",
+        icon=":material/compare_arrows:",
+    )
+else:
+    st.success(f"A and B predict the same class for all {len(inputs)} input(s).", icon=":material/check:")
+st.caption(
+    ("Overlays are drawn on a grey copy of the input. " if display == "overlay" else "")
+    + (
+        "Colour scale: model A's and model B's map of one row share one scale where the method's values are in the "
+        "same units; otherwise (and always for CAM maps) each map has its own. Each row states which."
+        if scale_mode == SHARED
+        else "Colour scale: each map on its own scale (its largest |value|), stated under it."
+    )
+)
+
+
+def prediction_block(probs: np.ndarray, label: int | None, title: str) -> None:
+    pred = int(probs.argmax())
+    mark = "" if label is None else (" ✓" if label == pred else " ✗")
+    st.markdown(f"**{title}**: **{info.classes[pred]}** ({probs[pred]:.0%}){mark}")
+    st.caption(" · ".join(f"{c} {p:.0%}" for c, p in top_classes(probs, info.classes, 3)))
+    st.altair_chart(topk_chart([float(v) for v in probs], info.classes, 3, label), width="stretch")
+
+
+def draw_map(spec: MethodSpec, p: PickedInput, e: Explanation, i: int, scale: float, who: str) -> None:
+    values = e.item(i)
+    s = scale if scale > 0 else None
+    if bundle_a.modality == "image":
+        if display == "overlay":
+            img = overlay(greyscale(p.raw), values, signed=spec.signed, scale=s, alpha=OVERLAY_ALPHA, upscale=MAP_PX)
+        else:
+            img = heatmap(values, signed=spec.signed, scale=s, upscale=MAP_PX)
+        st.image(img, width="stretch")
+    else:
+        st.markdown(
+            highlight_tokens((e.tokens or [[]])[i], values, scale=s, signed=spec.signed), unsafe_allow_html=True
+        )
+    st.image(colorbar(signed=spec.signed, scale=scale, width=BAR_PX, label=f"{map_units(spec)} · model {who}"))
+    lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+    st.caption(f"explains **{info.classes[int(e.targets[i])]}** · values {lo:.3g} … {hi:.3g}")
+
+
+for i, p in enumerate(inputs):
+    with st.container(border=True):
+        truth = f" · true: **{info.classes[p.label]}**" if p.label is not None else ""
+        if differ_here[i]:
+            st.markdown(
+                f":red-background[**Disagree**] **{p.name}**{truth} · A: **{info.classes[int(probs_a[i].argmax())]}**, "
+                f"B: **{info.classes[int(probs_b[i].argmax())]}**"
+            )
+        else:
+            st.markdown(
+                f":green-background[Agree] **{p.name}**{truth} · both: **{info.classes[int(probs_a[i].argmax())]}**"
+            )
+        c0, ca, cb = st.columns([1, 2, 2] if bundle_a.modality == "text" else [1, 1, 1])
+        with c0:
+            if bundle_a.modality == "image":
+                st.image(to_pil(p.raw, 224), width="stretch", caption="input")
+            else:
+                st.markdown(f"> {p.raw}")
+        with ca:
+            prediction_block(probs_a[i], p.label, f"A · {name_a}")
+        with cb:
+            prediction_block(probs_b[i], p.label, f"B · {name_b}")
+        for m in chosen:
+            spec = by_id[m]
+            (ea, err_a), (eb, err_b) = results[m]["A"], results[m]["B"]
+            rs = row_scale(
+                spec,
+                ea.item(i) if ea is not None else None,
+                eb.item(i) if eb is not None else None,
+                scale_mode == SHARED,
+            )
+            st.divider()
+            c0, ca, cb = st.columns([1, 2, 2] if bundle_a.modality == "text" else [1, 1, 1])
+            with c0:
+                st.markdown(f"**{spec.label}**")
+                st.caption(f"{colour_meaning(spec)}. Scale: {rs.statement}.")
+            for col, expl, failure, scale, who in ((ca, ea, err_a, rs.a, "A"), (cb, eb, err_b, rs.b, "B")):
+                with col:
+                    if expl is None:
+                        show_error(failure or RuntimeError("no explanation"), f"{spec.label} on model {who}")
+                    else:
+                        draw_map(spec, p, expl, i, scale, who)
