@@ -164,17 +164,21 @@ def load_choice(choice: ModelChoice, device: str | None = "auto") -> ModelBundle
 
 def common_methods(a: ModelBundle, b: ModelBundle) -> tuple[list[MethodSpec], dict[str, str]]:
     """The methods that apply to both models (registry order), and {label: why not} for those that apply to
-    one model at most."""
+    one model at most ('A: ...', 'B: ...' or 'neither: ...' when the reason is the same)."""
     both: list[MethodSpec] = []
     skipped: dict[str, str] = {}
     for spec in list_methods(a.modality):
-        why = [
-            f"{name}: {spec.applies(m) or 'not supported'}" for name, m in (("A", a), ("B", b)) if not spec.supports(m)
-        ]
-        if why:
-            skipped[spec.label] = "; ".join(w.rstrip(".") for w in why)
-        else:
+        why = {
+            name: (spec.applies(m) or "not supported").rstrip(".")
+            for name, m in (("A", a), ("B", b))
+            if not spec.supports(m)
+        }
+        if not why:
             both.append(spec)
+        elif len(why) == 2 and why["A"] == why["B"]:
+            skipped[spec.label] = f"neither: {why['A']}"
+        else:
+            skipped[spec.label] = "; ".join(f"{name}: {text}" for name, text in why.items())
     return both, skipped
 
 

@@ -41,8 +41,10 @@ MAX_INPUTS = 4
 DEFAULT_METHODS = ("gradcam", "ig", "saliency")
 OWN_PREDICTION = "each model's own prediction"
 SHARED, PER_MODEL = "shared where the units match", "per model"
-MAP_PX = 448  # maps are enlarged (nearest neighbour) to this before the browser scales them to the column
-BAR_PX = 220  # narrower than a column at 1024 px, so the colour bar's numbers are never shrunk
+MAP_PX = 320  # small maps are enlarged by a whole factor (nearest neighbour) until they are at least this wide
+MAP_SHOWN_PX = 400  # drawn at most this wide (narrower when the column is), two maps a row: over 200 px at 1024 px
+BAR_PX = 220  # narrower than a map column at 1024 px, so the colour bar's numbers are never shrunk
+INPUT_PX = 112
 
 
 @st.cache_resource(max_entries=3, show_spinner=False)
@@ -169,12 +171,7 @@ if bundle_a.has_dataset:
     except Exception as e:  # noqa: BLE001 - the inputs below still work
         show_error(e, "Could not compare the models on the test split")
 
-# ---- inputs and methods ------------------------------------------------------------------------------
-with st.container(border=True):
-    inputs = input_picker(bundle_a, KEY, bundle_key=key_a, max_inputs=MAX_INPUTS)
-    if bundle_a.has_dataset:
-        st.caption("The gallery's ✓/✗ and filters are model A's predictions.")
-
+# ---- methods and inputs ------------------------------------------------------------------------------
 common, skipped = common_methods(bundle_a, bundle_b)
 ids = [m.id for m in common]
 by_id: dict[str, MethodSpec] = {m.id: m for m in common}
@@ -216,7 +213,13 @@ with st.container(border=True):
         )
     if skipped:
         st.caption("Not available for both models: " + "; ".join(f"{label} ({why})" for label, why in skipped.items()))
-    st.caption("Every method runs with its default parameters, the same for both models.")
+    st.caption(
+        "Every method runs with its default parameters, the same for both models. [Jump to the results ↓](#results)"
+    )
+with st.container(border=True):
+    inputs = input_picker(bundle_a, KEY, bundle_key=key_a, max_inputs=MAX_INPUTS)
+    if bundle_a.has_dataset:
+        st.caption("The gallery's ✓/✗ and filters are model A's predictions.")
 if not inputs:
     st.stop()
 if not chosen:
@@ -246,6 +249,7 @@ for j, m in enumerate(chosen):
     }
 bar.empty()
 
+st.subheader("Results", anchor="results")
 n_differ = int(differ_here.sum())
 if n_differ:
     st.warning(
@@ -281,7 +285,7 @@ def draw_map(spec: MethodSpec, p: PickedInput, e: Explanation, i: int, scale: fl
             img = overlay(greyscale(p.raw), values, signed=spec.signed, scale=s, alpha=OVERLAY_ALPHA, upscale=MAP_PX)
         else:
             img = heatmap(values, signed=spec.signed, scale=s, upscale=MAP_PX)
-        st.image(img, width="stretch")
+        st.image(img, width=min(img.width, MAP_SHOWN_PX))
     else:
         st.markdown(
             highlight_tokens((e.tokens or [[]])[i], values, scale=s, signed=spec.signed), unsafe_allow_html=True
@@ -294,21 +298,20 @@ def draw_map(spec: MethodSpec, p: PickedInput, e: Explanation, i: int, scale: fl
 for i, p in enumerate(inputs):
     with st.container(border=True):
         truth = f" · true: **{info.classes[p.label]}**" if p.label is not None else ""
+        pred_a, pred_b = info.classes[int(probs_a[i].argmax())], info.classes[int(probs_b[i].argmax())]
         if differ_here[i]:
-            st.markdown(
-                f":red-background[**Disagree**] **{p.name}**{truth} · A: **{info.classes[int(probs_a[i].argmax())]}**, "
-                f"B: **{info.classes[int(probs_b[i].argmax())]}**"
-            )
+            head = f":red-background[:material/compare_arrows: **The models disagree**] **{p.name}**{truth}"
+            head += f" · A: **{pred_a}**, B: **{pred_b}**"
         else:
-            st.markdown(
-                f":green-background[Agree] **{p.name}**{truth} · both: **{info.classes[int(probs_a[i].argmax())]}**"
-            )
-        c0, ca, cb = st.columns([1, 2, 2] if bundle_a.modality == "text" else [1, 1, 1])
-        with c0:
-            if bundle_a.modality == "image":
-                st.image(to_pil(p.raw, 224), width="stretch", caption="input")
-            else:
-                st.markdown(f"> {p.raw}")
+            head = f":green-background[:material/check: Both agree] **{p.name}**{truth} · both: **{pred_a}**"
+        if bundle_a.modality == "image":
+            c0, c1 = st.columns([1, 5], vertical_alignment="center")
+            c0.image(to_pil(p.raw, INPUT_PX), width=INPUT_PX)
+            c1.markdown(head)
+        else:
+            st.markdown(head)
+            st.markdown(f"> {p.raw}")
+        ca, cb = st.columns(2)
         with ca:
             prediction_block(probs_a[i], p.label, f"A · {name_a}")
         with cb:
@@ -323,10 +326,9 @@ for i, p in enumerate(inputs):
                 scale_mode == SHARED,
             )
             st.divider()
-            c0, ca, cb = st.columns([1, 2, 2] if bundle_a.modality == "text" else [1, 1, 1])
-            with c0:
-                st.markdown(f"**{spec.label}**")
-                st.caption(f"{colour_meaning(spec)}. Scale: {rs.statement}.")
+            st.markdown(f"**{spec.label}** · scale: {rs.statement}")
+            st.caption(f"{colour_meaning(spec)}.")
+            ca, cb = st.columns(2)
             for col, expl, failure, scale, who in ((ca, ea, err_a, rs.a, "A"), (cb, eb, err_b, rs.b, "B")):
                 with col:
                     if expl is None:

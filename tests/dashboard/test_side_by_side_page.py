@@ -65,16 +65,17 @@ def test_two_image_models_row_by_row(runs, monkeypatch):
     # the defaults: IG and saliency (Grad-CAM does not apply to the mlp, and says so)
     assert at.multiselect(key="sbs_methods_image").value == ["ig", "saliency"]
     assert "Grad-CAM (B: it has no convolutional feature maps)" in texts(at.caption)
+    assert "Attention rollout (neither: the model exposes no global attention weights" in texts(at.caption)
     captions = texts(at.caption)
     assert captions.count("explains **") == 4  # 1 input x 2 methods x 2 models
-    assert captions.count("Scale: one scale for both models (logit, ±") == 2
+    assert md.count("· scale: one scale for both models (logit, ±") == 2
     # the gallery's page, the input, 2 x (map + colour bar) per method row
     assert len(at.main.get("image")) == GALLERY_PAGE + 1 + 2 * 2 * 2
     assert len(at.main.get("vega_lite_chart")) == 2  # both models' top classes
     assert "A · resnet_small" in md and "B · mlp" in md
 
     at.radio(key="sbs_scale").set_value("per model").run()
-    assert texts(at.caption).count("Scale: each model on its own scale.") == 2
+    assert texts(at.markdown).count("· scale: each model on its own scale") == 2
 
 
 def test_this_run_at_an_epoch_with_grad_cam(runs, monkeypatch):
@@ -86,7 +87,7 @@ def test_this_run_at_an_epoch_with_grad_cam(runs, monkeypatch):
     assert not at.exception and not at.error, texts(at.error)
     md, captions = texts(at.markdown), texts(at.caption)
     assert "B · resnet_small at epoch 1" in md
-    assert "each model on its own scale (CAM maps are in each model's own layer units)" in captions
+    assert "scale: each model on its own scale (CAM maps are in each model's own layer units)" in md
     assert captions.count("explains **") == 2
 
 
@@ -97,7 +98,7 @@ def test_show_disagreements_picks_them(runs, monkeypatch):
     picked = at.multiselect(key="sbs_samples_shapes__all").value
     assert 1 <= len(picked) <= 4
     md = texts(at.markdown)
-    assert md.count(":red-background[**Disagree**]") == len(picked)
+    assert md.count("**The models disagree**") == len(picked)
     assert f"A and B predict different classes for {len(picked)} of {len(picked)} input(s)" in texts(at.warning)
 
 
