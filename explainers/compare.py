@@ -1,8 +1,10 @@
 """Several methods on one sample of inputs, compared: what the dashboard's Compare page shows.
 
 A plain function (no Streamlit) that explains the sample with every method, scores each
-explanation per input (`scoring.input_metrics`), averages the scores into a table, measures how
-much the methods agree and runs the sanity check, reporting progress through a callback.
+explanation per input (`scoring.input_metrics`), averages the scores into a table with their
+spread over the inputs (`metrics.spread`), counts the maps that are constant (they rank nothing),
+says why a cell has no value, marks the best method per metric, measures how much the methods
+agree and runs the sanity check, reporting progress through a callback.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,9 +31,19 @@ from xaidash.models.bundle import ModelBundle
 Progress = Callable[[float, str], None]
 
 
+# Inputs the Compare page and `compare_methods` run the sanity check on by default: every input of the sample
+# (with 2, resnet_small's Grad-CAM correlation swung from -0.3 to 0.6 between random draws).
+SANITY_INPUTS: int | None = None
+
+
 @dataclass
 class Comparison:
-    """methods x metrics (means over the inputs), the per-input values, the agreement matrix and the sanity check."""
+    """methods x metrics (means over the inputs), the per-input values, the agreement matrix and the sanity check.
+
+    `summary` has one row per (method, metric): mean, low/high (95% interval of the mean), minimum/maximum
+    over the inputs, n, valid, undefined (inputs without a value) and `reason` (why a cell is n/a, or a note
+    such as how many inputs had no value). `constant_maps[method]`: how many of its maps were constant.
+    `best[metric]`: the method(s) with the best mean, by the metric's direction."""
 
     methods: list[str]
     explanations: dict[str, Explanation]
@@ -42,11 +54,101 @@ class Comparison:
     errors: dict[str, str]
     sample: Sample
     seconds: float = 0.0
+    summary: pd.DataFrame | None = None
+    constant_maps: dict[str, int] = field(default_factory=dict)
+    best: dict[str, list[str]] = field(default_factory=dict)
+
+    def reason(self, method: str, metric: str) -> str:
+        """Why (method, metric) has no value, or a note on its inputs; '' when there is nothing to say."""
+        if self.summary is None:
+            return ""
+        hit = self.summary[(self.summary.method == method) & (self.summary.metric == metric)]
+        return str(hit.iloc[0]["reason"]) if len(hit) else ""
 
 
 def _mean(values: Sequence[float]) -> float:
     finite = [v for v in values if v is not None and math.isfinite(v)]
     return float(np.mean(finite)) if finite else float("nan")
+
+
+def _na_reason(bundle: ModelBundle, method: str, metric: str, errors: dict[str, str]) -> str:
+    """Why `metric` was not computed for `method`."""
+    if f"{method}: {metric}" in errors:
+        return "n/a: it failed (see the message above)"
+    if metric == "completeness_gap":
+        return "n/a: the method declares nothing its attributions add up to"
+    if metric in ("pointing_game", "energy_in_mask"):
+        return "n/a: no object masks for these inputs"
+    if metric in ("rationale_pointing", "rationale_energy"):
+        return "n/a: no rationales for these inputs"
+    return f"n/a: does not apply to {method} on {bundle.modality} inputs"
+
+
+def _undefined_reason(metric: str, undefined: int, n: int, constant: int) -> str:
+    if metric == "energy_in_mask" or metric == "rationale_energy":
+        why = "no positive attribution"
+    elif metric == "completeness_gap":
+        why = "f(x) equals f(reference)"
+    else:
+        why = "undefined"
+    tail = f"; {constant} of {n} maps constant" if constant else ""
+    if undefined == n:
+        return f"n/a: {why} for every input{tail}"
+    return f"{undefined} of {n} inputs without a value ({why}){tail}"
+
+
+def summarise(
+    bundle: ModelBundle,
+    per_input: dict[str, dict[str, list[float]]],
+    columns: Sequence[str],
+    constant_maps: dict[str, int],
+    errors: dict[str, str],
+) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """The long (method, metric) table of spreads with reasons, and the best method(s) per metric."""
+    from xaidash.explainers.metrics.spread import spread
+
+    rows: list[dict[str, Any]] = []
+    for m, values in per_input.items():
+        for c in columns:
+            if c not in values:
+                rows.append({"method": m, "metric": c, **_empty(0), "reason": _na_reason(bundle, m, c, errors)})
+                continue
+            if c == "seconds":  # one timing for the whole batch: no spread
+                v = float(values[c][0])
+                rows.append({"method": m, "metric": c, **_empty(1), "mean": v, "valid": 1, "reason": ""})
+                continue
+            s = spread(values[c])
+            reason = _undefined_reason(c, s.undefined, s.n, constant_maps.get(m, 0)) if s.undefined else ""
+            rows.append(
+                {
+                    "method": m,
+                    "metric": c,
+                    "mean": s.mean,
+                    "low": s.low,
+                    "high": s.high,
+                    "minimum": s.minimum,
+                    "maximum": s.maximum,
+                    "n": s.n,
+                    "valid": s.valid,
+                    "undefined": s.undefined,
+                    "reason": reason,
+                }
+            )
+    summary = pd.DataFrame(rows, columns=["method", "metric", *_empty(0), "reason"])
+    best: dict[str, list[str]] = {}
+    for c in columns:
+        part = summary[(summary.metric == c) & summary["mean"].notna()]
+        if len(part) < 2:
+            continue
+        lower = METRICS.get(c, ("", "higher is better"))[1].startswith("lower")
+        target = part["mean"].min() if lower else part["mean"].max()
+        best[c] = [str(m) for m in part[np.isclose(part["mean"], target, rtol=1e-9, atol=1e-12)].method]
+    return summary, best
+
+
+def _empty(n: int) -> dict[str, Any]:
+    nan = float("nan")
+    return {"mean": nan, "low": nan, "high": nan, "minimum": nan, "maximum": nan, "n": n, "valid": 0, "undefined": n}
 
 
 def compare_methods(
@@ -58,14 +160,15 @@ def compare_methods(
     background: torch.Tensor | None = None,
     steps: int = CURVE_STEPS,
     sanity: bool = True,
-    sanity_inputs: int = 2,
+    sanity_inputs: int | None = SANITY_INPUTS,
     sanity_steps: int = 3,
     batch_size: int = 256,
     seed: int = 0,
     progress: Progress | None = None,
 ) -> Comparison:
     """Explain `sample` with every method (targets: the predicted classes), score each explanation, measure
-    how much the methods agree, and (optionally) run the cascading randomisation test on the first inputs.
+    how much the methods agree, and (optionally) run the cascading randomisation test on the first
+    `sanity_inputs` inputs (None: all of them; the trained model's maps are then reused).
 
     A method that fails is reported in `errors` and left out of the tables; the others go on.
     """
@@ -89,6 +192,7 @@ def compare_methods(
     explanations: dict[str, Explanation] = {}
     per_input: dict[str, dict[str, list[float]]] = {}
     errors: dict[str, str] = {}
+    constant_maps: dict[str, int] = {}
     rationales = sample.rationales
     for m in methods:
         report(done / units, f"Explaining with {m}…")
@@ -108,6 +212,7 @@ def compare_methods(
             done += 2
             continue
         explanations[m] = e
+        constant_maps[m] = sum(1 for i in range(len(e)) if M.is_constant(e.item(i)))
         tick(f"Scoring {m}…")
         values, metric_errors = input_metrics(
             bundle,
@@ -132,13 +237,14 @@ def compare_methods(
     }
     table = pd.DataFrame.from_dict(rows, orient="index", columns=columns)
     table.index.name = "method"
+    summary, best = summarise(bundle, per_input, columns, constant_maps, errors)
 
     agreement = M.agreement_matrix(explanations) if len(explanations) >= 2 else None
     tick("Agreement computed")
 
     sanity_result = None
     if sanity and explanations:
-        k = max(1, min(sanity_inputs, len(sample)))
+        k = len(sample) if sanity_inputs is None else max(1, min(sanity_inputs, len(sample)))
         subset = sample.raw[:k]
         report(done / units, "Sanity check: randomising the model's layers…")
         sanity_result = M.cascading_randomization(
@@ -149,6 +255,7 @@ def compare_methods(
             max_steps=sanity_steps,
             batch_size=batch_size,
             seed=seed,
+            trained=explanations if k == len(sample) and background is None else None,
         )
         for m, msg in sanity_result.errors.items():
             errors[f"{m}: sanity check"] = msg
@@ -165,4 +272,7 @@ def compare_methods(
         errors,
         sample,
         seconds=time.perf_counter() - t0,
+        summary=summary,
+        constant_maps=constant_maps,
+        best=best,
     )

@@ -14,12 +14,14 @@ from xaidash.explainers.metrics.deletion import (
 from xaidash.explainers.metrics.ground_truth import energy_in_mask, pointing_game, rationale_energy, rationale_pointing
 from xaidash.explainers.metrics.robustness import infidelity_score, sensitivity_max_score
 from xaidash.explainers.metrics.sanity import SanityResult, cascading_randomization, weight_layers
+from xaidash.explainers.metrics.spread import Spread, is_constant, spread
 
 __all__ = [
     "CURVE_STEPS",
     "CompletenessTerms",
     "CurveResult",
     "SanityResult",
+    "Spread",
     "agreement_matrix",
     "cascading_randomization",
     "completeness_gap",
@@ -28,12 +30,14 @@ __all__ = [
     "energy_in_mask",
     "infidelity_score",
     "insertion_auc",
+    "is_constant",
     "perturbation_curve",
     "pointing_game",
     "rationale_energy",
     "rationale_pointing",
     "relative_gap",
     "sensitivity_max_score",
+    "spread",
     "text_perturbation_curve",
     "weight_layers",
 ]

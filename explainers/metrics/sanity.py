@@ -24,6 +24,7 @@ from torch import nn
 
 from xaidash.explainers.api import explain, predicted_targets
 from xaidash.explainers.metrics._common import image_batch, nanmean, spearman
+from xaidash.explainers.metrics.spread import is_constant, spread
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
@@ -32,7 +33,11 @@ _NORM_LAYERS = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm, nn.
 
 @dataclass
 class SanityResult:
-    """rows: one dict per (method, step): method, step, layer, spearman, spearman_std, ssim (or None).
+    """rows: one dict per (method, step): method, step, layer, spearman (the mean over the inputs whose maps
+    rank something), spearman_std, ssim (or None), and the spread over the inputs: n (inputs), constant (how
+    many of them had a constant map, trained or randomised, so no correlation: they are counted here, not
+    silently dropped), spearman_low/spearman_high (95% interval of the mean), spearman_min/spearman_max,
+    values (the per-input correlations, NaN for a constant map) and ssim_values.
     Step 0 is the trained model; step k has the top k layers randomised, `layer` the last one re-initialised.
     maps[method][k] holds the maps after step k (maps[method][0]: the trained model's)."""
 
@@ -107,6 +112,7 @@ def cascading_randomization(
     keep_maps: bool = True,
     batch_size: int = 256,
     seed: int = 0,
+    trained: dict[str, Any] | None = None,
 ) -> SanityResult:
     """Run the cascading randomisation test for `methods` on a few inputs (images in [0, 1] or texts).
 
@@ -114,6 +120,8 @@ def cascading_randomization(
     `max_steps` evaluates only that many evenly spread steps (the cascade itself always
     randomises every layer above). A method that fails is reported in `errors`, not raised.
     Normalisation layers are left alone unless `include_norm` (the paper randomises weights).
+    `trained` may hold {method: Explanation} already computed on the same inputs, targets, parameters and
+    seed (the Compare page's): step 0 then reuses them instead of explaining again.
     """
     if bundle.modality == "text":
         raw: Any = [inputs] if isinstance(inputs, str) else list(inputs)
@@ -146,7 +154,9 @@ def cascading_randomization(
     originals: dict[str, list[np.ndarray]] = {}
     for m in methods:
         try:
-            e = run(bundle, m)
+            given = (trained or {}).get(m)
+            reuse = given is not None and len(given) == len(raw) and [int(v) for v in given.targets] == t
+            e = given if given is not None and reuse else run(bundle, m)
         except Exception as err:  # noqa: BLE001 - one method failing must not stop the others
             result.errors[m] = f"{type(err).__name__}: {err}"
             continue
@@ -181,16 +191,27 @@ def _row(
     method: str, step: int, layer: str, original: list[np.ndarray], current: list[np.ndarray], ssim: bool
 ) -> dict[str, Any]:
     rhos = [spearman(a, b) for a, b in zip(original, current, strict=True)]
-    valid = [r for r in rhos if not np.isnan(r)]
+    constant = sum(1 for a, b in zip(original, current, strict=True) if is_constant(a) or is_constant(b))
+    s = spread(rhos)
     row: dict[str, Any] = {
         "method": method,
         "step": step,
         "layer": layer,
         "spearman": nanmean(rhos),
-        "spearman_std": float(np.std(valid)) if valid else float("nan"),
+        "spearman_std": float(np.std([r for r in rhos if not np.isnan(r)])) if s.valid else float("nan"),
+        "spearman_low": s.low,
+        "spearman_high": s.high,
+        "spearman_min": s.minimum,
+        "spearman_max": s.maximum,
+        "n": len(rhos),
+        "constant": constant,
+        "values": [float(r) for r in rhos],
         "ssim": None,
+        "ssim_values": None,
     }
     if ssim:
-        values = [v for v in (_ssim(a, b) for a, b in zip(original, current, strict=True)) if v is not None]
+        per = [_ssim(a, b) for a, b in zip(original, current, strict=True)]
+        values = [v for v in per if v is not None]
         row["ssim"] = float(np.mean(values)) if values else None
+        row["ssim_values"] = [float("nan") if v is None else float(v) for v in per]
     return row

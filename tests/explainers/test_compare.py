@@ -109,3 +109,45 @@ def test_compare_methods_refuses_nothing_or_unsupported(image_bundle):
         compare_methods(image_bundle, s, [])
     with pytest.raises(ExplainError):
         compare_methods(image_bundle, s, ["attention"])  # a text-only method
+
+
+def test_compare_counts_constant_maps_and_says_why_cells_are_na(image_bundle):
+    """A model whose output ignores its input: every saliency map is all zeros. Those maps are counted, and the
+    metrics they leave undefined are n/a with a reason, not NaN that a table prints as None."""
+    import copy
+
+    from xaidash.explainers.compare import Comparison
+
+    dead = copy.deepcopy(image_bundle)
+    with torch.no_grad():
+        dead.model.fc.weight.zero_()
+    s = pick_test_sample(dead, n=4, seed=3)
+    result: Comparison = compare_methods(
+        dead, s, ["saliency", "ig"], params={"ig": {"steps": 4}}, steps=4, sanity=False
+    )
+    assert result.constant_maps == {"saliency": 4, "ig": 4}
+    reason = result.reason("saliency", "energy_in_mask")
+    assert reason.startswith("n/a") and "no positive attribution" in reason and "4 of 4 maps constant" in reason
+    # Completeness does not apply to saliency: n/a with the reason, whereas IG has a value.
+    assert "declares nothing" in result.reason("saliency", "completeness_gap")
+    assert result.reason("ig", "completeness_gap") == "" or not result.reason("ig", "completeness_gap").startswith(
+        "n/a: the method"
+    )
+
+
+def test_compare_summary_spread_and_best_method(image_bundle):
+    s = pick_test_sample(image_bundle, n=5, seed=1)
+    result = compare_methods(image_bundle, s, ["saliency", "gradcam"], steps=4, sanity=True, sanity_steps=1)
+    summ = result.summary
+    row = summ[(summ.method == "saliency") & (summ.metric == "deletion_auc")].iloc[0]
+    values = result.per_input["saliency"]["deletion_auc"]
+    assert row["n"] == 5 and row["valid"] == 5 and math.isclose(row["mean"], float(np.mean(values)), rel_tol=1e-6)
+    assert row["low"] <= row["mean"] <= row["high"] and row["minimum"] == pytest.approx(min(values))
+    # The best deletion AUC is the lowest, the best insertion AUC the highest.
+    means = result.metrics["deletion_auc"]
+    assert result.best["deletion_auc"] == [means.idxmin()]
+    assert result.best["insertion_auc"] == [result.metrics["insertion_auc"].idxmax()]
+    # The sanity check ran on every input by default (reusing the trained maps) and reports its spread.
+    rows = [r for r in result.sanity.rows if r["step"] > 0]
+    assert all(r["n"] == 5 and len(r["values"]) == 5 and "constant" in r for r in rows)
+    assert all(r["spearman_min"] <= r["spearman"] <= r["spearman_max"] for r in rows if r["constant"] < 5)
