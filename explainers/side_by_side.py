@@ -22,6 +22,7 @@ from xaidash.models.bundle import ModelBundle
 from xaidash.models.runstore import WEIGHTS, Run, list_runs, load_bundle
 
 USABLE_STATES = ("completed", "stopped", "imported")  # as the dashboard's run selection: weights that stay put
+FAINT = 0.2  # on a shared scale, a map whose largest |value| is below this fraction of it is nearly invisible
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,10 @@ def map_units(spec: MethodSpec) -> str:
         return "layer relevance"
     if spec.output == "attention":
         return "attention weight"
-    return "probability" if spec.output == "probability" else "logit"
+    out = "probability" if spec.output == "probability" else "logit"
+    if spec.completeness is None and spec.family == "gradient":
+        return f"{out} gradient"  # saliency, SmoothGrad, guided backprop: sensitivities, not shares of the output
+    return out
 
 
 def colour_meaning(spec: MethodSpec) -> str:
@@ -234,7 +238,11 @@ def row_scale(spec: MethodSpec, map_a: np.ndarray | None, map_b: np.ndarray | No
     unit = map_units(spec)
     if want_shared and shares_units(spec):
         s = max(sa, sb)
-        return RowScale(s, s, True, f"one scale for both models ({unit}, ±{s:.3g})")
+        statement = f"one scale for both models ({unit}, ±{s:.3g})"
+        weaker, small = ("B", sb) if sb < sa else ("A", sa)
+        if s > 0 and small < FAINT * s:
+            statement += f"; model {weaker}'s map reaches {small / s:.0%} of it (per model shows its pattern)"
+        return RowScale(s, s, True, statement)
     why = " (CAM maps are in each model's own layer units)" if want_shared and not shares_units(spec) else ""
     return RowScale(sa, sb, False, f"each model on its own scale{why}")
 

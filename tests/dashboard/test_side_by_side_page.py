@@ -68,7 +68,7 @@ def test_two_image_models_row_by_row(runs, monkeypatch):
     assert "Attention rollout (neither: the model exposes no global attention weights" in texts(at.caption)
     captions = texts(at.caption)
     assert captions.count("explains **") == 4  # 1 input x 2 methods x 2 models
-    assert md.count("· scale: one scale for both models (logit, ±") == 2
+    assert md.count("· scale: one scale for both models (logit") == 2  # IG: logit; saliency: logit gradient
     # the gallery's page, the input, 2 x (map + colour bar) per method row
     assert len(at.main.get("image")) == GALLERY_PAGE + 1 + 2 * 2 * 2
     assert len(at.main.get("vega_lite_chart")) == 2  # both models' top classes

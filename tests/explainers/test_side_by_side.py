@@ -21,6 +21,7 @@ from xaidash.explainers.side_by_side import (
     incompatibility,
     input_spec,
     load_choice,
+    map_units,
     partners,
     row_scale,
     shares_units,
@@ -186,7 +187,14 @@ def test_scales_are_shared_only_within_a_unit():
     a, b = np.array([[0.5, -2.0]]), np.array([[0.1, 0.2]])
     shared = row_scale(ig, a, b, want_shared=True)
     assert (shared.a, shared.b, shared.shared) == (2.0, 2.0, True)
-    assert shared.statement == "one scale for both models (logit, ±2)"
+    assert (
+        shared.statement
+        == "one scale for both models (logit, ±2); model B's map reaches 10% of it (per model shows its pattern)"
+    )
+    assert row_scale(ig, a, 1.5 * a, want_shared=True).statement == "one scale for both models (logit, ±3)"
+    saliency = get_method("saliency", "image")
+    assert row_scale(saliency, a, a, want_shared=True).statement == "one scale for both models (logit gradient, ±2)"
+    assert map_units(gradcam) == "layer relevance" and map_units(get_method("attention", "text")) == "attention weight"
     own = row_scale(gradcam, a, b, want_shared=True)
     assert (own.a, own.b, own.shared) == (2.0, 0.2, False) and "own layer units" in own.statement
     assert row_scale(ig, a, b, want_shared=False).statement == "each model on its own scale"
