@@ -3,17 +3,26 @@
 Plain functions (numpy + PIL + matplotlib colour maps, no pyplot) shared by the dashboard and
 the CLI. Colour conventions:
 - signed maps use a diverging map centred at 0 ('RdBu_r': red positive, blue negative, white 0);
-- unsigned maps use a sequential map ('inferno') of the magnitude;
+- unsigned maps use a sequential map ('inferno') of the magnitude, never the diverging one;
 - `scale` fixes the value that gets the strongest colour, so several maps (e.g. one per method)
   can share one colour scale; by default each map uses its own max |value|.
+
+Honest scales: `map_legend(spec)` says, from a method's spec alone, what its map's values are
+(units), which other methods' maps are in the same units (`group`) and what red, blue and bright
+mean; `map_scales` picks one colour scale per map: each map's own high percentile, its own
+maximum, or one scale shared only by maps in the same units. `colorbar_html` draws the legend the
+dashboard shows under a map (range, units, meaning).
 """
 
 from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import matplotlib
 import numpy as np
@@ -21,10 +30,22 @@ from PIL import Image, ImageDraw, ImageFont
 
 from xaidash.explainers.params import ExplainError
 
+if TYPE_CHECKING:
+    from xaidash.explainers.registry import MethodSpec
+
 SIGNED_CMAP = "RdBu_r"
 UNSIGNED_CMAP = "inferno"
 DEFAULT_UPSCALE = 224  # small images (28x28) are enlarged until their shorter side reaches this
+LARGE_UPSCALE = 512  # the enlarged view of one map
 OVERLAY_ALPHA = 0.75  # the strongest pixels nearly opaque: maps stay visible on busy images
+CLIP_PERCENTILE = 99.0  # 'percentile' scales saturate at this percentile of |value|
+# How map_scales picks each map's colour scale.
+ScaleMode = Literal["percentile", "max", "units"]
+SCALE_MODES: dict[str, str] = {
+    "percentile": f"each map on its own scale, saturating at its {CLIP_PERCENTILE:g}th percentile of |value|",
+    "max": "each map on its own scale, saturating at its largest |value|",
+    "units": "one scale shared by the maps of an input that are in the same units (else their own, as 'percentile')",
+}
 
 
 def _numpy(a: Any) -> np.ndarray:
@@ -41,6 +62,105 @@ def shared_scale(maps: Iterable[Any]) -> float:
     """The largest |value| over several maps: pass it as `scale` to draw them on one colour scale."""
     values = [float(np.nanmax(np.abs(_numpy(m)))) for m in maps if _numpy(m).size]
     return max(values, default=0.0)
+
+
+def robust_scale(values: Any, percentile: float = CLIP_PERCENTILE) -> float:
+    """The `percentile`-th percentile of a map's finite |values| (its max when that percentile is 0,
+    e.g. a sparse map; 0 for an all-zero map): a scale a few extreme pixels cannot wash out."""
+    v = np.abs(_numpy(values).astype(np.float64))
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return 0.0
+    p = float(np.percentile(v, percentile, method="higher"))  # a value of the map, never interpolated toward 0
+    return p if p > 0 else float(v.max())
+
+
+@dataclass(frozen=True)
+class MapLegend:
+    """How to read one method's map, derived from its spec.
+
+    units: what one value is (e.g. 'logit contribution per pixel'); group: maps with equal groups are
+    in the same units and may share a colour scale; meaning: one line on red, blue and bright."""
+
+    units: str
+    group: str
+    signed: bool
+    meaning: str
+
+
+def map_legend(spec: MethodSpec, modality: str = "image") -> MapLegend:
+    """Units, scale group and colour meaning of a method's maps, from its declared facts only
+    (signed, family, output, completeness), never from its id.
+
+    Maps share units when their values add up to the same quantity per the same unit (methods that
+    declare completeness for one output and unit, e.g. IG, DeepLift and GradientSHAP: logit per pixel),
+    or when both are attention weights; any other method's map is in units of its own."""
+    out = spec.output
+    unit = "word" if modality == "text" else "pixel"
+    c = spec.completeness
+    if out == "attention":
+        return MapLegend(
+            "attention weight (share of attention, 0-1)",
+            "attention",
+            spec.signed,
+            "bright = attended to more; read from the model, the same for every target class",
+        )
+    if c is not None:
+        units = f"{out} contribution per {c.unit}"
+        group = f"{out}|{c.unit}|sum"
+        meaning = f"red = raises the target's {out}, blue = lowers it, white = no effect; the values add up to f(x) − f(reference)"
+    elif spec.family == "perturbation":
+        region = "word" if modality == "text" else "region"
+        units = f"Δ {out} per {region}"
+        group = f"{spec.family}|{spec.id}|{out}"
+        meaning = f"red = the {region} raises the target's {out} (hiding it lowers it), blue = it lowers it"
+    elif spec.family == "cam":
+        units = f"relevance from weighted activations ({out}, relative units)"
+        group = f"{spec.family}|{spec.id}|{out}"
+        meaning = (
+            f"red = features here raise the target's {out}, blue = lower it"
+            if spec.signed
+            else f"bright = features here raise the target's {out} most; dark = no positive evidence"
+        )
+    elif spec.family == "gradient" and not spec.signed:
+        units = f"|∂ {out} / ∂ {'embedding' if modality == 'text' else 'pixel'}|"
+        group = f"{spec.family}|{spec.id}|{out}"
+        meaning = f"bright = the target's {out} changes most when this {unit} changes (either way); dark = insensitive"
+    else:
+        units = f"{out} relevance ({spec.family}, relative units)"
+        group = f"{spec.family}|{spec.id}|{out}"
+        meaning = (
+            f"red = raises the target's {out}, blue = lowers it (a local estimate)"
+            if spec.signed
+            else f"bright = more relevant to the target's {out}"
+        )
+    if not spec.signed and "red" in meaning:  # an unsigned map is never read in red and blue
+        meaning = f"bright = more relevant to the target's {out}; dark = not relevant"
+    return MapLegend(units, group, spec.signed, meaning)
+
+
+def map_scales(
+    maps: Mapping[str, Any], groups: Mapping[str, str] | None = None, mode: ScaleMode = "percentile"
+) -> dict[str, float]:
+    """One colour scale per map (name -> scale, 1.0 for an all-zero map).
+
+    percentile: each map's own `robust_scale`; max: each map's own largest |value|; units: maps whose
+    `groups` entry is equal share the largest of their `robust_scale`s, a map in a group of its own
+    keeps its own (so occlusion's logits never wash out IG's per-pixel values)."""
+    if mode not in SCALE_MODES:
+        raise ExplainError(f"Unknown scale mode {mode!r}; choose one of {', '.join(SCALE_MODES)}.")
+    if mode == "max":
+        own = {k: float(np.nanmax(np.abs(_numpy(v)))) if _numpy(v).size else 0.0 for k, v in maps.items()}
+    else:
+        own = {k: robust_scale(v) for k, v in maps.items()}
+    if mode == "units":
+        groups = groups or {}
+        by_group: dict[str, float] = {}
+        for k, s in own.items():
+            g = groups.get(k, f"own|{k}")
+            by_group[g] = max(by_group.get(g, 0.0), s)
+        own = {k: by_group[groups.get(k, f"own|{k}")] for k in own}
+    return {k: (s if s > 0 and math.isfinite(s) else 1.0) for k, s in own.items()}
 
 
 def _resolve_scale(values: np.ndarray, scale: float | None) -> float:
@@ -163,6 +283,22 @@ def overlay(
     return _upscale(_to_pil((1.0 - weight) * img + weight * colour), upscale)
 
 
+@lru_cache(maxsize=8)
+def _font(size: int | None) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """DejaVu Sans (shipped with matplotlib) at `size` px; PIL's small bitmap font when None or unavailable."""
+    if size:
+        path = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
+        try:
+            return ImageFont.truetype(str(path), size)
+        except OSError:
+            pass
+    return ImageFont.load_default()
+
+
+def _tick(v: float) -> str:
+    return "0" if v == 0 else f"{v:.3g}".replace("-", "−")
+
+
 def colorbar(
     signed: bool = True,
     scale: float = 1.0,
@@ -170,21 +306,34 @@ def colorbar(
     width: int = 256,
     height: int = 36,
     label: str | None = None,
+    *,
+    font_size: int | None = None,
+    clipped: bool = False,
 ) -> Image.Image:
     """A small horizontal legend: the colour ramp with its end values (and 0 for signed maps),
-    and `label` on a line below (the image grows taller to fit it)."""
+    and `label` on a line below (the image grows taller to fit it).
+
+    font_size: draw the text in DejaVu Sans at this size (readable in saved files) instead of PIL's
+    small bitmap font; clipped: the end values are saturation points (values beyond get the end
+    colour), so they are written '≥ s' and '≤ −s'."""
     if width < 16 or height < 12:
         raise ExplainError("A colour bar needs at least 16x12 pixels.")
     lo = -scale if signed else 0.0
     ramp = np.linspace(lo, scale, width)
     bar_h = max(4, height // 2)
     rgb = colorize(np.tile(ramp, (bar_h, 1)), signed, scale if scale > 0 else None, cmap)
-    font = ImageFont.load_default()
+    font = _font(font_size)
     line = int(font.getbbox("0Ag")[3]) + 2
     img = Image.new("RGB", (width, max(height, bar_h + 1 + line * (2 if label else 1))), "white")
     img.paste(_to_pil(rgb), (0, 0))
     draw = ImageDraw.Draw(img)
-    ticks = [(0, f"{lo:.3g}"), (width - 1, f"{scale:.3g}")]
+    hi_text, lo_text = _tick(scale), _tick(lo)
+    if clipped:
+        hi_text = "≥ " + hi_text
+        lo_text = ("≤ " + lo_text) if signed else lo_text
+    if not font_size:  # the bitmap font has no '≥', '≤' or '−'
+        hi_text, lo_text = (t.replace("≥ ", ">=").replace("≤ ", "<=").replace("−", "-") for t in (hi_text, lo_text))
+    ticks = [(0, lo_text), (width - 1, hi_text)]
     if signed:
         ticks.insert(1, (width // 2, "0"))
     for x, text in ticks:
@@ -198,6 +347,61 @@ def colorbar(
             font=font,
         )
     return img
+
+
+def with_legend(img: Image.Image, legend: Image.Image, gap: int = 6) -> Image.Image:
+    """`img` with `legend` (e.g. a `colorbar`) centred below it, on white: one self-explaining file."""
+    width = max(img.width, legend.width)
+    out = Image.new("RGB", (width, img.height + gap + legend.height), "white")
+    out.paste(img.convert("RGB"), ((width - img.width) // 2, 0))
+    out.paste(legend.convert("RGB"), ((width - legend.width) // 2, img.height + gap))
+    return out
+
+
+def colorbar_html(
+    signed: bool,
+    scale: float,
+    units: str = "",
+    meaning: str = "",
+    *,
+    value_range: tuple[float, float] | None = None,
+    clipped: bool = False,
+    note: str = "",
+    cmap: str | None = None,
+    stops: int = 11,
+) -> str:
+    """The legend under a map, as HTML: the colour ramp, its end values (≥/≤ when `clipped`) and 0,
+    the units, the map's own `value_range`, a `note` (e.g. which scale) and what the colours mean.
+    Every text is HTML-escaped."""
+    s = scale if scale > 0 and math.isfinite(scale) else 1.0
+    lo = -s if signed else 0.0
+    colours = colorize(np.linspace(lo, s, stops), signed, s, cmap)
+    ramp = ", ".join(_hex(c) for c in colours)
+    hi_text, lo_text = _tick(s), _tick(lo)
+    if clipped:
+        hi_text, lo_text = "≥ " + hi_text, ("≤ " + lo_text) if signed else lo_text
+    ticks = [lo_text, "0", hi_text] if signed else [lo_text, hi_text]
+    tick_html = "".join(f"<span>{html.escape(t)}</span>" for t in ticks)
+    lines = []
+    if units:
+        lines.append(f"<b>{html.escape(units)}</b>")
+    if value_range is not None:
+        a, b = value_range
+        lines.append(f"this map: {html.escape(_tick(float(a)))} … {html.escape(_tick(float(b)))}")
+    first = " · ".join(lines)
+    out = [
+        '<div class="xai-cbar" style="font-family:sans-serif;font-size:13px;line-height:1.35;margin:2px 0 6px 0">',
+        f'<div style="height:14px;border:1px solid #999;border-radius:2px;background:linear-gradient(to right, {ramp})"></div>',
+        f'<div style="display:flex;justify-content:space-between;font-variant-numeric:tabular-nums">{tick_html}</div>',
+    ]
+    if first:
+        out.append(f"<div>{first}</div>")
+    if note:
+        out.append(f'<div style="color:#555">{html.escape(note)}</div>')
+    if meaning:
+        out.append(f'<div style="color:#555">{html.escape(meaning)}</div>')
+    out.append("</div>")
+    return "".join(out)
 
 
 def _hex(rgb: np.ndarray) -> str:

@@ -111,24 +111,34 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
         "Random", key=f"{key}_random", on_click=random_pick, help="pick as many random samples from the filtered ones"
     )
 
-    with st.expander("Gallery", expanded=bundle.modality == "image"):
+    # Results come first: the gallery is open only while nothing is chosen (the results replace it below).
+    with st.expander(
+        f"Gallery ({len(chosen)} chosen)" if chosen else "Gallery", expanded=bundle.modality == "image" and not chosen
+    ):
         pages = max(1, -(-len(idx) // GALLERY_PAGE))
         c1, c2 = st.columns([1, 5], vertical_alignment="bottom")
         page = c1.number_input("Gallery page", 1, pages, 1, key=f"{pick_key}_page") if pages > 1 else 1
         c2.caption(
-            f"{len(idx)} samples, {GALLERY_PAGE} a page: caption = index, true class, ✓/✗ = predicted right/wrong. "
-            "Add a sample by its index in the list above."
+            f"{len(idx)} samples, {GALLERY_PAGE} a page: index, true class, ✓/✗ = predicted right/wrong. "
+            "Click a sample's button to add it (or remove it: ☑ = chosen)."
         )
         shown = idx[(page - 1) * GALLERY_PAGE : page * GALLERY_PAGE]
         if isinstance(split, ImageSplit):
-            cols = st.columns(GALLERY_PAGE)
-            for j, i in enumerate(shown):
-                mark = "✓" if preds[i] == labels[i] else "✗"
-                cols[j].image(
-                    to_pil(split.image(i), 128),
-                    caption=f"#{i} {_class_name(info, int(labels[i]))} {mark}",
-                    width="stretch",
-                )
+            with st.container(horizontal=True, gap="small"):
+                for i in shown:
+                    mark = "✓" if preds[i] == labels[i] else "✗"
+                    picked = i in chosen
+                    with st.container(width=112, gap=None):
+                        st.image(to_pil(split.image(i), 128), width="stretch")
+                        st.button(
+                            f"{'☑' if picked else '☐'} #{i} {_class_name(info, int(labels[i]))} {mark}",
+                            key=f"{pick_key}_pick_{i}",
+                            on_click=_toggle_pick,
+                            args=(pick_key, i, max_inputs),
+                            type="primary" if picked else "tertiary",
+                            width="stretch",
+                            help="remove from the chosen samples" if picked else "add to the chosen samples",
+                        )
         else:
             st.dataframe(
                 pd.DataFrame(
@@ -154,6 +164,16 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
             rats = split.rationales
             out.append(PickedInput(split.texts[i], label, f"test #{i}", rationale=list(rats[i]) if rats else None))
     return out
+
+
+def _toggle_pick(pick_key: str, index: int, max_inputs: int) -> None:
+    """A gallery click: add the sample to the chosen ones (dropping the oldest beyond `max_inputs`), or remove it."""
+    chosen = list(st.session_state.get(pick_key) or [])
+    if index in chosen:
+        chosen.remove(index)
+    else:
+        chosen = [*chosen, index][-max_inputs:]
+    st.session_state[pick_key] = chosen
 
 
 def _uploaded_images(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedInput]:
@@ -187,9 +207,9 @@ def _uploaded_images(info: DatasetInfo, key: str, max_inputs: int) -> list[Picke
         out[-1].name = f"{f.name} ({original} → {'x'.join(map(str, x.shape))})"
     if out:
         st.caption("As the model sees them:")
-        cols = st.columns(8)
-        for j, p in enumerate(out):
-            cols[j % len(cols)].image(to_pil(p.raw, 128), caption=p.name, width="stretch")
+        with st.container(horizontal=True, gap="small"):
+            for p in out:
+                st.image(to_pil(p.raw, 128), caption=p.name, width=128)
     return out
 
 

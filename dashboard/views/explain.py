@@ -1,4 +1,5 @@
-"""Explain: inputs, the model's prediction, and several methods' maps side by side (inputs as rows)."""
+"""Explain: inputs, the model's prediction, and several methods' maps (one block per input: the prediction and an
+out-of-distribution hint, the maps with colour bars in rows that wrap, one metrics table, the diagnostics)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from typing import Any
 import numpy as np
 import streamlit as st
 import torch
+from PIL import Image
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.charts import topk_chart
+from xaidash.dashboard.components.explain_maps import CARD_WIDTH, map_card, ood_hint, ood_scores
+from xaidash.dashboard.components.explain_tables import BEST, diagnostics_table, metrics_table
 from xaidash.dashboard.components.images import png_bytes, to_pil
 from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.params import param_controls
@@ -23,7 +27,22 @@ from xaidash.dashboard.state import require_bundle
 from xaidash.explainers import list_methods, methods_for
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
-from xaidash.explainers.render import OVERLAY_ALPHA, colorbar, greyscale, heatmap, highlight_tokens, overlay
+from xaidash.explainers.render import (
+    DEFAULT_UPSCALE,
+    LARGE_UPSCALE,
+    OVERLAY_ALPHA,
+    SCALE_MODES,
+    ScaleMode,
+    colorbar,
+    colorbar_html,
+    greyscale,
+    heatmap,
+    highlight_tokens,
+    map_legend,
+    map_scales,
+    overlay,
+    with_legend,
+)
 from xaidash.explainers.scoring import METRICS, explain_and_score
 from xaidash.models.bundle import ModelBundle
 
@@ -74,10 +93,6 @@ def compute(
     return Result(scored.explanation, scored.metrics, scored.metric_errors)
 
 
-def fmt(v: float) -> str:
-    return "–" if v is None or not np.isfinite(v) else f"{v:.3f}"
-
-
 st.title("Explain")
 run, bundle = require_bundle("explain")
 bkey = services.run_key(run)
@@ -107,7 +122,7 @@ with st.container(border=True):
         help="the methods that apply to this model",
     )
     st.session_state["explain_methods_kept"] = chosen
-    c2, c4, c3 = st.columns([2, 2, 2])
+    c2, c4, c3 = st.columns([2, 2, 3])
     target_name = c2.selectbox(
         "Target class",
         ["predicted class", *info.classes],
@@ -115,9 +130,11 @@ with st.container(border=True):
         help="the class whose evidence the maps show",
     )
     shared = c3.toggle(
-        "One colour scale",
+        "Shared scale (same units only)",
         key="explain_shared",
-        help="draw every map of an input on the same scale (the largest |value| among the methods)",
+        help="maps of an input whose values are in the same units (e.g. IG, DeepLift and GradientSHAP: logit "
+        "per pixel) share one colour scale; a method in units of its own keeps its own. Off: each map on its "
+        "own scale, saturating at its 99th percentile of |value|",
     )
     display = "tokens"
     if bundle.modality == "image":
@@ -178,78 +195,135 @@ for j, m in enumerate(chosen):
         results[m] = Result(error=err)
 bar.empty()
 
-# ---- results grid ------------------------------------------------------------------------------
-signed_note = (
-    "Colours: red = evidence for the target class, blue = against (signed methods); "
-    "yellow/black = magnitude only (unsigned methods)."
-)
+# ---- results: per input, the prediction, the maps (rows that wrap), one metrics table, details ---------
+legends = {m: map_legend(by_id[m], bundle.modality) for m in chosen}
+scale_mode: ScaleMode = "units" if shared else "percentile"
 st.caption(
-    signed_note
+    "**Colour scale:** "
+    + (
+        "maps in the same units share one scale per input (e.g. IG, DeepLift and GradientSHAP: logit per pixel); "
+        "a method in units of its own keeps its own scale, saturating at its 99th percentile of |value|."
+        if shared
+        else "each map on its own scale, saturating at its 99th percentile of |value| (values beyond get the end colour)."
+    )
+    + " Signed maps: red/white/blue around 0; unsigned maps: dark to bright (never red-blue)."
     + (" Overlays are drawn on a grey copy of the input." if display == "overlay" else "")
-    + (" One colour scale per input." if shared else " Each map on its own scale.")
 )
-overlays: dict[tuple[int, str], Any] = {}
+figures: dict[tuple[int, str], Any] = {}  # (input, method) -> the map with its colour bar, for the zip
+with services.model_lock(bkey):
+    ood_figures, ood_reason = ood_scores(bundle, bkey, raw)
+if ood_reason:
+    st.caption(ood_reason)
 for i, p in enumerate(inputs):
     pred = int(probs[i].argmax())
     truth = f" · true: **{info.classes[p.label]}**" if p.label is not None else ""
     mark = "" if p.label is None else (" ✓" if p.label == pred else " ✗")
-    h1, h2 = st.columns([2, 3])
-    h1.markdown(f"**{p.name}**{truth} · predicted: **{info.classes[pred]}** ({probs[i, pred]:.0%}){mark}")
-    h2.altair_chart(topk_chart(probs[i], info.classes, TOP_K, p.label), width="stretch")
-    scale = None
-    if shared:
-        scale = (
-            max(
-                (
-                    float(np.abs(r.explanation.item(i)).max())
-                    for r in results.values()
-                    if r.explanation is not None and r.explanation.item(i).size
-                ),
-                default=0.0,
-            )
-            or None
-        )
-    cols = st.columns(1 + len(chosen))
-    with cols[0]:
-        st.caption("Input")
-        if bundle.modality == "image":
-            st.image(to_pil(p.raw, 224), width="stretch")
-            if shared and scale:
-                st.image(colorbar(signed=True, scale=scale, width=200, label="shared colour scale"))
-        else:
-            st.markdown(f"> {p.raw}")
-    for j, m in enumerate(chosen):
-        r = results[m]
-        with cols[j + 1]:
-            st.caption(f"**{by_id[m].label}**")
-            e = r.explanation
-            if e is None:
-                show_error(r.error or RuntimeError("no explanation"), by_id[m].label)
-                continue
+    done = {m: r.explanation for m, r in results.items() if r.explanation is not None}
+    maps = {m: e.item(i) for m, e in done.items()}
+    scales = map_scales(maps, {m: legends[m].group for m in maps}, scale_mode)
+    with st.container(border=True):
+        with st.container(horizontal=True, gap="medium"):
             if bundle.modality == "image":
-                if display == "overlay":
-                    img = overlay(greyscale(p.raw), e.item(i), signed=by_id[m].signed, scale=scale, alpha=OVERLAY_ALPHA)
-                else:
-                    img = heatmap(e.item(i), signed=by_id[m].signed, scale=scale)
-                overlays[(i, m)] = img
-                st.image(img, width="stretch")
-            else:
-                st.markdown(
-                    highlight_tokens((e.tokens or [[]])[i], e.item(i), scale=scale, signed=by_id[m].signed),
-                    unsafe_allow_html=True,
+                st.image(to_pil(p.raw, 224), width=200)
+            with st.container(width=380):
+                if bundle.modality == "text":
+                    st.markdown(f"> {p.raw}")
+                st.markdown(f"**{p.name}**{truth} · predicted: **{info.classes[pred]}** ({probs[i, pred]:.0%}){mark}")
+                ood_hint(ood_figures[i] if ood_figures else None)
+            with st.container(width=300):
+                st.altair_chart(topk_chart(probs[i], info.classes, TOP_K, p.label), width="stretch")
+        with st.container(horizontal=True, gap="small"):
+            for m in chosen:
+                r = results[m]
+                e = r.explanation
+                if e is None:
+                    with st.container(width=CARD_WIDTH):
+                        st.caption(f"**{by_id[m].label}**")
+                        show_error(r.error or RuntimeError("no explanation"), by_id[m].label)
+                    continue
+                lg, a, scale = legends[m], maps[m], scales[m]
+                clipped = bool(np.nanmax(np.abs(a)) > scale) if a.size else False
+                note = (
+                    "shared scale: " + ", ".join(by_id[o].label for o in maps if legends[o].group == lg.group)
+                    if shared and sum(legends[o].group == lg.group for o in maps) > 1
+                    else ""
                 )
-            secs = f"{e.seconds:.2f} s" if e.seconds >= 0.01 else "<0.01 s"
-            lines = [
-                f"target {info.classes[int(e.targets[i])]} · {secs}"
-                + (f" for {len(e)} inputs" if len(e) > 1 else "")
-                + (" · cached" if r.cached else "")
-            ]
-            lines += [f"{METRICS[k][0]}: {fmt(v[i])}" for k, v in r.metrics.items() if k in METRICS]
-            lines += [f"{k}: {fmt(v[i])}" for k, v in e.diagnostics.items()]
-            st.caption("  \n".join(lines))
-            for name, msg in r.metric_errors.items():
-                st.caption(f"{name}: not computed ({msg})")
-    st.divider()
+                legend_html = colorbar_html(
+                    lg.signed,
+                    scale,
+                    lg.units,
+                    lg.meaning,
+                    value_range=(float(np.nanmin(a)), float(np.nanmax(a))) if a.size else None,
+                    clipped=clipped,
+                    note=note,
+                )
+                secs = f"{e.seconds:.2f} s" if e.seconds >= 0.01 else "<0.01 s"
+                caption = (
+                    f"target {info.classes[int(e.targets[i])]} · {secs}"
+                    + (f" for {len(e)} inputs" if len(e) > 1 else "")
+                    + (" · cached" if r.cached else "")
+                )
+                if bundle.modality == "image":
+
+                    def draw(upscale: int, m: str = m, a: Any = a, scale: float = scale, x: Any = p.raw) -> Image.Image:
+                        if display == "overlay":
+                            return overlay(
+                                greyscale(x),
+                                a,
+                                signed=legends[m].signed,
+                                scale=scale,
+                                alpha=OVERLAY_ALPHA,
+                                upscale=upscale,
+                            )
+                        return heatmap(a, signed=legends[m].signed, scale=scale, upscale=upscale)
+
+                    img = draw(DEFAULT_UPSCALE)
+                    cbar = colorbar(
+                        lg.signed,
+                        scale,
+                        width=max(img.width, 320),
+                        height=40,
+                        label=lg.units,
+                        font_size=14,
+                        clipped=clipped,
+                    )
+                    figures[(i, m)] = with_legend(img, cbar)
+                    map_card(
+                        by_id[m].label,
+                        img,
+                        legend_html,
+                        caption,
+                        large=draw(LARGE_UPSCALE),
+                        key=f"explain_card_{i}_{m}",
+                    )
+                else:
+                    tokens = highlight_tokens((e.tokens or [[]])[i], a, scale=scale, signed=lg.signed)
+                    map_card(
+                        by_id[m].label, None, legend_html, caption, tokens_html=tokens, key=f"explain_card_{i}_{m}"
+                    )
+        # One metrics table for this input, and the diagnostics behind a details panel.
+        metric_values = {
+            by_id[m].label: {k: v[i] for k, v in r.metrics.items() if k in METRICS and i < len(v)}
+            for m, r in results.items()
+            if r.explanation is not None
+        }
+        if with_metrics and any(metric_values.values()):
+            st.dataframe(metrics_table(metric_values, METRICS), width="stretch", key=f"explain_metrics_table_{i}")
+            st.caption(
+                f"↑ higher is better, ↓ lower is better, {BEST} best of these methods for this input. Deletion / insertion AUC: "
+                f"the target's probability as the most relevant pixels are removed / added ({CURVE_STEPS} steps)."
+            )
+        diagnostics = {
+            by_id[m].label: {k: v[i] for k, v in e.diagnostics.items() if i < len(v)} for m, e in done.items()
+        }
+        notes = {
+            by_id[m].label: [f"{name}: not computed ({msg})" for name, msg in r.metric_errors.items()]
+            for m, r in results.items()
+            if r.metric_errors
+        }
+        if any(diagnostics.values()) or notes:
+            with st.expander("Details: diagnostics", icon=":material/info:"):
+                st.dataframe(diagnostics_table(diagnostics, notes), hide_index=True, width="stretch")
 
 
 # ---- downloads ---------------------------------------------------------------------------------
@@ -274,7 +348,7 @@ def overlays_zip() -> bytes:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for i, p in enumerate(inputs):
             z.writestr(f"input_{i:02d}.png", png_bytes(to_pil(p.raw, 224)))
-        for (i, m), img in overlays.items():
+        for (i, m), img in figures.items():
             z.writestr(f"input_{i:02d}_{m}.png", png_bytes(img))
     return buf.getvalue()
 
@@ -289,6 +363,7 @@ def report_json() -> str:
         "dataset": info.name,
         "device": str(bundle.device),
         "target": target_name,
+        "colour_scale": SCALE_MODES[scale_mode],
         "inputs": [
             {
                 "name": p.name,
@@ -296,12 +371,23 @@ def report_json() -> str:
                 "predictions": [
                     {"class": info.classes[k], "probability": float(probs[i, k])} for k in np.argsort(-probs[i])[:TOP_K]
                 ],
+                "out_of_distribution": (
+                    {
+                        "flagged": ood_figures[i].flagged,
+                        "knn_distance": ood_figures[i].distance,
+                        "threshold": ood_figures[i].threshold,
+                        "entropy": ood_figures[i].entropy,
+                    }
+                    if ood_figures
+                    else None
+                ),
             }
             for i, p in enumerate(inputs)
         ],
         "methods": [
             {
                 **r.explanation.summary(),
+                "units": legends[m].units,
                 "metrics": {k: [clean(x) for x in v] for k, v in r.metrics.items()},
                 "metric_errors": r.metric_errors,
             }
@@ -313,10 +399,43 @@ def report_json() -> str:
     return json.dumps(report, indent=2, default=str)
 
 
-with st.expander("Downloads", icon=":material/download:"):
-    done = [(m, r.explanation) for m, r in results.items() if r.explanation is not None]
-    cols = st.columns(max(1, min(4, len(done))))
-    for j, (m, e) in enumerate(done):
+def all_zip() -> bytes:
+    """Everything in one file: the inputs, each map with its colour bar (images), the raw attributions
+    (.npy per method, or .json of word scores) and the report."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        if bundle.modality == "image":
+            for i, p in enumerate(inputs):
+                z.writestr(f"input_{i:02d}.png", png_bytes(to_pil(p.raw, 224)))
+            for (i, m), img in figures.items():
+                z.writestr(f"input_{i:02d}_{m}.png", png_bytes(img))
+        for m, r in results.items():
+            if r.explanation is None:
+                continue
+            if bundle.modality == "image":
+                z.writestr(f"{m}.npy", npy_bytes(r.explanation))
+            else:
+                z.writestr(f"{m}.json", text_scores_json(r.explanation))
+        z.writestr("explanations.json", report_json())
+    return buf.getvalue()
+
+
+finished = [(m, r.explanation) for m, r in results.items() if r.explanation is not None]
+d1, d2 = st.columns([1, 3], vertical_alignment="top")
+d1.download_button(
+    "Download all (.zip)",
+    data=all_zip,
+    file_name="explanations.zip",
+    mime="application/zip",
+    key="dl_all",
+    on_click="ignore",
+    type="primary",
+    icon=":material/download:",
+    help="inputs, every map with its colour bar (PNG), the attributions and the report",
+)
+with d2.expander("Downloads: single files", icon=":material/download:"):
+    cols = st.columns(max(1, min(4, len(finished))))
+    for j, (m, e) in enumerate(finished):
         if bundle.modality == "image":
             cols[j % len(cols)].download_button(
                 f"{by_id[m].label} (.npy)",
@@ -338,9 +457,9 @@ with st.expander("Downloads", icon=":material/download:"):
                 help="one score per word",
             )
     c1, c2 = st.columns(2)
-    if overlays:
+    if figures:
         c1.download_button(
-            "Overlays (.zip of PNGs)",
+            "Maps (.zip of PNGs with colour bars)",
             data=overlays_zip,
             file_name="overlays.zip",
             mime="application/zip",

@@ -119,3 +119,102 @@ def test_highlight_tokens_shared_scale() -> None:
     alone = highlight_tokens(["a"], [1.0])
     shared = highlight_tokens(["a"], [1.0], scale=10.0)
     assert alone != shared
+
+
+# ---- honest scales: units, groups, percentile scales, legends -------------------------------------
+def _spec(method_id: str, modality: str = "image"):
+    from xaidash.explainers import get_method
+
+    return get_method(method_id, modality)
+
+
+def test_map_legend_groups_only_maps_in_the_same_units() -> None:
+    from xaidash.explainers.render import map_legend
+
+    legend = {
+        m: map_legend(_spec(m))
+        for m in ("ig", "deeplift", "shap_gradient", "shap_kernel", "occlusion", "saliency", "gradcam", "lime")
+    }
+    assert legend["ig"].group == legend["deeplift"].group == legend["shap_gradient"].group
+    assert legend["ig"].units == "logit contribution per pixel"
+    others = ["shap_kernel", "occlusion", "saliency", "gradcam", "lime"]
+    assert len({legend[m].group for m in others} | {legend["ig"].group}) == len(others) + 1, "each in units of its own"
+    assert "superpixel" in legend["shap_kernel"].units and "probability" in legend["lime"].units
+    for m, lg in legend.items():
+        assert lg.signed == _spec(m).signed
+        if lg.signed:
+            assert "red" in lg.meaning and "blue" in lg.meaning, m
+        else:
+            assert "bright" in lg.meaning and "red" not in lg.meaning, m
+    text_ig = map_legend(_spec("ig", "text"), "text")
+    assert text_ig.units == "logit contribution per word" and text_ig.group != legend["ig"].group
+
+
+def test_map_scales_share_within_a_group_and_resist_outliers() -> None:
+    from xaidash.explainers.render import map_scales, robust_scale
+
+    rng = np.random.default_rng(0)
+    ig = rng.normal(0, 0.01, (32, 32))
+    ig[0, 0] = 5.0  # one extreme pixel
+    deeplift = rng.normal(0, 0.02, (32, 32))
+    occlusion = rng.normal(0, 0.8, (32, 32))
+    maps = {"ig": ig, "deeplift": deeplift, "occlusion": occlusion}
+    groups = {"ig": "logit|pixel|sum", "deeplift": "logit|pixel|sum", "occlusion": "occlusion"}
+    own = map_scales(maps, groups, "percentile")
+    assert own["ig"] == pytest.approx(robust_scale(ig)) and own["ig"] < 0.1, "the outlier does not set the scale"
+    assert map_scales(maps, groups, "max")["ig"] == pytest.approx(5.0)
+    shared = map_scales(maps, groups, "units")
+    assert shared["ig"] == shared["deeplift"] == pytest.approx(max(own["ig"], own["deeplift"]))
+    assert shared["occlusion"] == pytest.approx(own["occlusion"]), "occlusion's logits never set IG's scale"
+    assert map_scales({"zero": np.zeros((3, 3))})["zero"] == 1.0
+    sparse = np.zeros((10, 10))
+    sparse[0, 0] = 2.0
+    assert robust_scale(sparse) == 2.0, "a map with 99% zeros falls back to its max"
+    with pytest.raises(ExplainError, match="scale mode"):
+        map_scales(maps, groups, "bogus")  # type: ignore[arg-type]
+
+
+def test_colorbar_html_shows_range_units_and_meaning() -> None:
+    from xaidash.explainers.render import colorbar_html
+
+    html = colorbar_html(
+        True,
+        0.25,
+        "logit contribution per pixel",
+        "red = for, blue = against",
+        value_range=(-0.1, 0.4),
+        clipped=True,
+        note="shared scale: IG, DeepLift",
+    )
+    assert "≥ 0.25" in html and "≤ −0.25" in html and ">0<" in html
+    assert "logit contribution per pixel" in html and "red = for" in html and "shared scale" in html
+    assert "−0.1 … 0.4" in html
+    unsigned = colorbar_html(False, 3.0, "|∂ logit / ∂ pixel|", "<b>bright</b>")
+    assert ">0<" in unsigned and ">3<" in unsigned and "≤" not in unsigned
+    assert "&lt;b&gt;bright" in unsigned, "text is escaped"
+    # An unsigned ramp runs dark to bright (inferno), never through red-white-blue.
+    ramp = unsigned.split("linear-gradient(to right, ")[1].split(")")[0].split(", ")
+    first, last = (np.array([int(c[i : i + 2], 16) for i in (1, 3, 5)]) for c in (ramp[0], ramp[-1]))
+    assert first.sum() < 60 and last.sum() > 450
+
+
+def test_colorbar_with_a_readable_font_and_a_legend_below_the_map() -> None:
+    from xaidash.explainers.render import with_legend
+
+    small = colorbar(signed=True, scale=0.5, width=300, height=30, label="logit")
+    big = colorbar(signed=True, scale=0.5, width=300, height=30, label="logit", font_size=16, clipped=True)
+    assert big.size[0] == 300 and big.size[1] > small.size[1], "a larger font makes taller lines"
+    img = heatmap(_signed_map())
+    both = with_legend(img, big)
+    assert both.size == (300, img.height + 6 + big.height)
+    assert np.array_equal(np.asarray(both)[: img.height, (300 - img.width) // 2 :][:, : img.width], np.asarray(img))
+
+
+def test_small_maps_are_drawn_large_without_blur() -> None:
+    from xaidash.explainers.render import LARGE_UPSCALE
+
+    a = np.random.default_rng(1).normal(size=(32, 32))
+    small, large = heatmap(a), heatmap(a, upscale=LARGE_UPSCALE)
+    assert min(small.size) >= 200 and large.size == (512, 512)
+    arr = np.asarray(large)
+    assert len({tuple(px) for px in arr[:16, :16].reshape(-1, 3)}) == 1, "each source pixel one flat block"
