@@ -100,7 +100,10 @@ class TrainConfig:
         """A copy with every setting left None taken from the recipe: what a run trains with, and what the Train
         form pre-fills when the model or data set changes."""
         _, recipe = self.recipe()
-        return replace(self, **{k: getattr(recipe, k) for k in SETTINGS if getattr(self, k) is None})
+        filled = {k: getattr(recipe, k) for k in SETTINGS if getattr(self, k) is None}
+        if not self.model_options and recipe.model_options:
+            filled["model_options"] = dict(recipe.model_options)
+        return replace(self, **filled)
 
     def settings(self) -> TrainSettings:
         """The resolved settings, typed; ModelError while one is still open (call with_recipe() first)."""
@@ -438,6 +441,8 @@ def setup_run(cfg: TrainConfig, resume: str | Path | None = None) -> TrainingSes
         cfg = TrainConfig(**{**own, "epochs": cfg.epochs or own["epochs"], "device": cfg.device})
     recipe = _recorded_recipe(config) if resumed is not None and config.get("recipe") else cfg.recipe()
     cfg = cfg.with_recipe()
+    if resumed is not None:  # the model is rebuilt as it was: no recipe options added to a resumed run
+        cfg = replace(cfg, model_options=own.get("model_options") or {})
     cfg.validate()
     settings = cfg.settings()
     spec = get_spec(cfg.model)

@@ -48,10 +48,13 @@ class Recipe(TrainSettings):
 
     expected_acc: the test accuracy this recipe reached on that data where it was measured (None for
     an untested fallback); runs far below it are flagged. recommended: preselect this model for the data.
+    model_options: build options the recipe needs (e.g. minilm fine-tunes its encoder on sst2), used when the
+    user gives none; pairs, so the recipe stays hashable.
     """
 
     expected_acc: float | None = None
     recommended: bool = False
+    model_options: tuple[tuple[str, Any], ...] = ()
 
     def settings(self) -> dict[str, Any]:
         """The fields a training config takes from the recipe."""
@@ -62,12 +65,13 @@ SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(TrainSettings))
 
 
 def describe(s: TrainSettings) -> str:
-    """The settings in one line: '3 epochs, batch 128, lr 0.003, adamw, onecycle, augment shift, wd 0.05'."""
+    """The settings in one line: '3 epochs, batch 128, lr 0.003, adamw, onecycle, augment shift, weight decay 0.05'."""
     extra = [f"weight decay {s.weight_decay:g}"] if s.weight_decay else []
     extra += [f"label smoothing {s.label_smoothing:g}"] if s.label_smoothing else []
     extra += [f"at most {s.max_train_samples:,} training samples"] if s.max_train_samples else []
-    base = f"{s.epochs} epochs, batch {s.batch_size}, lr {s.lr:g}, {s.optimizer}, {s.schedule}, augment {s.augment}"
-    return ", ".join([base, *extra])
+    epochs = f"{s.epochs} epoch" + ("s" if s.epochs != 1 else "")
+    augment = [f"augment {s.augment}"] if s.augment != "none" else []
+    return ", ".join([f"{epochs}, batch {s.batch_size}, lr {s.lr:g}, {s.optimizer}, {s.schedule}", *augment, *extra])
 
 
 # Untested fallbacks for a model that declares nothing for this kind of data: moderate, stable settings.

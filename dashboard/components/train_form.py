@@ -90,9 +90,12 @@ def recipe_note(spec: ModelSpec, info: DatasetInfo) -> str:
             "settings (untested). Watch the validation curve."
         )
     where = info.name if key == info.name else f"{key} data"
+    options = ", ".join(f"`{k}={v}`" for k, v in recipe.model_options)
+    built = f" The model is built with {options}." if options else ""
     if recipe.expected_acc is None:
-        return f"Settings from **{spec.name}**'s recipe for {where} (not measured: watch the validation curve)."
-    return f"Settings from **{spec.name}**'s recipe for {where} (tested: {pct(recipe.expected_acc)} on {where})."
+        return f"Settings from **{spec.name}**'s recipe for {where} (not measured: watch the validation curve).{built}"
+    tested = f"tested: {pct(recipe.expected_acc)} on {where}"
+    return f"Settings from **{spec.name}**'s recipe for {where} ({tested}).{built}"
 
 
 def choose_dataset() -> DatasetInfo:

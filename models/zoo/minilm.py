@@ -175,12 +175,23 @@ def _fits(info: DatasetInfo) -> str | None:
 
 
 # Tested on this project's 2-core CPU; expected_acc is the test accuracy measured there (README: Recipes).
-# Only the head trains (the encoder is frozen), but every step still runs the encoder: on a CPU one pass
-# over SST-2's 67,349 phrases takes many minutes, so its recipe trains on a random 5,000.
+# On sst2 the whole encoder is fine-tuned (a frozen encoder's sentence features reach about 80%, hardly
+# more than TF-IDF + logistic regression), on a random 5,000 of the 67,349 phrases: one pass over all of
+# them costs about an hour on a CPU. On cues and sms_spam the frozen encoder's features suffice.
+FINE_TUNE = (("freeze_encoder", False),)
 RECIPES = {
-    "sst2": Recipe(epochs=2, batch_size=32, lr=5e-3, max_train_samples=5000, expected_acc=None, recommended=True),
-    "cues": Recipe(epochs=2, batch_size=32, lr=5e-3, expected_acc=None),
-    "sms_spam": Recipe(epochs=2, batch_size=32, lr=5e-3, expected_acc=None),
+    "sst2": Recipe(
+        epochs=1,
+        batch_size=32,
+        lr=6e-5,
+        weight_decay=0.01,
+        max_train_samples=5000,
+        model_options=FINE_TUNE,
+        expected_acc=0.833,
+        recommended=True,
+    ),
+    "cues": Recipe(epochs=2, batch_size=32, lr=5e-3, expected_acc=0.846),
+    "sms_spam": Recipe(epochs=2, batch_size=32, lr=5e-3, expected_acc=0.958),
     "text": Recipe(epochs=3, batch_size=32, lr=5e-3, max_train_samples=5000),
 }
 

@@ -255,12 +255,20 @@ def bag_of_words_training_data(split, max_train_samples: int) -> tuple[list[str]
     return [split.texts[i] for i in train_idx.tolist()], [int(split.labels[i]) for i in train_idx.tolist()]
 
 
-@pytest.mark.slow  # about 2 minutes: MiniLM encodes the capped training set on the CPU
+@pytest.mark.slow  # about 80 s on a quiet 2-core CPU: MiniLM's encoder is fine-tuned on 5,000 phrases
 def test_minilm_on_sst2_beats_a_bag_of_words_baseline(offline_data) -> None:
     acc, _ = train_with_defaults("sst2", "minilm")
     cap = get_spec("minilm").recipes["sst2"].max_train_samples
-    baseline = bag_of_words_accuracy("sst2", cap)
-    assert acc >= baseline + 0.03, (acc, baseline)
+    baseline = bag_of_words_accuracy("sst2", cap)  # TF-IDF + logistic regression on the same phrases
+    assert acc >= baseline + 0.04, (acc, baseline)
+    assert acc >= bag_of_words_accuracy("sst2", 0), acc  # and on all 67,349 phrases
+
+
+def test_minilm_on_sst2_fine_tunes_its_encoder() -> None:
+    cfg = TrainConfig(dataset="sst2", model="minilm").with_recipe()
+    assert cfg.model_options == {"freeze_encoder": False} and cfg.lr is not None and cfg.lr < 1e-3
+    given = TrainConfig(dataset="sst2", model="minilm", model_options={"freeze_encoder": True}).with_recipe()
+    assert given.model_options == {"freeze_encoder": True}  # the user's options win
 
 
 # ---- xaidash demo ------------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ def test_events_and_result_come_back_from_the_child() -> None:
     events: list[TrainEvent] = []
     result = train_in_process(TrainConfig(**SMALL), callbacks=[events.append])
     assert result.state == "completed" and result.epochs_done == 2 and result.kept == "weights after epoch 2 of 2"
-    assert [e.kind for e in events][0] == "start" and events[-1].kind == "end"
+    assert events[0].kind == "start" and events[-1].kind == "end"
     assert sum(e.kind == "epoch" for e in events) == 2
     (run,) = list_runs()
     assert run.id == result.run.id == events[0].run_id
