@@ -146,14 +146,15 @@ def test_train_then_explain_five_methods_in_the_browser(server: str, tmp_path: P
                 header = page.get_by_test_id("stCaptionContainer").filter(has_text=re.compile(f"^{re.escape(label)}$"))
                 sync_api.expect(header.first).to_be_visible()
             wait_idle(page)
-            # The input, its five maps and the prediction are on one row: the maps' tops are level.
+            # The five maps are at least 200 px wide, in rows that wrap (at most four a row at 1400 px).
             images = page.get_by_test_id("stImage").locator("img")
             boxes = [images.nth(i).bounding_box() for i in range(images.count())]
+            maps = [b for b in boxes if b and b["width"] > 150 and b["height"] > 150]
             rows: dict[int, int] = {}
-            for b in boxes:
-                if b and b["width"] > 80:
-                    rows[round(b["y"] / 10)] = rows.get(round(b["y"] / 10), 0) + 1
-            assert max(rows.values()) >= 1 + len(METHODS), boxes
+            for b in maps:
+                rows[round(b["y"] / 10)] = rows.get(round(b["y"] / 10), 0) + 1
+            assert all(b["width"] >= 200 for b in maps), maps
+            assert 2 <= max(rows.values()) <= 4 and sum(rows.values()) >= len(METHODS), boxes
             shots("main_4_explain_upload", height=2600)
             # The JSON report downloads with one entry per method and the predictions.
             page.get_by_text("Downloads").click()

@@ -1,0 +1,122 @@
+"""The Explain page through AppTest: colour bars with units and meaning under every map, honest shared
+scales, one metrics table per input, diagnostics in a details panel, the gallery closed once a sample is
+chosen and clickable, one Download all, and the out-of-distribution hint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+TIMEOUT = 180  # the page imports torch and captum on its first run
+
+
+def _open(run_id: str) -> AppTest:
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py"), default_timeout=TIMEOUT)
+    at.session_state["xai_selected_run"] = run_id
+    at.run()
+    at.switch_page("views/explain.py").run()
+    _ok(at)
+    return at
+
+
+def _ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def _values(elements) -> list[str]:
+    return [str(e.value) for e in elements]
+
+
+def _legends(at: AppTest) -> list[str]:
+    return [v for v in _values(at.markdown) if 'class="xai-cbar"' in v]
+
+
+def _map_captions(at: AppTest) -> dict[str, str]:
+    """method label -> the caption under its (first) map."""
+    out: dict[str, str] = {}
+    current = None
+    for c in _values(at.caption):
+        if c.startswith("**") and c.endswith("**"):
+            current = c.strip("*")
+        elif current and current not in out and c.startswith("target "):
+            out[current] = c
+    return out
+
+
+def test_maps_get_legends_units_tables_and_details(runs) -> None:
+    at = _open(runs["image"])
+    # A sample is chosen by default, so the gallery is closed and the results come first.
+    gallery = next(e for e in at.expander if e.label.startswith("Gallery"))
+    assert gallery.label == "Gallery (1 chosen)" and not gallery.proto.expanded
+    at.multiselect(key="explain_methods").set_value(["saliency", "ig", "deeplift", "occlusion"]).run()
+    _ok(at)
+
+    # Every map: a colour bar with its range, units and what the colours mean (the enlarged view repeats it).
+    legends = _legends(at)
+    assert len(legends) >= 4
+    saliency = next(v for v in legends if "∂ logit / ∂ pixel" in v)
+    assert "≤" not in saliency and "bright" in saliency and "red =" not in saliency, "unsigned: never red-blue"
+    ig = next(v for v in legends if "logit contribution per pixel" in v)
+    assert "red = raises" in ig and "blue" in ig and "this map:" in ig
+    assert any("Δ logit per region" in v for v in legends)
+    assert any("99th percentile" in c for c in _values(at.caption))
+
+    # A map's caption is its target class and time only.
+    captions = _map_captions(at)
+    assert set(captions) == {"Saliency", "Integrated Gradients", "DeepLift", "Occlusion"}
+    for text in captions.values():
+        assert text.startswith("target ") and " s" in text and "AUC" not in text and "delta" not in text
+
+    # One metrics table for the input: methods as rows, arrows in the header, the best value starred.
+    table = next(d.value for d in at.dataframe if any("Deletion AUC" in str(c) for c in d.value.columns))
+    assert list(table.index) == ["Saliency", "Integrated Gradients", "DeepLift", "Occlusion"]
+    assert "Deletion AUC ↓" in table.columns and "Insertion AUC ↑" in table.columns
+    assert sum("★" in str(v) for v in table["Deletion AUC ↓"]) >= 1
+
+    # Diagnostics behind a details panel.
+    details = next(e for e in at.expander if e.label.startswith("Details"))
+    diag = details.dataframe[0].value
+    assert "convergence_delta" in set(diag["item"])
+
+    # Shared scale: only IG and DeepLift (both logit per pixel) share one; occlusion keeps its own.
+    at.toggle(key="explain_shared").set_value(True).run()
+    _ok(at)
+    legends = _legends(at)
+    assert any("shared scale: Integrated Gradients, DeepLift" in v for v in legends)
+    assert not any("shared scale" in v for v in legends if "Δ logit per region" in v)
+    assert any("same units" in c for c in _values(at.caption))
+
+    # Downloads: one zip of everything beside the single files.
+    labels = [b.label for b in at.get("download_button")]
+    assert "Download all (.zip)" in labels and any(label.startswith("Report") for label in labels)
+
+    # The out-of-distribution hint: a warning or one line with its figures for every input.
+    hints = [v for v in _values(at.caption) + _values(at.warning) if "nearest training sample" in v]
+    assert len(hints) == 1
+
+
+def test_a_gallery_click_adds_and_removes_a_sample(runs) -> None:
+    at = _open(runs["image"])
+    at.multiselect(key="explain_methods").set_value(["saliency"]).run()
+    picks = at.multiselect(key="explain_samples_shapes__all")
+    assert picks.value == [0]
+    add = next(b for b in at.button if b.label.startswith("☐ #1 "))
+    add.click().run()
+    _ok(at)
+    assert at.multiselect(key="explain_samples_shapes__all").value == [0, 1]
+    assert len(_map_captions(at)) == 1 and sum(v.startswith("**test #") for v in _values(at.markdown)) == 2
+    remove = next(b for b in at.button if b.label.startswith("☑ #0 "))
+    remove.click().run()
+    assert at.multiselect(key="explain_samples_shapes__all").value == [1]
+
+
+def test_text_maps_get_legends_too(runs) -> None:
+    at = _open(runs["text"])
+    at.radio(key="explain_source").set_value("Type text").run()
+    at.multiselect(key="explain_methods").set_value(["saliency", "ig"]).run()
+    _ok(at)
+    legends = _legends(at)
+    assert any("logit contribution per word" in v for v in legends)
+    assert any("∂ logit / ∂ embedding" in v for v in legends)
+    assert sum("xai-tokens" in v for v in _values(at.markdown)) == 2 * 2
