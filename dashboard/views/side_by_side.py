@@ -39,7 +39,7 @@ from xaidash.models.runstore import Run
 KEY = "sbs"
 MAX_INPUTS = 4
 DEFAULT_METHODS = ("gradcam", "ig", "saliency")
-OWN_PREDICTION = "each model's own prediction"
+OWN_PREDICTION = "own prediction"
 SHARED, PER_MODEL = "shared where the units match", "per model"
 MAP_PX = 320  # small maps are enlarged by a whole factor (nearest neighbour) until they are at least this wide
 MAP_SHOWN_PX = 400  # drawn at most this wide (narrower when the column is), two maps a row: over 200 px at 1024 px
@@ -153,20 +153,23 @@ if bundle_a.has_dataset:
             st.session_state[f"{KEY}_source"] = "Test set"
             st.session_state[f"{KEY}_classes_{info.name}"] = []
             st.session_state[f"{KEY}_show"] = "all"
-            st.session_state[_pick_key(KEY, info.name, [], "all")] = differ[:MAX_INPUTS]
+            key = _pick_key(KEY, info.name, [], "all")
+            shown = [i for i in st.session_state.get(key) or [] if i in differ]
+            start = differ.index(shown[-1]) + 1 if shown else 0  # each click: the next ones, then from the start
+            st.session_state[key] = (differ[start:] if start < len(differ) else differ)[:MAX_INPUTS]
 
-        c1, c2 = st.columns([4, 1], vertical_alignment="center")
-        c1.markdown(
+        st.markdown(
             f"On the first {len(labels_test)} test samples: **A** {name_a} {acc_a:.1%} correct, "
             f"**B** {name_b} {acc_b:.1%} correct; they predict different classes for "
             f"**{len(differ)}** ({len(differ) / max(1, len(labels_test)):.1%})."
         )
-        c2.button(
+        st.button(
             "Show disagreements",
             key=f"{KEY}_disagree",
             on_click=pick_disagreements,
             disabled=not differ,
-            help=f"pick the first {MAX_INPUTS} test samples on which the models predict different classes",
+            help=f"pick {MAX_INPUTS} test samples on which the models predict different classes (the next ones on "
+            "each click)",
         )
     except Exception as e:  # noqa: BLE001 - the inputs below still work
         show_error(e, "Could not compare the models on the test split")
@@ -193,7 +196,7 @@ with st.container(border=True):
         "Target class",
         [OWN_PREDICTION, *info.classes],
         key=f"{KEY}_target_{info.name}",
-        help="the class whose evidence the maps show: each model's own predicted class, or one class for both",
+        help="the class whose evidence the maps show: each model's own predicted class, or one class for both models",
     )
     scale_mode = c2.radio(
         "Colour scale",
