@@ -1,4 +1,4 @@
-"""Drawings for the pages that inspect a model: attention grids and the head view, embedding scatter
+"""Drawings for the pages that inspect a model: attention grids (the head view is `head_view`), embedding scatter
 plots, receptive-field boxes, feature-map and filter mosaics. numpy/PIL/altair only: every number
 drawn here was computed by `models.inspect` or `explainers`.
 """
@@ -9,7 +9,8 @@ import base64
 import io
 import math
 from collections.abc import Sequence
-from typing import Any, Final
+from pathlib import Path
+from typing import Any
 
 import altair as alt
 import numpy as np
@@ -20,7 +21,6 @@ from xaidash.explainers.render import colorize, image_hwc
 
 CELL = 64  # px of one small heatmap in the layer x head grid
 GRID_ROWS_LIMIT = 60_000  # above this many cells the grid is drawn as one image, not as altair marks
-HEAD_COLOURS: Final = "category10"
 PAD = alt.AutoSizeParams(type="pad", contains="padding")  # keep the drawn size (Streamlit would shrink it to 'fit')
 
 
@@ -48,49 +48,127 @@ def attention_grid_frame(tiles: np.ndarray) -> pd.DataFrame:
     )
 
 
-def attention_grid_chart(tiles: np.ndarray, x_title: str, y_title: str) -> alt.FacetChart:
-    """Every layer x head as a small heatmap (rows: layers, columns: heads); click one to select it
-    (selection 'cell' with fields layer and head)."""
+def grid_tile_size(heads: int, tokens: int, width: int = 1100) -> int:
+    """Pixels per tile of the layer x head grid: as large as `width` allows for `heads` columns, 56 to 140."""
+    return int(max(56, min(140, width // max(1, heads) - 8)))
+
+
+def attention_grid_chart(
+    tiles: np.ndarray, x_title: str, y_title: str, scale: str = "tile", size: int | None = None
+) -> alt.FacetChart:
+    """Every layer x head as a heatmap tile (rows: layers, columns: heads) with a colour bar; click one to select
+    it (selection 'cell' with fields layer and head). scale='tile': each tile divided by its own maximum (the
+    bar runs 0 to 1 of the tile's max); scale='shared': the attention weights themselves on one scale, 0 to the
+    largest weight of the grid."""
     df = attention_grid_frame(tiles)
     pick = alt.selection_point(name="cell", fields=["layer", "head"], on="click", clear=False)
     h, w = tiles.shape[-2:]
-    size = max(40, min(CELL, 8 * max(h, w)))
+    side = size or grid_tile_size(tiles.shape[1], max(h, w))
+    bar = int(max(120, min(300, tiles.shape[0] * side)))
+    if scale == "shared":
+        top = float(tiles.max()) or 1.0
+        colour = alt.Color(
+            "weight:Q",
+            scale=alt.Scale(scheme="viridis", domain=[0, top]),
+            legend=alt.Legend(title=["attention weight", "(one scale)"], gradientLength=bar, format=".2f"),
+        )
+    else:
+        colour = alt.Color(
+            "relative:Q",
+            scale=alt.Scale(scheme="viridis", domain=[0, 1]),
+            legend=alt.Legend(title=["share of the", "tile's maximum"], gradientLength=bar, format=".1f"),
+        )
     base = (
         alt.Chart(df)
         .mark_rect()
         .encode(
             x=alt.X("col:O", axis=None, title=x_title),
             y=alt.Y("row:O", axis=None, title=y_title),
-            color=alt.Color("relative:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), legend=None),
+            color=colour,
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),
-            tooltip=["layer:O", "head:O", "row:O", "col:O", alt.Tooltip("weight:Q", format=".3f")],
+            tooltip=[
+                "layer:O",
+                "head:O",
+                "row:O",
+                "col:O",
+                alt.Tooltip("weight:Q", format=".3f"),
+                alt.Tooltip("relative:Q", format=".2f", title="share of tile max"),
+            ],
         )
-        .properties(width=size, height=size)
+        .properties(width=side, height=side)
         .add_params(pick)
     )
     return base.facet(
-        row=alt.Row("layer:O", title="layer", header=alt.Header(labelFontSize=11)),
-        column=alt.Column("head:O", title="head", header=alt.Header(labelFontSize=11)),
-        spacing=4,
+        row=alt.Row("layer:O", title="layer", header=alt.Header(labelFontSize=13, titleFontSize=13)),
+        column=alt.Column("head:O", title="head", header=alt.Header(labelFontSize=13, titleFontSize=13)),
+        spacing=6,
     )
 
 
-def attention_grid_image(tiles: np.ndarray, cell: int = 48, gap: int = 4) -> Image.Image:
-    """The same grid as one picture (for long texts, where altair would draw too many marks)."""
+def attention_grid_image(tiles: np.ndarray, cell: int = 64, gap: int = 6, shared: bool = False) -> Image.Image:
+    """The same grid as one picture (for long texts, where altair would draw too many marks): each tile divided
+    by its own maximum, or (shared) every tile by the largest weight of the grid."""
     L, H = tiles.shape[:2]
-    font = ImageFont.load_default()
-    margin = 28
+    font = _font(13)
+    margin = 34
+    top = max(float(tiles.max()), 1e-12)
     img = Image.new("RGB", (margin + H * (cell + gap), margin + L * (cell + gap)), "white")
     draw = ImageDraw.Draw(img)
     for h in range(H):
-        draw.text((margin + h * (cell + gap) + cell // 2 - 4, 6), str(h), fill="black", font=font)
+        draw.text((margin + h * (cell + gap) + cell // 2 - 4, 8), str(h), fill="black", font=font)
     for layer in range(L):
-        draw.text((6, margin + layer * (cell + gap) + cell // 2 - 6), str(layer), fill="black", font=font)
+        draw.text((8, margin + layer * (cell + gap) + cell // 2 - 7), str(layer), fill="black", font=font)
         for h in range(H):
             t = tiles[layer, h]
-            rgb = colorize(t / max(float(t.max()), 1e-12), signed=False, scale=1.0, cmap="viridis")
+            peak = top if shared else max(float(t.max()), 1e-12)
+            rgb = colorize(t / peak, signed=False, scale=1.0, cmap="viridis")
             tile = Image.fromarray((rgb * 255).astype(np.uint8)).resize((cell, cell), Image.Resampling.NEAREST)
             img.paste(tile, (margin + h * (cell + gap), margin + layer * (cell + gap)))
+    return img
+
+
+def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """DejaVu Sans (shipped with matplotlib) at `size` px, or PIL's bitmap font."""
+    try:
+        import matplotlib
+
+        return ImageFont.truetype(str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"), size)
+    except (ImportError, OSError):
+        return ImageFont.load_default()
+
+
+def _tick(v: float) -> str:
+    return "0" if v == 0 else f"{v:.3g}".replace("-", "−")
+
+
+def scale_bar(
+    low: float,
+    high: float,
+    label: str,
+    cmap: str = "viridis",
+    width: int = 320,
+    signed: bool = False,
+    clipped: bool = False,
+) -> Image.Image:
+    """A readable horizontal colour bar (DejaVu Sans 13 px): the ramp of `cmap` from `low` to `high` (through 0
+    in the middle when `signed`), the end values ('≥'/'≤' when `clipped`: values beyond get the end colour) and
+    `label` below."""
+    bar_h, font = 16, _font(13)
+    ramp = np.linspace(-1.0 if signed else 0.0, 1.0, width)
+    rgb = colorize(np.tile(ramp, (bar_h, 1)), signed=signed, scale=1.0, cmap=cmap)
+    img = Image.new("RGB", (width, bar_h + 40), "white")
+    img.paste(Image.fromarray((rgb * 255 + 0.5).astype(np.uint8)), (0, 0))
+    draw = ImageDraw.Draw(img)
+    draw.rectangle((0, 0, width - 1, bar_h - 1), outline=(150, 150, 150))
+    lo_t, hi_t = _tick(low), _tick(high)
+    if clipped:
+        hi_t, lo_t = "≥ " + hi_t, ("≤ " + lo_t) if signed else lo_t
+    ticks = [(0, lo_t), (width - 1, hi_t)] + ([(width // 2, "0")] if signed else [])
+    for x, text in ticks:
+        w = draw.textlength(text, font=font)
+        draw.text((min(max(0.0, x - w / 2), width - w), bar_h + 2), text, fill="black", font=font)
+    w = draw.textlength(label, font=font)
+    draw.text((max(0.0, width / 2 - w / 2), bar_h + 20), label, fill=(80, 80, 80), font=font)
     return img
 
 
@@ -122,73 +200,6 @@ def matrix_chart(matrix: np.ndarray, tokens: Sequence[str], title: str) -> alt.C
             tooltip=["query", "key", alt.Tooltip("weight:Q", format=".3f")],
         )
         .properties(width=size, height=size, title=title, autosize=PAD)
-    )
-
-
-def head_view_chart(
-    weights: np.ndarray, tokens: Sequence[str], heads: Sequence[int], min_weight: float = 0.05
-) -> alt.LayerChart:
-    """bertviz-style head view of one layer: tokens in two columns, a line from each token (left) to
-    each token it attends to (right), opacity = weight, one colour per head. Hover a token on the
-    left to keep only its lines. weights: (heads, T, T)."""
-    labels = list(tokens)
-    t = len(labels)
-    rows = [
-        {"head": str(h), "query": i, "key": j, "weight": float(weights[h][i, j]), "from": labels[i], "to": labels[j]}
-        for h in heads
-        for i in range(t)
-        for j in range(t)
-        if weights[h][i, j] >= min_weight
-    ]
-    lines = pd.DataFrame(rows, columns=["head", "query", "key", "weight", "from", "to"])
-    words = pd.DataFrame({"pos": list(range(t)), "token": labels})
-    hover = alt.selection_point(name="hover", fields=["query"], on="mouseover", clear="mouseout", empty=True)
-    height = max(160, 22 * t)
-    y = alt.Scale(domain=[-0.5, t - 0.5], reverse=True)
-    head_order = [str(h) for h in heads]
-    line_layer = (
-        alt.Chart(lines)
-        .mark_rule(strokeWidth=2)
-        .encode(
-            x=alt.datum(0.0, scale=alt.Scale(domain=[-0.35, 1.35]), axis=None),
-            x2=alt.datum(1.0),
-            y=alt.Y("query:Q", scale=y, axis=None),
-            y2="key:Q",
-            color=alt.Color(
-                "head:N",
-                scale=alt.Scale(scheme=HEAD_COLOURS if len(heads) <= 10 else "category20", domain=head_order),
-                title="head",
-            ),
-            opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.0, 0.95]), legend=None),
-            tooltip=["head", "from", "to", alt.Tooltip("weight:Q", format=".3f")],
-        )
-        .transform_filter(hover)
-    )
-    left = (
-        alt.Chart(words)
-        .mark_text(align="right", dx=-6, fontSize=13)
-        .encode(
-            x=alt.datum(0.0),
-            y=alt.Y("pos:Q", scale=y, axis=None),
-            text="token:N",
-            color=alt.condition(hover, alt.value("black"), alt.value("#999999")),
-        )
-        .transform_calculate(query="datum.pos")
-        .add_params(hover)
-    )
-    right = (
-        alt.Chart(words)
-        .mark_text(align="left", dx=6, fontSize=13)
-        .encode(
-            x=alt.datum(1.0),
-            y=alt.Y("pos:Q", scale=y, axis=None),
-            text="token:N",
-        )
-    )
-    return (
-        alt.layer(line_layer, left, right)
-        .properties(width=420, height=height, autosize=PAD)
-        .configure_view(strokeWidth=0)
     )
 
 

@@ -1,19 +1,21 @@
 """Attention: every layer x head for one input, one head large, the mean over heads per layer,
-attention rollout, and (text) a bertviz-style head view."""
+attention rollout, and (text) a bertviz-style head view and model view."""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
+import streamlit.components.v1 as components
 
 from xaidash.dashboard import services
+from xaidash.dashboard.components.head_view import attention_views_html
 from xaidash.dashboard.components.inputs import input_picker
 from xaidash.dashboard.components.inspect_charts import (
     GRID_ROWS_LIMIT,
     attention_grid_chart,
     attention_grid_image,
-    head_view_chart,
     matrix_chart,
+    scale_bar,
 )
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.state import require_bundle
@@ -81,24 +83,34 @@ def patch_overlay(patch_map: np.ndarray, alpha: float = 0.85):
 
 # ---- the grid --------------------------------------------------------------------------------
 st.subheader("Every layer and head")
+scale = st.radio(
+    "Colour scale of the tiles",
+    ["per tile", "shared"],
+    horizontal=True,
+    key="attention_grid_scale",
+    format_func=lambda v: {
+        "per tile": "per tile: each tile divided by its own maximum (patterns of faint heads show)",
+        "shared": "shared: the attention weights on one scale (strong heads stand out)",
+    }[v],
+)
 if vision:
     tiles = np.stack(
         [[view.patch_map(view.matrix(layer, h)) for h in range(view.heads)] for layer in range(view.layers)]
     )
     st.caption(
-        "Each tile: attention from the class token to every patch (rows and columns of the patch grid), "
-        "scaled to the tile's own maximum. Click a tile to see it large below. Overlays on the image stretch "
-        "each map from its minimum (transparent) to its maximum (opaque)."
+        "Each tile: attention from the class token to every patch, laid out as the patch grid. Click a tile to see "
+        "it large below. Overlays on the image stretch each map from its minimum (transparent) to its maximum (opaque)."
     )
 else:
     tiles = view.weights
-    st.caption(
-        "Each tile: the token x token matrix (rows attend to columns), scaled to the tile's own maximum. "
-        "Click a tile to see it large below."
-    )
+    st.caption("Each tile: the token x token matrix (rows attend to columns). Click a tile to see it large below.")
+shared = scale == "shared"
 if tiles.size <= GRID_ROWS_LIMIT:
     event = st.altair_chart(
-        attention_grid_chart(tiles, "key", "query"), on_select="rerun", selection_mode="cell", key="attention_grid"
+        attention_grid_chart(tiles, "key", "query", scale="shared" if shared else "tile"),
+        on_select="rerun",
+        selection_mode="cell",
+        key="attention_grid",
     )
     chosen = (event.selection.get("cell") or [None])[0] if event and event.selection else None
     if chosen is not None:
@@ -108,8 +120,13 @@ if tiles.size <= GRID_ROWS_LIMIT:
             st.session_state["attention_layer"] = marker[0]
             st.session_state["attention_head"] = marker[1]
 else:
+    top = float(tiles.max()) if shared else 1.0
     st.image(
-        attention_grid_image(tiles), caption="rows: layers, columns: heads (too many tokens for an interactive grid)"
+        attention_grid_image(tiles, shared=shared),
+        caption="rows: layers, columns: heads (too many tokens for an interactive grid)",
+    )
+    st.image(
+        scale_bar(0.0, top, "attention weight (one scale)" if shared else "share of each tile's maximum"), width=360
     )
 
 # ---- one head, large -------------------------------------------------------------------------
@@ -120,10 +137,6 @@ if st.session_state.get("attention_layer", 0) >= view.layers:
     st.session_state["attention_layer"] = view.layers - 1
 if st.session_state.get("attention_head", MEAN) not in (MEAN, *range(view.heads)):
     st.session_state["attention_head"] = MEAN
-if st.session_state.get("attention_hv_layer", 0) >= view.layers:
-    st.session_state["attention_hv_layer"] = view.layers - 1
-if any(h >= view.heads for h in st.session_state.get("attention_hv_heads", [])):
-    st.session_state["attention_hv_heads"] = [h for h in st.session_state["attention_hv_heads"] if h < view.heads]
 layer = c1.selectbox("Layer", list(range(view.layers)), key="attention_layer")
 head = c2.selectbox(
     "Head", [MEAN, *range(view.heads)], key="attention_head", format_func=lambda h: h if h == MEAN else f"head {h}"
@@ -187,24 +200,14 @@ with guard("Rollout"):
         st.markdown(highlight_tokens(view.tokens, view.read_row(rolled), signed=False), unsafe_allow_html=True)
         st.altair_chart(matrix_chart(rolled, view.tokens, "rollout through all layers"), width="content")
 
-# ---- head view (text) --------------------------------------------------------------------------
+# ---- head view and model view (text) -----------------------------------------------------------
 if not vision:
     st.subheader("Head view")
     st.caption(
-        "In the spirit of bertviz: each token on the left sends a line to every token it attends to on the "
-        "right; opacity is the weight, one colour per head. Hover a token on the left to keep only its lines."
+        "As in bertviz: each token on the left sends a line to every token it attends to on the right; one colour "
+        "per head, opacity = the weight (one scale, 0 to 1, for every head). Toggle heads with their coloured "
+        "squares, hover a token to isolate its links; below, the model view shows every layer x head the same way."
     )
-    c1, c2 = st.columns([1, 3])
-    hv_layer = c1.selectbox("Layer", list(range(view.layers)), index=view.layers - 1, key="attention_hv_layer")
-    heads = c2.multiselect(
-        "Heads",
-        list(range(view.heads)),
-        default=list(range(min(3, view.heads))),
-        key="attention_hv_heads",
-        help="A few heads at a time keep the lines readable.",
-    )
-    if heads:
-        with guard("Head view"):
-            st.altair_chart(head_view_chart(view.weights[hv_layer], view.tokens, heads), width="content")
-    else:
-        st.info("Pick at least one head.")
+    with guard("Head view"):  # opens on the last layer; its own menu picks another
+        page, height = attention_views_html(view.weights, view.tokens, layer=view.layers - 1)
+        components.html(page, height=height, scrolling=True)

@@ -70,13 +70,23 @@ def test_attention_vit_tiny(runs_by_model, monkeypatch):
 
 
 def test_attention_text_transformer_head_view(runs_by_model, monkeypatch):
-    at = open_page(runs_by_model["text_transformer"], "attention", monkeypatch, attention_source="Type text")
+    at = open_page(
+        runs_by_model["text_transformer"],
+        "attention",
+        monkeypatch,
+        attention_source="Type text",
+        attention_text="a <script>alert(1)</script> film",
+    )
     assert "2 layers x 4 heads" in texts(at.markdown)
     assert "Head view" in [h.value for h in at.main.subheader]
-    assert at.multiselect(key="attention_hv_heads").value == [0, 1, 2]
-    before = len(charts(at))
-    at.multiselect(key="attention_hv_heads").set_value([]).run()
-    assert "Pick at least one head." in texts(at.info) and len(charts(at)) == before - 1
+    frames = list(at.main.get("iframe"))
+    assert len(frames) == 1  # the head view and the model view, one HTML page
+    page = frames[0].proto.srcdoc
+    assert "Model view" in page and "<script>alert" not in page  # user text is escaped
+    # The grid's colour scale: per tile by default, shared on request (stated in the legend).
+    assert "tile's maximum" in str(charts(at)[0].spec)
+    at.radio(key="attention_grid_scale").set_value("shared").run()
+    assert not at.exception and "one scale" in str(charts(at)[0].spec)
 
 
 def test_attention_minilm(runs_by_model, monkeypatch):
