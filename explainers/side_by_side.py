@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from xaidash.data.registry import Split, TextSplit
 from xaidash.explainers.across_training import epoch_validation
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.registry import MethodSpec, list_methods
@@ -264,6 +265,15 @@ def disagreements(probs_a: np.ndarray, probs_b: np.ndarray) -> np.ndarray:
 def predict_both(a: ModelBundle, b: ModelBundle, raw: torch.Tensor | Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Class probabilities (N, classes) of both models for the same raw inputs."""
     return a.predict_proba(raw).numpy(), b.predict_proba(raw).numpy()
+
+
+def split_predictions(bundle: ModelBundle, split: Split, limit: int | None = None) -> np.ndarray:
+    """Class probabilities (N, classes) of one model for the first `limit` samples of a data set split (model A's
+    test split for model B, whose own data set may be none: an imported model that takes the same input)."""
+    n = len(split) if limit is None else min(len(split), limit)
+    if isinstance(split, TextSplit):
+        return bundle.predict_proba(split.texts[:n]).numpy()
+    return bundle.predict_proba(split.batch(range(n))).numpy()
 
 
 @dataclass

@@ -31,6 +31,7 @@ from xaidash.explainers.side_by_side import (
     map_units,
     partners,
     row_scale,
+    split_predictions,
     top_classes,
 )
 from xaidash.models.bundle import ModelBundle
@@ -50,6 +51,13 @@ INPUT_PX = 112
 @st.cache_resource(max_entries=3, show_spinner=False)
 def _bundle_at_epoch(key: str, path: str, epoch: int) -> ModelBundle:
     return load_choice(ModelChoice(Run(Path(path)), epoch))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _test_predictions_of_b(key: str, dataset: str, _bundle: ModelBundle) -> np.ndarray:
+    """Model B's probabilities on model A's test split (B may have no data set of its own), as the gallery's."""
+    with services.model_lock(key):
+        return split_predictions(_bundle, services.dataset_split(dataset, "test"), services.GALLERY_LIMIT)
 
 
 def choice_label(c: ModelChoice) -> str:
@@ -143,7 +151,7 @@ if bundle_a.has_dataset:
     try:
         with st.spinner("Predicting the test split with both models…"):
             probs_a_test = services.test_predictions(key_a, bundle_a)
-            probs_b_test = services.test_predictions(key_b, bundle_b)
+            probs_b_test = _test_predictions_of_b(key_b, info.name, bundle_b)
         labels_test = services.dataset_split(info.name, "test").labels[: len(probs_a_test)].numpy()
         differ = np.flatnonzero(disagreements(probs_a_test, probs_b_test)).tolist()
         acc_a = float((probs_a_test.argmax(1) == labels_test).mean())

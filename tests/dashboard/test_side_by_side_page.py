@@ -115,6 +115,31 @@ def test_two_text_models(runs, monkeypatch):
     assert "Attention (A: " in texts(at.caption)  # text_cnn has no attention
 
 
+def test_an_imported_model_without_a_data_set_beside_a_run(runs, tmp_path, monkeypatch):
+    """An imported mlp with shapes' input and classes but no data set linked: compared on A's test split."""
+    import shutil
+
+    from xaidash.data.registry import get_info
+    from xaidash.models.external.options import ImportOptions
+    from xaidash.models.external.runs import import_model
+    from xaidash.models.runstore import WEIGHTS
+
+    root = tmp_path / "runs"
+    shutil.copytree(runs["resnet"].path, root / runs["resnet"].id)
+    a = Run(root / runs["resnet"].id)
+    options = ImportOptions(
+        weights=runs["mlp"].file(WEIGHTS), input_shape=(3, 32, 32), classes=tuple(get_info("shapes").classes)
+    )
+    imported = import_model("zoo:mlp", options, root=root).run
+    assert imported.config().get("dataset") is None
+    at = open_page(a, monkeypatch)
+    assert not at.error, texts(at.error)
+    assert at.selectbox(key=f"sbs_b_{a.id}").options[0].startswith("zoo:mlp on no data set · imported")
+    md = texts(at.markdown)
+    assert "On the first" in md and "B · " in md
+    assert texts(at.caption).count("explains **") == 4
+
+
 def test_no_model_takes_the_same_input(runs, monkeypatch):
     at = open_page(runs["mnist"], monkeypatch)
     assert "No other model takes 1x28x28 images of mnist" in texts(at.info)

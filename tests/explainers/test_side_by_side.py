@@ -25,6 +25,7 @@ from xaidash.explainers.side_by_side import (
     partners,
     row_scale,
     shares_units,
+    split_predictions,
     top_classes,
 )
 from xaidash.models.runstore import WEIGHTS, Run, load_bundle
@@ -199,6 +200,14 @@ def test_scales_are_shared_only_within_a_unit():
     assert (own.a, own.b, own.shared) == (2.0, 0.2, False) and "own layer units" in own.statement
     assert row_scale(ig, a, b, want_shared=False).statement == "each model on its own scale"
     assert row_scale(ig, a, None, want_shared=True).a == 2.0  # a failed map on one side
+
+
+def test_split_predictions_of_both_modalities(runs):
+    images = load_bundle(runs["resnet"], device="cpu")
+    probs = split_predictions(images, load_split("shapes", "test"), limit=5)
+    assert probs.shape == (5, 4) and np.allclose(probs.sum(1), 1, atol=1e-5)
+    texts = load_bundle(runs["text_tf"], device="cpu")
+    assert split_predictions(texts, load_split("cues", "test"), limit=3).shape == (3, 2)
 
 
 def test_predictions_top_classes_and_disagreements():
