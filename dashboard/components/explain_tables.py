@@ -43,7 +43,7 @@ def metrics_table(
 
     A frame of strings, methods as rows in the given order, one column per metric any method has (in
     `titles`' order) headed '<title> ↑' or '↓'; the best finite value of a column is starred when two or
-    more methods have one; a metric a method lacks is '–'."""
+    more methods have one and not all tie; a metric a method lacks is '–'."""
     metrics = [k for k in titles if any(k in v for v in values.values())]
     rows: dict[str, dict[str, str]] = {m: {} for m in values}
     for k in metrics:
@@ -54,6 +54,8 @@ def metrics_table(
         if len(finite) >= 2 and better in ARROWS:
             target = max(finite.values()) if better == "higher is better" else min(finite.values())
             best = {m for m, x in finite.items() if x == target}
+            if len(best) == len(finite):  # a tie among all: nothing stands out
+                best = set()
         for m, x in col.items():
             text = fmt_number(x)
             rows[m][metric_header(title, better)] = f"{text} {BEST}" if m in best else text

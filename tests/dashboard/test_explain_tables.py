@@ -30,6 +30,8 @@ def test_metrics_table_methods_as_rows_arrows_and_best_marked() -> None:
     assert t.loc["Saliency", "Completeness gap ↓"] == "–"
     assert BEST not in t.loc["Integrated Gradients", "Completeness gap ↓"], "one value: nothing to compare"
     assert sum(BEST in v for v in t["Deletion AUC ↓"]) == 1
+    tie = metrics_table({"A": {"pointing_game": 1.0}, "B": {"pointing_game": 1.0}}, METRICS)
+    assert not any(BEST in v for v in tie["Pointing game ↑"]), "a tie among all marks nothing"
 
 
 def test_diagnostics_table_keeps_counts_integer_and_notes() -> None:
