@@ -7,12 +7,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import get_method
+from xaidash.explainers.render import robust_scale
 from xaidash.models.registry import ModelError
 from xaidash.models.runstore import Run, load_bundle, resolve_run
 
@@ -40,6 +42,17 @@ class TrainingExplanations:
     def scale(self, method: str) -> float:
         """The largest |value| of one method over every epoch: one colour scale for its row."""
         return max((e.explanations[method].max_abs() for e in self.epochs if method in e.explanations), default=0.0)
+
+    def shared_scale(self, method: str) -> float:
+        """One colour scale for a method's row, as the Explain page picks one: the high percentile of |value|
+        (`render.robust_scale`) over the maps of every epoch together (1.0 when they are all zero); values
+        beyond it saturate (see `clipped`)."""
+        values = [np.asarray(e.explanations[method].item(0)).ravel() for e in self.epochs if method in e.explanations]
+        return (robust_scale(np.concatenate(values)) if values else 0.0) or 1.0
+
+    def clipped(self, method: str) -> bool:
+        """Whether some value of the method's row lies beyond `shared_scale` (its end colours are '≥'/'≤')."""
+        return self.scale(method) > self.shared_scale(method)
 
 
 def default_methods(modality: str) -> tuple[str, ...]:

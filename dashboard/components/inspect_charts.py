@@ -275,6 +275,50 @@ def filters_as_images(weights: np.ndarray) -> tuple[np.ndarray, bool]:
     return w.sum(1), True
 
 
+def filter_grid(
+    weights: np.ndarray, cols: int = 16, cell: int | None = None, gap: int = 6, label: bool = True
+) -> tuple[Image.Image, float, bool]:
+    """First-layer filters (out, in, kh, kw) as one readable picture: each filter enlarged without blurring
+    (nearest neighbour) to `cell` px (about 56 px, at least 4 px per weight), with its index above and a thin
+    frame. Three input channels: a colour tile per filter, each channel 0.5 + 0.5 * w / s (mid-grey = 0);
+    otherwise the sum over input channels on a grey ramp (black = -s, white = +s). `s` is one scale for every
+    filter: the largest |weight|. Returns (picture, s, rgb)."""
+    w = np.asarray(weights, dtype=np.float32)
+    if w.ndim != 4:
+        raise ValueError(f"filters must be (out, in, kh, kw), got shape {w.shape}")
+    rgb = w.shape[1] == 3
+    tiles = w.transpose(0, 2, 3, 1) if rgb else w.sum(1)
+    s = float(np.abs(tiles).max()) or 1.0
+    tiles = np.clip(0.5 + 0.5 * tiles / s, 0.0, 1.0)
+    kh, kw = w.shape[2:]
+    side = cell or max(56, 4 * max(kh, kw))
+    f = max(1, side // max(kh, kw))
+    tw, th = kw * f, kh * f
+    k = len(tiles)
+    cols = max(1, min(cols, k))
+    rows = math.ceil(k / cols)
+    label_h = 16 if label else 0
+    font = _font(11)
+    img = Image.new("RGB", (cols * (tw + gap) + gap, rows * (th + gap + label_h) + gap), "white")
+    draw = ImageDraw.Draw(img)
+    for i, t in enumerate(tiles):
+        arr = (t * 255 + 0.5).astype(np.uint8)
+        tile = Image.fromarray(arr, "RGB" if rgb else "L").convert("RGB").resize((tw, th), Image.Resampling.NEAREST)
+        r, c = divmod(i, cols)
+        x, y = gap + c * (tw + gap), gap + r * (th + gap + label_h)
+        if label:
+            draw.text((x, y), str(i), fill=(90, 90, 90), font=font)
+        img.paste(tile, (x, y + label_h))
+        draw.rectangle((x - 1, y + label_h - 1, x + tw, y + label_h + th), outline=(170, 170, 170))
+    return img, s, rgb
+
+
+def filter_scale_bar(scale: float, rgb: bool, width: int = 320) -> Image.Image:
+    """The legend of `filter_grid`: a ramp from -s to +s (grey; for colour filters, per channel)."""
+    label = "weight of each colour channel (mid-grey = 0)" if rgb else "weight, summed over the input channels"
+    return scale_bar(-scale, scale, label, cmap="gray", width=width, signed=True)
+
+
 # ---- embeddings --------------------------------------------------------------------------------
 def thumbnail_url(image01: Any, max_side: int = 48) -> str:
     """A small PNG data URL of an image (C, H, W) in [0, 1], for chart tooltips."""

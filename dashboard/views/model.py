@@ -11,12 +11,21 @@ import streamlit as st
 from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import input_picker
-from xaidash.dashboard.components.inspect_charts import filters_as_images, mosaic
+from xaidash.dashboard.components.inspect_charts import filter_grid, filter_scale_bar, mosaic
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.state import pct, require_bundle
-from xaidash.explainers.across_training import TrainingExplanations, explanations_across_training
+from xaidash.explainers import methods_for
+from xaidash.explainers.across_training import TrainingExplanations, default_methods, explanations_across_training
 from xaidash.explainers.registry import get_method
-from xaidash.explainers.render import colorbar, highlight_tokens, overlay
+from xaidash.explainers.render import (
+    DEFAULT_UPSCALE,
+    OVERLAY_ALPHA,
+    colorbar_html,
+    greyscale,
+    highlight_tokens,
+    map_legend,
+    overlay,
+)
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.activations import FeatureMaps, Filters, feature_maps, first_layer_filters
 from xaidash.models.inspect.summary import ModelSummary, summarize_bundle
@@ -117,17 +126,24 @@ if bundle.modality == "image":
     except ModelError as e:
         st.info(str(e), icon=":material/block:")
     else:
-        tiles, signed = filters_as_images(filters.weights[:MAX_CHANNELS])
+        grid, weight_scale, rgb = filter_grid(
+            filters.weights[:MAX_CHANNELS], cols=16 if filters.kind == "Conv2d" else 8
+        )
         st.image(
-            mosaic(tiles, cols=16, tile=40 if filters.kind == "Conv2d" else 56, signed=signed),
+            grid,
             caption=f"{filters.path}: {filters.note}"
             + (f" (first {MAX_CHANNELS})" if len(filters.weights) > MAX_CHANNELS else "")
+            + ", enlarged without smoothing (each square is one weight). "
             + (
-                ". Grey = 0, white positive, black negative (summed over input channels)."
-                if signed
-                else ". RGB weights, mid-grey = 0."
-            ),
+                "Colour tiles: each filter's red, green and blue weights as a colour; mid-grey = 0, a bright colour "
+                "= positive weights on that channel, a dark one = negative (the filter responds to the opposite "
+                "colour)."
+                if rgb
+                else "Summed over the input channels: mid-grey = 0, white positive, black negative."
+            )
+            + f" One scale for every filter: ±{weight_scale:.3g}, the largest |weight|.",
         )
+        st.image(filter_scale_bar(weight_scale, rgb), width=320)
 else:
     st.caption("Feature maps and filters are shown for image models; this model reads token ids.")
 
@@ -147,13 +163,31 @@ if item is None:
     st.info("Pick an input above.")
     st.stop()
 epochs = [e for e, _ in checkpoints]
+usable = {m.id: m for m in methods_for(bundle)}
+preset = [m for m in default_methods(bundle.modality) if m in usable] or list(usable)[:1]
+if any(m not in usable for m in st.session_state.get("model_across_methods", [])):  # kept from another model
+    del st.session_state["model_across_methods"]
+across_methods: list[str] = st.multiselect(
+    "Methods",
+    list(usable),
+    default=preset,
+    format_func=lambda m: usable[m].label,
+    key="model_across_methods",
+    help="any method that applies to this model; Integrated Gradients runs with "
+    f"{IG_STEPS} steps here to keep one pass per epoch quick",
+)
 st.caption(
     f"{len(epochs)} checkpoint(s): epochs {', '.join(map(str, epochs))}. The input is explained with the "
     "weights after each epoch, always for the class the final model predicts (each epoch's own "
-    "prediction is in its caption). One colour scale per method across the epochs."
+    "prediction is in its caption). One colour scale per method across the epochs: the 99th percentile of "
+    "|value| over all of them (values beyond it saturate), drawn over a grey copy of the input as on the "
+    "Explain page."
 )
-default_methods = ("gradcam", "ig") if bundle.modality == "image" else ("ig",)
-key = (bundle_key, item.key, default_methods)
+if not across_methods:
+    st.info("Pick at least one method.")
+    st.stop()
+method_params = {"ig": {"steps": IG_STEPS}} if "ig" in across_methods else {}
+key = (bundle_key, item.key, tuple(across_methods))
 
 
 def explain_across_training(raw: Any) -> TrainingExplanations:
@@ -167,7 +201,7 @@ def explain_across_training(raw: Any) -> TrainingExplanations:
         result, _ = _across().get_or_compute(
             key,
             lambda: explanations_across_training(
-                run, raw, default_methods, method_params={"ig": {"steps": IG_STEPS}}, progress=show_progress
+                run, raw, across_methods, method_params=method_params, progress=show_progress
             ),
         )
     finally:
@@ -193,27 +227,33 @@ if len(shown) < len(result.epochs):
     st.caption(f"The last {len(shown)} epochs are shown.")
 for method in result.methods():
     spec = get_method(method, bundle.modality)
-    scale = result.scale(method)
+    legend = map_legend(spec, bundle.modality)
+    scale, clipped = result.shared_scale(method), result.clipped(method)
+    values = [at_epoch.explanations[method].item(0) for at_epoch in shown]
+    low = min(float(v.min()) for v in values)
+    high = max(float(v.max()) for v in values)
     st.markdown(f"**{spec.label}**")
-    if bundle.modality == "image":  # epochs side by side
-        cols = st.columns(max(len(shown), 5))  # at least five slots: a two-epoch run does not get half-page images
-        for col, at_epoch in zip(cols, shown, strict=False):  # more slots than epochs
-            cap = (
-                f"epoch {at_epoch.epoch} · val acc {pct(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
-                f"p={at_epoch.probability:.2f}"
-            )
-            col.image(
-                overlay(
-                    item.raw,
-                    at_epoch.explanations[method].item(0),
-                    signed=spec.signed,
-                    scale=scale,
-                    alpha=0.7,
-                    upscale=160,
-                ),
-                caption=cap,
-                width="stretch",
-            )
+    if bundle.modality == "image":  # epochs side by side, wrapping to rows of at most four
+        per_row = min(4, max(2, len(shown)))
+        for start in range(0, len(shown), per_row):
+            cols = st.columns(per_row)
+            for col, at_epoch in zip(cols, shown[start : start + per_row], strict=False):
+                cap = (
+                    f"epoch {at_epoch.epoch} · val acc {pct(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
+                    f"p={at_epoch.probability:.2f}"
+                )
+                col.image(
+                    overlay(
+                        greyscale(item.raw),
+                        at_epoch.explanations[method].item(0),
+                        signed=legend.signed,
+                        scale=scale,
+                        alpha=OVERLAY_ALPHA,
+                        upscale=DEFAULT_UPSCALE,
+                    ),
+                    caption=cap,
+                    width="stretch",
+                )
     else:  # a sentence needs the width: one epoch per line
         for at_epoch in shown:
             expl = at_epoch.explanations[method]
@@ -224,7 +264,18 @@ for method in result.methods():
             )
             if expl.tokens is not None:  # text explanations carry their tokens
                 right.markdown(
-                    highlight_tokens(expl.tokens[0], expl.item(0), scale=scale, signed=spec.signed),
+                    highlight_tokens(expl.tokens[0], expl.item(0), scale=scale, signed=legend.signed),
                     unsafe_allow_html=True,
                 )
-    st.image(colorbar(spec.signed, scale if scale > 0 else 1.0, label=f"{spec.label} (shared scale)"), width=256)
+    st.markdown(
+        colorbar_html(
+            legend.signed,
+            scale,
+            legend.units,
+            legend.meaning,
+            value_range=(low, high),
+            clipped=clipped,
+            note="one scale for every epoch shown (the range is over all of them)",
+        ),
+        unsafe_allow_html=True,
+    )

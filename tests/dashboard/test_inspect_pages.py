@@ -160,6 +160,13 @@ def test_model_page_resnet_small(runs_by_model, monkeypatch):
     caps = image_captions(at)
     assert "epoch 1 · val acc 50.0%" in caps and "epoch 2 · val acc 60.0%" in caps
     assert "Grad-CAM" in texts(at.markdown) and "Integrated Gradients" in texts(at.markdown)
+    # Colour bars with units and meaning under each method's row; the filters on one stated scale.
+    assert texts(at.markdown).count("xai-cbar") == 2 and "logit contribution per pixel" in texts(at.markdown)
+    assert "One scale for every filter" in image_captions(at)
+    # Any method can be chosen, not only the preset ones.
+    assert at.multiselect(key="model_across_methods").value == ["gradcam", "ig"]
+    at.multiselect(key="model_across_methods").set_value(["saliency"]).run()
+    assert not at.exception and "Saliency" in texts(at.markdown) and texts(at.markdown).count("xai-cbar") == 1
     at.selectbox(key="model_fmap_layer").set_value("layers.1.conv1").run()
     assert not at.exception
 

@@ -66,6 +66,10 @@ def test_explanations_across_training(two_epoch_run):
     # and the weights changed between the epochs
     assert not np.allclose(result.epochs[0].explanations["ig"].item(0), result.epochs[1].explanations["ig"].item(0))
     assert result.scale("ig") >= max(e.explanations["ig"].max_abs() for e in result.epochs) > 0
+    # The page's colour scale: the 99th percentile of |value| over every epoch's map, as on the Explain page.
+    every = np.concatenate([np.abs(e.explanations["ig"].item(0)).ravel() for e in result.epochs])
+    assert result.shared_scale("ig") == pytest.approx(float(np.percentile(every, 99, method="higher")))
+    assert result.clipped("ig") == (result.scale("ig") > result.shared_scale("ig"))
     one = explanations_across_training(run, image, methods=["gradcam"], target=0, epochs=[2], device="cpu")
     assert [e.epoch for e in one.epochs] == [2] and one.target == 0
     with pytest.raises(ExplainError, match="no checkpoint for epoch 5"):
