@@ -18,6 +18,7 @@ from xaidash.data.registry import Split, TextSplit
 from xaidash.explainers.across_training import epoch_validation
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.registry import MethodSpec, list_methods
+from xaidash.explainers.render import map_legend, robust_scale
 from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runstore import WEIGHTS, Run, list_runs, load_bundle
@@ -186,37 +187,20 @@ def common_methods(a: ModelBundle, b: ModelBundle) -> tuple[list[MethodSpec], di
 
 def shares_units(spec: MethodSpec) -> bool:
     """Whether one method's maps of two models that take the same input are in the same units, so one colour
-    scale compares like with like: the change of the explained output (logit or probability) per input
-    element, or attention weights. CAM maps are in units of a hidden layer's activations, which differ from
-    one model (and one layer) to the next."""
-    return spec.family != "cam"
-
-
-def map_units(spec: MethodSpec) -> str:
-    """The unit of a method's map values, for colour bar labels."""
-    if spec.family == "cam":
-        return "layer relevance"
-    if spec.output == "attention":
-        return "attention weight"
-    out = "probability" if spec.output == "probability" else "logit"
-    if spec.completeness is None and spec.family == "gradient":
-        return f"{out} gradient"  # saliency, SmoothGrad, guided backprop: sensitivities, not shares of the output
-    return out
-
-
-def colour_meaning(spec: MethodSpec) -> str:
-    """What the colours of this method's maps mean, in one line."""
-    if spec.signed:
-        return "red = evidence for the explained class, blue = against, white = none"
-    if spec.output == "attention":
-        return "bright = much attention, dark = little"
-    return "bright = strong evidence (magnitude only), dark = none"
+    scale compares like with like: values that add up to the explained output (IG, DeepLift, SHAP), changes of
+    that output when a region is hidden (occlusion, LIME), its sensitivity to each input element (saliency),
+    or attention weights. Maps in relative units (the CAM family's weighted activations of each model's own
+    layer; signed gradient heuristics) get one scale per model: `render.map_legend` says 'relative units'."""
+    if spec.output == "attention" or spec.completeness is not None or spec.family == "perturbation":
+        return True
+    return spec.family == "gradient" and not spec.signed
 
 
 @dataclass(frozen=True)
 class RowScale:
-    """The colour scale of one (input, method) row: the value with the strongest colour for model A's map and
-    for model B's, whether they share it, and a sentence stating it."""
+    """The colour scale of one (input, method) row: the value that gets the strongest colour for model A's map
+    and for model B's (as the Explain page: a map's 99th percentile of |value|, so a few extreme values do not
+    wash out the rest), whether they share it, and a sentence stating it."""
 
     a: float
     b: float
@@ -224,27 +208,26 @@ class RowScale:
     statement: str
 
 
-def _max_abs(values: np.ndarray | None) -> float:
-    if values is None or not np.size(values):
-        return 0.0
-    finite = np.abs(np.asarray(values, dtype=np.float64))
-    finite = finite[np.isfinite(finite)]
-    return float(finite.max()) if finite.size else 0.0
+def _own_scale(values: np.ndarray | None) -> float:
+    return 0.0 if values is None or not np.size(values) else robust_scale(values)
 
 
-def row_scale(spec: MethodSpec, map_a: np.ndarray | None, map_b: np.ndarray | None, want_shared: bool) -> RowScale:
-    """One scale for both maps when asked and their units match (`shares_units`), else one per model.
-    A zero scale (an all-zero map) is returned as 0; renderers draw such a map in the centre colour."""
-    sa, sb = _max_abs(map_a), _max_abs(map_b)
-    unit = map_units(spec)
+def row_scale(
+    spec: MethodSpec, map_a: np.ndarray | None, map_b: np.ndarray | None, want_shared: bool, modality: str = "image"
+) -> RowScale:
+    """One scale for both maps when asked and their units match (`shares_units`), else one per model (a map
+    that failed is None). A zero scale (an all-zero map) is returned as 0; renderers draw such a map in the
+    centre colour."""
+    sa, sb = _own_scale(map_a), _own_scale(map_b)
+    units = map_legend(spec, modality).units
     if want_shared and shares_units(spec):
         s = max(sa, sb)
-        statement = f"one scale for both models ({unit}, ±{s:.3g})"
+        statement = f"one scale for both models ({units}, ±{s:.3g})"
         weaker, small = ("B", sb) if sb < sa else ("A", sa)
         if s > 0 and small < FAINT * s:
             statement += f"; model {weaker}'s map reaches {small / s:.0%} of it (per model shows its pattern)"
         return RowScale(s, s, True, statement)
-    why = " (CAM maps are in each model's own layer units)" if want_shared and not shares_units(spec) else ""
+    why = f" ({units}: not comparable between models)" if want_shared and not shares_units(spec) else ""
     return RowScale(sa, sb, False, f"each model on its own scale{why}")
 
 

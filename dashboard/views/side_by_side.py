@@ -19,16 +19,22 @@ from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle, run_label
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.registry import MethodSpec
-from xaidash.explainers.render import OVERLAY_ALPHA, colorbar, greyscale, heatmap, highlight_tokens, overlay
+from xaidash.explainers.render import (
+    OVERLAY_ALPHA,
+    colorbar_html,
+    greyscale,
+    heatmap,
+    highlight_tokens,
+    map_legend,
+    overlay,
+)
 from xaidash.explainers.side_by_side import (
     ModelChoice,
-    colour_meaning,
     common_methods,
     disagreements,
     explain_one,
     input_spec,
     load_choice,
-    map_units,
     partners,
     row_scale,
     split_predictions,
@@ -44,7 +50,6 @@ OWN_PREDICTION = "own prediction"
 SHARED, PER_MODEL = "shared where the units match", "per model"
 MAP_PX = 320  # small maps are enlarged by a whole factor (nearest neighbour) until they are at least this wide
 MAP_SHOWN_PX = 400  # drawn at most this wide (narrower when the column is), two maps a row: over 200 px at 1024 px
-BAR_PX = 220  # narrower than a map column at 1024 px, so the colour bar's numbers are never shrunk
 INPUT_PX = 112
 
 
@@ -211,7 +216,8 @@ with st.container(border=True):
         [SHARED, PER_MODEL],
         key=f"{KEY}_scale",
         help="shared: model A's and model B's map of one input and method on one scale when the method's values "
-        "are in the same units for both (logit, probability, attention); CAM maps always get one scale per model",
+        "are in the same units for both (e.g. logit contribution per pixel, attention weight); maps in relative "
+        "units (the CAM family, guided backprop) always get one scale per model",
     )
     display = "tokens"
     if bundle_a.modality == "image":
@@ -273,9 +279,10 @@ st.caption(
     ("Overlays are drawn on a grey copy of the input. " if display == "overlay" else "")
     + (
         "Colour scale: model A's and model B's map of one row share one scale where the method's values are in the "
-        "same units; otherwise (and always for CAM maps) each map has its own. Each row states which."
+        "same units for both; otherwise (CAM maps, other relative units) each map has its own. Scales saturate at "
+        "the 99th percentile of |value| (≥ on the bar when values go beyond). Each row states its scale."
         if scale_mode == SHARED
-        else "Colour scale: each map on its own scale (its largest |value|), stated under it."
+        else "Colour scale: each map on its own scale (its 99th percentile of |value|), stated under it."
     )
 )
 
@@ -301,9 +308,20 @@ def draw_map(spec: MethodSpec, p: PickedInput, e: Explanation, i: int, scale: fl
         st.markdown(
             highlight_tokens((e.tokens or [[]])[i], values, scale=s, signed=spec.signed), unsafe_allow_html=True
         )
-    st.image(colorbar(signed=spec.signed, scale=scale, width=BAR_PX, label=f"{map_units(spec)} · model {who}"))
-    lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
-    st.caption(f"explains **{info.classes[int(e.targets[i])]}** · values {lo:.3g} … {hi:.3g}")
+    legend = map_legend(spec, bundle_a.modality)
+    finite = values[np.isfinite(values)] if values.size else values
+    with st.container(width=MAP_SHOWN_PX):
+        st.html(
+            colorbar_html(
+                spec.signed,
+                scale,
+                legend.units,
+                value_range=(float(finite.min()), float(finite.max())) if finite.size else None,
+                clipped=bool(finite.size and np.abs(finite).max() > scale > 0),
+                note=f"model {who}",
+            )
+        )
+    st.caption(f"explains **{info.classes[int(e.targets[i])]}**")
 
 
 for i, p in enumerate(inputs):
@@ -335,10 +353,11 @@ for i, p in enumerate(inputs):
                 ea.item(i) if ea is not None else None,
                 eb.item(i) if eb is not None else None,
                 scale_mode == SHARED,
+                bundle_a.modality,
             )
             st.divider()
             st.markdown(f"**{spec.label}** · scale: {rs.statement}")
-            st.caption(f"{colour_meaning(spec)}.")
+            st.caption(f"{map_legend(spec, bundle_a.modality).meaning}.")
             ca, cb = st.columns(2)
             for col, expl, failure, scale, who in ((ca, ea, err_a, rs.a, "A"), (cb, eb, err_b, rs.b, "B")):
                 with col:

@@ -68,9 +68,12 @@ def test_two_image_models_row_by_row(runs, monkeypatch):
     assert "Attention rollout (neither: the model exposes no global attention weights" in texts(at.caption)
     captions = texts(at.caption)
     assert captions.count("explains **") == 4  # 1 input x 2 methods x 2 models
-    assert md.count("· scale: one scale for both models (logit") == 2  # IG: logit; saliency: logit gradient
-    # the gallery's page, the input, 2 x (map + colour bar) per method row
-    assert len(at.main.get("image")) == GALLERY_PAGE + 1 + 2 * 2 * 2
+    assert md.count("· scale: one scale for both models (logit contribution per pixel, ±") == 1  # IG
+    assert md.count("· scale: one scale for both models (|∂ logit / ∂ pixel|, ±") == 1  # saliency
+    # the gallery's page, the input, 2 maps per method row, each with its colour bar
+    assert len(at.main.get("image")) == GALLERY_PAGE + 1 + 2 * 2
+    bars = [str(h.proto.body) for h in at.main.get("html") if "xai-cbar" in str(h.proto.body)]
+    assert len(bars) == 4 and all("logit" in b for b in bars) and sum("model B" in b for b in bars) == 2
     assert len(at.main.get("vega_lite_chart")) == 2  # both models' top classes
     assert "A · resnet_small" in md and "B · mlp" in md
 
@@ -87,7 +90,8 @@ def test_this_run_at_an_epoch_with_grad_cam(runs, monkeypatch):
     assert not at.exception and not at.error, texts(at.error)
     md, captions = texts(at.markdown), texts(at.caption)
     assert "B · resnet_small at epoch 1" in md
-    assert "scale: each model on its own scale (CAM maps are in each model's own layer units)" in md
+    assert "scale: each model on its own scale (relevance from weighted activations (logit, relative units): " in md
+    assert "not comparable between models)" in md
     assert captions.count("explains **") == 2
 
 

@@ -11,7 +11,8 @@ import torch
 from inspect_runs import make_run
 
 from xaidash.data.registry import load_split
-from xaidash.explainers.registry import get_method
+from xaidash.explainers.registry import get_method, list_methods
+from xaidash.explainers.render import map_legend
 from xaidash.explainers.side_by_side import (
     ModelChoice,
     common_methods,
@@ -21,7 +22,6 @@ from xaidash.explainers.side_by_side import (
     incompatibility,
     input_spec,
     load_choice,
-    map_units,
     partners,
     row_scale,
     shares_units,
@@ -183,23 +183,33 @@ def test_text_models_side_by_side(runs):
 
 
 def test_scales_are_shared_only_within_a_unit():
-    ig, gradcam = get_method("ig", "image"), get_method("gradcam", "image")
-    assert shares_units(ig) and not shares_units(gradcam) and shares_units(get_method("attention", "text"))
+    ig, gradcam, saliency = (get_method(m, "image") for m in ("ig", "gradcam", "saliency"))
+    assert shares_units(ig) and shares_units(saliency) and shares_units(get_method("occlusion", "image"))
+    assert shares_units(get_method("attention", "text")) and shares_units(get_method("lime", "text"))
+    assert not shares_units(gradcam) and not shares_units(get_method("guided_backprop", "image"))
     a, b = np.array([[0.5, -2.0]]), np.array([[0.1, 0.2]])
     shared = row_scale(ig, a, b, want_shared=True)
     assert (shared.a, shared.b, shared.shared) == (2.0, 2.0, True)
-    assert (
-        shared.statement
-        == "one scale for both models (logit, ±2); model B's map reaches 10% of it (per model shows its pattern)"
+    assert shared.statement == (
+        "one scale for both models (logit contribution per pixel, ±2); "
+        "model B's map reaches 10% of it (per model shows its pattern)"
     )
-    assert row_scale(ig, a, 1.5 * a, want_shared=True).statement == "one scale for both models (logit, ±3)"
-    saliency = get_method("saliency", "image")
-    assert row_scale(saliency, a, a, want_shared=True).statement == "one scale for both models (logit gradient, ±2)"
-    assert map_units(gradcam) == "layer relevance" and map_units(get_method("attention", "text")) == "attention weight"
+    assert row_scale(ig, a, 1.5 * a, want_shared=True).statement.endswith("per pixel, ±3)")
+    assert "|∂ logit / ∂ pixel|, ±2" in row_scale(saliency, a, a, want_shared=True).statement
+    text = row_scale(get_method("ig", "text"), a, a, want_shared=True, modality="text")
+    assert "logit contribution per word" in text.statement
     own = row_scale(gradcam, a, b, want_shared=True)
-    assert (own.a, own.b, own.shared) == (2.0, 0.2, False) and "own layer units" in own.statement
+    assert (own.a, own.b, own.shared) == (2.0, 0.2, False)
+    assert own.statement.startswith("each model on its own scale (relevance from weighted activations")
+    assert own.statement.endswith("not comparable between models)")
     assert row_scale(ig, a, b, want_shared=False).statement == "each model on its own scale"
     assert row_scale(ig, a, None, want_shared=True).a == 2.0  # a failed map on one side
+    for spec in list_methods():  # shared exactly where the Explain page's legend gives absolute units
+        for modality in spec.modalities:
+            assert shares_units(spec) == ("relative units" not in map_legend(spec, modality).units), spec.id
+    # the 99th percentile, as on the Explain page: one extreme value does not set the scale
+    spiky = np.concatenate([np.full(999, 0.1), [50.0]])
+    assert row_scale(ig, spiky, spiky, want_shared=False).a == pytest.approx(0.1)
 
 
 def test_split_predictions_of_both_modalities(runs):
