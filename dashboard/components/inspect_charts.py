@@ -231,6 +231,50 @@ def heat_image(values: np.ndarray, min_side: int = 224, cmap: str = "inferno") -
     return upscaled(rgb, min_side)
 
 
+def erf_profile_chart(
+    trained: np.ndarray, random: np.ndarray, width: int, box: tuple[int, int] | None = None
+) -> alt.LayerChart:
+    """One row of the two effective-field maps (each scaled to its own peak) over the image's columns: the
+    x axis runs exactly over the image (0 to width - 1, no padding beyond it), y from 0 to 1, and the
+    theoretical box's columns (`box`: first, last) are shaded."""
+    cols = np.arange(width)
+    df = pd.DataFrame(
+        {
+            "column": np.concatenate([cols, cols]),
+            "relative gradient": np.concatenate([np.asarray(trained, float), np.asarray(random, float)]),
+            "weights": ["trained"] * width + ["random"] * width,
+        }
+    )
+    x = alt.X(
+        "column:Q",
+        scale=alt.Scale(domain=[0, width - 1], nice=False, zero=False),
+        axis=alt.Axis(title="image column (pixels)", tickMinStep=1, format="d"),
+    )
+    lines = (
+        alt.Chart(df)
+        .mark_line(point=alt.OverlayMarkDef(size=18))
+        .encode(
+            x=x,
+            y=alt.Y("relative gradient:Q", scale=alt.Scale(domain=[0, 1]), title="share of the map's peak"),
+            color=alt.Color(
+                "weights:N", scale=alt.Scale(domain=["trained", "random"], range=["#d62728", "#7f7f7f"]), title=None
+            ),
+            tooltip=["weights", "column", alt.Tooltip("relative gradient:Q", format=".3f")],
+        )
+    )
+    layers: list[Any] = []
+    if box is not None:
+        lo, hi = max(0, box[0]), min(width - 1, box[1])
+        band = pd.DataFrame({"from": [lo - 0.5 if lo > 0 else 0], "to": [hi + 0.5 if hi < width - 1 else width - 1]})
+        layers.append(
+            alt.Chart(band)
+            .mark_rect(color="#00e5ff", opacity=0.15)
+            .encode(x=alt.X("from:Q", scale=alt.Scale(domain=[0, width - 1], nice=False)), x2="to:Q")
+        )
+    layers.append(lines)
+    return alt.LayerChart(layer=layers).properties(height=240)
+
+
 def mosaic(
     maps: np.ndarray,
     cols: int = 8,

@@ -3,13 +3,12 @@ input image, and the effective receptive field (input gradients) for trained and
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.inputs import input_picker, stop_without_dataset
-from xaidash.dashboard.components.inspect_charts import draw_box, heat_image, upscaled
+from xaidash.dashboard.components.inspect_charts import draw_box, erf_profile_chart, heat_image, scale_bar, upscaled
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.state import require_bundle
 from xaidash.explainers.effective_receptive_field import ERF, bundle_erf
@@ -130,6 +129,11 @@ for column, random_weights in zip(cols, (False, True), strict=True):
             caption=f"{erf.weights} weights · {erf.samples} images · box: theoretical field",
             width=320,
         )
+        peak = float(erf.map.max())
+        st.image(
+            scale_bar(0.0, peak, "mean |∂ unit / ∂ pixel|, 0 to this map's peak", cmap="inferno", width=320),
+            width=320,
+        )
         support = erf.support(0.05)
         norm = erf.normalized()
         inside = erf.fraction_inside(box)
@@ -142,8 +146,8 @@ with guard("Profile"):
     trained = _erf(bundle_key, bundle, path, (row, col), n, False).normalized()
     rand = _erf(bundle_key, bundle, path, (row, col), n, True).normalized()
     r = (box[0] + box[2]) // 2
-    profile = pd.DataFrame({"column": np.arange(w), "trained": trained[r], "random": rand[r]}).melt(
-        "column", var_name="weights", value_name="relative gradient"
+    st.altair_chart(erf_profile_chart(trained[r], rand[r], w, (box[1], box[3])), width="stretch")
+    st.caption(
+        f"Row {r} through the centre of the box, across the whole {w}-pixel width of the image; each map scaled "
+        "to its own peak (the colour bars above give the peaks). Shaded: the theoretical field's columns."
     )
-    st.line_chart(profile, x="column", y="relative gradient", color="weights", height=220)
-    st.caption(f"Row {r} through the centre of the box, each map scaled to its own peak.")

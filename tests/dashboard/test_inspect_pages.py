@@ -3,6 +3,7 @@ on runs written by `inspect_runs.make_run` (no training: the pages only read run
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,11 @@ def test_receptive_fields_resnet_small(runs_by_model, monkeypatch):
     assert (
         caps.count("100.0% of the gradient inside the box") == 2
     )  # the effective field never leaves the theoretical one
+    # The profile's x axis is the image's columns and nothing beyond; the maps have colour bars.
+    profile = json.loads(charts(at)[-1].proto.spec)
+    domains = [lay["encoding"]["x"]["scale"]["domain"] for lay in profile["layer"]]
+    assert all(d == [0, 31] for d in domains)
+    assert len([im for im in at.main.get("image") if not im.captions or not im.captions[0]]) >= 2  # two bars
     at.selectbox(key="rf_layer").set_value("stem.0").run()
     assert not at.exception and "Box rows 15–17, columns 15–17" in texts(at.caption)
 
