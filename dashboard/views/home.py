@@ -1,6 +1,9 @@
-"""Home: what xaidash does, the quick start (train the demo models with one button), the runs, the data sets."""
+"""Home: what xaidash does, the quick start (train the demo models with one button), every page, the runs,
+the data sets."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -10,7 +13,7 @@ from xaidash.dashboard.components.quickstart import quickstart_panel
 from xaidash.dashboard.components.runs_table import runs_table
 from xaidash.dashboard.errors import guard
 from xaidash.data.catalogue import datasets_table
-from xaidash.data.paths import data_root
+from xaidash.data.paths import data_root, offline
 from xaidash.models.runstore import list_runs, runs_root
 
 st.title("xaidash")
@@ -48,6 +51,53 @@ with c3:
     st.page_link("views/compare.py", label="Compare methods", icon=":material/leaderboard:")
 
 
+VIEWS = Path(__file__).resolve().parent
+# Every other page of the menu (dashboard/nav.py), with a line on what it is for: (file, label, icon, what).
+MORE_PAGES: tuple[tuple[str, str, str, str], ...] = (
+    ("import_model.py", "Import", ":material/upload:", "bring your own PyTorch or Hugging Face model"),
+    (
+        "side_by_side.py",
+        "Side by side",
+        ":material/compare:",
+        "two models' predictions and maps for the same inputs, row by row",
+    ),
+    (
+        "attention.py",
+        "Attention",
+        ":material/visibility:",
+        "every layer and head of a transformer, head and model view",
+    ),
+    (
+        "receptive_fields.py",
+        "Receptive fields",
+        ":material/filter_center_focus:",
+        "which pixels a unit can see, and which it actually uses",
+    ),
+    (
+        "embeddings.py",
+        "Embeddings",
+        ":material/scatter_plot:",
+        "the test set in the model's feature space (PCA, t-SNE, UMAP)",
+    ),
+    (
+        "model.py",
+        "Model",
+        ":material/account_tree:",
+        "architecture, feature maps, filters, explanations across training",
+    ),
+)
+
+st.markdown("**Look inside a model**")
+more = st.columns(3)
+for i, (file, label, icon, what) in enumerate(MORE_PAGES):
+    with more[i % 3]:
+        if (VIEWS / file).exists():
+            st.page_link(f"views/{file}", label=label, icon=icon)
+        else:  # a page being added: named, not linked
+            st.markdown(f"**{label}**")
+        st.caption(what)
+
+
 def runs_panel() -> None:
     with guard("Listing runs"):
         if runs_table("home_runs_table", services.job_manager().current()) is None and not list_runs():
@@ -71,5 +121,10 @@ with guard("Listing data sets"):
     if missing:
         st.caption(
             f"{', '.join(missing)}: not under the data root `{data_root()}` (set XAIDASH_DATA). "
-            "They download on first use when the machine is online."
+            + (
+                "Downloads are off (XAIDASH_OFFLINE or HF_HUB_OFFLINE is set): copy their files into that folder "
+                "to use them; the built-in data sets work as they are."
+                if offline()
+                else "They download on first use."
+            )
         )
