@@ -317,20 +317,5 @@ def test_demo_stops_cleanly_on_ctrl_c_and_skips_the_rest(monkeypatch, capsys) ->
     assert f"run {run.id}" in out and "stopped" in out and "demo: 1 of 2 runs in" in out
 
 
-@pytest.mark.slow  # about 2 minutes on a quiet 2-core CPU: the three quick-start runs with their recipes
-def test_demo_trains_the_quick_start_runs_to_their_targets(capsys) -> None:
-    from xaidash.models.demo import DEMO_RUNS
-
-    start = time.perf_counter()
-    assert main(["demo", "--quiet"]) == 0
-    seconds = time.perf_counter() - start
-    out = capsys.readouterr().out
-    runs = {r.config()["model"]: r for r in list_runs()}
-    assert sorted(runs) == sorted(model for _, model in DEMO_RUNS)
-    targets = {"resnet_small": 0.97, "vit_tiny": 0.95, "text_transformer": 0.97}  # the figures
-    for model, target in targets.items():
-        summary = runs[model].summary()
-        assert summary["state"] == "completed" and summary["test_acc"] >= target, (model, summary["test_acc"])
-        assert runs[model].id in out and runs[model].config()["recipe"]["expected_acc"] is not None
-    assert "demo: 3 of 3 runs in" in out
-    assert seconds < 600, seconds  # under 3 minutes when the machine is quiet (README); a hang fails here
+# The demo's accuracy targets are checked where a new user meets them: the quick-start button in
+# tests/dashboard/test_train_browser.py trains the real demo runs and checks each against the figures.
