@@ -130,7 +130,7 @@ with st.container(border=True):
         help="the class whose evidence the maps show",
     )
     shared = c3.toggle(
-        "Shared scale (same units only)",
+        "Shared scale per unit",
         key="explain_shared",
         help="maps of an input whose values are in the same units (e.g. IG, DeepLift and GradientSHAP: logit "
         "per pixel) share one colour scale; a method in units of its own keeps its own. Off: each map on its "
@@ -225,7 +225,7 @@ for i, p in enumerate(inputs):
         with st.container(horizontal=True, gap="medium"):
             if bundle.modality == "image":
                 st.image(to_pil(p.raw, 224), width=200)
-            with st.container(width=380):
+            with st.container(width=300):
                 if bundle.modality == "text":
                     st.markdown(f"> {p.raw}")
                 st.markdown(f"**{p.name}**{truth} · predicted: **{info.classes[pred]}** ({probs[i, pred]:.0%}){mark}")
@@ -421,8 +421,8 @@ def all_zip() -> bytes:
 
 
 finished = [(m, r.explanation) for m, r in results.items() if r.explanation is not None]
-d1, d2 = st.columns([1, 3], vertical_alignment="top")
-d1.download_button(
+downloads = st.container(horizontal=True, vertical_alignment="top")
+downloads.download_button(
     "Download all (.zip)",
     data=all_zip,
     file_name="explanations.zip",
@@ -433,7 +433,7 @@ d1.download_button(
     icon=":material/download:",
     help="inputs, every map with its colour bar (PNG), the attributions and the report",
 )
-with d2.expander("Downloads: single files", icon=":material/download:"):
+with downloads.expander("Downloads: single files", icon=":material/download:"):
     cols = st.columns(max(1, min(4, len(finished))))
     for j, (m, e) in enumerate(finished):
         if bundle.modality == "image":
