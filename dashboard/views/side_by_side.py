@@ -303,14 +303,16 @@ def draw_map(spec: MethodSpec, p: PickedInput, e: Explanation, i: int, scale: fl
             img = overlay(greyscale(p.raw), values, signed=spec.signed, scale=s, alpha=OVERLAY_ALPHA, upscale=MAP_PX)
         else:
             img = heatmap(values, signed=spec.signed, scale=s, upscale=MAP_PX)
-        st.image(img, width=min(img.width, MAP_SHOWN_PX))
+        shown = min(img.width, MAP_SHOWN_PX)
+        st.image(img, width=shown)
     else:
+        shown = MAP_SHOWN_PX
         st.markdown(
             highlight_tokens((e.tokens or [[]])[i], values, scale=s, signed=spec.signed), unsafe_allow_html=True
         )
     legend = map_legend(spec, bundle_a.modality)
     finite = values[np.isfinite(values)] if values.size else values
-    with st.container(width=MAP_SHOWN_PX):
+    with st.container(width=shown):  # the colour bar as wide as its map
         st.html(
             colorbar_html(
                 spec.signed,

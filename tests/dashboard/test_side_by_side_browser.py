@@ -69,6 +69,7 @@ def test_side_by_side_maps_are_readable_at_1440_and_1024(tmp_path: Path, serve_a
                 assert all(im["shown"][0] >= 200 for im in maps), (width, maps)
                 bars = page.evaluate(BARS)
                 assert len(bars) == 4 and all(b["width"] >= 200 for b in bars), (width, bars)
+                assert [round(b["width"]) for b in bars] == [round(m["shown"][0]) for m in maps], (bars, maps)
                 assert all("model A" in b["text"] or "model B" in b["text"] for b in bars), bars
                 page.close()
         finally:
