@@ -76,11 +76,11 @@ def _na_reason(bundle: ModelBundle, method: str, metric: str, errors: dict[str, 
     if f"{method}: {metric}" in errors:
         return "n/a: it failed (see the message above)"
     if metric == "completeness_gap":
-        return "n/a: the method declares nothing its attributions add up to"
+        return "n/a: no declared total"
     if metric in ("pointing_game", "energy_in_mask"):
-        return "n/a: no object masks for these inputs"
+        return "n/a: no object masks"
     if metric in ("rationale_pointing", "rationale_energy"):
-        return "n/a: no rationales for these inputs"
+        return "n/a: no rationales"
     return f"n/a: does not apply to {method} on {bundle.modality} inputs"
 
 

@@ -138,9 +138,7 @@ def metric_spread_charts(
         layers.append(base.mark_rule(strokeWidth=2.5).encode(x=alt.X("low:Q", title=None), x2="high:Q"))
         layers.append(base.mark_tick(thickness=3, size=16).encode(x="mean:Q"))
         chart = alt.LayerChart(layer=layers).properties(
-            title=alt.TitleParams(
-                f"{title} {arrow(better)}".strip(), subtitle=f"{better}; dots: inputs; bar: 95% interval of the mean"
-            ),
+            title=alt.TitleParams(f"{title} {arrow(better)}".strip(), subtitle=f"{better} · bar: 95% CI of the mean"),
             height=alt.Step(26),
         )
         charts.append(chart)

@@ -197,7 +197,8 @@ if any(c in result.metrics for c in ("pointing_game", "rationale_pointing")):
 if "completeness_gap" in result.metrics:
     notes.append(
         "Completeness gap: |sum of attributions − (f(x) − f(reference))| / |f(x) − f(reference)|, for path and "
-        "SHAP methods (0 is exact)."
+        'SHAP methods (0 is exact); "n/a: no declared total": the method does not say what its attributions add '
+        "up to, so there is no gap to measure."
     )
 constant_total = sum(result.constant_maps.values())
 notes.append(
@@ -206,6 +207,7 @@ notes.append(
 )
 st.caption(" ".join(notes))
 charts = metric_spread_charts(result.per_input, summary, METRICS, labels, shown)
+st.caption("In the charts: each faint dot is one input, the tick the mean, the bar its 95% confidence interval.")
 for start in range(0, len(charts), 3):
     for col, chart in zip(st.columns(3), charts[start : start + 3], strict=False):  # the last row may be short
         col.altair_chart(chart, width="stretch")
