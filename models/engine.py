@@ -12,6 +12,7 @@ run folder, data, model, optimizer, schedule; `restore_checkpoint` for a resumed
 
 from __future__ import annotations
 
+import errno
 import itertools
 import math
 import platform
@@ -48,7 +49,8 @@ from xaidash.models.recipes import (
     Schedule,
     TrainSettings,
 )
-from xaidash.models.registry import ModelError, get_spec
+from xaidash.models.registry import ModelError, ModelSpec, get_spec
+from xaidash.models.runlock import RunLock
 from xaidash.models.runstore import STATE, VOCAB, WEIGHTS, Run, info_to_json, kept_sentence, resolve_run
 
 # The choices, for the Train form and the CLI (defined with the recipes that use them).
@@ -372,6 +374,7 @@ class TrainingSession:
     step: int = 0  # optimizer steps taken, counting those of earlier sessions
     interval: _Interval = field(default_factory=lambda: _Interval())  # training metrics since the last step record
     samples_seen: int = 0  # training samples this session (for the rate)
+    lock: RunLock | None = None  # held from setup_run to the end of train()
     started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -450,7 +453,27 @@ def setup_run(cfg: TrainConfig, resume: str | Path | None = None) -> TrainingSes
     spec.check_fits(source.info)
     device = pick_device(cfg.device)
     run = resumed or Run.create(cfg.dataset, cfg.model)
+    lock = RunLock.acquire(run.path, run.id)  # a second writer of the same run is refused here
+    try:
+        session = _open_session(cfg, settings, recipe, run, resumed, spec, source, device)
+    except BaseException:
+        lock.release()
+        raise
+    session.lock = lock
+    return session
 
+
+def _open_session(
+    cfg: TrainConfig,
+    settings: TrainSettings,
+    recipe: tuple[str, Recipe],
+    run: Run,
+    resumed: Run | None,
+    spec: ModelSpec,
+    source: DatasetSource,
+    device: torch.device,
+) -> TrainingSession:
+    """The rest of setup_run, under the run's lock: data, model, optimizer, schedule, restored state, config."""
     generator = seed_everything(cfg.seed)
     data = _prepare_data(cfg, settings, source, device, run, resume_vocab=resumed is not None)
     options = dict(cfg.model_options)
@@ -762,21 +785,57 @@ def train(
             cb(event)
 
     session = setup_run(cfg, resume)
-    emit(session.event("start", epoch=session.start_epoch, step=session.step, message=session.note or ""))
-    session.started = time.perf_counter()
-    state, error, epoch = "completed", None, session.start_epoch
     try:
-        for epoch in range(session.start_epoch + 1, session.settings.epochs + 1):
-            result = run_epoch(session, epoch, stop, emit)
-            if result is None:  # stopped before this epoch's first step: it does not count
-                epoch -= 1
-                state = "stopped"
-                break
-            write_checkpoint(session, result)
-            emit(result.event)
-            if result.stopped:
-                state = "stopped"
-                break
-    except TrainingFailed as e:
-        state, error = "failed", str(e)
-    return finish_run(session, state, error, epoch, emit)
+        emit(session.event("start", epoch=session.start_epoch, step=session.step, message=session.note or ""))
+        session.started = time.perf_counter()
+        state, error, epoch = "completed", None, session.start_epoch
+        try:
+            for epoch in range(session.start_epoch + 1, session.settings.epochs + 1):
+                result = run_epoch(session, epoch, stop, emit)
+                if result is None:  # stopped before this epoch's first step: it does not count
+                    epoch -= 1
+                    state = "stopped"
+                    break
+                try:
+                    write_checkpoint(session, result)
+                except OSError as e:  # disk full, folder gone: the last good checkpoint stays (atomic writes)
+                    raise TrainingFailed(_save_failed(e)) from None
+                emit(result.event)
+                if result.stopped:
+                    state = "stopped"
+                    break
+        except TrainingFailed as e:
+            state, error = "failed", str(e)
+        try:
+            return finish_run(session, state, error, epoch, emit)
+        except OSError as e:  # the end could not be written either: say so wherever still possible
+            return _finish_unsaved(session, epoch, _save_failed(e), emit)
+    finally:
+        if session.lock is not None:
+            session.lock.release()
+
+
+def _save_failed(e: OSError) -> str:
+    reason = "the disk is full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+    where = f" ({e.filename})" if e.filename else ""
+    return f"Saving the run failed: {reason}{where}. The last checkpoint written before it is kept."
+
+
+def _finish_unsaved(session: TrainingSession, epoch: int, error: str, emit: Callback) -> TrainResult:
+    """The run's end when its files cannot be written: a best-effort 'failed' summary and the end event."""
+    with suppress(OSError):
+        session.run.update_summary(state="failed", error=error)
+    emit(session.event("end", epoch=epoch, step=session.step, state="failed", message=error))
+    summary: dict[str, Any] = {}
+    with suppress(Exception):
+        summary = session.run.summary()
+    return TrainResult(
+        run=session.run,
+        state="failed",
+        error=error,
+        test_acc=None,
+        test_loss=None,
+        epochs_done=summary.get("epochs_done", 0),
+        partial_steps=summary.get("partial_steps", 0),
+        kept=summary.get("kept", ""),
+    )

@@ -29,6 +29,7 @@ from xaidash.models.bundle import ModelBundle
 from xaidash.models.checkpoint import load_weights
 from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
+from xaidash.models.runlock import RunLocked, read_lock
 
 CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB = (
     "config.json",
@@ -162,19 +163,50 @@ class Run:
         return None
 
 
+def _run_in_root(name: str, root: Path) -> Path:
+    """The folder of run `name` inside `root`; ModelError for anything that is not a plain name there."""
+    bad = (
+        not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or os.sep in name
+        or (os.altsep is not None and os.altsep in name)
+        or "\x00" in name
+    )
+    if bad:
+        raise ModelError(
+            f"{name!r} is not a run id: run ids are folder names inside the runs root {root} "
+            "(list them with: xaidash runs)."
+        )
+    folder = root / name
+    if folder.is_symlink() or (folder.exists() and folder.resolve().parent != root.resolve()):
+        raise ModelError(f"Run {name!r} is a link that leads out of the runs root {root}: refused.")
+    return folder
+
+
 def resolve_run(run: str | Path, root: Path | None = None) -> Run:
-    """A run by id (under the runs root), by folder path, or 'latest'."""
+    """A run by id (a folder name inside the runs root), or 'latest'. A path is accepted only when it is a run
+    folder directly inside the runs root: ids never reach outside it (no '..', separators elsewhere, links out)."""
     root = Path(root) if root else runs_root()
     if str(run) == "latest":
         runs = list_runs(root)
         if not runs:
             raise ModelError(f"No runs under {root}: train one first (xaidash train).")
         return runs[0]
-    candidates = [Path(run), root / str(run)]
-    for c in candidates:
-        if (c / CONFIG).is_file():
-            return Run(c)
-    raise ModelError(f"Run {run!r} not found (looked in {root}). List runs with: xaidash runs")
+    text = str(run)
+    path = Path(text)
+    if len(path.parts) > 1 or path.is_absolute():  # a path: only a run folder right inside the root
+        if path.resolve().parent != root.resolve() or path.is_symlink():
+            raise ModelError(
+                f"{text!r} is outside the runs root {root}: give a run id (a folder name there; list them with: "
+                "xaidash runs), or set XAIDASH_RUNS to the root that holds it."
+            )
+        text = path.name
+    folder = _run_in_root(text, root)
+    if (folder / CONFIG).is_file():
+        return Run(folder)
+    raise ModelError(f"Run {text!r} not found (looked in {root}). List runs with: xaidash runs")
 
 
 def list_runs(root: Path | None = None) -> list[Run]:
@@ -262,7 +294,12 @@ def _imported_row(r: Run, c: dict[str, Any], s: dict[str, Any]) -> dict[str, str
 
 
 def delete_run(run: str | Path, root: Path | None = None) -> None:
+    """Remove a run folder inside the runs root: only a run (it has its config.json), never one a live process
+    is training (RunLocked)."""
     r = resolve_run(run, root)
+    owner = read_lock(r.path)
+    if owner is not None:
+        raise RunLocked(f"Run {r.id} is being trained by process {owner['pid']}: stop it first, then delete it.")
     shutil.rmtree(r.path)
 
 

@@ -20,9 +20,19 @@ from xaidash.models.engine import TrainConfig, train
 from xaidash.models.runstore import load_bundle
 
 
-def _train(tmp_path_factory: pytest.TempPathFactory, dataset: str, model: str) -> Path:
+@pytest.fixture(scope="module")
+def cli_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The runs root of this module's runs: run ids and paths are resolved inside the runs root only."""
+    return tmp_path_factory.mktemp("cli_runs")
+
+
+@pytest.fixture(autouse=True)
+def _runs_in_cli_root(_isolated_roots: None, cli_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XAIDASH_RUNS", str(cli_root))
+
+
+def _train(root: Path, dataset: str, model: str) -> Path:
     """A 1-epoch run on a few samples (the weights barely matter here: the files and the report do)."""
-    root = tmp_path_factory.mktemp(f"runs_{dataset}")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XAIDASH_RUNS", str(root))
         mp.setenv("XAIDASH_OFFLINE", "1")
@@ -36,13 +46,13 @@ def _train(tmp_path_factory: pytest.TempPathFactory, dataset: str, model: str) -
 
 
 @pytest.fixture(scope="module")
-def image_run(tmp_path_factory) -> Path:
-    return _train(tmp_path_factory, "shapes", "resnet_small")
+def image_run(cli_root: Path) -> Path:
+    return _train(cli_root, "shapes", "resnet_small")
 
 
 @pytest.fixture(scope="module")
-def text_run(tmp_path_factory) -> Path:
-    return _train(tmp_path_factory, "cues", "text_cnn")
+def text_run(cli_root: Path) -> Path:
+    return _train(cli_root, "cues", "text_cnn")
 
 
 def test_explain_image_run_writes_files_and_report(image_run, tmp_path, capsys):
