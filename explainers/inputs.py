@@ -37,6 +37,7 @@ FITS: tuple[str, ...] = ("crop", "letterbox", "stretch")
 
 # Refused before any pixel is decoded: a 40-megapixel RGB image is ~120 MB decoded, and a few
 # kilobytes of PNG can claim far more (a "decompression bomb"). Pillow's own guard only starts at ~89 MP.
+MAX_ASPECT = 100  # longest side over shortest: beyond it no model input fits without a huge resize
 MAX_PIXELS = 40_000_000
 READABLE = "PNG, JPEG, BMP, WebP, GIF, TIFF"
 _SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N")
@@ -121,7 +122,15 @@ def _open_image(source: ImageSource) -> tuple[Image.Image, str]:
             raise ExplainError(f"{name} is {what}: use {READABLE}.") from None
         except OSError as e:
             raise ExplainError(f"{name} could not be opened as an image ({e}).") from None
+        except ValueError as e:  # Pillow's guard: a compressed text chunk that would expand without bound
+            raise ExplainError(f"{name} holds metadata too large to decode safely ({e}).") from None
     w, h = img.size
+    if min(w, h) and max(w, h) / min(w, h) > MAX_ASPECT:
+        # Scaling its short side up to the model's input would allocate max/min times the input's pixels.
+        raise ExplainError(
+            f"{name} is {w}x{h}: too elongated to fit a model input (aspect ratio over {MAX_ASPECT}:1). "
+            "Crop it first."
+        )
     if w * h > MAX_PIXELS:
         raise ExplainError(
             f"{name} is {w}x{h} = {w * h / 1e6:.1f} megapixels; the limit is {MAX_PIXELS // 1_000_000}. "
