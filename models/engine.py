@@ -129,6 +129,12 @@ class TrainConfig:
             problems.append("label smoothing must be in [0, 1)")
         if self.max_train_samples is not None and self.max_train_samples < 0:
             problems.append("the training-sample cap must be at least 0 (0: all samples)")
+        if not (0 <= self.workers <= 64):
+            problems.append("DataLoader workers must be between 0 and 64")
+        if self.seed < 0:
+            problems.append("the seed must be at least 0")
+        if not (0 <= self.momentum < 1):
+            problems.append("momentum must be in [0, 1)")
         if not (0 <= self.val_fraction < 0.9):
             problems.append("validation fraction must be in [0, 0.9)")
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:

@@ -5,6 +5,7 @@ This module registers nothing; the package imports it like any other.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,6 +28,15 @@ def stratified_indices(labels: Sequence[int] | np.ndarray, split: str, seed: int
         raise DatasetError(
             "Each class needs at least 2 samples to be split 80/20 into train and test; "
             f"the smallest class has {int(counts[counts > 0].min())}."
+        )
+    classes = int((counts > 0).sum())
+    n_test = math.ceil(labels.size * TEST_FRACTION)  # how scikit-learn rounds a fractional test size
+    if labels.size and (n_test < classes or labels.size - n_test < classes):
+        need = math.ceil(classes / TEST_FRACTION)
+        raise DatasetError(
+            f"{labels.size} samples in {classes} classes are too few to split 80/20 with every class on both "
+            f"sides: give at least {need} samples ({math.ceil(need / classes)} per class on average, at least 2 "
+            "in each class)."
         )
     train_idx, test_idx = train_test_split(
         np.arange(labels.size), test_size=TEST_FRACTION, random_state=seed, stratify=labels

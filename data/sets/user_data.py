@@ -103,7 +103,9 @@ def _image_files(folder: Path) -> list[Path]:
     found = []
     for here, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found += [Path(here) / f for f in sorted(files) if not f.startswith(".") and f.lower().endswith(IMAGE_SUFFIXES)]
+        named = [Path(here) / f for f in sorted(files) if not f.startswith(".") and f.lower().endswith(IMAGE_SUFFIXES)]
+        # Regular files only: opening a named pipe (FIFO) or a device would block forever; stat() does not.
+        found += [p for p in named if p.is_file()]
     return found
 
 

@@ -160,3 +160,41 @@ def test_a_full_disk_fails_the_run_and_keeps_the_last_checkpoint(monkeypatch) ->
     assert summary["state"] == "failed" and "disk is full" in summary["error"]
     assert summary["epochs_done"] == 1 and (result.run.path / WEIGHTS).is_file()
     assert not list(result.run.path.rglob("*.tmp")) and not (result.run.path / LOCK).exists()
+
+
+def test_bad_settings_leave_no_run_folder() -> None:
+    for bad in ({"workers": -1}, {"seed": -3}, {"momentum": 1.5}, {"max_train_samples": -5}):
+        with pytest.raises(ModelError, match="Invalid training settings"):
+            train(TrainConfig(**{**SMALL, **bad}))
+    assert not runs_root().exists() or not any(runs_root().iterdir())
+
+
+def test_a_named_pipe_in_an_image_folder_is_skipped_not_waited_on(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from xaidash.data.registry import get_source, load_split
+
+    for name in ("cat", "dog"):
+        (tmp_path / "pets" / name).mkdir(parents=True)
+        for i in range(5):
+            Image.fromarray(np.full((16, 16, 3), 40 * i, np.uint8)).save(tmp_path / "pets" / name / f"{i}.png")
+    os.mkfifo(tmp_path / "pets" / "cat" / "stuck.png")  # reading it would block forever
+    source = get_source(f"imagefolder:{tmp_path / 'pets'}?size=16")
+    assert source.info.classes == ("cat", "dog")
+    assert len(load_split(f"imagefolder:{tmp_path / 'pets'}?size=16", "train")) == 8
+
+
+def test_a_data_set_too_small_to_split_says_how_many_samples_it_needs(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from xaidash.data.errors import DatasetError
+    from xaidash.data.registry import get_source
+
+    for name in ("cat", "dog"):
+        (tmp_path / "tiny" / name).mkdir(parents=True)
+        for i in range(2):
+            Image.fromarray(np.full((16, 16, 3), 60 * i, np.uint8)).save(tmp_path / "tiny" / name / f"{i}.png")
+    with pytest.raises(DatasetError, match=r"too few to split 80/20.*at least 10 samples"):
+        get_source(f"imagefolder:{tmp_path / 'tiny'}?size=16")
