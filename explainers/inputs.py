@@ -128,8 +128,7 @@ def _open_image(source: ImageSource) -> tuple[Image.Image, str]:
     if min(w, h) and max(w, h) / min(w, h) > MAX_ASPECT:
         # Scaling its short side up to the model's input would allocate max/min times the input's pixels.
         raise ExplainError(
-            f"{name} is {w}x{h}: too elongated to fit a model input (aspect ratio over {MAX_ASPECT}:1). "
-            "Crop it first."
+            f"{name} is {w}x{h}: too elongated to fit a model input (aspect ratio over {MAX_ASPECT}:1). Crop it first."
         )
     if w * h > MAX_PIXELS:
         raise ExplainError(
