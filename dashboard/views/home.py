@@ -87,7 +87,7 @@ MORE_PAGES: tuple[tuple[str, str, str, str], ...] = (
     ),
 )
 
-st.markdown("**Look inside a model**")
+st.markdown("**More pages: bring a model, compare two, look inside**")
 more = st.columns(3)
 for i, (file, label, icon, what) in enumerate(MORE_PAGES):
     with more[i % 3]:

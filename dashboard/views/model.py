@@ -126,9 +126,7 @@ if bundle.modality == "image":
     except ModelError as e:
         st.info(str(e), icon=":material/block:")
     else:
-        grid, weight_scale, rgb = filter_grid(
-            filters.weights[:MAX_CHANNELS], cols=16 if filters.kind == "Conv2d" else 8
-        )
+        grid, weight_scale, rgb = filter_grid(filters.weights[:MAX_CHANNELS], cols=8)
         st.image(
             grid,
             caption=f"{filters.path}: {filters.note}"

@@ -127,12 +127,12 @@ for column, random_weights in zip(cols, (False, True), strict=True):
         st.image(
             draw_box(img, box, factor, colour="#00e5ff", width=2),
             caption=f"{erf.weights} weights · {erf.samples} images · box: theoretical field",
-            width=320,
+            width="stretch",
         )
         peak = float(erf.map.max())
         st.image(
-            scale_bar(0.0, peak, "mean |∂ unit / ∂ pixel|, 0 to this map's peak", cmap="inferno", width=320),
-            width=320,
+            scale_bar(0.0, peak, "mean |∂ unit / ∂ pixel|, 0 to this map's peak", cmap="inferno", width=300),
+            width="content",
         )
         support = erf.support(0.05)
         norm = erf.normalized()
