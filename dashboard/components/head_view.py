@@ -62,10 +62,10 @@ def sparse_layers(weights: np.ndarray, min_weight: float = MIN_WEIGHT) -> list[l
 
 def views_height(tokens: int, layers: int, heads: int, model_view: bool) -> int:
     """Pixels the page needs (Streamlit cannot size an iframe to its content)."""
-    head = 120 + tokens * ROW + 20
+    head = 150 + tokens * ROW + 20  # the notes wrap to more lines in a narrow column (1024 px window)
     if not model_view:
         return head
-    return head + 80 + layers * (tile_height(tokens) + 10) + 10
+    return head + 110 + layers * (tile_height(tokens) + 10) + 10
 
 
 def tile_height(tokens: int) -> int:
