@@ -34,6 +34,7 @@ from torch import nn
 
 from xaidash.data.registry import DatasetInfo, DatasetSource, Split, TextSplit, get_source
 from xaidash.data.tokenizer import Tokenizer, WordVocab
+from xaidash.models import run_schema
 from xaidash.models.batches import LoaderData, TensorData, augment_images, image_tensors, text_tensors
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
@@ -521,6 +522,7 @@ def restore_checkpoint(session: TrainingSession) -> None:
     run, cfg = session.run, session.cfg
     load_weights(session.model, run.file(WEIGHTS))
     extra = load_training_state(run.file(STATE), session.optimizer) if run.file(STATE).exists() else {}
+    run_schema.check(extra, run_schema.TRAIN_STATE, run.file(STATE))  # a negative epoch would loop forever
     session.start_epoch = int(extra.get("epoch", 0))
     session.skip_steps = min(int(extra.get("partial_steps", 0)), session.steps_per_epoch - 1)
     session.records = [r for r in session.records if not (r.get("kind") == "epoch" and r.get("partial_steps"))]

@@ -25,6 +25,7 @@ from typing import Any
 
 from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
 from xaidash.data.registry import DatasetInfo
+from xaidash.models import run_schema
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.checkpoint import load_weights
 from xaidash.models.device import pick_device
@@ -104,22 +105,38 @@ class Run:
                 out.append((int(m.group(1)), p))
         return out
 
-    def config(self) -> dict[str, Any]:
+    def _read_json(self, name: str) -> Any:
+        """A JSON file of the run; ModelError naming it when it is not UTF-8 JSON (or absurdly nested)."""
+        path = self.file(name)
         try:
-            return json.loads(self.file(CONFIG).read_text())
-        except FileNotFoundError:
-            raise ModelError(f"{self.path} is not a run folder (no {CONFIG}).") from None
+            return json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as e:
+            raise ModelError(f"{path} is damaged: not UTF-8 text ({e.reason} at byte {e.start}).") from None
         except json.JSONDecodeError as e:
-            raise ModelError(f"{self.file(CONFIG)} is corrupt ({e}).") from None
+            raise ModelError(f"{path} is corrupt ({e}).") from None
+        except RecursionError:
+            raise ModelError(f"{path} is damaged: nested too deeply to be a run file.") from None
+
+    def config(self) -> dict[str, Any]:
+        """config.json, checked against its schema (models/run_schema.py): ModelError naming the field."""
+        if not self.file(CONFIG).is_file():
+            raise ModelError(f"{self.path} is not a run folder (no {CONFIG}).")
+        config = self._read_json(CONFIG)
+        run_schema.check(config, run_schema.CONFIG, self.file(CONFIG))
+        return config
 
     def write_config(self, config: dict[str, Any]) -> None:
         atomic_write_json(self.file(CONFIG), config)
 
     def summary(self) -> dict[str, Any]:
+        """summary.json ({} while there is none, or when a torn write left it unreadable); ModelError naming the
+        field when it breaks its schema."""
         try:
-            return json.loads(self.file(SUMMARY).read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            summary = self._read_json(SUMMARY)
+        except (FileNotFoundError, ModelError):
             return {}
+        run_schema.check(summary, run_schema.SUMMARY, self.file(SUMMARY))
+        return summary
 
     def update_summary(self, **fields: Any) -> dict[str, Any]:
         summary = {**self.summary(), **fields, "updated": time.time()}

@@ -69,6 +69,7 @@ def test_runs_table_has_one_row_per_run_and_survives_a_damaged_one():
     }
     assert rows[good.id]["date"].startswith("2023-11-1")
     assert (
-        rows[incomplete.id]["state"] == "unreadable: config.json lacks 'model'" and rows[incomplete.id]["model"] == "?"
+        rows[incomplete.id]["state"] == f"unreadable: {incomplete.id}/config.json is damaged: model is missing."
+        and rows[incomplete.id]["model"] == "?"
     )
     assert rows[corrupt.id]["state"].startswith("unreadable: ") and "is corrupt" in rows[corrupt.id]["state"]

@@ -1,0 +1,122 @@
+"""The declared shape of a run folder's JSON files, checked whenever they are read.
+
+A run folder is user-editable data: config.json may be a list, miss keys, hold strings where numbers
+belong, or ask for sizes that would allocate terabytes (a vocabulary of 1e9 words, an input of 1e6
+pixels per side). jsonschema (already installed with altair) checks each file against the schema below,
+so every reader gets one message naming the file and the field instead of a KeyError or an allocation
+deep inside a model builder. Keys the schema does not name are allowed: newer versions may add some.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from xaidash.models.registry import ModelError
+
+MAX_CLASSES = 100_000
+MAX_SIDE = 4096  # pixels per side of a model input
+MAX_VOCAB = 5_000_000
+MAX_EPOCHS = 100_000
+
+_count = {"type": "integer", "minimum": 0}
+_fraction = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
+
+DATASET_INFO = {
+    "type": "object",
+    "required": ["name", "modality", "classes"],
+    "properties": {
+        "name": {"type": "string"},
+        "modality": {"enum": ["image", "text"]},
+        "classes": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_CLASSES},
+        "input_shape": {
+            "type": ["array", "null"],
+            "items": {"type": "integer", "minimum": 1, "maximum": MAX_SIDE},
+            "maxItems": 3,
+        },
+        "mean": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 4},
+        "std": {"type": ["array", "null"], "items": {"type": "number", "exclusiveMinimum": 0}, "maxItems": 4},
+    },
+}
+
+MODEL_OPTIONS = {
+    "type": "object",
+    "properties": {
+        "vocab_size": {"type": "integer", "minimum": 2, "maximum": MAX_VOCAB},
+        "pad_id": {"type": "integer", "minimum": 0, "maximum": MAX_VOCAB},
+        "dropout": {"type": "number", "minimum": 0, "maximum": 1},
+        "patch_size": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_SIDE},
+        "freeze_encoder": {"type": "boolean"},
+    },
+}
+
+CONFIG = {
+    "type": "object",
+    "required": ["model", "dataset"],
+    "properties": {
+        "model": {"type": "string", "minLength": 1},
+        "dataset": {"type": ["string", "null"], "minLength": 1},  # null: an imported model without a data set
+        "created": {"type": "number"},
+        "classes": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_CLASSES},
+        "dataset_info": DATASET_INFO,
+        "model_options": MODEL_OPTIONS,
+        "train": {
+            "type": "object",
+            "properties": {
+                "epochs": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_EPOCHS},
+                "batch_size": {"type": ["integer", "null"], "minimum": 1, "maximum": 1_000_000},
+                "lr": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                "max_train_samples": {"type": ["integer", "null"], "minimum": 0},
+                "model_options": MODEL_OPTIONS,
+            },
+        },
+        "device": {"type": "string"},
+        "lr": {"type": ["number", "null"]},
+        "recipe": {"type": ["object", "null"]},
+    },
+}
+
+SUMMARY = {
+    "type": "object",
+    "properties": {
+        "state": {"type": "string"},
+        "error": {"type": ["string", "null"]},
+        "epochs_done": {**_count, "maximum": MAX_EPOCHS},
+        "epochs": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_EPOCHS},
+        "partial_steps": _count,
+        "steps_per_epoch": _count,
+        "kept": {"type": ["string", "null"]},
+        "val_acc": _fraction,
+        "test_acc": _fraction,
+        "val_loss": {"type": ["number", "null"]},
+        "test_loss": {"type": ["number", "null"]},
+        "confusion": {"type": ["array", "null"], "maxItems": MAX_CLASSES},
+    },
+}
+
+TRAIN_STATE = {
+    "type": "object",
+    "properties": {
+        "epoch": {"type": "integer", "minimum": 0, "maximum": MAX_EPOCHS},
+        "step": {"type": "integer", "minimum": 0},
+        "partial_steps": _count,
+    },
+}
+
+
+def check(document: Any, schema: dict[str, Any], path: Path) -> None:
+    """ModelError naming the run's file and the first field that breaks the schema (the most relevant one):
+    'RUN/config.json is damaged: train.epochs: -3 is less than the minimum of 1.'"""
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(document))
+    if error is None:
+        return
+    where = ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "required":
+        missing = next((k for k in error.validator_value if k not in error.instance), "?")
+        what = f"{where + '.' if where else ''}{missing} is missing"
+    else:
+        message = error.message if len(error.message) <= 120 else error.message[:117] + "..."
+        what = f"{where or 'the whole file'}: {message}"
+    raise ModelError(f"{path.parent.name}/{path.name} is damaged: {what}.")
