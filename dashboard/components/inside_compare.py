@@ -169,7 +169,9 @@ def sanity_band_chart(rows: Sequence[Mapping[str, Any]], methods: Sequence[str],
     df["high"] = df["high"].fillna(df["spearman"])
     order = list(dict.fromkeys(df.sort_values("step")["label"]))
     colour = alt.Color(
-        "method:N", scale=alt.Scale(domain=list(methods or dict.fromkeys(df["method"])), scheme="tableau10")
+        "method:N",
+        scale=alt.Scale(domain=list(methods or dict.fromkeys(df["method"])), scheme="tableau10"),
+        legend=alt.Legend(symbolOpacity=1.0, symbolType="circle"),
     )
     x = alt.X("label:N", sort=order, title="layers randomised (top down), last one named", axis=alt.Axis(labelAngle=0))
     tips: list[Any] = [

@@ -208,8 +208,8 @@ notes.append(
 st.caption(" ".join(notes))
 charts = metric_spread_charts(result.per_input, summary, METRICS, labels, shown)
 st.caption("In the charts: each faint dot is one input, the tick the mean, the bar its 95% confidence interval.")
-for start in range(0, len(charts), 3):
-    for col, chart in zip(st.columns(3), charts[start : start + 3], strict=False):  # the last row may be short
+for start in range(0, len(charts), 2):
+    for col, chart in zip(st.columns(2), charts[start : start + 2], strict=False):  # the last row may be short
         col.altair_chart(chart, width="stretch")
 
 # ---- agreement ---------------------------------------------------------------------------------
