@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import streamlit as st
 
+from xaidash.dashboard.access import gate
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.nav import build_pages
 from xaidash.dashboard.sidebar import render_sidebar
 from xaidash.dashboard.state import apply_run_link
 
 st.set_page_config(page_title="xaidash", page_icon=":mag:", layout="wide")
+gate()  # unknown Host names and, when the server is reachable from the network, sessions without the token
 page = st.navigation(build_pages())
 apply_run_link()
 try:

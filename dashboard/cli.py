@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import ctypes
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -99,12 +100,38 @@ def supervise(child: subprocess.Popen, grace: float = GRACE_S) -> int:
     return 0
 
 
+def access_env(host: str, token: str | None) -> tuple[dict[str, str], str | None]:
+    """(environment for the app, the token to print): a token whenever the server is reachable beyond this
+    machine (the one given, else a new random one), and the Host names the app answers (dashboard/access.py)."""
+    from xaidash.dashboard.access import HOSTS_ENV, TOKEN_ENV, allowed_hosts, is_local
+
+    env: dict[str, str] = {}
+    hosts = allowed_hosts(host)
+    env[HOSTS_ENV] = ",".join(hosts) if hosts else "*"
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if token is None and not is_local(host):
+        token = secrets.token_urlsafe(24)
+    if token is not None:
+        env[TOKEN_ENV] = token
+    return env, token
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     cmd = serve_command(args.host, args.port, headless=not args.open_browser)
-    print(f"xaidash: http://{args.host}:{args.port}  (Ctrl-C to stop)", file=sys.stderr)
+    access, token = access_env(args.host, args.token)
+    url = f"http://{args.host}:{args.port}"
+    if token is not None:
+        url += f"/?token={token}"
+        print(
+            f"xaidash: WARNING: bound to {args.host}, so anyone who can reach port {args.port} could train, read and "
+            "delete runs; the dashboard asks every browser session for this access token first:\n"
+            f"  {token}",
+            file=sys.stderr,
+        )
+    print(f"xaidash: {url}  (Ctrl-C to stop)", file=sys.stderr)
     child = subprocess.Popen(
         cmd,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, **access, "PYTHONUNBUFFERED": "1"},
         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # the CLI has no threads yet
     )
     return supervise(child)
@@ -135,6 +162,11 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 exposes it to your network)")
     s.add_argument("--port", type=int, default=8501)
     s.add_argument("--open-browser", action="store_true", help="open a browser tab")
+    s.add_argument(
+        "--token",
+        help="access token each browser session must give (default: $XAIDASH_TOKEN; generated and printed when "
+        "--host is not a localhost address)",
+    )
     s.set_defaults(func=_cmd_serve)
 
 
