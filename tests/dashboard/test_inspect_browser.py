@@ -118,6 +118,23 @@ def test_attention_text_head_view(served, browser):
     url, runs, folder = served
     ctx, page, body = open_page(browser, url, runs["text_transformer"], "attention")
     assert "Head view" in body and "2 layers x 4 heads" in body
+    # The head view is an HTML component: hovering a token keeps only its links, a double click on a head's
+    # square keeps only that head, and the model view has a tile per layer and head.
+    frame_el = page.locator("iframe").first
+    frame_el.scroll_into_view_if_needed()
+    frame = frame_el.content_frame
+    frame.locator("svg.hv text").first.wait_for()
+    every = frame.locator("svg.hv line").count()
+    frame.locator("svg.hv text").nth(1).hover()
+    time.sleep(0.3)
+    one_token = frame.locator("svg.hv line").count()
+    assert 0 < one_token < every
+    page.mouse.move(1, 1)
+    frame.locator(".head").nth(2).dblclick()
+    time.sleep(0.3)
+    colours = {frame.locator("svg.hv line").nth(i).get_attribute("stroke") for i in range(3)}
+    assert len(colours) == 1 and frame.locator(".head.off").count() == 3
+    assert frame.locator(".mv canvas").count() == 2 * 4
     save(page, "attention_text_transformer", folder)
     ctx.close()
 
