@@ -283,3 +283,17 @@ def test_steps_default_is_the_shared_curve_steps():
     add_commands(parser.add_subparsers())
     args = parser.parse_args(["explain", "--run", "r", "--input", "i", "--out", "o"])
     assert args.steps == CURVE_STEPS and args.background == DEFAULT_BACKGROUND
+
+
+def test_text_exports_show_markup_as_text(text_run, tmp_path):
+    # captum's text visualiser once rendered input words as HTML; typed markup must stay text in every export
+    out = tmp_path / "out"
+    attack = "<img src=x onerror=alert(1)> great <script>alert(2)</script>"
+    args = ["explain", "--run", str(text_run), "--input", attack, "--methods", "saliency,lime", "--out", str(out)]
+    assert main([*args, "--param", "lime.samples=40"]) == 0
+    pages = sorted(out.glob("*.html"))
+    assert [p.name for p in pages] == ["lime.html", "saliency.html"]
+    for page in pages:
+        html = page.read_text()
+        assert "<img" not in html and "<script>" not in html, page.name
+        assert "&lt;img" in html or "&lt;" in html, page.name
