@@ -1,0 +1,153 @@
+"""Screenshots of every dashboard page, as a person sees them, for the README and reviews.
+
+    python scripts/screenshots.py [--runs DIR] [--out docs/screenshots] [--widths 1440 1024] [--port 8655]
+
+Uses the runs under --runs; when it holds none of the demo runs, trains them first (`xaidash demo`,
+about 90 s on a 2-core CPU). Then serves the app on that root, opens each page in Debian's Chromium
+(Playwright, never `playwright install`) at each width, waits until Streamlit has finished drawing,
+and saves a full-page PNG `<page>-<width>.png`. Exits 1 when a page shows a Python exception.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from PIL import Image
+from playwright.sync_api import Page, sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# (file name, URL path, which demo run it shows: image CNN, ViT or text transformer; None: no run needed)
+PAGES = [
+    ("home", "", None),
+    ("train", "train", "cnn"),
+    ("import", "import", None),
+    ("explain-image", "explain", "cnn"),
+    ("explain-text", "explain", "text"),
+    ("side-by-side", "side-by-side", "cnn"),
+    ("compare", "compare", "cnn"),
+    ("attention-vit", "attention", "vit"),
+    ("attention-text", "attention", "text"),
+    ("receptive-fields", "receptive-fields", "cnn"),
+    ("embeddings", "embeddings", "cnn"),
+    ("model", "model", "cnn"),
+]
+DEMO_MODELS = {"cnn": "resnet_small", "vit": "vit_tiny", "text": "text_transformer"}
+PAGE_TIMEOUT_S = 240  # a page that computes (Compare, Embeddings) may take minutes on a loaded 2-core CPU
+
+
+def demo_runs(root: Path) -> dict[str, str]:
+    """{'cnn': run id, ...}: the newest completed run of each demo model under root."""
+    from xaidash.models.runstore import list_runs
+
+    found: dict[str, str] = {}
+    for run in list_runs(root):  # newest first
+        try:
+            model, state = run.config()["model"], run.summary().get("state")
+        except Exception:  # noqa: BLE001 - a damaged folder is not a demo run
+            continue
+        for key, name in DEMO_MODELS.items():
+            if model == name and state == "completed":
+                found.setdefault(key, run.id)
+    return found
+
+
+def wait_drawn(page: Page, timeout_s: float) -> None:
+    """Until Streamlit's 'running' status widget has been gone for a few seconds in a row."""
+    page.wait_for_selector("h1", timeout=timeout_s * 1000)
+    deadline, quiet = time.time() + timeout_s, 0
+    while time.time() < deadline and quiet < 3:
+        quiet = quiet + 1 if page.locator("[data-testid='stStatusWidget']").count() == 0 else 0
+        time.sleep(1)
+    time.sleep(1)
+
+
+def shoot(page: Page, url: str, width: int, path: Path, compact: bool = True) -> int:
+    """Save one full-page screenshot; the number of Python exceptions the page shows."""
+    page.set_viewport_size({"width": width, "height": 1000})
+    page.goto(url)
+    wait_drawn(page, PAGE_TIMEOUT_S)
+    height = page.evaluate("() => (document.querySelector('[data-testid=stMain]') || document.body).scrollHeight")
+    page.set_viewport_size({"width": width, "height": min(max(1000, int(height) + 40), 16000)})
+    time.sleep(2)  # charts re-lay out to the new viewport
+    page.screenshot(path=str(path), full_page=True)
+    if compact:  # 256 colours: a few hundred kB a page instead of megabytes, for the repository's docs
+        with Image.open(path) as shot:
+            quantized = shot.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+        quantized.save(path, optimize=True)
+    return page.locator("[data-testid='stException']").count()
+
+
+def serve(root: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "XAIDASH_RUNS": str(root)}
+    cmd = [sys.executable, "-m", "xaidash.dashboard.cli", "serve", "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    for _ in range(240):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
+            return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.terminate()
+    raise SystemExit(f"the dashboard did not start; see {log}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=Path, default=Path(tempfile.gettempdir()) / "xaidash-screenshots" / "runs")
+    ap.add_argument("--out", type=Path, default=Path("docs/screenshots"))
+    ap.add_argument("--widths", type=int, nargs="+", default=[1440, 1024])
+    ap.add_argument("--port", type=int, default=8655)
+    ap.add_argument("--full-colour", action="store_true", help="keep the PNGs in full colour (larger files)")
+    args = ap.parse_args()
+    os.environ.setdefault("XAIDASH_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args.runs.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs = demo_runs(args.runs)
+    if len(runs) < len(DEMO_MODELS):
+        print(f"training the demo runs into {args.runs} ...", flush=True)
+        subprocess.run(["xaidash", "demo", "--quiet"], env={**os.environ, "XAIDASH_RUNS": str(args.runs)}, check=True)
+        runs = demo_runs(args.runs)
+    proc = serve(args.runs, args.port, args.runs.parent / "server.log")
+    failures = 0
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            page = browser.new_page()
+            for name, path, which in PAGES:
+                query = f"?run={runs[which]}" if which else ""
+                for width in args.widths:
+                    target = args.out / f"{name}-{width}.png"
+                    started = time.perf_counter()
+                    errors = shoot(
+                        page, f"http://127.0.0.1:{args.port}/{path}{query}", width, target, not args.full_colour
+                    )
+                    failures += errors > 0
+                    note = f"  {errors} exception(s) on the page" if errors else ""
+                    print(f"{target}  ({time.perf_counter() - started:.0f} s){note}", flush=True)
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
