@@ -33,7 +33,8 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-# (file name, URL path, which demo run it shows: image CNN, ViT or text transformer; None: no run needed)
+# (file name, URL path, which demo run it shows: image CNN, ViT or text transformer; None: no run needed);
+# a page in PRESS gets that button pressed first, so the screenshot shows its results.
 PAGES = [
     ("home", "", None),
     ("train", "train", "cnn"),
@@ -48,6 +49,7 @@ PAGES = [
     ("embeddings", "embeddings", "cnn"),
     ("model", "model", "cnn"),
 ]
+PRESS = {"compare": "Compare"}
 DEMO_MODELS = {"cnn": "resnet_small", "vit": "vit_tiny", "text": "text_transformer"}
 PAGE_TIMEOUT_S = 240  # a page that computes (Compare, Embeddings) may take minutes on a loaded 2-core CPU
 
@@ -78,11 +80,19 @@ def wait_drawn(page: Page, timeout_s: float) -> None:
     time.sleep(1)
 
 
-def shoot(page: Page, url: str, width: int, path: Path, compact: bool = True) -> int:
+def shoot(page: Page, url: str, width: int, path: Path, compact: bool = True, press: str | None = None) -> int:
     """Save one full-page screenshot; the number of Python exceptions the page shows."""
     page.set_viewport_size({"width": width, "height": 1000})
     page.goto(url)
     wait_drawn(page, PAGE_TIMEOUT_S)
+    if press:
+        page.get_by_role("button", name=press, exact=True).click()
+        page.wait_for_timeout(1000)
+        # Long computations show a progress bar while the script is between redraws: wait until it is gone.
+        page.wait_for_function(
+            "() => !document.querySelector('[data-testid=stProgress]')", timeout=PAGE_TIMEOUT_S * 1000
+        )
+        wait_drawn(page, PAGE_TIMEOUT_S)
     height = page.evaluate("() => (document.querySelector('[data-testid=stMain]') || document.body).scrollHeight")
     page.set_viewport_size({"width": width, "height": min(max(1000, int(height) + 40), 16000)})
     time.sleep(2)  # charts re-lay out to the new viewport
@@ -114,6 +124,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("docs/screenshots"))
     ap.add_argument("--widths", type=int, nargs="+", default=[1440, 1024])
     ap.add_argument("--port", type=int, default=8655)
+    ap.add_argument("--only", nargs="+", help="shoot only these pages (file names, e.g. compare explain-image)")
     ap.add_argument("--full-colour", action="store_true", help="keep the PNGs in full colour (larger files)")
     args = ap.parse_args()
     os.environ.setdefault("XAIDASH_OFFLINE", "1")
@@ -132,12 +143,19 @@ def main() -> int:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             page = browser.new_page()
             for name, path, which in PAGES:
+                if args.only and name not in args.only:
+                    continue
                 query = f"?run={runs[which]}" if which else ""
                 for width in args.widths:
                     target = args.out / f"{name}-{width}.png"
                     started = time.perf_counter()
                     errors = shoot(
-                        page, f"http://127.0.0.1:{args.port}/{path}{query}", width, target, not args.full_colour
+                        page,
+                        f"http://127.0.0.1:{args.port}/{path}{query}",
+                        width,
+                        target,
+                        not args.full_colour,
+                        PRESS.get(name),
                     )
                     failures += errors > 0
                     note = f"  {errors} exception(s) on the page" if errors else ""
