@@ -27,16 +27,9 @@ from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from xaidash.dashboard.headless import CHROMIUM, FLAGS
+from xaidash.models.demo import latest_demo_runs
+
 TOUR = [
     ("explain", "cnn"),
     ("attention", "text"),
@@ -51,18 +44,9 @@ DEMO_MODELS = {"cnn": "resnet_small", "vit": "vit_tiny", "text": "text_transform
 
 
 def demo_runs(root: Path) -> dict[str, str]:
-    from xaidash.models.runstore import list_runs
-
-    found: dict[str, str] = {}
-    for run in list_runs(root):
-        try:
-            model, state = run.config()["model"], run.summary().get("state")
-        except Exception:  # noqa: BLE001 - damaged folders are not demo runs
-            continue
-        for key, name in DEMO_MODELS.items():
-            if model == name and state == "completed":
-                found.setdefault(key, run.id)
-    return found
+    """{'cnn': run id, ...}: the newest completed run of each demo model under root."""
+    latest = latest_demo_runs(root)
+    return {key: latest[model] for key, model in DEMO_MODELS.items() if model in latest}
 
 
 def _children(pid: int) -> list[int]:
@@ -132,7 +116,7 @@ def main() -> int:
     started = time.time()
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
             pages = [
                 browser.new_context(viewport={"width": 1440, "height": 1000}).new_page() for _ in range(args.sessions)
             ]

@@ -22,17 +22,9 @@ from pathlib import Path
 from PIL import Image
 from playwright.sync_api import Page, sync_playwright
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from xaidash.dashboard.headless import CHROMIUM, FLAGS
+from xaidash.models.demo import latest_demo_runs
+
 # (file name, URL path, which demo run it shows: image CNN, ViT or text transformer; None: no run needed);
 # a page in PRESS gets that button pressed first, so the screenshot shows its results.
 PAGES = [
@@ -56,18 +48,8 @@ PAGE_TIMEOUT_S = 240  # a page that computes (Compare, Embeddings) may take minu
 
 def demo_runs(root: Path) -> dict[str, str]:
     """{'cnn': run id, ...}: the newest completed run of each demo model under root."""
-    from xaidash.models.runstore import list_runs
-
-    found: dict[str, str] = {}
-    for run in list_runs(root):  # newest first
-        try:
-            model, state = run.config()["model"], run.summary().get("state")
-        except Exception:  # noqa: BLE001 - a damaged folder is not a demo run
-            continue
-        for key, name in DEMO_MODELS.items():
-            if model == name and state == "completed":
-                found.setdefault(key, run.id)
-    return found
+    latest = latest_demo_runs(root)
+    return {key: latest[model] for key, model in DEMO_MODELS.items() if model in latest}
 
 
 def wait_drawn(page: Page, timeout_s: float) -> None:
@@ -140,7 +122,7 @@ def main() -> int:
     failures = 0
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
             page = browser.new_page()
             for name, path, which in PAGES:
                 if args.only and name not in args.only:

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from xaidash.dashboard.headless import CHROMIUM, FLAGS  # noqa: F401  (re-exported for the tests)
 
 
 def require_browser() -> ModuleType:
