@@ -27,7 +27,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
-from xaidash.dashboard.headless import CHROMIUM, FLAGS
+from xaidash.dashboard.headless import CHROMIUM, FLAGS, wait_drawn
 from xaidash.models.demo import latest_demo_runs
 
 TOUR = [
@@ -75,11 +75,7 @@ def server_rss_mb(pid: int) -> float:
 
 
 def drawn(page: Page, timeout_s: float = 180) -> None:
-    page.wait_for_selector("h1", timeout=timeout_s * 1000)
-    deadline, quiet = time.time() + timeout_s, 0
-    while time.time() < deadline and quiet < 2:
-        quiet = quiet + 1 if page.locator("[data-testid='stStatusWidget']").count() == 0 else 0
-        time.sleep(0.5)
+    wait_drawn(page, timeout_s, quiet_checks=2, interval_s=0.5)
 
 
 def main() -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 from PIL import Image
 from playwright.sync_api import Page, sync_playwright
 
+from xaidash.dashboard import headless
 from xaidash.dashboard.headless import CHROMIUM, FLAGS
 from xaidash.models.demo import latest_demo_runs
 
@@ -53,12 +54,8 @@ def demo_runs(root: Path) -> dict[str, str]:
 
 
 def wait_drawn(page: Page, timeout_s: float) -> None:
-    """Until Streamlit's 'running' status widget has been gone for a few seconds in a row."""
-    page.wait_for_selector("h1", timeout=timeout_s * 1000)
-    deadline, quiet = time.time() + timeout_s, 0
-    while time.time() < deadline and quiet < 3:
-        quiet = quiet + 1 if page.locator("[data-testid='stStatusWidget']").count() == 0 else 0
-        time.sleep(1)
+    """Until the page has been idle for 3 s, then a second for charts to settle."""
+    headless.wait_drawn(page, timeout_s, quiet_checks=3, interval_s=1.0)
     time.sleep(1)
 
 

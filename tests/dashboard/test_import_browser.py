@@ -8,12 +8,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from browser import CHROMIUM, FLAGS, require_browser
+from browser import CHROMIUM, FLAGS, require_browser, settle
 from imported_models import import_external, write_hf_vit
 from PIL import Image, ImageDraw
 
@@ -33,20 +32,6 @@ def served(tmp_path_factory: pytest.TempPathFactory, serve_app):
     write_hf_vit(vit)
     with serve_app(root, tmp / "server.log") as url:
         yield url, {"hf_bert": bert}, vit, tmp
-
-
-def settle(page, timeout: float = 180.0) -> None:
-    """Until the script has finished running (and stays finished for a moment)."""
-    page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
-    deadline = time.time() + timeout
-    quiet = 0
-    while time.time() < deadline:
-        state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
-        quiet = quiet + 1 if state == "notRunning" else 0
-        if quiet >= 4:
-            return
-        time.sleep(0.4)
-    raise AssertionError(f"page still running after {timeout} s")
 
 
 def shoot(page, folder: Path, name: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from browser import CHROMIUM, FLAGS, require_browser
+from browser import settle as wait_settled
 from inspect_runs import make_run
 
 pytestmark = pytest.mark.browser
@@ -47,17 +48,8 @@ def browser():
 
 
 def settle(page, timeout: float = 120.0) -> None:
-    """Wait until the script has finished running (and stays finished for a moment)."""
-    page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
-    deadline = time.time() + timeout
-    quiet = 0
-    while time.time() < deadline:
-        state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
-        quiet = quiet + 1 if state == "notRunning" else 0
-        if quiet >= 4:
-            return
-        time.sleep(0.4)
-    raise AssertionError(f"page still running after {timeout} s")
+    """This module's pages are quick: the shared wait, with a shorter limit."""
+    wait_settled(page, timeout)
 
 
 def open_page(browser, url: str, run, path: str):

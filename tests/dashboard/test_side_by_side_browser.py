@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, FLAGS, require_browser
+from browser import CHROMIUM, FLAGS, require_browser, settle
 from inspect_runs import make_run
 
 pytestmark = pytest.mark.browser
@@ -25,20 +24,6 @@ IMAGES = """() => Array.from(document.querySelectorAll('[data-testid=stMain] [da
 BARS = """() => Array.from(document.querySelectorAll('[data-testid=stMain] .xai-cbar')).map(b => ({
     width: b.getBoundingClientRect().width, text: b.innerText
 }))"""
-
-
-def settle(page, timeout: float = 180.0) -> None:
-    """Wait until the script has finished running (and stays finished for a moment)."""
-    page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
-    deadline = time.time() + timeout
-    quiet = 0
-    while time.time() < deadline:
-        state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
-        quiet = quiet + 1 if state == "notRunning" else 0
-        if quiet >= 4:
-            return
-        time.sleep(0.4)
-    raise AssertionError(f"page still running after {timeout} s")
 
 
 def test_side_by_side_maps_are_readable_at_1440_and_1024(tmp_path: Path, serve_app):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -17,3 +19,18 @@ def require_browser() -> ModuleType:
             allow_module_level=True,
         )
     return pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+
+
+def settle(page: Any, timeout: float = 180.0) -> None:
+    """Until the app's script has finished running and stays finished for a moment (Streamlit marks it on
+    stApp's data-test-script-state); AssertionError after `timeout` seconds."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
+    deadline = time.time() + timeout
+    quiet = 0
+    while time.time() < deadline:
+        state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
+        quiet = quiet + 1 if state == "notRunning" else 0
+        if quiet >= 4:
+            return
+        time.sleep(0.4)
+    raise AssertionError(f"page still running after {timeout} s")
