@@ -8,39 +8,20 @@ Embeddings and the effective receptive field say in one line why they need a dat
 
 from __future__ import annotations
 
+import functools
 import io
 from pathlib import Path
 
 import pytest
+from app_pages import assert_ok, open_page, texts
+from app_pages import make_app as _make_app
 from imported_models import import_external, write_hf_vit, write_module
 from streamlit.testing.v1 import AppTest
 
 from xaidash.models.runstore import list_runs
 
 TIMEOUT = 180
-APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
-
-
-def make_app(run_id: str | None = None) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-    if run_id:
-        at.session_state["xai_selected_run"] = run_id
-    return at
-
-
-def assert_ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def open_page(at: AppTest, page: str) -> AppTest:
-    at.run()
-    at.switch_page(page).run()
-    assert_ok(at)
-    return at
-
-
-def texts(elements) -> list[str]:
-    return [str(e.value) for e in elements]
+make_app = functools.partial(_make_app, timeout=TIMEOUT)
 
 
 def method_results(at: AppTest) -> list[str]:

@@ -3,39 +3,20 @@ methods side by side, per-method caching, comparison, and clear messages for bad
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
 import pytest
+from app_pages import assert_ok, open_page
+from app_pages import make_app as _make_app
+from app_pages import texts as values
 from streamlit.testing.v1 import AppTest
 
 from xaidash.dashboard.services import job_manager
 
 TIMEOUT = 120  # pages import torch and captum on their first run
-
-
-def make_app(run_id: str | None = None) -> AppTest:
-    from pathlib import Path
-
-    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py"), default_timeout=TIMEOUT)
-    if run_id:
-        at.session_state["xai_selected_run"] = run_id
-    return at
-
-
-def open_page(at: AppTest, page: str) -> AppTest:
-    at.run()
-    at.switch_page(page).run()
-    assert_ok(at)
-    return at
-
-
-def assert_ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def values(elements) -> list[str]:
-    return [str(e.value) for e in elements]
+make_app = functools.partial(_make_app, timeout=TIMEOUT)
 
 
 def button(at: AppTest, label: str):

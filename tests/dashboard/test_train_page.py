@@ -4,12 +4,15 @@ poor-accuracy warning on every page that shows a model."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from app_pages import assert_ok, open_page, texts
+from app_pages import make_app as _make_app
 from streamlit.testing.v1 import AppTest
 
 from xaidash.dashboard.components import quickstart
@@ -20,8 +23,8 @@ from xaidash.models.quality import run_warning
 from xaidash.models.registry import get_spec, models_for, recommended_model
 from xaidash.models.runstore import WEIGHTS, Run, resolve_run
 
-APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 TIMEOUT = 120
+make_app = functools.partial(_make_app, timeout=TIMEOUT)
 FORM_KEYS = {
     "epochs": "train_epochs",
     "batch_size": "train_batch",
@@ -31,28 +34,6 @@ FORM_KEYS = {
     "augment": "train_aug",
     "weight_decay": "train_wd",
 }
-
-
-def make_app(run_id: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    if run_id:
-        at.session_state["xai_selected_run"] = run_id
-    return at
-
-
-def assert_ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def open_page(at: AppTest, page: str) -> AppTest:
-    at.run()
-    at.switch_page(page).run()
-    assert_ok(at)
-    return at
-
-
-def texts(elements) -> list[str]:
-    return [str(e.value) for e in elements]
 
 
 def button(at: AppTest, label: str):

@@ -1,0 +1,33 @@
+"""Driving the whole app in Streamlit's AppTest: make it (optionally with a selected run), open a page,
+check that no page raised."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from streamlit.testing.v1 import AppTest
+
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+
+
+def make_app(run_id: str | None = None, timeout: float = 120) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=timeout)
+    if run_id:
+        at.session_state["xai_selected_run"] = run_id
+    return at
+
+
+def assert_ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def open_page(at: AppTest, page: str) -> AppTest:
+    at.run()
+    at.switch_page(page).run()
+    assert_ok(at)
+    return at
+
+
+def texts(elements: Any) -> list[str]:
+    return [str(e.value) for e in elements]
