@@ -7,10 +7,12 @@ happen to share an id in different run roots never mix.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +25,7 @@ from xaidash.data.registry import ImageSplit, Split, TextSplit, load_split
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.jobs import JobManager
 from xaidash.models.registry import ModelError
+from xaidash.models.replicas import ReplicaPool
 from xaidash.models.runstore import WEIGHTS, Run, load_bundle
 from xaidash.models.train_process import train_in_process
 
@@ -62,19 +65,54 @@ def bundle_for(run: Run) -> ModelBundle:
     return _bundle(run_key(run), str(run.path))
 
 
+REPLICA_BUDGET_BYTES = 2 * 1024**3  # the most parameter memory one model's replicas may take together
+MAX_REPLICAS = 3  # copies of one model that jobs can use at the same moment
+MAX_POOLS = 8  # models with replicas kept (the oldest pool is dropped, with its copies)
+
+
+def replica_count(bundle: ModelBundle) -> int:
+    """How many copies of this model concurrent jobs may use: up to MAX_REPLICAS, fewer for a large model."""
+    size = sum(p.numel() * p.element_size() for p in bundle.model.parameters())
+    return int(max(1, min(MAX_REPLICAS, REPLICA_BUDGET_BYTES // max(size, 1))))
+
+
 @st.cache_resource(show_spinner=False)
-def _locks() -> dict[str, threading.Lock]:
-    return {}
+def _pools() -> OrderedDict[str, ReplicaPool[ModelBundle]]:
+    return OrderedDict()
 
 
-_locks_guard = threading.Lock()
+_pools_guard = threading.Lock()
 
 
-def model_lock(key: str) -> threading.Lock:
-    """One lock per loaded model: sessions share the model object, and methods that hook its layers
-    (Grad-CAM, DeepLift, sanity checks) must not run on it at the same time."""
-    with _locks_guard:
-        return _locks().setdefault(key, threading.Lock())
+def replica_pool(key: str, bundle: ModelBundle) -> ReplicaPool[ModelBundle]:
+    """The replicas of the model `key` names (models/replicas.py): `bundle` itself first, then copies of a
+    pristine snapshot taken when the pool is made (before any job has hooked the model). A new weights
+    version has a new key, hence a new pool."""
+    with _pools_guard:
+        pools = _pools()
+        if key not in pools:
+            size = replica_count(bundle)
+            template = copy.deepcopy(bundle) if size > 1 else bundle
+            pools[key] = ReplicaPool(lambda: copy.deepcopy(template), size, first=bundle)
+            while len(pools) > MAX_POOLS:
+                pools.popitem(last=False)
+        pools.move_to_end(key)
+        return pools[key]
+
+
+@contextmanager
+def lease(
+    key: str,
+    bundle: ModelBundle,
+    on_wait: Callable[[int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Iterator[ModelBundle]:
+    """A copy of the model for the job's own use inside the block: methods that hook layers or switch
+    train/eval flags never run on a model another session is using, and a short job waits for another
+    session's long one only when every replica is busy (then `on_wait(jobs_ahead)` hears its place in the
+    queue; LeaseCancelled when `cancelled()` says the user gave up)."""
+    with replica_pool(key, bundle).lease(on_wait, cancelled) as replica:
+        yield replica
 
 
 @st.cache_resource(max_entries=6, show_spinner=False)
@@ -104,10 +142,10 @@ def test_predictions(key: str, _bundle_obj: ModelBundle, limit: int = GALLERY_LI
     """Class probabilities (N, classes) for the first `limit` test samples (for the gallery's filters)."""
     split = dataset_split(_bundle_obj.info.name, "test")
     n = min(len(split), limit)
-    with model_lock(key):
+    with lease(key, _bundle_obj) as bundle:
         if isinstance(split, TextSplit):
-            return _bundle_obj.predict_proba(split.texts[:n]).numpy()
-        return _bundle_obj.predict_proba(split.batch(range(n))).numpy()
+            return bundle.predict_proba(split.texts[:n]).numpy()
+        return bundle.predict_proba(split.batch(range(n))).numpy()
 
 
 def content_key(value: Any) -> str:

@@ -143,9 +143,9 @@ if go and result is None:
     try:
         indices = parse_indices(indices_text) if how == "chosen indices" else None
         sample = pick_test_sample(bundle, n=int(n), seed=int(seed), indices=indices)
-        with services.model_lock(bkey):
+        with services.lease(bkey, bundle) as replica:
             result = compare_methods(
-                bundle,
+                replica,
                 sample,
                 methods,
                 params=params,

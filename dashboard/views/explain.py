@@ -78,9 +78,9 @@ def compute(
     given = [p.mask for p in inputs if p.mask is not None]
     masks = np.stack(given) if len(given) == len(inputs) else None
     rationales = [p.rationale for p in inputs] if any(p.rationale for p in inputs) else None
-    with services.model_lock(bkey):
+    with services.lease(bkey, bundle) as replica:
         scored = explain_and_score(
-            bundle,
+            replica,
             raw,
             method,
             params,
@@ -171,8 +171,8 @@ if not chosen:
     st.stop()
 raw = batch_of(inputs)
 try:
-    with services.model_lock(bkey):
-        probs = bundle.predict_proba(raw).numpy()
+    with services.lease(bkey, bundle) as replica:
+        probs = replica.predict_proba(raw).numpy()
 except Exception as err:  # noqa: BLE001
     show_error(err, "Prediction failed")
     st.stop()
@@ -210,8 +210,8 @@ st.caption(
     + (" Overlays are drawn on a grey copy of the input." if display == "overlay" else "")
 )
 figures: dict[tuple[int, str], Any] = {}  # (input, method) -> the map with its colour bar, for the zip
-with services.model_lock(bkey):
-    ood_figures, ood_reason = ood_scores(bundle, bkey, raw)
+with services.lease(bkey, bundle) as replica:
+    ood_figures, ood_reason = ood_scores(replica, bkey, raw)
 if ood_reason:
     st.caption(ood_reason)
 for i, p in enumerate(inputs):

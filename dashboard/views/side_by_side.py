@@ -61,8 +61,8 @@ def _bundle_at_epoch(key: str, path: str, epoch: int) -> ModelBundle:
 @st.cache_data(max_entries=8, show_spinner=False)
 def _test_predictions_of_b(key: str, dataset: str, _bundle: ModelBundle) -> np.ndarray:
     """Model B's probabilities on model A's test split (B may have no data set of its own), as the gallery's."""
-    with services.model_lock(key):
-        return split_predictions(_bundle, services.dataset_split(dataset, "test"), services.GALLERY_LIMIT)
+    with services.lease(key, _bundle) as bundle:
+        return split_predictions(bundle, services.dataset_split(dataset, "test"), services.GALLERY_LIMIT)
 
 
 def choice_label(c: ModelChoice) -> str:
@@ -79,8 +79,8 @@ def explained(
     key = ("side_by_side", model_key, input_keys, method, target)
 
     def compute() -> Explanation:
-        with services.model_lock(model_key):
-            return explain_one(bundle, raw, method, target)
+        with services.lease(model_key, bundle) as replica:
+            return explain_one(replica, raw, method, target)
 
     try:
         value, _ = cache.get_or_compute(key, compute)
@@ -246,10 +246,10 @@ if not chosen:
 # ---- predictions and maps ---------------------------------------------------------------------------------
 raw = batch_of(inputs)
 try:
-    with services.model_lock(key_a):
-        probs_a = bundle_a.predict_proba(raw).numpy()
-    with services.model_lock(key_b):
-        probs_b = bundle_b.predict_proba(raw).numpy()
+    with services.lease(key_a, bundle_a) as replica_a:
+        probs_a = replica_a.predict_proba(raw).numpy()
+    with services.lease(key_b, bundle_b) as replica_b:
+        probs_b = replica_b.predict_proba(raw).numpy()
 except Exception as err:  # noqa: BLE001
     show_error(err, "Prediction failed")
     st.stop()
