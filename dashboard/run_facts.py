@@ -11,7 +11,7 @@ from typing import Any
 
 from xaidash.models.jobs import JobSnapshot
 from xaidash.models.quality import run_warning
-from xaidash.models.runstore import WEIGHTS, Run
+from xaidash.models.runstore import WEIGHTS, Run, run_liveness, weights_problem
 
 USABLE_STATES = ("completed", "stopped")
 
@@ -62,13 +62,31 @@ def kept_sentence(summary: dict[str, Any]) -> str:
 
 
 def live_state(run: Run, summary: dict[str, Any], job: JobSnapshot | None) -> str:
-    """The state column: 'running · 45%' while this server trains it, else the summary's state."""
-    state = str(summary.get("state", "?"))
+    """The state column: 'running · 45%' while this server trains it; 'running elsewhere' while another live
+    process does (its lock says so); 'interrupted · resumable' (or '· nothing saved') when the process that
+    wrote 'running' is gone; else the summary's state."""
     if job is not None and job.active and job.run_id == run.id:
         return f"running · {100 * job.progress:.0f}%" + (" · stopping" if job.stop_requested else "")
-    if state == "running":  # not by this server: the command line trains it, or a stopped server left it so
-        return "running elsewhere, or interrupted"
-    return state
+    live = run_liveness(run, summary)
+    if live.state == "running":
+        return "running elsewhere" if live.owner is None else f"running elsewhere (process {live.owner['pid']})"
+    if live.interrupted:
+        return "interrupted · resumable" if live.resumable else "interrupted · nothing saved"
+    return live.state
+
+
+def state_word(run: Run, summary: dict[str, Any]) -> str:
+    """The run's state as a fact (running, interrupted, stopped, completed, failed, imported)."""
+    return run_liveness(run, summary).state
+
+
+def problem_badge(run: Run, summary: dict[str, Any] | None = None) -> str | None:
+    """A few words for a run whose maps are noise ('training failed', 'NaN weights'), shown above every map and in
+    the runs table; the full sentence is `weights_problem`."""
+    s = run.summary() if summary is None else summary
+    if s.get("state") == "failed":
+        return "training failed"
+    return "NaN/inf weights" if weights_problem(run, s) else None
 
 
 def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
@@ -85,10 +103,17 @@ def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
             "val acc": None if acc_val is None else 100 * acc_val,
             "test acc": None if acc_test is None else 100 * acc_test,
             # A run still training is judged when it ends: its first epochs are near chance by nature.
-            "quality": "⚠ poor" if s.get("state") != "running" and run_warning(run) else "",
+            "quality": _quality(run, s),
         }  # no date column: the run's id starts with its creation time
     except Exception as e:  # noqa: BLE001 - a damaged run must still be listed (and deletable)
         return {"run": run.id, "model": "?", "data set": "?", "state": f"unreadable: {e}"}
+
+
+def _quality(run: Run, summary: dict[str, Any]) -> str:
+    badge = problem_badge(run, summary)
+    if badge:
+        return f"⚠ {badge}"
+    return "⚠ poor" if summary.get("state") != "running" and run_warning(run) else ""
 
 
 def _fmt_float(v: Any) -> str:
@@ -124,9 +149,9 @@ def settings_rows(run: Run) -> list[tuple[str, str]]:
         ("device", str(c.get("device", "–"))),
         ("parameters", f"{c['parameters']:,}" if isinstance(c.get("parameters"), int) else "–"),
         ("samples (train / val / test)", samples),
-        ("state", str(s.get("state", "?"))),
+        ("state", state_word(run, s)),
         ("epochs done", epochs_text(c, s)),
-        ("kept", kept_sentence(s) if s.get("state") not in (None, "running") else "–"),
+        ("kept", kept_sentence(s) if state_word(run, s) not in ("?", "running") else "–"),
         ("training time", f"{s['train_seconds']:.1f} s" if s.get("train_seconds") is not None else "–"),
         ("samples/s", f"{s['samples_per_s']:,.0f}" if s.get("samples_per_s") else "–"),
     ]

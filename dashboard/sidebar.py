@@ -9,7 +9,7 @@ from xaidash.dashboard import services
 from xaidash.dashboard.components.job_status import job_line
 from xaidash.dashboard.components.quality import show_run_warning
 from xaidash.dashboard.components.quickstart import select_demo_run_when_done
-from xaidash.dashboard.run_facts import epochs_text, pct
+from xaidash.dashboard.run_facts import epochs_text, pct, state_word
 from xaidash.dashboard.state import selected_run
 from xaidash.models.device import describe_default_device
 
@@ -36,8 +36,9 @@ def _selected_run() -> None:
         st.markdown(f"**{c['model']}** on **{c['dataset'] or 'no data set'}**")  # None: an unlinked imported model
         acc = s.get("test_acc")
         facts = [f"test acc {pct(acc)}" if acc is not None else f"val acc {pct(s.get('val_acc'))}"]
-        if s.get("state") != "completed":
-            facts.append(f"{s.get('state', '?')}, epochs {epochs_text(c, s)}")
+        state = state_word(run, s)  # 'interrupted' when the process that wrote 'running' is gone
+        if state != "completed":
+            facts.append(f"{state}, epochs {epochs_text(c, s)}")
         if "source" in c:  # an imported model: trained elsewhere, no accuracy measured here
             facts = ["imported: trained elsewhere"]
         st.caption(" · ".join(facts))

@@ -47,6 +47,26 @@ def read_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
         raise ModelError(f"Checkpoint {path} is not a readable safetensors file ({e}).") from None
 
 
+def nonfinite_tensors(path: Path) -> list[str]:
+    """Names of the floating-point tensors of a safetensors file that hold NaN or infinite values, read one
+    tensor at a time (a large model is never in memory twice). ModelError when the file is unreadable."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"Checkpoint {path} does not exist.")
+    bad = []
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+                t = f.get_tensor(name)
+                if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                    bad.append(name)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise ModelError(f"Checkpoint {path} is not a readable safetensors file ({e}).") from None
+    return bad
+
+
 def check_compatible(model: nn.Module, tensors: dict[str, torch.Tensor], what: str) -> None:
     """Refuse a checkpoint whose names or shapes differ from the model's, saying where."""
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}

@@ -15,7 +15,7 @@ from typing import Any
 from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
 from xaidash.models.quality import accuracy_warning, run_warning
 from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Recipe, describe
-from xaidash.models.runstore import delete_run, percent, resolve_run, runs_root, runs_table
+from xaidash.models.runstore import delete_run, percent, resolve_run, run_liveness, runs_root, runs_table
 
 
 def _fmt(v: float | None, pct: bool = False) -> str:
@@ -195,11 +195,15 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     print("  ".join(c.ljust(widths[c]) for c in cols))
     for r in rows:
         print("  ".join(r.get(c, "").ljust(widths[c]) for c in cols))
-    for r in rows:  # a model too poor to explain, said where the run is listed
+    for r in rows:  # what to do with an interrupted run, and a model not worth explaining, said where it is listed
         try:
-            warning = run_warning(resolve_run(r["run"]))
+            run = resolve_run(r["run"])
+            advice = run_liveness(run).advice
+            warning = run_warning(run)
         except Exception:  # noqa: BLE001 - a damaged run is already marked unreadable in the table
-            warning = None
+            advice, warning = "", None
+        if advice:
+            print(f"interrupted: {r['run']}: {advice}")
         if warning:
             print(f"warning: {r['run']}: {warning}")
     return 0
@@ -276,7 +280,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(func=_cmd_demo)
 
-    r = sub.add_parser("runs", help="list training runs with their final metrics")
+    r = sub.add_parser(
+        "runs",
+        help="list training runs with their final metrics",
+        description="List runs with their state: running (a live process trains it), interrupted (the process that "
+        "trained it is gone: resume it with xaidash train --resume RUN, or delete it), stopped, completed, failed.",
+    )
     r.add_argument("--delete", metavar="RUN", help="delete a run folder")
     r.set_defaults(func=_cmd_runs)
 

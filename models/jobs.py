@@ -123,9 +123,18 @@ class QueueSnapshot:
 class Job:
     """One training run; `on_event` is the engine callback, `run` the body the worker calls."""
 
-    def __init__(self, job_id: int, cfg: TrainConfig, queue_id: int = 0, position: int = 1, size: int = 1):
+    def __init__(
+        self,
+        job_id: int,
+        cfg: TrainConfig,
+        queue_id: int = 0,
+        position: int = 1,
+        size: int = 1,
+        resume: str | None = None,
+    ):
         self.id = job_id
         self.cfg = cfg
+        self.resume = resume  # the id of an interrupted run this job continues
         self.queue_id, self.position, self.size = queue_id, position, size
         self.stop_event = threading.Event()
         self._lock = threading.Lock()
@@ -182,7 +191,8 @@ class Job:
         if not self.mark_starting():
             return
         try:
-            result = train_fn(self.cfg, callbacks=[self.on_event], stop=self.stop_event)
+            more = {"resume": self.resume} if self.resume else {}
+            result = train_fn(self.cfg, callbacks=[self.on_event], stop=self.stop_event, **more)
         except (ModelError, DatasetError) as e:
             self._mark_run_failed(str(e))
             self._finish("failed", str(e))
@@ -287,11 +297,12 @@ class JobManager:
     _next_id: int = 1
     _next_queue_id: int = 1
 
-    def start(self, cfg: TrainConfig) -> JobSnapshot:
-        """Launch `cfg` in the background; JobBusy while another job runs, ModelError/DatasetError for bad settings."""
-        return self.start_queue([cfg]).jobs[0]
+    def start(self, cfg: TrainConfig, resume: str | None = None) -> JobSnapshot:
+        """Launch `cfg` in the background (`resume`: continue that run, with its own settings); JobBusy while
+        another job runs, ModelError/DatasetError for bad settings."""
+        return self.start_queue([cfg], resume=resume).jobs[0]
 
-    def start_queue(self, cfgs: Sequence[TrainConfig], name: str = "") -> QueueSnapshot:
+    def start_queue(self, cfgs: Sequence[TrainConfig], name: str = "", resume: str | None = None) -> QueueSnapshot:
         """Train `cfgs` one after another in one background worker. Every config is checked first, so a bad
         one refuses the whole queue before anything runs; JobBusy while another queue works."""
         if not cfgs:
@@ -304,7 +315,10 @@ class JobManager:
                 raise JobBusy(self._busy_message(busy.snapshot()))
             queue_id = self._next_queue_id
             self._next_queue_id += 1
-            jobs = [Job(self._next_id + i, cfg, queue_id, i + 1, len(cfgs)) for i, cfg in enumerate(cfgs)]
+            jobs = [
+                Job(self._next_id + i, cfg, queue_id, i + 1, len(cfgs), resume if i == 0 else None)
+                for i, cfg in enumerate(cfgs)
+            ]
             self._next_id += len(cfgs)
             jobs[0].mark_starting()  # it starts now: readers never see an idle gap before the thread runs
             queue = JobQueue(queue_id, name, jobs)

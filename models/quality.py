@@ -1,4 +1,5 @@
-"""Is a run's model good enough to explain? A map of a model that learned nothing explains nothing.
+"""Is a run's model good enough to explain? A map of a model that learned nothing explains nothing, and one of
+a model whose training failed or whose weights hold NaN is noise (`runstore.weights_problem`).
 
 `accuracy_warning` reads a run's config and summary: a finished run whose test accuracy is near
 chance (the majority class's share when the test labels are known, else 1/classes), or far below
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from xaidash.models.runstore import Run
+import numpy as np
+
+from xaidash.models.runstore import Run, weights_problem
 
 # How far above chance a model must be (as a share of the way from chance to 100%) not to count as untrained.
 ABOVE_CHANCE = 0.25
@@ -18,22 +21,25 @@ ABOVE_CHANCE = 0.25
 BELOW_RECIPE = 0.10
 
 
-def chance_accuracy(summary: dict[str, Any], num_classes: int) -> float:
-    """The accuracy of always predicting the most common test class (from the confusion matrix when known)."""
-    confusion = summary.get("confusion")
-    if confusion:
-        totals = [sum(row) for row in confusion]
-        if sum(totals):
-            return max(totals) / sum(totals)
+def chance_accuracy(summary: dict[str, Any], num_classes: int, confusion: np.ndarray | None = None) -> float:
+    """The accuracy of always predicting the most common test class (from the confusion matrix when known: the
+    summary's, or `confusion` as `Run.confusion()` reads it from its own file)."""
+    matrix = summary.get("confusion") if confusion is None else confusion
+    if matrix is not None and len(matrix):
+        totals = np.asarray(matrix).sum(axis=1)
+        if totals.sum():
+            return float(totals.max() / totals.sum())
     return 1.0 / max(1, num_classes)
 
 
-def accuracy_warning(config: dict[str, Any], summary: dict[str, Any]) -> str | None:
+def accuracy_warning(
+    config: dict[str, Any], summary: dict[str, Any], confusion: np.ndarray | None = None
+) -> str | None:
     """One sentence when the run's model is too poor to explain meaningfully, else None."""
     acc = summary.get("test_acc", summary.get("val_acc"))
     if acc is None:
         return None
-    chance = chance_accuracy(summary, len(config.get("classes", [])) or 2)
+    chance = chance_accuracy(summary, len(config.get("classes", [])) or 2, confusion)
     if acc < chance + ABOVE_CHANCE * (1.0 - chance):
         return (
             f"This model's accuracy ({100 * acc:.1f}%) is near chance ({100 * chance:.1f}%): it has not learned the "
@@ -49,8 +55,14 @@ def accuracy_warning(config: dict[str, Any], summary: dict[str, Any]) -> str | N
 
 
 def run_warning(run: Run) -> str | None:
-    """`accuracy_warning` for a run folder (None when its files cannot be read: pages report that themselves)."""
+    """Why a run's model should not be explained as if it were fine: its training failed or its weights hold NaN
+    (`weights_problem`), else `accuracy_warning` (None when its files cannot be read: pages report that
+    themselves)."""
     try:
-        return accuracy_warning(run.config(), run.summary())
+        summary = run.summary()
+        problem = weights_problem(run, summary)
+        if problem:
+            return problem
+        return accuracy_warning(run.config(), summary, run.confusion(summary))
     except Exception:  # noqa: BLE001 - a damaged run is reported elsewhere; no warning is better than a crash here
         return None

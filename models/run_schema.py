@@ -93,6 +93,7 @@ SUMMARY = {
         "val_loss": {"type": ["number", "null"]},
         "test_loss": {"type": ["number", "null"]},
         "confusion": {"type": ["array", "null"], "maxItems": MAX_CLASSES},
+        "confusion_file": {"enum": ["confusion.npy", None]},  # a large matrix, beside the summary (runstore)
     },
 }
 

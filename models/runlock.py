@@ -1,10 +1,17 @@
 """One writer per run folder: a lock file naming the process that trains the run.
 
 `RunLock.acquire(run)` creates `<run>/.lock` exclusively (O_CREAT | O_EXCL, so two processes cannot both
-win) with the owner's pid, host and start time. A second writer is refused with RunLocked naming the
-owner; a lock whose owner is gone (a training killed with SIGKILL) is stale and taken over. Holding the
-lock also means no one else writes there, so leftover temporary files of an interrupted write are
-removed then. `is_locked(run)` tells readers and `delete_run` whether a live process owns the run.
+win) with the owner's pid, host, start time and a heartbeat. While the lock is held a daemon thread
+rewrites the heartbeat every HEARTBEAT_S seconds (atomically: temporary file, then rename), so a reader
+on another machine, which cannot ask about the pid, can still tell a live owner from a dead one.
+
+Whether an owner is alive is decided here, once, for every reader:
+- on this host, by its pid (a training killed with SIGKILL leaves a lock naming a dead pid);
+- on another host, by its heartbeat: older than STALE_S seconds means the owner is gone (a lock written
+  before heartbeats existed, from another host, is trusted as before).
+A second writer is refused with RunLocked naming the owner; a lock whose owner is gone is stale and taken
+over. Holding the lock also means no one else writes there, so leftover temporary files of an interrupted
+write are removed then. `is_locked(run)` tells readers and `delete_run` whether a live process owns the run.
 """
 
 from __future__ import annotations
@@ -13,14 +20,18 @@ import contextlib
 import json
 import os
 import socket
+import threading
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from xaidash.models.registry import ModelError
 
 LOCK = ".lock"
+HEARTBEAT_S = 5.0  # how often the owner refreshes its heartbeat
+STALE_S = 60.0  # a heartbeat older than this (owner on another host) means the owner is gone
 
 
 class RunLocked(ModelError):
@@ -37,16 +48,37 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def read_lock(folder: Path) -> dict[str, Any] | None:
-    """The lock's owner ({pid, host, started}) when a live process holds it, else None (none, stale or unreadable)."""
+def read_lock_file(folder: Path) -> dict[str, Any] | None:
+    """The lock file's content ({pid, host, started, heartbeat, token}) whether or not its owner lives; None when
+    there is no lock or it is unreadable."""
     try:
-        owner = json.loads((folder / LOCK).read_text())
-        pid, host = int(owner["pid"]), str(owner["host"])
+        owner = json.loads((Path(folder) / LOCK).read_text())
+        int(owner["pid"]), str(owner["host"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if host != socket.gethostname():  # another machine's process cannot be checked: trust its lock
-        return owner
-    return owner if _pid_alive(pid) else None
+    return owner if isinstance(owner, dict) else None
+
+
+def owner_alive(owner: dict[str, Any], now: float | None = None) -> bool:
+    """Is the process named by a lock still there? By pid on this host, by heartbeat age on another."""
+    if str(owner["host"]) == socket.gethostname():
+        return _pid_alive(int(owner["pid"]))
+    beat = owner.get("heartbeat")
+    if not isinstance(beat, (int, float)):  # an older lock from another machine: nothing to judge by, trust it
+        return True
+    return (now if now is not None else time.time()) - float(beat) <= STALE_S
+
+
+def read_lock(folder: Path) -> dict[str, Any] | None:
+    """The lock's owner ({pid, host, started, heartbeat}) when a live process holds it, else None (none, stale or
+    unreadable)."""
+    owner = read_lock_file(folder)
+    if owner is None:
+        return None
+    try:
+        return owner if owner_alive(owner) else None
+    except (ValueError, TypeError):
+        return None
 
 
 def is_locked(folder: Path) -> bool:
@@ -63,40 +95,84 @@ def remove_leftover_temporaries(folder: Path) -> list[Path]:
     return removed
 
 
+def _content(owner: dict[str, Any]) -> str:
+    return json.dumps({**owner, "heartbeat": time.time()})
+
+
 @dataclass
 class RunLock:
     folder: Path
-    token: str  # what this process wrote into the lock, so release() never removes another's
+    token: str  # a random id written into the lock, so the heartbeat and release() never touch another's
+    owner: dict[str, Any] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
 
     @classmethod
-    def acquire(cls, folder: Path, run_id: str | None = None) -> RunLock:
-        """Take the run's lock, or raise RunLocked naming the live process that holds it."""
+    def acquire(cls, folder: Path, run_id: str | None = None, heartbeat: bool = True) -> RunLock:
+        """Take the run's lock, or raise RunLocked naming the live process that holds it. `heartbeat`: refresh
+        the lock's heartbeat from a daemon thread until release()."""
         folder = Path(folder)
-        token = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()})
+        token = uuid.uuid4().hex
+        owner: dict[str, Any] = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.time(),
+            "token": token,
+        }
         path = folder / LOCK
         for _ in range(3):  # a stale lock is removed and creation retried; a racing writer wins fairly
             try:
                 fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                owner = read_lock(folder)
+                holder = read_lock(folder)
                 # Our own process may take its lock again (a session set up by hand, then resumed by train()).
-                if owner is not None and not (owner["pid"] == os.getpid() and owner["host"] == socket.gethostname()):
-                    since = time.strftime("%H:%M:%S", time.localtime(float(owner.get("started", 0))))
+                if holder is not None and not (holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()):
+                    since = time.strftime("%H:%M:%S", time.localtime(float(holder.get("started", 0))))
                     raise RunLocked(
-                        f"Run {run_id or folder.name} is being trained by process {owner['pid']} on "
-                        f"{owner['host']} (since {since}): wait for it to end or stop it, then try again."
+                        f"Run {run_id or folder.name} is being trained by process {holder['pid']} on "
+                        f"{holder['host']} (since {since}): wait for it to end or stop it, then try again."
                     ) from None
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()  # stale: its owner is gone
                 continue
             with os.fdopen(fd, "w") as f:
-                f.write(token)
+                f.write(_content(owner))
             remove_leftover_temporaries(folder)
-            return cls(folder, token)
+            lock = cls(folder, token, owner)
+            if heartbeat:
+                lock._thread = threading.Thread(target=lock._beat, name=f"runlock-{folder.name}", daemon=True)
+                lock._thread.start()
+            return lock
         raise RunLocked(f"Run {run_id or folder.name}: could not take its lock (another process keeps taking it).")
 
+    def _ours(self) -> bool:
+        found = read_lock_file(self.folder)
+        return found is not None and found.get("token") == self.token
+
+    def beat(self) -> bool:
+        """Refresh the heartbeat (atomically: a reader never sees half a lock); False when the lock is no longer
+        ours (removed, or taken over after this process stalled for longer than STALE_S)."""
+        if not self._ours():
+            return False
+        tmp = self.folder / f"{LOCK}.{self.token}.tmp"
+        try:
+            tmp.write_text(_content(self.owner))
+            os.replace(tmp, self.folder / LOCK)
+        except OSError:  # the folder was deleted or the disk is full: the next beat tries again
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return False
+        return True
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self.beat()
+
     def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=HEARTBEAT_S)
         path = self.folder / LOCK
         with contextlib.suppress(OSError):
-            if path.read_text() == self.token:
+            if self._ours():
                 path.unlink()

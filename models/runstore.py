@@ -4,42 +4,58 @@
         config.json          model, dataset (classes, shapes, normalisation), hyperparameters, versions, device
         metrics.jsonl        one JSON record per logged step and per epoch
         summary.json         state (running/completed/stopped/failed), error, final test metrics
+        confusion.npy        the test confusion matrix when it has more than CONFUSION_INLINE_MAX classes
+                             (smaller ones stay in summary.json, as older runs have them)
+        .lock                the live process that writes the run (models/runlock.py)
         model.safetensors    the latest weights
         checkpoints/epoch_NNN.safetensors   weights after each epoch
         train_state.safetensors             optimizer + RNG state for resuming
         vocab.json           word vocabulary (text models trained from scratch)
 
 Every write is atomic (temporary file, then rename); nothing is ever unpickled.
+
+A summary's `running` is what the writer said, not a fact: `run_liveness` checks the run's lock (its owner's
+pid on this host, its heartbeat from another) and reports a run whose writer is gone as `interrupted`, with
+what it kept and how to go on. Every place that shows a state (xaidash runs, the runs table, the sidebar)
+reads it from there; summary.json itself is only written by the run's writer.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import shutil
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
 from xaidash.data.registry import DatasetInfo
 from xaidash.models import run_schema
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.checkpoint import load_weights
+from xaidash.models.checkpoint import load_weights, nonfinite_tensors
 from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
 from xaidash.models.runlock import RunLocked, read_lock
 
-CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB = (
+CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB, CONFUSION = (
     "config.json",
     "metrics.jsonl",
     "summary.json",
     "model.safetensors",
     "train_state.safetensors",
     "vocab.json",
+    "confusion.npy",
 )
+# Confusion matrices with more classes than this go to confusion.npy: 1,000 classes as JSON made a 9 MB summary
+# that every page and every `xaidash runs` parsed.
+CONFUSION_INLINE_MAX = 50
 
 
 def runs_root() -> Path:
@@ -139,9 +155,45 @@ class Run:
         return summary
 
     def update_summary(self, **fields: Any) -> dict[str, Any]:
+        """Merge `fields` into summary.json. A `confusion` matrix of more than CONFUSION_INLINE_MAX classes is
+        written to confusion.npy instead (the summary then names that file); read it back with `confusion()`."""
+        if "confusion" in fields:
+            fields.update(self._store_confusion(fields.pop("confusion")))
         summary = {**self.summary(), **fields, "updated": time.time()}
         atomic_write_json(self.file(SUMMARY), summary)
         return summary
+
+    def _store_confusion(self, matrix: Any) -> dict[str, Any]:
+        """The summary fields for a confusion matrix: inline when small, else a file beside the summary."""
+        if matrix is None or len(matrix) <= CONFUSION_INLINE_MAX:
+            if self.file(CONFUSION).exists():
+                self.file(CONFUSION).unlink()
+            return {
+                "confusion": None if matrix is None else [[int(v) for v in row] for row in matrix],
+                "confusion_file": None,
+            }
+        m = np.asarray(matrix)
+        m = m.astype(np.int32 if m.size == 0 or int(m.max()) < 2**31 else np.int64)
+        buffer = io.BytesIO()
+        np.save(buffer, m, allow_pickle=False)
+        atomic_write_bytes(self.file(CONFUSION), buffer.getvalue())
+        return {"confusion": None, "confusion_file": CONFUSION}
+
+    def confusion(self, summary: dict[str, Any] | None = None) -> np.ndarray | None:
+        """The test confusion matrix [true][predicted] (from summary.json or confusion.npy), or None when the run
+        has none or its file is damaged or does not match its classes."""
+        s = self.summary() if summary is None else summary
+        if s.get("confusion"):
+            return np.asarray(s["confusion"], dtype=np.int64)
+        if s.get("confusion_file") != CONFUSION:
+            return None
+        try:
+            m = np.load(self.file(CONFUSION), allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+        if m.ndim != 2 or m.shape[0] != m.shape[1] or not np.issubdtype(m.dtype, np.integer):
+            return None
+        return m
 
     def metrics(self) -> list[dict[str, Any]]:
         """All metric records; a torn or corrupt line is skipped, not fatal."""
@@ -203,14 +255,21 @@ def _run_in_root(name: str, root: Path) -> Path:
 
 
 def resolve_run(run: str | Path, root: Path | None = None) -> Run:
-    """A run by id (a folder name inside the runs root), or 'latest'. A path is accepted only when it is a run
+    """A run by id (a folder name inside the runs root), or 'latest' (the newest run with usable weights). A path is accepted only when it is a run
     folder directly inside the runs root: ids never reach outside it (no '..', separators elsewhere, links out)."""
     root = Path(root) if root else runs_root()
-    if str(run) == "latest":
+    if str(run) == "latest":  # the newest run with usable weights (has_usable_weights)
         runs = list_runs(root)
         if not runs:
             raise ModelError(f"No runs under {root}: train one first (xaidash train).")
-        return runs[0]
+        usable = next((r for r in runs if has_usable_weights(r)), None)
+        if usable is None:
+            raise ModelError(
+                f"None of the {len(runs)} runs under {root} has usable weights (all are still training, failed, "
+                "interrupted before their first checkpoint or hold NaN weights): name one by its id "
+                "(xaidash runs lists them)."
+            )
+        return usable
     text = str(run)
     path = Path(text)
     if len(path.parts) > 1 or path.is_absolute():  # a path: only a run folder right inside the root
@@ -233,6 +292,112 @@ def list_runs(root: Path | None = None) -> list[Run]:
         return []
     runs = [Run(p) for p in root.iterdir() if (p / CONFIG).is_file()]
     return sorted(runs, key=lambda r: r.path.stat().st_mtime if r.path.exists() else 0, reverse=True)
+
+
+# ---- what a run is, in fact: alive or interrupted, weights usable or not -----------------------------------------
+RESUME_HINT = "xaidash train --resume {id}"
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """A run's state as a fact. `state` is the summary's, except that a `running` run whose writer is gone
+    (no lock, its pid dead on this host, its heartbeat stale from another) is `interrupted`."""
+
+    state: str
+    owner: dict[str, Any] | None  # the live process writing the run, when there is one
+    has_weights: bool
+    checkpoint_epoch: int | None  # the last complete epoch with a checkpoint
+    kept: str  # what the run holds, in words
+    advice: str  # what to do with an interrupted run ('' otherwise)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.state == "interrupted"
+
+    @property
+    def resumable(self) -> bool:
+        return self.interrupted and self.has_weights
+
+
+def run_liveness(run: Run, summary: dict[str, Any] | None = None) -> Liveness:
+    """Check a run's recorded state against its lock (see the module's docstring). Never writes."""
+    s = run.summary() if summary is None else summary
+    recorded = str(s.get("state", "?"))
+    owner = read_lock(run.path) if recorded == "running" else None
+    has_weights = run.file(WEIGHTS).exists()
+    checkpoints = run.checkpoints()
+    epoch = checkpoints[-1][0] if checkpoints else None
+    kept = str(s.get("kept") or ("nothing yet" if not has_weights else "weights"))
+    if recorded != "running" or owner is not None:
+        return Liveness(recorded, owner, has_weights, epoch, kept, "")
+    if has_weights:
+        advice = (
+            f"Its training process is gone; it has {kept}"
+            + (f" (last checkpoint: epoch {epoch})" if epoch else "")
+            + f". Resume it: {RESUME_HINT.format(id=run.id)}"
+        )
+    else:
+        advice = (
+            "Its training process is gone before its first checkpoint: there is nothing to resume. Delete it "
+            f"(xaidash runs --delete {run.id}) or train again with its settings."
+        )
+    return Liveness("interrupted", None, has_weights, epoch, "nothing" if not has_weights else kept, advice)
+
+
+_scan_lock = threading.Lock()
+_scanned: dict[tuple[str, int, int], list[str]] = {}
+
+
+def _nonfinite(path: Path) -> list[str]:
+    """nonfinite_tensors, remembered per file version (path, mtime, size): a weights file is read once."""
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    with _scan_lock:
+        if key in _scanned:
+            return _scanned[key]
+    bad = nonfinite_tensors(path)
+    with _scan_lock:
+        if len(_scanned) > 256:
+            _scanned.clear()
+        _scanned[key] = bad
+    return bad
+
+
+def weights_problem(run: Run, summary: dict[str, Any] | None = None) -> str | None:
+    """Why a run's model must not be explained as if it were fine: its training failed, or its weights hold NaN or
+    infinite values. None when neither (or when it has no weights: loading it says so)."""
+    s = run.summary() if summary is None else summary
+    if s.get("state") == "failed":
+        why = str(s.get("error") or "no reason recorded").rstrip(".")
+        return f"Run {run.id}'s training failed ({why}): its weights are not those of a trained model."
+    if not run.file(WEIGHTS).exists():
+        return None
+    try:
+        bad = _nonfinite(run.file(WEIGHTS))
+    except (ModelError, OSError):
+        return None  # unreadable: loading the run reports that with its own message
+    if bad:
+        example = ", ".join(bad[:2]) + (" ..." if len(bad) > 2 else "")
+        return (
+            f"Run {run.id}'s weights hold NaN or infinite values ({len(bad)} tensors, e.g. {example}): its predictions "
+            "and explanations are meaningless."
+        )
+    return None
+
+
+USABLE_STATES = ("completed", "stopped", "interrupted", "imported")
+
+
+def has_usable_weights(run: Run) -> bool:
+    """A weights file that is not changing and worth explaining: the run is completed, stopped, interrupted (its
+    last checkpoint) or imported, not failed, and its weights are finite. A run still training is not: its
+    weights change under an explanation (name it by its id to look anyway)."""
+    try:
+        summary = run.summary()
+        live = run_liveness(run, summary)
+    except ModelError:
+        return False
+    return live.has_weights and live.state in USABLE_STATES and weights_problem(run, summary) is None
 
 
 def percent(value: float | None) -> str:
@@ -286,7 +451,7 @@ def _run_row(r: Run) -> dict[str, str]:
         "run": r.id,
         "model": c["model"],
         "dataset": c["dataset"],
-        "state": s.get("state", "?"),
+        "state": run_liveness(r, s).state,
         "epochs": epochs_cell(s, c["train"]["epochs"]),
         "val acc": percent(s.get("val_acc")),
         "test acc": percent(s.get("test_acc")),
@@ -312,7 +477,7 @@ def _imported_row(r: Run, c: dict[str, Any], s: dict[str, Any]) -> dict[str, str
 
 def delete_run(run: str | Path, root: Path | None = None) -> None:
     """Remove a run folder inside the runs root: only a run (it has its config.json), never one a live process
-    is training (RunLocked)."""
+    is training (RunLocked). A stale lock (its owner gone: an interrupted run) does not protect the folder."""
     r = resolve_run(run, root)
     owner = read_lock(r.path)
     if owner is not None:

@@ -1,4 +1,9 @@
-"""Altair charts the pages draw: confusion matrix, top-k bars, metric bars, heatmaps (training curves: curves.py)."""
+"""Altair charts the pages draw: confusion matrix, top-k bars, metric bars, heatmaps (training curves: curves.py).
+
+A confusion matrix of a few classes is a heatmap with its counts; one of hundreds of classes cannot be read
+(or drawn quickly) that way, so it is shown as its most frequent confusions (`top_confusions`), a per-class
+table (`per_class_table`) and, on request, the whole matrix as one image (`confusion_image`).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,12 @@ from typing import Any
 import altair as alt
 import numpy as np
 import pandas as pd
+from PIL import Image
+
+CONFUSION_HEATMAP_MAX = 30  # classes up to which the matrix is drawn as a heatmap with its counts
 
 
-def confusion_chart(matrix: Sequence[Sequence[int]], classes: Sequence[str]) -> alt.Chart:
+def confusion_chart(matrix: Sequence[Sequence[int]] | np.ndarray, classes: Sequence[str]) -> alt.Chart:
     """Counts [true][predicted] as a heatmap with the numbers written in."""
     m = np.asarray(matrix)
     rows = [
@@ -40,6 +48,88 @@ def confusion_chart(matrix: Sequence[Sequence[int]], classes: Sequence[str]) -> 
     )
     # Discrete axes are sized by step: Streamlit does not apply a fixed width/height to layered charts.
     return (rect + text).properties(width=alt.Step(step), height=alt.Step(step), title="Confusion matrix (test split)")
+
+
+def _row_shares(m: np.ndarray) -> np.ndarray:
+    totals = m.sum(axis=1, keepdims=True)
+    return np.divide(m, totals, out=np.zeros(m.shape, dtype=float), where=totals > 0)
+
+
+def top_confusions(matrix: np.ndarray, classes: Sequence[str], k: int = 20) -> pd.DataFrame:
+    """The k most frequent mistakes (true != predicted), most frequent first: true, predicted, count, and the
+    share of the true class's test samples that went there."""
+    m = np.asarray(matrix)
+    off = m.astype(np.int64, copy=True)
+    np.fill_diagonal(off, 0)
+    flat = off.ravel()
+    k = int(min(k, int((flat > 0).sum())))
+    if k == 0:
+        return pd.DataFrame(columns=["true", "predicted", "count", "share of true class"])
+    idx = np.argpartition(-flat, k - 1)[:k]
+    idx = idx[np.argsort(-flat[idx], kind="stable")]
+    rows, cols = np.unravel_index(idx, m.shape)
+    totals = m.sum(axis=1)
+    return pd.DataFrame(
+        {
+            "true": [classes[i] for i in rows],
+            "predicted": [classes[j] for j in cols],
+            "count": flat[idx].astype(int),
+            "share of true class": [
+                float(m[i, j] / totals[i]) if totals[i] else 0.0 for i, j in zip(rows, cols, strict=True)
+            ],
+        }
+    )
+
+
+def top_confusions_chart(table: pd.DataFrame) -> alt.Chart:
+    """`top_confusions` as horizontal bars, 'true → predicted'."""
+    df = table.assign(pair=table["true"].astype(str) + " → " + table["predicted"].astype(str))
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            x=alt.X("count:Q", title="test samples"),
+            y=alt.Y("pair:N", sort=None, title=None, axis=alt.Axis(labelLimit=260)),
+            tooltip=["true", "predicted", "count", alt.Tooltip("share of true class:Q", format=".1%")],
+        )
+        .properties(height=alt.Step(16), title="Most frequent confusions (test split)")
+    )
+
+
+def per_class_table(matrix: np.ndarray, classes: Sequence[str]) -> pd.DataFrame:
+    """One row per class: test samples, recall, precision and the class it is most often mistaken for."""
+    m = np.asarray(matrix).astype(np.int64)
+    support, predicted, correct = m.sum(axis=1), m.sum(axis=0), np.diag(m)
+    off = m.copy()
+    np.fill_diagonal(off, -1)
+    worst = off.argmax(axis=1)
+    worst_count = off[np.arange(len(m)), worst].clip(min=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        recall = np.where(support > 0, correct / np.maximum(support, 1), np.nan)
+        precision = np.where(predicted > 0, correct / np.maximum(predicted, 1), np.nan)
+    return pd.DataFrame(
+        {
+            "class": list(classes),
+            "test samples": support,
+            "recall": 100 * recall,
+            "precision": 100 * precision,
+            "most often taken for": [classes[j] if c else "" for j, c in zip(worst, worst_count, strict=True)],
+            "times": worst_count,
+        }
+    )
+
+
+def confusion_image(matrix: np.ndarray, max_side: int = 1000) -> Image.Image:
+    """The whole matrix as an image, one pixel (or a square of pixels) per cell: white to dark blue by the share
+    of the true class's samples, rows = true class, columns = predicted, in class order."""
+    share = _row_shares(np.asarray(matrix))
+    n = share.shape[0]
+    # a 'blues' ramp by hand: numpy has no colormaps, and matplotlib is not a dependency of the pages
+    white, blue = np.array([247, 251, 255], dtype=float), np.array([8, 48, 107], dtype=float)
+    rgb = (white + np.sqrt(share)[..., None] * (blue - white)).round().astype(np.uint8)
+    image = Image.fromarray(rgb, mode="RGB")
+    scale = max(1, max_side // max(n, 1))
+    return image.resize((n * scale, n * scale), Image.Resampling.NEAREST) if scale > 1 else image
 
 
 def topk_chart(probs: Sequence[float], classes: Sequence[str], k: int = 5, true_label: int | None = None) -> alt.Chart:

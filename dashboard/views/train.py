@@ -3,11 +3,21 @@ what the run kept, the runs table (a click selects a run) and a comparison of ru
 
 from __future__ import annotations
 
+from dataclasses import fields
+
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
-from xaidash.dashboard.components.charts import confusion_chart
+from xaidash.dashboard.components.charts import (
+    CONFUSION_HEATMAP_MAX,
+    confusion_chart,
+    confusion_image,
+    per_class_table,
+    top_confusions,
+    top_confusions_chart,
+)
 from xaidash.dashboard.components.compare_runs import compare_runs_section
 from xaidash.dashboard.components.curves import curve_controls, show_curves
 from xaidash.dashboard.components.job_status import (
@@ -23,8 +33,9 @@ from xaidash.dashboard.components.train_form import choose_dataset, choose_model
 from xaidash.dashboard.errors import USER_ERRORS, guard, show_error
 from xaidash.dashboard.run_facts import epochs_text, has_weights, pct, settings_rows
 from xaidash.dashboard.state import RUN_KEY, select_run
+from xaidash.models.engine import TrainConfig
 from xaidash.models.jobs import JobSnapshot
-from xaidash.models.runstore import Run, delete_run, list_runs, runs_root
+from xaidash.models.runstore import Run, delete_run, list_runs, run_liveness, runs_root
 
 manager = services.job_manager()
 FLASH = "train_flash"
@@ -140,8 +151,40 @@ def run_results(run: Run) -> None:
     m2.metric("Test loss", f"{s['test_loss']:.4f}" if s.get("test_loss") is not None else "–")
     m3.metric("Validation accuracy", pct(s.get("val_acc")))
     m4.metric("Epochs", epochs_text(c, s), help="complete epochs / planned (+ steps of a partial epoch)")
-    if s.get("confusion"):
-        st.altair_chart(confusion_chart(s["confusion"], run.info.classes), width="content")
+    matrix = run.confusion(s)
+    if matrix is not None:
+        confusion_view(run.id, matrix, run.info.classes)
+
+
+def confusion_view(run_id: str, matrix: np.ndarray, classes: tuple[str, ...] | list[str]) -> None:
+    """A few classes: the heatmap with counts. Many: the top confusions, a searchable per-class table, and the whole
+    matrix as an image on request (a 1,000-class heatmap cannot be read, nor drawn in seconds)."""
+    if len(matrix) <= CONFUSION_HEATMAP_MAX:
+        st.altair_chart(confusion_chart(matrix, classes), width="content")
+        return
+    st.markdown(f"**Confusion matrix (test split)**: {len(matrix):,} classes")
+    top = top_confusions(matrix, classes, k=20)
+    if len(top):
+        st.altair_chart(top_confusions_chart(top), width="stretch")
+    else:
+        st.caption("No confusions: every test sample was classified correctly.")
+    query = st.text_input("Find a class", key=f"confusion_find_{run_id}", placeholder="class name contains…")
+    table = per_class_table(matrix, classes)
+    if query:
+        table = table[table["class"].str.contains(query, case=False, regex=False)]
+    st.dataframe(
+        table.sort_values("recall"),
+        hide_index=True,
+        width="stretch",
+        height=280,
+        column_config={
+            "recall": st.column_config.NumberColumn("recall", format="%.1f%%"),
+            "precision": st.column_config.NumberColumn("precision", format="%.1f%%"),
+        },
+    )
+    if st.toggle("Show the full matrix", key=f"confusion_full_{run_id}", help="one pixel per cell, as an image"):
+        st.image(confusion_image(matrix), width="content")
+        st.caption("Rows: true class; columns: predicted; darker = a larger share of the true class, in class order.")
 
 
 st.subheader("Training job")
@@ -165,11 +208,56 @@ def delete_callback(run_id: str) -> None:
     flash("success", f"Deleted run {run_id}.")
 
 
+def start_from_run(run_id: str, resume: bool) -> None:
+    """Resume an interrupted run from its last checkpoint, or train a new run with its settings."""
+    try:
+        config = Run(runs_root() / run_id).config()
+        known = {f.name for f in fields(TrainConfig)}
+        settings = {k: v for k, v in (config.get("train") or {}).items() if k in known}
+        job = manager.start(TrainConfig(**settings), resume=run_id if resume else None)
+    except USER_ERRORS as e:
+        flash("error", f"Could not {'resume' if resume else 'restart'} {run_id}: {e}")
+        return
+    st.session_state[WATCHING] = st.session_state[STARTED] = job.id
+
+
+def interrupted_actions(run: Run, advice: str, resumable: bool) -> None:
+    """An interrupted run: what it has, and the way on (resume from its checkpoint, or restart / delete)."""
+    st.warning(f"Interrupted: {advice}", icon=":material/report:")
+    busy = manager.busy()
+    if resumable:
+        st.button(
+            "Resume",
+            key=f"train_resume_{run.id}",
+            on_click=start_from_run,
+            args=(run.id, True),
+            disabled=busy,
+            icon=":material/play_arrow:",
+            type="primary",
+            help="continue from its last checkpoint with its own settings"
+            + (" (a job is training now)" if busy else ""),
+        )
+    else:
+        st.button(
+            "Restart with its settings",
+            key=f"train_restart_{run.id}",
+            on_click=start_from_run,
+            args=(run.id, False),
+            disabled=busy,
+            icon=":material/replay:",
+            help="train a new run with the same settings (delete this one below)"
+            + (" (a job is training now)" if busy else ""),
+        )
+
+
 def run_details(run: Run) -> None:
     """The focused run: its settings as a table, its curves, its results, and deleting it."""
     s = run.summary()
     if s.get("error"):
         st.error(s["error"])
+    live = run_liveness(run, s)
+    if live.interrupted:
+        interrupted_actions(run, live.advice, live.resumable)
     left, right = st.columns([2, 3])
     with left:
         st.markdown(f"**Settings of `{run.id}`**")
@@ -186,7 +274,7 @@ def run_details(run: Run) -> None:
             icon=":material/delete:",
         )
     with right:
-        if s.get("state") in ("completed", "stopped"):
+        if live.state in ("completed", "stopped") or (live.interrupted and s.get("val_acc") is not None):
             run_results(run)
     show_curves({run.id: run.metrics()}, curve_controls("run_curves"), empty_note="This run logged no curves.")
 
