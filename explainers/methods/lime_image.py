@@ -3,9 +3,10 @@
 Why not captum's `Lime`: it draws every perturbation in a Python loop, weighs samples by their
 distance in input space and returns no fit score. lime's own `explain_instance` pastes each
 sample together in NumPy on the CPU (its Python loop is the whole cost, see FIELD-NOTES). So the
-masks are sampled and applied here as tensors on the device, and the weighted surrogate is fitted
-by lime's `LimeBase` with lime's kernel and cosine distance: the same surrogate as the reference
-path (`lime_reference`), plus its weighted R^2.
+masks are applied here as tensors on the device, the samples of every input of the call share one
+stream of model passes (`ctx.batch_size` rows each, halved on out-of-memory), and the weighted
+surrogate is fitted by lime's `LimeBase` with lime's kernel, cosine distance and regressor: the same
+surrogate as the reference path (`lime_reference`), plus its weighted R^2.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from xaidash.explainers.methods._common import scored_rows
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.explainers.segmentation import fill, hide_param, segment, superpixel_params
@@ -27,24 +29,14 @@ def lime_kernel(d: np.ndarray, kernel_width: float) -> np.ndarray:
     return np.sqrt(np.exp(-(d**2) / kernel_width**2))
 
 
-@torch.no_grad()
-def perturbed_probs(
-    model: torch.nn.Module,
-    x: torch.Tensor,
-    hidden: torch.Tensor,
-    mask: torch.Tensor,
-    on: torch.Tensor,
-    target: int,
-    batch_size: int,
-) -> torch.Tensor:
-    """Target-class probability for each row of `on` (S, K) with superpixel k of `mask` (H, W) shown
-    when on[s, k] = 1, else `hidden`; x and hidden are one normalised image (C, H, W)."""
-    out = []
-    for i in range(0, len(on), batch_size):
-        keep = on[i : i + batch_size][:, mask].unsqueeze(1).to(x.dtype)  # (b, 1, H, W)
-        batch = hidden + keep * (x - hidden)
-        out.append(torch.softmax(model(batch).float(), dim=1)[:, target])
-    return torch.cat(out)
+def coalitions(samples: int, k: int, seed: int) -> torch.Tensor:
+    """(samples, k) long 0/1: which of k superpixels each sample shows, the first showing all (lime's
+    convention: the first sample is the unperturbed image). Drawn from the seed alone, on the CPU, so an
+    input's samples do not depend on the other inputs of the call or on the device."""
+    gen = torch.Generator().manual_seed(int(seed))
+    on = torch.randint(0, 2, (samples, k), generator=gen)
+    on[0] = 1
+    return on
 
 
 def _passes(params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
@@ -56,28 +48,39 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     from sklearn.metrics import pairwise_distances
 
     device = ctx.x.device
+    n, samples = len(ctx.x), int(params["samples"])
     seg = segment(ctx.raw, params["segmentation"], params["segments"], seed=ctx.seed)
-    masks = torch.as_tensor(seg.masks, device=device)
+    masks = torch.as_tensor(seg.masks, device=device).long()  # (N, H, W), values < counts[i]
     hidden = ctx.bundle.prepare(fill(ctx.raw.to(device), params["hide"], masks))
+    kmax = max(int(k) for k in seg.counts)
+    on = torch.zeros(n, samples, kmax, dtype=torch.long)
+    for i, k in enumerate(seg.counts):
+        on[i, :, :k] = coalitions(samples, int(k), ctx.seed)
+    on_dev = on.to(device)
+    flat_masks = masks.flatten(1)
+
+    def build(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # Row i * samples + s: input i with the superpixels of its sample s shown, the others hidden.
+        i, s = index // samples, index % samples
+        keep = on_dev[i, s].gather(1, flat_masks[i]).view(len(index), 1, *masks.shape[1:]).to(ctx.x.dtype)
+        return hidden[i] + keep * (ctx.x[i] - hidden[i]), ctx.targets[i]
+
+    probs, used = scored_rows(ctx, n * samples, build, probability=True, what="LIME")
+    probs_np = probs.view(n, samples).cpu().double().numpy()
     maps, r2 = [], []
-    for i in range(len(ctx.x)):  # one surrogate per input; each input's samples go through the model in batches
-        k = seg.counts[i]
-        # Each input's coalitions come from the seed alone (a generator seeded per input, on the CPU so any
-        # device draws the same): an input's map does not depend on the inputs explained before it.
-        gen = torch.Generator().manual_seed(int(ctx.seed))
-        on = torch.randint(0, 2, (params["samples"], k), generator=gen).to(device)
-        base = LimeBase(partial(lime_kernel, kernel_width=params["kernel_width"]), random_state=ctx.seed)
-        on[0] = 1  # lime's convention: the first sample is the unperturbed image
-        probs = perturbed_probs(ctx.model, ctx.x[i], hidden[i], masks[i], on, int(ctx.targets[i]), ctx.batch_size)
-        data = on.cpu().numpy()
+    for i in range(n):  # one surrogate per input, fitted by lime's own LimeBase on the CPU
+        k = int(seg.counts[i])
+        data = on[i, :, :k].numpy()
         distances = pairwise_distances(data, data[:1], metric="cosine").ravel()
+        base = LimeBase(partial(lime_kernel, kernel_width=params["kernel_width"]), random_state=ctx.seed)
+        # lime_image's default feature_selection ('auto' with num_features=100000 >= k) keeps every superpixel
         _, coefs, score, _ = base.explain_instance_with_data(
-            data, probs.cpu().double().numpy()[:, None], distances, 0, k, feature_selection="none"
+            data, probs_np[i][:, None], distances, 0, k, feature_selection="none"
         )
-        weights = torch.zeros(k, dtype=torch.float32, device=device)
+        weights = np.zeros(k, dtype=np.float32)
         for feature, w in coefs:
-            weights[int(feature)] = float(w)
-        maps.append(weights[masks[i]])
+            weights[int(feature)] = w
+        maps.append(torch.as_tensor(weights, device=device)[masks[i]])
         r2.append(float(score))
     return MethodOutput(
         attributions=torch.stack(maps),
@@ -86,6 +89,7 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
             "surrogate_r2": r2,
             "segments": [float(k) for k in seg.counts],
             "grid_fallback": [float(f) for f in seg.grid_fallback],
+            "batch_size": [float(used)] * n,
         },
     )
 

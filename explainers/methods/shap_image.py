@@ -1,5 +1,6 @@
-"""SHAP for images: shap's GradientExplainer (expected gradients) and DeepExplainer (DeepLIFT
-against a background set), and model-agnostic KernelSHAP over superpixels (captum's KernelShap).
+"""SHAP for images: expected gradients (shap's GradientExplainer estimator, computed batched by captum's
+GradientShap), shap's DeepExplainer (DeepLIFT against a background set), and model-agnostic KernelSHAP
+over superpixels (captum KernelShap's sampling and fit, on batched perturbations).
 
 Background: the samples `explain(..., background=...)` passes (prepared training images; `explain`
 loads the default set itself). Where the training split cannot be loaded, each input gets a stand-in
@@ -19,6 +20,8 @@ import torch
 from torch import nn
 
 from xaidash.explainers.baselines import shap_background, stand_in_background
+from xaidash.explainers.batching import run_halving
+from xaidash.explainers.methods._common import batch_slices, grad_leaf, quiet_hook_notices, scored_rows
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import Completeness, MethodContext, MethodOutput, MethodSpec, always, register
 from xaidash.explainers.segmentation import fill, hide_param, segment, superpixel_params
@@ -88,14 +91,64 @@ def _with_background(ctx: MethodContext, params: dict[str, Any], explainer_for: 
 
 
 def _shap_gradient(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    import shap
+    """Expected gradients through captum's GradientShap, the estimator of shap's GradientExplainer (a
+    random background image, a random point on the straight path from it to the input, no input noise:
+    shap's default local_smoothing=0), batched: shap builds every sample in a Python loop with a copy to
+    the host each, captum draws one chunk of `ctx.batch_size` samples as one batch on the device (tests
+    compare the two). Each input's samples are drawn from the seed alone, so an input's values do not
+    depend on the other inputs of the call."""
+    from captum.attr import GradientShap
 
-    def explainer_for(model: nn.Module, bg: torch.Tensor) -> Callable[[torch.Tensor], Any]:
-        # expected gradients sum to f(x) - E[f(bg)] only on average over samples: the gap gauges sampling noise
-        explainer = shap.GradientExplainer(model, bg, batch_size=ctx.batch_size)
-        return lambda x: explainer.shap_values(x, nsamples=params["samples"], rseed=ctx.seed)
+    n, samples = len(ctx.x), int(params["samples"])
+    bg = shap_background(ctx.bundle, ctx.background, params["background_size"], ctx.seed)
+    explainer = GradientShap(ctx.model)
 
-    return _with_background(ctx, params, explainer_for)
+    def one(i: int, baselines: torch.Tensor, size: int) -> torch.Tensor:
+        # captum draws the background rows and path points from NumPy's global generator (`explain`
+        # restores the caller's state afterwards) and any noise from torch's.
+        np.random.seed(ctx.seed)
+        torch.manual_seed(ctx.seed)
+        total = torch.zeros_like(ctx.x[i : i + 1])
+        for s in batch_slices(samples, size):
+            chunk = s.stop - s.start
+            with quiet_hook_notices():
+                attr = explainer.attribute(
+                    grad_leaf(ctx.x[i : i + 1]),
+                    baselines=baselines,
+                    n_samples=chunk,
+                    stdevs=0.0,
+                    target=ctx.targets[i : i + 1],
+                )
+            total += attr.detach() * chunk
+        return total[0] / samples
+
+    def run(size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        attr = torch.zeros_like(ctx.x)
+        expected = torch.zeros(n, device=ctx.x.device)
+        t = ctx.targets
+        if bg is not None:
+            expected[:] = ctx.bundle.logits(bg, size).mean(0)[t]
+            for i in range(n):
+                attr[i] = one(i, bg, size)
+        else:
+            for i in range(n):  # a stand-in of each input's own
+                own = stand_in_background(ctx.bundle, ctx.raw[i : i + 1].to(ctx.x.device))
+                attr[i] = one(i, own, size)
+                expected[i] = ctx.bundle.logits(own, size).mean(0)[t[i]]
+        return attr, expected
+
+    (attr, expected), used = run_halving(run, ctx.batch_size, what="GradientSHAP")
+    fx = ctx.bundle.logits(ctx.x, used).gather(1, ctx.targets.view(-1, 1))[:, 0]
+    # expected gradients sum to f(x) - E[f(bg)] only on average over samples: the gap gauges sampling noise
+    gaps = (attr.flatten(1).sum(1) - (fx - expected)).abs().tolist()
+    return MethodOutput(
+        attributions=attr,
+        diagnostics={
+            "additivity_gap": gaps,
+            "background_fallback": [float(bg is None)] * n,
+            "batch_size": [float(used)] * n,
+        },
+    )
 
 
 @contextlib.contextmanager
@@ -132,33 +185,67 @@ def _shap_deep(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     return _with_background(ctx, params, explainer_for)
 
 
+# captum's KernelShap weighs its first two samples (every superpixel shown, every one hidden) this much
+# against 1 for the others, so the fit (nearly) meets f(x) and f(all hidden) exactly.
+_INF_WEIGHT = 1e6
+
+
+def kernel_coalitions(samples: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """captum KernelShap's samples of k superpixels, drawn at once: first all shown, then all hidden,
+    then coalitions whose size j is drawn with p(j) ~ (k - 1) / (j (k - j)) and whose members are a
+    uniform subset of that size (the Shapley kernel, applied by sampling). Returns ((samples, k) 0/1,
+    per-sample weights). From the seed alone, on the CPU: the same draws for an input whatever else is explained."""
+    gen = torch.Generator().manual_seed(int(seed))
+    on = torch.zeros(samples, k, dtype=torch.long)
+    on[0] = 1
+    rest = samples - 2
+    if rest > 0 and k >= 2:
+        j = torch.arange(1, k, dtype=torch.float64)
+        sizes = torch.multinomial((k - 1) / (j * (k - j)), rest, replacement=True, generator=gen) + 1
+        ranks = torch.rand(rest, k, generator=gen).argsort(1).argsort(1)  # a random order of the superpixels
+        on[2:] = (ranks < sizes[:, None]).long()
+    elif rest > 0:
+        on[2:] = torch.randint(0, 2, (rest, k), generator=gen)
+    count = on.sum(1)
+    weights = torch.where((count == 0) | (count == k), _INF_WEIGHT, 1.0)
+    return on.numpy(), weights.numpy()
+
+
 def _shap_kernel(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    from captum.attr import KernelShap
+    # captum's KernelShap draws and pastes each coalition in a Python loop and takes one input at a time;
+    # here the coalitions are drawn at once, pasted on the device, the samples of all inputs share one
+    # stream of model passes, and the fit is captum's (sklearn's LinearRegression, intercept, sample
+    # weights). Tests check the values against captum's.
+    from sklearn.linear_model import LinearRegression
 
     device = ctx.x.device
+    n, samples = len(ctx.x), int(params["samples"])
     seg = segment(ctx.raw, params["segmentation"], params["segments"], seed=ctx.seed)
-    masks = torch.as_tensor(seg.masks, device=device)
+    masks = torch.as_tensor(seg.masks, device=device).long()
     hidden = ctx.bundle.prepare(fill(ctx.raw.to(device), params["hide"], masks))
-    ks = KernelShap(ctx.model)
+    kmax = max(int(k) for k in seg.counts)
+    on = np.zeros((n, samples, kmax), dtype=np.int64)
+    weights = []
+    for i, k in enumerate(seg.counts):
+        coalitions, w = kernel_coalitions(samples, int(k), ctx.seed)
+        on[i, :, :k] = coalitions
+        weights.append(w)
+    on_dev = torch.as_tensor(on, device=device)
+    flat_masks = masks.flatten(1)
+
+    def build(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        i, s = index // samples, index % samples
+        keep = on_dev[i, s].gather(1, flat_masks[i]).view(len(index), 1, *masks.shape[1:]).to(ctx.x.dtype)
+        return hidden[i] + keep * (ctx.x[i] - hidden[i]), ctx.targets[i]
+
+    scores, used = scored_rows(ctx, n * samples, build, what="KernelSHAP")
+    f = scores.view(n, samples).cpu().double().numpy()
     maps, gaps = [], []
-    for i in range(len(ctx.x)):  # captum fits one model per input anyway; separate masks keep each K exact
-        t = int(ctx.targets[i])
-        # captum draws coalitions from torch's global generator: reseeded per input, an input's
-        # values depend on the seed alone, not on the inputs explained before it.
-        torch.manual_seed(ctx.seed)
-        coefs = ks.attribute(
-            ctx.x[i : i + 1],
-            baselines=hidden[i : i + 1],
-            target=t,
-            feature_mask=masks[i][None, None],
-            n_samples=params["samples"],
-            perturbations_per_eval=ctx.batch_size,
-            return_input_shape=False,
-        )
-        coefs = coefs.detach().float().reshape(-1)[: seg.counts[i]]
-        maps.append(coefs[masks[i]])
-        f = ctx.bundle.logits(torch.stack([ctx.x[i], hidden[i]]), 2)[:, t]
-        gaps.append(float((coefs.sum() - (f[0] - f[1])).abs()))
+    for i in range(n):
+        k = int(seg.counts[i])
+        coefs = LinearRegression().fit(on[i, :, :k], f[i], sample_weight=weights[i]).coef_.astype(np.float32)
+        maps.append(torch.as_tensor(coefs, device=device)[masks[i]])
+        gaps.append(float(abs(coefs.sum() - (f[i, 0] - f[i, 1]))))  # rows 0 and 1: f(x), f(all hidden)
     return MethodOutput(
         attributions=torch.stack(maps),
         segments=seg.masks,
@@ -166,13 +253,13 @@ def _shap_kernel(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
             "additivity_gap": gaps,
             "segments": [float(k) for k in seg.counts],
             "grid_fallback": [float(f) for f in seg.grid_fallback],
+            "batch_size": [float(used)] * n,
         },
     )
 
 
 def _gradient_passes(params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
-    # + the explainer's f(background); the additivity gap's f(x) and f(background)
-    return params["samples"] * n, n + 2 * background
+    return params["samples"] * n, n + background  # + the additivity gap's f(x) and f(background)
 
 
 def _deep_passes(params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
@@ -181,7 +268,7 @@ def _deep_passes(params: dict[str, Any], n: int, background: int, hw: tuple[int,
 
 
 def _kernel_passes(params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
-    return 0, (params["samples"] + 2) * n  # + the additivity gap's f(x) and f(all hidden)
+    return 0, params["samples"] * n  # f(x) and f(all hidden), for the additivity gap, are its first two samples
 
 
 def _deeplift_ok(bundle: ModelBundle) -> str | None:
@@ -212,8 +299,8 @@ register(
         signed=True,
         family="shap",
         description=(
-            "shap's GradientExplainer (expected gradients): gradients at random points between the input and "
-            "background images, times the difference. Diagnostic additivity_gap: |sum - (f(x) - E f(background))|."
+            "Expected gradients, as shap's GradientExplainer computes them (batched through captum's GradientShap): "
+            "gradients at random points between the input and background images, times the difference. Diagnostic additivity_gap: |sum - (f(x) - E f(background))|."
         ),
         output="logit",
         needs_background=always,
