@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.params import ExplainError
+from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, check_text_length
 from xaidash.explainers.registry import MethodContext, MethodOutput, get_method
 from xaidash.explainers.samples import resolve_background
 from xaidash.models.bundle import ModelBundle
@@ -113,6 +113,7 @@ def _checked_inputs(bundle: ModelBundle, inputs: torch.Tensor | Sequence[str] | 
         texts = [inputs] if isinstance(inputs, str) else [str(t) for t in inputs]
         if not texts or any(not t.strip() for t in texts):
             raise ExplainError("Text input is empty: type or upload some text.")
+        check_text_length(texts)  # before any method builds perturbed copies of it
         return texts
     images = torch.as_tensor(inputs, dtype=torch.float32)
     images = images.unsqueeze(0) if images.dim() == 3 else images
@@ -142,6 +143,8 @@ def explain(
     explainers, the 'mean' baseline); without it such a method gets `samples.default_background`.
     The model is explained in eval mode and left in the mode it was in; randomness comes from `seed`
     alone and the caller's random state is left as it was."""
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ExplainError(f"batch_size={batch_size}: it must be between 1 and {MAX_BATCH_SIZE}.")
     spec = get_method(method, bundle.modality)
     spec.check(bundle)
     resolved = spec.resolve_params(bundle, params)

@@ -8,12 +8,26 @@ from typing import Any
 import streamlit as st
 from PIL import Image
 
+from xaidash.dashboard.run_facts import problem_badge
+from xaidash.dashboard.state import selected_run
 from xaidash.explainers import ood
 from xaidash.models.bundle import ModelBundle
 
 CARD_WIDTH = 224  # px: maps are this wide (>= 200 px); the row wraps to the next line instead of shrinking them
 TEXT_CARD_WIDTH = 440
 LARGE_WIDTH = 560
+
+
+def selected_run_problem() -> str | None:
+    """A few words ('training failed', 'NaN/inf weights') when the selected run's maps are noise, else None; the
+    page header says it in full (state.require_bundle shows models.quality.run_warning)."""
+    run = selected_run()
+    if run is None:
+        return None
+    try:
+        return problem_badge(run)
+    except Exception:  # noqa: BLE001 - a damaged run is reported by the page; no badge is better than a crash
+        return None
 
 
 def map_card(
@@ -30,6 +44,8 @@ def map_card(
     with units and meaning, the caption (target class and time), and an 'Enlarge' popover."""
     with st.container(width=TEXT_CARD_WIDTH if tokens_html is not None else CARD_WIDTH, key=key):
         st.caption(f"**{label}**")
+        if problem := selected_run_problem():  # above every map: a failed run's or NaN weights' maps are noise
+            st.warning(f"{problem}: this map is not meaningful", icon=":material/warning:")
         if image is not None:
             st.image(image, width="stretch")
         if tokens_html is not None:

@@ -24,7 +24,7 @@ from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.errors import show_error
 from xaidash.data.registry import DatasetInfo, ImageSplit
 from xaidash.explainers.inputs import FITS, load_image
-from xaidash.explainers.params import ExplainError
+from xaidash.explainers.params import MAX_TEXT_CHARS, ExplainError
 from xaidash.models.bundle import ModelBundle
 
 IMAGE_TYPES = ["png", "jpg", "jpeg", "bmp", "webp", "gif", "tif", "tiff"]
@@ -218,7 +218,9 @@ def _nonblank(lines: list[str]) -> list[str]:
 
 
 def _typed_text(key: str, max_inputs: int) -> list[PickedInput]:
-    text = st.text_area("Text: one input per line", value=EXAMPLE_TEXT, key=f"{key}_text", height=110)
+    text = st.text_area(
+        "Text: one input per line", value=EXAMPLE_TEXT, key=f"{key}_text", height=110, max_chars=MAX_TEXT_CHARS
+    )
     lines = _nonblank(text.splitlines())
     if not lines:
         st.warning("The text is empty: type a sentence to explain (one input per line).", icon=":material/edit_note:")
@@ -284,6 +286,13 @@ def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedI
             labels = [None] * len(texts)
         if not texts:
             raise ExplainError(f"{f.name} contains no text: it is blank.")
+        if any(len(t) > MAX_TEXT_CHARS for t in texts):
+            st.warning(
+                f"{f.name}: texts longer than {MAX_TEXT_CHARS:,} characters are cut to their first {MAX_TEXT_CHARS:,} "
+                "(the model reads only its first few hundred words).",
+                icon=":material/content_cut:",
+            )
+            texts = [t[:MAX_TEXT_CHARS] for t in texts]
     except ExplainError as e:
         st.error(str(e), icon=":material/error:")
         return []
@@ -314,9 +323,21 @@ def _open_requested_sample(bundle: ModelBundle, key: str) -> None:
     del st.query_params[OPEN_SAMPLE_PARAM]
     split, _, digits = str(wanted).partition(":")
     if split != "test" or not digits.isdigit():
-        st.warning(f"Cannot open sample {wanted!r}: links look like ?sample=test:INDEX.")
+        st.error(
+            f"Cannot open sample {wanted!r}: links look like ?sample=test:INDEX with INDEX a whole number 0 or more."
+        )
         return
     index = int(digits)
+    try:
+        size = len(services.dataset_split(bundle.info.name, "test"))
+    except Exception:  # noqa: BLE001 - the gallery below says why the split cannot be read
+        size = None
+    if size is not None and index >= size:
+        st.error(
+            f"Cannot open test sample #{index}: the test split of {bundle.info.name} has {size:,} samples "
+            f"(valid: 0 to {size - 1})."
+        )
+        return
     if index >= services.GALLERY_LIMIT:
         st.info(
             f"Test sample #{index} is beyond the first {services.GALLERY_LIMIT} samples the gallery lists; "
