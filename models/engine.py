@@ -122,10 +122,12 @@ class TrainConfig:
             problems.append("epochs must be at least 1")
         if self.batch_size is not None and self.batch_size < 1:
             problems.append("batch size must be at least 1")
+        if (self.epochs or 0) > 100_000 or (self.batch_size or 0) > 1_000_000:  # as run_schema reads them back
+            problems.append("epochs must be at most 100000 and the batch size at most 1000000")
         if self.lr is not None and not (0 < self.lr < 10):
             problems.append("learning rate must be in (0, 10)")
-        if self.weight_decay is not None and self.weight_decay < 0:
-            problems.append("weight decay must be at least 0")
+        if self.weight_decay is not None and not (0 <= self.weight_decay <= 10):  # also refuses nan and inf
+            problems.append("weight decay must be at least 0 (and at most 10)")
         if self.label_smoothing is not None and not (0 <= self.label_smoothing < 1):
             problems.append("label smoothing must be in [0, 1)")
         if self.max_train_samples is not None and self.max_train_samples < 0:
@@ -520,6 +522,11 @@ def restore_checkpoint(session: TrainingSession) -> None:
     to that step, and, after a stop inside an epoch, the rest of that epoch (its first steps are not repeated).
     ModelError when no epoch is left."""
     run, cfg = session.run, session.cfg
+    if not run.file(WEIGHTS).exists():  # interrupted or stopped before its first checkpoint: nothing to go on from
+        raise ModelError(
+            f"Run {run.id} has no checkpoint to resume from (it ended before its first one): delete it "
+            f"(xaidash runs --delete {run.id}) or train again with its settings."
+        )
     load_weights(session.model, run.file(WEIGHTS))
     extra = load_training_state(run.file(STATE), session.optimizer) if run.file(STATE).exists() else {}
     run_schema.check(extra, run_schema.TRAIN_STATE, run.file(STATE))  # a negative epoch would loop forever
