@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from xaidash.data.argtypes import int_range
 from xaidash.explainers.inputs import FITS, ResolvedInput, resolve_sample
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
-from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, Param
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods, methods_for
 from xaidash.explainers.samples import DEFAULT_BACKGROUND, background_samples, default_background
 from xaidash.explainers.scoring import explain_and_score
@@ -155,9 +156,14 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from xaidash.models.runstore import load_bundle
+    from xaidash.models.runstore import load_bundle, resolve_run, weights_problem
 
-    bundle = load_bundle(args.run, device=args.device)
+    run = resolve_run(args.run)
+    if problem := weights_problem(run):  # a failed run or NaN weights: its maps are noise (issue 15)
+        if not args.force:
+            raise ExplainError(f"{problem} Not explained; add --force to look anyway.")
+        print(f"warning: {problem} Explained anyway (--force).", file=sys.stderr)
+    bundle = load_bundle(run, device=args.device)
     sample = resolve_sample(args.input, bundle, fit=args.fit)
     target = _target(args.target, bundle)
     if args.methods in (None, "", "all"):
@@ -302,7 +308,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics", action="store_true", help="also compute deletion/insertion AUC, pointing game, ...")
     p.add_argument(
         "--steps",
-        type=int,
+        type=int_range(2, 1000),
         default=CURVE_STEPS,
         help="deletion/insertion steps (default %(default)s, as the dashboard)",
     )
@@ -314,16 +320,28 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default="crop",
         help="how an image file is brought to the model's size: crop the centre (default), letterbox, stretch",
     )
-    p.add_argument("--top-k", type=int, default=5, help="predictions listed in metrics.json (default %(default)s)")
+    p.add_argument(
+        "--top-k", type=int_range(1, 1000), default=5, help="predictions listed in metrics.json (default %(default)s)"
+    )
     p.add_argument(
         "--background",
-        type=int,
+        type=int_range(1, 10_000),
         default=DEFAULT_BACKGROUND,
         help="training images SHAP and the 'mean' baseline compare against, the same whatever --seed "
         "(default %(default)s, as the dashboard and explain())",
     )
-    p.add_argument("--batch-size", type=int, default=256, help="samples per forward pass (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="seed for sampling methods (default %(default)s)")
+    p.add_argument(
+        "--batch-size",
+        type=int_range(1, MAX_BATCH_SIZE),
+        default=256,
+        help="samples per forward pass (default %(default)s)",
+    )
+    p.add_argument(
+        "--seed", type=int_range(0, 2**32 - 1), default=0, help="seed for sampling methods (default %(default)s)"
+    )
+    p.add_argument(
+        "--force", action="store_true", help="explain a run whose training failed or whose weights hold NaN/inf anyway"
+    )
     p.set_defaults(func=_cmd_explain)
 
     m = sub.add_parser("methods", help="list explanation methods and their parameters")
