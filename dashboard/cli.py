@@ -158,9 +158,11 @@ def _root_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:
+    from xaidash.data.argtypes import int_range
+
     s = sub.add_parser("serve", help="start the dashboard in the browser")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 exposes it to your network)")
-    s.add_argument("--port", type=int, default=8501)
+    s.add_argument("--port", type=int_range(1, 65535), default=8501)
     s.add_argument("--open-browser", action="store_true", help="open a browser tab")
     s.add_argument(
         "--token",
