@@ -2,7 +2,9 @@
 SmoothGrad, Integrated Gradients, Guided Backprop and DeepLift.
 
 Every map is with respect to the input as the model reads it (normalised), per channel
-(N, C, H, W); `explain()` sums the channels. Inputs go through in slices of `ctx.batch_size`.
+(N, C, H, W); `explain()` sums the channels. Model passes hold at most `ctx.batch_size` rows (inputs,
+IG's path points, SmoothGrad's noisy copies), halved on out-of-memory (`batching.run_halving`); the
+batch that ran is the diagnostic 'batch_size'.
 SmoothGrad draws its noise here rather than through captum's NoiseTunnel, which draws it for the
 whole batch at once: here every input gets the noise of the seed alone, so an input's map does
 not depend on which other inputs share the call.
@@ -17,7 +19,8 @@ from captum.attr import DeepLift, GuidedBackprop, InputXGradient, IntegratedGrad
 
 from xaidash.data.transforms import denormalize, normalize
 from xaidash.explainers.baselines import baseline_param, make_baselines
-from xaidash.explainers.methods._common import batch_slices, grad_leaf, per_input, per_slice
+from xaidash.explainers.batching import run_halving
+from xaidash.explainers.methods._common import batch_slices, grad_leaf, per_input, per_slice, quiet_hook_notices
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import (
     Completeness,
@@ -65,34 +68,52 @@ def _smoothgrad(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     gen = torch.Generator().manual_seed(int(ctx.seed))
     noise = torch.randn((samples, *pixels.shape[1:]), generator=gen).to(pixels.device, pixels.dtype)
     noise = noise * float(params["noise_level"])
-    total = torch.zeros_like(pixels)
-    # Rows are (input, sample) pairs, `batch_size` of them per forward pass.
-    for s in batch_slices(len(pixels) * samples, ctx.batch_size):
-        rows = torch.arange(s.start, s.stop, device=pixels.device)
-        i, k = rows // samples, rows % samples
-        grads = saliency.attribute(grad_leaf(pixels[i] + noise[k]), target=ctx.targets[i], abs=True)
-        total.index_add_(0, i, grads.detach())
+
+    def run(size: int) -> torch.Tensor:
+        total = torch.zeros_like(pixels)
+        # Rows are (input, sample) pairs, `size` of them per forward pass.
+        for s in batch_slices(len(pixels) * samples, size):
+            rows = torch.arange(s.start, s.stop, device=pixels.device)
+            i, k = rows // samples, rows % samples
+            grads = saliency.attribute(grad_leaf(pixels[i] + noise[k]), target=ctx.targets[i], abs=True)
+            total.index_add_(0, i, grads.detach())
+        return total
+
+    total, used = run_halving(run, ctx.batch_size, what="SmoothGrad")
     # Back to gradients w.r.t. the normalised input, like `saliency` (|dF/dx| = |dF/dp| * std).
-    return MethodOutput(total / samples * _std(ctx.bundle, ctx.x))
+    return MethodOutput(total / samples * _std(ctx.bundle, ctx.x), {"batch_size": [float(used)] * len(pixels)})
 
 
 def _integrated_gradients(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     ig = IntegratedGradients(ctx.model)
     baselines = make_baselines(params["baseline"], ctx.bundle, ctx.x, ctx.background, ctx.seed)
+    steps = int(params["steps"])
 
-    def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        attr, delta = ig.attribute(
-            grad_leaf(ctx.x[s]),
-            baselines=baselines[s],
-            target=ctx.targets[s],
-            n_steps=int(params["steps"]),
-            method="gausslegendre",
-            internal_batch_size=ctx.batch_size,
-            return_convergence_delta=True,
-        )
-        return attr, {"convergence_delta": delta}
+    def run(size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        attrs, deltas = [], []
+        # captum expands a slice of inputs to (inputs x steps) path points and sends them through the
+        # model `internal_batch_size` rows at a time: slices of size // steps inputs keep that expansion
+        # (and so memory) bounded by about `size` rows, and every pass full.
+        for s in batch_slices(len(ctx.x), max(1, size // steps)):
+            with quiet_hook_notices():
+                attr, delta = ig.attribute(
+                    grad_leaf(ctx.x[s]),
+                    baselines=baselines[s],
+                    target=ctx.targets[s],
+                    n_steps=steps,
+                    method="gausslegendre",
+                    internal_batch_size=max(size, s.stop - s.start),
+                    return_convergence_delta=True,
+                )
+            attrs.append(attr.detach())
+            deltas.append(delta.detach())
+        return torch.cat(attrs), torch.cat(deltas)
 
-    return per_slice(len(ctx.x), ctx.batch_size, one)
+    (attr, delta), used = run_halving(run, ctx.batch_size, what="Integrated Gradients")
+    n = len(ctx.x)
+    return MethodOutput(
+        attr, {"convergence_delta": [float(d) for d in delta.flatten().cpu()], "batch_size": [float(used)] * n}
+    )
 
 
 def _guided_backprop(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
