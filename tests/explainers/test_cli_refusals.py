@@ -1,0 +1,134 @@
+"""What `explain`, `train` and `serve` refuse before doing anything (issue 15): a run whose training failed or whose
+weights hold NaN (with --force to look anyway), numeric settings out of range, texts over the length limit."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from xaidash.dashboard.cli import main
+from xaidash.explainers import explain
+from xaidash.explainers.params import MAX_TEXT_CHARS, ExplainError
+from xaidash.models.checkpoint import save_weights
+from xaidash.models.engine import TrainConfig, train
+from xaidash.models.runstore import WEIGHTS, Run, list_runs, load_bundle, resolve_run, runs_root
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("refusal_runs")
+
+
+@pytest.fixture(autouse=True)
+def _runs_in_root(_isolated_roots: None, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XAIDASH_RUNS", str(root))
+
+
+def _train(root: Path, dataset: str, model: str) -> Run:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XAIDASH_RUNS", str(root))
+        result = train(
+            TrainConfig(dataset=dataset, model=model, epochs=1, batch_size=32, max_train_samples=64, device="cpu")
+        )
+    assert result.ok, result.error
+    return result.run
+
+
+@pytest.fixture(scope="module")
+def good_run(root: Path) -> Run:
+    return _train(root, "shapes", "resnet_small")
+
+
+@pytest.fixture(scope="module")
+def nan_run(root: Path, good_run: Run) -> Run:
+    """A run whose weights were poisoned with NaN after training (what a diverged training leaves)."""
+    run = Run(root / f"{good_run.id}-diverged")
+    shutil.copytree(good_run.path, run.path)
+    model = load_bundle(run, device="cpu").model
+    with torch.no_grad():
+        next(p for p in model.parameters() if p.dim() > 1).fill_(float("nan"))
+    save_weights(model, run.file(WEIGHTS))
+    return run
+
+
+def test_a_nan_run_is_refused_and_force_explains_it_with_a_warning(nan_run, good_run, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["explain", "--run", nan_run.id, "--input", "dataset:0", "--methods", "saliency", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "NaN or infinite" in err and "--force" in err and not out.exists()
+    assert main([*argv, "--force"]) == 0
+    assert "warning:" in capsys.readouterr().err and (out / "metrics.json").is_file()
+    assert resolve_run("latest").id == good_run.id  # latest never picks the poisoned run, though it is newer
+
+
+def test_a_failed_run_is_refused(good_run, tmp_path, capsys):
+    good_run.update_summary(state="failed", error="the loss became NaN at step 3")
+    try:
+        code = main(["explain", "--run", good_run.id, "--input", "dataset:0", "--out", str(tmp_path / "o")])
+        assert code == 2 and "training failed (the loss became NaN at step 3)" in capsys.readouterr().err
+    finally:
+        good_run.update_summary(state="completed", error=None)
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--batch-size", "0"],
+        ["--batch-size", "-1"],
+        ["--batch-size", "10000000"],
+        ["--steps", "1"],
+        ["--top-k", "0"],
+        ["--background", "-2"],
+        ["--seed", "-3"],
+        ["--batch-size", "many"],
+    ],
+)
+def test_explain_numbers_are_checked_while_parsing(option, tmp_path, capsys):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        main(["explain", "--run", "latest", "--input", "dataset:0", "--out", str(out), *option])
+    assert stop.value.code == 2 and option[0] in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        (["--max-train-samples", "-5"], "training-sample cap must be at least 0"),
+        (["--batch-size", "0"], "batch size must be at least 1"),
+        (["--epochs", "200000"], "epochs must be at most 100000"),
+        (["--weight-decay", "nan"], "weight decay"),
+        (["--lr", "inf"], "learning rate"),
+        (["--label-smoothing", "1"], "label smoothing"),
+        (["--val-fraction", "-0.1"], "validation fraction"),
+        (["--momentum", "1.5"], "momentum"),
+        (["--workers", "-1"], "workers"),
+        (["--seed", "-1"], "seed"),
+    ],
+)
+def test_train_numbers_are_checked_before_a_run_folder_is_written(option, says, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("XAIDASH_RUNS", str(tmp_path / "fresh"))
+    assert main(["train", "--dataset", "digits", "--model", "mlp", "--device", "cpu", *option]) == 2
+    assert says in capsys.readouterr().err
+    assert not runs_root().exists() or not list_runs()
+
+
+def test_serve_port_is_checked(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["serve", "--port", "0"])
+    assert stop.value.code == 2 and "--port" in capsys.readouterr().err
+
+
+def test_api_refuses_long_texts_and_impossible_batch_sizes(root, good_run):
+    text_run = _train(root, "cues", "text_cnn")
+    bundle = load_bundle(text_run, device="cpu")
+    with pytest.raises(ExplainError, match=r"20,001 characters; at most 20,000"):
+        explain(bundle, "word " * 4000 + "x", method="saliency")
+    assert explain(bundle, "a short text", method="saliency").attributions  # within the limit: explained
+    image_bundle = load_bundle(good_run, device="cpu")
+    with pytest.raises(ExplainError, match="batch_size=0"):
+        explain(image_bundle, torch.rand(1, *image_bundle.info.input_shape), method="saliency", batch_size=0)
+    assert MAX_TEXT_CHARS == 20_000
