@@ -5,7 +5,13 @@ Playwright's own browser downloads are never used (`playwright install` needs th
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import subprocess
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +36,35 @@ def wait_drawn(page: Any, timeout_s: float, quiet_checks: int = 3, interval_s: f
     while time.time() < deadline and quiet < quiet_checks:
         quiet = quiet + 1 if page.locator("[data-testid='stStatusWidget']").count() == 0 else 0
         time.sleep(interval_s)
+
+
+@contextlib.contextmanager
+def serving(runs_root: Path, log_path: Path, start_timeout_s: float = 60) -> Iterator[str]:
+    """`xaidash serve`'s command line on a free localhost port over `runs_root`, its output in `log_path`; yields
+    the base URL once the server answers its health check, and stops the server when the block ends."""
+    from xaidash.dashboard.cli import serve_command
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "XAIDASH_RUNS": str(runs_root), "XAIDASH_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(serve_command("127.0.0.1", port), env=env, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.time() + start_timeout_s
+            while True:
+                try:
+                    urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
+                    break
+                except OSError as err:
+                    if proc.poll() is not None or time.time() > deadline:
+                        raise RuntimeError(f"server did not start:\n{log_path.read_text()}") from err
+                    time.sleep(0.3)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()

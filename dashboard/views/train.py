@@ -128,7 +128,8 @@ def job_panel() -> None:
         st.warning(stopped_message(job), icon=":material/stop_circle:")
     else:
         st.error(f"Training failed: {job.error}", icon=":material/error:")
-    show_curves({job.label: job.history}, curve_controls("job_curves"))
+    if not job.active:
+        job_curves()
     run = job_run(job) if not job.active else None
     if run is not None and st.session_state.get(RUN_KEY) != run.id and has_weights(run):
         st.button(
@@ -187,8 +188,18 @@ def confusion_view(run_id: str, matrix: np.ndarray, classes: tuple[str, ...] | l
         st.caption("Rows: true class; columns: predicted; darker = a larger share of the true class, in class order.")
 
 
+def job_curves() -> None:
+    job = manager.current()
+    if job is not None:
+        show_curves({job.label: job.history}, curve_controls("job_curves"))
+
+
 st.subheader("Training job")
-st.fragment(job_panel, run_every=1.0 if manager.busy() else None)()  # a 2-core CPU also trains
+# While a job trains: its progress line every second, its curves every few (redrawing charts costs the
+# browser and the server CPU time that a small machine's trainer needs).
+st.fragment(job_panel, run_every=1.0 if manager.busy() else None)()
+if manager.busy():
+    st.fragment(job_curves, run_every=4.0)()
 
 
 # ---- runs ---------------------------------------------------------------------------------------
@@ -292,9 +303,24 @@ def runs_panel() -> None:
             run_details(run)
 
 
+def runs_table_panel() -> None:
+    """While a job trains: the runs table alone, redrawn every few seconds (the job's row shows its progress)."""
+    with guard("Listing runs"):
+        runs_table("train_runs_table", manager.current())
+        st.caption("Click a row to select that run for every page.")
+
+
 runs_tab, compare_tab = st.tabs(["Runs", "Compare runs"], key="train_tabs")
 with runs_tab:
-    # While a job trains, its row's progress and state update every few seconds.
-    st.fragment(runs_panel, run_every=3.0 if manager.busy() else None)()
+    if manager.busy():
+        # The focused run's details (settings, charts) stay out of the timer, drawn once per page run (a click
+        # on a row reruns the page): redrawing them every few seconds cost the trainer CPU on a small machine.
+        st.fragment(runs_table_panel, run_every=5.0)()
+        focused = next((r for r in list_runs() if r.id == st.session_state.get(RUN_KEY)), None)
+        if focused is not None:
+            with guard("Showing the run"):
+                run_details(focused)
+    else:
+        runs_panel()
 with compare_tab, guard("Comparing runs"):
     compare_runs_section()

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
-import os
-import socket
-import subprocess
-import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from inspect_runs import make_run
 from PIL import Image
+
+from xaidash.dashboard.headless import serving
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 
@@ -51,38 +46,7 @@ def make_png():
     return png
 
 
-@contextlib.contextmanager
-def _serving(runs_root: Path, log_path: Path) -> Iterator[str]:
-    """`xaidash serve` (the real launcher's command line) on a free localhost port, until the block ends."""
-    from xaidash.dashboard.cli import serve_command
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "XAIDASH_RUNS": str(runs_root), "XAIDASH_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(serve_command("127.0.0.1", port), env=env, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.time() + 60
-            while True:
-                try:
-                    urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
-                    break
-                except OSError as err:
-                    if proc.poll() is not None or time.time() > deadline:
-                        raise RuntimeError(f"server did not start:\n{log_path.read_text()}") from err
-                    time.sleep(0.3)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
 @pytest.fixture(scope="session")
 def serve_app():
     """`with serve_app(runs_root, log_path) as url:` serves the app for a browser test."""
-    return _serving
+    return serving
