@@ -15,6 +15,7 @@ from xaidash.dashboard import services
 from xaidash.dashboard.components.charts import topk_chart
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import PickedInput, _pick_key, input_picker
+from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle, run_label
 from xaidash.explainers.explanation import Explanation
@@ -79,7 +80,7 @@ def explained(
     key = ("side_by_side", model_key, input_keys, method, target)
 
     def compute() -> Explanation:
-        with services.lease(model_key, bundle) as replica:
+        with leased_model(model_key, bundle) as replica:
             return explain_one(replica, raw, method, target)
 
     try:
@@ -246,9 +247,9 @@ if not chosen:
 # ---- predictions and maps ---------------------------------------------------------------------------------
 raw = batch_of(inputs)
 try:
-    with services.lease(key_a, bundle_a) as replica_a:
+    with leased_model(key_a, bundle_a) as replica_a:
         probs_a = replica_a.predict_proba(raw).numpy()
-    with services.lease(key_b, bundle_b) as replica_b:
+    with leased_model(key_b, bundle_b) as replica_b:
         probs_b = replica_b.predict_proba(raw).numpy()
 except Exception as err:  # noqa: BLE001
     show_error(err, "Prediction failed")
