@@ -225,3 +225,25 @@ def test_blur_and_noise_baselines() -> None:
     with pytest.raises(ExplainError, match="Unknown baseline"):
         make_baselines("grey", bundle, xp)
     assert set(BASELINES) == {"black", "white", "mean", "blur", "noise"}
+
+
+# --- shap_gradient: captum's GradientShap against shap's GradientExplainer ----------------------------
+
+
+def test_shap_gradient_matches_shaps_gradient_explainer(trained_cnn: ModelBundle) -> None:
+    """The same expected-gradients estimator: with 400 samples each, captum's batched GradientShap (what
+    `shap_gradient` runs) and shap's GradientExplainer give maps that agree as closely as shap agrees with
+    itself under another seed (measured on this model: correlation 0.993-0.996 at 200 samples, 0.998-0.999
+    at 1,000, 0.9997 at 3,000; shap vs shap 0.994, 0.998, 0.9994), and sum alike."""
+    shap = pytest.importorskip("shap")
+    from xaidash.explainers.methods.shap_image import TargetLogit
+
+    x, y = quadrant_images(2, QUADRANTS28, torch.Generator().manual_seed(7))
+    background = trained_cnn.prepare(quadrant_images(20, QUADRANTS28, torch.Generator().manual_seed(8))[0])
+    ours = explain(trained_cnn, x, y, "shap_gradient", samples=400, background=background, background_size=20)
+    for i in range(2):
+        explainer = shap.GradientExplainer(TargetLogit(trained_cnn.model, int(y[i])), background)
+        values = explainer.shap_values(trained_cnn.prepare(x[i : i + 1]), nsamples=400, rseed=0)
+        ref = np.asarray(values)[0, ..., 0].sum(0)  # (1, C, H, W, 1) -> (H, W), channels summed like ours
+        assert np.corrcoef(ours.attributions[i].ravel(), ref.ravel())[0, 1] > 0.98
+        assert abs(ours.attributions[i].sum() - ref.sum()) < 0.1 * abs(ref.sum())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 
 import numpy as np
@@ -201,3 +202,119 @@ def test_occlusion_refuses_a_window_larger_than_the_image(cnn: ModelBundle) -> N
         explain(cnn, images(GREY, 1), method="occlusion", window=40)
     with pytest.raises(ExplainError, match="stride"):
         explain(cnn, images(GREY, 1), method="occlusion", window=3, stride=5)
+
+
+# --- batched perturbations against the libraries they replace -------------------------------------
+
+
+@pytest.mark.parametrize("window, stride, fill", [(5, 2, "zero"), (7, 7, "blur")], ids=["clipped-edge", "tiled"])
+def test_occlusion_matches_captum(resnet: ModelBundle, window: int, stride: int, fill: str) -> None:
+    """Same maps as captum's Occlusion (windows clipped at the border included: 32 px, window 5, stride 2)."""
+    from captum.attr import Occlusion
+
+    from xaidash.explainers.segmentation import fill as fill_image
+
+    x = images(COLOUR, 2)
+    ours = explain(resnet, x, targets=[3, 7], method="occlusion", window=window, stride=stride, fill=fill)
+    xp = resnet.prepare(x)
+    resnet.model.eval()  # as explain() runs it (the fixture's model is left in training mode)
+    ref = Occlusion(resnet.model).attribute(
+        xp,
+        sliding_window_shapes=(3, window, window),
+        strides=(3, stride, stride),
+        baselines=resnet.prepare(fill_image(x, fill)),
+        target=torch.tensor([3, 7]),
+        perturbations_per_eval=64,
+    )
+    np.testing.assert_allclose(ours.attributions, ref[:, 0].detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+class PixelLinear(nn.Module):
+    """Logits linear in the pixels: Shapley values of superpixels are then exact for any coalition sample."""
+
+    def __init__(self, shape: tuple[int, int, int], classes: int = 3):
+        super().__init__()
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(math.prod(shape), classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.flatten(x))
+
+
+def _captum_kernel_shap(b: ModelBundle, x: torch.Tensor, target: int, samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """captum's KernelShap on the superpixels and 'mean' hide fill the method uses: (per-superpixel values, labels)."""
+    from captum.attr import KernelShap
+
+    from xaidash.explainers.segmentation import fill
+
+    seg = segment(x, "slic", 30)
+    masks = torch.as_tensor(seg.masks)
+    b.model.eval()  # as explain() runs it
+    torch.manual_seed(0)
+    values = KernelShap(b.model).attribute(
+        b.prepare(x),
+        baselines=b.prepare(fill(x, "mean", masks)),
+        target=target,
+        feature_mask=masks[:, None],
+        n_samples=samples,
+        perturbations_per_eval=256,
+        return_input_shape=False,
+    )
+    return values.reshape(-1)[: seg.counts[0]].detach().numpy(), seg.masks[0]
+
+
+def test_shap_kernel_matches_captum_exactly_on_a_linear_model() -> None:
+    torch.manual_seed(0)
+    b = ModelBundle(PixelLinear(COLOUR.input_shape), get_spec("simple_cnn"), COLOUR, torch.device("cpu"))
+    x = images(COLOUR, 1)
+    ref, labels = _captum_kernel_shap(b, x, 2, samples=60)
+    ours = explain(b, x, targets=2, method="shap_kernel", samples=60)
+    per_superpixel = np.array([ours.attributions[0][labels == k].mean() for k in range(len(ref))])
+    np.testing.assert_allclose(per_superpixel, ref, rtol=1e-3, atol=1e-4 * np.abs(ref).max())
+
+
+def test_shap_kernel_agrees_with_captum_on_a_network(resnet: ModelBundle) -> None:
+    """A nonlinear model: both are estimates from 1,000 coalitions of the same distribution (measured: Pearson
+    0.97-0.98 at 300 coalitions, 0.99-1.0 at 1,000; Spearman 0.9 at 500, 0.98-0.99 at 1,000)."""
+    from scipy.stats import spearmanr
+
+    x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    ref, labels = _captum_kernel_shap(resnet, x, 1, samples=1000)
+    ours = explain(resnet, x, targets=1, method="shap_kernel", samples=1000)
+    per_superpixel = np.array([ours.attributions[0][labels == k].mean() for k in range(len(ref))])
+    assert np.corrcoef(per_superpixel, ref)[0, 1] > 0.95
+    assert spearmanr(per_superpixel, ref)[0] > 0.9
+
+
+def test_kernel_coalitions_follow_the_shapley_kernel() -> None:
+    """Coalition sizes j of k superpixels drawn with p(j) ~ (k - 1) / (j (k - j)), as captum draws them."""
+    from xaidash.explainers.methods.shap_image import kernel_coalitions
+
+    k, samples = 8, 20000
+    on, weights = kernel_coalitions(samples, k, seed=0)
+    assert on[0].all() and not on[1].any() and weights[0] == weights[1] == 1e6
+    sizes = on[2:].sum(1)
+    j = np.arange(1, k)
+    expected = (k - 1) / (j * (k - j))
+    expected /= expected.sum()
+    observed = np.bincount(sizes, minlength=k)[1:k] / len(sizes)
+    np.testing.assert_allclose(observed, expected, atol=0.01)
+    assert (weights[2:] == 1).all()
+    np.testing.assert_array_equal(kernel_coalitions(50, k, seed=3)[0], kernel_coalitions(50, k, seed=3)[0])
+
+
+def test_lime_ranks_superpixels_like_the_lime_package() -> None:
+    """On a clear case the device path and lime's `explain_instance` pick the same top superpixels and
+    rank all of them alike (measured: Spearman 1.0 on this model at 400 samples)."""
+    from scipy.stats import spearmanr
+
+    b = quadrant_bundle(COLOUR)
+    x = images(COLOUR, 1)
+    labels = segment(x, "slic", 30).masks[0]
+    ref = lime_reference(b, x[0], target=0, samples=400, batch_size=100)
+    ours = explain(b, x, targets=0, method="lime", samples=400).attributions[0]
+    k = int(labels.max()) + 1
+    ref_k = np.array([ref[labels == i].mean() for i in range(k)])
+    ours_k = np.array([ours[labels == i].mean() for i in range(k)])
+    assert set(np.argsort(-ours_k)[:3]) == set(np.argsort(-ref_k)[:3])
+    assert spearmanr(ours_k, ref_k)[0] > 0.9
