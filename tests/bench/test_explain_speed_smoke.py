@@ -118,6 +118,9 @@ def test_tiny_run_prints_table_and_comparisons(bench, tmp_path, capsys):
     for c in report.comparisons:
         assert c.library_s > 0 and math.isclose(c.speedup, c.library_s / c.xaidash_s, rel_tol=1e-9)
         assert c.name in text
+    assert report.comparisons[0].library_call.startswith("lime explain_instance defaults")
+    assert "resnet_small: all 3 methods for one input: " in text
+    assert "within 3x of its passes alone" in text
     assert json.loads(out.read_text())["methods"][0]["method"] == "saliency"
 
 
