@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from xaidash.dashboard.run_facts import pct
-from xaidash.models.runstore import WEIGHTS, Run, list_runs
+from xaidash.models.runstore import Run, has_usable_weights, list_runs, run_liveness
 
 if TYPE_CHECKING:
     from xaidash.models.bundle import ModelBundle
 
 RUN_KEY = "xai_selected_run"
-USABLE = ("completed", "stopped", "imported")  # imported: a model trained elsewhere (xaidash import)
 
 
 def select_run(run_id: str | None) -> None:
@@ -29,8 +28,8 @@ def selected_run() -> Run | None:
         for r in runs:
             if r.id == wanted:
                 return r
-    for r in runs:
-        if r.summary().get("state") in USABLE and r.file(WEIGHTS).exists():
+    for r in runs:  # as --run latest: not failed, not training, weights present and finite
+        if has_usable_weights(r):
             select_run(r.id)
             return r
     return None
@@ -55,7 +54,7 @@ def run_label(run: Run) -> str:
         return f"{run.id} (unreadable: {e})"
     acc = s.get("test_acc", s.get("val_acc"))
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0)))
-    state = s.get("state", "?")
+    state = run_liveness(run, s).state  # 'interrupted' when the process that wrote 'running' is gone
     if "source" in c:  # imported: no accuracy measured here, maybe no data set
         return f"{c['model']} on {c.get('dataset') or 'no data set'} · imported · {when}"
     extra = "" if state == "completed" else f" · {state}"
