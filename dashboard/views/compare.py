@@ -1,4 +1,5 @@
-"""Compare: every chosen method on a sample of the test split, scored, with agreement and sanity checks."""
+"""Compare: every chosen method on a sample of the test split, scored, with agreement and sanity checks; or the
+report on a whole data set explained beforehand (a run's attribution store)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.charts import matrix_heatmap
+from xaidash.dashboard.components.dataset_report import VIEW_KEY, VIEWS, dataset_report
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import stop_without_dataset
 from xaidash.dashboard.components.inside_compare import (
@@ -46,6 +48,15 @@ info = bundle.info
 st.caption(
     f"Run `{run.id}`: **{bundle.spec.name}** on **{info.name}**, on {bundle.device}. Targets are the predicted classes."
 )
+
+# Two views: methods compared live on a sample of inputs, or the report on a whole data set explained beforehand
+# (`xaidash explain --input dataset:all`); ?compare_view=Whole+data+set in the address opens the second.
+view = st.segmented_control(
+    "View", VIEWS, default=VIEWS[0], required=True, key=VIEW_KEY, bind="query-params", label_visibility="collapsed"
+)
+if view == VIEWS[1]:
+    dataset_report(run, bundle)
+    st.stop()
 
 usable = methods_for(bundle)
 by_id = {m.id: m for m in usable}

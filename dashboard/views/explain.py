@@ -22,6 +22,7 @@ from xaidash.dashboard.components.explain_tables import BEST, diagnostics_table,
 from xaidash.dashboard.components.images import png_bytes, to_pil
 from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.params import param_controls
+from xaidash.dashboard.components.stored_maps import show_stored_sample
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
 from xaidash.explainers import list_methods, methods_for
@@ -98,6 +99,8 @@ run, bundle = require_bundle("explain")
 bkey = services.run_key(run)
 info = bundle.info
 st.caption(f"Run `{run.id}`: **{bundle.spec.name}** on **{info.name}**, on {bundle.device}.")
+if show_stored_sample(run, bundle):  # ?stored=SPLIT:INDEX (a click in Compare's data-set report): stored maps only
+    st.stop()
 
 # ---- inputs ------------------------------------------------------------------------------------
 with st.container(border=True):

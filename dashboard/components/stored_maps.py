@@ -1,0 +1,233 @@
+"""The Explain page's stored view: one sample of a run's attribution store (opened from Compare's data-set
+report, `?stored=SPLIT:INDEX`) with the maps and metrics `xaidash explain --input dataset:...` wrote, drawn
+like the page's computed maps (map cards with colour bars, signed or unsigned per the method's spec) and
+never recomputed; a button recomputes the sample live on the same page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import streamlit as st
+from PIL import Image
+
+from xaidash.dashboard import services
+from xaidash.dashboard.components.dataset_report import (
+    COMPARE_PAGE,
+    STORED_PARAM,
+    VIEW_KEY,
+    VIEWS,
+    split_size,
+    store_frames,
+)
+from xaidash.dashboard.components.explain_maps import map_card
+from xaidash.dashboard.components.explain_tables import BEST, metrics_table
+from xaidash.dashboard.components.images import to_pil
+from xaidash.data.registry import ImageSplit
+from xaidash.explainers import dataset_report as R
+from xaidash.explainers import get_method
+from xaidash.explainers.render import (
+    DEFAULT_UPSCALE,
+    LARGE_UPSCALE,
+    OVERLAY_ALPHA,
+    colorbar_html,
+    greyscale,
+    heatmap,
+    highlight_tokens,
+    map_legend,
+    map_scales,
+    overlay,
+)
+from xaidash.explainers.scoring import METRICS
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.runstore import Run
+
+OPEN_SAMPLE_PARAM = "sample"  # the input picker's ?sample=test:INDEX (see components/inputs.py)
+
+
+def _recompute(split: str, index: int, methods: list[str]) -> None:
+    """Leave the stored view for the live page on the same sample and methods (computed anew)."""
+    st.session_state["explain_methods"] = methods
+    st.session_state["explain_methods_kept"] = methods
+    st.query_params.pop(STORED_PARAM, None)
+    st.query_params[OPEN_SAMPLE_PARAM] = f"{split}:{index}"
+
+
+def _close() -> None:
+    st.query_params.pop(STORED_PARAM, None)
+
+
+def show_stored_sample(run: Run, bundle: ModelBundle) -> bool:
+    """Draw the stored view when the address asks for one (True), else nothing (False: the live page follows).
+    A request this run's store cannot answer gets a warning and the live page."""
+    wanted = st.query_params.get(STORED_PARAM)
+    if not wanted:
+        return False
+    from xaidash.explainers.dataset_store import open_store
+
+    parsed = R.parse_stored(wanted)
+    store = open_store(run.path, parsed[0]) if parsed else None
+    if parsed is None or store is None:
+        st.query_params.pop(STORED_PARAM, None)
+        st.warning(
+            f"Cannot open stored sample {wanted!r} of run `{run.id}`: "
+            + ("links look like ?stored=test:INDEX." if parsed is None else "this run has no store for that split.")
+        )
+        return False
+    split, index = parsed
+    manifest, samples, metrics = store_frames(run, split)
+    hit = samples[samples["index"] == index]
+    if hit.empty:
+        st.query_params.pop(STORED_PARAM, None)
+        st.warning(f"Sample #{index} of the {split} split is not in this run's store (not explained yet).")
+        return False
+    row = hit.iloc[0]
+    methods = [m for m in (manifest.get("methods") or []) if store.has(m, index)]
+    _draw(run, bundle, store, manifest, split, index, row, methods, R.sample_metrics(metrics, index, methods))
+    return True
+
+
+def _draw(
+    run: Run,
+    bundle: ModelBundle,
+    store: Any,
+    manifest: dict[str, Any],
+    split: str,
+    index: int,
+    row: Any,
+    methods: list[str],
+    values: dict[str, dict[str, float]],
+) -> None:
+    info = bundle.info
+    st.info(
+        f"**{split} #{index}: stored by `xaidash explain --input {R.input_spec(manifest, split_size(bundle, split))} --split {split}` on "
+        f"{R.when(manifest.get('created'))}; not recomputed.** The maps and metrics below are the stored ones "
+        f"({manifest.get('engine', 'local')} engine).",
+        icon=":material/inventory_2:",
+    )
+    usable = {m.id for m in _usable(bundle)}
+    with st.container(horizontal=True, gap="small"):
+        st.button(
+            "Recompute live",
+            icon=":material/refresh:",
+            on_click=_recompute,
+            args=(split, index, [m for m in methods if m in usable]),
+            disabled=split != "test",
+            key="explain_stored_recompute",
+            help="explain this sample again on this page with the same methods (their default parameters)"
+            if split == "test"
+            else "the live page picks test samples only",
+        )
+        st.page_link(
+            COMPARE_PAGE,
+            label="Back to the data-set report",
+            icon=":material/leaderboard:",
+            query_params={VIEW_KEY: VIEWS[1]},
+        )
+        st.button("Close the stored view", on_click=_close, key="explain_stored_close", type="tertiary")
+
+    data = services.dataset_split(info.name, split)
+    image = isinstance(data, ImageSplit)
+    x = data.image(index).float() if isinstance(data, ImageSplit) else None
+    mark = " ✓" if bool(row["correct"]) else " ✗"
+    display = "tokens"
+    with st.container(border=True):
+        with st.container(horizontal=True, gap="medium"):
+            if image:
+                st.image(to_pil(x, 224), width=200)
+            with st.container(width=420):
+                if not image:
+                    st.markdown(f"> {data.texts[index]}")  # type: ignore[union-attr]
+                st.markdown(
+                    f"**{split} #{index}** · true: **{row['label_name']}** · predicted: **{row['pred_name']}** "
+                    f"({float(row['prob']):.0%}){mark}"
+                )
+                dis = float(row["disagreement"])
+                st.caption(
+                    f"loss {float(row['loss']):.3f} (cross-entropy of the true class)"
+                    + (
+                        f" · disagreement between the methods {dis:.3f} (1 − mean Spearman ρ)"
+                        if np.isfinite(dis)
+                        else ""
+                    )
+                )
+                if image:
+                    display = st.radio(
+                        "Show maps as",
+                        ["overlay", "heatmap"],
+                        horizontal=True,
+                        key="explain_stored_display",
+                        help="overlay: the map blended over the input; heatmap: the map alone",
+                    )
+        st.caption(
+            "**Colour scale:** each map on its own scale, saturating at its 99th percentile of |value|. Signed maps: "
+            "red/white/blue around 0; unsigned maps: dark to bright (never red-blue)."
+        )
+        maps = dict(zip(methods, _maps(store, methods, index), strict=True))
+        specs = {m: get_method(m, bundle.modality) for m in methods}
+        legends = {m: map_legend(specs[m], bundle.modality) for m in methods}
+        scales = map_scales(maps, {m: legends[m].group for m in maps}, "percentile")
+        target = f"target {row['pred_name']} (predicted)"
+        with st.container(horizontal=True, gap="small"):
+            for m in methods:
+                a, lg, scale = maps[m], legends[m], scales[m]
+                clipped = bool(np.nanmax(np.abs(a)) > scale) if a.size else False
+                legend_html = colorbar_html(
+                    lg.signed,
+                    scale,
+                    lg.units,
+                    lg.meaning,
+                    value_range=(float(np.nanmin(a)), float(np.nanmax(a))) if a.size else None,
+                    clipped=clipped,
+                )
+                secs = values.get(m, {}).get("seconds")
+                caption = f"{target} · stored" + (f" · {secs:.2f} s" if secs is not None else "")
+                if image:
+
+                    def draw(
+                        upscale: int, a: np.ndarray = a, signed: bool = lg.signed, scale: float = scale
+                    ) -> Image.Image:
+                        if display == "overlay":
+                            return overlay(
+                                greyscale(x), a, signed=signed, scale=scale, alpha=OVERLAY_ALPHA, upscale=upscale
+                            )
+                        return heatmap(a, signed=signed, scale=scale, upscale=upscale)
+
+                    map_card(
+                        specs[m].label,
+                        draw(DEFAULT_UPSCALE),
+                        legend_html,
+                        caption,
+                        large=draw(LARGE_UPSCALE),
+                        key=f"explain_stored_card_{m}",
+                    )
+                else:
+                    words = (store.tokens(m, [index]) or [[]])[0]
+                    if len(words) != a.size:
+                        words = [str(j) for j in range(a.size)]
+                    tokens = highlight_tokens(words, a, scale=scale, signed=lg.signed)
+                    map_card(
+                        specs[m].label, None, legend_html, caption, tokens_html=tokens, key=f"explain_stored_card_{m}"
+                    )
+        table = {specs[m].label: v for m, v in values.items() if v}
+        if table:
+            st.dataframe(metrics_table(table, METRICS), width="stretch", key="explain_stored_metrics")
+            st.caption(
+                f"Stored metrics. ↑ higher is better, ↓ lower is better, {BEST} best of these methods for this sample. "
+                "Deletion / insertion AUC: the target's probability as the most relevant pixels/words are removed / added."
+            )
+        params = {m: p for m, p in (manifest.get("params") or {}).items() if m in methods and p}
+        if params:
+            with st.expander("Details: the stored methods' parameters", icon=":material/info:"):
+                st.json(params)
+
+
+def _usable(bundle: ModelBundle) -> list[Any]:
+    from xaidash.explainers import methods_for
+
+    return methods_for(bundle)
+
+
+def _maps(store: Any, methods: list[str], index: int) -> list[np.ndarray]:
+    return [np.asarray(store.maps(m, [index])[0], dtype=np.float32) for m in methods]
