@@ -16,7 +16,7 @@ import streamlit as st
 from xaidash.dashboard.run_facts import has_weights, run_row
 from xaidash.dashboard.state import RUN_KEY, select_run, selected_run
 from xaidash.models.jobs import JobSnapshot
-from xaidash.models.runstore import Run, list_runs
+from xaidash.models.runstore import Run, list_runs, run_liveness
 
 PENDING = "xai_pending_run"  # clicked, but no weights yet: becomes the selected run when it has them
 COLUMNS = {
@@ -105,7 +105,9 @@ def runs_table(key: str, job: JobSnapshot | None = None) -> Run | None:
     if focus is None:
         return None
     run = by_id[focus]
-    if not has_weights(run):
+    if not has_weights(run) and run_liveness(run).interrupted:
+        st.caption(f"`{run.id}` was interrupted before its first checkpoint: it has no weights and never will.")
+    elif not has_weights(run):
         st.caption(
             f"`{run.id}` has no weights yet (a run writes them after its first epoch): it becomes the selected "
             "run for the other pages as soon as it has them."

@@ -85,6 +85,7 @@ def test_interrupted_runs_say_so_and_offer_resume_or_restart(monkeypatch):
     done.clear()
     at = open_page(make_app(empty.id), "views/train.py")
     assert "nothing to resume" in " ".join(w.value for w in at.warning)
+    assert any("interrupted before its first checkpoint" in c.value for c in at.caption)  # not 'no weights yet'
     assert not [b for b in at.button if b.label == "Resume"]
     next(b for b in at.button if b.label == "Restart with its settings").click().run()
     assert_ok(at)
