@@ -21,7 +21,7 @@ from xaidash.explainers.registry import MethodSpec, list_methods
 from xaidash.explainers.render import map_legend, robust_scale
 from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.runstore import WEIGHTS, Run, list_runs, load_bundle
+from xaidash.models.runstore import WEIGHTS, Run, list_runs, load_bundle, run_liveness
 
 USABLE_STATES = ("completed", "stopped", "imported")  # as the dashboard's run selection: weights that stay put
 FAINT = 0.2  # on a shared scale, a map whose largest |value| is below this fraction of it is nearly invisible
@@ -60,7 +60,7 @@ def input_spec(run: Run) -> InputSpec:
 
 def unusable_reason(run: Run) -> str | None:
     """None when the run holds weights that stay put (finished, stopped or imported); else why not, in a few words."""
-    state = run.summary().get("state", "unknown")
+    state = run_liveness(run).state  # a 'running' run whose process is gone is interrupted, not training
     if not run.file(WEIGHTS).exists():
         return f"has no weights yet (state: {state})"
     if state not in USABLE_STATES:

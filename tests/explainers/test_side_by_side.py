@@ -28,6 +28,7 @@ from xaidash.explainers.side_by_side import (
     split_predictions,
     top_classes,
 )
+from xaidash.models.runlock import RunLock
 from xaidash.models.runstore import WEIGHTS, Run, load_bundle
 
 
@@ -98,9 +99,14 @@ def test_imported_models_linked_or_with_the_same_classes_are_compatible(runs, tm
 def test_runs_without_settled_weights_are_refused(runs, tmp_path):
     running = _imported_copy(runs["vit"], tmp_path / "running", "shapes")
     running.update_summary(state="running")
-    assert incompatibility(runs["resnet"], running) == "is still training"
-    running.file(WEIGHTS).unlink()
-    assert incompatibility(runs["resnet"], running) == "has no weights yet (state: running)"
+    assert incompatibility(runs["resnet"], running) == "is interrupted"  # no live process writes it
+    lock = RunLock.acquire(running.path, heartbeat=False)  # a live trainer
+    try:
+        assert incompatibility(runs["resnet"], running) == "is still training"
+        running.file(WEIGHTS).unlink()
+        assert incompatibility(runs["resnet"], running) == "has no weights yet (state: running)"
+    finally:
+        lock.release()
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{not json")
