@@ -17,7 +17,7 @@ from torch import nn
 
 from xaidash.dashboard.cli import main
 from xaidash.models import runlock
-from xaidash.models.checkpoint import save_weights
+from xaidash.models.checkpoint import nonfinite_tensors, save_weights
 from xaidash.models.engine import TrainConfig, train
 from xaidash.models.registry import ModelError
 from xaidash.models.runlock import LOCK, RunLock, owner_alive, read_lock, read_lock_file
@@ -238,3 +238,21 @@ def test_ctrl_c_stops_like_the_stop_button_before_and_after_the_first_checkpoint
         assert resolve_run("latest").id == run.id
     result = train(TrainConfig(device="cpu"), resume=run.id)  # the rest of the cut epoch, then the others
     assert result.state == "completed" and result.epochs_done == 3 and result.partial_steps == 0
+
+
+def test_nonfinite_tensors_finds_nan_and_inf_in_any_float_type_without_false_alarms(tmp_path):
+    model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3))
+    with torch.no_grad():
+        model[1].weight[0, 0] = 3e38
+        model[1].weight[0, 1] = 3e38  # the sum overflows; every value is finite
+    save_weights(model, tmp_path / "big.safetensors")
+    assert nonfinite_tensors(tmp_path / "big.safetensors") == []
+    with torch.no_grad():
+        model[0].bias[1] = float("-inf")
+    half = nn.Linear(2, 2).to(torch.bfloat16)
+    with torch.no_grad():
+        half.weight[0, 0] = float("nan")
+    save_weights(model, tmp_path / "inf.safetensors")
+    save_weights(half, tmp_path / "bf16.safetensors")
+    assert nonfinite_tensors(tmp_path / "inf.safetensors") == ["0.bias"]
+    assert nonfinite_tensors(tmp_path / "bf16.safetensors") == ["weight"]
