@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
@@ -66,14 +67,18 @@ def bundle_for(run: Run) -> ModelBundle:
 
 
 REPLICA_BUDGET_BYTES = 2 * 1024**3  # the most parameter memory one model's replicas may take together
-MAX_REPLICAS = 3  # copies of one model that jobs can use at the same moment
+MAX_REPLICAS = 3  # copies of one model that jobs can use at the same moment (XAIDASH_MODEL_REPLICAS overrides)
 MAX_POOLS = 8  # models with replicas kept (the oldest pool is dropped, with its copies)
 
 
 def replica_count(bundle: ModelBundle) -> int:
     """How many copies of this model concurrent jobs may use: up to MAX_REPLICAS, fewer for a large model."""
     size = sum(p.numel() * p.element_size() for p in bundle.model.parameters())
-    return int(max(1, min(MAX_REPLICAS, REPLICA_BUDGET_BYTES // max(size, 1))))
+    try:
+        most = int(os.environ.get("XAIDASH_MODEL_REPLICAS", MAX_REPLICAS))
+    except ValueError:
+        most = MAX_REPLICAS
+    return int(max(1, min(most, REPLICA_BUDGET_BYTES // max(size, 1))))
 
 
 @st.cache_resource(show_spinner=False)

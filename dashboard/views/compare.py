@@ -21,6 +21,7 @@ from xaidash.dashboard.components.inside_compare import (
     sanity_band_chart,
     sanity_table,
 )
+from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_controls
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
@@ -154,7 +155,7 @@ if go and result is None:
     try:
         indices = parse_indices(indices_text) if how == "chosen indices" else None
         sample = pick_test_sample(bundle, n=int(n), seed=int(seed), indices=indices)
-        with services.lease(bkey, bundle) as replica:
+        with leased_model(bkey, bundle) as replica:
             result = compare_methods(
                 replica,
                 sample,

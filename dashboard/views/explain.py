@@ -21,6 +21,7 @@ from xaidash.dashboard.components.explain_maps import CARD_WIDTH, map_card, ood_
 from xaidash.dashboard.components.explain_tables import BEST, diagnostics_table, metrics_table
 from xaidash.dashboard.components.images import png_bytes, to_pil
 from xaidash.dashboard.components.inputs import PickedInput, input_picker
+from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_controls
 from xaidash.dashboard.components.stored_maps import show_stored_sample
 from xaidash.dashboard.errors import show_error
@@ -79,7 +80,7 @@ def compute(
     given = [p.mask for p in inputs if p.mask is not None]
     masks = np.stack(given) if len(given) == len(inputs) else None
     rationales = [p.rationale for p in inputs] if any(p.rationale for p in inputs) else None
-    with services.lease(bkey, bundle) as replica:
+    with leased_model(bkey, bundle) as replica:
         scored = explain_and_score(
             replica,
             raw,
@@ -174,7 +175,7 @@ if not chosen:
     st.stop()
 raw = batch_of(inputs)
 try:
-    with services.lease(bkey, bundle) as replica:
+    with leased_model(bkey, bundle) as replica:
         probs = replica.predict_proba(raw).numpy()
 except Exception as err:  # noqa: BLE001
     show_error(err, "Prediction failed")
@@ -185,6 +186,19 @@ target = None if target_name == "predicted class" else list(info.classes).index(
 cache = services.explanation_cache()
 input_keys = tuple(p.key for p in inputs)
 results: dict[str, Result] = {}
+# A click on Cancel reruns the page, which interrupts the work at the next method (or leaves the queue for the
+# model at once); the rerun it causes stops here. Methods finished before the click stay cached.
+cancel_slot = st.empty()
+if cancel_slot.button(
+    "Cancel",
+    key="explain_cancel",
+    icon=":material/cancel:",
+    help="stop after the method being computed (methods already finished are kept)",
+):
+    cancel_slot.empty()
+    st.info("Cancelled. Methods finished before the click are kept: press **Explain again** or change a setting.")
+    st.button("Explain again", key="explain_again", icon=":material/refresh:")
+    st.stop()
 bar = st.progress(0.0, text="Explaining…")
 for j, m in enumerate(chosen):
     bar.progress(j / len(chosen), text=f"Explaining with {by_id[m].label} ({j + 1}/{len(chosen)})…")
@@ -197,6 +211,7 @@ for j, m in enumerate(chosen):
     except Exception as err:  # noqa: BLE001 - one method failing must not hide the others
         results[m] = Result(error=err)
 bar.empty()
+cancel_slot.empty()
 
 # ---- results: per input, the prediction, the maps (rows that wrap), one metrics table, details ---------
 legends = {m: map_legend(by_id[m], bundle.modality) for m in chosen}
@@ -213,7 +228,7 @@ st.caption(
     + (" Overlays are drawn on a grey copy of the input." if display == "overlay" else "")
 )
 figures: dict[tuple[int, str], Any] = {}  # (input, method) -> the map with its colour bar, for the zip
-with services.lease(bkey, bundle) as replica:
+with leased_model(bkey, bundle) as replica:
     ood_figures, ood_reason = ood_scores(replica, bkey, raw)
 if ood_reason:
     st.caption(ood_reason)
