@@ -33,17 +33,18 @@ def leased_model(key: str, bundle: ModelBundle) -> Iterator[ModelBundle]:
     """`services.lease(key, bundle)` with the queue shown on the page while the job waits."""
     note = st.empty()
     started = time.monotonic()
-    last = {"ahead": 0, "drawn": 0.0}
+    place = {"ahead": 0}
+    drawn = {"at": 0.0}
 
     def on_wait(ahead: int) -> None:
-        last["ahead"] = ahead
-        last["drawn"] = time.monotonic()
-        note.info(waiting_text(ahead, last["drawn"] - started), icon=":material/hourglass_top:")
+        place["ahead"] = ahead
+        drawn["at"] = time.monotonic()
+        note.info(waiting_text(ahead, drawn["at"] - started), icon=":material/hourglass_top:")
 
     def cancelled() -> bool:
         # Redrawing is what lets Streamlit stop this script when the user clicks (Cancel or anything else).
-        if time.monotonic() - last["drawn"] >= TICK_S:
-            on_wait(last["ahead"])
+        if time.monotonic() - drawn["at"] >= TICK_S:
+            on_wait(place["ahead"])
         return False
 
     with services.lease(key, bundle, on_wait=on_wait, cancelled=cancelled) as replica:

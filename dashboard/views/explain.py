@@ -188,17 +188,18 @@ input_keys = tuple(p.key for p in inputs)
 results: dict[str, Result] = {}
 # A click on Cancel reruns the page, which interrupts the work at the next method (or leaves the queue for the
 # model at once); the rerun it causes stops here. Methods finished before the click stay cached.
-cancel_slot = st.empty()
-if cancel_slot.button(
-    "Cancel",
-    key="explain_cancel",
-    icon=":material/cancel:",
-    help="stop after the method being computed (methods already finished are kept)",
-):
-    cancel_slot.empty()
+if st.session_state.pop("explain_cancelled", False):
     st.info("Cancelled. Methods finished before the click are kept: press **Explain again** or change a setting.")
     st.button("Explain again", key="explain_again", icon=":material/refresh:")
     st.stop()
+cancel_slot = st.empty()
+cancel_slot.button(
+    "Cancel",
+    key="explain_cancel",
+    icon=":material/cancel:",
+    on_click=lambda: st.session_state.update(explain_cancelled=True),
+    help="stop after the method being computed (methods already finished are kept)",
+)
 bar = st.progress(0.0, text="Explaining…")
 for j, m in enumerate(chosen):
     bar.progress(j / len(chosen), text=f"Explaining with {by_id[m].label} ({j + 1}/{len(chosen)})…")

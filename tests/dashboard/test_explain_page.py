@@ -120,3 +120,18 @@ def test_text_maps_get_legends_too(runs) -> None:
     assert any("logit contribution per word" in v for v in legends)
     assert any("∂ logit / ∂ embedding" in v for v in legends)
     assert sum("xai-tokens" in v for v in _values(at.markdown)) == 2 * 2
+
+
+def test_cancel_stops_the_page_and_explain_again_resumes_with_the_finished_maps(runs) -> None:
+    at = _open(runs["image"])
+    before = _map_captions(at)
+    assert before, "the default sample is explained on arrival"
+    at.session_state["explain_cancelled"] = True  # what the Cancel button's callback sets (it is only drawn while
+    at.run()  # the page computes, which AppTest cannot interrupt; the browser test clicks it)
+    _ok(at)
+    assert any(str(i.value).startswith("Cancelled.") for i in at.info)
+    assert not _map_captions(at)  # the page stopped before the results
+    at.button(key="explain_again").click().run()
+    _ok(at)
+    assert not any(str(i.value).startswith("Cancelled.") for i in at.info)
+    assert _map_captions(at).keys() == before.keys()  # back, from the cache
