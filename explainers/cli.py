@@ -1,6 +1,6 @@
 """`xaidash explain` (attributions + metrics for one input, written to a folder) and `xaidash methods`.
 
-Output of `explain --out DIR`, per method: `<method>.npy` (the attribution: (H, W) for images,
+Output of `explain --out DIR` for one input, per method: `<method>.npy` (the attribution: (H, W) for images,
 one score per word for text), `<method>.png` (overlay on the input) or `<method>.html` (text
 highlighting); once: `input.png` (images: the input as the model saw it) and `metrics.json`.
 A method that fails or does not apply is reported in metrics.json and on stderr; the others go on.
@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaidash.data.argtypes import int_range
+from xaidash.data.argtypes import float_range, int_range
+from xaidash.explainers.dataset_explain import DEFAULT_CHUNK, ENGINES, parse_dataset_range
 from xaidash.explainers.inputs import FITS, ResolvedInput, resolve_sample
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, Param
@@ -164,15 +165,19 @@ def _explain(args: argparse.Namespace) -> int:
             raise ExplainError(f"{problem} Not explained; add --force to look anyway.")
         print(f"warning: {problem} Explained anyway (--force).", file=sys.stderr)
     bundle = load_bundle(run, device=args.device)
+    span = parse_dataset_range(args.input)
+    if span is None and args.out is None:
+        raise ExplainError(
+            "--out DIR is required for a single input (dataset:all and dataset:START:STOP write under the run)."
+        )
+    chosen = _chosen_methods(args.methods, bundle)
+    params = parse_params(args.param, chosen)
+    if span is not None:
+        return _explain_dataset(args, run.path, bundle, span, chosen, params)
+    if args.split is not None:
+        raise ExplainError("--split applies to dataset:all and dataset:START:STOP; one sample is dataset:train:INDEX.")
     sample = resolve_sample(args.input, bundle, fit=args.fit)
     target = _target(args.target, bundle)
-    if args.methods in (None, "", "all"):
-        chosen = methods_for(bundle)
-    else:
-        chosen = [get_method(m.strip(), bundle.modality) for m in args.methods.split(",") if m.strip()]
-        if not chosen:
-            raise ExplainError("--methods is empty: name at least one method (xaidash methods lists them).")
-    params = parse_params(args.param, chosen)
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
 
@@ -249,6 +254,82 @@ def _explain(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _chosen_methods(spec: str | None, bundle: ModelBundle) -> list[MethodSpec]:
+    if spec in (None, "", "all"):
+        return methods_for(bundle)
+    chosen = [get_method(m.strip(), bundle.modality) for m in str(spec).split(",") if m.strip()]
+    if not chosen:
+        raise ExplainError("--methods is empty: name at least one method (xaidash methods lists them).")
+    return chosen
+
+
+def _explain_dataset(
+    args: argparse.Namespace,
+    run_path: Path,
+    bundle: ModelBundle,
+    span: tuple[int | None, int | None],
+    chosen: list[MethodSpec],
+    params: dict[str, dict[str, Any]],
+) -> int:
+    """`--input dataset:all` / `dataset:START:STOP`: every sample of the range into the run's attribution store."""
+    from xaidash.data.errors import DatasetError
+    from xaidash.data.registry import load_split
+    from xaidash.explainers.dataset_explain import DatasetJob, check_range, explain_dataset, summary
+    from xaidash.explainers.dataset_store import store_dir
+
+    if args.target is not None:
+        raise ExplainError("--target applies to single inputs: a data set is explained for each sample's prediction.")
+    split_name = args.split or "test"
+    reason = bundle.no_dataset_reason(f"dataset:{split_name}")
+    if reason:
+        raise ExplainError(reason)
+    try:
+        split = load_split(bundle.info.name, split_name)  # type: ignore[arg-type]
+    except DatasetError as e:
+        raise ExplainError(f"Cannot load the {split_name} split of {bundle.info.name}: {e}") from None
+    split_size = len(split)
+    start, stop = check_range(span[0], span[1], split_size, split_name, bundle.info.name)
+    del split  # the engines load it where they run
+    resolved = {}
+    for spec in chosen:  # every method checked before the first chunk, not after an hour
+        spec.check(bundle)
+        resolved[spec.id] = spec.resolve_params(bundle, params.get(spec.id, {}))
+    job = DatasetJob(
+        run_path=str(run_path),
+        split=split_name,
+        start=start,
+        stop=stop,
+        methods=[spec.id for spec in chosen],
+        params=resolved,
+        chunk_size=args.chunk_size,
+        seed=args.seed,
+        steps=args.steps,
+        with_metrics=args.metrics,
+        batch_size=args.batch_size,
+        background=args.background,
+        device=args.device,
+    )
+    out = Path(args.out).expanduser() if args.out else store_dir(run_path, split_name)
+    gpus = args.gpus_per_worker
+    if gpus is None:
+        gpus = 1.0 if torch.cuda.is_available() else 0.0
+    outcome = explain_dataset(
+        job,
+        out,
+        bundle=bundle,
+        split_size=split_size,
+        engine=args.engine,
+        fresh=args.fresh,
+        progress=not args.quiet,
+        workers=args.workers,
+        gpus_per_worker=gpus,
+        address=args.address,
+    )
+    print(f"attribution store: {outcome.path}")
+    print(summary(outcome))
+    return 0
+
+
 _REFERENCES = {
     "baseline": "the baseline",
     "background": "the background's mean",
@@ -291,7 +372,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--input",
         required=True,
-        help="image path; dataset:INDEX or dataset:train:INDEX; for text models the text or a .txt file",
+        help="image path; dataset:INDEX or dataset:train:INDEX; dataset:all or dataset:START:STOP (a whole split "
+        "into the run's attribution store, see --split); for text models the text or a .txt file",
     )
     p.add_argument("--target", help="class index or name to explain (default: the predicted class)")
     p.add_argument(
@@ -312,7 +394,30 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default=CURVE_STEPS,
         help="deletion/insertion steps (default %(default)s, as the dashboard)",
     )
-    p.add_argument("--out", required=True, help="output folder (created)")
+    p.add_argument(
+        "--out",
+        help="output folder (created); required for a single input; for dataset:all / dataset:START:STOP the "
+        "attribution store goes to <run>/attributions/<split>/ unless --out is given",
+    )
+    d = p.add_argument_group("whole data sets (--input dataset:all or dataset:START:STOP)")
+    d.add_argument("--split", choices=["test", "train"], help="which split (default test)")
+    d.add_argument(
+        "--chunk-size",
+        type=int_range(1, 100_000),
+        default=DEFAULT_CHUNK,
+        help="samples per chunk: one shard per chunk and method, the unit of resuming (default %(default)s)",
+    )
+    d.add_argument("--engine", choices=ENGINES, default="local", help="local (default, one process) or ray")
+    d.add_argument("--workers", type=int_range(1, 4096), default=2, help="Ray actors (default %(default)s)")
+    d.add_argument(
+        "--gpus-per-worker",
+        type=float_range(0.0, 64.0),
+        default=None,
+        help="GPUs each Ray actor holds (default 1 when this machine has a GPU, else 0: CPU actors)",
+    )
+    d.add_argument("--address", help="an existing Ray cluster (e.g. ray://head:10001 or auto); default: a local Ray")
+    d.add_argument("--fresh", action="store_true", help="replace the store instead of resuming it (settings changed)")
+    d.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, mps")
     p.add_argument(
         "--fit",
