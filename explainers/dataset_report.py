@@ -19,16 +19,27 @@ import pandas as pd
 from xaidash.explainers.metrics.spread import spread
 from xaidash.explainers.scoring import METRICS
 
-# What one value of each metric is, for axis titles (METRICS gives the title and which way is better).
+# What one value of each metric is: its unit or range (axis titles) and a line on how it is measured (subtitles);
+# METRICS gives the title and which way is better.
 METRIC_UNITS: dict[str, str] = {
-    "deletion_auc": "area under p(target) as pixels/words are removed, 0–1",
-    "insertion_auc": "area under p(target) as pixels/words are put back, 0–1",
-    "pointing_game": "1 = top pixel on the object, 0 = off it",
-    "energy_in_mask": "share of positive attribution on the object, 0–1",
-    "rationale_pointing": "1 = top word in the rationale, 0 = not",
-    "rationale_energy": "share of positive attribution on the rationale, 0–1",
-    "completeness_gap": "|Σ attributions − Δf| / |Δf|, 0 = exact",
-    "seconds": "seconds per sample",
+    "deletion_auc": "0–1",
+    "insertion_auc": "0–1",
+    "pointing_game": "hit = 1, miss = 0",
+    "energy_in_mask": "share, 0–1",
+    "rationale_pointing": "hit = 1, miss = 0",
+    "rationale_energy": "share, 0–1",
+    "completeness_gap": "relative, 0 = exact",
+    "seconds": "s per sample",
+}
+METRIC_MEANING: dict[str, str] = {
+    "deletion_auc": "area under the target's probability as the top pixels/words are removed",
+    "insertion_auc": "area under the target's probability as the top pixels/words are put back",
+    "pointing_game": "whether the top-scoring pixel/word lies on the object/rationale",
+    "energy_in_mask": "share of the positive attribution that lies on the object",
+    "rationale_pointing": "whether the top-scoring word lies in the rationale",
+    "rationale_energy": "share of the positive attribution that lies on the rationale",
+    "completeness_gap": "|sum of attributions − (f(x) − f(reference))| / |f(x) − f(reference)|",
+    "seconds": "time the method took per sample",
 }
 SAMPLE_COLUMNS = ("index", "label", "label_name", "pred", "pred_name", "prob", "loss", "correct", "disagreement")
 Which = Literal["all", "correct", "misclassified"]
@@ -67,9 +78,9 @@ def metric_better(metric: str) -> str:
 
 
 def axis_title(metric: str) -> str:
-    """'Deletion AUC (area under p(target) ..., 0–1; lower is better)': an axis title with units and direction."""
+    """'Deletion AUC (0–1, lower is better)': an axis title with the metric's unit or range and its direction."""
     parts = [p for p in (METRIC_UNITS.get(metric, ""), metric_better(metric)) if p]
-    return f"{metric_title(metric)} ({'; '.join(parts)})" if parts else metric_title(metric)
+    return f"{metric_title(metric)} ({', '.join(parts)})" if parts else metric_title(metric)
 
 
 def metric_names(metrics: pd.DataFrame) -> list[str]:

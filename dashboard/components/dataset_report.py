@@ -8,6 +8,7 @@ Drawing only: the numbers come from `xaidash.explainers.dataset_report`, the dat
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ def _header(run: Run, manifest: Mapping[str, Any], samples: pd.DataFrame, size: 
     c[2].metric("Mean loss", fmt_number(float(samples["loss"].mean())) if len(samples) else "–")
     c[3].metric("Methods", len(manifest.get("methods") or []))
     rate = manifest.get("samples_per_s")
-    c[4].metric("Speed", f"{float(rate):.1f} samples/s" if rate else "–")
+    c[4].metric("Samples per second", f"{float(rate):.1f}" if rate else "–", help="the job's throughput")
     facts = R.store_facts(manifest)
     st.caption(" · ".join(f"{k}: **{v}**" for k, v in facts) + f" · `--input {R.input_spec(manifest, size)}`")
     if not manifest.get("complete"):
@@ -165,8 +166,8 @@ def class_heatmap(frame: pd.DataFrame, metric: str, labels: Mapping[str, str], c
         color=alt.Color(
             "mean:Q",
             scale=alt.Scale(scheme="viridis", reverse=lower),
-            title=[f"mean {R.metric_title(metric)}", f"({R.metric_better(metric)};", "bright = better)"],
-            legend=alt.Legend(gradientLength=180, titleLimit=260),
+            title=f"mean {R.metric_title(metric)} ({R.metric_better(metric)}: bright = better)",
+            legend=alt.Legend(orient="bottom", direction="horizontal", gradientLength=260, titleLimit=420),
         ),
         tooltip=[
             "class",
@@ -184,7 +185,7 @@ def class_heatmap(frame: pd.DataFrame, metric: str, labels: Mapping[str, str], c
     )
     step = max(24, min(44, 520 // max(1, len(set(df["class"])))))
     return (rect + text).properties(
-        width=alt.Step(max(110, 640 // max(1, len(order)))),
+        width=alt.Step(min(150, max(90, 480 // max(1, len(order))))),
         height=alt.Step(step),
         title=f"Mean {R.metric_title(metric)} per true class",
     )
@@ -200,31 +201,30 @@ def distribution_charts(
     frame["method"] = [labels.get(m, m) for m in frame["method"]]
     order = [labels.get(m, m) for m in methods]
     x_title = R.axis_title(metric)
+    title = R.metric_title(metric)
     box = (
         alt.Chart(frame)
         .mark_boxplot(extent=1.5, size=18, median={"color": "black"})
         .encode(
-            x=alt.X("value:Q", title=x_title, axis=alt.Axis(titleLimit=520)),
+            x=alt.X("value:Q", title=x_title),
             y=alt.Y("method:N", sort=order, title=None, axis=alt.Axis(labelLimit=160)),
             color=_colour(order),
         )
         .properties(
-            height=alt.Step(30),
+            height=alt.Step(34),
             title=alt.TitleParams(
-                f"{R.metric_title(metric)}: spread over the samples",
-                subtitle="box: middle half, line: median, whiskers: 1.5 × IQR, dots: beyond",
+                f"{title} per method", subtitle="box: middle half · line: median · whiskers: 1.5 × IQR · dots: beyond"
             ),
         )
     )
     hist = R.histogram(frame)
-    hist["method"] = pd.Categorical(hist["method"], categories=order)
     line = (
         alt.Chart(hist)
         .mark_line(interpolate="step-after", strokeWidth=2)
         .encode(
-            x=alt.X("start:Q", title=x_title, axis=alt.Axis(titleLimit=520)),
-            y=alt.Y("count:Q", title="samples"),
-            color=_colour(order, legend=True),
+            x=alt.X("start:Q", title=x_title),
+            y=alt.Y("count:Q", title="samples per bin"),
+            color=_colour(order),
             tooltip=[
                 "method",
                 alt.Tooltip("start:Q", format=".3f", title="from"),
@@ -233,7 +233,10 @@ def distribution_charts(
                 alt.Tooltip("share:Q", format=".1%", title="share of the method's samples"),
             ],
         )
-        .properties(height=220, title=f"{R.metric_title(metric)}: histogram (30 bins)")
+        .properties(
+            height=260,
+            title=alt.TitleParams(f"{title}: histogram, 30 bins", subtitle=R.METRIC_MEANING.get(metric, "")),
+        )
     )
     return box, line
 
@@ -283,7 +286,7 @@ def samples_section(
         "maps and metrics (not recomputed). Deletion AUC: lower is better; insertion AUC: higher is better."
     )
     # A new table (and selection) for every order and filter: a selected row never points into another order.
-    key = f"dsr_table_{split}_{order}_{which}_{'-'.join(classes)}"
+    key = "dsr_table_" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{split}_{order}_{which}_{'-'.join(classes)}")  # CSS-safe
     event = st.dataframe(
         shown,
         key=key,
@@ -341,10 +344,10 @@ def dataset_report(run: Run, bundle: ModelBundle) -> None:
     st.subheader("Per class")
     quality = [c for c in names if c != "seconds"]
     if quality:
-        metric = st.selectbox(
+        metric = st.columns([1, 2])[0].selectbox(
             "Metric", quality, format_func=R.metric_title, key="dsr_class_metric", help="coloured per true class"
         )
-        left, right = st.columns([3, 2])
+        left, right = st.columns([1, 1], gap="large")
         left.altair_chart(
             class_heatmap(R.per_class(samples, metrics, metric, methods, classes), metric, labels, classes),
             width="content",
@@ -366,8 +369,11 @@ def dataset_report(run: Run, bundle: ModelBundle) -> None:
         )
 
     st.subheader("Distributions")
-    st.caption("Each metric over every stored sample, one colour per method (the same in every chart).")
-    for c in names:
+    st.caption(
+        "Each quality metric over every stored sample, one colour per method (the same in every chart); the "
+        "runtime is in the table above."
+    )
+    for c in quality:
         charts = distribution_charts(metrics, c, methods, labels)
         if charts is None:
             continue

@@ -71,8 +71,13 @@ def test_compare_shows_the_report_of_a_run_with_a_store(report_runs, monkeypatch
     assert list(summary.index) == ["Saliency", "Integrated Gradients"]
     assert sum("★" in str(v) for v in summary["Deletion AUC ↓"]) == 1
     assert all(" · sd " in str(v) for v in summary["Insertion AUC ↑"])
-    # per class heatmap, then a box plot and a histogram per metric (deletion, insertion, runtime)
-    assert len(at.main.get("vega_lite_chart")) == 1 + 2 * 3
+    # per class heatmap, then a box plot and a histogram per quality metric (deletion, insertion; not runtime)
+    charts = [str(c.proto.spec) for c in at.main.get("vega_lite_chart")]
+    assert len(charts) == 1 + 2 * 2
+    assert '"true class"' in charts[0] and "lower is better: bright = better" in charts[0]  # axis and legend titles
+    assert all('"title": "Deletion AUC (0' in c and '1, lower is better)"' in c for c in charts[1:3])  # unit, way
+    assert all('"title": "Insertion AUC (0' in c and '1, higher is better)"' in c for c in charts[3:5])
+    assert '"samples per bin"' in charts[2]
     classes = next(d.value for d in at.dataframe if "accuracy" in d.value.columns)
     assert classes["samples"].sum() == 40
 
