@@ -16,7 +16,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from xaidash.explainers.dataset_explain import DEFAULT_CHUNK
+from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.metrics.spread import spread
+from xaidash.explainers.samples import DEFAULT_BACKGROUND
 from xaidash.explainers.scoring import METRICS
 
 # What one value of each metric is: its unit or range (axis titles) and a line on how it is measured (subtitles);
@@ -275,39 +278,66 @@ def sort_samples(table: pd.DataFrame, order: str) -> pd.DataFrame:
 
 
 def input_spec(manifest: Mapping[str, Any], split_size: int | None = None) -> str:
-    """The --input the store covers: 'dataset:all' when it spans the whole split (`split_size` samples), else
-    'dataset:START:STOP' (a manifest's own 'input', when it has one, wins)."""
-    if manifest.get("input"):
-        return str(manifest["input"])
+    """The --input the store covers: 'dataset:all' when it spans the whole split (the manifest's `split_size`, or
+    the one given), else 'dataset:START:STOP'."""
     start = int(manifest.get("start") or 0)
     stop = manifest.get("stop")
     stop = int(stop) if stop else start + int(manifest.get("n_total") or 0)
-    if start == 0 and split_size is not None and stop >= split_size:
+    size = manifest.get("split_size") or split_size
+    if start == 0 and size is not None and stop >= int(size):
         return "dataset:all"
     return f"dataset:{start}:{stop}"
 
 
 def explain_command(
-    run_id: str, split: str = "test", methods: Sequence[str] = (), input_: str = "dataset:all", engine: str = "local"
+    run_id: str,
+    split: str = "test",
+    methods: Sequence[str] = (),
+    input_: str = "dataset:all",
+    engine: str = "local",
+    *,
+    metrics: bool = True,
+    options: Mapping[str, Any] | None = None,
 ) -> str:
-    """The `xaidash explain` command line that writes (or resumes) a run's attribution store."""
+    """The `xaidash explain` command line that writes (or resumes) a run's attribution store; `options`:
+    further flags by name (e.g. {'--chunk-size': 32})."""
     parts = ["xaidash", "explain", "--run", run_id, "--input", input_, "--split", split]
     if methods:
         parts += ["--methods", ",".join(methods)]
-    parts.append("--metrics")
+    if metrics:
+        parts.append("--metrics")
     if engine != "local":
         parts += ["--engine", engine]
+    for flag, value in (options or {}).items():
+        parts += [flag, str(value)]
     return shlex.join(parts)
 
 
+# Settings a store records that must match to resume it, with the CLI's defaults (left out of the command).
+RESUME_FLAGS: dict[str, tuple[str, Any]] = {
+    "chunk_size": ("--chunk-size", DEFAULT_CHUNK),
+    "steps": ("--steps", CURVE_STEPS),
+    "seed": ("--seed", 0),
+    "background": ("--background", DEFAULT_BACKGROUND),
+}
+
+
 def resume_command(run_id: str, manifest: Mapping[str, Any], split_size: int | None = None) -> str:
-    """The command that finishes an incomplete store: the same split, input, methods and engine."""
+    """The command that finishes an incomplete store: the same split, range, methods, engine and settings (a
+    method's non-default parameters are not flags: the CLI says so if they differ)."""
+    options = {
+        flag: manifest[key]
+        for key, (flag, default) in RESUME_FLAGS.items()
+        if manifest.get(key) is not None and manifest.get(key) != default
+    }
     return explain_command(
         run_id,
         str(manifest.get("split", "test")),
         list(manifest.get("methods") or []),
         input_spec(manifest, split_size),
         str(manifest.get("engine", "local")),
+        metrics=bool(manifest.get("with_metrics", True)),
+        options=options,
     )
 
 

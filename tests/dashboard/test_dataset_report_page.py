@@ -100,7 +100,10 @@ def test_an_incomplete_store_says_how_to_resume(report_runs, monkeypatch):
     assert at.metric[0].value == "20 of 40"
     assert any("Incomplete: 20 of 40" in w for w in texts(at.warning))
     codes = texts(at.code)
-    assert f"xaidash explain --run {run.id} --input dataset:0:40 --split test --methods saliency --metrics" in codes
+    assert (
+        f"xaidash explain --run {run.id} --input dataset:0:40 --split test --methods saliency --metrics --chunk-size 20"
+        in codes
+    )
     assert len(sample_table(at).value) == 20
 
 

@@ -150,7 +150,12 @@ def test_titles_commands_and_facts():
     assert facts["methods"] == "saliency, ig" and facts["written"] == "an unknown date"
     assert R.input_spec({**manifest, "start": 40, "stop": 80}, 1000) == "dataset:40:80"
     assert R.input_spec(manifest) == "dataset:0:1000"  # the split's size unknown: the range
-    assert R.input_spec({**manifest, "input": "dataset:all"}) == "dataset:all"
+    assert R.input_spec({**manifest, "split_size": 1000}) == "dataset:all"  # the engine records it
+    # settings that must match to resume, when not the CLI's defaults, and no --metrics when there were none
+    odd = {**manifest, "chunk_size": 32, "steps": 16, "seed": 3, "with_metrics": False, "engine": "local"}
+    assert R.resume_command("r", odd, 1000) == (
+        "xaidash explain --run r --input dataset:all --split test --methods saliency,ig --chunk-size 32 --seed 3"
+    )
     assert R.parse_stored("test:12") == ("test", 12) and R.parse_stored("train:0") == ("train", 0)
     assert R.parse_stored("val:3") is None and R.parse_stored("test:x") is None and R.parse_stored(None) is None
 
@@ -189,7 +194,7 @@ def test_a_store_written_by_the_writer_reads_into_the_report(tmp_path):
     assert R.sort_samples(table, "highest loss")["index"].iloc[0] == HIGHEST_LOSS
     assert not R.sort_samples(table, "misclassified first")["correct"].iloc[0]
     assert R.resume_command(run.id, store.manifest, split_size=1000) == (
-        f"xaidash explain --run {run.id} --input dataset:0:30 --split test --methods saliency,ig --metrics"
+        f"xaidash explain --run {run.id} --input dataset:0:30 --split test --methods saliency,ig --metrics --chunk-size 10"
     )
     got = R.sample_metrics(metrics, WORST_DELETION, methods)
     assert got["saliency"]["deletion_auc"] == pytest.approx(0.99) and got["ig"]["deletion_auc"] == pytest.approx(0.99)
