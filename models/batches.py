@@ -21,6 +21,32 @@ DEVICE_BYTES_LIMIT = 2 * 1024**3
 LENGTH_POOL_BATCHES = 50
 
 
+@dataclass(frozen=True)
+class Shard:
+    """This process's part of every epoch when several train one run (models/distributed.py).
+
+    Training (`pad`): every rank draws the same permutation (seeded by seed + epoch, like torch's
+    DistributedSampler), pads it by repeating its first samples to a multiple of the world size, and takes
+    every world-th sample from its rank on: equal shares, so all ranks take the same number of steps.
+    Evaluation: every world-th sample in order, unpadded (each sample counted once in the summed metrics)."""
+
+    rank: int
+    world: int
+    epoch: int = 0
+    seed: int = 0
+    pad: bool = True
+
+    def take(self, order: torch.Tensor) -> torch.Tensor:
+        """This rank's part of `order` (indices)."""
+        if self.pad and len(order) % self.world:
+            extra = self.world - len(order) % self.world
+            order = torch.cat([order, order.repeat(extra // max(len(order), 1) + 1)[:extra]])
+        return order[self.rank :: self.world]
+
+    def permutation(self, n: int) -> torch.Tensor:
+        return torch.randperm(n, generator=torch.Generator().manual_seed(self.seed + self.epoch))
+
+
 @dataclass
 class TensorData:
     """Inputs (normalised images or token ids) and labels, already on the training device."""
@@ -32,32 +58,45 @@ class TensorData:
         return len(self.y)
 
     def batches(
-        self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None
+        self,
+        batch_size: int,
+        shuffle: bool,
+        generator: torch.Generator | None = None,
+        shard: Shard | None = None,
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Batches in a random order (shuffle) or in a fixed one. Token ids come in batches of similar length,
-        each cut to its longest text: random pools of texts, sorted by length within a pool, the batches shuffled
-        (training); sorted by length (evaluation, whose sums do not depend on the order)."""
+        """Batches in a random order (shuffle) or in a fixed one, of this process's `shard` when several train
+        (the tensors stay where they are; only indices are sharded). Token ids come in batches of similar
+        length, each cut to its longest text: random pools of texts, sorted by length within a pool, the batches
+        shuffled (training); sorted by length (evaluation, whose sums do not depend on the order)."""
         if self.x.dtype == torch.long:
-            yield from self._text_batches(batch_size, shuffle, generator)
+            yield from self._text_batches(batch_size, shuffle, generator, shard)
             return
         n = len(self.y)
-        order = torch.randperm(n, generator=generator).to(self.y.device) if shuffle else None
+        if shard is None:
+            order = torch.randperm(n, generator=generator).to(self.y.device) if shuffle else None
+        else:
+            order = shard.take(shard.permutation(n) if shuffle else torch.arange(n)).to(self.y.device)
+            n = len(order)
         for i in range(0, n, batch_size):
             idx = order[i : i + batch_size] if order is not None else slice(i, i + batch_size)
             yield self.x[idx], self.y[idx]
 
     def _text_batches(
-        self, batch_size: int, shuffle: bool, generator: torch.Generator | None
+        self, batch_size: int, shuffle: bool, generator: torch.Generator | None, shard: Shard | None
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         lengths = (self.x != 0).sum(1).cpu()  # padding id 0 (text_tensors checks)
         if shuffle:
-            order = torch.randperm(len(lengths), generator=generator)
+            if shard is None:
+                order = torch.randperm(len(lengths), generator=generator)
+            else:
+                order = shard.take(shard.permutation(len(lengths)))
             pool = batch_size * LENGTH_POOL_BATCHES
             chunks = [c[torch.argsort(lengths[c], stable=True)] for c in order.split(pool)]
             batches = [b for c in chunks for b in c.split(batch_size)]
             batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
         else:
-            batches = list(torch.argsort(lengths, stable=True).split(batch_size))
+            mine = shard.take(torch.arange(len(lengths))) if shard is not None else torch.arange(len(lengths))
+            batches = list(mine[torch.argsort(lengths[mine], stable=True)].split(batch_size))
         for idx in batches:
             used = max(1, int(lengths[idx].max()))  # texts are left-aligned: later columns are padding
             idx = idx.to(self.y.device)
@@ -79,14 +118,35 @@ class LoaderData:
         return len(self.indices)
 
     def batches(
-        self, batch_size: int, shuffle: bool, generator: torch.Generator | None = None
+        self,
+        batch_size: int,
+        shuffle: bool,
+        generator: torch.Generator | None = None,
+        shard: Shard | None = None,
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        subset = torch.utils.data.Subset(self.dataset, self.indices)
+        """Batches through a DataLoader; this process's `shard` when several train: torch's DistributedSampler
+        for training (its epoch set, so each epoch is shuffled anew and alike on every rank), every world-th
+        sample for evaluation (DistributedSampler would pad it with repeats, counted twice)."""
+        indices = self.indices
+        sampler: torch.utils.data.Sampler[int] | None = None
+        if shard is not None and shard.pad:
+            sampler = torch.utils.data.DistributedSampler(
+                torch.utils.data.Subset(self.dataset, indices),
+                num_replicas=shard.world,
+                rank=shard.rank,
+                shuffle=shuffle,
+                seed=shard.seed,
+            )
+            sampler.set_epoch(shard.epoch)
+        elif shard is not None:
+            indices = shard.take(torch.as_tensor(indices, dtype=torch.long)).tolist()
+        subset = torch.utils.data.Subset(self.dataset, indices)
         loader = torch.utils.data.DataLoader(
             subset,
             batch_size=batch_size,
-            shuffle=shuffle,
-            generator=generator,
+            shuffle=shuffle and sampler is None,
+            sampler=sampler,
+            generator=generator if sampler is None else None,
             num_workers=self.workers,
             pin_memory=self.device.type == "cuda",
         )

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from xaidash.models.distributed import Launch, train_distributed
 from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
 from xaidash.models.quality import accuracy_warning, run_warning
 from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Recipe, describe
@@ -109,8 +110,9 @@ def _report(result: TrainResult) -> int:
     return 0
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
-    cfg = TrainConfig(
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The TrainConfig `xaidash train`'s arguments ask for (also read by models/train_worker.py under torchrun)."""
+    return TrainConfig(
         dataset=args.dataset,
         model=args.model,
         epochs=args.epochs,
@@ -129,7 +131,29 @@ def _cmd_train(args: argparse.Namespace) -> int:
         amp=not args.no_amp,
         workers=args.workers,
         model_options=_model_options(args.model_option),
+        nproc=args.nproc,
     )
+
+
+def _launch(args: argparse.Namespace) -> Launch | None:
+    """Where the processes of a distributed run go (None: one process, the plain engine)."""
+    if args.nproc == 1 and args.nnodes == 1:
+        return None
+    launch = Launch(
+        nproc=args.nproc,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        backend=args.backend,
+    )
+    launch.validate()
+    return launch
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    launch = _launch(args)
     if args.resume is None:  # a resumed run keeps its own settings (the engine reads them from its folder)
         key, _ = cfg.recipe()
         print(
@@ -138,10 +162,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
     stop = threading.Event()
     try:
         with ctrl_c_stops(stop):
-            result = train(cfg, callbacks=[ProgressPrinter(args.quiet)], stop=stop, resume=args.resume)
+            if launch is None:
+                result = train(cfg, callbacks=[ProgressPrinter(args.quiet)], stop=stop, resume=args.resume)
+            else:
+                printer = ProgressPrinter(args.quiet)
+                result = train_distributed(cfg, callbacks=[printer], stop=stop, resume=args.resume, launch=launch)
     except KeyboardInterrupt:  # the second Ctrl-C: the run folder says 'running' until resumed or deleted
         print("aborted", file=sys.stderr)
         return 130
+    if launch is not None and launch.node_rank > 0:  # the run folder is node 0's
+        print(f"node {launch.node_rank}: {result.state}; the run's folder is on node 0 (rank 0 writes it)")
+        return 0 if result.state != "failed" else 1
     return _report(result)
 
 
@@ -266,6 +297,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="continue this run with its own settings, up to --epochs (default: its planned epochs)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_distributed_arguments(p)
     p.set_defaults(func=_cmd_train)
 
     demo = sub.add_parser(
@@ -292,6 +324,21 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     m = sub.add_parser("models", help="list zoo models (--recipes: their training recipes)")
     m.add_argument("--recipes", action="store_true", help="each model's recipes: settings and measured accuracy")
     m.set_defaults(func=_cmd_models)
+
+
+def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
+    """--nproc and the multi-machine flags (torchrun's names): one run trained by several processes (DDP)."""
+    g = p.add_argument_group(
+        "several GPUs or machines (DistributedDataParallel; --batch-size stays the global batch, split evenly)"
+    )
+    g.add_argument("--nproc", type=int, default=1, help="training processes on this machine, one per GPU")
+    g.add_argument("--nnodes", type=int, default=1, help="machines training this run together")
+    g.add_argument("--node-rank", type=int, default=0, help="this machine's place among them (0: writes the run)")
+    g.add_argument("--master-addr", default="127.0.0.1", help="node 0's address (the same on every machine)")
+    g.add_argument("--master-port", type=int, default=None, help="node 0's port (default on one machine: a free one)")
+    g.add_argument(
+        "--backend", choices=("nccl", "gloo"), default=None, help="collectives (default: nccl on CUDA, gloo on CPUs)"
+    )
 
 
 def _demo_runs() -> tuple[tuple[str, str], ...]:

@@ -35,10 +35,11 @@ from torch import nn
 from xaidash.data.registry import DatasetInfo, DatasetSource, Split, TextSplit, get_source
 from xaidash.data.tokenizer import Tokenizer, WordVocab
 from xaidash.models import run_schema
-from xaidash.models.batches import LoaderData, TensorData, augment_images, image_tensors, text_tensors
+from xaidash.models.batches import LoaderData, Shard, TensorData, augment_images, image_tensors, text_tensors
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
-from xaidash.models.device import autocast, device_name, pick_device
+from xaidash.models.device import autocast, device_name
+from xaidash.models.distributed import SINGLE, DistContext, check_batch
 from xaidash.models.recipes import (
     AUGMENTATIONS,
     OPTIMIZERS,
@@ -94,6 +95,9 @@ class TrainConfig:
     amp: bool = True  # bf16 autocast while training, on CUDA and on CPUs with native bf16 (models/device.py)
     workers: int = 0
     model_options: dict[str, Any] = field(default_factory=dict)
+    # Processes training this run together (DistributedDataParallel, one per GPU; models/distributed.py launches
+    # them); --batch-size stays the global batch, split evenly over them.
+    nproc: int = 1
 
     def recipe(self) -> tuple[str, Recipe]:
         """(key, recipe): the model's recipe for this data set (ModelError / DatasetError for unknown names)."""
@@ -132,6 +136,8 @@ class TrainConfig:
             problems.append("label smoothing must be in [0, 1)")
         if self.max_train_samples is not None and self.max_train_samples < 0:
             problems.append("the training-sample cap must be at least 0 (0: all samples)")
+        if not (1 <= self.nproc <= 64):
+            problems.append("the number of training processes must be between 1 and 64")
         if not (0 <= self.workers <= 64):
             problems.append("DataLoader workers must be between 0 and 64")
         if self.seed < 0:
@@ -244,7 +250,13 @@ def split_indices(n: int, seed: int, max_train_samples: int, val_fraction: float
 
 
 def _prepare_data(
-    cfg: TrainConfig, settings: TrainSettings, source: DatasetSource, device: torch.device, run: Run, resume_vocab: bool
+    cfg: TrainConfig,
+    settings: TrainSettings,
+    source: DatasetSource,
+    device: torch.device,
+    run: Run,
+    resume_vocab: bool,
+    dist: DistContext = SINGLE,
 ) -> _Prepared:
     info = source.info
     spec = get_spec(cfg.model)
@@ -262,8 +274,9 @@ def _prepare_data(
         elif resume_vocab and run.file(VOCAB).exists():
             tokenizer = WordVocab.load(run.file(VOCAB))
         else:
-            vocab = WordVocab.build([train_split.texts[i] for i in train_idx.tolist()])
-            vocab.save(run.file(VOCAB))
+            vocab = WordVocab.build([train_split.texts[i] for i in train_idx.tolist()])  # alike on every rank
+            if dist.main:
+                vocab.save(run.file(VOCAB))
             tokenizer = vocab
 
     def make(split: Split, idx: torch.Tensor | None) -> TensorData | LoaderData:
@@ -308,12 +321,16 @@ def evaluate(
     amp: bool,
     batch_size: int = 1024,
     num_classes: int | None = None,
+    dist: DistContext = SINGLE,
 ) -> dict[str, Any]:
-    """Loss, accuracy and (when num_classes is given) the confusion matrix [true][pred]."""
+    """Loss, accuracy and (when num_classes is given) the confusion matrix [true][pred]. With several processes
+    each evaluates its share and the sums are reduced: every rank gets the figures over the whole data."""
     model.eval()
+    dist.sync_buffers(model)
     loss_sum, correct, n = 0.0, 0, 0
     confusion = torch.zeros(num_classes or 1, num_classes or 1, dtype=torch.long)
-    for x, y in data.batches(batch_size, shuffle=False):
+    shard = Shard(dist.rank, dist.world_size, pad=False) if dist.active else None
+    for x, y in data.batches(batch_size, shuffle=False, shard=shard):
         # float32 on the CPU: the accuracy reported is that of the model as the pages and explainers run it
         with autocast(device, amp and device.type != "cpu"):
             logits = model(x.to(device))
@@ -326,6 +343,11 @@ def evaluate(
             confusion += torch.bincount((y * num_classes + pred).cpu(), minlength=num_classes**2).view(
                 num_classes, num_classes
             )
+    if dist.active:
+        summed = dist.sum([loss_sum, correct, n], device)
+        loss_sum, correct, n = summed[0], int(summed[1]), int(summed[2])
+        if num_classes:
+            confusion = dist.sum_tensor(confusion.to(device)).cpu()
     out: dict[str, Any] = {"loss": loss_sum / max(n, 1), "acc": correct / max(n, 1), "n": n}
     if num_classes:
         out["confusion"] = confusion.tolist()
@@ -350,9 +372,13 @@ class _Interval:
         self.seen += seen
         self.steps += 1
 
-    def means(self) -> tuple[float, float, int]:
-        """(mean loss, accuracy, steps), and a fresh start for the next interval."""
-        out = (float(self.loss_sum) / max(self.seen, 1), float(self.correct) / max(self.seen, 1), self.steps)
+    def means(self, dist: DistContext = SINGLE, device: torch.device | None = None) -> tuple[float, float, int]:
+        """(mean loss, accuracy, steps) over every rank's samples, and a fresh start for the next interval."""
+        sums = [float(self.loss_sum), float(self.correct), float(self.seen)]
+        if dist.active:
+            sums = dist.sum([self.loss_sum, self.correct, self.seen], device or torch.device("cpu"))
+        loss_sum, correct, seen = sums
+        out = (loss_sum / max(seen, 1), correct / max(seen, 1), self.steps)
         self.loss_sum, self.correct, self.seen, self.steps = 0.0, 0, 0, 0
         return out
 
@@ -385,6 +411,19 @@ class TrainingSession:
     samples_seen: int = 0  # training samples this session (for the rate)
     lock: RunLock | None = None  # held from setup_run to the end of train()
     started: float = field(default_factory=time.perf_counter)
+    dist: DistContext = SINGLE  # this process's rank among those training the run (rank 0 writes the run folder)
+    train_model: nn.Module | None = None  # what training steps call: the model, or its DistributedDataParallel wrapper
+
+    @property
+    def rank_batch(self) -> int:
+        """This process's share of the (global) batch size."""
+        return self.settings.batch_size // self.dist.world_size
+
+    def shard(self, epoch: int) -> Shard | None:
+        """This process's share of epoch `epoch`'s training samples (None: one process takes them all)."""
+        if not self.dist.active:
+            return None
+        return Shard(self.dist.rank, self.dist.world_size, epoch=epoch, seed=self.cfg.seed)
 
     @property
     def total_steps(self) -> int:
@@ -437,39 +476,57 @@ def _recorded_recipe(config: dict[str, Any]) -> tuple[str, Recipe]:
     return str(recorded.pop("key")), Recipe(**{k: v for k, v in recorded.items() if k in names})
 
 
-def setup_run(cfg: TrainConfig, resume: str | Path | None = None) -> TrainingSession:
+def setup_run(cfg: TrainConfig, resume: str | Path | None = None, dist: DistContext = SINGLE) -> TrainingSession:
     """Check the settings and fill those left open from the model's recipe, then create the run folder (or
     reopen run `resume`), data, model, optimizer and schedule, restore a resumed run's state, and write
     config.json and a 'running' summary.
 
     A resumed run keeps its own resolved settings; only the epoch total (when given) and the device change.
-    Bad settings raise ModelError/DatasetError before any run folder is written.
+    Bad settings raise ModelError/DatasetError before any run folder is written. With several processes (`dist`)
+    every one sets up alike; rank 0 alone creates (and locks) the run folder, the others learn its path.
     """
     cfg.validate()
     resumed = resolve_run(resume) if resume is not None else None
     if resumed is not None:
         config = resumed.config()
         own = _own_settings(config)
-        cfg = TrainConfig(**{**own, "epochs": cfg.epochs or own["epochs"], "device": cfg.device})
+        cfg = TrainConfig(**{**own, "epochs": cfg.epochs or own["epochs"], "device": cfg.device, "nproc": cfg.nproc})
     recipe = _recorded_recipe(config) if resumed is not None and config.get("recipe") else cfg.recipe()
     cfg = cfg.with_recipe()
     if resumed is not None:  # the model is rebuilt as it was: no recipe options added to a resumed run
         cfg = replace(cfg, model_options=own.get("model_options") or {})
     cfg.validate()
+    check_batch(cfg.batch_size, dist.world_size)
     settings = cfg.settings()
     spec = get_spec(cfg.model)
     source = get_source(cfg.dataset)
     spec.check_fits(source.info)
-    device = pick_device(cfg.device)
-    run = resumed or Run.create(cfg.dataset, cfg.model)
-    lock = RunLock.acquire(run.path, run.id)  # a second writer of the same run is refused here
+    device = dist.device(cfg.device)
+    run, lock = _open_run(cfg, resumed, dist)
     try:
-        session = _open_session(cfg, settings, recipe, run, resumed, spec, source, device)
+        session = _open_session(cfg, settings, recipe, run, resumed, spec, source, device, dist)
     except BaseException:
-        lock.release()
+        if lock is not None:
+            lock.release()
         raise
     session.lock = lock
     return session
+
+
+def _open_run(cfg: TrainConfig, resumed: Run | None, dist: DistContext) -> tuple[Run, RunLock | None]:
+    """The run folder and its lock: created (or reopened) and locked by rank 0; the other ranks get its path, or
+    the error rank 0 met (a run trained elsewhere is refused on every rank alike)."""
+    run, lock, refusal = None, None, None
+    if dist.main:
+        try:
+            run = resumed or Run.create(cfg.dataset, cfg.model)
+            lock = RunLock.acquire(run.path, run.id)  # a second writer of the same run is refused here
+        except ModelError as e:
+            refusal = str(e)
+    path, refusal = dist.from_main((str(run.path) if run is not None else None, refusal))
+    if refusal is not None:
+        raise ModelError(refusal)
+    return (run or Run(Path(path))), lock
 
 
 def _open_session(
@@ -481,17 +538,20 @@ def _open_session(
     spec: ModelSpec,
     source: DatasetSource,
     device: torch.device,
+    dist: DistContext = SINGLE,
 ) -> TrainingSession:
     """The rest of setup_run, under the run's lock: data, model, optimizer, schedule, restored state, config."""
-    generator = seed_everything(cfg.seed)
-    data = _prepare_data(cfg, settings, source, device, run, resume_vocab=resumed is not None)
+    generator = seed_everything(cfg.seed)  # alike on every rank: the same initial weights
+    data = _prepare_data(cfg, settings, source, device, run, resume_vocab=resumed is not None, dist=dist)
     options = dict(cfg.model_options)
     if data.tokenizer is not None and spec.tokenizer is None:
         options.update(vocab_size=len(data.tokenizer), pad_id=data.tokenizer.pad_id)
     model = spec.build(data.info, **options).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = _optimizer(settings, cfg.momentum, params)
-    steps_per_epoch = math.ceil(len(data.train) / settings.batch_size)
+    # Several processes: each takes ceil(n / world) samples (padded shares) in batches of batch_size / world.
+    share = math.ceil(len(data.train) / dist.world_size)
+    steps_per_epoch = math.ceil(share / (settings.batch_size // dist.world_size))
     session = TrainingSession(
         cfg=cfg,
         settings=settings,
@@ -510,11 +570,30 @@ def _open_session(
         records=run.metrics() if resumed is not None else [],
         resumed=resumed is not None,
         note=getattr(model, "xai_note", None) or spec.note(),
+        dist=dist,
     )
     if resumed is not None:
         restore_checkpoint(session)
-    _write_config(session)
+    session.generator = _rank_generator(session.generator, cfg.seed + session.start_epoch, dist)
+    session.train_model = _wrap(model, device, dist)
+    if dist.main:
+        _write_config(session)
     return session
+
+
+def _rank_generator(generator: torch.Generator, seed: int, dist: DistContext) -> torch.Generator:
+    """The generator of the random augmentations: each rank its own (the sample order comes from Shard, alike)."""
+    return torch.Generator().manual_seed(seed + 7919 * dist.rank) if dist.active else generator
+
+
+def _wrap(model: nn.Module, device: torch.device, dist: DistContext) -> nn.Module:
+    """DistributedDataParallel around the model when several processes train it (gradients all-reduced in the
+    backward pass; rank 0's weights broadcast at the start); checkpoints and evaluation use the model itself."""
+    if not dist.active:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
 def restore_checkpoint(session: TrainingSession) -> None:
@@ -561,6 +640,7 @@ def _write_config(session: TrainingSession) -> None:
         "recipe": {"key": key, **recipe.settings(), "expected_acc": recipe.expected_acc},
         "lr": session.lr,
         "device": device_name(session.device),
+        **({"distributed": session.dist.describe()} if session.dist.active else {}),
         "versions": library_versions(),
         "parameters": sum(p.numel() for p in model.parameters()),
         "trainable_parameters": sum(p.numel() for p in session.params),
@@ -605,7 +685,7 @@ def _step_record(event: TrainEvent, drop: tuple[str, ...]) -> dict[str, Any]:
 
 def _log_step(session: TrainingSession, epoch: int, emit: Callback) -> None:
     """A step record and event: the training loss and accuracy averaged over the steps since the last one."""
-    loss, acc, steps = session.interval.means()
+    loss, acc, steps = session.interval.means(session.dist, session.device)
     elapsed = session.elapsed()
     rate = session.rate(elapsed)
     event = session.event(
@@ -632,8 +712,14 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
     Step records come every ~1/20 epoch (counted in steps since the run began, so they run on across epoch
     boundaries), each with the mean training loss and accuracy since the previous one. A stop request is
     honoured within one step. Raises TrainingFailed for a non-finite loss or out of memory.
+
+    With several processes each takes its shard of the epoch (`session.shard`) in batches of its share of the batch
+    size, through the DistributedDataParallel wrapper; the metrics are summed over all ranks, and the stop
+    request is agreed on (any rank's, reduced) at the epoch's first step and at each step record: every rank stops
+    after the same step, with no host synchronisation in between.
     """
-    cfg, s, data, device, model = session.cfg, session.settings, session.data, session.device, session.model
+    cfg, s, data, device, dist = session.cfg, session.settings, session.data, session.device, session.dist
+    model = session.train_model or session.model
     gen = session.generator
     log_every = max(1, session.steps_per_epoch // 20)
     shift = 2 if "shift" in s.augment else 0
@@ -645,9 +731,17 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
         loss_sum = torch.zeros((), device=device)
         correct = torch.zeros((), device=device, dtype=torch.long)
         seen = 0
-        batches = itertools.islice(data.train.batches(s.batch_size, shuffle=True, generator=gen), skip, None)
+        stopped = False
+        shard = session.shard(epoch)
+        batches = itertools.islice(
+            data.train.batches(session.rank_batch, shuffle=True, generator=gen, shard=shard), skip, None
+        )
         for x, y in batches:
-            if stop.is_set():
+            if not dist.active:
+                stopped = stop.is_set()
+            elif seen == 0 or session.step % log_every == 0:  # the same steps on every rank
+                stopped = dist.any(stop.is_set(), device)
+            if stopped:
                 break
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             if data.info.modality == "image" and (shift or flip):
@@ -666,20 +760,22 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
             session.schedule.step()
             session.step += 1
             seen += len(y)
-            session.samples_seen += len(y)
+            session.samples_seen += len(y) * dist.world_size  # equal shares: the same on every rank
             batch_loss, batch_correct = loss.detach() * len(y), (logits.argmax(1) == y).sum()
             loss_sum += batch_loss
             correct += batch_correct
             session.interval.add(batch_loss, batch_correct, len(y))
             if session.step % log_every == 0 or session.step == session.total_steps:
                 _log_step(session, epoch, emit)
-        stopped = stop.is_set()
+        if not dist.active:  # several processes: only the agreed decision counts
+            stopped = stop.is_set()
         if stopped and session.interval.steps:  # the curve reaches the weights that are kept
             _log_step(session, epoch, emit)
         if seen == 0 and stopped:
             session.skip_steps = skip  # nothing happened: a later resume still starts where the last one stopped
             return None
-        val = evaluate(model, data.val, device, cfg.amp) if data.val is not None else {}
+        val = evaluate(session.model, data.val, device, cfg.amp, dist=dist) if data.val is not None else {}
+        epoch_loss, epoch_correct, epoch_seen = dist.sum([loss_sum, correct, seen], device)
     elapsed = session.elapsed()
     rate = session.rate(elapsed)
     epoch_steps = session.step - (epoch - 1) * session.steps_per_epoch  # this epoch's steps, earlier sessions' too
@@ -687,8 +783,8 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
         "epoch",
         epoch=epoch,
         step=session.step,
-        train_loss=float(loss_sum) / max(seen, 1),
-        train_acc=float(correct) / max(seen, 1),
+        train_loss=epoch_loss / max(epoch_seen, 1),
+        train_acc=epoch_correct / max(epoch_seen, 1),
         val_loss=val.get("loss"),
         val_acc=val.get("acc"),
         lr=session.optimizer.param_groups[0]["lr"],
@@ -705,7 +801,8 @@ def write_checkpoint(session: TrainingSession, result: EpochResult) -> None:
     complete), the training state to resume from, and the summary saying what was kept.
 
     A stopped epoch's weights are marked partial, get no per-epoch checkpoint (there is no epoch to file them
-    under), and resuming runs the rest of that epoch."""
+    under), and resuming runs the rest of that epoch. With several processes only rank 0 writes (the weights of
+    the model itself, not of its DistributedDataParallel wrapper: the run loads like a one-process run)."""
     run, event = session.run, result.event
     epoch, stopped = event.epoch, result.stopped
     done, partial = (epoch - 1, result.steps) if stopped else (epoch, 0)
@@ -713,6 +810,8 @@ def write_checkpoint(session: TrainingSession, result: EpochResult) -> None:
     if stopped:  # validation of a partial epoch's weights; a resumed run replaces it with the whole epoch's
         record["partial_steps"] = partial
     session.records.append(record)
+    if not session.dist.main:
+        return
     run.write_metrics(session.records)
     meta = {"epoch": str(epoch), "partial": str(stopped), "steps": str(result.steps)}
     if not stopped:
@@ -733,8 +832,22 @@ def write_checkpoint(session: TrainingSession, result: EpochResult) -> None:
 
 def finish_run(session: TrainingSession, state: str, error: str | None, epoch: int, emit: Callback) -> TrainResult:
     """End the run: weights even when it failed before its first checkpoint, the test evaluation of the kept
-    weights (none when it failed or nothing was kept), the test record, the final summary and the `end` event."""
-    run, cfg, data = session.run, session.cfg, session.data
+    weights (none when it failed or nothing was kept), the test record, the final summary and the `end` event.
+
+    With several processes every rank evaluates its share of the test data (the sums reduced) and rank 0 writes;
+    a failed run reaches here on rank 0 only (other ranks raise), so nothing collective happens then."""
+    run, dist = session.run, session.dist
+    if not dist.main:
+        rank_test = _test(session) if dist.from_main(None) else {}
+        return TrainResult(
+            run=run,
+            state=state,
+            error=error,
+            test_acc=rank_test.get("acc"),
+            test_loss=rank_test.get("loss"),
+            epochs_done=session.start_epoch,
+            kept="",
+        )
     summary = run.summary()
     if state == "failed" and not run.file(WEIGHTS).exists():
         # For a look at what went wrong; the summary says they are the weights at the failure.
@@ -747,8 +860,11 @@ def finish_run(session: TrainingSession, state: str, error: str | None, epoch: i
     if state == "stopped" and not run.file(WEIGHTS).exists():
         summary["kept"] = "nothing: stopped before the first training step"
     test: dict[str, Any] = {}
-    if state != "failed" and run.file(WEIGHTS).exists():
-        test = evaluate(session.model, data.test, session.device, cfg.amp, num_classes=data.info.num_classes)
+    has_weights = state != "failed" and run.file(WEIGHTS).exists()
+    if state != "failed":
+        dist.from_main(has_weights)  # the other ranks wait for this answer in finish_run
+    if has_weights:
+        test = _test(session)
     elapsed = session.elapsed()
     run.write_metrics(
         session.records + ([{"kind": "test", "test_loss": test["loss"], "test_acc": test["acc"]}] if test else [])
@@ -780,26 +896,43 @@ def finish_run(session: TrainingSession, state: str, error: str | None, epoch: i
     )
 
 
+def _test(session: TrainingSession) -> dict[str, Any]:
+    data = session.data
+    return evaluate(
+        session.model,
+        data.test,
+        session.device,
+        session.cfg.amp,
+        num_classes=data.info.num_classes,
+        dist=session.dist,
+    )
+
+
 def train(
     cfg: TrainConfig,
     callbacks: list[Callback] | None = None,
     stop: threading.Event | None = None,
     resume: str | Path | None = None,
+    dist: DistContext = SINGLE,
 ) -> TrainResult:
     """Train `cfg.model` on `cfg.dataset` into a new run folder (or continue run `resume`).
 
     Never raises for NaN loss or out-of-memory: the run is marked failed with the reason,
     which the result carries. Bad settings (unknown model, wrong data) raise ModelError/DatasetError
     before any run folder is written.
+
+    `dist`: this process's place among several training the run together (models/distributed.py starts them
+    and passes it; `cfg.nproc` alone does not launch them). Rank 0 writes the run folder and emits the events;
+    on any other rank a failure is re-raised after marking the run failed (its launcher ends the others).
     """
-    listeners = list(callbacks or [])
+    listeners = list(callbacks or []) if dist.main else []
     stop = stop or threading.Event()
 
     def emit(event: TrainEvent) -> None:
         for cb in listeners:
             cb(event)
 
-    session = setup_run(cfg, resume)
+    session = setup_run(cfg, resume, dist)
     try:
         emit(session.event("start", epoch=session.start_epoch, step=session.step, message=session.note or ""))
         session.started = time.perf_counter()
@@ -820,7 +953,14 @@ def train(
                     state = "stopped"
                     break
         except TrainingFailed as e:
+            if dist.active and not dist.main:  # rank 0 cannot end the run for it: its crash does
+                dist.mark_failed(session.run, e)
+                raise
             state, error = "failed", str(e)
+        except Exception as e:
+            if dist.active:  # a rank's crash (or a lost peer): the run says failed, not running
+                dist.mark_failed(session.run, e)
+            raise
         try:
             return finish_run(session, state, error, epoch, emit)
         except OSError as e:  # the end could not be written either: say so wherever still possible

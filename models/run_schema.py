@@ -69,10 +69,20 @@ CONFIG = {
                 "batch_size": {"type": ["integer", "null"], "minimum": 1, "maximum": 1_000_000},
                 "lr": {"type": ["number", "null"], "exclusiveMinimum": 0},
                 "max_train_samples": {"type": ["integer", "null"], "minimum": 0},
+                "nproc": {"type": "integer", "minimum": 1, "maximum": 64},
                 "model_options": MODEL_OPTIONS,
             },
         },
         "device": {"type": "string"},
+        # Several processes trained the run (DistributedDataParallel; absent: one process).
+        "distributed": {
+            "type": "object",
+            "required": ["world_size"],
+            "properties": {
+                "world_size": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+                "backend": {"enum": ["gloo", "nccl", None]},
+            },
+        },
         "lr": {"type": ["number", "null"]},
         "recipe": {"type": ["object", "null"]},
     },

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from xaidash.data.errors import DatasetError
+from xaidash.models.distributed import train_distributed
 from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
 from xaidash.models.registry import ModelError
 from xaidash.models.runstore import Run
@@ -58,8 +59,10 @@ def _child(config: dict[str, Any], resume: str | None, events: Any, stop: Any, p
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the server's terminal is the server's to handle
     threading.Thread(target=_watch_parent, args=(parent_pid, stop), daemon=True).start()
     try:
-        result = train(
-            TrainConfig(**config),
+        cfg = TrainConfig(**config)
+        # cfg.nproc > 1: several processes (DistributedDataParallel), started from here by PyTorch's launcher
+        result = (train if cfg.nproc == 1 else train_distributed)(
+            cfg,
             callbacks=[lambda e: events.put((_Outcome.EVENT, asdict(e)))],
             stop=cast(threading.Event, stop),  # a multiprocessing Event: same is_set()/set()
             resume=resume,
@@ -115,7 +118,7 @@ def train_in_process(
         target=_child,
         args=(asdict(cfg), None if resume is None else str(resume), events, child_stop, os.getpid()),
         name=f"xaidash-train-{cfg.model}-{cfg.dataset}",
-        daemon=True,  # ends with the server
+        daemon=cfg.nproc == 1,  # ends with the server; a daemon cannot start the processes of a distributed run
     )
     process.start()
     last_run: str | None = None
