@@ -1,4 +1,16 @@
-"""2-D projections of activations: UMAP (umap-learn), t-SNE and PCA (scikit-learn).
+"""2-D projections of activations: UMAP (umap-learn), t-SNE (openTSNE) and PCA (scikit-learn).
+
+Speed (issue 14): wide features (more than 50) are first reduced to 50 dimensions with PCA; the exact
+k-nearest-neighbour graph is computed with torch (chunked matrix products, on the GPU when there is
+one) and handed to umap-learn (`precomputed_knn`) and to openTSNE (`PrecomputedNeighbors`), so neither
+builds an approximate index; UMAP's layout and openTSNE's FFT gradients use every core.
+
+Reproducibility: the PCA, the neighbour graph and the initialisation (the first two principal
+components, seeded) are deterministic. UMAP maps of up to `EXACT_UMAP_MAX` points are fitted on one
+thread with `random_state`, so they are identical run after run; larger maps are optimised on all
+cores, whose updates race, so a refit gives a map that differs in detail (same clusters, same
+neighbourhoods) — the disk cache is what makes a large map come back identical. openTSNE with a
+fixed seed and the precomputed graph gives the same map every time.
 
 Results are cached on disk per folder (the page passes `<run>/inspect/projections`), layer
 name, method, parameters and a digest of the features, as `.npy` coordinates with a `.json`
@@ -29,6 +41,11 @@ from xaidash.explainers.params import ExplainError, Param
 METHODS: tuple[str, ...] = ("umap", "tsne", "pca")
 LABELS = {"umap": "UMAP", "tsne": "t-SNE", "pca": "PCA"}
 SEED = 0
+PCA_DIMS = 50  # wider features are reduced to this many principal components before UMAP and t-SNE
+EXACT_UMAP_MAX = 2000  # up to this many points UMAP runs seeded on one thread (bit-identical refits)
+# Part of the cache key of UMAP and t-SNE maps: what changes how a map is computed changes the key.
+ENGINE = {"umap": f"pca{PCA_DIMS}-exactknn-v2", "tsne": f"pca{PCA_DIMS}-exactknn-opentsne-v2", "pca": "v1"}
+KNN_BLOCK_BYTES = 1 << 27  # distances held at once per block of query rows (128 MiB)
 PARAMS: dict[str, tuple[Param, ...]] = {
     "umap": (
         Param(
@@ -96,7 +113,7 @@ def features_digest(features: np.ndarray) -> str:
 def _key(name: str, method: str, params: dict[str, Any], digest: str) -> str:
     parts = "-".join(f"{k}{v:g}" if isinstance(v, float) else f"{k}{v}" for k, v in sorted(params.items()))
     safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name) or "features"
-    return f"{safe}-{method}-{parts}-{digest}"
+    return f"{safe}-{method}-{ENGINE[method]}-{parts}-{digest}"
 
 
 @dataclass
@@ -110,6 +127,8 @@ class Projection:
     explained_variance: list[float] = field(default_factory=list)  # PCA: the two plotted components' ratios
     features: np.ndarray | None = field(default=None, repr=False)  # what was projected (for a UMAP refit)
     _pca: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)  # (mean, the two components)
+    # UMAP and t-SNE of wide features: (mean, PCA_DIMS components) of the reduction before the map
+    _reduce: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def note(self) -> str | None:
@@ -147,11 +166,13 @@ class Projection:
             if new.shape[1] != mean.shape[0]:
                 raise ExplainError(f"The map was made from {mean.shape[0]} features per sample; got {new.shape[1]}.")
             return ((new - mean) @ components.T).astype(np.float32)
+        width = self.features.shape[1] if self.features is not None else None
+        if width is not None and new.shape[1] != width:
+            raise ExplainError(f"The map was made from {width} features per sample; got {new.shape[1]}.")
         reducer = _fitted_umap(self)
-        if new.shape[1] != reducer._raw_data.shape[1]:
-            raise ExplainError(
-                f"The map was made from {reducer._raw_data.shape[1]} features per sample; got {new.shape[1]}."
-            )
+        if self._reduce is not None:
+            mean, components = self._reduce
+            new = np.ascontiguousarray((new - mean) @ components.T, dtype=np.float32)
         return np.asarray(reducer.transform(new), dtype=np.float32)
 
 
@@ -174,6 +195,7 @@ def _save(cache_dir: Path, p: Projection) -> None:
         "explained_variance": p.explained_variance,
         "n": len(p.coords),
         "seed": SEED,
+        "engine": ENGINE[p.method],
     }
     atomic_write_json(cache_dir / f"{p.key}.json", meta)
 
@@ -206,19 +228,154 @@ def _load(cache_dir: Path, key: str, method: str, params: dict[str, Any], featur
     )
 
 
-def _umap(params: dict[str, Any], n: int):
+def knn_device() -> Any:
+    """The torch device the neighbour search runs on: the GPU when there is one."""
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def knn_graph(
+    base: np.ndarray,
+    k: int,
+    queries: np.ndarray | None = None,
+    device: Any = None,
+    block_bytes: int = KNN_BLOCK_BYTES,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact Euclidean k nearest neighbours of `queries` (default: `base` itself) among `base`:
+    (indices int64 (M, k), distances float32 (M, k)), nearest first. With queries=None every
+    point's first neighbour is itself at distance 0, as umap-learn expects of a precomputed graph.
+
+    Written with torch because no library at hand gives an exact, GPU-capable search: blocks of
+    query rows against all of `base` as one matrix product (|q|^2 - 2 q.b + |b|^2), `topk`, then the
+    chosen distances recomputed directly so the float32 cancellation of the expansion cannot creep in.
+    """
+    import torch
+
+    if k < 1 or k > len(base):
+        raise ExplainError(f"Cannot find {k} nearest neighbours among {len(base)} points.")
+    dev = torch.device(device) if device is not None else knn_device()
+    b = torch.as_tensor(np.ascontiguousarray(base, dtype=np.float32), device=dev)
+    q_all = b if queries is None else torch.as_tensor(np.ascontiguousarray(queries, dtype=np.float32), device=dev)
+    b_sq = (b * b).sum(1)
+    rows = max(1, block_bytes // (4 * len(b)))
+    out_i = np.empty((len(q_all), k), dtype=np.int64)
+    out_d = np.empty((len(q_all), k), dtype=np.float32)
+    with torch.inference_mode():
+        for lo in range(0, len(q_all), rows):
+            q = q_all[lo : lo + rows]
+            d2 = torch.addmm(b_sq[None, :], q, b.T, alpha=-2.0).add_((q * q).sum(1, keepdim=True))
+            if queries is None:  # each point is its own first neighbour, even among duplicates
+                ar = torch.arange(len(q), device=dev)
+                d2[ar, ar + lo] = -1.0
+            idx = d2.topk(k, dim=1, largest=False, sorted=True).indices
+            dist = (q[:, None, :] - b[idx]).pow(2).sum(-1).sqrt()
+            dist, order = dist.sort(dim=1, stable=True)  # exact distances may reorder near-ties
+            out_i[lo : lo + len(q)] = idx.gather(1, order).cpu().numpy()
+            out_d[lo : lo + len(q)] = dist.cpu().numpy()
+    return out_i, out_d
+
+
+def reduce_dims(features: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """Features with more than PCA_DIMS columns -> their first PCA_DIMS principal components (seeded
+    scikit-learn PCA), with (mean, components) to reduce new points the same way; else unchanged."""
+    n, d = features.shape
+    if d <= PCA_DIMS or n <= PCA_DIMS:
+        return features, None
+    from sklearn.decomposition import PCA
+
+    pca = PCA(n_components=PCA_DIMS, random_state=SEED).fit(features)
+    mean, components = pca.mean_.astype(np.float32), pca.components_.astype(np.float32)
+    return np.ascontiguousarray((features - mean) @ components.T, dtype=np.float32), (mean, components)
+
+
+def pca_init(x: np.ndarray, reduced: bool) -> np.ndarray:
+    """The first two principal components of `x` (float64, seeded): UMAP's and t-SNE's starting layout.
+    After `reduce_dims` they are simply its first two columns."""
+    if reduced:
+        return np.asarray(x[:, :2], dtype=np.float64).copy()
+    from sklearn.decomposition import PCA
+
+    if min(x.shape) < 2:
+        return np.column_stack([x[:, 0], np.zeros(len(x))]).astype(np.float64)
+    return PCA(n_components=2, random_state=SEED).fit_transform(x).astype(np.float64)
+
+
+class _ExactIndex:
+    """What umap-learn's `transform` asks of its search index (`query(X, k, epsilon)` and
+    `_angular_trees`), answered by the exact `knn_graph`: a map fitted on a precomputed graph has no
+    pynndescent index, and building one would be a second, approximate neighbour search."""
+
+    _angular_trees = False
+
+    def __init__(self, data: np.ndarray) -> None:
+        self._raw_data = data
+
+    def query(self, queries: np.ndarray, k: int, epsilon: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+        idx, dist = knn_graph(self._raw_data, min(k, len(self._raw_data)), queries=queries)
+        return idx.astype(np.int32), dist
+
+
+_JIT_CACHED = False
+
+
+def _cache_umap_jit() -> None:
+    """Turn on numba's on-disk cache for the umap-learn functions a fit on a precomputed graph compiles.
+    umap-learn compiles them without `cache=True`, which costs every new process 8-10 s on 2 cores;
+    with numba's cache (beside umap's sources, or under NUMBA_CACHE_DIR) only the first process pays.
+    Only the parallel layout epoch: umap's serial one wraps the same Python function, and numba's cache
+    index, keyed by function and signature, would not tell the two apart.
+    Best effort: a umap-learn without these functions, or a read-only cache, just compiles as before."""
+    global _JIT_CACHED
+    if _JIT_CACHED:
+        return
+    _JIT_CACHED = True
+    from umap import layouts, umap_
+
+    for fn in (
+        getattr(umap_, "smooth_knn_dist", None),
+        getattr(umap_, "compute_membership_strengths", None),
+        getattr(layouts, "_nb_optimize_layout_euclidean_single_epoch_parallel", None),
+    ):
+        try:
+            fn.enable_caching()  # type: ignore[union-attr]
+        except Exception:  # noqa: BLE001 - not a numba dispatcher here: it compiles as before
+            continue
+
+
+def _umap(params: dict[str, Any], x: np.ndarray, init: np.ndarray, n_epochs: int | None = None) -> Any:
+    """A umap.UMAP for the reduced features `x` with the exact neighbour graph precomputed."""
+    import warnings
+
+    import numba
     import umap  # imported late: numba compiles on first use (seconds)
 
+    _cache_umap_jit()
+    n = len(x)
     if n <= 2:
         raise ExplainError(f"UMAP needs at least 3 samples; got {n}.")
     # umap needs n_neighbors < N; clamp rather than refuse, since N is the user's sample count choice
-    return umap.UMAP(
+    k = min(params["n_neighbors"], n - 1)
+    idx, dist = knn_graph(x, k)
+    exact = n <= EXACT_UMAP_MAX
+    if not exact:  # a seeded fit before sets numba's threads to 1 for the process
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    reducer = umap.UMAP(
         n_components=2,
-        n_neighbors=min(params["n_neighbors"], n - 1),
+        n_neighbors=k,
         min_dist=params["min_dist"],
-        random_state=SEED,
-        n_jobs=1,
+        init=init,
+        n_epochs=n_epochs,
+        precomputed_knn=(idx.astype(np.int32), dist),
+        random_state=SEED if exact else None,  # a seed forces one thread
+        transform_seed=SEED,
+        n_jobs=1 if exact else -1,
     )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*knn_search_index.*")  # _ExactIndex is set after the fit
+        reducer.fit(x)
+    reducer._knn_search_index = _ExactIndex(x)
+    return reducer
 
 
 def _remember(key: str, reducer: Any) -> None:
@@ -230,18 +387,47 @@ def _remember(key: str, reducer: Any) -> None:
 
 
 def _fitted_umap(p: Projection) -> Any:
+    """The fitted UMAP of `p`: from memory, else rebuilt around the cached map. The graph is rebuilt
+    (exact, so identical) with no optimisation epochs, and the cached coordinates become its
+    embedding, so placed points land in the very map on screen."""
     with _LOCK:
         reducer = _FITTED.get(p.key)
     if reducer is not None:
         return reducer
     if p.features is None:
         raise ExplainError("This UMAP map was loaded without its features, so it cannot place new points.")
-    reducer = _umap(p.params, len(p.features))
-    coords = np.asarray(reducer.fit_transform(p.features), dtype=np.float32)
-    if not np.allclose(coords, p.coords, atol=1e-3):
-        p.coords = coords  # another machine or library version: keep map and transform consistent
+    x, p._reduce = _reduced(p)
+    reducer = _umap(p.params, x, p.coords.astype(np.float64), n_epochs=0)
+    reducer.embedding_ = np.ascontiguousarray(p.coords, dtype=np.float32)
+    reducer.n_epochs = None  # transform then optimises new points for umap's default epochs
     _remember(p.key, reducer)
     return reducer
+
+
+def _reduced(p: Projection) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    assert p.features is not None
+    if p._reduce is None:
+        return reduce_dims(p.features)
+    mean, components = p._reduce
+    return np.ascontiguousarray((p.features - mean) @ components.T, dtype=np.float32), p._reduce
+
+
+def _tsne(x: np.ndarray, init: np.ndarray, perplexity: float) -> np.ndarray:
+    """openTSNE (FFT-accelerated gradients on every core) on the exact neighbour graph."""
+    from openTSNE import TSNE  # type: ignore[import-untyped]
+    from openTSNE.affinity import PerplexityBasedNN  # type: ignore[import-untyped]
+    from openTSNE.nearest_neighbors import PrecomputedNeighbors  # type: ignore[import-untyped]
+
+    n = len(x)
+    k = min(n - 1, int(3 * perplexity))
+    idx, dist = knn_graph(x, k + 1)
+    # openTSNE's graphs leave each point out of its own neighbours
+    affinities = PerplexityBasedNN(
+        perplexity=perplexity, knn_index=PrecomputedNeighbors(idx[:, 1:], dist[:, 1:]), n_jobs=-1, random_state=SEED
+    )
+    start = init / init[:, 0].std() * 1e-4  # openTSNE's recommended scale for a PCA start
+    embedding = TSNE(n_components=2, n_jobs=-1, random_state=SEED).fit(affinities=affinities, initialization=start)
+    return np.asarray(embedding, dtype=np.float32)
 
 
 def project(
@@ -268,6 +454,7 @@ def project(
     start = time.perf_counter()
     explained: list[float] = []
     pca_model = None
+    reduction = None
     if method == "pca":
         from sklearn.decomposition import PCA
 
@@ -286,20 +473,18 @@ def project(
         explained = [float(pca.explained_variance_ratio_[i]) for i in picks]
         pca_model = (mean, components)
     elif method == "tsne":
-        from sklearn.manifold import TSNE
-
         if n < 4:
             raise ExplainError(f"t-SNE needs at least 4 samples; got {n}.")
         if params["perplexity"] >= n:
             raise ExplainError(
                 f"t-SNE's perplexity ({params['perplexity']:g}) must be below the number of samples ({n})."
             )
-        coords = TSNE(
-            n_components=2, perplexity=params["perplexity"], init="pca", learning_rate="auto", random_state=SEED
-        ).fit_transform(features)
+        x, reduction = reduce_dims(features)
+        coords = _tsne(x, pca_init(x, reduction is not None), params["perplexity"])
     else:
-        reducer = _umap(params, n)
-        coords = reducer.fit_transform(features)
+        x, reduction = reduce_dims(features)
+        reducer = _umap(params, x, pca_init(x, reduction is not None))
+        coords = reducer.embedding_
         _remember(key, reducer)
     result = Projection(
         method,
@@ -311,6 +496,7 @@ def project(
         explained,
         features,
         pca_model,
+        reduction,
     )
     if cache_dir is not None:
         _save(Path(cache_dir), result)

@@ -1,6 +1,6 @@
-"""Drawings for the pages that inspect a model: attention grids (the head view is `head_view`), embedding scatter
-plots, receptive-field boxes, feature-map and filter mosaics. numpy/PIL/altair only: every number
-drawn here was computed by `models.inspect` or `explainers`.
+"""Drawings for the pages that inspect a model: attention grids (the head view is `head_view`), embedding
+thumbnails (the map itself is `embedding_map`), receptive-field boxes, feature-map and filter mosaics.
+numpy/PIL/altair only: every number drawn here was computed by `models.inspect` or `explainers`.
 """
 
 from __future__ import annotations
@@ -375,49 +375,3 @@ def thumbnail_url(image01: Any, max_side: int = 48) -> str:
     buf = io.BytesIO()
     img.save(buf, format="PNG", optimize=True)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
-def scatter_chart(
-    df: pd.DataFrame,
-    colour: str,
-    title: str,
-    axis_titles: tuple[str, str],
-    placed: pd.DataFrame | None = None,
-    point_size: int = 18,
-) -> alt.LayerChart | alt.Chart:
-    """Points (x, y) coloured by `colour` ('true', 'predicted' or 'correct'), tooltips with the sample
-    (an 'image' column shows as a picture), click to select one (selection 'pick' on 'index');
-    `placed` (x, y, name) are extra inputs drawn as stars."""
-    pick = alt.selection_point(name="pick", fields=["index"], on="click", clear="dblclick")
-    if colour == "correct":
-        scale = alt.Scale(domain=["correct", "wrong"], range=["#9ecae1", "#d62728"])
-    else:
-        scale = alt.Scale(scheme="tableau10" if df[colour].nunique() <= 10 else "tableau20")
-    tips = ["index:Q", "true:N", "predicted:N"]
-    if "image" in df.columns:
-        tips.append("image:N")
-    if "text" in df.columns:
-        tips.append("text:N")
-    points = (
-        alt.Chart(df)
-        .mark_circle(size=point_size)
-        .encode(
-            x=alt.X("x:Q", title=axis_titles[0], axis=alt.Axis(labels=False, ticks=False)),
-            y=alt.Y("y:Q", title=axis_titles[1], axis=alt.Axis(labels=False, ticks=False)),
-            color=alt.Color(f"{colour}:N", scale=scale, title=colour),
-            opacity=alt.condition(pick, alt.value(0.85), alt.value(0.2)),
-            size=alt.condition(pick, alt.value(point_size * 8), alt.value(point_size), empty=False),
-            stroke=alt.condition(pick, alt.value("black"), alt.value(None), empty=False),
-            tooltip=tips,
-        )
-        .add_params(pick)
-    )
-    chart: alt.Chart | alt.LayerChart = points
-    if placed is not None and len(placed):
-        stars = (
-            alt.Chart(placed)
-            .mark_point(shape="diamond", size=260, filled=True, color="black", stroke="white", strokeWidth=1.5)
-            .encode(x="x:Q", y="y:Q", tooltip=["name:N"])
-        )
-        chart = points + stars  # a LayerChart (alt.layer may also give a FacetChart)
-    return chart.properties(height=560, title=title).interactive()

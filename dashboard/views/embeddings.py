@@ -1,5 +1,7 @@
-"""Embeddings: a layer's activations for many test samples, projected to 2-D (UMAP, t-SNE, PCA),
-as an interactive scatter plot; click a point to open it on the Explain page; place your own input."""
+"""Embeddings: a layer's activations for many samples (the test split, optionally the training split too),
+projected to 2-D (UMAP, t-SNE, PCA), as an interactive map; click a point to open it (test samples on the
+Explain page); place your own input. Above `INTERACTIVE_MAX` samples the map draws every sample as binned
+density and a seeded sample of them as points with tooltips (components/embedding_map.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,14 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
+from xaidash.dashboard.components.embedding_map import INTERACTIVE_MAX, density_frame, interactive_rows, map_chart
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker, stop_without_dataset
-from xaidash.dashboard.components.inspect_charts import scatter_chart, thumbnail_url
+from xaidash.dashboard.components.inspect_charts import thumbnail_url
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.state import require_bundle
-from xaidash.data.registry import ImageSplit
+from xaidash.data.registry import ImageSplit, TextSplit
 from xaidash.explainers.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.activations import (
@@ -32,7 +35,8 @@ from xaidash.models.inspect.activations import (
 EXPLAIN_PAGE = "views/explain.py"
 TEXT_TIP = 160
 
-alt.data_transformers.disable_max_rows()  # 10,000 points exceed altair's default 5,000-row guard
+alt.data_transformers.disable_max_rows()  # the bins of a large map can exceed altair's 5,000-row guard
+SPLIT_LABELS = {"test": "Test split", "test+train": "Test + training splits"}
 
 st.title("Embeddings")
 st.caption(
@@ -57,27 +61,43 @@ def _layer_names(key: str, _bundle: ModelBundle) -> dict[str, str]:
 
 
 @st.cache_data(max_entries=8, show_spinner="Drawing thumbnails…")
-def _thumbnails(dataset: str, indices: tuple[int, ...]) -> list[str]:
-    split = services.image_split(dataset, "test")
-    return [thumbnail_url(split.image(i)) for i in indices]
+def _thumbnails(dataset: str, split_name: str, indices: tuple[int, ...]) -> list[str]:
+    data = services.image_split(dataset, split_name)
+    return [thumbnail_url(data.image(i)) for i in indices]
 
 
 split = services.dataset_split(bundle.info.name, "test")
-total = len(split)
 names = _layer_names(bundle_key, bundle)
-if st.session_state.get("emb_n", 0) > total:  # chosen for another run's larger test split
+c0, c1, c2, c3 = st.columns([2, 3, 2, 2])
+source = c0.radio(
+    "Samples from",
+    list(SPLIT_LABELS),
+    format_func=SPLIT_LABELS.get,
+    key="emb_source",
+    help="The whole test split first; with the training split too, up to every sample of the data set "
+    "(70,000 for MNIST).",
+)
+train_split = None
+if source == "test+train":
+    try:
+        train_split = services.dataset_split(bundle.info.name, "train")
+    except Exception as e:  # noqa: BLE001 - say why and carry on with the test split
+        show_error(e, "The training split")
+total = len(split) + (len(train_split) if train_split is not None else 0)
+if st.session_state.get("emb_n", 0) > total:  # chosen for another run's larger split
     st.session_state["emb_n"] = total
-c1, c2, c3 = st.columns([3, 2, 2])
 layer = c1.selectbox("Layer", list(names), format_func=lambda name: names[name], key="emb_layer")
 n = int(
     c2.number_input(
-        "Test samples (N)",
+        "Samples (N)",
         min_value=min(10, total),
         max_value=total,
         value=min(1000, total),
-        step=500 if total > 2000 else 100,
+        step=500 if total <= 20000 else 5000,
         key="emb_n",
-        help=f"Up to the whole test split ({total}). Activations and maps are computed once and cached.",
+        help=f"Up to {total:,}: the test split ({len(split):,}) first, then training samples. Activations and "
+        f"maps are computed once and cached. Above {INTERACTIVE_MAX:,} samples the map shows all of them as "
+        f"density and {INTERACTIVE_MAX:,} of them as points.",
     )
 )
 method = c3.selectbox(
@@ -98,13 +118,14 @@ colour = pcols[-1].radio("Colour by", ["true", "predicted", "correct"], horizont
 
 
 # ---- activations (batched on the device, cached on disk under the run) ---------------------------------
-def activations_for(layer: str, n: int) -> Activations:
-    """The first `n` test samples' activations at `layer`: from memory, else the run's disk cache or computed."""
-    key = (bundle_key, "acts", layer, n)
+def activations_for(layer: str, n: int, split_name: str = "test") -> Activations:
+    """`n` samples' activations at `layer` from `split_name` (all of it, or a seeded subset): from memory,
+    else the run's disk cache or computed."""
+    key = (bundle_key, "acts", layer, n, split_name)
     cached: Activations | None = _memory().get(key)
     if cached is not None:
         return cached
-    bar = st.progress(0.0, text=f"Activations of {names[layer]} for {n} samples…")
+    bar = st.progress(0.0, text=f"Activations of {names[layer]} for {n:,} {split_name} samples…")
     try:
         acts, _ = _memory().get_or_compute(
             key,
@@ -112,8 +133,9 @@ def activations_for(layer: str, n: int) -> Activations:
                 bundle,
                 layer,
                 n,
-                "test",
-                progress=lambda d, t: bar.progress(d / t, text=f"Activations: {d}/{t} samples"),
+                split_name,
+                progress=lambda d, t: bar.progress(d / t, text=f"Activations: {d:,}/{t:,} {split_name} samples"),
+                samples=services.dataset_split(bundle.info.name, split_name),
             ),
         )
     finally:
@@ -122,29 +144,37 @@ def activations_for(layer: str, n: int) -> Activations:
 
 
 try:
-    acts = activations_for(layer, n)
+    parts = [activations_for(layer, min(n, len(split)), "test")]
+    if n > len(split):
+        parts.append(activations_for(layer, n - len(split), "train"))
 except Exception as e:  # noqa: BLE001
     show_error(e, "Activations")
     st.stop()
+acts = parts[0]
+features = np.concatenate([a.features for a in parts]) if len(parts) > 1 else acts.features
+labels = np.concatenate([a.labels for a in parts])
+preds = np.concatenate([a.preds for a in parts])
+indices = np.concatenate([a.indices for a in parts])
+splits = np.concatenate([np.full(len(a), a.split) for a in parts])
 
 
 # ---- projection (cached on disk per run, layer, method and parameters) ----------------------------------
-def projection_of(acts: Activations, layer: str, n: int, method: str, params: dict[str, Any]) -> Projection:
-    """The 2-D map of `acts` (layer `layer`, `n` samples) by `method`: from memory, else the run's disk
+def projection_of(features: np.ndarray, layer: str, n: int, method: str, params: dict[str, Any]) -> Projection:
+    """The 2-D map of `features` (layer `layer`, `n` samples) by `method`: from memory, else the run's disk
     cache or computed."""
     key = (bundle_key, "proj", layer, n, method, tuple(sorted(params.items())))
     cached: Projection | None = _memory().get(key)
     if cached is not None:
         return cached
-    first = " (the first UMAP in a session compiles numba: about 20 s more)" if method == "umap" else ""
-    with st.spinner(f"{LABELS[method]} of {len(acts)} points with {acts.features.shape[1]} features{first}…"):
+    first = " (the first UMAP on this server may compile numba: about 10 s more)" if method == "umap" else ""
+    with st.spinner(f"{LABELS[method]} of {len(features):,} points with {features.shape[1]} features{first}…"):
         proj, _ = _memory().get_or_compute(
             key,
             lambda: project(
-                acts.features,
+                features,
                 method,
                 cache_dir=bundle.run_dir / CACHE_FOLDER / "projections" if bundle.run_dir else None,
-                name=f"{layer}-n{len(acts)}",
+                name=f"{layer}-n{len(features)}",
                 **params,
             ),
         )
@@ -152,7 +182,7 @@ def projection_of(acts: Activations, layer: str, n: int, method: str, params: di
 
 
 try:
-    proj = projection_of(acts, layer, n, method, params)
+    proj = projection_of(features, layer, n, method, params)
 except Exception as e:  # noqa: BLE001
     show_error(e, LABELS[method])
     st.stop()
@@ -162,16 +192,31 @@ df = pd.DataFrame(
     {
         "x": proj.coords[:, 0],
         "y": proj.coords[:, 1],
-        "index": acts.indices,
-        "true": [classes[i] for i in acts.labels],
-        "predicted": [classes[i] for i in acts.preds],
-        "correct": np.where(acts.labels == acts.preds, "correct", "wrong"),
+        "point": np.arange(len(indices)),
+        "split": splits,
+        "index": indices,
+        "true": [classes[i] for i in labels],
+        "predicted": [classes[i] for i in preds],
+        "correct": np.where(labels == preds, "correct", "wrong"),
     }
 )
+density = density_frame(df, colour) if len(df) > INTERACTIVE_MAX else None
+points = df.iloc[interactive_rows(len(df))].reset_index(drop=True)
+split_of = {"test": split, "train": train_split}
 if isinstance(split, ImageSplit):
-    df["image"] = _thumbnails(bundle.info.name, tuple(int(i) for i in acts.indices))
+    points["image"] = np.concatenate(
+        [
+            _thumbnails(bundle.info.name, name, tuple(int(i) for i in points["index"][points["split"] == name]))
+            for name in ("test", "train")
+            if (points["split"] == name).any()
+        ]
+    )  # points are sorted by row, and rows hold the test samples first
 else:
-    df["text"] = [t if len(t) <= TEXT_TIP else t[:TEXT_TIP] + "…" for t in (split.texts[int(i)] for i in acts.indices)]
+    texts = {name: data.texts for name, data in split_of.items() if isinstance(data, TextSplit)}
+    points["text"] = [
+        t if len(t) <= TEXT_TIP else t[:TEXT_TIP] + "…"
+        for t in (texts[s][int(i)] for s, i in zip(points["split"], points["index"], strict=True))
+    ]
 
 # ---- your own inputs in the map ---------------------------------------------------------------------------
 placed = None
@@ -187,8 +232,8 @@ with st.expander("Place your own input in the map"):
             ""
             if proj.transform_ready or not inputs
             else (
-                f" (UMAP's fit is not in memory since the map came from the disk cache: refitting it, about as long "
-                f"as the map took, {proj.seconds:.0f} s)"
+                " (UMAP's fit is not in memory since the map came from the disk cache: rebuilding its neighbour "
+                "graph around the cached map)"
             )
         )
         with guard("Placing inputs"), st.spinner(f"Placing {len(inputs)} input(s){refit}…"):
@@ -202,34 +247,45 @@ with st.expander("Place your own input in the map"):
             st.caption(f"{len(rows)} input(s) drawn as black diamonds ({LABELS[method]} transform).")
 
 # ---- the map ------------------------------------------------------------------------------------------------
-accuracy = float((acts.labels == acts.preds).mean())
-title = f"{LABELS[method]} of {names[layer]} · {len(acts)} test samples · accuracy {accuracy:.1%}"
+accuracy = float((labels == preds).mean())
+what = "test samples" if len(parts) == 1 else f"samples ({len(parts[0]):,} test, {len(parts[1]):,} training)"
+title = f"{LABELS[method]} of {names[layer]} · {len(df):,} {what} · accuracy {accuracy:.1%}"
 event = st.altair_chart(
-    scatter_chart(df, colour, title, proj.axis_labels(), placed, point_size=14 if len(df) > 3000 else 24),
+    map_chart(points, colour, title, proj.axis_labels(), placed, density),
     on_select="rerun",
     selection_mode="pick",
     key=f"emb_chart_{layer}_{n}_{method}",
 )
 if proj.note:
     st.caption(f":warning: {proj.note}")
-source = "read from cache" if acts.from_cache else "computed"
+source = "read from cache" if all(a.from_cache for a in parts) else "computed"
+drawn = (
+    ""
+    if density is None
+    else f"All {len(df):,} samples are drawn as bins (colour: the most common class, darker: more samples); "
+    f"{len(points):,} of them, a fixed random sample, as points. "
+)
 st.caption(
-    f"Activations {source} ({acts.features.shape[1]} features per sample); "
+    f"Activations {source} ({features.shape[1]} features per sample); "
     f"{LABELS[method]} {'read from cache' if proj.from_cache else f'computed in {proj.seconds:.1f} s'}. "
-    "Hover a point for the sample, drag to pan, scroll to zoom, click to select, double-click to clear."
+    + drawn
+    + "Hover a point for the sample, drag to pan, scroll to zoom, click to select, double-click to clear."
 )
 
 # ---- the selected sample -------------------------------------------------------------------------------------
 picked = (event.selection.get("pick") or []) if event and event.selection else []
-if picked:
-    index = int(picked[0]["index"])
-    pos = int(np.flatnonzero(acts.indices == index)[0])
-    st.subheader(f"Test sample #{index}")
+if picked and 0 <= int(picked[0].get("point", -1)) < len(df):
+    row = int(picked[0]["point"])
+    index, split_name = int(indices[row]), str(splits[row])
+    data = split_of[split_name]
+    st.subheader(f"{'Test' if split_name == 'test' else 'Training'} sample #{index}")
     left, right = st.columns([1, 3])
-    if isinstance(split, ImageSplit):
-        left.image(to_pil(split.image(index), 112), width=112)
-    else:
-        right.write(split.texts[index])
-    right.markdown(f"true **{classes[acts.labels[pos]]}**, predicted **{classes[acts.preds[pos]]}**")
-    if right.button("Open on the Explain page", key="emb_open", icon=":material/image_search:"):
+    if isinstance(data, ImageSplit):
+        left.image(to_pil(data.image(index), 112), width=112)
+    elif isinstance(data, TextSplit):
+        right.write(data.texts[index])
+    right.markdown(f"true **{classes[labels[row]]}**, predicted **{classes[preds[row]]}**")
+    if split_name != "test":
+        right.caption("The Explain page's gallery lists the test split: training samples are shown here only.")
+    elif right.button("Open on the Explain page", key="emb_open", icon=":material/image_search:"):
         st.switch_page(EXPLAIN_PAGE, query_params={OPEN_SAMPLE_PARAM: f"test:{index}"})  # the picker reads it
