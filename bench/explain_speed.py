@@ -6,8 +6,8 @@ random weights on the same images upscaled to 224x224) it prints:
 - the wall time per input of `explainers.explain` (several inputs per call, targets given);
 - the model passes the method makes per input ("50 f+b, 2 f": 50 forward+backward passes and
   2 forward-only ones; extras such as IG's convergence delta are counted) and the time of exactly
-  those passes alone, batched like the method (`--batch-size` rows per pass), gradients taken
-  with respect to the input only, as captum and shap do;
+  those passes alone, batched like the method ran (column "batch": its rows per pass, `--batch-size`
+  or less), gradients taken with respect to the input only, as captum and shap do;
 - the ratio method time / passes-alone time (1x = the method adds nothing to its passes).
 
 Then, with the same number of samples, the libraries' default usage against xaidash's method:
@@ -90,6 +90,7 @@ class MethodResult:
     passes: str
     passes_alone_s: float  # per input
     ratio: float
+    batch: int = 0  # rows per model pass the method ran at (its 'batch_size' diagnostic), used for the passes alone
 
 
 @dataclass
@@ -266,12 +267,16 @@ def bench_method(
     params = method_params(method, args)
     n, device = len(raw), bundle.device
 
+    ran_at = [args.batch_size]
+
     def ours() -> None:
-        explain(bundle, raw, targets.cpu(), method, batch_size=args.batch_size, background=background, **params)
+        e = explain(bundle, raw, targets.cpu(), method, batch_size=args.batch_size, background=background, **params)
+        # the passes alone run batched like the method ran (methods cap the batch on a CPU, halve it on OOM)
+        ran_at[0] = int(e.diagnostics.get("batch_size", [args.batch_size])[0])
 
     seconds = best_time(ours, device, args.repeats)
     fb, f = model_passes(bundle, method, params, n, len(background))
-    alone = best_time(lambda: run_passes(bundle.model, x, targets, fb, f, args.batch_size), device, args.repeats)
+    alone = best_time(lambda: run_passes(bundle.model, x, targets, fb, f, ran_at[0]), device, args.repeats)
     setting = ", ".join(f"{k.replace('_size', '')}={v}" for k, v in params.items()) or "-"
     return MethodResult(
         bundle.spec.name,
@@ -281,6 +286,7 @@ def bench_method(
         describe_passes(fb, f, n),
         alone / n,
         seconds / alone if alone > 0 else float("inf"),
+        ran_at[0],
     )
 
 
@@ -395,13 +401,22 @@ def print_report(report: Report, small_factor: float, out: Any = None) -> None:
         file=out,
     )
     print(file=out)
-    cols = ("model", "method", "setting", "per input", "model passes per input", "passes alone", "ratio")
+    cols = ("model", "method", "setting", "batch", "per input", "model passes per input", "passes alone", "ratio")
     rows = [
-        (r.model, r.method, r.setting, fmt_s(r.per_input_s), r.passes, fmt_s(r.passes_alone_s), f"{r.ratio:.1f}x")
+        (
+            r.model,
+            r.method,
+            r.setting,
+            str(r.batch),
+            fmt_s(r.per_input_s),
+            r.passes,
+            fmt_s(r.passes_alone_s),
+            f"{r.ratio:.1f}x",
+        )
         for r in report.methods
     ]
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(cols)]
-    right = {3, 5, 6}
+    right = {3, 4, 6, 7}
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from xaidash.explainers.batching import batched_rows, run_halving
+from xaidash.explainers.batching import batched_rows, rows_per_pass, run_halving
 from xaidash.explainers.registry import MethodContext, MethodOutput, Passes
 
 # Row numbers (long, on the device) -> (the perturbed model inputs of those rows, the target class of each row).
@@ -72,7 +72,7 @@ def scored_rows(
 ) -> tuple[torch.Tensor, int]:
     """The target's logit (or softmax probability) for each of `n_rows` perturbed inputs that `build`
     makes on the device, chunk by chunk: every perturbation of every input of the call shares one
-    stream of model passes of `ctx.batch_size` rows, halved on out-of-memory. Returns (n_rows,) float32
+    stream of model passes of `ctx.batch_size` rows (at most 64 on a CPU), halved on out-of-memory. Returns (n_rows,) float32
     scores on the device and the batch size that ran."""
 
     @torch.no_grad()
@@ -86,4 +86,4 @@ def scored_rows(
 
         return batched_rows(n_rows, size, rows, device=ctx.x.device)
 
-    return run_halving(run, ctx.batch_size, what=what)
+    return run_halving(run, rows_per_pass(ctx.batch_size, ctx.x.device), what=what)

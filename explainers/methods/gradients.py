@@ -3,7 +3,7 @@ SmoothGrad, Integrated Gradients, Guided Backprop and DeepLift.
 
 Every map is with respect to the input as the model reads it (normalised), per channel
 (N, C, H, W); `explain()` sums the channels. Model passes hold at most `ctx.batch_size` rows (inputs,
-IG's path points, SmoothGrad's noisy copies), halved on out-of-memory (`batching.run_halving`); the
+IG's path points, SmoothGrad's noisy copies; at most 64 on a CPU), halved on out-of-memory (`batching.run_halving`); the
 batch that ran is the diagnostic 'batch_size'.
 SmoothGrad draws its noise here rather than through captum's NoiseTunnel, which draws it for the
 whole batch at once: here every input gets the noise of the seed alone, so an input's map does
@@ -19,7 +19,7 @@ from captum.attr import DeepLift, GuidedBackprop, InputXGradient, IntegratedGrad
 
 from xaidash.data.transforms import denormalize, normalize
 from xaidash.explainers.baselines import baseline_param, make_baselines
-from xaidash.explainers.batching import run_halving
+from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.methods._common import batch_slices, grad_leaf, per_input, per_slice, quiet_hook_notices
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import (
@@ -79,7 +79,7 @@ def _smoothgrad(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
             total.index_add_(0, i, grads.detach())
         return total
 
-    total, used = run_halving(run, ctx.batch_size, what="SmoothGrad")
+    total, used = run_halving(run, rows_per_pass(ctx.batch_size, ctx.x.device), what="SmoothGrad")
     # Back to gradients w.r.t. the normalised input, like `saliency` (|dF/dx| = |dF/dp| * std).
     return MethodOutput(total / samples * _std(ctx.bundle, ctx.x), {"batch_size": [float(used)] * len(pixels)})
 
@@ -109,7 +109,7 @@ def _integrated_gradients(ctx: MethodContext, params: dict[str, Any]) -> MethodO
             deltas.append(delta.detach())
         return torch.cat(attrs), torch.cat(deltas)
 
-    (attr, delta), used = run_halving(run, ctx.batch_size, what="Integrated Gradients")
+    (attr, delta), used = run_halving(run, rows_per_pass(ctx.batch_size, ctx.x.device), what="Integrated Gradients")
     n = len(ctx.x)
     return MethodOutput(
         attr, {"convergence_delta": [float(d) for d in delta.flatten().cpu()], "batch_size": [float(used)] * n}

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from xaidash.explainers.baselines import shap_background, stand_in_background
-from xaidash.explainers.batching import run_halving
+from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.methods._common import batch_slices, grad_leaf, quiet_hook_notices, scored_rows
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import Completeness, MethodContext, MethodOutput, MethodSpec, always, register
@@ -137,7 +137,7 @@ def _shap_gradient(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
                 expected[i] = ctx.bundle.logits(own, size).mean(0)[t[i]]
         return attr, expected
 
-    (attr, expected), used = run_halving(run, ctx.batch_size, what="GradientSHAP")
+    (attr, expected), used = run_halving(run, rows_per_pass(ctx.batch_size, ctx.x.device), what="GradientSHAP")
     fx = ctx.bundle.logits(ctx.x, used).gather(1, ctx.targets.view(-1, 1))[:, 0]
     # expected gradients sum to f(x) - E[f(bg)] only on average over samples: the gap gauges sampling noise
     gaps = (attr.flatten(1).sum(1) - (fx - expected)).abs().tolist()

@@ -12,7 +12,7 @@ from image_bundles import GREY28, fresh_bundle
 from torch import nn
 
 from xaidash.explainers import ExplainError, explain
-from xaidash.explainers.batching import is_out_of_memory, run_halving
+from xaidash.explainers.batching import CPU_ROWS_PER_PASS, is_out_of_memory, rows_per_pass, run_halving
 from xaidash.models import ModelBundle
 
 
@@ -71,6 +71,13 @@ def test_out_of_memory_is_recognised() -> None:
     assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 9 GB"))
     assert not is_out_of_memory(RuntimeError("expected scalar type Float"))
     assert not is_out_of_memory(ValueError("out of memory"))
+
+
+def test_a_cpu_starts_at_a_cache_sized_batch() -> None:
+    assert rows_per_pass(256, torch.device("cpu")) == CPU_ROWS_PER_PASS == 64
+    assert rows_per_pass(16, torch.device("cpu")) == 16
+    assert rows_per_pass(256, torch.device("cuda")) == 256  # a GPU starts at the largest batch asked for
+    assert rows_per_pass(0, torch.device("cuda")) == 1
 
 
 # Each batched method at small settings whose rows exceed the limit (inputs x samples/steps/windows).
