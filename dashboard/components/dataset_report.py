@@ -75,7 +75,7 @@ def how_to(run: Run, bundle: ModelBundle) -> None:
         "samples that opens any of them here with its stored maps) then reads it without recomputing anything.",
         icon=":material/dataset:",
     )
-    st.code(R.explain_command(run.id, "test", methods), language="bash")
+    st.code(R.explain_command(run.id, "test", methods), language="bash", wrap_lines=True)
     st.caption(
         "`--input dataset:START:STOP` explains a range, `--split train` the training split, `--engine ray` spreads "
         "the work over Ray workers; a job that is stopped resumes where it ended when run again."
@@ -109,23 +109,33 @@ def _header(run: Run, manifest: Mapping[str, Any], samples: pd.DataFrame, size: 
             "the report covers those. Resume with the command below: finished chunks are not recomputed.",
             icon=":material/pending:",
         )
-        st.code(R.resume_command(run.id, manifest, size), language="bash")
+        st.code(R.resume_command(run.id, manifest, size), language="bash", wrap_lines=True)
+
+
+NA_REASONS = {
+    "completeness_gap": "n/a: no declared total",
+    "pointing_game": "n/a: no object masks",
+    "energy_in_mask": "n/a: no object masks",
+    "rationale_pointing": "n/a: no rationales",
+    "rationale_energy": "n/a: no rationales",
+}
 
 
 def summary_table(summary: pd.DataFrame, methods: Sequence[str], names: Sequence[str], labels: Mapping[str, str]):
-    """Methods as rows, one column per metric: 'mean ± 95% CI · sd', ★ and green on each column's best mean."""
+    """Metrics as rows ('<title> ↑/↓'), one column per method: 'mean ± 95% CI · sd', ★ and green on each row's
+    best mean; 'n/a: <why>' where a metric does not apply to a method."""
     best = R.best_methods(summary)
-    text: dict[str, list[str]] = {}
-    style: dict[str, list[str]] = {}
+    rows: dict[str, list[str]] = {}
+    styles: dict[str, list[str]] = {}
     for c in names:
         head = f"{R.metric_title(c)} {'↓' if R.metric_better(c).startswith('lower') else '↑'}"
-        cells, styles = [], []
+        cells, marks = [], []
         for m in methods:
             hit = summary[(summary.method == m) & (summary.metric == c)]
             row = hit.iloc[0] if len(hit) else None
             if row is None or not math.isfinite(float(row["mean"])):
-                cells.append("n/a")
-                styles.append("")
+                cells.append(NA_REASONS.get(c, "n/a"))
+                marks.append("")
                 continue
             cell = fmt_number(float(row["mean"]))
             if math.isfinite(float(row["low"])):
@@ -136,11 +146,13 @@ def summary_table(summary: pd.DataFrame, methods: Sequence[str], names: Sequence
                 cell += f" (of {int(row['valid'])})"
             is_best = m in best.get(c, ())
             cells.append(f"★ {cell}" if is_best else cell)
-            styles.append(BEST_BACKGROUND if is_best else "")
-        text[head], style[head] = cells, styles
-    index = pd.Index([labels.get(m, m) for m in methods], name="method")
-    t = pd.DataFrame(text, index=index)
-    return t.style.apply(lambda _: pd.DataFrame(style, index=index), axis=None)
+            marks.append(BEST_BACKGROUND if is_best else "")
+        rows[head], styles[head] = cells, marks
+    columns = [labels.get(m, m) for m in methods]
+    index = pd.Index(list(rows), name="metric")
+    t = pd.DataFrame(list(rows.values()), index=index, columns=columns)
+    style = pd.DataFrame(list(styles.values()), index=index, columns=columns)
+    return t.style.apply(lambda _: style, axis=None)
 
 
 def _colour(order: Sequence[str], legend: bool = False) -> alt.Color:
@@ -337,7 +349,7 @@ def dataset_report(run: Run, bundle: ModelBundle) -> None:
     st.dataframe(summary_table(summary, methods, names, labels), width="stretch")
     st.caption(
         f"Mean over the {len(samples):,} stored samples ± half the width of its 95% confidence interval · sd: "
-        "standard deviation over the samples (the spread); ★ and green: the best mean per column (↑ higher is "
+        "standard deviation over the samples (the spread); ★ and green: the best mean per row (↑ higher is "
         'better, ↓ lower is better); "(of k)": only k samples had a value. Runtime: seconds per sample.'
     )
 

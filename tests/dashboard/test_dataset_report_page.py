@@ -67,10 +67,11 @@ def test_compare_shows_the_report_of_a_run_with_a_store(report_runs, monkeypatch
     captions = "\n".join(texts(at.caption))
     assert "methods: **saliency, ig**" in captions and "`--input dataset:0:40`" in captions
     assert [s.value for s in at.main.subheader] == ["Metrics over all samples", "Per class", "Distributions", "Samples"]
-    summary = next(d.value for d in at.dataframe if "Deletion AUC ↓" in list(d.value.columns))
-    assert list(summary.index) == ["Saliency", "Integrated Gradients"]
-    assert sum("★" in str(v) for v in summary["Deletion AUC ↓"]) == 1
-    assert all(" · sd " in str(v) for v in summary["Insertion AUC ↑"])
+    summary = next(d.value for d in at.dataframe if "Integrated Gradients" in list(d.value.columns))
+    assert list(summary.columns) == ["Saliency", "Integrated Gradients"]
+    assert list(summary.index) == ["Deletion AUC ↓", "Insertion AUC ↑", "Runtime (s) ↓"]
+    assert sum("★" in str(v) for v in summary.loc["Deletion AUC ↓"]) == 1
+    assert all(" · sd " in str(v) for v in summary.loc["Insertion AUC ↑"])
     # per class heatmap, then a box plot and a histogram per quality metric (deletion, insertion; not runtime)
     charts = [str(c.proto.spec) for c in at.main.get("vega_lite_chart")]
     assert len(charts) == 1 + 2 * 2
