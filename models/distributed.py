@@ -157,10 +157,11 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def process_choices() -> list[int]:
-    """The numbers of training processes the Train form offers: [] (no choice shown) below two GPUs."""
+def process_choices(device: str = "auto") -> list[int]:
+    """The numbers of training processes (one per GPU) the Train form offers for `device`: [] (no choice shown)
+    below two visible GPUs or for a device that is not CUDA."""
     n = gpu_count()
-    return list(range(1, n + 1)) if n > 1 else []
+    return list(range(1, n + 1)) if n > 1 and device.split(":")[0] in ("auto", "cuda") else []
 
 
 def free_port() -> int:
@@ -354,6 +355,8 @@ def train_distributed(
     launch = launch or Launch(nproc=cfg.nproc)
     launch.validate()
     cfg.validate()
+    if resume is None:  # refused here, before any process starts (a resumed run's own settings: by its ranks)
+        check_batch(cfg.with_recipe().batch_size, launch.nproc * launch.nnodes)
     ctx = mp.get_context("spawn")
     messages = ctx.Queue()
     stop_shared = ctx.Event()

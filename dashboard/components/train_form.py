@@ -18,6 +18,7 @@ from xaidash.data.catalogue import dataset_status
 from xaidash.data.paths import data_root, offline
 from xaidash.data.registry import DatasetInfo, get_source, list_datasets
 from xaidash.models.device import device_choices
+from xaidash.models.distributed import process_choices
 from xaidash.models.engine import TrainConfig
 from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Augment, Recipe
 from xaidash.models.registry import ModelSpec, models_for, recommended_model
@@ -36,7 +37,7 @@ RECIPE_KEYS = {
 }
 # A recipe field an older Recipe lacks gets this value.
 FIELD_DEFAULTS: dict[str, Any] = {"label_smoothing": 0.0, "max_train_samples": 0}
-OTHER_KEYS = ("train_dataset", "train_model", "train_device", "train_seed", "train_val")
+OTHER_KEYS = ("train_dataset", "train_model", "train_device", "train_seed", "train_val", "train_nproc")
 KEPT = "train_form_kept"  # copies of the widgets' values, restored when the page is drawn again
 FILLED_FOR = "train_filled_for"  # (data set, model) the recipe fields were last filled for
 DATASET_SEEN = "train_dataset_seen"  # the data set the model choice was last made for
@@ -202,6 +203,17 @@ def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
             key="train_device",
             help="auto: the first CUDA GPU, else Apple MPS, else the CPU",
         )
+        nproc = 1
+        if gpus := process_choices(device):  # two or more CUDA GPUs visible: one process per GPU (DDP)
+            if st.session_state.get("train_nproc") not in gpus:
+                st.session_state["train_nproc"] = 1
+            nproc = c4.selectbox(
+                "GPUs",
+                gpus,
+                key="train_nproc",
+                help="train this run on several GPUs at once (DistributedDataParallel, one process each); "
+                "the batch size stays the total over all of them and must split evenly",
+            )
         with st.expander("More: label smoothing, sample cap, validation, seed"):
             q1, q2, q3, q4 = st.columns(4)
             st.session_state.setdefault("train_val", 0.1)
@@ -237,6 +249,7 @@ def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
         "device": device,
         "seed": int(seed),
         "val_fraction": float(val_fraction),
+        "nproc": int(nproc),
     }
     # Every value the form shows is passed, so the engine fills nothing behind the user's back.
     return TrainConfig(dataset=info.name, model=spec.name, **{k: v for k, v in values.items() if k in CONFIG_FIELDS})
