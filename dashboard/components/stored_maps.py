@@ -182,7 +182,9 @@ def _draw(
                     clipped=clipped,
                 )
                 secs = values.get(m, {}).get("seconds")
-                caption = f"{target} · stored" + (f" · {secs:.2f} s" if secs is not None else "")
+                caption = f"{target} · stored" + (
+                    "" if secs is None else f" · {secs:.2f} s" if secs >= 0.01 else " · <0.01 s"
+                )
                 if image:
 
                     def draw(
