@@ -26,6 +26,7 @@ from xaidash.models.device import pick_device
 from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
 from xaidash.models.registry import ModelError, get_spec
 from xaidash.models.runstore import resolve_run
+from xaidash.models.train_process import TrainingProcessDied
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,10 @@ class Job:
         try:
             more = {"resume": self.resume} if self.resume else {}
             result = train_fn(self.cfg, callbacks=[self.on_event], stop=self.stop_event, **more)
+        except TrainingProcessDied as e:
+            # Nothing in the run is wrong: its lock's owner is gone, so readers show it `interrupted`, resumable
+            # from its last checkpoint (marking it failed would hide good weights behind --force).
+            self._finish("failed", str(e))
         except (ModelError, DatasetError) as e:
             self._mark_run_failed(str(e))
             self._finish("failed", str(e))

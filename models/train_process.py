@@ -91,6 +91,11 @@ def _child(config: dict[str, Any], resume: str | None, events: Any, stop: Any, p
         )
 
 
+class TrainingProcessDied(ModelError):
+    """The child training process ended without a word (killed, crashed in native code): its run was left as the
+    process left it, which run readers report as `interrupted` with its last checkpoint (models/runstore.py)."""
+
+
 def _death_message(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         try:
@@ -100,7 +105,7 @@ def _death_message(exitcode: int | None) -> str:
         how = f"was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
     else:
         how = f"ended unexpectedly (exit code {exitcode})"
-    return f"The training process {how}; the run keeps its last checkpoint."
+    return f"The training process {how}; the run is interrupted and keeps its last checkpoint (resume it)."
 
 
 def train_in_process(
@@ -110,7 +115,7 @@ def train_in_process(
     resume: str | Path | None = None,
 ) -> TrainResult:
     """`engine.train` in a child process; same arguments, same result, same errors (ModelError or DatasetError
-    for settings it refuses). A child that dies without a word raises ModelError saying how it died."""
+    for settings it refuses). A child that dies without a word raises TrainingProcessDied saying how it died."""
     ctx = mp.get_context("spawn")
     events = ctx.Queue()
     child_stop = ctx.Event()
@@ -134,7 +139,7 @@ def train_in_process(
                 try:  # it may have written its last words just before exiting
                     message = events.get(timeout=POLL_S)
                 except queue.Empty:
-                    raise ModelError(_death_message(process.exitcode)) from None
+                    raise TrainingProcessDied(_death_message(process.exitcode)) from None
             kind = message[0]
             if kind == _Outcome.EVENT:
                 event = TrainEvent(**message[1])
