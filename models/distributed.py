@@ -432,7 +432,9 @@ def _failure_reason(failures: list[tuple[float, int, str]], launcher_error: Base
 
     if isinstance(launcher_error, ChildFailedError):
         rank, failure = launcher_error.get_first_failure()
-        how = failure.message if isinstance(failure.message, str) and failure.message else ""
+        how = failure.message if isinstance(failure.message, str) else ""
+        if how.startswith("To enable traceback"):  # no error file (a process that died before it could write one)
+            how = ""
         if failure.signal_name() != "<N/A>":
             how = how or f"killed by {failure.signal_name()}"
         return f"rank {rank} failed: {how or f'exit code {failure.exitcode}'}"

@@ -21,15 +21,16 @@ from xaidash.models.engine import TrainConfig, TrainEvent, train
 from xaidash.models.registry import ModelError
 from xaidash.models.runstore import load_bundle
 
-# resnet_small on a 3,000-sample cut of shapes, its recipe otherwise (2 epochs): enough to learn the task.
+# resnet_small on a 3,000-sample cut of shapes with its recipe's 3 epochs (batch 64): enough to learn the task
+# (measured: 92.3% in one process, 95.4% in two; after 2 epochs the figures still swing by seed, 53-91%).
 SHAPES = {
     "dataset": "shapes",
     "model": "resnet_small",
-    "epochs": 2,
+    "epochs": 3,
     "max_train_samples": 3000,
     "batch_size": 64,
     "device": "cpu",
-    "seed": 3,
+    "seed": 5,
 }
 # The mechanics (stop, resume, failure) on the smallest model and data.
 DIGITS = {"dataset": "digits", "model": "mlp", "epochs": 2, "batch_size": 64, "lr": 3e-3, "device": "cpu"}
@@ -39,14 +40,14 @@ def files_of(path) -> list[str]:
     return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file() and p.name != ".lock")
 
 
-@pytest.mark.slow  # two trainings of resnet_small, one of them in two processes (about 40 s on 2 cores)
+@pytest.mark.slow  # two trainings of resnet_small, one of them in two processes (about 70 s on 2 busy cores)
 def test_two_gloo_processes_train_like_one_into_the_same_run_folder():
     torch.set_num_threads(1)  # the same compute per process as each of the two ranks has
     one = train(TrainConfig(**SHAPES))
     two = train_distributed(TrainConfig(**SHAPES, nproc=2))
     assert one.state == two.state == "completed", (one.error, two.error)
-    assert one.test_acc > 0.6 and two.test_acc > 0.6, (one.test_acc, two.test_acc)  # chance: 25%
-    assert abs(one.test_acc - two.test_acc) < 0.1, (one.test_acc, two.test_acc)
+    assert one.test_acc > 0.85 and two.test_acc > 0.85, (one.test_acc, two.test_acc)  # chance: 25%
+    assert abs(one.test_acc - two.test_acc) < 0.08, (one.test_acc, two.test_acc)
     assert files_of(one.run.path) == files_of(two.run.path)
     config = two.run.config()
     assert config["distributed"] == {"world_size": 2, "backend": "gloo"}
@@ -54,11 +55,11 @@ def test_two_gloo_processes_train_like_one_into_the_same_run_folder():
     tensors, _ = read_tensors(two.run.file("model.safetensors"))
     assert not any(k.startswith("module.") for k in tensors)  # the model's own weights, not DDP's wrapper
     summary = two.run.summary()
-    assert summary["state"] == "completed" and summary["epochs_done"] == 2
+    assert summary["state"] == "completed" and summary["epochs_done"] == 3
     assert summary["test_acc"] == two.test_acc
     assert len(summary["confusion"]) == 4 and sum(map(sum, summary["confusion"])) == config["test_samples"]
     metrics = two.run.metrics()
-    assert [r["epoch"] for r in metrics if r["kind"] == "epoch"] == [1, 2]
+    assert [r["epoch"] for r in metrics if r["kind"] == "epoch"] == [1, 2, 3]
     bundle = load_bundle(two.run, device="cpu")  # loads exactly like a one-process run
     assert bundle.model(torch.zeros(1, *bundle.info.input_shape)).shape == (1, 4)
 
