@@ -266,13 +266,17 @@ def worker_main(
             put(_Msg.REFUSED, type(e).__name__, str(e))
             if messages is None:  # torchrun: no launcher of ours to say it
                 print(f"error: {e}", file=sys.stderr)
+        if tdist.is_initialized():
+            tdist.destroy_process_group()
         return None
     except BaseException as e:
         put(_Msg.FAILED, ctx.rank, f"{type(e).__name__}: {e}", traceback.format_exc(), time.time())
-        raise
-    finally:
         if tdist.is_initialized():
             tdist.destroy_process_group()
+        raise
+    if tdist.is_initialized():  # all ranks done before any tears its connections down (none exits mid-talk)
+        ctx.barrier()
+        tdist.destroy_process_group()
     out = _result_message(result)
     if ctx.main:
         put(_Msg.RESULT, out)
