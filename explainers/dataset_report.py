@@ -44,6 +44,7 @@ METRIC_MEANING: dict[str, str] = {
     "completeness_gap": "|sum of attributions − (f(x) − f(reference))| / |f(x) − f(reference)|",
     "seconds": "time the method took per sample",
 }
+BINARY_METRICS = frozenset({"pointing_game", "rationale_pointing"})  # 1 or 0 per sample: no distribution to draw
 SAMPLE_COLUMNS = ("index", "label", "label_name", "pred", "pred_name", "prob", "loss", "correct", "disagreement")
 Which = Literal["all", "correct", "misclassified"]
 # The sample table's orders: name -> (columns, ascending per column). Missing values always go last.

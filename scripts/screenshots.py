@@ -36,6 +36,8 @@ PAGES = [
     ("explain-text", "explain", "text"),
     ("side-by-side", "side-by-side", "cnn"),
     ("compare", "compare", "cnn"),
+    ("compare-dataset-report", "compare", "cnn"),
+    ("explain-stored", "explain", "cnn"),
     ("attention-vit", "attention", "vit"),
     ("attention-text", "attention", "text"),
     ("receptive-fields", "receptive-fields", "cnn"),
@@ -43,6 +45,11 @@ PAGES = [
     ("model", "model", "cnn"),
 ]
 PRESS = {"compare": "Compare"}
+# Pages shown in a state of their own: more of the address (the data-set report reads the CNN run's attribution
+# store, which `store_for` writes first; the stored view opens its misclassified sample of highest loss).
+QUERY = {"compare-dataset-report": "compare_view=Whole+data+set", "explain-stored": "stored=test:{worst}"}
+STORE_INPUT = "dataset:all"
+STORE_METHODS = "saliency,ig,gradcam"
 DEMO_MODELS = {"cnn": "resnet_small", "vit": "vit_tiny", "text": "text_transformer"}
 PAGE_TIMEOUT_S = 240  # a page that computes (Compare, Embeddings) may take minutes on a loaded 2-core CPU
 
@@ -51,6 +58,25 @@ def demo_runs(root: Path) -> dict[str, str]:
     """{'cnn': run id, ...}: the newest completed run of each demo model under root."""
     latest = latest_demo_runs(root)
     return {key: latest[model] for key, model in DEMO_MODELS.items() if model in latest}
+
+
+def store_for(root: Path, run_id: str) -> int:
+    """Explain the run's test split into its attribution store unless it has one (`xaidash explain --input
+    dataset:all`: 21 min for 1,000 images and 3 methods on a loaded 2-core CPU, IG most of it; once per runs
+    root); the index of its misclassified sample of highest loss."""
+    from xaidash.explainers.dataset_store import open_store
+    from xaidash.models.runstore import Run
+
+    run = Run(root / run_id)
+    if open_store(run.path, "test") is None:
+        print(f"explaining the test split of {run_id} into its attribution store ...", flush=True)
+        cmd = ["xaidash", "explain", "--run", run_id, "--input", STORE_INPUT, "--methods", STORE_METHODS]
+        subprocess.run([*cmd, "--metrics", "--quiet"], env={**os.environ, "XAIDASH_RUNS": str(root)}, check=True)
+    store = open_store(run.path, "test")
+    assert store is not None
+    samples = store.samples()
+    wrong = samples[~samples["correct"]]
+    return int((wrong if len(wrong) else samples).sort_values("loss", ascending=False)["index"].iloc[0])
 
 
 def wait_drawn(page: Page, timeout_s: float) -> None:
@@ -72,9 +98,13 @@ def shoot(page: Page, url: str, width: int, path: Path, compact: bool = True, pr
             "() => !document.querySelector('[data-testid=stProgress]')", timeout=PAGE_TIMEOUT_S * 1000
         )
         wait_drawn(page, PAGE_TIMEOUT_S)
-    height = page.evaluate("() => (document.querySelector('[data-testid=stMain]') || document.body).scrollHeight")
-    page.set_viewport_size({"width": width, "height": min(max(1000, int(height) + 40), 16000)})
-    time.sleep(2)  # charts re-lay out to the new viewport
+    for _ in range(3):  # elements drawn only once in view (data grids) make the page grow: measure until it stops
+        height = page.evaluate("() => (document.querySelector('[data-testid=stMain]') || document.body).scrollHeight")
+        wanted = min(max(1000, int(height) + 40), 16000)
+        if wanted == page.viewport_size["height"]:  # type: ignore[index]
+            break
+        page.set_viewport_size({"width": width, "height": wanted})
+        time.sleep(2)  # charts re-lay out to the new viewport
     page.screenshot(path=str(path), full_page=True)
     if compact:  # 256 colours: a few hundred kB a page instead of megabytes, for the repository's docs
         with Image.open(path) as shot:
@@ -115,6 +145,8 @@ def main() -> int:
         print(f"training the demo runs into {args.runs} ...", flush=True)
         subprocess.run(["xaidash", "demo", "--quiet"], env={**os.environ, "XAIDASH_RUNS": str(args.runs)}, check=True)
         runs = demo_runs(args.runs)
+    wanted = [name for name, _, _ in PAGES if not args.only or name in args.only]
+    worst = store_for(args.runs, runs["cnn"]) if any(name in QUERY for name in wanted) else 0
     proc = serve(args.runs, args.port, args.runs.parent / "server.log")
     failures = 0
     try:
@@ -125,6 +157,8 @@ def main() -> int:
                 if args.only and name not in args.only:
                     continue
                 query = f"?run={runs[which]}" if which else ""
+                if name in QUERY:
+                    query += "&" + QUERY[name].format(worst=worst)
                 for width in args.widths:
                     target = args.out / f"{name}-{width}.png"
                     started = time.perf_counter()

@@ -95,7 +95,7 @@ def split_size(bundle: ModelBundle, split: str) -> int | None:
 def _header(run: Run, manifest: Mapping[str, Any], samples: pd.DataFrame, size: int | None) -> None:
     done, total = int(manifest.get("n_done", len(samples))), int(manifest.get("n_total", len(samples)))
     c = st.columns(5)
-    c[0].metric("Samples explained", f"{done:,} of {total:,}")
+    c[0].metric(f"Samples explained of {total:,}", f"{done:,}")
     c[1].metric("Accuracy on them", f"{samples['correct'].mean():.1%}" if len(samples) else "–")
     c[2].metric("Mean loss", fmt_number(float(samples["loss"].mean())) if len(samples) else "–")
     c[3].metric("Methods", len(manifest.get("methods") or []))
@@ -197,7 +197,7 @@ def class_heatmap(frame: pd.DataFrame, metric: str, labels: Mapping[str, str], c
     )
     step = max(24, min(44, 520 // max(1, len(set(df["class"])))))
     return (rect + text).properties(
-        width=alt.Step(min(150, max(90, 480 // max(1, len(order))))),
+        width=alt.Step(min(120, max(80, 360 // max(1, len(order))))),
         height=alt.Step(step),
         title=f"Mean {R.metric_title(metric)} per true class",
     )
@@ -359,33 +359,46 @@ def dataset_report(run: Run, bundle: ModelBundle) -> None:
         metric = st.columns([1, 2])[0].selectbox(
             "Metric", quality, format_func=R.metric_title, key="dsr_class_metric", help="coloured per true class"
         )
-        left, right = st.columns([1, 1], gap="large")
-        left.altair_chart(
-            class_heatmap(R.per_class(samples, metrics, metric, methods, classes), metric, labels, classes),
-            width="content",
-        )
-        right.dataframe(
-            R.class_table(samples, classes),
-            hide_index=True,
-            width="stretch",
-            column_config={
-                "accuracy": st.column_config.NumberColumn("accuracy", format="percent"),
-                "mean loss": st.column_config.NumberColumn("mean loss", format="%.3f", help="cross-entropy (nats)"),
-                "mean disagreement": st.column_config.NumberColumn(
-                    "mean disagreement", format="%.3f", help="1 − mean Spearman ρ between the methods' maps"
-                ),
-            },
-        )
-        right.caption(
-            "Per true class: how many samples, how many the model got right, its loss, and how much the methods disagree."
-        )
+        # Side by side when both fit, else the table wraps below the heatmap (never drawn over it).
+        with st.container(horizontal=True, gap="large"):
+            st.altair_chart(
+                class_heatmap(R.per_class(samples, metrics, metric, methods, classes), metric, labels, classes),
+                width="content",
+            )
+            with st.container(width=440):
+                st.dataframe(
+                    R.class_table(samples, classes),
+                    hide_index=True,
+                    width="stretch",
+                    column_config={
+                        "accuracy": st.column_config.NumberColumn("accuracy", format="percent"),
+                        "mean loss": st.column_config.NumberColumn(
+                            "loss", format="%.3f", help="mean cross-entropy of the true class (nats)"
+                        ),
+                        "mean disagreement": st.column_config.NumberColumn(
+                            "disagreement", format="%.3f", help="mean of 1 − mean Spearman ρ between the methods' maps"
+                        ),
+                    },
+                )
+                st.caption(
+                    "Per true class: how many samples, how many the model got right, its loss, and how much the "
+                    "methods disagree."
+                )
 
     st.subheader("Distributions")
+    spread_metrics = [c for c in quality if c not in R.BINARY_METRICS]
+    binary = [R.metric_title(c) for c in quality if c in R.BINARY_METRICS]
     st.caption(
         "Each quality metric over every stored sample, one colour per method (the same in every chart); the "
-        "runtime is in the table above."
+        "runtime is in the table above"
+        + (
+            f"; {' and '.join(binary)}: a hit (1) or a miss (0) per sample, so its mean (the hit rate) in the table "
+            "says it all."
+            if binary
+            else "."
+        )
     )
-    for c in quality:
+    for c in spread_metrics:
         charts = distribution_charts(metrics, c, methods, labels)
         if charts is None:
             continue

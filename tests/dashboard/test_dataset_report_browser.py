@@ -58,7 +58,7 @@ def test_report_sorts_and_a_row_click_opens_the_stored_maps(tmp_path: Path, serv
             settle(page)
             body = page.inner_text('[data-testid="stMain"]')
             assert page.locator('[data-testid="stException"]').count() == 0, body[:2000]
-            assert "Samples explained" in body and "40 of 40" in body and "Per class" in body
+            assert "Samples explained of 40" in body and "40 of 40" in body and "Per class" in body
             # the per-class heatmap, and a box plot and a histogram for deletion and insertion AUC
             assert page.locator('[data-testid="stVegaLiteChart"]').count() == 1 + 2 * 2
 

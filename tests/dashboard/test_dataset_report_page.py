@@ -61,8 +61,8 @@ def no_recomputation(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_compare_shows_the_report_of_a_run_with_a_store(report_runs, monkeypatch):
     run = report_runs["stored"]
     at = open_report(run, monkeypatch)
-    assert [m.label for m in at.metric][:2] == ["Samples explained", "Accuracy on them"]
-    assert at.metric[0].value == "40 of 40"
+    assert [m.label for m in at.metric][:2] == ["Samples explained of 40", "Accuracy on them"]
+    assert (at.metric[0].label, at.metric[0].value) == ("Samples explained of 40", "40")
     assert not any("Incomplete" in w for w in texts(at.warning))
     captions = "\n".join(texts(at.caption))
     assert "methods: **saliency, ig**" in captions and "`--input dataset:0:40`" in captions
@@ -98,7 +98,7 @@ def test_compare_shows_the_report_of_a_run_with_a_store(report_runs, monkeypatch
 def test_an_incomplete_store_says_how_to_resume(report_runs, monkeypatch):
     run = report_runs["partial"]
     at = open_report(run, monkeypatch)
-    assert at.metric[0].value == "20 of 40"
+    assert (at.metric[0].label, at.metric[0].value) == ("Samples explained of 40", "20")
     assert any("Incomplete: 20 of 40" in w for w in texts(at.warning))
     codes = texts(at.code)
     assert (
