@@ -283,22 +283,25 @@ def samples_section(
     metrics: pd.DataFrame,
     methods: Sequence[str],
     labels: Mapping[str, str],
+    dataset: str,
+    classes: Sequence[str],
 ) -> None:
-    """Sort and filter controls, the table; a row click opens that sample on Explain (stored maps)."""
+    """Sort and filter controls, the table; a row click opens that sample on Explain (stored maps). The class
+    filter's key names the data set, so a run of another data set never inherits classes it does not have."""
     table = R.sample_table(samples, metrics, methods, labels)
     c1, c2, c3 = st.columns([2, 3, 2], vertical_alignment="bottom")
     order = c1.selectbox("Sort by", list(R.SORTS), key="dsr_sort", help="ties: data set order")
-    classes = c2.multiselect(
-        "Classes (true label)", sorted(set(table["label"])), key=f"dsr_classes_{split}", placeholder="all classes"
+    chosen = c2.multiselect(
+        "Classes (true label)", list(classes), key=f"dsr_classes_{dataset}_{split}", placeholder="all classes"
     )
     which = c3.radio("Show", ["all", "correct", "misclassified"], horizontal=True, key="dsr_which")
-    shown = R.sort_samples(R.filter_samples(table, classes, which), order)  # type: ignore[arg-type]
+    shown = R.sort_samples(R.filter_samples(table, chosen, which), order)  # type: ignore[arg-type]
     st.caption(
         f"{len(shown):,} of {len(table):,} samples. **Click a row** to open that sample on Explain with its stored "
         "maps and metrics (not recomputed). Deletion AUC: lower is better; insertion AUC: higher is better."
     )
     # A new table (and selection) for every order and filter: a selected row never points into another order.
-    key = "dsr_table_" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{split}_{order}_{which}_{'-'.join(classes)}")  # CSS-safe
+    key = "dsr_table_" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{split}_{order}_{which}_{'-'.join(chosen)}")  # CSS-safe
     event = st.dataframe(
         shown,
         key=key,
@@ -406,4 +409,4 @@ def dataset_report(run: Run, bundle: ModelBundle) -> None:
             col.altair_chart(chart, width="stretch")
 
     st.subheader("Samples")
-    samples_section(run, split, samples, metrics, methods, labels)
+    samples_section(run, split, samples, metrics, methods, labels, bundle.info.name, classes)

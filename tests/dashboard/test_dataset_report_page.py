@@ -11,6 +11,7 @@ from dataset_stores import HIGHEST_LOSS, WORST_DELETION, write_store
 from inspect_runs import make_run
 from streamlit.testing.v1 import AppTest
 
+from xaidash.data.registry import get_info
 from xaidash.models.runstore import Run
 
 TIMEOUT = 180
@@ -91,8 +92,15 @@ def test_compare_shows_the_report_of_a_run_with_a_store(report_runs, monkeypatch
     shown = sample_table(at).value
     assert len(shown) < 40 and not shown["correct"].any()
     first_class = shown["label"].iloc[0]
-    at.multiselect(key="dsr_classes_test").set_value([first_class]).run()
+    at.multiselect(key="dsr_classes_shapes_test").set_value([first_class]).run()
     assert set(sample_table(at).value["label"]) == {first_class}
+    # Another run, of another data set, with its own store: its report, no class left over from shapes.
+    at.session_state["xai_selected_run"] = report_runs["text"].id
+    at.run()
+    assert_ok(at)
+    assert at.multiselect(key="dsr_classes_cues_test").value == []
+    cues = sample_table(at).value  # still misclassified only, highest loss first: those filters apply anywhere
+    assert 0 < len(cues) < 12 and set(cues["label"]) <= set(get_info("cues").classes) and not cues["correct"].any()
 
 
 def test_an_incomplete_store_says_how_to_resume(report_runs, monkeypatch):
