@@ -313,18 +313,22 @@ def _explain_dataset(
     gpus = args.gpus_per_worker
     if gpus is None:
         gpus = 1.0 if torch.cuda.is_available() else 0.0
-    outcome = explain_dataset(
-        job,
-        out,
-        bundle=bundle,
-        split_size=split_size,
-        engine=args.engine,
-        fresh=args.fresh,
-        progress=not args.quiet,
-        workers=args.workers,
-        gpus_per_worker=gpus,
-        address=args.address,
-    )
+    try:
+        outcome = explain_dataset(
+            job,
+            out,
+            bundle=bundle,
+            split_size=split_size,
+            engine=args.engine,
+            fresh=args.fresh,
+            progress=not args.quiet,
+            workers=args.workers,
+            gpus_per_worker=gpus,
+            address=args.address,
+        )
+    except KeyboardInterrupt:
+        print(f"\nstopped: the finished chunks are in {out}; run the same command to resume.", file=sys.stderr)
+        return 130
     print(f"attribution store: {outcome.path}")
     print(summary(outcome))
     return 0
