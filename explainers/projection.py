@@ -421,12 +421,19 @@ def _tsne(x: np.ndarray, init: np.ndarray, perplexity: float) -> np.ndarray:
     n = len(x)
     k = min(n - 1, int(3 * perplexity))
     idx, dist = knn_graph(x, k + 1)
+    # Small maps on one thread: there a thread pool's per-iteration hand-offs cost more than the work (150
+    # points took 20 s with both cores on a loaded machine, 1 s on one). openTSNE picks Barnes-Hut below
+    # 10,000 points and FFT above.
+    threads = 1 if n <= EXACT_UMAP_MAX else -1
     # openTSNE's graphs leave each point out of its own neighbours
     affinities = PerplexityBasedNN(
-        perplexity=perplexity, knn_index=PrecomputedNeighbors(idx[:, 1:], dist[:, 1:]), n_jobs=-1, random_state=SEED
+        perplexity=perplexity,
+        knn_index=PrecomputedNeighbors(idx[:, 1:], dist[:, 1:]),
+        n_jobs=threads,
+        random_state=SEED,
     )
     start = init / init[:, 0].std() * 1e-4  # openTSNE's recommended scale for a PCA start
-    embedding = TSNE(n_components=2, n_jobs=-1, random_state=SEED).fit(affinities=affinities, initialization=start)
+    embedding = TSNE(n_components=2, n_jobs=threads, random_state=SEED).fit(affinities=affinities, initialization=start)
     return np.asarray(embedding, dtype=np.float32)
 
 

@@ -88,3 +88,76 @@ def test_umap_places_new_points_and_refits_after_a_restart(tmp_path):
     assert cached.transform_ready
     np.testing.assert_allclose(cached.coords, p.coords, atol=1e-3)
     assert (np.linalg.norm(again[:, None] - means[None], axis=-1).argmin(1) == 1).all()
+
+
+def test_knn_graph_equals_sklearn_exact_neighbours():
+    from sklearn.neighbors import NearestNeighbors
+
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=(300, 20)).astype(np.float32)
+    queries = rng.normal(size=(17, 20)).astype(np.float32)
+    ref_d, ref_i = NearestNeighbors(n_neighbors=7).fit(base).kneighbors(base)
+    # tiny blocks: many blocks, and a block boundary inside the self-exclusion diagonal
+    idx, dist = projection.knn_graph(base, 7, device="cpu", block_bytes=4 * 300 * 13)
+    np.testing.assert_array_equal(idx, ref_i)
+    np.testing.assert_allclose(dist, ref_d, rtol=1e-5, atol=1e-5)
+    assert (idx[:, 0] == np.arange(300)).all() and (dist[:, 0] == 0).all()  # self first, as umap expects
+    ref_d, ref_i = NearestNeighbors(n_neighbors=5).fit(base).kneighbors(queries)
+    idx, dist = projection.knn_graph(base, 5, queries=queries)
+    np.testing.assert_array_equal(idx, ref_i)
+    np.testing.assert_allclose(dist, ref_d, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ExplainError, match="nearest neighbours"):
+        projection.knn_graph(base[:3], 5)
+
+
+def test_wide_features_are_reduced_by_pca_and_the_key_names_the_engine(tmp_path):
+    from sklearn.decomposition import PCA
+
+    rng = np.random.default_rng(2)
+    wide = rng.normal(size=(80, 120)).astype(np.float32)
+    reduced, (mean, components) = projection.reduce_dims(wide)
+    assert reduced.shape == (80, projection.PCA_DIMS) and components.shape == (projection.PCA_DIMS, 120)
+    ref = PCA(n_components=projection.PCA_DIMS).fit(wide).transform(wide)
+    np.testing.assert_allclose(np.abs(reduced[:, :3]), np.abs(ref[:, :3]), rtol=1e-3, atol=1e-3)
+    narrow = wide[:, :10]
+    same, none = projection.reduce_dims(narrow)
+    assert none is None and same is narrow
+    # the cache key changes with the method's settings and with how the map is computed
+    x, _, _ = blobs(n_per=10)
+    keys = {
+        project(x, "umap", cache_dir=tmp_path, n_neighbors=5).key,
+        project(x, "umap", cache_dir=tmp_path, n_neighbors=6).key,
+        project(x, "umap", cache_dir=tmp_path, n_neighbors=5, min_dist=0.3).key,
+    }
+    assert len(keys) == 3 and all(projection.ENGINE["umap"] in k for k in keys)
+
+
+def test_umap_on_the_precomputed_graph_seeded_and_on_all_cores(monkeypatch):
+    from sklearn.manifold import trustworthiness
+
+    x, labels, _ = blobs(n_per=40, dim=60)  # wider than PCA_DIMS: reduced first
+    a = project(x, "umap", n_neighbors=10)
+    b = project(x, "umap", n_neighbors=10)
+    assert a.coords.shape == (120, 2) and np.isfinite(a.coords).all() and a._reduce is not None
+    np.testing.assert_array_equal(a.coords, b.coords)  # small maps: seeded, one thread, identical
+    # the parallel path (large maps): unseeded, still finite and faithful
+    monkeypatch.setattr(projection, "EXACT_UMAP_MAX", 10)
+    c = project(x, "umap", n_neighbors=10)
+    assert c.coords.shape == (120, 2) and np.isfinite(c.coords).all()
+    assert trustworthiness(x, c.coords, n_neighbors=5) > 0.9
+    d = np.linalg.norm(c.coords[:, None] - c.coords[None], axis=-1) + np.eye(120) * 1e9
+    assert (labels[d.argmin(1)] == labels).mean() > 0.95
+    # placing points goes through the exact index that stands in for pynndescent's
+    assert c.transform(x[:3]).shape == (3, 2)
+
+
+def test_opentsne_is_as_faithful_as_sklearn_and_reproducible():
+    from sklearn.manifold import TSNE, trustworthiness
+
+    x, _, _ = blobs(n_per=50, dim=10, seed=3)
+    ours = project(x, "tsne", perplexity=15)
+    again = project(x, "tsne", perplexity=15)
+    np.testing.assert_allclose(ours.coords, again.coords, atol=1e-5)
+    ref = TSNE(perplexity=15, init="pca", random_state=0).fit_transform(x)
+    t_ours, t_ref = trustworthiness(x, ours.coords, n_neighbors=10), trustworthiness(x, ref, n_neighbors=10)
+    assert t_ours >= t_ref - 0.01, (t_ours, t_ref)
