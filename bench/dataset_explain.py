@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -127,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         import ray
 
         ray.shutdown()
+    shutil.rmtree(tmp, ignore_errors=True)  # the stores (and the quick run) were only for timing
     return 0
 
 
