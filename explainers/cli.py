@@ -370,7 +370,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "explain",
         help="explain one input of a trained run with several methods",
-        description="Writes <method>.npy, <method>.png (or .html for text) and metrics.json into --out.",
+        description="One input: writes <method>.npy, <method>.png (or .html for text) and metrics.json into --out. "
+        "dataset:all or dataset:START:STOP: every sample of the split into the run's attribution store "
+        "(<run>/attributions/<split>/), resumed by running the same command again.",
     )
     p.add_argument("--run", required=True, help="run id (xaidash runs), run folder, or 'latest'")
     p.add_argument(
