@@ -20,6 +20,7 @@ from xaidash.models.distributed import SINGLE, Launch, check_batch, process_choi
 from xaidash.models.engine import TrainConfig, TrainEvent, train
 from xaidash.models.registry import ModelError
 from xaidash.models.runstore import load_bundle
+from xaidash.models.train_process import train_in_process
 
 # resnet_small on a 3,000-sample cut of shapes with its recipe's 3 epochs (batch 64): enough to learn the task
 # (measured: 92.3% in one process, 95.4% in two; after 2 epochs the figures still swing by seed, 53-91%).
@@ -72,11 +73,12 @@ def stop_at_first_step_record(stop: threading.Event) -> Callable[[TrainEvent], N
     return on_event
 
 
-@pytest.mark.slow  # two launches of two processes each (about 35 s on 2 cores)
-def test_stop_then_resume_with_torchrun():
+@pytest.mark.slow  # two launches of two processes each (about 45 s on 2 cores)
+def test_stop_as_the_dashboard_does_then_resume_with_torchrun():
+    # The dashboard's path: a job's train_in_process child starts the processes (cfg.nproc > 1) and passes Stop on.
     stop = threading.Event()
     events: list[TrainEvent] = []
-    stopped = train_distributed(
+    stopped = train_in_process(
         TrainConfig(**DIGITS, nproc=2), callbacks=[events.append, stop_at_first_step_record(stop)], stop=stop
     )
     assert stopped.state == "stopped", stopped.error
