@@ -117,6 +117,7 @@ def test_wide_features_are_reduced_by_pca_and_the_key_names_the_engine(tmp_path)
     wide = rng.normal(size=(80, 120)).astype(np.float32)
     reduced, (mean, components) = projection.reduce_dims(wide)
     assert reduced.shape == (80, projection.PCA_DIMS) and components.shape == (projection.PCA_DIMS, 120)
+    np.testing.assert_allclose(mean, wide.mean(0), atol=1e-5)
     ref = PCA(n_components=projection.PCA_DIMS).fit(wide).transform(wide)
     np.testing.assert_allclose(np.abs(reduced[:, :3]), np.abs(ref[:, :3]), rtol=1e-3, atol=1e-3)
     narrow = wide[:, :10]
