@@ -9,6 +9,7 @@ import signal
 import threading
 
 import pytest
+import torch
 
 from xaidash.data.errors import DatasetError
 from xaidash.models.engine import TrainConfig, TrainEvent
@@ -78,3 +79,24 @@ def test_a_run_whose_process_died_reads_interrupted_and_its_job_failed() -> None
     # The run itself is fine up to its last checkpoint: left as the process left it, it reads interrupted.
     assert run.summary()["state"] == "running"
     assert run_liveness(run).state == "interrupted"
+
+
+def test_a_cpu_trainer_leaves_one_core_to_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    from xaidash.models import train_process
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        torch.set_num_threads(8)
+        monkeypatch.setattr(train_process.os, "cpu_count", lambda: 4)
+        train_process._leave_a_core_for_the_server()
+        assert torch.get_num_threads() == 3
+        monkeypatch.setattr(train_process.os, "cpu_count", lambda: 1)
+        train_process._leave_a_core_for_the_server()
+        assert torch.get_num_threads() == 1  # never zero
+        torch.set_num_threads(2)
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's choice stands
+        train_process._leave_a_core_for_the_server()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
