@@ -40,7 +40,7 @@ SPLIT_LABELS = {"test": "Test split", "test+train": "Test + training splits"}
 
 st.title("Embeddings")
 st.caption(
-    "How the model arranges the test samples inside: one layer's activations (the penultimate layer by default) "
+    "How the model arranges the data set's samples inside: one layer's activations (the penultimate layer by default) "
     "projected to two dimensions. Samples the model finds similar land close together."
 )
 
