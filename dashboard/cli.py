@@ -157,12 +157,22 @@ def _root_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     return parser, parser.add_subparsers(dest="command", required=True)
 
 
-def _add_serve(sub: argparse._SubParsersAction) -> None:
-    from xaidash.data.argtypes import int_range
+def _port(text: str) -> int:
+    """`--port`'s type: 1..65535. Not xaidash.data.argtypes.int_range: importing xaidash.data loads torch, which
+    `serve` must not wait for."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: it must be between 1 and 65535")
+    return value
 
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("serve", help="start the dashboard in the browser")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 exposes it to your network)")
-    s.add_argument("--port", type=int_range(1, 65535), default=8501)
+    s.add_argument("--port", type=_port, default=8501)
     s.add_argument("--open-browser", action="store_true", help="open a browser tab")
     s.add_argument(
         "--token",

@@ -516,14 +516,16 @@ def setup_run(cfg: TrainConfig, resume: str | Path | None = None, dist: DistCont
 def _open_run(cfg: TrainConfig, resumed: Run | None, dist: DistContext) -> tuple[Run, RunLock | None]:
     """The run folder and its lock: created (or reopened) and locked by rank 0; the other ranks get its path, or
     the error rank 0 met (a run trained elsewhere is refused on every rank alike)."""
-    run, lock, refusal = None, None, None
+    run, lock, refusal, error = None, None, None, None
     if dist.main:
         try:
             run = resumed or Run.create(cfg.dataset, cfg.model)
             lock = RunLock.acquire(run.path, run.id)  # a second writer of the same run is refused here
         except ModelError as e:
-            refusal = str(e)
+            refusal, error = str(e), e
     path, refusal = dist.from_main((str(run.path) if run is not None else None, refusal))
+    if error is not None:
+        raise error  # rank 0 (or a one-process run): the error as it was met, RunLocked included
     if refusal is not None:
         raise ModelError(refusal)
     return (run or Run(Path(path))), lock

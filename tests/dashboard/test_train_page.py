@@ -21,6 +21,7 @@ from xaidash.data.registry import get_info
 from xaidash.models.engine import TrainConfig, TrainEvent
 from xaidash.models.quality import run_warning
 from xaidash.models.registry import get_spec, models_for, recommended_model
+from xaidash.models.runlock import RunLock
 from xaidash.models.runstore import WEIGHTS, Run, resolve_run
 
 TIMEOUT = 120
@@ -162,6 +163,7 @@ def stand_in_engine(root: Path, gate: threading.Event):
             | {"train": resolved, "device": "cpu", "created": time.time(), "lr": 0.01}
         )
         run.update_summary(state="running", epochs_done=0, epochs=5)
+        lock = RunLock.acquire(run.path, run.id)  # held as the engine holds it: the run is alive, not interrupted
         for cb in callbacks:
             cb(TrainEvent(kind="start", run_id=run.id, epochs=5, total_steps=235))
         for step in (1, 2, 3):
@@ -184,6 +186,7 @@ def stand_in_engine(root: Path, gate: threading.Event):
         run.file(WEIGHTS).write_bytes(b"")  # weights exist (the page never loads them here)
         kept = "weights after 3 of 47 steps of epoch 1; no epoch completed"
         run.update_summary(state="stopped", epochs_done=0, partial_steps=3, steps_per_epoch=47, kept=kept, test_acc=0.3)
+        lock.release()
         result = type("R", (), {})()
         result.run, result.state, result.error, result.test_acc, result.test_loss = run, "stopped", None, 0.3, 1.7
         return result
