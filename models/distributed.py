@@ -191,19 +191,6 @@ class _Msg:
     EVENT, RESULT, REFUSED, FAILED = "event", "result", "refused", "failed"
 
 
-def _result_message(result: TrainResult) -> dict[str, Any]:
-    return {
-        "path": str(result.run.path),
-        "state": result.state,
-        "error": result.error,
-        "test_acc": result.test_acc,
-        "test_loss": result.test_loss,
-        "epochs_done": result.epochs_done,
-        "partial_steps": result.partial_steps,
-        "kept": result.kept,
-    }
-
-
 def _stop_on_signals(stop: threading.Event, signals: Sequence[signal.Signals]) -> None:
     """The first signal asks for a stop at the next agreed step (rank 0 then checkpoints); a second one aborts."""
 
@@ -277,7 +264,7 @@ def worker_main(
     if tdist.is_initialized():  # all ranks done before any tears its connections down (none exits mid-talk)
         ctx.barrier()
         tdist.destroy_process_group()
-    out = _result_message(result)
+    out = result.to_message()
     if ctx.main:
         put(_Msg.RESULT, out)
     return out
@@ -419,7 +406,9 @@ def train_distributed(
     if refused is not None:
         raise (DatasetError if refused[0] == "DatasetError" else ModelError)(refused[1])
     if result is not None:
-        return _to_result(result)
+        from xaidash.models.engine import TrainResult
+
+        return TrainResult.from_message(result)
     error = _failure_reason(failures, outcome.get("launcher"))
     if run_id is None:
         raise ModelError(f"Training crashed: {error}")
@@ -445,22 +434,6 @@ def _failure_reason(failures: list[tuple[float, int, str]], launcher_error: Base
     if launcher_error is not None:
         return f"the launcher failed: {type(launcher_error).__name__}: {launcher_error}"
     return "the training processes ended without a result"
-
-
-def _to_result(out: dict[str, Any]) -> TrainResult:
-    from xaidash.models.engine import TrainResult
-    from xaidash.models.runstore import Run
-
-    return TrainResult(
-        run=Run(Path(out.pop("path"))),
-        state=out["state"],
-        error=out["error"],
-        test_acc=out["test_acc"],
-        test_loss=out["test_loss"],
-        epochs_done=out["epochs_done"],
-        partial_steps=out["partial_steps"],
-        kept=out["kept"],
-    )
 
 
 def _failed_run(run_id: str, error: str) -> TrainResult:

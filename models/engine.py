@@ -209,6 +209,17 @@ class TrainResult:
 
         return load_bundle(self.run, device="auto")
 
+    def to_message(self) -> dict[str, Any]:
+        """Plain values to send from a training process to its parent (the Run goes as its path)."""
+        out = {k: v for k, v in asdict(self).items() if k != "run"}
+        return {"path": str(self.run.path), **out}
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any]) -> TrainResult:
+        """The result `to_message` described."""
+        fields = dict(message)
+        return cls(run=Run(Path(fields.pop("path"))), **fields)
+
 
 class TrainingFailed(Exception):
     """A run stopped on an error the user can act on (NaN loss, out of memory)."""

@@ -33,7 +33,6 @@ from xaidash.data.errors import DatasetError
 from xaidash.models.distributed import train_distributed
 from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
 from xaidash.models.registry import ModelError
-from xaidash.models.runstore import Run
 
 log = logging.getLogger(__name__)
 
@@ -86,21 +85,7 @@ def _child(config: dict[str, Any], resume: str | None, events: Any, stop: Any, p
 
         events.put((_Outcome.CRASHED, f"{type(e).__name__}: {e}", traceback.format_exc()))
     else:
-        events.put(  # TrainResult holds a Run: its path goes instead
-            (
-                _Outcome.RESULT,
-                {
-                    "path": str(result.run.path),
-                    "state": result.state,
-                    "error": result.error,
-                    "test_acc": result.test_acc,
-                    "test_loss": result.test_loss,
-                    "epochs_done": result.epochs_done,
-                    "partial_steps": result.partial_steps,
-                    "kept": result.kept,
-                },
-            )
-        )
+        events.put((_Outcome.RESULT, result.to_message()))  # TrainResult holds a Run: its path goes instead
 
 
 class TrainingProcessDied(ModelError):
@@ -165,17 +150,7 @@ def train_in_process(
             if kind == _Outcome.CRASHED:
                 log.error("training process crashed (run %s):\n%s", last_run, message[2])
                 raise ModelError(f"Training crashed: {message[1]}")
-            out = message[1]
-            return TrainResult(
-                run=Run(Path(out.pop("path"))),
-                state=out["state"],
-                error=out["error"],
-                test_acc=out["test_acc"],
-                test_loss=out["test_loss"],
-                epochs_done=out["epochs_done"],
-                partial_steps=out["partial_steps"],
-                kept=out["kept"],
-            )
+            return TrainResult.from_message(message[1])
     finally:
         child_stop.set()  # when the caller gave up early (an exception here), the child stops and keeps its checkpoint
         process.join(timeout=30)
