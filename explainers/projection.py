@@ -3,7 +3,7 @@
 Speed (issue 14): wide features (more than 50) are first reduced to 50 dimensions with PCA; the exact
 k-nearest-neighbour graph is computed with torch (chunked matrix products, on the GPU when there is
 one) and handed to umap-learn (`precomputed_knn`) and to openTSNE (`PrecomputedNeighbors`), so neither
-builds an approximate index; UMAP's layout and openTSNE's FFT gradients use every core.
+builds an approximate index; UMAP's layout and openTSNE's gradients (Barnes-Hut, FFT above 15,000 points) use every core.
 
 Reproducibility: the PCA, the neighbour graph and the initialisation (the first two principal
 components, seeded) are deterministic. UMAP maps of up to `EXACT_UMAP_MAX` points are fitted on one
@@ -43,8 +43,12 @@ LABELS = {"umap": "UMAP", "tsne": "t-SNE", "pca": "PCA"}
 SEED = 0
 PCA_DIMS = 50  # wider features are reduced to this many principal components before UMAP and t-SNE
 EXACT_UMAP_MAX = 2000  # up to this many points UMAP runs seeded on one thread (bit-identical refits)
+# t-SNE's repulsive forces: Barnes-Hut up to this many points, FFT interpolation above. openTSNE switches at
+# 10,000; measured on MNIST pixels on 2 cores, Barnes-Hut was faster and reached a lower KL divergence up to
+# there (10,000 points: 20.8 s vs 33.7 s, KL 1.72 vs 1.76) while FFT won at 20,000 (39 s vs 56 s).
+TSNE_BH_MAX = 15_000
 # Part of the cache key of UMAP and t-SNE maps: what changes how a map is computed changes the key.
-ENGINE = {"umap": f"pca{PCA_DIMS}-exactknn-v2", "tsne": f"pca{PCA_DIMS}-exactknn-opentsne-v2", "pca": "v1"}
+ENGINE = {"umap": f"pca{PCA_DIMS}-exactknn-v2", "tsne": f"pca{PCA_DIMS}-exactknn-opentsne-v3", "pca": "v1"}
 KNN_BLOCK_BYTES = 1 << 27  # distances held at once per block of query rows (128 MiB)
 PARAMS: dict[str, tuple[Param, ...]] = {
     "umap": (
@@ -343,6 +347,16 @@ def _cache_umap_jit() -> None:
             continue
 
 
+def warm_up() -> float:
+    """Compile (and store in numba's disk cache) the kernels a UMAP map uses, on 2,500 random points: run once
+    at install (scripts/setup.sh), so a user's first map does not pay the 15-20 s of compilation a fresh
+    environment otherwise costs its first process. Returns the seconds it took."""
+    start = time.perf_counter()
+    x = np.random.default_rng(SEED).normal(size=(EXACT_UMAP_MAX + 500, 8)).astype(np.float32)  # the parallel path
+    _umap(resolve_params("umap", {}), x, pca_init(x, reduced=False), n_epochs=10)
+    return time.perf_counter() - start
+
+
 def _umap(params: dict[str, Any], x: np.ndarray, init: np.ndarray, n_epochs: int | None = None) -> Any:
     """A umap.UMAP for the reduced features `x` with the exact neighbour graph precomputed."""
     import warnings
@@ -413,7 +427,7 @@ def _reduced(p: Projection) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] |
 
 
 def _tsne(x: np.ndarray, init: np.ndarray, perplexity: float) -> np.ndarray:
-    """openTSNE (FFT-accelerated gradients on every core) on the exact neighbour graph."""
+    """openTSNE (Barnes-Hut or FFT-accelerated gradients, on every core) on the exact neighbour graph."""
     from openTSNE import TSNE  # type: ignore[import-untyped]
     from openTSNE.affinity import PerplexityBasedNN  # type: ignore[import-untyped]
     from openTSNE.nearest_neighbors import PrecomputedNeighbors  # type: ignore[import-untyped]
@@ -422,9 +436,9 @@ def _tsne(x: np.ndarray, init: np.ndarray, perplexity: float) -> np.ndarray:
     k = min(n - 1, int(3 * perplexity))
     idx, dist = knn_graph(x, k + 1)
     # Small maps on one thread: there a thread pool's per-iteration hand-offs cost more than the work (150
-    # points took 20 s with both cores on a loaded machine, 1 s on one). openTSNE picks Barnes-Hut below
-    # 10,000 points and FFT above.
+    # points took 20 s with both cores on a loaded machine, 1 s on one).
     threads = 1 if n <= EXACT_UMAP_MAX else -1
+    gradient = "bh" if n <= TSNE_BH_MAX else "fft"
     # openTSNE's graphs leave each point out of its own neighbours
     affinities = PerplexityBasedNN(
         perplexity=perplexity,
@@ -433,7 +447,8 @@ def _tsne(x: np.ndarray, init: np.ndarray, perplexity: float) -> np.ndarray:
         random_state=SEED,
     )
     start = init / init[:, 0].std() * 1e-4  # openTSNE's recommended scale for a PCA start
-    embedding = TSNE(n_components=2, n_jobs=threads, random_state=SEED).fit(affinities=affinities, initialization=start)
+    tsne = TSNE(n_components=2, n_jobs=threads, random_state=SEED, negative_gradient_method=gradient)
+    embedding = tsne.fit(affinities=affinities, initialization=start)
     return np.asarray(embedding, dtype=np.float32)
 
 
