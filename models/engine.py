@@ -40,6 +40,7 @@ from xaidash.models.bundle import ModelBundle
 from xaidash.models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
 from xaidash.models.device import autocast, device_name
 from xaidash.models.distributed import SINGLE, DistContext, check_batch
+from xaidash.models.finite_guard import FiniteGuard
 from xaidash.models.recipes import (
     AUGMENTATIONS,
     OPTIMIZERS,
@@ -338,30 +339,29 @@ def evaluate(
     each evaluates its share and the sums are reduced: every rank gets the figures over the whole data."""
     model.eval()
     dist.sync_buffers(model)
-    loss_sum, correct, n = 0.0, 0, 0
-    confusion = torch.zeros(num_classes or 1, num_classes or 1, dtype=torch.long)
+    # Sums stay on the device until the end: one host read for the whole pass, not one per batch.
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), dtype=torch.long, device=device)
+    n = 0
+    bins = (num_classes or 1) ** 2
+    confusion = torch.zeros(bins, dtype=torch.long, device=device)
     shard = Shard(dist.rank, dist.world_size, pad=False) if dist.active else None
     for x, y in data.batches(batch_size, shuffle=False, shard=shard):
         # float32 on the CPU: the accuracy reported is that of the model as the pages and explainers run it
         with autocast(device, amp and device.type != "cpu"):
             logits = model(x.to(device))
         y = y.to(device)
-        loss_sum += float(nn.functional.cross_entropy(logits.float(), y, reduction="sum"))
+        loss_sum += nn.functional.cross_entropy(logits.float(), y, reduction="sum")
         pred = logits.argmax(1)
-        correct += int((pred == y).sum())
+        correct += (pred == y).sum()
         n += len(y)
         if num_classes:
-            confusion += torch.bincount((y * num_classes + pred).cpu(), minlength=num_classes**2).view(
-                num_classes, num_classes
-            )
-    if dist.active:
-        summed = dist.sum([loss_sum, correct, n], device)
-        loss_sum, correct, n = summed[0], int(summed[1]), int(summed[2])
-        if num_classes:
-            confusion = dist.sum_tensor(confusion.to(device)).cpu()
-    out: dict[str, Any] = {"loss": loss_sum / max(n, 1), "acc": correct / max(n, 1), "n": n}
+            confusion += torch.bincount(y * num_classes + pred, minlength=bins)
+    summed = dist.sum([loss_sum, correct, n], device)  # one process: the values as they are
+    loss, hits, n = summed[0], int(summed[1]), int(summed[2])
+    out: dict[str, Any] = {"loss": loss / max(n, 1), "acc": hits / max(n, 1), "n": n}
     if num_classes:
-        out["confusion"] = confusion.tolist()
+        out["confusion"] = dist.sum_tensor(confusion).view(num_classes, num_classes).cpu().tolist()
     return out
 
 
@@ -424,6 +424,7 @@ class TrainingSession:
     started: float = field(default_factory=time.perf_counter)
     dist: DistContext = SINGLE  # this process's rank among those training the run (rank 0 writes the run folder)
     train_model: nn.Module | None = None  # what training steps call: the model, or its DistributedDataParallel wrapper
+    guard: FiniteGuard | None = None  # non-finite losses, read at the step records (run_epoch makes it)
 
     @property
     def rank_batch(self) -> int:
@@ -717,6 +718,29 @@ def _log_step(session: TrainingSession, epoch: int, emit: Callback) -> None:
     emit(event)
 
 
+def _check_finite(session: TrainingSession) -> None:
+    """Raise TrainingFailed, the weights put back to the last good check, when a loss since the last check was
+    not finite (FiniteGuard: one host read here instead of one per step)."""
+    guard, dist, device = session.guard, session.dist, session.device
+    if guard is None or guard.good_step == session.step:
+        return
+    found = guard.check(session.step, lambda bad: dist.any(bad, device))
+    if found is None:
+        return
+    session.step = found.restored_step  # the weights the run holds now are those after this step
+    where = (
+        f"at epoch {(found.step - 1) // session.steps_per_epoch + 1}, step {found.step}"
+        if found.step > 0
+        else "in another training process"
+    )
+    value = f"{found.loss}" if found.step > 0 else "not finite"
+    kept = f"those after step {found.restored_step}" if found.restored_step else "those the run started from"
+    raise TrainingFailed(
+        f"Loss became {value} {where}: the learning rate ({session.lr:g}) is probably too high; try a lower one "
+        f"(e.g. --lr {session.lr / 10:g}). The weights kept are the last finite ones checked, {kept}."
+    )
+
+
 def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit: Callback) -> EpochResult | None:
     """Train epoch `epoch` (emitting step events), then validate; its result, or None when a stop came
     before its first step (the epoch did not happen). A resumed run whose last session stopped inside this
@@ -724,7 +748,8 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
 
     Step records come every ~1/20 epoch (counted in steps since the run began, so they run on across epoch
     boundaries), each with the mean training loss and accuracy since the previous one. A stop request is
-    honoured within one step. Raises TrainingFailed for a non-finite loss or out of memory.
+    honoured within one step. Raises TrainingFailed for a non-finite loss (found at the next step record, the
+    weights put back to the last good one: `_check_finite`) or out of memory.
 
     With several processes each takes its shard of the epoch (`session.shard`) in batches of its share of the batch
     size, through the DistributedDataParallel wrapper; the metrics are summed over all ranks, and the stop
@@ -739,6 +764,9 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
     flip = "flip" in s.augment
     loss_fn = nn.CrossEntropyLoss(label_smoothing=s.label_smoothing)
     skip, session.skip_steps = (session.skip_steps, 0) if epoch == session.start_epoch + 1 else (0, 0)
+    if session.guard is None or session.guard.model is not session.model:
+        session.guard = FiniteGuard(session.model, device, session.step)
+    guard = session.guard
     with _out_of_memory_fails(session):
         model.train()
         loss_sum = torch.zeros((), device=device)
@@ -762,11 +790,7 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
             with autocast(device, cfg.amp):
                 logits = model(x)
                 loss = loss_fn(logits.float(), y)
-            if not torch.isfinite(loss):
-                raise TrainingFailed(
-                    f"Loss became {loss.item()} at epoch {epoch}, step {session.step + 1}: the learning rate "
-                    f"({session.lr:g}) is probably too high; try a lower one (e.g. --lr {session.lr / 10:g})."
-                )
+            guard.watch(loss, session.step + 1)  # read at the step records: no host synchronisation per step
             session.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             session.optimizer.step()
@@ -779,9 +803,11 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
             correct += batch_correct
             session.interval.add(batch_loss, batch_correct, len(y))
             if session.step % log_every == 0 or session.step == session.total_steps:
+                _check_finite(session)
                 _log_step(session, epoch, emit)
         if not dist.active:  # several processes: only the agreed decision counts
             stopped = stop.is_set()
+        _check_finite(session)  # the epoch's last steps, before its weights are validated and kept
         if stopped and session.interval.steps:  # the curve reaches the weights that are kept
             _log_step(session, epoch, emit)
         if seen == 0 and stopped:
@@ -867,8 +893,8 @@ def finish_run(session: TrainingSession, state: str, error: str | None, epoch: i
         save_weights(session.model, run.file(WEIGHTS), {"epoch": str(epoch), "partial": "True", "failed": "True"})
         partial = session.step - max(epoch - 1, 0) * session.steps_per_epoch
         summary["kept"] = (
-            f"the weights at the failure, after {partial} of {session.steps_per_epoch} steps of epoch {max(epoch, 1)}; "
-            "no epoch completed"
+            f"the last weights before the failure, after {partial} of {session.steps_per_epoch} steps of epoch "
+            f"{max(epoch, 1)}; no epoch completed"
         )
     if state == "stopped" and not run.file(WEIGHTS).exists():
         summary["kept"] = "nothing: stopped before the first training step"

@@ -276,7 +276,84 @@ def test_epoch_with_a_non_finite_loss_raises_training_failed_with_advice():
         next(session.model.parameters()).fill_(float("nan"))
     with pytest.raises(TrainingFailed, match=r"Loss became nan at epoch 1, step 1: .*\(0\.5\).*--lr 0\.05"):
         run_epoch(session, 1, threading.Event(), lambda e: None)
+    # nothing finite was ever checked: the run is back at the weights it started from
     assert session.step == 0 and not session.run.file("model.safetensors").exists()
+
+
+class NaNFromCall(torch.nn.Module):
+    """A model whose training forward passes return NaN logits from call `bad` on."""
+
+    def __init__(self, inner: torch.nn.Module, bad: int):
+        super().__init__()
+        self.inner = inner
+        self.bad, self.calls = bad, 0
+
+    def forward(self, x):
+        out = self.inner(x)
+        if self.training:
+            self.calls += 1
+            if self.calls >= self.bad:
+                return out * float("nan")
+        return out
+
+
+def test_a_loss_turning_nan_mid_epoch_is_reported_at_its_step_and_the_last_finite_weights_are_kept():
+    session = setup_run(quick(epochs=1, batch_size=16))
+    log_every = max(1, session.steps_per_epoch // 20)
+    bad_step = 3 * log_every + 2  # between two step records: found at the next one
+    model = NaNFromCall(session.model, bad_step)
+    session.model = session.train_model = model  # the same parameters: the session's optimizer trains them
+    kept: dict[int, dict[str, torch.Tensor]] = {}
+
+    def remember(e: TrainEvent) -> None:
+        kept[e.step] = {k: v.clone() for k, v in model.state_dict().items()}
+
+    with pytest.raises(
+        TrainingFailed, match=rf"Loss became nan at epoch 1, step {bad_step}: .*after step {3 * log_every}"
+    ):
+        run_epoch(session, 1, threading.Event(), remember)
+    assert session.step == 3 * log_every
+    after = model.state_dict()
+    assert all(torch.isfinite(v).all() for v in after.values())
+    assert all(torch.equal(after[k], kept[3 * log_every][k]) for k in after)  # the last step record's weights
+    assert sorted(kept) == [log_every, 2 * log_every, 3 * log_every]  # no record of a NaN interval
+
+
+class HostReads(torch.Tensor):
+    """A tensor that counts how often the host reads a value computed from it (bool, item, float, int,
+    tolist): every tensor the training step derives from the model's output is one too."""
+
+    reads = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("__bool__", "item", "__float__", "__int__", "tolist", "__index__"):
+            HostReads.reads += 1
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class CountsReads(torch.nn.Module):
+    def __init__(self, inner: torch.nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        out = self.inner(x)
+        return out.as_subclass(HostReads) if self.training else out
+
+
+def test_training_steps_read_nothing_back_to_the_host_between_step_records():
+    """On a GPU a host read waits for every queued kernel: the step loop reads its loss and metrics only at the
+    step records (about 20 per epoch), never per step."""
+    session = setup_run(quick(epochs=1, batch_size=8))
+    session.model = CountsReads(session.model)
+    session.train_model = session.model
+    HostReads.reads = 0
+    events: list[TrainEvent] = []
+    run_epoch(session, 1, threading.Event(), events.append)
+    records = len(events_of("step", events))
+    assert session.steps_per_epoch >= 100 and records <= 21
+    assert HostReads.reads <= 4 * records + 4, (HostReads.reads, session.steps_per_epoch)
 
 
 @pytest.mark.parametrize(
@@ -383,7 +460,7 @@ def test_finish_after_a_failure_keeps_weights_and_skips_the_test_split():
     assert result.state == "failed" and result.error == "it broke" and result.test_acc is None
     assert read_tensors(session.run.file("model.safetensors"))[1] == {"epoch": "1", "partial": "True", "failed": "True"}
     assert session.run.summary()["kept"] == (
-        f"the weights at the failure, after 0 of {session.steps_per_epoch} steps of epoch 1; no epoch completed"
+        f"the last weights before the failure, after 0 of {session.steps_per_epoch} steps of epoch 1; no epoch completed"
     )
     assert session.run.summary()["state"] == "failed" and session.run.metrics() == []
     (end,) = events
