@@ -18,6 +18,9 @@ from typing import TypeVar
 import torch
 
 from xaidash.explainers.params import ExplainError
+from xaidash.models.device import is_out_of_memory
+
+__all__ = ["CPU_ROWS_PER_PASS", "batched_rows", "is_out_of_memory", "rows_per_pass", "run_halving"]
 
 T = TypeVar("T")
 
@@ -32,18 +35,6 @@ def rows_per_pass(batch_size: int, device: torch.device) -> int:
     """The batch a method starts at: the caller's `batch_size`, at most CPU_ROWS_PER_PASS on a CPU."""
     size = max(1, int(batch_size))
     return min(size, CPU_ROWS_PER_PASS) if device.type == "cpu" else size
-
-
-# How allocators word a failed allocation: CUDA/MPS "out of memory", the CPU allocator
-# "DefaultCPUAllocator: not enough memory: you tried to allocate ..." (or the OS's "Cannot allocate memory").
-_OOM_WORDS = ("out of memory", "not enough memory", "cannot allocate memory", "can't allocate memory")
-
-
-def is_out_of_memory(err: BaseException) -> bool:
-    """Whether `err` says an allocation failed (CUDA, MPS or the CPU allocator)."""
-    if isinstance(err, torch.cuda.OutOfMemoryError):
-        return True
-    return isinstance(err, RuntimeError) and any(w in str(err).lower() for w in _OOM_WORDS)
 
 
 def _free_cached_memory() -> None:

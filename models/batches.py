@@ -97,10 +97,12 @@ class TensorData:
         else:
             mine = shard.take(torch.arange(len(lengths))) if shard is not None else torch.arange(len(lengths))
             batches = list(mine[torch.argsort(lengths[mine], stable=True)].split(batch_size))
-        for idx in batches:
-            used = max(1, int(lengths[idx].max()))  # texts are left-aligned: later columns are padding
-            idx = idx.to(self.y.device)
-            yield self.x[idx, :used], self.y[idx]
+        # Texts are left-aligned: columns past a batch's longest text are padding. The indices go to the device
+        # in one copy per epoch, not one per batch (each copy from the host waits for the GPU's queue).
+        used = [max(1, int(lengths[idx].max())) for idx in batches]
+        on_device = torch.cat(batches).to(self.y.device).split([len(b) for b in batches]) if batches else ()
+        for idx, width in zip(on_device, used, strict=True):
+            yield self.x[idx, :width], self.y[idx]
 
 
 class LoaderData:
@@ -182,9 +184,12 @@ def augment_images(x: torch.Tensor, shift: int, flip: bool, generator: torch.Gen
     Hand-written and batched: torchvision's v2 transforms apply one random draw per call, not per sample.
     """
     n, c, h, w = x.shape
+    # Drawn where the generator lives: a CUDA generator on a GPU, so no per-step copy from the host (a copy from
+    # pageable memory waits for the GPU's queue); a CPU generator keeps CPU runs as they were.
+    dev = generator.device if generator is not None else x.device
     if shift > 0:
-        dy = torch.randint(0, 2 * shift + 1, (n,), generator=generator).to(x.device)
-        dx = torch.randint(0, 2 * shift + 1, (n,), generator=generator).to(x.device)
+        dy = torch.randint(0, 2 * shift + 1, (n,), generator=generator, device=dev).to(x.device)
+        dx = torch.randint(0, 2 * shift + 1, (n,), generator=generator, device=dev).to(x.device)
         padded = F.pad(x, (shift, shift, shift, shift))
         rows = (torch.arange(h, device=x.device)[None, :] + dy[:, None])[:, None, :, None]
         cols = (torch.arange(w, device=x.device)[None, :] + dx[:, None])[:, None, None, :]
@@ -192,6 +197,6 @@ def augment_images(x: torch.Tensor, shift: int, flip: bool, generator: torch.Gen
         chans = torch.arange(c, device=x.device)[None, :, None, None]
         x = padded[batch, chans, rows, cols]
     if flip:
-        mask = (torch.rand(n, generator=generator) < 0.5).to(x.device)[:, None, None, None]
+        mask = (torch.rand(n, generator=generator, device=dev) < 0.5).to(x.device)[:, None, None, None]
         x = torch.where(mask, x.flip(-1), x)
     return x

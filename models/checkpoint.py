@@ -131,6 +131,13 @@ def load_training_state(path: Path, optimizer: torch.optim.Optimizer) -> dict[st
     for idx, values in json.loads(meta.get("scalars", "{}")).items():
         state.setdefault(int(idx), {}).update(values)
     groups = json.loads(meta["param_groups"])
+    # How the update runs (fused kernels on a GPU, foreach, capturable) belongs to this device, not the saved one:
+    # a run trained on a GPU resumes on a CPU and the other way round.
+    own = optimizer.param_groups
+    for saved, current in zip(groups, own, strict=False):
+        for flag in ("fused", "foreach", "capturable"):
+            if flag in current:
+                saved[flag] = current[flag]
     try:
         optimizer.load_state_dict({"state": state, "param_groups": groups})
     except (ValueError, KeyError) as e:

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from xaidash.models.compiled import COMPILE_MODES
 from xaidash.models.distributed import Launch, train_distributed
 from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
 from xaidash.models.quality import accuracy_warning, run_warning
-from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Recipe, describe
+from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Recipe, describe, lr_note
 from xaidash.models.runstore import delete_run, percent, resolve_run, run_liveness, runs_root, runs_table
 
 
@@ -132,6 +133,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         workers=args.workers,
         model_options=_model_options(args.model_option),
         nproc=args.nproc,
+        compile=args.compile,
+        channels_last=args.channels_last,
     )
 
 
@@ -155,10 +158,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     launch = _launch(args)
     if args.resume is None:  # a resumed run keeps its own settings (the engine reads them from its folder)
-        key, _ = cfg.recipe()
-        print(
-            f"settings ({'recipe ' + key} where not given): {describe(cfg.with_recipe().settings())}", file=sys.stderr
-        )
+        key, recipe = cfg.recipe()
+        resolved = cfg.with_recipe()
+        print(f"settings ({'recipe ' + key} where not given): {describe(resolved.settings())}", file=sys.stderr)
+        if cfg.lr is None and cfg.batch_size is not None and cfg.batch_size != recipe.batch_size:
+            print(f"  {lr_note(recipe, cfg.batch_size, resolved.settings().optimizer)}", file=sys.stderr)
     stop = threading.Event()
     try:
         with ctrl_c_stops(stop):
@@ -265,7 +269,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", default=d.model, help="zoo model (xaidash models)")
     p.add_argument("--epochs", type=int, default=None, help=f"number of epochs {FROM_RECIPE}")
-    p.add_argument("--batch-size", type=int, default=None, help=f"training batch size {FROM_RECIPE}")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"training batch size {FROM_RECIPE}; without --lr, the recipe's learning rate is scaled to it "
+        "(square root for adam/adamw, linear for sgd)",
+    )
     p.add_argument("--lr", type=float, default=None, help=f"learning rate (the peak, for one-cycle) {FROM_RECIPE}")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help=FROM_RECIPE)
     p.add_argument("--weight-decay", type=float, default=None, help=FROM_RECIPE)
@@ -288,6 +298,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--no-amp",
         action="store_true",
         help="train in float32 (bf16 autocast is on by default on CUDA and on CPUs with native bf16)",
+    )
+    p.add_argument(
+        "--compile",
+        choices=COMPILE_MODES,
+        default=d.compile,
+        help="torch.compile the training steps: 'on' (inductor), 'graphs' (also CUDA graphs on a GPU); compiling "
+        "takes tens of seconds at the start, worth it on long runs; falls back to eager if it fails",
+    )
+    p.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="NHWC layout for convolution networks (faster convolutions on GPUs with bf16)",
     )
     p.add_argument("--workers", type=int, default=d.workers, help="DataLoader workers (image folders)")
     p.add_argument("--model-option", action="append", metavar="KEY=VALUE", help="e.g. freeze_encoder=false (minilm)")

@@ -58,6 +58,18 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+# How allocators word a failed allocation: CUDA/MPS "out of memory", the CPU allocator
+# "DefaultCPUAllocator: not enough memory: you tried to allocate ..." (or the OS's "Cannot allocate memory").
+_OOM_WORDS = ("out of memory", "not enough memory", "cannot allocate memory", "can't allocate memory")
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """Whether `err` says an allocation failed (CUDA, MPS or the CPU allocator)."""
+    if isinstance(err, torch.cuda.OutOfMemoryError):
+        return True
+    return isinstance(err, RuntimeError) and any(w in str(err).lower() for w in _OOM_WORDS)
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU computes bf16 in hardware (x86 AVX512-BF16 or AMX). There bf16 autocast about halves

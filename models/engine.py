@@ -38,6 +38,7 @@ from xaidash.models import run_schema
 from xaidash.models.batches import LoaderData, Shard, TensorData, augment_images, image_tensors, text_tensors
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
+from xaidash.models.compiled import COMPILE_MODES, Compile, CompiledSteps, uses_channels_last
 from xaidash.models.device import autocast, device_name
 from xaidash.models.distributed import SINGLE, DistContext, check_batch
 from xaidash.models.finite_guard import FiniteGuard
@@ -51,6 +52,7 @@ from xaidash.models.recipes import (
     Recipe,
     Schedule,
     TrainSettings,
+    scale_lr,
 )
 from xaidash.models.registry import ModelError, ModelSpec, get_spec
 from xaidash.models.runlock import RunLock
@@ -99,6 +101,9 @@ class TrainConfig:
     # Processes training this run together (DistributedDataParallel, one per GPU; models/distributed.py launches
     # them); --batch-size stays the global batch, split evenly over them.
     nproc: int = 1
+    # Launch overhead on a GPU (models/compiled.py): torch.compile ("on"), plus CUDA graphs ("graphs"); NHWC layout.
+    compile: Compile = "off"
+    channels_last: bool = False
 
     def recipe(self) -> tuple[str, Recipe]:
         """(key, recipe): the model's recipe for this data set (ModelError / DatasetError for unknown names)."""
@@ -106,9 +111,14 @@ class TrainConfig:
 
     def with_recipe(self) -> TrainConfig:
         """A copy with every setting left None taken from the recipe: what a run trains with, and what the Train
-        form pre-fills when the model or data set changes."""
+        form pre-fills when the model or data set changes. A batch size given without a learning rate gets the
+        recipe's learning rate scaled to it (`scale_lr`), so a larger batch (fewer steps, fewer launches on a
+        GPU) keeps training well."""
         _, recipe = self.recipe()
         filled = {k: getattr(recipe, k) for k in SETTINGS if getattr(self, k) is None}
+        if self.lr is None and self.batch_size is not None and self.batch_size != recipe.batch_size:
+            optimizer = self.optimizer or recipe.optimizer
+            filled["lr"] = scale_lr(recipe.lr, recipe.batch_size, self.batch_size, optimizer)
         if not self.model_options and recipe.model_options:
             filled["model_options"] = dict(recipe.model_options)
         return replace(self, **filled)
@@ -151,6 +161,8 @@ class TrainConfig:
             problems.append(f"unknown optimizer {self.optimizer!r} ({', '.join(OPTIMIZERS)})")
         if self.schedule is not None and self.schedule not in SCHEDULES:
             problems.append(f"unknown schedule {self.schedule!r} ({', '.join(SCHEDULES)})")
+        if self.compile not in COMPILE_MODES:
+            problems.append(f"unknown compile mode {self.compile!r} ({', '.join(COMPILE_MODES)})")
         if self.augment is not None and self.augment not in AUGMENTATIONS:
             problems.append(f"unknown augmentation {self.augment!r} ({', '.join(AUGMENTATIONS)})")
         if problems:
@@ -308,12 +320,19 @@ def _prepare_data(
     )
 
 
-def _optimizer(s: TrainSettings, momentum: float, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+def _optimizer(
+    s: TrainSettings, momentum: float, params: list[nn.Parameter], device: torch.device
+) -> torch.optim.Optimizer:
+    # On a GPU the fused kernels update every parameter in a couple of launches and keep the step count on the
+    # device (the default foreach path launches a few kernels per parameter group and reads the step on the host).
+    fused = True if device.type == "cuda" and all(p.is_cuda for p in params) else None
     if s.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=s.lr, momentum=momentum, weight_decay=s.weight_decay, nesterov=momentum > 0)
+        return torch.optim.SGD(
+            params, lr=s.lr, momentum=momentum, weight_decay=s.weight_decay, nesterov=momentum > 0, fused=fused
+        )
     if s.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay)
-    return torch.optim.Adam(params, lr=s.lr, weight_decay=s.weight_decay)
+        return torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay, fused=fused)
+    return torch.optim.Adam(params, lr=s.lr, weight_decay=s.weight_decay, fused=fused)
 
 
 def _schedule(s: TrainSettings, opt: torch.optim.Optimizer, total_steps: int) -> torch.optim.lr_scheduler.LRScheduler:
@@ -425,6 +444,9 @@ class TrainingSession:
     dist: DistContext = SINGLE  # this process's rank among those training the run (rank 0 writes the run folder)
     train_model: nn.Module | None = None  # what training steps call: the model, or its DistributedDataParallel wrapper
     guard: FiniteGuard | None = None  # non-finite losses, read at the step records (run_epoch makes it)
+    augment_generator: torch.Generator | None = None  # on a GPU, the augmentations' own (else `generator`)
+    compiled: CompiledSteps | None = None  # --compile on|graphs: the steps run through torch.compile
+    channels_last: bool = False  # image batches and weights in NHWC (--channels-last, on a convolution network)
 
     @property
     def rank_batch(self) -> int:
@@ -561,8 +583,11 @@ def _open_session(
     if data.tokenizer is not None and spec.tokenizer is None:
         options.update(vocab_size=len(data.tokenizer), pad_id=data.tokenizer.pad_id)
     model = spec.build(data.info, **options).to(device)
+    channels_last = cfg.channels_last and uses_channels_last(model, data.info.modality)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = _optimizer(settings, cfg.momentum, params)
+    optimizer = _optimizer(settings, cfg.momentum, params, device)
     # Several processes: each takes ceil(n / world) samples (padded shares) in batches of batch_size / world.
     share = math.ceil(len(data.train) / dist.world_size)
     steps_per_epoch = math.ceil(share / (settings.batch_size // dist.world_size))
@@ -585,11 +610,18 @@ def _open_session(
         resumed=resumed is not None,
         note=getattr(model, "xai_note", None) or spec.note(),
         dist=dist,
+        channels_last=channels_last,
     )
     if resumed is not None:
         restore_checkpoint(session)
     session.generator = _rank_generator(session.generator, cfg.seed + session.start_epoch, dist)
+    if device.type == "cuda":  # augmentations drawn on the GPU: no host-to-device copy per step
+        session.augment_generator = torch.Generator(device=device).manual_seed(
+            cfg.seed + session.start_epoch + 7919 * dist.rank
+        )
     session.train_model = _wrap(model, device, dist)
+    if cfg.compile != "off":
+        session.compiled = CompiledSteps(session.train_model, cfg.compile)
     if dist.main:
         _write_config(session)
     return session
@@ -718,6 +750,22 @@ def _log_step(session: TrainingSession, epoch: int, emit: Callback) -> None:
     emit(event)
 
 
+def _forward_backward(
+    model: Callable[..., torch.Tensor],
+    session: TrainingSession,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: nn.Module,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step's gradients (reset first), its logits and its loss; the optimizer step is the caller's."""
+    session.optimizer.zero_grad(set_to_none=True)
+    with autocast(session.device, session.cfg.amp):
+        logits = model(x)
+        loss = loss_fn(logits.float(), y)
+    loss.backward()
+    return logits, loss
+
+
 def _check_finite(session: TrainingSession) -> None:
     """Raise TrainingFailed, the weights put back to the last good check, when a loss since the last check was
     not finite (FiniteGuard: one host read here instead of one per step)."""
@@ -786,13 +834,14 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
                 break
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             if data.info.modality == "image" and (shift or flip):
-                x = augment_images(x, shift, flip, gen)
-            with autocast(device, cfg.amp):
-                logits = model(x)
-                loss = loss_fn(logits.float(), y)
+                x = augment_images(x, shift, flip, session.augment_generator or gen)
+            if session.channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            if session.compiled is not None:
+                logits, loss = session.compiled.step(_forward_backward, session, x, y, loss_fn)
+            else:
+                logits, loss = _forward_backward(model, session, x, y, loss_fn)
             guard.watch(loss, session.step + 1)  # read at the step records: no host synchronisation per step
-            session.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
             session.optimizer.step()
             session.schedule.step()
             session.step += 1
@@ -917,6 +966,7 @@ def finish_run(session: TrainingSession, state: str, error: str | None, epoch: i
         confusion=test.get("confusion"),
         train_seconds=round(elapsed, 2),
         samples_per_s=session.samples_seen / elapsed if elapsed else None,
+        **({"compiled": session.compiled.describe()} if session.compiled is not None else {}),
     )
     emit(
         session.event(

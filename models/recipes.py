@@ -9,6 +9,7 @@ start from the recipe; every field can still be overridden.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
@@ -72,6 +73,24 @@ def describe(s: TrainSettings) -> str:
     epochs = f"{s.epochs} epoch" + ("s" if s.epochs != 1 else "")
     augment = [f"augment {s.augment}"] if s.augment != "none" else []
     return ", ".join([f"{epochs}, batch {s.batch_size}, lr {s.lr:g}, {s.optimizer}, {s.schedule}", *augment, *extra])
+
+
+def scale_lr(lr: float, from_batch: int, to_batch: int, optimizer: Optimizer) -> float:
+    """The learning rate for batches of `to_batch` from one tuned at `from_batch`: in proportion to the batch
+    for SGD (the linear scaling rule, Goyal et al. 2017), to its square root for Adam and AdamW, whose updates
+    are normalised per coordinate (Malladi et al. 2022). Three significant figures, as a person would type it."""
+    ratio = to_batch / from_batch
+    scaled = lr * (ratio if optimizer == "sgd" else math.sqrt(ratio))
+    return float(f"{scaled:.3g}")
+
+
+def lr_note(recipe: Recipe, batch_size: int, optimizer: Optimizer) -> str:
+    """How the learning rate was derived when the batch differs from the recipe's (for the CLI and the form)."""
+    rule = "in proportion, for SGD" if optimizer == "sgd" else f"by the square root, for {optimizer}"
+    return (
+        f"learning rate {scale_lr(recipe.lr, recipe.batch_size, batch_size, optimizer):g}: the recipe's "
+        f"{recipe.lr:g} at batch {recipe.batch_size}, scaled to batch {batch_size} ({rule})"
+    )
 
 
 # Untested fallbacks for a model that declares nothing for this kind of data: moderate, stable settings.

@@ -17,10 +17,11 @@ from xaidash.dashboard.run_facts import pct
 from xaidash.data.catalogue import dataset_status
 from xaidash.data.paths import data_root, offline
 from xaidash.data.registry import DatasetInfo, get_source, list_datasets
+from xaidash.models.compiled import COMPILE_MODES
 from xaidash.models.device import device_choices
 from xaidash.models.distributed import process_choices
 from xaidash.models.engine import TrainConfig
-from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Augment, Recipe
+from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Augment, Recipe, lr_note, scale_lr
 from xaidash.models.registry import ModelSpec, models_for, recommended_model
 
 # The recipe's fields and the widgets that show them.
@@ -37,7 +38,17 @@ RECIPE_KEYS = {
 }
 # A recipe field an older Recipe lacks gets this value.
 FIELD_DEFAULTS: dict[str, Any] = {"label_smoothing": 0.0, "max_train_samples": 0}
-OTHER_KEYS = ("train_dataset", "train_model", "train_device", "train_seed", "train_val", "train_nproc")
+OTHER_KEYS = (
+    "train_dataset",
+    "train_model",
+    "train_device",
+    "train_seed",
+    "train_val",
+    "train_nproc",
+    "train_compile",
+    "train_channels_last",
+)
+LR_AUTO = "train_lr_auto"  # the learning rate the form last derived from the recipe (not typed by the user)
 KEPT = "train_form_kept"  # copies of the widgets' values, restored when the page is drawn again
 FILLED_FOR = "train_filled_for"  # (data set, model) the recipe fields were last filled for
 DATASET_SEEN = "train_dataset_seen"  # the data set the model choice was last made for
@@ -80,6 +91,27 @@ def fill_from_recipe(recipe: Recipe, info: DatasetInfo) -> None:
         if field == "augment" and info.modality != "image":
             value = "none"
         st.session_state[key] = value
+    st.session_state[LR_AUTO] = st.session_state[RECIPE_KEYS["lr"]]
+
+
+def rescale_lr(spec: ModelSpec, info: DatasetInfo) -> None:
+    """The batch size changed: a learning rate still derived from the recipe follows it (`scale_lr`); one the
+    user typed stays as typed."""
+    if st.session_state.get(RECIPE_KEYS["lr"]) != st.session_state.get(LR_AUTO):
+        return
+    recipe = spec.recipe(info)[1]
+    batch, optimizer = st.session_state[RECIPE_KEYS["batch_size"]], st.session_state[RECIPE_KEYS["optimizer"]]
+    lr = _clamp("lr", scale_lr(recipe.lr, recipe.batch_size, int(batch), optimizer))
+    st.session_state[RECIPE_KEYS["lr"]] = st.session_state[LR_AUTO] = lr
+
+
+def scaled_lr_note(spec: ModelSpec, info: DatasetInfo) -> str | None:
+    """How the learning rate field was derived, when the form scaled it for another batch size."""
+    recipe = spec.recipe(info)[1]
+    batch, lr = st.session_state.get(RECIPE_KEYS["batch_size"]), st.session_state.get(RECIPE_KEYS["lr"])
+    if batch in (None, recipe.batch_size) or lr != st.session_state.get(LR_AUTO):
+        return None
+    return lr_note(recipe, int(batch), st.session_state[RECIPE_KEYS["optimizer"]])
 
 
 def recipe_note(spec: ModelSpec, info: DatasetInfo) -> str:
@@ -176,7 +208,17 @@ def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
     with st.container(border=True):
         c1, c2, c3, c4 = st.columns(4)
         epochs = c1.number_input("Epochs", 1, 1000, step=1, key="train_epochs")
-        batch_size = c2.number_input("Batch size", 1, 8192, step=1, key="train_batch")
+        batch_size = c2.number_input(
+            "Batch size",
+            1,
+            8192,
+            step=1,
+            key="train_batch",
+            on_change=rescale_lr,
+            args=(spec, info),
+            help="a learning rate from the recipe is scaled with it (square root for adam/adamw, linear for sgd); "
+            "larger batches take fewer steps, which a GPU runs faster",
+        )
         lr = c3.number_input("Learning rate", 1e-6, 5.0, step=1e-4, format="%g", key="train_lr")
         optimizer = c4.selectbox("Optimizer", OPTIMIZERS, key="train_opt")
         schedule = c1.selectbox(
@@ -214,7 +256,9 @@ def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
                 help="train this run on several GPUs at once (DistributedDataParallel, one process each); "
                 "the batch size stays the total over all of them and must split evenly",
             )
-        with st.expander("More: label smoothing, sample cap, validation, seed"):
+        if note := scaled_lr_note(spec, info):
+            st.caption(note[0].upper() + note[1:] + ".")
+        with st.expander("More: label smoothing, sample cap, validation, seed, compilation"):
             q1, q2, q3, q4 = st.columns(4)
             st.session_state.setdefault("train_val", 0.1)
             st.session_state.setdefault("train_seed", 0)
@@ -232,6 +276,20 @@ def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
             )
             val_fraction = q3.slider("Validation share of the training split", 0.0, 0.5, step=0.05, key="train_val")
             seed = q4.number_input("Seed", 0, 2**31 - 1, step=1, key="train_seed")
+            st.session_state.setdefault("train_compile", "off")
+            compile_mode = q1.selectbox(
+                "Compile the training steps",
+                COMPILE_MODES,
+                key="train_compile",
+                help="torch.compile: 'on' fuses kernels, 'graphs' also records CUDA graphs on a GPU (fewest launches "
+                "per step). Compiling takes tens of seconds at the start: worth it on long runs. If it fails, "
+                "training goes on without it and the run says why.",
+            )
+            channels_last = q2.checkbox(
+                "Channels-last layout",
+                key="train_channels_last",
+                help="NHWC activations and weights for convolution networks: faster convolutions on GPUs with bf16",
+            )
         submitted = st.button("Start training", type="primary", icon=":material/play_arrow:", key="train_start")
     keep_fields()
     if not submitted:
@@ -250,6 +308,8 @@ def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
         "seed": int(seed),
         "val_fraction": float(val_fraction),
         "nproc": int(nproc),
+        "compile": compile_mode,
+        "channels_last": bool(channels_last),
     }
     # Every value the form shows is passed, so the engine fills nothing behind the user's back.
     return TrainConfig(dataset=info.name, model=spec.name, **{k: v for k, v in values.items() if k in CONFIG_FIELDS})

@@ -117,6 +117,29 @@ def test_the_form_follows_the_recipe_and_keeps_the_users_edits():
     assert form_values(at) == recipe_values(cues_model, "cues")
 
 
+def test_a_new_batch_size_scales_the_recipes_learning_rate_until_the_user_types_one(monkeypatch):
+    at = open_page(make_app(), "views/train.py")
+    at.selectbox(key="train_dataset").set_value("mnist").run()
+    at.selectbox(key="train_model").set_value("simple_cnn").run()
+    assert_ok(at)
+    assert (at.session_state["train_batch"], at.session_state["train_lr"]) == (64, 0.01)
+    at.number_input(key="train_batch").set_value(256).run()
+    assert at.session_state["train_lr"] == pytest.approx(0.02)  # Adam: the square root of 4x
+    assert any("scaled to batch 256 (by the square root, for adam)" in c for c in texts(at.caption))
+    at.number_input(key="train_lr").set_value(0.003).run()
+    at.number_input(key="train_batch").set_value(512).run()
+    assert at.session_state["train_lr"] == pytest.approx(0.003)  # typed: kept
+    assert not any("scaled to batch" in c for c in texts(at.caption))
+    at.selectbox(key="train_compile").set_value("graphs").run()
+    at.checkbox(key="train_channels_last").check().run()
+    assert_ok(at)
+    started: list[TrainConfig] = []
+    monkeypatch.setattr(job_manager(), "start", lambda cfg, **kw: started.append(cfg) or job_manager().current())
+    button(at, "Start training").click().run()
+    (cfg,) = started
+    assert (cfg.batch_size, cfg.lr, cfg.compile, cfg.channels_last) == (512, 0.003, "graphs", True)
+
+
 def test_a_click_on_a_row_selects_the_run_for_every_page(runs):
     at = open_page(make_app(runs["text"]), "views/train.py")
     shown = table(at, "train_runs_table")

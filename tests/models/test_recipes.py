@@ -95,6 +95,24 @@ def test_with_recipe_fills_only_the_settings_left_open() -> None:
     assert cfg.epochs is None  # the original is left as it was
 
 
+def test_a_batch_given_without_a_learning_rate_scales_the_recipes_learning_rate() -> None:
+    from xaidash.models.recipes import lr_note, scale_lr
+
+    key, recipe = TrainConfig(dataset="mnist", model="simple_cnn").recipe()
+    assert (key, recipe.batch_size, recipe.lr, recipe.optimizer) == ("mnist", 64, 1e-2, "adam")
+    bigger = TrainConfig(dataset="mnist", model="simple_cnn", batch_size=256).with_recipe()
+    assert bigger.lr == 0.02  # 4x the batch: 2x the learning rate for Adam (square root)
+    assert TrainConfig(dataset="mnist", model="simple_cnn", batch_size=256, optimizer="sgd").with_recipe().lr == 0.04
+    assert TrainConfig(dataset="mnist", model="simple_cnn", batch_size=16).with_recipe().lr == 0.005
+    assert TrainConfig(dataset="mnist", model="simple_cnn", batch_size=256, lr=0.001).with_recipe().lr == 0.001
+    assert TrainConfig(dataset="mnist", model="simple_cnn", batch_size=64).with_recipe().lr == 1e-2
+    assert bigger.with_recipe() == bigger  # resolved once: stays
+    assert scale_lr(3e-3, 128, 512, "adamw") == 0.006 and scale_lr(0.1, 256, 1024, "sgd") == 0.4
+    assert lr_note(recipe, 256, "adam") == (
+        "learning rate 0.02: the recipe's 0.01 at batch 64, scaled to batch 256 (by the square root, for adam)"
+    )
+
+
 def test_unresolved_settings_are_refused_by_name() -> None:
     with pytest.raises(ModelError, match="not resolved: epochs, batch_size"):
         TrainConfig(lr=1e-3).settings()
