@@ -6,6 +6,7 @@ import argparse
 
 import pytest
 import torch
+import train_configs
 
 from xaidash.models import compiled
 from xaidash.models.checkpoint import load_training_state, read_tensors, save_training_state
@@ -14,21 +15,7 @@ from xaidash.models.engine import TrainConfig, setup_run, train
 
 
 def quick(**kw) -> TrainConfig:
-    base = {
-        "dataset": "digits",
-        "model": "mlp",
-        "epochs": 1,
-        "batch_size": 64,
-        "lr": 3e-3,
-        "optimizer": "adam",
-        "weight_decay": 0.0,
-        "schedule": "cosine",
-        "augment": "none",
-        "label_smoothing": 0.0,
-        "max_train_samples": 0,
-        "device": "cpu",
-    }
-    return TrainConfig(**{**base, **kw})
+    return train_configs.quick(**{"epochs": 1, **kw})
 
 
 @pytest.fixture

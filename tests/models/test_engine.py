@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from train_configs import quick
 
 from xaidash.data.registry import load_split
 from xaidash.models.batches import LoaderData
@@ -24,25 +25,6 @@ from xaidash.models.engine import (
 )
 from xaidash.models.registry import ModelError
 from xaidash.models.runstore import list_runs, load_bundle, runs_table
-
-
-def quick(**kw) -> TrainConfig:
-    """Every setting given, so these tests of the engine's mechanics do not move when a recipe changes."""
-    base = {
-        "dataset": "digits",
-        "model": "mlp",
-        "epochs": 2,
-        "batch_size": 64,
-        "lr": 3e-3,
-        "optimizer": "adam",
-        "weight_decay": 0.0,
-        "schedule": "cosine",
-        "augment": "none",
-        "label_smoothing": 0.0,
-        "max_train_samples": 0,
-        "device": "cpu",
-    }
-    return TrainConfig(**{**base, **kw})
 
 
 @pytest.mark.slow  # the shared fixture trains resnet_small on shapes for two epochs
