@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from train_configs import tiny_run
 
 from xaidash.explainers import explain
 from xaidash.explainers.cli import main
@@ -16,7 +17,6 @@ from xaidash.explainers.inputs import resolve_sample
 from xaidash.explainers.metrics import CURVE_STEPS
 from xaidash.explainers.samples import DEFAULT_BACKGROUND, background_samples
 from xaidash.explainers.scoring import explain_and_score
-from xaidash.models.engine import TrainConfig, train
 from xaidash.models.runstore import load_bundle
 
 
@@ -31,28 +31,14 @@ def _runs_in_cli_root(_isolated_roots: None, cli_root: Path, monkeypatch: pytest
     monkeypatch.setenv("XAIDASH_RUNS", str(cli_root))
 
 
-def _train(root: Path, dataset: str, model: str) -> Path:
-    """A 1-epoch run on a few samples (the weights barely matter here: the files and the report do)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XAIDASH_RUNS", str(root))
-        mp.setenv("XAIDASH_OFFLINE", "1")
-        result = train(
-            TrainConfig(
-                dataset=dataset, model=model, epochs=1, batch_size=32, max_train_samples=64, device="cpu", seed=0
-            )
-        )
-    assert result.ok, result.error
-    return result.run_dir
-
-
 @pytest.fixture(scope="module")
 def image_run(cli_root: Path) -> Path:
-    return _train(cli_root, "shapes", "resnet_small")
+    return tiny_run(cli_root, "shapes", "resnet_small")
 
 
 @pytest.fixture(scope="module")
 def text_run(cli_root: Path) -> Path:
-    return _train(cli_root, "cues", "text_cnn")
+    return tiny_run(cli_root, "cues", "text_cnn")
 
 
 def test_explain_image_run_writes_files_and_report(image_run, tmp_path, capsys):

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from train_configs import tiny_run
 
 from xaidash.explainers import explain
 from xaidash.explainers.cli import main
@@ -28,7 +29,6 @@ from xaidash.explainers.dataset_explain import (
 )
 from xaidash.explainers.dataset_store import open_store, open_store_at, store_dir
 from xaidash.explainers.params import ExplainError
-from xaidash.models.engine import TrainConfig, train
 from xaidash.models.runstore import load_bundle
 
 # Two gradient methods, IG with few steps: the store's mechanics, not the maps' quality, are under test.
@@ -47,28 +47,14 @@ def _runs_here(_isolated_roots: None, runs_root: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("XAIDASH_RUNS", str(runs_root))
 
 
-def _train(root: Path, dataset: str, model: str) -> Path:
-    """A 1-epoch run on 64 samples: enough for predictions that are not all one class."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XAIDASH_RUNS", str(root))
-        mp.setenv("XAIDASH_OFFLINE", "1")
-        result = train(
-            TrainConfig(
-                dataset=dataset, model=model, epochs=1, batch_size=32, max_train_samples=64, device="cpu", seed=0
-            )
-        )
-    assert result.ok, result.error
-    return result.run_dir
-
-
 @pytest.fixture(scope="module")
 def image_run(runs_root: Path) -> Path:
-    return _train(runs_root, "shapes", "resnet_small")
+    return tiny_run(runs_root, "shapes", "resnet_small")
 
 
 @pytest.fixture(scope="module")
 def text_run(runs_root: Path) -> Path:
-    return _train(runs_root, "cues", "text_cnn")
+    return tiny_run(runs_root, "cues", "text_cnn")
 
 
 def _job(run: Path, start: int, stop: int, chunk: int = 8) -> DatasetJob:

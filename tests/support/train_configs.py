@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from xaidash.models.engine import TrainConfig
 
 
@@ -23,3 +25,22 @@ def quick(**kw) -> TrainConfig:
         "device": "cpu",
     }
     return TrainConfig(**{**base, **kw})
+
+
+def tiny_run(root: Path, dataset: str, model: str) -> Path:
+    """The folder of a 1-epoch run on 64 samples under runs root `root`, trained offline: predictions that are
+    not all one class, for tests of what is done with a run (files, reports, stores), not of its quality."""
+    import pytest
+
+    from xaidash.models.engine import train
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XAIDASH_RUNS", str(root))
+        mp.setenv("XAIDASH_OFFLINE", "1")
+        result = train(
+            TrainConfig(
+                dataset=dataset, model=model, epochs=1, batch_size=32, max_train_samples=64, device="cpu", seed=0
+            )
+        )
+    assert result.ok, result.error
+    return result.run_dir
