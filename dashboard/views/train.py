@@ -236,29 +236,21 @@ def interrupted_actions(run: Run, advice: str, resumable: bool) -> None:
     """An interrupted run: what it has, and the way on (resume from its checkpoint, or restart / delete)."""
     st.warning(f"Interrupted: {advice}", icon=":material/report:")
     busy = manager.busy()
-    if resumable:
-        st.button(
-            "Resume",
-            key=f"train_resume_{run.id}",
-            on_click=start_from_run,
-            args=(run.id, True),
-            disabled=busy,
-            icon=":material/play_arrow:",
-            type="primary",
-            help="continue from its last checkpoint with its own settings"
-            + (" (a job is training now)" if busy else ""),
-        )
-    else:
-        st.button(
-            "Restart with its settings",
-            key=f"train_restart_{run.id}",
-            on_click=start_from_run,
-            args=(run.id, False),
-            disabled=busy,
-            icon=":material/replay:",
-            help="train a new run with the same settings (delete this one below)"
-            + (" (a job is training now)" if busy else ""),
-        )
+    label, key, icon, why = (
+        ("Resume", "resume", ":material/play_arrow:", "continue from its last checkpoint with its own settings")
+        if resumable
+        else ("Restart with its settings", "restart", ":material/replay:", "train a new run with the same settings")
+    )
+    st.button(
+        label,
+        key=f"train_{key}_{run.id}",
+        on_click=start_from_run,
+        args=(run.id, resumable),
+        disabled=busy,
+        icon=icon,
+        type="primary" if resumable else "secondary",
+        help=why + ("" if resumable else " (delete this one below)") + (" (a job is training now)" if busy else ""),
+    )
 
 
 def run_details(run: Run) -> None:
