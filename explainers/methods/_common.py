@@ -1,4 +1,5 @@
-"""Small helpers shared by method modules (registers no method): batching, quiet captum calls, pass counts."""
+"""Small helpers shared by method modules (registers no method): batching, quiet captum calls, pass counts,
+KernelSHAP's coalitions and fit (superpixels for images, words for text)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from xaidash.explainers.batching import batched_rows, rows_per_pass, run_halving
@@ -87,3 +89,37 @@ def scored_rows(
         return batched_rows(n_rows, size, rows, device=ctx.x.device)
 
     return run_halving(run, rows_per_pass(ctx.batch_size, ctx.x.device), what=what)
+
+
+# captum's KernelShap weighs its first two samples (every feature shown, every one hidden) this much
+# against 1 for the others, so the fit (nearly) meets f(x) and f(all hidden) exactly.
+_INF_WEIGHT = 1e6
+
+
+def kernel_coalitions(samples: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """captum KernelShap's samples of k features (superpixels, words), drawn at once: first all shown, then
+    all hidden, then coalitions whose size j is drawn with p(j) ~ (k - 1) / (j (k - j)) and whose members are
+    a uniform subset of that size (the Shapley kernel, applied by sampling). Returns ((samples, k) 0/1,
+    per-sample weights). From the seed alone, on the CPU: the same draws for an input whatever else is explained."""
+    gen = torch.Generator().manual_seed(int(seed))
+    on = torch.zeros(samples, k, dtype=torch.long)
+    on[0] = 1
+    rest = samples - 2
+    if rest > 0 and k >= 2:
+        j = torch.arange(1, k, dtype=torch.float64)
+        sizes = torch.multinomial((k - 1) / (j * (k - j)), rest, replacement=True, generator=gen) + 1
+        ranks = torch.rand(rest, k, generator=gen).argsort(1).argsort(1)  # a random order of the features
+        on[2:] = (ranks < sizes[:, None]).long()
+    elif rest > 0:
+        on[2:] = torch.randint(0, 2, (rest, k), generator=gen)
+    count = on.sum(1)
+    weights = torch.where((count == 0) | (count == k), _INF_WEIGHT, 1.0)
+    return on.numpy(), weights.numpy()
+
+
+def kernel_shap_fit(on: np.ndarray, scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """captum KernelShap's fit: sklearn's LinearRegression (with intercept) of the scores on the (samples, k)
+    coalitions, weighted per sample. Returns the k Shapley value estimates (float32)."""
+    from sklearn.linear_model import LinearRegression
+
+    return LinearRegression().fit(on, scores, sample_weight=weights).coef_.astype(np.float32)

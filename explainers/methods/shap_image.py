@@ -21,7 +21,14 @@ from torch import nn
 
 from xaidash.explainers.baselines import shap_background, stand_in_background
 from xaidash.explainers.batching import rows_per_pass, run_halving
-from xaidash.explainers.methods._common import batch_slices, grad_leaf, quiet_hook_notices, scored_rows
+from xaidash.explainers.methods._common import (
+    batch_slices,
+    grad_leaf,
+    kernel_coalitions,
+    kernel_shap_fit,
+    quiet_hook_notices,
+    scored_rows,
+)
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import Completeness, MethodContext, MethodOutput, MethodSpec, always, register
 from xaidash.explainers.segmentation import fill, hide_param, segment, superpixel_params
@@ -185,39 +192,11 @@ def _shap_deep(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     return _with_background(ctx, params, explainer_for)
 
 
-# captum's KernelShap weighs its first two samples (every superpixel shown, every one hidden) this much
-# against 1 for the others, so the fit (nearly) meets f(x) and f(all hidden) exactly.
-_INF_WEIGHT = 1e6
-
-
-def kernel_coalitions(samples: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """captum KernelShap's samples of k superpixels, drawn at once: first all shown, then all hidden,
-    then coalitions whose size j is drawn with p(j) ~ (k - 1) / (j (k - j)) and whose members are a
-    uniform subset of that size (the Shapley kernel, applied by sampling). Returns ((samples, k) 0/1,
-    per-sample weights). From the seed alone, on the CPU: the same draws for an input whatever else is explained."""
-    gen = torch.Generator().manual_seed(int(seed))
-    on = torch.zeros(samples, k, dtype=torch.long)
-    on[0] = 1
-    rest = samples - 2
-    if rest > 0 and k >= 2:
-        j = torch.arange(1, k, dtype=torch.float64)
-        sizes = torch.multinomial((k - 1) / (j * (k - j)), rest, replacement=True, generator=gen) + 1
-        ranks = torch.rand(rest, k, generator=gen).argsort(1).argsort(1)  # a random order of the superpixels
-        on[2:] = (ranks < sizes[:, None]).long()
-    elif rest > 0:
-        on[2:] = torch.randint(0, 2, (rest, k), generator=gen)
-    count = on.sum(1)
-    weights = torch.where((count == 0) | (count == k), _INF_WEIGHT, 1.0)
-    return on.numpy(), weights.numpy()
-
-
 def _shap_kernel(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     # captum's KernelShap draws and pastes each coalition in a Python loop and takes one input at a time;
     # here the coalitions are drawn at once, pasted on the device, the samples of all inputs share one
     # stream of model passes, and the fit is captum's (sklearn's LinearRegression, intercept, sample
     # weights). Tests check the values against captum's.
-    from sklearn.linear_model import LinearRegression
-
     device = ctx.x.device
     n, samples = len(ctx.x), int(params["samples"])
     seg = segment(ctx.raw, params["segmentation"], params["segments"], seed=ctx.seed)
@@ -243,7 +222,7 @@ def _shap_kernel(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     maps, gaps = [], []
     for i in range(n):
         k = int(seg.counts[i])
-        coefs = LinearRegression().fit(on[i, :, :k], f[i], sample_weight=weights[i]).coef_.astype(np.float32)
+        coefs = kernel_shap_fit(on[i, :, :k], f[i], weights[i])
         maps.append(torch.as_tensor(coefs, device=device)[masks[i]])
         gaps.append(float(abs(coefs.sum() - (f[i, 0] - f[i, 1]))))  # rows 0 and 1: f(x), f(all hidden)
     return MethodOutput(
