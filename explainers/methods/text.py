@@ -7,27 +7,42 @@ What is removed or replaced when a word is "absent":
 - IG and SHAP replace a word's pieces with the padding id (special tokens such as [CLS] and
   [SEP] stay). Every text model here masks padding out of attention and pooling, and the
   padding embedding is zero, so a padded word is close to a deleted one.
-- LIME deletes the word from the string (lime's masking with an empty mask string).
+- LIME deletes the word (lime's masking with an empty mask string), done on the ids: the word's
+  pieces are dropped and the rest moved left (`text_perturb.deleted_rows`, the ids re-tokenizing the
+  shortened string gives, but for the cases listed there).
 Gradient methods explain the target logit; LIME and SHAP the target probability.
 
-SHAP is captum's KernelShap over words rather than shap's Partition explainer with a
-`shap.maskers.Text`: it masks ids directly (the same padding as IG's baseline) and batches the
-coalitions on the device, while the shap masker needs a mask string every tokenizer reads as
-"absent", which the word vocabulary has none of (unknown words map to <unk>, a word of its own).
+LIME and SHAP build their perturbations as id rows on the device, and every input's share one stream
+of batched model passes (`text_perturb`); the surrogates are the libraries': lime's `LimeBase` with
+lime_text's sampling, kernel and distance, and captum KernelShap's coalitions and fit. The libraries'
+own per-input calls are kept in `text_reference` (tests and bench/text_explain_speed.py compare).
+
+SHAP is KernelShap over words rather than shap's Partition explainer with a
+`shap.maskers.Text`: it masks ids directly (the same padding as IG's baseline), while the shap masker
+needs a mask string every tokenizer reads as "absent", which the word vocabulary has none of (unknown
+words map to <unk>, a word of its own).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
-from captum.attr import KernelShap, LayerGradientXActivation, LayerIntegratedGradients
-from lime.lime_text import LimeTextExplainer
+from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
 
-from xaidash.data.tokenizer import split_words, word_spans
 from xaidash.explainers.baselines import logits_with_embeddings_of, padding_ids
-from xaidash.explainers.methods._common import batch_slices
+from xaidash.explainers.methods._common import batch_slices, kernel_coalitions, kernel_shap_fit, scored_rows
+from xaidash.explainers.methods.text_perturb import (
+    deleted_rows,
+    deletion_samples,
+    padded_rows,
+    shown_positions,
+    stacked,
+    trim_padding,
+    word_layout,
+)
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import Completeness, MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
@@ -46,9 +61,8 @@ def _embedding(ctx: MethodContext) -> torch.nn.Module:
     return ctx.bundle.layer(name)
 
 
-def _word_ids(ctx: MethodContext, i: int) -> list[int | None]:
-    """Word index of each id position of input i (None for special tokens), cut to the encoded width."""
-    return ctx.bundle.tokenizer.word_ids(ctx.raw[i])[: ctx.x.shape[1]]
+# (inputs i, (R,) long; the features each row shows, (R, K) 0/1) -> the (R, L') id rows the model scores.
+RowsOf = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 # --- Integrated Gradients -------------------------------------------------------------------
@@ -91,101 +105,86 @@ def _text_saliency(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     return MethodOutput(attributions=torch.cat(norms))
 
 
-# --- LIME -----------------------------------------------------------------------------------
+# --- LIME and KernelSHAP: word perturbations as id rows on the device (text_perturb) ------------
 
 
-def _visible_word_count(ctx: MethodContext, i: int) -> int:
-    """How many leading words of input i the model reads (later ones were cut by max_length)."""
-    ids = [w for w in _word_ids(ctx, i) if w is not None]
-    return max(ids) + 1 if ids else 0
+def _scores(ctx: MethodContext, on: torch.Tensor, rows: RowsOf, what: str) -> tuple[np.ndarray, int]:
+    """The target probability of every perturbation of every input, (N, samples) float64 on the CPU, through
+    one stream of batched passes. on: (N, samples, K) 0/1 on the device, the features each sample shows;
+    rows(i, keep) builds the id rows of inputs i keeping the id positions `keep`."""
+    n, samples = on.shape[:2]
+
+    def build(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # Row i * samples + s: input i perturbed by its sample s.
+        i, s = index // samples, index % samples
+        return rows(i, on[i, s]), ctx.targets[i]
+
+    probs, used = scored_rows(ctx, n * samples, build, probability=True, what=what)
+    return probs.view(n, samples).cpu().double().numpy(), used
+
+
+def _lime_fit(data: np.ndarray, probs: np.ndarray, seed: int) -> tuple[np.ndarray, float]:
+    """lime_text's surrogate of one input: lime's LimeBase with lime_text's kernel (width 25) on its distance
+    (cosine to the unperturbed text, times 100), ridge regression. Returns (a weight per word, weighted R^2)."""
+    from lime.lime_text import LimeTextExplainer
+    from sklearn.metrics import pairwise_distances
+
+    d = data.shape[1]
+    distances = pairwise_distances(data, data[:1], metric="cosine").ravel() * 100
+    base = LimeTextExplainer(random_state=seed).base
+    # lime_text's feature_selection 'auto' with num_features = every word keeps every word: 'none' fits the
+    # same model without forward selection's refits.
+    _, coefs, score, _ = base.explain_instance_with_data(
+        data, probs[:, None], distances, 0, d, feature_selection="none"
+    )
+    weights = np.zeros(d, dtype=np.float32)
+    for feature, weight in coefs:
+        weights[int(feature)] = weight
+    return weights, float(score)
 
 
 def _text_lime(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    bundle = ctx.bundle
+    layout, samples, pad = word_layout(ctx), int(params["samples"]), ctx.bundle.tokenizer.pad_id
+    # Features are split_words' words up to the last one the model reads, positions kept apart (lime's
+    # bow=False); a removed word is deleted.
+    on = stacked([deletion_samples(samples, len(words), ctx.seed) for words in layout.words])
+    empty = ctx.bundle.tokenizer.encode([""])[0].to(ctx.x.device)
 
-    def classifier(texts: list[str]) -> np.ndarray:
-        return bundle.predict_proba(texts, batch_size=ctx.batch_size).numpy()
+    def rows(i: torch.Tensor, shown: torch.Tensor) -> torch.Tensor:
+        word = layout.word[i]
+        return trim_padding(deleted_rows(ctx.x[i], shown_positions(word, shown), word >= 0, pad, empty), pad)
 
-    scores, words, r2 = [], [], []
-    for i, text in enumerate(ctx.raw):
-        n_words = _visible_word_count(ctx, i)
-        if n_words == 0:
-            raise ExplainError(f"Text {i + 1} has no word the model can read.")
-        target = int(ctx.targets[i])
-        # Features are split_words' words (original case, as lime cuts the string), positions kept
-        # apart (bow=False); a removed word is deleted (empty mask string).
-        explainer = LimeTextExplainer(
-            class_names=list(bundle.info.classes),
-            split_expression=lambda s, n=n_words: [s[a:b] for a, b in word_spans(s)][:n],
-            bow=False,
-            mask_string="",
-            random_state=ctx.seed,
-        )
-        exp = explainer.explain_instance(
-            text, classifier, labels=(target,), num_features=n_words, num_samples=params["samples"]
-        )
-        weights = np.zeros(n_words, dtype=np.float32)
-        for feature, weight in exp.local_exp[target]:
-            if feature < n_words:  # text after the cut can form one more lime "word": the model never read it
-                weights[feature] = weight
-        scores.append(weights)
-        words.append(split_words(text)[:n_words])
-        r2.append(float(exp.score))
-    return MethodOutput(attributions=scores, words=words, diagnostics={"surrogate_r2": r2})
-
-
-# --- SHAP -----------------------------------------------------------------------------------
+    probs, used = _scores(ctx, torch.as_tensor(on, device=ctx.x.device), rows, "LIME")
+    fits = [_lime_fit(on[i, :, : len(words)], probs[i], ctx.seed) for i, words in enumerate(layout.words)]
+    return MethodOutput(
+        attributions=[weights for weights, _ in fits],
+        words=layout.words,
+        diagnostics={"surrogate_r2": [r2 for _, r2 in fits], "batch_size": [float(used)] * len(fits)},
+    )
 
 
 def _text_shap(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    model = ctx.model
+    layout, samples, pad = word_layout(ctx), int(params["samples"]), ctx.bundle.tokenizer.pad_id
+    # Players are the words with ids; special tokens and padding are none and keep their ids.
+    player = layout.players()
+    draws = [kernel_coalitions(samples, len(have), ctx.seed) for have in layout.present]
+    on = stacked([coalitions for coalitions, _ in draws])
 
-    def proba(ids: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(model(ids), dim=-1)
+    def rows(i: torch.Tensor, shown: torch.Tensor) -> torch.Tensor:
+        return trim_padding(padded_rows(ctx.x[i], shown_positions(player[i], shown), pad), pad)
 
-    base_all = padding_ids(ctx.bundle, ctx.raw, ctx.x)
-    scores, words, gaps = [], [], []
-    for i, text in enumerate(ctx.raw):
-        word_ids = _word_ids(ctx, i)
-        present = sorted({w for w in word_ids if w is not None})
-        if not present:
-            raise ExplainError(f"Text {i + 1} has no word the model can read.")
-        n_words = present[-1] + 1
-        feature_of = {w: k for k, w in enumerate(present)}  # contiguous features, words the tokenizer dropped left out
-        x = ctx.x[i : i + 1, : len(word_ids)]
-        base = base_all[i : i + 1, : len(word_ids)]
-        # Special tokens join feature 0; their baseline equals the input, so that feature only moves its word.
-        mask = torch.tensor([[feature_of[w] if w is not None else 0 for w in word_ids]], device=x.device)
-        target = int(ctx.targets[i])
-        with torch.no_grad():
-            ends = proba(torch.cat([x, base]))[:, target]
-        gap = float(ends[0] - ends[1])
-        if len(present) == 1:
-            phi = torch.tensor([gap])  # one player: its Shapley value is the whole difference
-        else:
-            # captum draws coalitions from torch's global generator: reseeded per input, an input's
-            # values depend on the seed alone, not on the inputs explained before it.
-            torch.manual_seed(ctx.seed)
-            phi = (
-                KernelShap(proba)
-                .attribute(
-                    x,
-                    baselines=base,
-                    target=target,
-                    feature_mask=mask,
-                    n_samples=params["samples"],
-                    perturbations_per_eval=max(1, min(ctx.batch_size, params["samples"])),
-                    return_input_shape=False,
-                )[0]
-                .detach()
-                .cpu()
-            )
-        values = np.zeros(n_words, dtype=np.float32)
-        values[present] = phi.numpy()
+    f, used = _scores(ctx, torch.as_tensor(on, device=ctx.x.device), rows, "KernelSHAP")
+    scores, gaps = [], []
+    for i, (have, (coalitions, weights)) in enumerate(zip(layout.present, draws, strict=True)):
+        values = np.zeros(len(layout.words[i]), dtype=np.float32)  # a word the tokenizer dropped scores 0
+        values[have] = kernel_shap_fit(coalitions, f[i], weights)
         scores.append(values)
-        words.append(split_words(text)[:n_words])
-        gaps.append(float(values.sum()) - gap)
-    return MethodOutput(attributions=scores, words=words, diagnostics={"additivity_gap": [abs(g) for g in gaps]})
+        gaps.append(abs(float(values.sum()) - (f[i, 0] - f[i, 1])))  # rows 0 and 1: the text, all words padded
+    return MethodOutput(
+        attributions=scores,
+        words=layout.words,
+        diagnostics={"additivity_gap": gaps, "batch_size": [float(used)] * len(scores)},
+    )
 
 
 register(
@@ -238,8 +237,9 @@ register(
                 max=20000,
             ),
         ),
-        description="lime's LimeTextExplainer: words deleted at random, a weighted linear surrogate of the target "
-        "probability fitted on the results. surrogate_r2: the surrogate's fit on those samples.",
+        description="LIME over words, as lime's LimeTextExplainer: words deleted at random, a weighted linear "
+        "surrogate of the target probability fitted on the results (lime's LimeBase). "
+        "surrogate_r2: the surrogate's fit on those samples.",
         signed=True,
         family="perturbation",
         output="probability",
