@@ -27,9 +27,9 @@ def test_a_small_run_prints_each_variants_speed_up_and_accuracy(tmp_path):
     assert lines[0].startswith("device: cpu")
     assert re.match(r"seeds loop : [\d.]+ s/epoch \(1,000 images, batch 64\), test acc [\d.]+%", lines[1])
     ratio = re.compile(
-        r"^(engine|batch1024): seeds' loop [\d.]+ s/epoch, engine [\d.]+ s/epoch, per-image speed-up [\d.]+ x, "
+        r"^(engine|batch512): seeds' loop [\d.]+ s/epoch, engine [\d.]+ s/epoch, per-image speed-up [\d.]+ x, "
         r"accuracy [+-][\d.]+ points$"
     )
-    assert [ratio.match(line).group(1) for line in lines[-2:]] == ["engine", "batch1024"]
+    assert [ratio.match(line).group(1) for line in lines[-2:]] == ["engine", "batch512"]
     engine = next(line for line in lines if line.startswith("engine     :"))
     assert "(1,000 images, batch 256)" in engine  # the engine trains on as many images as the seeds' loop

@@ -109,3 +109,10 @@ def test_train_command_takes_the_compile_and_layout_flags():
     assert cfg.compile == "graphs" and cfg.channels_last
     default = config_from_args(parser.parse_args(["train"]))
     assert default.compile == "off" and not default.channels_last
+
+
+@pytest.mark.slow  # inductor's first C++ build takes about 30 s on 2 cores
+def test_inductor_compiles_the_steps_on_this_machine():
+    result = train(quick(epochs=2, compile="on"))
+    assert result.state == "completed" and result.test_acc > 0.85, (result.error, result.test_acc)
+    assert result.run.summary()["compiled"] == "torch.compile (inductor)"
