@@ -37,6 +37,7 @@ from xaidash.explainers.methods._common import batch_slices, kernel_coalitions, 
 from xaidash.explainers.methods.text_perturb import (
     deleted_rows,
     deletion_samples,
+    kept_lengths,
     padded_rows,
     shown_positions,
     stacked,
@@ -108,18 +109,26 @@ def _text_saliency(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
 # --- LIME and KernelSHAP: word perturbations as id rows on the device (text_perturb) ------------
 
 
-def _scores(ctx: MethodContext, on: torch.Tensor, rows: RowsOf, what: str) -> tuple[np.ndarray, int]:
+def _scores(
+    ctx: MethodContext, on: torch.Tensor, rows: RowsOf, what: str, lengths: np.ndarray | None = None
+) -> tuple[np.ndarray, int]:
     """The target probability of every perturbation of every input, (N, samples) float64 on the CPU, through
     one stream of batched passes. on: (N, samples, K) 0/1 on the device, the features each sample shows;
-    rows(i, keep) builds the id rows of inputs i keeping the id positions `keep`."""
+    rows(i, shown) builds the id rows of inputs i showing those features. lengths: (N, samples) ids each
+    row keeps, when they differ: the rows then run shortest first, so each pass pads its rows little."""
     n, samples = on.shape[:2]
+    order = None if lengths is None else torch.as_tensor(np.argsort(lengths.ravel(), kind="stable"))
+    order = None if order is None else order.to(ctx.x.device)
 
     def build(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # Row i * samples + s: input i perturbed by its sample s.
-        i, s = index // samples, index % samples
+        row = index if order is None else order[index]
+        i, s = row // samples, row % samples
         return rows(i, on[i, s]), ctx.targets[i]
 
     probs, used = scored_rows(ctx, n * samples, build, probability=True, what=what)
+    if order is not None:
+        probs = torch.empty_like(probs).index_copy_(0, order, probs)  # back to row order
     return probs.view(n, samples).cpu().double().numpy(), used
 
 
@@ -154,7 +163,8 @@ def _text_lime(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         word = layout.word[i]
         return trim_padding(deleted_rows(ctx.x[i], shown_positions(word, shown), word >= 0, pad, empty), pad)
 
-    probs, used = _scores(ctx, torch.as_tensor(on, device=ctx.x.device), rows, "LIME")
+    lengths = kept_lengths(layout, ctx.x, on, pad)
+    probs, used = _scores(ctx, torch.as_tensor(on, device=ctx.x.device), rows, "LIME", lengths)
     fits = [_lime_fit(on[i, :, : len(words)], probs[i], ctx.seed) for i, words in enumerate(layout.words)]
     return MethodOutput(
         attributions=[weights for weights, _ in fits],

@@ -16,6 +16,8 @@ word vocabulary and WordPiece, always for words separated by whitespace or punct
   WordPiece, "5€" without "5" re-tokenizes "€" as a word, where the ids keep the continuation piece "##€";
 - in a text longer than the tokenizer's max_length: deleted from the string, the first unread words slide
   into view; with ids the model keeps reading only the words it read in the original (the ones explained).
+LIME's rows are run shortest first (`kept_lengths`), so the rows of one pass have about the same
+length and little padding: half the ids per pass on average, since lime deletes 1..d of d words.
 A word absent (KernelSHAP): its id positions take the padding id, in place (`padded_rows`).
 """
 
@@ -72,6 +74,17 @@ def word_layout(ctx: MethodContext) -> WordLayout:
         words.append(split_words(text)[: have[-1] + 1])
         present.append(have)
     return WordLayout(word.to(ctx.x.device), words, present)
+
+
+def kept_lengths(layout: WordLayout, ids: torch.Tensor, on: np.ndarray, pad_id: int) -> np.ndarray:
+    """(N, samples): how many ids each LIME row keeps (its special tokens and the pieces of its words left),
+    from the (N, samples, K) 0/1 draws, before any model pass."""
+    word, real = layout.word.cpu().numpy(), (ids != pad_id).cpu().numpy()
+    out = np.zeros(on.shape[:2], dtype=np.int64)
+    for i, words in enumerate(layout.words):
+        pieces = np.bincount(word[i][word[i] >= 0], minlength=len(words))  # ids per word
+        out[i] = ((word[i] < 0) & real[i]).sum() + on[i, :, : len(words)] @ pieces
+    return out
 
 
 def shown_positions(feature: torch.Tensor, on: torch.Tensor) -> torch.Tensor:

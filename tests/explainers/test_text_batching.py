@@ -16,8 +16,17 @@ from torch.distributions.categorical import Categorical
 from xaidash.data.registry import get_info
 from xaidash.data.tokenizer import WordVocab, word_spans
 from xaidash.explainers import ExplainError, explain
-from xaidash.explainers.methods.text_perturb import deleted_rows, shown_positions, trim_padding
+from xaidash.explainers.methods.text_perturb import (
+    deleted_rows,
+    deletion_samples,
+    kept_lengths,
+    shown_positions,
+    stacked,
+    trim_padding,
+    word_layout,
+)
 from xaidash.explainers.methods.text_reference import kernel_shap_text_reference, lime_text_reference
+from xaidash.explainers.registry import MethodContext
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.registry import build_model, get_spec
 
@@ -143,6 +152,24 @@ def test_a_text_longer_than_the_tokenizer_reads_explains_the_words_it_reads() ->
         e = explain(bundle, [text, "Dull!"], [0, 1], method=method, samples=30)
         assert len(e.tokens[0]) == len(e.attributions[0]) == 64, method
         assert np.isfinite(e.attributions[0]).all() and np.abs(e.attributions[0]).max() > 0, method
+
+
+@pytest.mark.parametrize("model", ["text_cnn", "tiny_bert"])
+def test_kept_lengths_count_the_ids_of_each_deleted_row(model: str) -> None:
+    """The lengths LIME orders its rows by are the non-padding ids of the rows (rows with no word left
+    aside: they become the empty text's ids)."""
+    bundle = bundle_of(model)
+    x = bundle.prepare(TEXTS)
+    ctx = MethodContext(bundle=bundle, x=x, targets=torch.zeros(len(TEXTS), dtype=torch.long), raw=TEXTS)
+    layout, pad = word_layout(ctx), bundle.tokenizer.pad_id
+    on = stacked([deletion_samples(30, len(words), seed=2) for words in layout.words])
+    lengths = kept_lengths(layout, x, on, pad)
+    for i in range(len(TEXTS)):
+        for s in range(30):
+            if on[i, s].any():
+                keep = shown_positions(layout.word[i : i + 1], torch.as_tensor(on[i, s : s + 1]))
+                row = deleted_rows(x[i : i + 1], keep, layout.word[i : i + 1] >= 0, pad, x.new_tensor([pad]))
+                assert int((row != pad).sum()) == lengths[i, s]
 
 
 # --- the same samples as the libraries: identical results -----------------------------------------------
