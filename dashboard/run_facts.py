@@ -155,6 +155,10 @@ def settings_rows(run: Run) -> list[tuple[str, str]]:
         ("training time", f"{s['train_seconds']:.1f} s" if s.get("train_seconds") is not None else "–"),
         ("samples/s", f"{s['samples_per_s']:,.0f}" if s.get("samples_per_s") else "–"),
     ]
+    if t.get("compile") not in (None, "off"):  # what the steps ran as, and why not compiled if it fell back
+        rows.append(("steps", str(s.get("compiled") or f"torch.compile ({t['compile']}), not finished")))
+    if t.get("channels_last"):
+        rows.append(("memory layout", "channels last (NHWC)"))
     return rows
 
 

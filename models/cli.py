@@ -105,6 +105,8 @@ def _report(result: TrainResult) -> int:
     )
     if result.state == "stopped":
         print(f"kept: {result.kept}")
+    if str(s.get("compiled", "")).startswith("eager"):
+        print(f"warning: the steps ran {s['compiled']}", file=sys.stderr)
     if warning := accuracy_warning(result.run.config(), s):
         print(f"warning: {warning}", file=sys.stderr)
     print(f"folder: {result.run.path}")

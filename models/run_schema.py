@@ -70,6 +70,8 @@ CONFIG = {
                 "lr": {"type": ["number", "null"], "exclusiveMinimum": 0},
                 "max_train_samples": {"type": ["integer", "null"], "minimum": 0},
                 "nproc": {"type": "integer", "minimum": 1, "maximum": 64},
+                "compile": {"enum": ["off", "on", "graphs"]},
+                "channels_last": {"type": "boolean"},
                 "model_options": MODEL_OPTIONS,
             },
         },
@@ -92,6 +94,7 @@ SUMMARY = {
     "type": "object",
     "properties": {
         "state": {"type": "string"},
+        "compiled": {"type": "string"},  # what the steps ran as (--compile), or why they fell back to eager
         "error": {"type": ["string", "null"]},
         "epochs_done": {**_count, "maximum": MAX_EPOCHS},
         "epochs": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_EPOCHS},

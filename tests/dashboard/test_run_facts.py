@@ -76,6 +76,17 @@ def test_settings_rows_are_readable_and_complete(tmp_path):
     assert rows["epochs done"] == "0/5 (+3/47 steps)"
     assert rows["kept"] == "weights after 3 of 47 steps of epoch 1; no epoch completed"
     assert rows["training time"] == "4.2 s" and rows["samples/s"] == "1,234"
+    assert "steps" not in rows and "memory layout" not in rows  # plain eager steps: nothing to say
+
+
+def test_settings_rows_say_how_the_steps_ran_when_compiled(tmp_path):
+    run = written_run(tmp_path, state="completed", compiled="eager: torch.compile failed (RuntimeError: no compiler)")
+    config = run.config()
+    config["train"] |= {"compile": "graphs", "channels_last": True}
+    run.write_config(config)
+    rows = dict(settings_rows(run))
+    assert rows["steps"] == "eager: torch.compile failed (RuntimeError: no compiler)"
+    assert rows["memory layout"] == "channels last (NHWC)"
 
 
 def test_run_rows_flag_poor_runs_and_survive_damage(tmp_path):
