@@ -16,7 +16,7 @@ from xaidash.models.compiled import COMPILE_MODES
 from xaidash.models.distributed import Launch, train_distributed
 from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
 from xaidash.models.quality import accuracy_warning, run_warning
-from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Recipe, describe, lr_note
+from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Recipe, describe, lr_note, scales_lr
 from xaidash.models.runstore import delete_run, percent, resolve_run, run_liveness, runs_root, runs_table
 
 
@@ -163,7 +163,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         key, recipe = cfg.recipe()
         resolved = cfg.with_recipe()
         print(f"settings ({'recipe ' + key} where not given): {describe(resolved.settings())}", file=sys.stderr)
-        if cfg.lr is None and cfg.batch_size is not None and cfg.batch_size != recipe.batch_size:
+        if cfg.lr is None and cfg.batch_size is not None and scales_lr(recipe, cfg.batch_size):
             print(f"  {lr_note(recipe, cfg.batch_size, resolved.settings().optimizer)}", file=sys.stderr)
     stop = threading.Event()
     try:
@@ -275,8 +275,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--batch-size",
         type=int,
         default=None,
-        help=f"training batch size {FROM_RECIPE}; without --lr, the recipe's learning rate is scaled to it "
-        "(square root for adam/adamw, linear for sgd)",
+        help=f"training batch size {FROM_RECIPE}; above the recipe's, without --lr, the recipe's learning rate is "
+        "scaled to it (square root for adam/adamw, linear for sgd)",
     )
     p.add_argument("--lr", type=float, default=None, help=f"learning rate (the peak, for one-cycle) {FROM_RECIPE}")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help=FROM_RECIPE)

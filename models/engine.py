@@ -53,6 +53,7 @@ from xaidash.models.recipes import (
     Schedule,
     TrainSettings,
     scale_lr,
+    scales_lr,
 )
 from xaidash.models.registry import ModelError, ModelSpec, get_spec
 from xaidash.models.runlock import RunLock
@@ -111,12 +112,13 @@ class TrainConfig:
 
     def with_recipe(self) -> TrainConfig:
         """A copy with every setting left None taken from the recipe: what a run trains with, and what the Train
-        form pre-fills when the model or data set changes. A batch size given without a learning rate gets the
-        recipe's learning rate scaled to it (`scale_lr`), so a larger batch (fewer steps, fewer launches on a
-        GPU) keeps training well."""
+        form pre-fills when the model or data set changes. A batch size larger than the recipe's, given without
+        a learning rate, gets the recipe's learning rate scaled to it (`scale_lr`), so a larger batch (fewer
+        steps, fewer launches on a GPU) keeps training well."""
         _, recipe = self.recipe()
         filled = {k: getattr(recipe, k) for k in SETTINGS if getattr(self, k) is None}
-        if self.lr is None and self.batch_size is not None and self.batch_size != recipe.batch_size:
+        if self.lr is None and scales_lr(recipe, self.batch_size):
+            assert self.batch_size is not None
             optimizer = self.optimizer or recipe.optimizer
             filled["lr"] = scale_lr(recipe.lr, recipe.batch_size, self.batch_size, optimizer)
         if not self.model_options and recipe.model_options:

@@ -21,7 +21,7 @@ from xaidash.models.compiled import COMPILE_MODES
 from xaidash.models.device import device_choices
 from xaidash.models.distributed import process_choices
 from xaidash.models.engine import TrainConfig
-from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Augment, Recipe, lr_note, scale_lr
+from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Augment, Recipe, lr_note, scale_lr, scales_lr
 from xaidash.models.registry import ModelSpec, models_for, recommended_model
 
 # The recipe's fields and the widgets that show them.
@@ -95,13 +95,15 @@ def fill_from_recipe(recipe: Recipe, info: DatasetInfo) -> None:
 
 
 def rescale_lr(spec: ModelSpec, info: DatasetInfo) -> None:
-    """The batch size changed: a learning rate still derived from the recipe follows it (`scale_lr`); one the
-    user typed stays as typed."""
+    """The batch size changed: a learning rate still derived from the recipe follows it (scaled above the recipe's
+    batch, the recipe's own at or below it); one the user typed stays as typed."""
     if st.session_state.get(RECIPE_KEYS["lr"]) != st.session_state.get(LR_AUTO):
         return
     recipe = spec.recipe(info)[1]
-    batch, optimizer = st.session_state[RECIPE_KEYS["batch_size"]], st.session_state[RECIPE_KEYS["optimizer"]]
-    lr = _clamp("lr", scale_lr(recipe.lr, recipe.batch_size, int(batch), optimizer))
+    batch, optimizer = int(st.session_state[RECIPE_KEYS["batch_size"]]), st.session_state[RECIPE_KEYS["optimizer"]]
+    lr = _clamp(
+        "lr", scale_lr(recipe.lr, recipe.batch_size, batch, optimizer) if scales_lr(recipe, batch) else recipe.lr
+    )
     st.session_state[RECIPE_KEYS["lr"]] = st.session_state[LR_AUTO] = lr
 
 
@@ -109,7 +111,7 @@ def scaled_lr_note(spec: ModelSpec, info: DatasetInfo) -> str | None:
     """How the learning rate field was derived, when the form scaled it for another batch size."""
     recipe = spec.recipe(info)[1]
     batch, lr = st.session_state.get(RECIPE_KEYS["batch_size"]), st.session_state.get(RECIPE_KEYS["lr"])
-    if batch in (None, recipe.batch_size) or lr != st.session_state.get(LR_AUTO):
+    if batch is None or not scales_lr(recipe, int(batch)) or lr != st.session_state.get(LR_AUTO):
         return None
     return lr_note(recipe, int(batch), st.session_state[RECIPE_KEYS["optimizer"]])
 
@@ -216,8 +218,8 @@ def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
             key="train_batch",
             on_change=rescale_lr,
             args=(spec, info),
-            help="a learning rate from the recipe is scaled with it (square root for adam/adamw, linear for sgd); "
-            "larger batches take fewer steps, which a GPU runs faster",
+            help="above the recipe's batch, a learning rate from the recipe is scaled with it (square root for "
+            "adam/adamw, linear for sgd); larger batches take fewer steps, which a GPU runs faster",
         )
         lr = c3.number_input("Learning rate", 1e-6, 5.0, step=1e-4, format="%g", key="train_lr")
         optimizer = c4.selectbox("Optimizer", OPTIMIZERS, key="train_opt")

@@ -126,6 +126,9 @@ def test_a_new_batch_size_scales_the_recipes_learning_rate_until_the_user_types_
     at.number_input(key="train_batch").set_value(256).run()
     assert at.session_state["train_lr"] == pytest.approx(0.02)  # Adam: the square root of 4x
     assert any("scaled to batch 256 (by the square root, for adam)" in c for c in texts(at.caption))
+    at.number_input(key="train_batch").set_value(32).run()
+    assert at.session_state["train_lr"] == pytest.approx(0.01)  # below the recipe's batch: the recipe's rate
+    at.number_input(key="train_batch").set_value(256).run()
     at.number_input(key="train_lr").set_value(0.003).run()
     at.number_input(key="train_batch").set_value(512).run()
     assert at.session_state["train_lr"] == pytest.approx(0.003)  # typed: kept

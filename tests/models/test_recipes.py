@@ -103,7 +103,7 @@ def test_a_batch_given_without_a_learning_rate_scales_the_recipes_learning_rate(
     bigger = TrainConfig(dataset="mnist", model="simple_cnn", batch_size=256).with_recipe()
     assert bigger.lr == 0.02  # 4x the batch: 2x the learning rate for Adam (square root)
     assert TrainConfig(dataset="mnist", model="simple_cnn", batch_size=256, optimizer="sgd").with_recipe().lr == 0.04
-    assert TrainConfig(dataset="mnist", model="simple_cnn", batch_size=16).with_recipe().lr == 0.005
+    assert TrainConfig(dataset="mnist", model="simple_cnn", batch_size=16).with_recipe().lr == 1e-2  # smaller: kept
     assert TrainConfig(dataset="mnist", model="simple_cnn", batch_size=256, lr=0.001).with_recipe().lr == 0.001
     assert TrainConfig(dataset="mnist", model="simple_cnn", batch_size=64).with_recipe().lr == 1e-2
     assert bigger.with_recipe() == bigger  # resolved once: stays
