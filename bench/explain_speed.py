@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from xaidash.data.errors import XaidashError
-from xaidash.models.device import device_name, pick_device, synchronize
+from xaidash.models.device import device_label, pick_device, synchronize
 
 QUICK_METHODS = ("saliency", "ig", "gradcam", "occlusion", "lime", "shap_gradient")
 
@@ -219,10 +219,7 @@ def header(device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
         except PackageNotFoundError:
             return "not installed"
 
-    if device.type == "cuda":
-        where = device_name(device)
-    else:
-        where = f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+    where = device_label(device)
     return {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "device": where,

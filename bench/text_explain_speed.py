@@ -26,8 +26,6 @@ tokenizer. Every path runs once to warm up, then the best of `--repeats` is kept
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +35,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from xaidash.models.device import device_name, pick_device, synchronize
+from xaidash.models.device import device_label, pick_device, synchronize
 
 MODELS = ("text_cnn", "text_transformer", "minilm")
 METHODS = {"lime": "LIME", "shap_kernel": "KernelSHAP"}
@@ -152,10 +150,7 @@ def bench(bundle, method: str, raw: list[str], samples: int, args: argparse.Name
 
 
 def header(device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
-    if device.type == "cuda":
-        where = device_name(device)
-    else:
-        where = f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+    where = device_label(device)
     return {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "device": where,

@@ -52,6 +52,17 @@ def device_name(device: torch.device) -> str:
     return device.type
 
 
+def device_label(device: torch.device) -> str:
+    """The device in one line for benchmark records: the GPU's name, or the CPU with its cores and torch threads."""
+    if device.type == "cuda":
+        return device_name(device)
+    import os
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    return f"cpu ({cpu}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work (CUDA runs asynchronously): timings are wrong without it."""
     if device.type == "cuda":
