@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import bench_module
 
 from xaidash.models.engine import TrainConfig, train
 
@@ -17,15 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 def test_bench_prints_samples_per_second(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = train(TrainConfig(dataset="shapes", model="resnet_small", epochs=1, max_train_samples=32, device="cpu"))
     assert result.ok, result.error
-    spec = importlib.util.spec_from_file_location("dataset_explain_bench", REPO / "bench" / "dataset_explain.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench
-    try:
-        spec.loader.exec_module(bench)
+    with bench_module("dataset_explain") as bench:
         argv = ["--run", result.run_dir.name, "--n", "12", "--chunk-size", "6", "--param", "ig.steps=2"]
         assert bench.main([*argv, "--engines", "local", "--device", "cpu"]) == 0
-    finally:
-        sys.modules.pop(spec.name, None)
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"local: 12 samples in \d+\.\d s, \d+\.\d\d samples/s", last), last

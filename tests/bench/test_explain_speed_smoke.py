@@ -4,14 +4,13 @@ comparisons and a JSON record."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from bench_scripts import bench_module
 from image_bundles import IMAGE_MODELS, fresh_bundle
 
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods
@@ -21,12 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("explain_speed", REPO / "bench" / "explain_speed.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    with bench_module("explain_speed") as module:
+        yield module
 
 
 IMAGE_METHODS = [m.id for m in list_methods("image")]

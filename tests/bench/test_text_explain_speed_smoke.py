@@ -3,25 +3,20 @@ method, the summary line `METHOD (model, S samples) N texts: xaidash S s, refere
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import bench_module
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("text_explain_speed", REPO / "bench" / "text_explain_speed.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    with bench_module("text_explain_speed") as module:
+        yield module
 
 
 def test_tiny_run_prints_a_summary_line_per_method(bench, capsys) -> None:
