@@ -158,7 +158,10 @@ def settings_rows(run: Run) -> list[tuple[str, str]]:
     if t.get("compile") not in (None, "off"):  # what the steps ran as, and why not compiled if it fell back
         rows.append(("steps", str(s.get("compiled") or f"torch.compile ({t['compile']}), not finished")))
     if t.get("channels_last"):
-        rows.append(("memory layout", "channels last (NHWC)"))
+        applied = c.get("memory_format") == "channels_last"
+        rows.append(
+            ("memory layout", "channels last (NHWC)" if applied else "standard (channels last needs 2-D convolutions)")
+        )
     return rows
 
 

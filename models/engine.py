@@ -688,6 +688,7 @@ def _write_config(session: TrainingSession) -> None:
         "recipe": {"key": key, **recipe.settings(), "expected_acc": recipe.expected_acc},
         "lr": session.lr,
         "device": device_name(session.device),
+        "memory_format": "channels_last" if session.channels_last else "contiguous",  # what --channels-last did
         **({"distributed": session.dist.describe()} if session.dist.active else {}),
         "versions": library_versions(),
         "parameters": sum(p.numel() for p in model.parameters()),

@@ -76,6 +76,7 @@ CONFIG = {
             },
         },
         "device": {"type": "string"},
+        "memory_format": {"enum": ["channels_last", "contiguous"]},
         # Several processes trained the run (DistributedDataParallel; absent: one process).
         "distributed": {
             "type": "object",

@@ -83,10 +83,12 @@ def test_settings_rows_say_how_the_steps_ran_when_compiled(tmp_path):
     run = written_run(tmp_path, state="completed", compiled="eager: torch.compile failed (RuntimeError: no compiler)")
     config = run.config()
     config["train"] |= {"compile": "graphs", "channels_last": True}
-    run.write_config(config)
+    run.write_config(config | {"memory_format": "channels_last"})
     rows = dict(settings_rows(run))
     assert rows["steps"] == "eager: torch.compile failed (RuntimeError: no compiler)"
     assert rows["memory layout"] == "channels last (NHWC)"
+    run.write_config(config | {"memory_format": "contiguous"})  # asked for, on a model without convolutions
+    assert dict(settings_rows(run))["memory layout"] == "standard (channels last needs 2-D convolutions)"
 
 
 def test_run_rows_flag_poor_runs_and_survive_damage(tmp_path):

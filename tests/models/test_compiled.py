@@ -84,8 +84,10 @@ def test_channels_last_applies_to_convolution_networks_and_checkpoints_load(tmp_
     session.lock.release()
     result = train(quick(dataset="shapes", model="resnet_small", channels_last=True, max_train_samples=64))
     assert result.state == "completed" and result.bundle is not None
+    assert result.run.config()["memory_format"] == "channels_last"
     mlp = setup_run(quick(channels_last=True))
     assert not mlp.channels_last  # no convolution: nothing to lay out
+    assert mlp.run.config()["memory_format"] == "contiguous"
     mlp.lock.release()
 
 
