@@ -378,8 +378,11 @@ def evaluate(
         n += len(y)
         if num_classes:
             confusion += torch.bincount(y * num_classes + pred, minlength=bins)
-    summed = dist.sum([loss_sum, correct, n], device)  # one process: the values as they are
-    loss, hits, n = summed[0], int(summed[1]), int(summed[2])
+    if dist.active:
+        summed = dist.sum([loss_sum, correct, n], device)
+        loss, hits, n = summed[0], int(summed[1]), int(summed[2])
+    else:  # read as they are (dist.sum works in float64, which MPS lacks)
+        loss, hits = float(loss_sum), int(correct)
     out: dict[str, Any] = {"loss": loss / max(n, 1), "acc": hits / max(n, 1), "n": n}
     if num_classes:
         out["confusion"] = dist.sum_tensor(confusion).view(num_classes, num_classes).cpu().tolist()
