@@ -38,7 +38,6 @@ import json
 import os
 import platform
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -49,8 +48,10 @@ import torch
 import torch.nn.functional as F
 
 from xaidash.data.errors import XaidashError
-from xaidash.models.device import device_label, pick_device, synchronize
+from xaidash.models.device import best_time, device_label, pick_device
 
+# Timing of one call stops repeating once this many seconds are spent, so slow reference paths run once or twice.
+TIMING_BUDGET_S = 5.0
 QUICK_METHODS = ("saliency", "ig", "gradcam", "occlusion", "lime", "shap_gradient")
 
 
@@ -112,26 +113,6 @@ class Report:
 
 
 # ---------------------------------------------------------------- timing
-
-
-def best_time(
-    fn: Callable[[], Any],
-    device: torch.device,
-    repeats: int,
-    warmup: Callable[[], Any] | None = None,
-    budget_s: float = 5.0,
-) -> float:
-    """Best wall time of up to `repeats` calls of fn, after one warm-up call (of `warmup` when given).
-    Timing stops early once `budget_s` is spent, so slow reference paths run once or twice."""
-    (warmup or fn)()
-    times: list[float] = []
-    while len(times) < max(1, repeats) and sum(times) < budget_s:
-        synchronize(device)
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def run_passes(
@@ -271,9 +252,11 @@ def bench_method(
         # the passes alone run batched like the method ran (methods cap the batch on a CPU, halve it on OOM)
         ran_at[0] = int(e.diagnostics.get("batch_size", [args.batch_size])[0])
 
-    seconds = best_time(ours, device, args.repeats)
+    seconds = best_time(ours, device, args.repeats, budget_s=TIMING_BUDGET_S)
     fb, f = model_passes(bundle, method, params, n, len(background))
-    alone = best_time(lambda: run_passes(bundle.model, x, targets, fb, f, ran_at[0]), device, args.repeats)
+    alone = best_time(
+        lambda: run_passes(bundle.model, x, targets, fb, f, ran_at[0]), device, args.repeats, budget_s=TIMING_BUDGET_S
+    )
     setting = ", ".join(f"{k.replace('_size', '')}={v}" for k, v in params.items()) or "-"
     return MethodResult(
         bundle.spec.name,
@@ -314,7 +297,9 @@ def compare_lime(
 
         return call
 
-    lib = best_time(reference(len(raw)), bundle.device, args.repeats, warmup=reference(1)) / len(raw)
+    lib = best_time(
+        reference(len(raw)), bundle.device, args.repeats, warmup=reference(1), budget_s=TIMING_BUDGET_S
+    ) / len(raw)
     return Comparison(
         bundle.spec.name,
         f"LIME {samples} samples",
@@ -340,7 +325,7 @@ def compare_shap(
 
         return call
 
-    lib = best_time(library(len(x)), bundle.device, args.repeats, warmup=library(1)) / len(x)
+    lib = best_time(library(len(x)), bundle.device, args.repeats, warmup=library(1), budget_s=TIMING_BUDGET_S) / len(x)
     return Comparison(
         bundle.spec.name,
         f"SHAP gradient {samples} samples",
@@ -360,7 +345,7 @@ def compare_ig(bundle, x: torch.Tensor, targets: torch.Tensor, ours_s: float, ar
     def library() -> None:
         IntegratedGradients(bundle.model).attribute(x.detach(), target=targets, n_steps=steps)
 
-    lib = best_time(library, bundle.device, args.repeats) / len(x)
+    lib = best_time(library, bundle.device, args.repeats, budget_s=TIMING_BUDGET_S) / len(x)
     return Comparison(
         bundle.spec.name,
         f"IG {steps} steps",

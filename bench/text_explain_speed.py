@@ -26,8 +26,7 @@ tokenizer. Every path runs once to warm up, then the best of `--repeats` is kept
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -35,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from xaidash.models.device import device_label, pick_device, synchronize
+from xaidash.models.device import best_time, device_label, pick_device
 
 MODELS = ("text_cnn", "text_transformer", "minilm")
 METHODS = {"lime": "LIME", "shap_kernel": "KernelSHAP"}
@@ -67,19 +66,6 @@ class Row:
 class Report:
     header: dict[str, Any]
     rows: list[Row] = field(default_factory=list)
-
-
-def best_time(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
-    """Best wall time of `repeats` calls of fn, after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(max(1, repeats)):
-        synchronize(device)
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def cues_texts(split: Literal["train", "test"]) -> list[str]:

@@ -49,10 +49,6 @@ class CompiledSteps:
             model, backend=BACKEND, mode="reduce-overhead" if graphs else None
         )
 
-    @property
-    def active(self) -> bool:
-        return self.failure is None
-
     def step(self, run: Callable[..., T], *args: object) -> T:
         """`run(model, *args)`: one training step (forward and backward) with the compiled model, or with the eager
         model once compiling has failed. A failed compiled step is run again eagerly (its gradients are reset

@@ -7,9 +7,13 @@ dashboard and the benchmarks agree on what "auto" means and how a device is call
 from __future__ import annotations
 
 import functools
+import math
+import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -50,6 +54,26 @@ def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
     return device.type
+
+
+def best_time(
+    fn: Callable[[], Any],
+    device: torch.device,
+    repeats: int,
+    warmup: Callable[[], Any] | None = None,
+    budget_s: float = math.inf,
+) -> float:
+    """Best wall time of up to `repeats` calls of fn (the device's queue waited for around each), after one
+    warm-up call (of `warmup` when given); timing stops early once `budget_s` is spent. For the benchmarks."""
+    (warmup or fn)()
+    times: list[float] = []
+    while len(times) < max(1, repeats) and sum(times) < budget_s:
+        synchronize(device)
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return min(times)
 
 
 def device_label(device: torch.device) -> str:
