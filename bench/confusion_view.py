@@ -25,7 +25,7 @@ from xaidash.dashboard.components.charts import (
     top_confusions,
     top_confusions_chart,
 )
-from xaidash.models.runstore import SUMMARY, Run
+from xaidash.models.runs.store import SUMMARY, Run
 
 
 def matrix(n: int) -> np.ndarray:

@@ -30,7 +30,7 @@ import numpy as np
 
 
 def _quick_run(root: Path) -> Path:
-    from xaidash.models.engine import TrainConfig, train
+    from xaidash.models.training.engine import TrainConfig, train
 
     os.environ["XAIDASH_RUNS"] = str(root)
     result = train(
@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from xaidash.explainers.cli import parse_params
-    from xaidash.explainers.dataset_explain import DatasetJob, explain_dataset
+    from xaidash.explainers.dataset.explain import DatasetJob, explain_dataset
     from xaidash.explainers.registry import get_method
-    from xaidash.models.runstore import Run, load_bundle, resolve_run
+    from xaidash.models.runs.store import Run, load_bundle, resolve_run
 
     tmp = Path(tempfile.mkdtemp(prefix="xaidash-bench-dataset-"))
     run_path = Path(resolve_run(args.run).path) if args.run else _quick_run(tmp / "runs")
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         out = tmp / f"store-{engine}"
         if engine == "ray":
-            from xaidash.explainers.ray_engine import init_ray
+            from xaidash.explainers.dataset.ray_engine import init_ray
 
             began = time.perf_counter()
             init_ray(None, args.workers, args.gpus_per_worker)
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         results[engine] = (time.perf_counter() - began, out)
 
     if "local" in results and "ray" in results:
-        from xaidash.explainers.dataset_store import open_store_at
+        from xaidash.explainers.dataset.store import open_store_at
 
         a, b = open_store_at(results["local"][1]), open_store_at(results["ray"][1])
         assert a is not None and b is not None

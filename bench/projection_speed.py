@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from sklearn.manifold import trustworthiness
 
-    from xaidash.explainers.projection import PCA_DIMS, knn_device, project
+    from xaidash.explainers.inspection.projection import PCA_DIMS, knn_device, project
 
     x = mnist_pixels(args.n, args.root or data_root())
     sample = np.random.default_rng(0).choice(len(x), size=min(args.sample, len(x)), replace=False)

@@ -15,6 +15,7 @@ third of the run (it must level off); writes the same as JSON to --out.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import socket
@@ -27,8 +28,19 @@ from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
-from xaidash.dashboard.headless import CHROMIUM, FLAGS, wait_drawn
-from xaidash.models.demo import latest_demo_runs
+from xaidash.models.training.demo import latest_demo_runs
+
+# scripts/headless.py, the developer tools' Chromium driver, is not part of the installed package: load it by path.
+_spec = importlib.util.spec_from_file_location(
+    "headless", Path(__file__).resolve().parents[1] / "scripts" / "headless.py"
+)
+assert _spec is not None and _spec.loader is not None
+headless = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(headless)
+CHROMIUM = headless.CHROMIUM
+FLAGS = headless.FLAGS
+wait_drawn = headless.wait_drawn
+
 
 TOUR = [
     ("explain", "cnn"),

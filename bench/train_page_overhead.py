@@ -11,6 +11,7 @@ compared; the last line reads `page open S s, page closed S s, ratio R x` (the i
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -20,7 +21,17 @@ from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
-from xaidash.dashboard.headless import CHROMIUM, FLAGS, serving, wait_drawn
+# scripts/headless.py, the developer tools' Chromium driver, is not part of the installed package: load it by path.
+_spec = importlib.util.spec_from_file_location(
+    "headless", Path(__file__).resolve().parents[1] / "scripts" / "headless.py"
+)
+assert _spec is not None and _spec.loader is not None
+headless = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(headless)
+CHROMIUM = headless.CHROMIUM
+FLAGS = headless.FLAGS
+serving = headless.serving
+wait_drawn = headless.wait_drawn
 
 
 def _finished_runs(root: Path) -> dict[str, dict]:

@@ -40,7 +40,7 @@ from torch.utils.data import DataLoader, random_split
 from torchvision import datasets, transforms
 
 from xaidash.models.device import device_name, pick_device, synchronize
-from xaidash.models.recipes import scale_lr
+from xaidash.models.training.recipes import scale_lr
 
 BASE_BATCH, BASE_LR = 256, 1e-2
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -123,7 +123,7 @@ def seeds_loop(root: Path, device: torch.device, epochs: int, images: int) -> Ti
 
 
 def engine_loop(variant: str, device: str, epochs: int, images: int) -> Timing:
-    from xaidash.models.engine import TrainConfig, train
+    from xaidash.models.training.engine import TrainConfig, train
 
     settings = VARIANTS[variant]
     batch = settings["batch_size"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from xaidash.models.jobs import JobSnapshot
-from xaidash.models.quality import run_warning
-from xaidash.models.runstore import WEIGHTS, Run, run_liveness, weights_problem
+from xaidash.dashboard.jobs import JobSnapshot
+from xaidash.models.runs.quality import run_warning
+from xaidash.models.runs.store import WEIGHTS, Run, run_liveness, weights_problem
 
 USABLE_STATES = ("completed", "stopped")
 

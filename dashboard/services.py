@@ -21,14 +21,14 @@ import numpy as np
 import streamlit as st
 import torch
 
+from xaidash.dashboard.jobs import JobManager
+from xaidash.dashboard.replicas import ReplicaPool
 from xaidash.data.errors import DatasetError
 from xaidash.data.registry import ImageSplit, Split, TextSplit, load_split
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.jobs import JobManager
 from xaidash.models.registry import ModelError
-from xaidash.models.replicas import ReplicaPool
-from xaidash.models.runstore import WEIGHTS, Run, load_bundle
-from xaidash.models.train_process import train_in_process
+from xaidash.models.runs.store import WEIGHTS, Run, load_bundle
+from xaidash.models.training.process import train_in_process
 
 GALLERY_LIMIT = 2000  # test samples whose predictions the gallery filters use
 T = TypeVar("T")
@@ -90,7 +90,7 @@ _pools_guard = threading.Lock()
 
 
 def replica_pool(key: str, bundle: ModelBundle) -> ReplicaPool[ModelBundle]:
-    """The replicas of the model `key` names (models/replicas.py): `bundle` itself first, then copies of a
+    """The replicas of the model `key` names (dashboard/replicas.py): `bundle` itself first, then copies of a
     pristine snapshot taken when the pool is made (before any job has hooked the model). A new weights
     version has a new key, hence a new pool."""
     with _pools_guard:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from xaidash.dashboard.run_facts import pct
-from xaidash.models.runstore import Run, has_usable_weights, list_runs, run_liveness
+from xaidash.models.runs.store import Run, has_usable_weights, list_runs, run_liveness
 
 if TYPE_CHECKING:
     from xaidash.models.bundle import ModelBundle

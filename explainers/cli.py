@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from xaidash.data.argtypes import float_range, int_range
-from xaidash.explainers.dataset_explain import DEFAULT_CHUNK, ENGINES, parse_dataset_range
+from xaidash.explainers.dataset.explain import DEFAULT_CHUNK, ENGINES, parse_dataset_range
 from xaidash.explainers.inputs import FITS, ResolvedInput, resolve_sample
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, Param
@@ -106,7 +106,7 @@ def _predictions(bundle: ModelBundle, raw: Any, k: int) -> list[dict[str, Any]]:
 
 
 def _save_outputs(e: Any, sample: ResolvedInput, bundle: ModelBundle, out: Path, signed: bool) -> list[str]:
-    from xaidash.explainers import render
+    from xaidash.explainers.figures import render
 
     attr = e.item(0)
     np.save(out / f"{e.method}.npy", attr)
@@ -157,7 +157,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from xaidash.models.runstore import load_bundle, resolve_run, weights_problem
+    from xaidash.models.runs.store import load_bundle, resolve_run, weights_problem
 
     run = resolve_run(args.run)
     if problem := weights_problem(run):  # a failed run or NaN weights: its maps are noise (issue 15)
@@ -274,8 +274,8 @@ def _explain_dataset(
     """`--input dataset:all` / `dataset:START:STOP`: every sample of the range into the run's attribution store."""
     from xaidash.data.errors import DatasetError
     from xaidash.data.registry import load_split
-    from xaidash.explainers.dataset_explain import DatasetJob, check_range, explain_dataset, summary
-    from xaidash.explainers.dataset_store import store_dir
+    from xaidash.explainers.dataset.explain import DatasetJob, check_range, explain_dataset, summary
+    from xaidash.explainers.dataset.store import store_dir
 
     if args.target is not None:
         raise ExplainError("--target applies to single inputs: a data set is explained for each sample's prediction.")

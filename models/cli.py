@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from xaidash.models.compiled import COMPILE_MODES
-from xaidash.models.distributed import Launch, train_distributed
-from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
-from xaidash.models.quality import accuracy_warning, run_warning
-from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Recipe, describe, lr_note, scales_lr
-from xaidash.models.runstore import delete_run, percent, resolve_run, run_liveness, runs_root, runs_table
+from xaidash.models.runs.quality import accuracy_warning, run_warning
+from xaidash.models.runs.store import delete_run, percent, resolve_run, run_liveness, runs_root, runs_table
+from xaidash.models.training.compiled import COMPILE_MODES
+from xaidash.models.training.distributed import Launch, train_distributed
+from xaidash.models.training.engine import TrainConfig, TrainEvent, TrainResult, train
+from xaidash.models.training.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Recipe, describe, lr_note, scales_lr
 
 
 def _fmt(v: float | None, pct: bool = False) -> str:
@@ -114,7 +114,7 @@ def _report(result: TrainResult) -> int:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The TrainConfig `xaidash train`'s arguments ask for (also read by models/train_worker.py under torchrun)."""
+    """The TrainConfig `xaidash train`'s arguments ask for (also read by models/training/worker.py under torchrun)."""
     return TrainConfig(
         dataset=args.dataset,
         model=args.model,
@@ -185,7 +185,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     """Train the quick-start runs one after another with their recipes; Ctrl-C stops the current one and skips
     the rest."""
-    from xaidash.models.demo import DEMO_RUNS
+    from xaidash.models.training.demo import DEMO_RUNS
 
     stop = threading.Event()
     started = time.perf_counter()
@@ -366,7 +366,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _demo_runs() -> tuple[tuple[str, str], ...]:
-    from xaidash.models.demo import DEMO_RUNS
+    from xaidash.models.training.demo import DEMO_RUNS
 
     return DEMO_RUNS
 

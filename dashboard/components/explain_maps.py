@@ -10,7 +10,7 @@ from PIL import Image
 
 from xaidash.dashboard.run_facts import problem_badge
 from xaidash.dashboard.state import selected_run
-from xaidash.explainers import ood
+from xaidash.explainers.inspection import ood
 from xaidash.models.bundle import ModelBundle
 
 CARD_WIDTH = 224  # px: maps are this wide (>= 200 px); the row wraps to the next line instead of shrinking them

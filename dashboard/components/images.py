@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from xaidash.explainers.render import image_hwc
+from xaidash.explainers.figures.render import image_hwc
 
 
 def to_pil(image01: Any, min_side: int = 96) -> Image.Image:

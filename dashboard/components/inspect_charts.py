@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFont
 
-from xaidash.explainers.render import colorize, image_hwc
+from xaidash.explainers.figures.render import colorize, image_hwc
 
 CELL = 64  # px of one small heatmap in the layer x head grid
 GRID_ROWS_LIMIT = 60_000  # above this many cells the grid is drawn as one image, not as altair marks

@@ -6,9 +6,9 @@ Shared so the sidebar, Home and Train say the same thing about the same job.
 from __future__ import annotations
 
 from xaidash.dashboard import services
+from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
 from xaidash.dashboard.run_facts import kept_sentence, pct
-from xaidash.models.jobs import JobSnapshot, QueueSnapshot
-from xaidash.models.runstore import resolve_run
+from xaidash.models.runs.store import resolve_run
 
 
 def stop_training() -> None:

@@ -6,8 +6,8 @@ from typing import Any
 
 import streamlit as st
 
-from xaidash.models.quality import run_warning
-from xaidash.models.runstore import Run
+from xaidash.models.runs.quality import run_warning
+from xaidash.models.runs.store import Run
 
 ICON = ":material/warning:"
 

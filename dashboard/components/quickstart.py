@@ -1,4 +1,4 @@
-"""The quick start on Home: one button trains the demo runs (models/demo.py) one after another in the
+"""The quick start on Home: one button trains the demo runs (models/training/demo.py) one after another in the
 background, with their progress, then lists them with their accuracy and links to the pages.
 
 The job manager is shared by every session, so the progress survives page changes and reloads; the
@@ -12,15 +12,15 @@ import streamlit as st
 from xaidash.dashboard import services
 from xaidash.dashboard.components.job_status import fmt_seconds, progress_text, stop_training
 from xaidash.dashboard.errors import USER_ERRORS, show_error
+from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
 from xaidash.dashboard.run_facts import pct
 from xaidash.dashboard.state import select_run
 from xaidash.data.registry import get_source
-from xaidash.models.demo import DEMO_RUNS
-from xaidash.models.engine import TrainConfig
-from xaidash.models.jobs import JobSnapshot, QueueSnapshot
-from xaidash.models.quality import run_warning
 from xaidash.models.registry import get_spec
-from xaidash.models.runstore import resolve_run
+from xaidash.models.runs.quality import run_warning
+from xaidash.models.runs.store import resolve_run
+from xaidash.models.training.demo import DEMO_RUNS
+from xaidash.models.training.engine import TrainConfig
 
 NAME = "Quick start"
 STARTED = "quickstart_queue"  # the queue this session started: its first run gets selected when it ends

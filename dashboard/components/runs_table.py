@@ -13,10 +13,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from xaidash.dashboard.jobs import JobSnapshot
 from xaidash.dashboard.run_facts import has_weights, run_row
 from xaidash.dashboard.state import RUN_KEY, select_run, selected_run
-from xaidash.models.jobs import JobSnapshot
-from xaidash.models.runstore import Run, list_runs, run_liveness
+from xaidash.models.runs.store import Run, list_runs, run_liveness
 
 PENDING = "xai_pending_run"  # clicked, but no weights yet: becomes the selected run when it has them
 COLUMNS = {

@@ -25,9 +25,9 @@ from xaidash.dashboard.components.explain_maps import map_card
 from xaidash.dashboard.components.explain_tables import BEST, metrics_table
 from xaidash.dashboard.components.images import to_pil
 from xaidash.data.registry import ImageSplit
-from xaidash.explainers import dataset_report as R
 from xaidash.explainers import get_method
-from xaidash.explainers.render import (
+from xaidash.explainers.dataset import report as R
+from xaidash.explainers.figures.render import (
     DEFAULT_UPSCALE,
     LARGE_UPSCALE,
     OVERLAY_ALPHA,
@@ -41,7 +41,7 @@ from xaidash.explainers.render import (
 )
 from xaidash.explainers.scoring import METRICS
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.runstore import Run
+from xaidash.models.runs.store import Run
 
 OPEN_SAMPLE_PARAM = "sample"  # the input picker's ?sample=test:INDEX (see components/inputs.py)
 
@@ -64,7 +64,7 @@ def show_stored_sample(run: Run, bundle: ModelBundle) -> bool:
     wanted = st.query_params.get(STORED_PARAM)
     if not wanted:
         return False
-    from xaidash.explainers.dataset_store import open_store
+    from xaidash.explainers.dataset.store import open_store
 
     parsed = R.parse_stored(wanted)
     store = open_store(run.path, parsed[0]) if parsed else None

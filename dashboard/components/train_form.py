@@ -17,12 +17,21 @@ from xaidash.dashboard.run_facts import pct
 from xaidash.data.catalogue import dataset_status
 from xaidash.data.paths import data_root, offline
 from xaidash.data.registry import DatasetInfo, get_source, list_datasets
-from xaidash.models.compiled import COMPILE_MODES
 from xaidash.models.device import device_choices
-from xaidash.models.distributed import process_choices
-from xaidash.models.engine import TrainConfig
-from xaidash.models.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Augment, Recipe, lr_note, scale_lr, scales_lr
 from xaidash.models.registry import ModelSpec, models_for, recommended_model
+from xaidash.models.training.compiled import COMPILE_MODES
+from xaidash.models.training.distributed import process_choices
+from xaidash.models.training.engine import TrainConfig
+from xaidash.models.training.recipes import (
+    AUGMENTATIONS,
+    OPTIMIZERS,
+    SCHEDULES,
+    Augment,
+    Recipe,
+    lr_note,
+    scale_lr,
+    scales_lr,
+)
 
 # The recipe's fields and the widgets that show them.
 RECIPE_KEYS = {

@@ -19,9 +19,9 @@ from xaidash.dashboard.components.inspect_charts import (
 )
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.state import require_bundle
-from xaidash.explainers.attention import has_attention
-from xaidash.explainers.attention_view import AttentionView, attention_view
-from xaidash.explainers.render import heatmap, highlight_tokens, overlay
+from xaidash.explainers.figures.render import heatmap, highlight_tokens, overlay
+from xaidash.explainers.inspection.attention import has_attention
+from xaidash.explainers.inspection.attention_view import AttentionView, attention_view
 from xaidash.models.bundle import ModelBundle
 
 MEAN = "mean over heads"

@@ -26,10 +26,10 @@ from xaidash.dashboard.components.params import param_controls
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
 from xaidash.explainers import methods_for
-from xaidash.explainers.compare import compare_methods
+from xaidash.explainers.comparison.compare import compare_methods
+from xaidash.explainers.figures.render import heatmap, highlight_tokens
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import ExplainError
-from xaidash.explainers.render import heatmap, highlight_tokens
 from xaidash.explainers.samples import pick_test_sample
 from xaidash.explainers.scoring import METRICS
 

@@ -21,7 +21,7 @@ from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.state import require_bundle
 from xaidash.data.registry import ImageSplit, TextSplit
-from xaidash.explainers.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
+from xaidash.explainers.inspection.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.activations import (
     CACHE_FOLDER,

@@ -28,8 +28,7 @@ from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
 from xaidash.explainers import list_methods, methods_for
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.metrics.deletion import CURVE_STEPS
-from xaidash.explainers.render import (
+from xaidash.explainers.figures.render import (
     DEFAULT_UPSCALE,
     LARGE_UPSCALE,
     OVERLAY_ALPHA,
@@ -45,6 +44,7 @@ from xaidash.explainers.render import (
     overlay,
     with_legend,
 )
+from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.scoring import METRICS, explain_and_score
 from xaidash.models.bundle import ModelBundle
 

@@ -14,7 +14,7 @@ from xaidash.dashboard.components.runs_table import runs_table
 from xaidash.dashboard.errors import guard
 from xaidash.data.catalogue import datasets_table
 from xaidash.data.paths import data_root, offline
-from xaidash.models.runstore import list_runs, runs_root
+from xaidash.models.runs.store import list_runs, runs_root
 
 st.title("xaidash")
 st.write(

@@ -22,7 +22,7 @@ from xaidash.models.external.options import (
     parse_shape,
 )
 from xaidash.models.registry import ModelError, list_models
-from xaidash.models.runstore import Run, resolve_run
+from xaidash.models.runs.store import Run, resolve_run
 
 WEIGHT_TYPES = ["safetensors", "pt", "pth", "bin", "ckpt"]
 LAST = "import_last_run"  # the run this session imported last: its summary stays on the page

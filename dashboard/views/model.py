@@ -15,9 +15,12 @@ from xaidash.dashboard.components.inspect_charts import filter_grid, filter_scal
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.state import pct, require_bundle
 from xaidash.explainers import methods_for
-from xaidash.explainers.across_training import TrainingExplanations, default_methods, explanations_across_training
-from xaidash.explainers.registry import get_method
-from xaidash.explainers.render import (
+from xaidash.explainers.comparison.across_training import (
+    TrainingExplanations,
+    default_methods,
+    explanations_across_training,
+)
+from xaidash.explainers.figures.render import (
     DEFAULT_UPSCALE,
     OVERLAY_ALPHA,
     colorbar_html,
@@ -26,6 +29,7 @@ from xaidash.explainers.render import (
     map_legend,
     overlay,
 )
+from xaidash.explainers.registry import get_method
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.activations import FeatureMaps, Filters, feature_maps, first_layer_filters
 from xaidash.models.inspect.summary import ModelSummary, summarize_bundle

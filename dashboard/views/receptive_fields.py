@@ -11,7 +11,7 @@ from xaidash.dashboard.components.inputs import input_picker, stop_without_datas
 from xaidash.dashboard.components.inspect_charts import draw_box, erf_profile_chart, heat_image, scale_bar, upscaled
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.state import require_bundle
-from xaidash.explainers.effective_receptive_field import ERF, bundle_erf
+from xaidash.explainers.inspection.effective_receptive_field import ERF, bundle_erf
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.receptive_field import RFLayer, bundle_receptive_fields, find_layer
 from xaidash.models.registry import ModelError

@@ -18,18 +18,7 @@ from xaidash.dashboard.components.inputs import PickedInput, _pick_key, input_pi
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle, run_label
-from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.registry import MethodSpec
-from xaidash.explainers.render import (
-    OVERLAY_ALPHA,
-    colorbar_html,
-    greyscale,
-    heatmap,
-    highlight_tokens,
-    map_legend,
-    overlay,
-)
-from xaidash.explainers.side_by_side import (
+from xaidash.explainers.comparison.side_by_side import (
     ModelChoice,
     common_methods,
     disagreements,
@@ -41,8 +30,19 @@ from xaidash.explainers.side_by_side import (
     split_predictions,
     top_classes,
 )
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.figures.render import (
+    OVERLAY_ALPHA,
+    colorbar_html,
+    greyscale,
+    heatmap,
+    highlight_tokens,
+    map_legend,
+    overlay,
+)
+from xaidash.explainers.registry import MethodSpec
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.runstore import Run
+from xaidash.models.runs.store import Run
 
 KEY = "sbs"
 MAX_INPUTS = 4

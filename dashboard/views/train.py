@@ -31,11 +31,11 @@ from xaidash.dashboard.components.quality import show_run_warning
 from xaidash.dashboard.components.runs_table import runs_table
 from xaidash.dashboard.components.train_form import choose_dataset, choose_model, restore_fields, settings_form
 from xaidash.dashboard.errors import USER_ERRORS, guard, show_error
+from xaidash.dashboard.jobs import JobSnapshot
 from xaidash.dashboard.run_facts import epochs_text, has_weights, pct, settings_rows
 from xaidash.dashboard.state import RUN_KEY, select_run
-from xaidash.models.engine import TrainConfig
-from xaidash.models.jobs import JobSnapshot
-from xaidash.models.runstore import Run, delete_run, list_runs, run_liveness, runs_root
+from xaidash.models.runs.store import Run, delete_run, list_runs, run_liveness, runs_root
+from xaidash.models.training.engine import TrainConfig
 
 manager = services.job_manager()
 FLASH = "train_flash"

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from xaidash.explainers.attention import (
+from xaidash.explainers.inspection.attention import (
     HEAD_FUSIONS,
     collect_attention,
     fuse_heads,

@@ -10,13 +10,13 @@ import torch
 from torch import nn
 
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.checkpoint import load_weights
 from xaidash.models.device import pick_device
 from xaidash.models.external.layers import Layers
 from xaidash.models.external.linking import image_probe, text_probe
 from xaidash.models.external.registry import Rebuilt, get_source
 from xaidash.models.registry import ModelError, ModelSpec
-from xaidash.models.runstore import WEIGHTS, Run, info_from_json
+from xaidash.models.runs.checkpoint import load_weights
+from xaidash.models.runs.store import WEIGHTS, Run, info_from_json
 
 IMPORTED = "imported"  # summary state of an imported run: usable like a completed one
 
@@ -26,7 +26,7 @@ def is_imported(config: dict[str, Any]) -> bool:
 
 
 def _rebuilt_only(*_: Any, **__: Any) -> nn.Module:
-    raise ModelError("An imported model is rebuilt from its run folder (xaidash.models.runstore.load_bundle).")
+    raise ModelError("An imported model is rebuilt from its run folder (xaidash.models.runs.store.load_bundle).")
 
 
 def imported_spec(config: dict[str, Any]) -> ModelSpec:

@@ -30,7 +30,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from xaidash.models.checkpoint import save_weights
 from xaidash.models.external.layers import (
     Layers,
     attention_grid,
@@ -55,7 +54,8 @@ from xaidash.models.external.loading import IMPORTED, load_imported
 from xaidash.models.external.options import ImportOptions
 from xaidash.models.external.registry import Loaded, parse_source
 from xaidash.models.registry import ModelError, ModelSpec
-from xaidash.models.runstore import WEIGHTS, Run, info_to_json, runs_root
+from xaidash.models.runs.checkpoint import save_weights
+from xaidash.models.runs.store import WEIGHTS, Run, info_to_json, runs_root
 
 STAGING = ".importing"  # under the runs root; its sub-folders have no config.json at the top level: never listed
 _VERSIONED = ("torch", "torchvision", "transformers", "timm", "safetensors")

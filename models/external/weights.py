@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from xaidash.models.checkpoint import check_compatible, read_tensors
 from xaidash.models.registry import ModelError
+from xaidash.models.runs.checkpoint import check_compatible, read_tensors
 
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
 # Training scripts often save {"state_dict": ..., "epoch": ...}; the weights are under one of these keys.

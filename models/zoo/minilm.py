@@ -20,8 +20,8 @@ from torch import nn
 
 from xaidash.data.registry import DatasetInfo
 from xaidash.data.tokenizer import word_spans
-from xaidash.models.recipes import Recipe
 from xaidash.models.registry import ModelError, ModelSpec, register
+from xaidash.models.training.recipes import Recipe
 
 if TYPE_CHECKING:  # transformers is imported on use
     from transformers import BertModel

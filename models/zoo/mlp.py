@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.recipes import Recipe
 from xaidash.models.registry import ModelSpec, register
+from xaidash.models.training.recipes import Recipe
 
 HIDDEN = (256, 128)
 

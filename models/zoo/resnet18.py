@@ -21,8 +21,8 @@ from torch import nn
 
 from xaidash.data.paths import offline
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.recipes import Recipe
 from xaidash.models.registry import ModelSpec, register
+from xaidash.models.training.recipes import Recipe
 
 if TYPE_CHECKING:  # torchvision is imported on use
     from torchvision.models import ResNet

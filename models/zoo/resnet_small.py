@@ -5,8 +5,8 @@ from __future__ import annotations
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.recipes import Recipe
 from xaidash.models.registry import ModelSpec, register
+from xaidash.models.training.recipes import Recipe
 
 
 class BasicBlock(nn.Module):

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.recipes import Recipe
 from xaidash.models.registry import ModelError, ModelSpec, register
+from xaidash.models.training.recipes import Recipe
 
 EMBED_DIM, CHANNELS, KERNELS = 64, 64, (3, 4, 5)
 

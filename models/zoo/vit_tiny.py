@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.recipes import Recipe
 from xaidash.models.registry import ModelError, ModelSpec, register
+from xaidash.models.training.recipes import Recipe
 from xaidash.models.zoo._attention import Encoder
 
 DIM, DEPTH, HEADS, MLP_DIM = 64, 4, 4, 128

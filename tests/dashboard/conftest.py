@@ -6,10 +6,9 @@ import io
 from pathlib import Path
 
 import pytest
+from headless import serving
 from inspect_runs import make_run
 from PIL import Image
-
-from xaidash.dashboard.headless import serving
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 

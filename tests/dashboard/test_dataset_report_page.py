@@ -12,7 +12,7 @@ from inspect_runs import make_run
 from streamlit.testing.v1 import AppTest
 
 from xaidash.data.registry import get_info
-from xaidash.models.runstore import Run
+from xaidash.models.runs.store import Run
 
 TIMEOUT = 180
 VIEW = "compare_view"

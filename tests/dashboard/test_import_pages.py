@@ -18,7 +18,7 @@ from app_pages import make_app as _make_app
 from imported_models import import_external, write_hf_vit, write_module
 from streamlit.testing.v1 import AppTest
 
-from xaidash.models.runstore import list_runs
+from xaidash.models.runs.store import list_runs
 
 TIMEOUT = 180
 make_app = functools.partial(_make_app, timeout=TIMEOUT)
@@ -159,7 +159,7 @@ def test_model_page_on_an_imported_model(runs: dict[str, str]):
 
 def test_the_runs_label_and_sidebar_name_an_imported_model(runs: dict[str, str]):
     from xaidash.dashboard.state import run_label
-    from xaidash.models.runstore import resolve_run
+    from xaidash.models.runs.store import resolve_run
 
     assert run_label(resolve_run(runs["module"])).startswith("module:SmallNet on no data set · imported")
     at = open_page(make_app(runs["module"]), "views/home.py")

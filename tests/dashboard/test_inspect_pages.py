@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from xaidash.data.registry import get_info
 from xaidash.models.registry import get_spec
-from xaidash.models.runstore import Run
+from xaidash.models.runs.store import Run
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 TIMEOUT = 60

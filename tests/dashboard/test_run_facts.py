@@ -9,7 +9,7 @@ import pytest
 from xaidash.dashboard.components.compare_runs import differing, settings_side_by_side, short_labels
 from xaidash.dashboard.components.curves import VALIDATION, curve_frame, epoch_ends, smooth, with_smoothing
 from xaidash.dashboard.run_facts import epochs_text, kept_sentence, run_row, settings_rows
-from xaidash.models.runstore import Run
+from xaidash.models.runs.store import Run
 
 
 def test_a_stop_after_three_steps_is_never_called_an_epoch():

@@ -10,7 +10,7 @@ from inspect_runs import make_run
 from streamlit.testing.v1 import AppTest
 
 from xaidash.dashboard.components.inputs import GALLERY_PAGE
-from xaidash.models.runstore import Run
+from xaidash.models.runs.store import Run
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 TIMEOUT = 90
@@ -126,7 +126,7 @@ def test_an_imported_model_without_a_data_set_beside_a_run(runs, tmp_path, monke
     from xaidash.data.registry import get_info
     from xaidash.models.external.options import ImportOptions
     from xaidash.models.external.runs import import_model
-    from xaidash.models.runstore import WEIGHTS
+    from xaidash.models.runs.store import WEIGHTS
 
     root = tmp_path / "runs"
     shutil.copytree(runs["resnet"].path, root / runs["resnet"].id)

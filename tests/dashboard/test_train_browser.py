@@ -71,8 +71,8 @@ def test_a_click_on_a_runs_table_row_selects_that_run(tmp_path: Path, serve_app)
 @pytest.mark.slow  # trains the three real demo runs (minutes on a small CPU)
 def assert_demo_targets(root: Path) -> None:
     """Each demo run completed with its recipe and reached the issue's figure; the recipe says what it reached."""
-    from xaidash.models.demo import DEMO_RUNS
-    from xaidash.models.runstore import list_runs
+    from xaidash.models.runs.store import list_runs
+    from xaidash.models.training.demo import DEMO_RUNS
 
     runs = {r.config()["model"]: r for r in list_runs(root)}
     assert sorted(runs) == sorted(model for _, model in DEMO_RUNS)

@@ -10,7 +10,7 @@ import numpy as np
 from app_pages import assert_ok, open_page
 from app_pages import make_app as _make_app
 
-from xaidash.models.runstore import SUMMARY, Run
+from xaidash.models.runs.store import SUMMARY, Run
 
 make_app = functools.partial(_make_app, timeout=120)
 

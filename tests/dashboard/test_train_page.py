@@ -18,11 +18,11 @@ from streamlit.testing.v1 import AppTest
 from xaidash.dashboard.components import quickstart
 from xaidash.dashboard.services import job_manager
 from xaidash.data.registry import get_info
-from xaidash.models.engine import TrainConfig, TrainEvent
-from xaidash.models.quality import run_warning
 from xaidash.models.registry import get_spec, models_for, recommended_model
-from xaidash.models.runlock import RunLock
-from xaidash.models.runstore import WEIGHTS, Run, resolve_run
+from xaidash.models.runs.lock import RunLock
+from xaidash.models.runs.quality import run_warning
+from xaidash.models.runs.store import WEIGHTS, Run, resolve_run
+from xaidash.models.training.engine import TrainConfig, TrainEvent
 
 TIMEOUT = 120
 make_app = functools.partial(_make_app, timeout=TIMEOUT)

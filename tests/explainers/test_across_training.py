@@ -7,11 +7,11 @@ import pytest
 
 import xaidash.explainers  # noqa: F401  (registers the methods)
 from xaidash.data.registry import load_split
-from xaidash.explainers.across_training import epoch_validation, explanations_across_training
 from xaidash.explainers.api import explain
+from xaidash.explainers.comparison.across_training import epoch_validation, explanations_across_training
 from xaidash.explainers.params import ExplainError
-from xaidash.models.engine import TrainConfig, train
-from xaidash.models.runstore import load_bundle
+from xaidash.models.runs.store import load_bundle
+from xaidash.models.training.engine import TrainConfig, train
 
 pytestmark = pytest.mark.slow  # every test trains a run with checkpoints per epoch
 

@@ -10,7 +10,7 @@ from torch import nn
 from xaidash.data.registry import DatasetInfo
 from xaidash.data.tokenizer import WordVocab
 from xaidash.explainers import ExplainError, explain
-from xaidash.explainers.attention import collect_attention, fuse_heads, pick_layer, query_row, rollout
+from xaidash.explainers.inspection.attention import collect_attention, fuse_heads, pick_layer, query_row, rollout
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.registry import ModelSpec, build_model, get_spec
 

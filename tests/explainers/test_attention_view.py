@@ -9,8 +9,8 @@ import torch
 import xaidash.explainers  # noqa: F401  (registers the methods)
 from xaidash.data.registry import get_info
 from xaidash.data.tokenizer import WordVocab
-from xaidash.explainers.attention import collect_attention, rollout
-from xaidash.explainers.attention_view import attention_view
+from xaidash.explainers.inspection.attention import collect_attention, rollout
+from xaidash.explainers.inspection.attention_view import attention_view
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.registry import build_model, get_spec

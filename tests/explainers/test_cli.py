@@ -17,7 +17,7 @@ from xaidash.explainers.inputs import resolve_sample
 from xaidash.explainers.metrics import CURVE_STEPS
 from xaidash.explainers.samples import DEFAULT_BACKGROUND, background_samples
 from xaidash.explainers.scoring import explain_and_score
-from xaidash.models.runstore import load_bundle
+from xaidash.models.runs.store import load_bundle
 
 
 @pytest.fixture(scope="module")

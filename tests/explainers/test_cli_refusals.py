@@ -12,9 +12,9 @@ import torch
 from xaidash.dashboard.cli import main
 from xaidash.explainers import explain
 from xaidash.explainers.params import MAX_TEXT_CHARS, ExplainError
-from xaidash.models.checkpoint import save_weights
-from xaidash.models.engine import TrainConfig, train
-from xaidash.models.runstore import WEIGHTS, Run, list_runs, load_bundle, resolve_run, runs_root
+from xaidash.models.runs.checkpoint import save_weights
+from xaidash.models.runs.store import WEIGHTS, Run, list_runs, load_bundle, resolve_run, runs_root
+from xaidash.models.training.engine import TrainConfig, train
 
 
 @pytest.fixture(scope="module")

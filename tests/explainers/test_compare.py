@@ -12,7 +12,7 @@ import xaidash.explainers  # noqa: F401  (registers methods)
 from xaidash.data.registry import get_source
 from xaidash.data.tokenizer import WordVocab
 from xaidash.explainers import explain
-from xaidash.explainers.compare import compare_methods
+from xaidash.explainers.comparison.compare import compare_methods
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.samples import background_samples, pick_test_sample
 from xaidash.explainers.scoring import input_metrics
@@ -116,7 +116,7 @@ def test_compare_counts_constant_maps_and_says_why_cells_are_na(image_bundle):
     metrics they leave undefined are n/a with a reason, not NaN that a table prints as None."""
     import copy
 
-    from xaidash.explainers.compare import Comparison
+    from xaidash.explainers.comparison.compare import Comparison
 
     dead = copy.deepcopy(image_bundle)
     with torch.no_grad():

@@ -18,7 +18,7 @@ from train_configs import tiny_run
 
 from xaidash.explainers import explain
 from xaidash.explainers.cli import main
-from xaidash.explainers.dataset_explain import (
+from xaidash.explainers.dataset.explain import (
     ChunkComputer,
     DatasetJob,
     check_range,
@@ -27,9 +27,9 @@ from xaidash.explainers.dataset_explain import (
     explain_dataset,
     parse_dataset_range,
 )
-from xaidash.explainers.dataset_store import open_store, open_store_at, store_dir
+from xaidash.explainers.dataset.store import open_store, open_store_at, store_dir
 from xaidash.explainers.params import ExplainError
-from xaidash.models.runstore import load_bundle
+from xaidash.models.runs.store import load_bundle
 
 # Two gradient methods, IG with few steps: the store's mechanics, not the maps' quality, are under test.
 METHODS = ["saliency", "ig"]
@@ -88,7 +88,7 @@ def test_disagreement_is_one_minus_mean_rank_correlation() -> None:
 
 
 def test_ray_missing_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from xaidash.explainers.ray_engine import import_ray
+    from xaidash.explainers.dataset.ray_engine import import_ray
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     with pytest.raises(ExplainError, match=r"pip install 'xaidash\[ray\]'"):

@@ -1,4 +1,4 @@
-"""The data-set report's numbers (explainers/dataset_report.py) on small frames shaped like an attribution
+"""The data-set report's numbers (explainers/dataset/report.py) on small frames shaped like an attribution
 store's `samples()` and `metrics()`, with values chosen so every aggregate can be checked by hand."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from xaidash.data.registry import get_info
-from xaidash.explainers import dataset_report as R
+from xaidash.explainers.dataset import report as R
 
 CLASSES = ["circle", "square", "triangle"]
 
@@ -174,7 +174,7 @@ def test_a_store_written_by_the_writer_reads_into_the_report(tmp_path):
     from dataset_stores import HIGHEST_LOSS, WORST_DELETION, write_store
     from inspect_runs import make_run
 
-    from xaidash.explainers.dataset_store import open_store
+    from xaidash.explainers.dataset.store import open_store
 
     run = make_run(tmp_path, "shapes", "mlp", epochs=1)
     write_store(run, n=30, methods=("saliency", "ig"), chunk=10, done=20)

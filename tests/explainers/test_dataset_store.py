@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xaidash.explainers.dataset_store import (
+from xaidash.explainers.dataset.store import (
     MethodShard,
     StoreWriter,
     new_manifest,

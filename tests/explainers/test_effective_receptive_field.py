@@ -9,7 +9,7 @@ from torch import nn
 
 import xaidash.explainers  # noqa: F401  (registers the methods)
 from xaidash.data.registry import get_info
-from xaidash.explainers.effective_receptive_field import bundle_erf, effective_receptive_field, reinitialized
+from xaidash.explainers.inspection.effective_receptive_field import bundle_erf, effective_receptive_field, reinitialized
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.receptive_field import bundle_receptive_fields, find_layer, receptive_fields

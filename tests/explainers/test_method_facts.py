@@ -15,7 +15,7 @@ from xaidash.data.registry import get_source
 from xaidash.data.tokenizer import WordVocab
 from xaidash.explainers import explain, list_methods
 from xaidash.explainers import metrics as M
-from xaidash.explainers.compare import compare_methods
+from xaidash.explainers.comparison.compare import compare_methods
 from xaidash.explainers.metrics.deletion import text_perturbation_curve
 from xaidash.explainers.registry import MethodSpec, get_method
 from xaidash.explainers.samples import background_samples, default_background

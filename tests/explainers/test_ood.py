@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from xaidash.explainers import ood
+from xaidash.explainers.inspection import ood
 from xaidash.models.inspect.activations import load_samples, raw_batch
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xaidash.explainers import projection
+from xaidash.explainers.inspection import projection
+from xaidash.explainers.inspection.projection import project
 from xaidash.explainers.params import ExplainError
-from xaidash.explainers.projection import project
 
 
 def blobs(n_per: int = 20, dim: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xaidash.explainers.dataset_explain import DatasetJob, explain_dataset
-from xaidash.explainers.dataset_store import AttributionStore, open_store_at
-from xaidash.models.engine import TrainConfig, train
-from xaidash.models.runstore import Run, load_bundle
+from xaidash.explainers.dataset.explain import DatasetJob, explain_dataset
+from xaidash.explainers.dataset.store import AttributionStore, open_store_at
+from xaidash.models.runs.store import Run, load_bundle
+from xaidash.models.training.engine import TrainConfig, train
 
 pytest.importorskip("ray.data", reason="the Ray engine's tests need the extra: pip install 'xaidash[ray]'")
 
@@ -24,7 +24,7 @@ PARAMS = {"saliency": {}, "ig": {"baseline": "black", "steps": 4}}
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
     """One local Ray with two CPU workers for the whole module (starting Ray takes seconds)."""
-    from xaidash.explainers.ray_engine import init_ray
+    from xaidash.explainers.dataset.ray_engine import init_ray
 
     ray = init_ray(None, workers=2, gpus_per_worker=0.0)
     yield ray

@@ -8,7 +8,15 @@ import torch
 from PIL import Image
 
 from xaidash.explainers import ExplainError
-from xaidash.explainers.render import colorbar, colorize, heatmap, highlight_tokens, image_hwc, overlay, shared_scale
+from xaidash.explainers.figures.render import (
+    colorbar,
+    colorize,
+    heatmap,
+    highlight_tokens,
+    image_hwc,
+    overlay,
+    shared_scale,
+)
 
 
 def _signed_map() -> np.ndarray:
@@ -129,7 +137,7 @@ def _spec(method_id: str, modality: str = "image"):
 
 
 def test_map_legend_groups_only_maps_in_the_same_units() -> None:
-    from xaidash.explainers.render import map_legend
+    from xaidash.explainers.figures.render import map_legend
 
     legend = {
         m: map_legend(_spec(m))
@@ -151,7 +159,7 @@ def test_map_legend_groups_only_maps_in_the_same_units() -> None:
 
 
 def test_map_scales_share_within_a_group_and_resist_outliers() -> None:
-    from xaidash.explainers.render import map_scales, robust_scale
+    from xaidash.explainers.figures.render import map_scales, robust_scale
 
     rng = np.random.default_rng(0)
     ig = rng.normal(0, 0.01, (32, 32))
@@ -175,7 +183,7 @@ def test_map_scales_share_within_a_group_and_resist_outliers() -> None:
 
 
 def test_colorbar_html_shows_range_units_and_meaning() -> None:
-    from xaidash.explainers.render import colorbar_html
+    from xaidash.explainers.figures.render import colorbar_html
 
     html = colorbar_html(
         True,
@@ -199,7 +207,7 @@ def test_colorbar_html_shows_range_units_and_meaning() -> None:
 
 
 def test_colorbar_with_a_readable_font_and_a_legend_below_the_map() -> None:
-    from xaidash.explainers.render import with_legend
+    from xaidash.explainers.figures.render import with_legend
 
     small = colorbar(signed=True, scale=0.5, width=300, height=30, label="logit")
     big = colorbar(signed=True, scale=0.5, width=300, height=30, label="logit", font_size=16, clipped=True)
@@ -211,7 +219,7 @@ def test_colorbar_with_a_readable_font_and_a_legend_below_the_map() -> None:
 
 
 def test_small_maps_are_drawn_large_without_blur() -> None:
-    from xaidash.explainers.render import LARGE_UPSCALE
+    from xaidash.explainers.figures.render import LARGE_UPSCALE
 
     a = np.random.default_rng(1).normal(size=(32, 32))
     small, large = heatmap(a), heatmap(a, upscale=LARGE_UPSCALE)

@@ -11,9 +11,7 @@ import torch
 from inspect_runs import make_run
 
 from xaidash.data.registry import load_split
-from xaidash.explainers.registry import get_method, list_methods
-from xaidash.explainers.render import map_legend
-from xaidash.explainers.side_by_side import (
+from xaidash.explainers.comparison.side_by_side import (
     ModelChoice,
     common_methods,
     disagreements,
@@ -28,8 +26,10 @@ from xaidash.explainers.side_by_side import (
     split_predictions,
     top_classes,
 )
-from xaidash.models.runlock import RunLock
-from xaidash.models.runstore import WEIGHTS, Run, load_bundle
+from xaidash.explainers.figures.render import map_legend
+from xaidash.explainers.registry import get_method, list_methods
+from xaidash.models.runs.lock import RunLock
+from xaidash.models.runs.store import WEIGHTS, Run, load_bundle
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import torch
 
 from xaidash.data.registry import DatasetInfo
 from xaidash.models import build_model
-from xaidash.models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
 from xaidash.models.registry import ModelError
+from xaidash.models.runs.checkpoint import load_training_state, load_weights, save_training_state, save_weights
 
 GREY = DatasetInfo(name="t", modality="image", classes=tuple("0123456789"), input_shape=(1, 28, 28))
 

@@ -89,13 +89,13 @@ def test_resnet18_offline_says_it_starts_from_random_weights(capsys, tmp_path, m
     )
     err = capsys.readouterr().err
     assert "note: resnet18 starts from RANDOM weights" in err
-    from xaidash.models.runstore import list_runs
+    from xaidash.models.runs.store import list_runs
 
     assert "RANDOM weights" in list_runs()[0].config()["model_note"]
 
 
 def test_resume_from_the_command_line_keeps_the_runs_own_settings(capsys):
-    from xaidash.models.runstore import list_runs
+    from xaidash.models.runs.store import list_runs
 
     assert main(["train", "--dataset", "digits", "--model", "mlp", "--epochs", "1", "--quiet", "--device", "cpu"]) == 0
     run_id = list_runs()[0].id

@@ -8,10 +8,10 @@ import pytest
 import torch
 import train_configs
 
-from xaidash.models import compiled
-from xaidash.models.checkpoint import load_training_state, read_tensors, save_training_state
 from xaidash.models.cli import add_commands, config_from_args
-from xaidash.models.engine import TrainConfig, setup_run, train
+from xaidash.models.runs.checkpoint import load_training_state, read_tensors, save_training_state
+from xaidash.models.training import compiled
+from xaidash.models.training.engine import TrainConfig, setup_run, train
 
 
 def quick(**kw) -> TrainConfig:

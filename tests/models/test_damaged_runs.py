@@ -8,9 +8,9 @@ import json
 import pytest
 
 from xaidash.dashboard.cli import main
-from xaidash.models.engine import TrainConfig, train
 from xaidash.models.registry import ModelError
-from xaidash.models.runstore import load_bundle, resolve_run, runs_table
+from xaidash.models.runs.store import load_bundle, resolve_run, runs_table
+from xaidash.models.training.engine import TrainConfig, train
 
 pytestmark = pytest.mark.faults
 SMALL = {"dataset": "digits", "model": "mlp", "epochs": 1, "max_train_samples": 200, "device": "cpu"}
@@ -72,7 +72,7 @@ def test_non_utf8_and_deeply_nested_files_are_named(trained_config: dict) -> Non
 def test_an_absurd_epoch_in_the_training_state_is_refused_before_resuming() -> None:
     from safetensors.torch import save_file
 
-    from xaidash.models.checkpoint import read_tensors
+    from xaidash.models.runs.checkpoint import read_tensors
 
     run = train(TrainConfig(**SMALL)).run
     tensors, meta = read_tensors(run.file("train_state.safetensors"))

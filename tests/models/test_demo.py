@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from xaidash.models.demo import DEMO_RUNS, latest_demo_runs
-from xaidash.models.runstore import Run
+from xaidash.models.runs.store import Run
+from xaidash.models.training.demo import DEMO_RUNS, latest_demo_runs
 
 
 def fake_run(model: str, state: str, stamp: int) -> Run:

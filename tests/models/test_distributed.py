@@ -13,14 +13,15 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from xaidash.models import distributed, run_schema
-from xaidash.models.batches import Shard, TensorData
-from xaidash.models.checkpoint import read_tensors
-from xaidash.models.distributed import SINGLE, Launch, check_batch, process_choices, train_distributed
-from xaidash.models.engine import TrainConfig, TrainEvent, train
 from xaidash.models.registry import ModelError
-from xaidash.models.runstore import load_bundle
-from xaidash.models.train_process import train_in_process
+from xaidash.models.runs import schema as run_schema
+from xaidash.models.runs.checkpoint import read_tensors
+from xaidash.models.runs.store import load_bundle
+from xaidash.models.training import distributed
+from xaidash.models.training.batches import Shard, TensorData
+from xaidash.models.training.distributed import SINGLE, Launch, check_batch, process_choices, train_distributed
+from xaidash.models.training.engine import TrainConfig, TrainEvent, train
+from xaidash.models.training.process import train_in_process
 
 # resnet_small on a 3,000-sample cut of shapes with its recipe's 3 epochs (batch 64): enough to learn the task
 # (measured: 92.3% in one process, 95.4% in two; after 2 epochs the figures still swing by seed, 53-91%).
@@ -93,7 +94,7 @@ def test_stop_as_the_dashboard_does_then_resume_with_torchrun():
     done = subprocess.run(
         [
             *(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"),
-            *("-m", "xaidash.models.train_worker", "--resume", stopped.run.id, "--quiet", "--device", "cpu"),
+            *("-m", "xaidash.models.training.worker", "--resume", stopped.run.id, "--quiet", "--device", "cpu"),
         ],
         env=env,
         capture_output=True,
@@ -112,7 +113,7 @@ def test_stop_as_the_dashboard_does_then_resume_with_torchrun():
 def crash_rank_one(*args, **kwargs):
     """worker_main whose rank 1 raises at its first step record (the test swaps it in for the launcher)."""
     if os.environ.get("RANK") == "1":
-        from xaidash.models import engine
+        from xaidash.models.training import engine
 
         def broken(*a, **k):
             raise ValueError("rank one broke")

@@ -11,9 +11,11 @@ import torch
 from train_configs import quick
 
 from xaidash.data.registry import load_split
-from xaidash.models.batches import LoaderData
-from xaidash.models.checkpoint import read_tensors
-from xaidash.models.engine import (
+from xaidash.models.registry import ModelError
+from xaidash.models.runs.checkpoint import read_tensors
+from xaidash.models.runs.store import list_runs, load_bundle, runs_table
+from xaidash.models.training.batches import LoaderData
+from xaidash.models.training.engine import (
     TrainConfig,
     TrainEvent,
     TrainingFailed,
@@ -23,8 +25,6 @@ from xaidash.models.engine import (
     train,
     write_checkpoint,
 )
-from xaidash.models.registry import ModelError
-from xaidash.models.runstore import list_runs, load_bundle, runs_table
 
 
 @pytest.mark.slow  # the shared fixture trains resnet_small on shapes for two epochs

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from xaidash.models.finite_guard import FiniteGuard
+from xaidash.models.training.finite_guard import FiniteGuard
 
 
 def model() -> torch.nn.Module:

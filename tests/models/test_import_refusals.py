@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 from xaidash.dashboard.cli import main
 from xaidash.data.errors import XaidashError
 from xaidash.models.external import ImportOptions, import_model
-from xaidash.models.runstore import list_runs, load_bundle, runs_root
+from xaidash.models.runs.store import list_runs, load_bundle, runs_root
 
 
 def assert_refused(source: str, options: ImportOptions, *fragments: str) -> str:

@@ -20,10 +20,10 @@ from PIL import Image
 
 from xaidash.dashboard.cli import main
 from xaidash.data.tokenizer import split_words
-from xaidash.explainers.attention import has_attention
 from xaidash.explainers.inputs import resolve_sample
+from xaidash.explainers.inspection.attention import has_attention
 from xaidash.models.external import ImportOptions, import_model, parse_source
-from xaidash.models.runstore import list_runs, load_bundle, resolve_run, runs_table
+from xaidash.models.runs.store import list_runs, load_bundle, resolve_run, runs_table
 
 CHEAP = ["--param", "ig.steps=8", "--param", "lime.samples=40"]
 
@@ -175,7 +175,7 @@ def test_linking_a_data_set_gives_its_gallery(tmp_path: Path):
 def test_deit_keeps_two_leading_tokens_apart_from_the_patches(tmp_path: Path):
     """DeiT puts a class and a distillation token before the patches: Grad-CAM's layout and the Attention page's
     view both drop the two."""
-    from xaidash.explainers.attention_view import attention_view
+    from xaidash.explainers.inspection.attention_view import attention_view
 
     source, options = EXTERNAL["hf_deit"].write(tmp_path)
     bundle = load_bundle(import_model(source, options).run, device="cpu")

@@ -10,7 +10,6 @@ from torch import nn
 import xaidash.models  # noqa: F401  (registers the zoo)
 from xaidash.data.registry import get_info
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.engine import TrainConfig, train
 from xaidash.models.inspect.activations import (
     PENULTIMATE,
     compute_activations,
@@ -22,7 +21,8 @@ from xaidash.models.inspect.activations import (
 from xaidash.models.inspect.receptive_field import bundle_receptive_fields, find_layer, receptive_fields
 from xaidash.models.inspect.summary import summarize, summarize_bundle
 from xaidash.models.registry import ModelError, build_model, get_spec
-from xaidash.models.runstore import load_bundle
+from xaidash.models.runs.store import load_bundle
+from xaidash.models.training.engine import TrainConfig, train
 
 
 def fresh(name: str, dataset: str, **options) -> ModelBundle:

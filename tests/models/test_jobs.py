@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from xaidash.models.engine import TrainConfig, TrainEvent
-from xaidash.models.jobs import JobBusy, JobManager, QueueSnapshot
+from xaidash.dashboard.jobs import JobBusy, JobManager, QueueSnapshot
 from xaidash.models.registry import ModelError
-from xaidash.models.runstore import list_runs
+from xaidash.models.runs.store import list_runs
+from xaidash.models.training.engine import TrainConfig, TrainEvent
 
 
 class FakeRun:

@@ -16,12 +16,11 @@ import torch
 from torch import nn
 
 from xaidash.dashboard.cli import main
-from xaidash.models import runlock
-from xaidash.models.checkpoint import nonfinite_tensors, save_weights
-from xaidash.models.engine import TrainConfig, train
 from xaidash.models.registry import ModelError
-from xaidash.models.runlock import LOCK, RunLock, owner_alive, read_lock, read_lock_file
-from xaidash.models.runstore import (
+from xaidash.models.runs import lock as runlock
+from xaidash.models.runs.checkpoint import nonfinite_tensors, save_weights
+from xaidash.models.runs.lock import LOCK, RunLock, owner_alive, read_lock, read_lock_file
+from xaidash.models.runs.store import (
     WEIGHTS,
     Run,
     delete_run,
@@ -32,6 +31,7 @@ from xaidash.models.runstore import (
     runs_root,
     weights_problem,
 )
+from xaidash.models.training.engine import TrainConfig, train
 
 
 # ---- the lock's heartbeat ------------------------------------------------------------------------------------------

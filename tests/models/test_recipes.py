@@ -13,11 +13,11 @@ import xaidash.models  # noqa: F401  (registers the zoo)
 from xaidash.dashboard.cli import main
 from xaidash.data.registry import DatasetInfo, get_info, list_datasets, list_factories, load_split
 from xaidash.models import registry
-from xaidash.models.engine import TrainConfig, setup_run, split_indices, train
-from xaidash.models.quality import accuracy_warning
-from xaidash.models.recipes import GENERIC, SETTINGS, Recipe, recipe_for
 from xaidash.models.registry import ModelError, get_spec, list_models, models_for, recommended_model
-from xaidash.models.runstore import list_runs
+from xaidash.models.runs.quality import accuracy_warning
+from xaidash.models.runs.store import list_runs
+from xaidash.models.training.engine import TrainConfig, setup_run, split_indices, train
+from xaidash.models.training.recipes import GENERIC, SETTINGS, Recipe, recipe_for
 
 BUILT_IN = ("shapes", "cues", "digits")
 OFFLINE_FILES = ("mnist", "fashion_mnist", "sst2", "sms_spam")  # under ../shared/data
@@ -96,7 +96,7 @@ def test_with_recipe_fills_only_the_settings_left_open() -> None:
 
 
 def test_a_batch_given_without_a_learning_rate_scales_the_recipes_learning_rate() -> None:
-    from xaidash.models.recipes import lr_note, scale_lr
+    from xaidash.models.training.recipes import lr_note, scale_lr
 
     key, recipe = TrainConfig(dataset="mnist", model="simple_cnn").recipe()
     assert (key, recipe.batch_size, recipe.lr, recipe.optimizer) == ("mnist", 64, 1e-2, "adam")
@@ -314,7 +314,8 @@ def test_demo_stops_cleanly_on_ctrl_c_and_skips_the_rest(monkeypatch, capsys) ->
     import os
     import signal
 
-    from xaidash.models import cli, demo
+    from xaidash.models import cli
+    from xaidash.models.training import demo
 
     monkeypatch.setattr(demo, "DEMO_RUNS", (("digits", "mlp"), ("cues", "text_cnn")))
     real_train = cli.train

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from xaidash.models.replicas import LeaseCancelled, ReplicaPool
+from xaidash.dashboard.replicas import LeaseCancelled, ReplicaPool
 
 
 class Counter:

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from xaidash.dashboard.cli import main
-from xaidash.models import engine
-from xaidash.models.engine import TrainConfig, train
 from xaidash.models.registry import ModelError
-from xaidash.models.runlock import LOCK, RunLock, RunLocked, is_locked
-from xaidash.models.runstore import WEIGHTS, delete_run, list_runs, resolve_run, runs_root
+from xaidash.models.runs.lock import LOCK, RunLock, RunLocked, is_locked
+from xaidash.models.runs.store import WEIGHTS, delete_run, list_runs, resolve_run, runs_root
+from xaidash.models.training import engine
+from xaidash.models.training.engine import TrainConfig, train
 
 pytestmark = pytest.mark.faults
 SMALL = {"dataset": "digits", "model": "mlp", "epochs": 1, "max_train_samples": 200, "device": "cpu"}
@@ -88,7 +88,7 @@ def test_ids_with_separators_or_nul_are_refused() -> None:
 def hold_lock_in_another_process(folder: Path) -> subprocess.Popen[bytes]:
     """A live process that owns the run's lock (what a second `xaidash train --resume` would meet)."""
     code = (
-        "import sys, time; from pathlib import Path; from xaidash.models.runlock import RunLock; "
+        "import sys, time; from pathlib import Path; from xaidash.models.runs.lock import RunLock; "
         "RunLock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(120)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE)

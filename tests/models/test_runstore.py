@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from xaidash.models.registry import ModelError
-from xaidash.models.runstore import Run, delete_run, list_runs, load_bundle, resolve_run, runs_root, runs_table
+from xaidash.models.runs.store import Run, delete_run, list_runs, load_bundle, resolve_run, runs_root, runs_table
 
 
 def test_runs_root_follows_the_environment(tmp_path, monkeypatch):

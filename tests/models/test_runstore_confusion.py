@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from xaidash.models.quality import chance_accuracy, run_warning
 from xaidash.models.registry import ModelError
-from xaidash.models.runstore import CONFUSION, CONFUSION_INLINE_MAX, SUMMARY, Run
+from xaidash.models.runs.quality import chance_accuracy, run_warning
+from xaidash.models.runs.store import CONFUSION, CONFUSION_INLINE_MAX, SUMMARY, Run
 
 
 def thousand_class_matrix(n: int = 1000, seed: int = 0) -> np.ndarray:

@@ -11,12 +11,12 @@ import threading
 import pytest
 import torch
 
+from xaidash.dashboard.jobs import JobManager
 from xaidash.data.errors import DatasetError
-from xaidash.models.engine import TrainConfig, TrainEvent
-from xaidash.models.jobs import JobManager
 from xaidash.models.registry import ModelError
-from xaidash.models.runstore import list_runs, run_liveness
-from xaidash.models.train_process import train_in_process
+from xaidash.models.runs.store import list_runs, run_liveness
+from xaidash.models.training.engine import TrainConfig, TrainEvent
+from xaidash.models.training.process import train_in_process
 
 SMALL = {"dataset": "digits", "model": "mlp", "epochs": 2, "max_train_samples": 400, "device": "cpu"}
 
@@ -82,7 +82,7 @@ def test_a_run_whose_process_died_reads_interrupted_and_its_job_failed() -> None
 
 
 def test_a_cpu_trainer_leaves_one_core_to_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    from xaidash.models import train_process
+    from xaidash.models.training import process as train_process
 
     before = torch.get_num_threads()
     try:

@@ -11,8 +11,8 @@ from torch import nn
 import xaidash.models  # noqa: F401  (registers the zoo)
 from xaidash.data.registry import DatasetInfo
 from xaidash.data.tokenizer import split_words
-from xaidash.models.checkpoint import load_weights, save_weights
 from xaidash.models.registry import ModelError, build_model, get_spec, list_models
+from xaidash.models.runs.checkpoint import load_weights, save_weights
 
 RGB = DatasetInfo("rgb32", "image", ("a", "b", "c", "d"), (3, 32, 32), (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
 GREY = DatasetInfo("grey28", "image", tuple(str(i) for i in range(10)), (1, 28, 28), (0.13,), (0.31,))

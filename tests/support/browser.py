@@ -7,8 +7,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
-from xaidash.dashboard.headless import CHROMIUM, FLAGS  # noqa: F401  (re-exported for the tests)
+from headless import CHROMIUM, FLAGS  # noqa: F401  (re-exported for the tests)
 
 
 def require_browser() -> ModuleType:

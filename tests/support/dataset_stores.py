@@ -1,5 +1,5 @@
 """Attribution stores for the data-set report's tests, written with the store's own writer
-(explainers/dataset_store.py) from fabricated maps and metrics: no model runs, so a store of a few dozen
+(explainers/dataset/store.py) from fabricated maps and metrics: no model runs, so a store of a few dozen
 samples takes milliseconds. Labels are the run's real test labels; predictions, losses and metrics are
 drawn from a seeded generator, with a few samples given known extremes the tests look for."""
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from xaidash.data.registry import get_info, load_split
-from xaidash.explainers.dataset_store import MethodShard, StoreWriter, new_manifest, store_dir
-from xaidash.models.runstore import Run
+from xaidash.explainers.dataset.store import MethodShard, StoreWriter, new_manifest, store_dir
+from xaidash.models.runs.store import Run
 
 WORST_DELETION = 7  # the sample every method scores worst on deletion (highest AUC)
 HIGHEST_LOSS = 3  # the sample with the highest loss (misclassified)

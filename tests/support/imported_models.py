@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from xaidash.models.external import ImportOptions, import_model
-from xaidash.models.runstore import Run, load_bundle
+from xaidash.models.runs.store import Run, load_bundle
 
 MODULE_SOURCE = """
 import torch

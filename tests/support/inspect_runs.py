@@ -14,10 +14,10 @@ import torch
 import xaidash.models  # noqa: F401  (registers the zoo)
 from xaidash.data.registry import get_info, load_split
 from xaidash.data.tokenizer import WordVocab
-from xaidash.models.checkpoint import save_weights
-from xaidash.models.engine import TrainConfig
 from xaidash.models.registry import get_spec
-from xaidash.models.runstore import VOCAB, WEIGHTS, Run, info_to_json
+from xaidash.models.runs.checkpoint import save_weights
+from xaidash.models.runs.store import VOCAB, WEIGHTS, Run, info_to_json
+from xaidash.models.training.engine import TrainConfig
 
 
 def make_run(root: Path, dataset: str, model: str, epochs: int = 2) -> Run:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xaidash.models.engine import TrainConfig
+from xaidash.models.training.engine import TrainConfig
 
 
 def quick(**kw) -> TrainConfig:
@@ -32,7 +32,7 @@ def tiny_run(root: Path, dataset: str, model: str) -> Path:
     not all one class, for tests of what is done with a run (files, reports, stores), not of its quality."""
     import pytest
 
-    from xaidash.models.engine import train
+    from xaidash.models.training.engine import train
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XAIDASH_RUNS", str(root))

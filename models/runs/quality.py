@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from xaidash.models.runstore import Run, weights_problem
+from xaidash.models.runs.store import Run, weights_problem
 
 # How far above chance a model must be (as a share of the way from chance to 100%) not to count as untrained.
 ABOVE_CHANCE = 0.25

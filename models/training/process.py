@@ -30,9 +30,9 @@ from typing import Any, cast
 import torch
 
 from xaidash.data.errors import DatasetError
-from xaidash.models.distributed import train_distributed
-from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
 from xaidash.models.registry import ModelError
+from xaidash.models.training.distributed import train_distributed
+from xaidash.models.training.engine import TrainConfig, TrainEvent, TrainResult, train
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def _child(config: dict[str, Any], resume: str | None, events: Any, stop: Any, p
 
 class TrainingProcessDied(ModelError):
     """The child training process ended without a word (killed, crashed in native code): its run was left as the
-    process left it, which run readers report as `interrupted` with its last checkpoint (models/runstore.py)."""
+    process left it, which run readers report as `interrupted` with its last checkpoint (models/runs/store.py)."""
 
 
 def _death_message(exitcode: int | None) -> str:

@@ -23,10 +23,10 @@ from typing import Any
 from xaidash.data.errors import DatasetError
 from xaidash.data.registry import get_source
 from xaidash.models.device import pick_device
-from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult, train
 from xaidash.models.registry import ModelError, get_spec
-from xaidash.models.runstore import resolve_run
-from xaidash.models.train_process import TrainingProcessDied
+from xaidash.models.runs.store import resolve_run
+from xaidash.models.training.engine import TrainConfig, TrainEvent, TrainResult, train
+from xaidash.models.training.process import TrainingProcessDied
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ DEMO_RUNS: tuple[tuple[str, str], ...] = (
 def latest_demo_runs(root: Path | None = None) -> dict[str, str]:
     """{model name: run id} of the newest completed run of each demo model under the runs root (damaged
     folders skipped): what the screenshot script and the soak test show."""
-    from xaidash.models.runstore import list_runs
+    from xaidash.models.runs.store import list_runs
 
     wanted = {model for _, model in DEMO_RUNS}
     found: dict[str, str] = {}

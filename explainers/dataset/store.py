@@ -134,7 +134,7 @@ def read_shard(path: Path) -> MethodShard:
 
 
 class StoreWriter:
-    """The writing side, used by the engines (explainers/dataset_explain.py): shards, rows, manifest."""
+    """The writing side, used by the engines (explainers/dataset/explain.py): shards, rows, manifest."""
 
     def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
         self.path = Path(path)

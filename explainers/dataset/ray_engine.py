@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from xaidash.explainers.dataset_explain import ChunkComputer, ChunkRecorder, DatasetJob
+from xaidash.explainers.dataset.explain import ChunkComputer, ChunkRecorder, DatasetJob
 from xaidash.explainers.params import ExplainError
 
 # Environment the actors need to find the runs, the data and offline mode as the driver does.

@@ -1,10 +1,10 @@
-"""The training process under torchrun: `torchrun --nproc-per-node N -m xaidash.models.train_worker [train flags]`.
+"""The training process under torchrun: `torchrun --nproc-per-node N -m xaidash.models.training.worker [train flags]`.
 
 `xaidash train --nproc N` starts these processes itself (PyTorch's elastic launcher, the engine of torchrun);
 this entry point is for launching them with torchrun or a cluster's scheduler instead, e.g. on two machines:
 
     torchrun --nnodes 2 --node-rank 0 --nproc-per-node 4 --master-addr node0 --master-port 29500 \\
-        -m xaidash.models.train_worker --dataset cifar10 --model resnet18 --epochs 30
+        -m xaidash.models.training.worker --dataset cifar10 --model resnet18 --epochs 30
 
 It takes `xaidash train`'s flags (its --nproc/--nnodes/... are torchrun's business here and ignored). Rank 0
 shows the progress and writes the run folder; Ctrl-C (torchrun passes it on) stops every rank at the same step
@@ -19,11 +19,11 @@ import sys
 from dataclasses import asdict
 
 from xaidash.models.cli import ProgressPrinter, add_commands, config_from_args
-from xaidash.models.distributed import worker_main
+from xaidash.models.training.distributed import worker_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m xaidash.models.train_worker")
+    parser = argparse.ArgumentParser(prog="python -m xaidash.models.training.worker")
     add_commands(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["train", *(sys.argv[1:] if argv is None else argv)])
     cfg = config_from_args(args)

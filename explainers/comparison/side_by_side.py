@@ -15,13 +15,13 @@ import numpy as np
 import torch
 
 from xaidash.data.registry import Split, TextSplit
-from xaidash.explainers.across_training import epoch_validation
+from xaidash.explainers.comparison.across_training import epoch_validation
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.figures.render import map_legend, robust_scale
 from xaidash.explainers.registry import MethodSpec, list_methods
-from xaidash.explainers.render import map_legend, robust_scale
 from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.runstore import WEIGHTS, Run, list_runs, load_bundle, run_liveness
+from xaidash.models.runs.store import WEIGHTS, Run, list_runs, load_bundle, run_liveness
 
 USABLE_STATES = ("completed", "stopped", "imported")  # as the dashboard's run selection: weights that stay put
 FAINT = 0.2  # on a shared scale, a map whose largest |value| is below this fraction of it is nearly invisible

@@ -6,7 +6,7 @@
         summary.json         state (running/completed/stopped/failed), error, final test metrics
         confusion.npy        the test confusion matrix when it has more than CONFUSION_INLINE_MAX classes
                              (smaller ones stay in summary.json, as older runs have them)
-        .lock                the live process that writes the run (models/runlock.py)
+        .lock                the live process that writes the run (models/runs/lock.py)
         model.safetensors    the latest weights
         checkpoints/epoch_NNN.safetensors   weights after each epoch
         train_state.safetensors             optimizer + RNG state for resuming
@@ -37,12 +37,12 @@ import numpy as np
 
 from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
 from xaidash.data.registry import DatasetInfo
-from xaidash.models import run_schema
+from xaidash.models.runs import schema as run_schema
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.checkpoint import load_weights, nonfinite_tensors
+from xaidash.models.runs.checkpoint import load_weights, nonfinite_tensors
 from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
-from xaidash.models.runlock import RunLocked, read_lock
+from xaidash.models.runs.lock import RunLocked, read_lock
 
 CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB, CONFUSION = (
     "config.json",
@@ -134,7 +134,7 @@ class Run:
             raise ModelError(f"{path} is damaged: nested too deeply to be a run file.") from None
 
     def config(self) -> dict[str, Any]:
-        """config.json, checked against its schema (models/run_schema.py): ModelError naming the field."""
+        """config.json, checked against its schema (models/runs/schema.py): ModelError naming the field."""
         if not self.file(CONFIG).is_file():
             raise ModelError(f"{self.path} is not a run folder (no {CONFIG}).")
         config = self._read_json(CONFIG)

@@ -1,7 +1,7 @@
 """Training one run in several processes (DistributedDataParallel): the process group, the launcher, reductions.
 
 PyTorch does the distributed work: `torch.distributed` (process group, collectives), DistributedDataParallel
-(gradient all-reduce, in models/engine.py) and its elastic launcher (`elastic_launch`, what `torchrun` runs)
+(gradient all-reduce, in models/training/engine.py) and its elastic launcher (`elastic_launch`, what `torchrun` runs)
 to start and watch the processes, one machine or several. This module only wires them to the engine:
 
 - `DistContext`: this process's rank, the world size and backend, and the few collectives the engine needs
@@ -10,7 +10,7 @@ to start and watch the processes, one machine or several. This module only wires
 - `train_distributed(cfg, callbacks, stop, resume, ...)`: `engine.train`'s signature, N processes. Rank 0's
   events reach the caller's callbacks through a queue; a stop request reaches every rank; a rank that crashes
   ends the run as failed with its rank and reason.
-- `worker_main`: what every process runs (also the body of `python -m xaidash.models.train_worker` under
+- `worker_main`: what every process runs (also the body of `python -m xaidash.models.training.worker` under
   torchrun).
 
 NCCL on CUDA, gloo otherwise. On CPUs each process gets OMP_NUM_THREADS=1 (cores / processes otherwise
@@ -41,8 +41,8 @@ from xaidash.data.errors import DatasetError
 from xaidash.models.registry import ModelError
 
 if TYPE_CHECKING:
-    from xaidash.models.engine import TrainConfig, TrainEvent, TrainResult
-    from xaidash.models.runstore import Run
+    from xaidash.models.runs.store import Run
+    from xaidash.models.training.engine import TrainConfig, TrainEvent, TrainResult
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ def worker_main(
     rank 0's events in its own process (torchrun's progress bar). A crash marks
     the run failed (see DistContext.mark_failed), tells the launcher, and re-raises: the launcher ends the
     other processes."""
-    from xaidash.models.engine import TrainConfig, train
+    from xaidash.models.training.engine import TrainConfig, train
 
     cfg = TrainConfig(**config)
     backend = backend or default_backend(cfg.device)
@@ -341,7 +341,7 @@ def train_distributed(
 
     from torch.distributed.launcher.api import elastic_launch
 
-    from xaidash.models.engine import TrainEvent
+    from xaidash.models.training.engine import TrainEvent
 
     launch = launch or Launch(nproc=cfg.nproc)
     launch.validate()
@@ -406,7 +406,7 @@ def train_distributed(
     if refused is not None:
         raise (DatasetError if refused[0] == "DatasetError" else ModelError)(refused[1])
     if result is not None:
-        from xaidash.models.engine import TrainResult
+        from xaidash.models.training.engine import TrainResult
 
         return TrainResult.from_message(result)
     error = _failure_reason(failures, outcome.get("launcher"))
@@ -439,8 +439,8 @@ def _failure_reason(failures: list[tuple[float, int, str]], launcher_error: Base
 def _failed_run(run_id: str, error: str) -> TrainResult:
     """The result of a run whose processes crashed; its summary says failed with the reason (written here when no
     process could: a rank killed by a signal writes nothing)."""
-    from xaidash.models.engine import TrainResult
-    from xaidash.models.runstore import resolve_run
+    from xaidash.models.runs.store import resolve_run
+    from xaidash.models.training.engine import TrainResult
 
     run = resolve_run(run_id)
     summary = run.summary()

@@ -34,15 +34,18 @@ from torch import nn
 
 from xaidash.data.registry import DatasetInfo, DatasetSource, Split, TextSplit, get_source
 from xaidash.data.tokenizer import Tokenizer, WordVocab
-from xaidash.models import run_schema
-from xaidash.models.batches import LoaderData, Shard, TensorData, augment_images, image_tensors, text_tensors
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.checkpoint import load_training_state, load_weights, save_training_state, save_weights
-from xaidash.models.compiled import COMPILE_MODES, Compile, CompiledSteps, uses_channels_last
 from xaidash.models.device import autocast, device_name
-from xaidash.models.distributed import SINGLE, DistContext, check_batch
-from xaidash.models.finite_guard import FiniteGuard
-from xaidash.models.recipes import (
+from xaidash.models.registry import ModelError, ModelSpec, get_spec
+from xaidash.models.runs import schema as run_schema
+from xaidash.models.runs.checkpoint import load_training_state, load_weights, save_training_state, save_weights
+from xaidash.models.runs.lock import RunLock
+from xaidash.models.runs.store import STATE, VOCAB, WEIGHTS, Run, info_to_json, kept_sentence, resolve_run
+from xaidash.models.training.batches import LoaderData, Shard, TensorData, augment_images, image_tensors, text_tensors
+from xaidash.models.training.compiled import COMPILE_MODES, Compile, CompiledSteps, uses_channels_last
+from xaidash.models.training.distributed import SINGLE, DistContext, check_batch
+from xaidash.models.training.finite_guard import FiniteGuard
+from xaidash.models.training.recipes import (
     AUGMENTATIONS,
     OPTIMIZERS,
     SCHEDULES,
@@ -55,9 +58,6 @@ from xaidash.models.recipes import (
     scale_lr,
     scales_lr,
 )
-from xaidash.models.registry import ModelError, ModelSpec, get_spec
-from xaidash.models.runlock import RunLock
-from xaidash.models.runstore import STATE, VOCAB, WEIGHTS, Run, info_to_json, kept_sentence, resolve_run
 
 # The choices, for the Train form and the CLI (defined with the recipes that use them).
 __all__ = [
@@ -77,7 +77,7 @@ __all__ = [
 @dataclass
 class TrainConfig:
     """What to train on what, and how. Every setting left None comes from the model's recipe for the data set
-    (`with_recipe()`, done once when a run is set up; see models/recipes.py); any of them can be given instead."""
+    (`with_recipe()`, done once when a run is set up; see models/training/recipes.py); any of them can be given instead."""
 
     dataset: str = "shapes"
     model: str = "resnet_small"
@@ -99,10 +99,10 @@ class TrainConfig:
     amp: bool = True  # bf16 autocast while training, on CUDA and on CPUs with native bf16 (models/device.py)
     workers: int = 0
     model_options: dict[str, Any] = field(default_factory=dict)
-    # Processes training this run together (DistributedDataParallel, one per GPU; models/distributed.py launches
+    # Processes training this run together (DistributedDataParallel, one per GPU; models/training/distributed.py launches
     # them); --batch-size stays the global batch, split evenly over them.
     nproc: int = 1
-    # Launch overhead on a GPU (models/compiled.py): torch.compile ("on"), plus CUDA graphs ("graphs"); NHWC layout.
+    # Launch overhead on a GPU (models/training/compiled.py): torch.compile ("on"), plus CUDA graphs ("graphs"); NHWC layout.
     compile: Compile = "off"
     channels_last: bool = False
 
@@ -220,7 +220,7 @@ class TrainResult:
 
     @property
     def bundle(self) -> ModelBundle:
-        from xaidash.models.runstore import load_bundle
+        from xaidash.models.runs.store import load_bundle
 
         return load_bundle(self.run, device="auto")
 
@@ -1016,7 +1016,7 @@ def train(
     which the result carries. Bad settings (unknown model, wrong data) raise ModelError/DatasetError
     before any run folder is written.
 
-    `dist`: this process's place among several training the run together (models/distributed.py starts them
+    `dist`: this process's place among several training the run together (models/training/distributed.py starts them
     and passes it; `cfg.nproc` alone does not launch them). Rank 0 writes the run folder and emits the events;
     on any other rank a failure is re-raised after marking the run failed (its launcher ends the others).
     """

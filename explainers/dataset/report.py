@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from xaidash.explainers.dataset_explain import DEFAULT_CHUNK
+from xaidash.explainers.dataset.explain import DEFAULT_CHUNK
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.metrics.spread import spread
 from xaidash.explainers.samples import DEFAULT_BACKGROUND

@@ -4,12 +4,12 @@ computation both engines share, and the local engine.
 A job covers samples [start, stop) of one split in chunks of `chunk_size` (start, start + chunk_size, ...).
 For each chunk: the model's predictions, labels and loss, then every method's maps over the whole chunk in
 batched `explain()` calls (with their per-input metrics, explainers/scoring.py), written to the attribution
-store (explainers/dataset_store.py) as one shard per method and the chunk's rows. A chunk whose rows file
+store (explainers/dataset/store.py) as one shard per method and the chunk's rows. A chunk whose rows file
 exists is done and never recomputed; a method shard that exists is kept even when its chunk is not done.
 Memory holds one chunk's maps at a time, whatever the split's size.
 
 Every input's randomness comes from the job's seed alone (the methods draw per input from it), so a map does
-not depend on which chunk or worker computed it: the Ray engine (explainers/ray_engine.py) gives the same maps.
+not depend on which chunk or worker computed it: the Ray engine (explainers/dataset/ray_engine.py) gives the same maps.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from xaidash.explainers.dataset_store import (
+from xaidash.explainers.dataset.store import (
     MANIFEST,
     AttributionStore,
     MethodShard,
@@ -135,7 +135,7 @@ class ChunkComputer:
 
     def __init__(self, job: DatasetJob, bundle: ModelBundle | None = None) -> None:
         from xaidash.data.registry import load_split
-        from xaidash.models.runstore import Run, load_bundle
+        from xaidash.models.runs.store import Run, load_bundle
 
         self.job = job
         self.bundle = bundle if bundle is not None else load_bundle(Run(Path(job.run_path)), device=job.device)
@@ -435,7 +435,7 @@ def explain_dataset(
     began = time.perf_counter()
     try:
         if engine == "ray":
-            from xaidash.explainers.ray_engine import run_ray
+            from xaidash.explainers.dataset.ray_engine import run_ray
 
             run_ray(job, pending, recorder, workers=workers, gpus_per_worker=gpus_per_worker, address=address)
         else:

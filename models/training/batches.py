@@ -23,7 +23,7 @@ LENGTH_POOL_BATCHES = 50
 
 @dataclass(frozen=True)
 class Shard:
-    """This process's part of every epoch when several train one run (models/distributed.py).
+    """This process's part of every epoch when several train one run (models/training/distributed.py).
 
     Training (`pad`): every rank draws the same permutation (seeded by seed + epoch, like torch's
     DistributedSampler), pads it by repeating its first samples to a multiple of the world size, and takes

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from xaidash.explainers.attention import collect_attention, has_attention, rollout
+from xaidash.explainers.inspection.attention import collect_attention, has_attention, rollout
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 

@@ -12,11 +12,11 @@ import torch
 
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.figures.render import robust_scale
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import get_method
-from xaidash.explainers.render import robust_scale
 from xaidash.models.registry import ModelError
-from xaidash.models.runstore import Run, load_bundle, resolve_run
+from xaidash.models.runs.store import Run, load_bundle, resolve_run
 
 Progress = Callable[[int, int], None]
 

@@ -1,0 +1,1 @@
+"""Looking inside a model: attention, effective receptive fields, embedding projections, distance to training data."""

@@ -1,0 +1,1 @@
+"""Training: the engine, its batches and steps, several processes (DDP), recipes and the quick-start demo."""
