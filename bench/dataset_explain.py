@@ -30,7 +30,8 @@ import numpy as np
 
 
 def _quick_run(root: Path) -> Path:
-    from xaidash.models.training.engine import TrainConfig, train
+    from xaidash.models.training.config import TrainConfig
+    from xaidash.models.training.engine import train
 
     os.environ["XAIDASH_RUNS"] = str(root)
     result = train(

@@ -123,7 +123,8 @@ def seeds_loop(root: Path, device: torch.device, epochs: int, images: int) -> Ti
 
 
 def engine_loop(variant: str, device: str, epochs: int, images: int) -> Timing:
-    from xaidash.models.training.engine import TrainConfig, train
+    from xaidash.models.training.config import TrainConfig
+    from xaidash.models.training.engine import train
 
     settings = VARIANTS[variant]
     batch = settings["batch_size"]

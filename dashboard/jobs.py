@@ -25,7 +25,8 @@ from xaidash.data.registry import get_source
 from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
 from xaidash.models.runs.store import resolve_run
-from xaidash.models.training.engine import TrainConfig, TrainEvent, TrainResult, train
+from xaidash.models.training.config import TrainConfig, TrainEvent, TrainResult
+from xaidash.models.training.engine import train
 from xaidash.models.training.process import TrainingProcessDied
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,9 @@ from typing import Any
 from xaidash.models.runs.quality import accuracy_warning, run_warning
 from xaidash.models.runs.store import delete_run, percent, resolve_run, run_liveness, runs_root, runs_table
 from xaidash.models.training.compiled import COMPILE_MODES
-from xaidash.models.training.distributed import Launch, train_distributed
-from xaidash.models.training.engine import TrainConfig, TrainEvent, TrainResult, train
+from xaidash.models.training.config import TrainConfig, TrainEvent, TrainResult
+from xaidash.models.training.engine import train
+from xaidash.models.training.launcher import Launch, train_distributed
 from xaidash.models.training.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Recipe, describe, lr_note, scales_lr
 
 

@@ -56,7 +56,8 @@ def offline_data(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def trained_shapes_run(tmp_path_factory: pytest.TempPathFactory):
     """One resnet_small trained on shapes by the engine (2 epochs, one-cycle AdamW), shared by every
     test that needs a trained image model: the engine's accuracy test, quality metrics, sanity checks."""
-    from xaidash.models.training.engine import TrainConfig, train
+    from xaidash.models.training.config import TrainConfig
+    from xaidash.models.training.engine import train
 
     root = tmp_path_factory.mktemp("trained_runs")
     with pytest.MonkeyPatch.context() as mp:

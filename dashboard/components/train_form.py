@@ -20,8 +20,8 @@ from xaidash.data.registry import DatasetInfo, get_source, list_datasets
 from xaidash.models.device import device_choices
 from xaidash.models.registry import ModelSpec, models_for, recommended_model
 from xaidash.models.training.compiled import COMPILE_MODES
+from xaidash.models.training.config import TrainConfig
 from xaidash.models.training.distributed import process_choices
-from xaidash.models.training.engine import TrainConfig
 from xaidash.models.training.recipes import (
     AUGMENTATIONS,
     OPTIMIZERS,

@@ -35,7 +35,7 @@ from xaidash.dashboard.jobs import JobSnapshot
 from xaidash.dashboard.run_facts import epochs_text, has_weights, pct, settings_rows
 from xaidash.dashboard.state import RUN_KEY, select_run
 from xaidash.models.runs.store import Run, delete_run, list_runs, run_liveness, runs_root
-from xaidash.models.training.engine import TrainConfig
+from xaidash.models.training.config import TrainConfig
 
 manager = services.job_manager()
 FLASH = "train_flash"

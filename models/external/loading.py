@@ -1,6 +1,9 @@
 """An imported run folder back to a ModelBundle: the source rebuilds the architecture from the record in
 config.json, `model.safetensors` fills in the weights (names and shapes checked), and the spec is made
-from the layers the import found, under the run's own name (never registered in the zoo)."""
+from the layers the import found, under the run's own name (never registered in the zoo).
+
+The run store's `load_bundle` reaches this through the loader registered at the end (runs whose config.json has a
+"source"); `xaidash.models` imports this module, so the loader is there wherever the store is."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from xaidash.models.external.linking import image_probe, text_probe
 from xaidash.models.external.registry import Rebuilt, get_source
 from xaidash.models.registry import ModelError, ModelSpec
 from xaidash.models.runs.checkpoint import load_weights
-from xaidash.models.runs.store import WEIGHTS, Run, info_from_json
+from xaidash.models.runs.store import WEIGHTS, Run, RunLoader, info_from_json, register_loader
 
 IMPORTED = "imported"  # summary state of an imported run: usable like a completed one
 
@@ -101,3 +104,6 @@ def load_imported(run: Run, device: str | None = "auto", epoch: int | None = Non
         run_dir=run.path,
         has_dataset=config.get("dataset") is not None,
     )
+
+
+register_loader("source", RunLoader(load=load_imported, tokenizer=imported_tokenizer))

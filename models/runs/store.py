@@ -29,6 +29,7 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -220,10 +221,9 @@ class Run:
         """The run's tokenizer: its saved word vocabulary or the model's pretrained tokenizer."""
         from xaidash.data.tokenizer import WordVocab
 
-        if "source" in self.config():  # an imported model: its tokenizer files are in the run folder
-            from xaidash.models.external.loading import imported_tokenizer
-
-            return imported_tokenizer(self)
+        loader = _loader(self, self.config())
+        if loader is not None:  # an imported model: its tokenizer files are in the run folder
+            return loader.tokenizer(self)
         spec = get_spec(self.config()["model"])
         if spec.tokenizer is not None:
             return spec.tokenizer()
@@ -485,14 +485,44 @@ def delete_run(run: str | Path, root: Path | None = None) -> None:
     shutil.rmtree(r.path)
 
 
+# ---- runs of models imported, not trained here ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunLoader:
+    """How the run of a model not trained here comes back: its bundle (`load_bundle`'s arguments) and its tokenizer.
+    models/external registers the loader of imported models, so the store, which external writes its runs with,
+    needs nothing of external."""
+
+    load: Callable[[Run, str | None, int | None], ModelBundle]
+    tokenizer: Callable[[Run], Any]
+
+
+_LOADERS: dict[str, RunLoader] = {}  # a key of config.json that marks runs of one kind -> their loader
+
+
+def register_loader(mark: str, loader: RunLoader) -> None:
+    """Runs whose config.json has the key `mark` load through `loader` (models/external/loading.py: "source")."""
+    _LOADERS[mark] = loader
+
+
+def _loader(run: Run, config: dict[str, Any]) -> RunLoader | None:
+    """The loader of a run not trained here; None for a run trained here."""
+    for mark, loader in _LOADERS.items():
+        if mark in config:
+            return loader
+    if "source" in config:  # importing xaidash.models registers it; only a package still being imported lacks it
+        raise ModelError(f"Run {run.id} is an imported model and its loader (xaidash.models.external) is not loaded.")
+    return None
+
+
 def load_bundle(run: str | Path | Run, device: str | None = "auto", epoch: int | None = None) -> ModelBundle:
     """Rebuild a run's model from JSON + safetensors (the final weights, or those after `epoch`)."""
     r = run if isinstance(run, Run) else resolve_run(run)
     config = r.config()
-    if "source" in config:  # an imported model: its source rebuilds it (models/external)
-        from xaidash.models.external.loading import load_imported
-
-        return load_imported(r, device, epoch)
+    loader = _loader(r, config)
+    if loader is not None:  # an imported model: its source rebuilds it (models/external)
+        return loader.load(r, device, epoch)
     spec = get_spec(config["model"])
     info = r.info
     tokenizer = r.tokenizer()

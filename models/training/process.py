@@ -31,8 +31,9 @@ import torch
 
 from xaidash.data.errors import DatasetError
 from xaidash.models.registry import ModelError
-from xaidash.models.training.distributed import train_distributed
-from xaidash.models.training.engine import TrainConfig, TrainEvent, TrainResult, train
+from xaidash.models.training.config import TrainConfig, TrainEvent, TrainResult
+from xaidash.models.training.engine import train
+from xaidash.models.training.launcher import train_distributed
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import sys
 from dataclasses import asdict
 
 from xaidash.models.cli import ProgressPrinter, add_commands, config_from_args
-from xaidash.models.training.distributed import worker_main
+from xaidash.models.training.launcher import worker_main
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from bench_scripts import bench_module
 
-from xaidash.models.training.engine import TrainConfig, train
+from xaidash.models.training.config import TrainConfig
+from xaidash.models.training.engine import train
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -24,7 +24,8 @@ from xaidash.dashboard.services import job_manager
 from xaidash.models.runs.checkpoint import save_weights
 from xaidash.models.runs.lock import LOCK
 from xaidash.models.runs.store import WEIGHTS, Run, load_bundle, resolve_run
-from xaidash.models.training.engine import TrainConfig, train
+from xaidash.models.training.config import TrainConfig
+from xaidash.models.training.engine import train
 
 make_app = functools.partial(_make_app, timeout=120)
 SETTINGS = asdict(TrainConfig(dataset="digits", model="mlp", epochs=3, batch_size=32, device="cpu"))

@@ -22,7 +22,7 @@ from xaidash.models.registry import get_spec, models_for, recommended_model
 from xaidash.models.runs.lock import RunLock
 from xaidash.models.runs.quality import run_warning
 from xaidash.models.runs.store import WEIGHTS, Run, resolve_run
-from xaidash.models.training.engine import TrainConfig, TrainEvent
+from xaidash.models.training.config import TrainConfig, TrainEvent
 
 TIMEOUT = 120
 make_app = functools.partial(_make_app, timeout=TIMEOUT)

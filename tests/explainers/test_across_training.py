@@ -11,7 +11,8 @@ from xaidash.explainers.api import explain
 from xaidash.explainers.comparison.across_training import epoch_validation, explanations_across_training
 from xaidash.explainers.params import ExplainError
 from xaidash.models.runs.store import load_bundle
-from xaidash.models.training.engine import TrainConfig, train
+from xaidash.models.training.config import TrainConfig
+from xaidash.models.training.engine import train
 
 pytestmark = pytest.mark.slow  # every test trains a run with checkpoints per epoch
 

@@ -14,7 +14,8 @@ from xaidash.explainers import explain
 from xaidash.explainers.params import MAX_TEXT_CHARS, ExplainError
 from xaidash.models.runs.checkpoint import save_weights
 from xaidash.models.runs.store import WEIGHTS, Run, list_runs, load_bundle, resolve_run, runs_root
-from xaidash.models.training.engine import TrainConfig, train
+from xaidash.models.training.config import TrainConfig
+from xaidash.models.training.engine import train
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,7 @@ def test_a_nan_run_is_refused_and_force_explains_it_with_a_warning(nan_run, good
     err = capsys.readouterr().err
     assert "NaN or infinite" in err and "--force" in err and not out.exists()
     assert main([*argv, "--force"]) == 0
-    assert "warning:" in capsys.readouterr().err and (out / "metrics.json").is_file()
+    assert "warning:" in capsys.readouterr().err and (out / "report.json").is_file()
     assert resolve_run("latest").id == good_run.id  # latest never picks the poisoned run, though it is newer
 
 

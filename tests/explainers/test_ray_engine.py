@@ -13,7 +13,8 @@ import pytest
 from xaidash.explainers.dataset.explain import DatasetJob, explain_dataset
 from xaidash.explainers.dataset.store import AttributionStore, open_store_at
 from xaidash.models.runs.store import Run, load_bundle
-from xaidash.models.training.engine import TrainConfig, train
+from xaidash.models.training.config import TrainConfig
+from xaidash.models.training.engine import train
 
 pytest.importorskip("ray.data", reason="the Ray engine's tests need the extra: pip install 'xaidash[ray]'")
 

@@ -11,7 +11,9 @@ import train_configs
 from xaidash.models.cli import add_commands, config_from_args
 from xaidash.models.runs.checkpoint import load_training_state, read_tensors, save_training_state
 from xaidash.models.training import compiled
-from xaidash.models.training.engine import TrainConfig, setup_run, train
+from xaidash.models.training.config import TrainConfig
+from xaidash.models.training.engine import train
+from xaidash.models.training.session import setup_run
 
 
 def quick(**kw) -> TrainConfig:

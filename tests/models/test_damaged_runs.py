@@ -10,7 +10,8 @@ import pytest
 from xaidash.dashboard.cli import main
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import load_bundle, resolve_run, runs_table
-from xaidash.models.training.engine import TrainConfig, train
+from xaidash.models.training.config import TrainConfig
+from xaidash.models.training.engine import train
 
 pytestmark = pytest.mark.faults
 SMALL = {"dataset": "digits", "model": "mlp", "epochs": 1, "max_train_samples": 200, "device": "cpu"}

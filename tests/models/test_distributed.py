@@ -17,10 +17,12 @@ from xaidash.models.registry import ModelError
 from xaidash.models.runs import schema as run_schema
 from xaidash.models.runs.checkpoint import read_tensors
 from xaidash.models.runs.store import load_bundle
-from xaidash.models.training import distributed
+from xaidash.models.training import launcher
 from xaidash.models.training.batches import Shard, TensorData
-from xaidash.models.training.distributed import SINGLE, Launch, check_batch, process_choices, train_distributed
-from xaidash.models.training.engine import TrainConfig, TrainEvent, train
+from xaidash.models.training.config import TrainConfig, TrainEvent
+from xaidash.models.training.distributed import SINGLE, check_batch, process_choices
+from xaidash.models.training.engine import train
+from xaidash.models.training.launcher import Launch, train_distributed
 from xaidash.models.training.process import train_in_process
 
 # resnet_small on a 3,000-sample cut of shapes with its recipe's 3 epochs (batch 64): enough to learn the task
@@ -113,17 +115,17 @@ def test_stop_as_the_dashboard_does_then_resume_with_torchrun():
 def crash_rank_one(*args, **kwargs):
     """worker_main whose rank 1 raises at its first step record (the test swaps it in for the launcher)."""
     if os.environ.get("RANK") == "1":
-        from xaidash.models.training import engine
+        from xaidash.models.training import loop
 
         def broken(*a, **k):
             raise ValueError("rank one broke")
 
-        engine._log_step = broken
-    return distributed.worker_main(*args, **kwargs)
+        loop._log_step = broken
+    return launcher.worker_main(*args, **kwargs)
 
 
 def test_a_rank_that_raises_fails_the_run_with_its_reason(monkeypatch):
-    monkeypatch.setattr(distributed, "worker_main", crash_rank_one)
+    monkeypatch.setattr(launcher, "worker_main", crash_rank_one)
     result = train_distributed(TrainConfig(**DIGITS, nproc=2))
     assert result.state == "failed"
     assert "rank 1 failed: ValueError: rank one broke" in result.error

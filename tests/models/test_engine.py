@@ -15,16 +15,11 @@ from xaidash.models.registry import ModelError
 from xaidash.models.runs.checkpoint import read_tensors
 from xaidash.models.runs.store import list_runs, load_bundle, runs_table
 from xaidash.models.training.batches import LoaderData
-from xaidash.models.training.engine import (
-    TrainConfig,
-    TrainEvent,
-    TrainingFailed,
-    finish_run,
-    run_epoch,
-    setup_run,
-    train,
-    write_checkpoint,
-)
+from xaidash.models.training.config import TrainConfig, TrainEvent, TrainingFailed
+from xaidash.models.training.engine import train
+from xaidash.models.training.finish import finish_run, write_checkpoint
+from xaidash.models.training.loop import run_epoch
+from xaidash.models.training.session import setup_run
 
 
 @pytest.mark.slow  # the shared fixture trains resnet_small on shapes for two epochs

@@ -83,17 +83,19 @@ def test_import_then_explain_on_the_command_line(name: str, tmp_path: Path, caps
     code = main(
         ["explain", "--run", run_id, "--input", given, "--methods", ",".join(methods), "--out", str(out), *CHEAP]
     )
-    report = json.loads((out / "metrics.json").read_text())
-    assert code == 0, report["methods"]
+    report = json.loads((out / "report.json").read_text())  # docs/report-format.md
+    entries = {e["method"]: e for e in report["explanations"]}
+    assert code == 0, entries
     bundle = load_bundle(run_id, device="cpu")
     for method in methods:
-        assert "error" not in report["methods"][method], report["methods"][method]
-        attr = np.load(out / f"{method}.npy")
-        assert np.isfinite(attr).all()
+        assert entries[method]["error"] is None, entries[method]
         if ext.modality == "image":
+            attr = np.load(out / entries[method]["files"]["attribution"])
             assert attr.shape == tuple(bundle.info.input_shape[1:])
         else:
+            attr = np.asarray(entries[method]["figure"]["scores"], dtype=np.float64)
             assert attr.shape == (len(split_words(given)),)
+        assert np.isfinite(attr).all()
     assert has_attention(bundle.model) == ext.attention
 
 

@@ -22,7 +22,8 @@ from xaidash.models.inspect.receptive_field import bundle_receptive_fields, find
 from xaidash.models.inspect.summary import summarize, summarize_bundle
 from xaidash.models.registry import ModelError, build_model, get_spec
 from xaidash.models.runs.store import load_bundle
-from xaidash.models.training.engine import TrainConfig, train
+from xaidash.models.training.config import TrainConfig
+from xaidash.models.training.engine import train
 
 
 def fresh(name: str, dataset: str, **options) -> ModelBundle:

@@ -11,7 +11,7 @@ import pytest
 from xaidash.dashboard.jobs import JobBusy, JobManager, QueueSnapshot
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import list_runs
-from xaidash.models.training.engine import TrainConfig, TrainEvent
+from xaidash.models.training.config import TrainConfig, TrainEvent
 
 
 class FakeRun:

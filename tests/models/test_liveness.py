@@ -31,7 +31,8 @@ from xaidash.models.runs.store import (
     runs_root,
     weights_problem,
 )
-from xaidash.models.training.engine import TrainConfig, train
+from xaidash.models.training.config import TrainConfig
+from xaidash.models.training.engine import train
 
 
 # ---- the lock's heartbeat ------------------------------------------------------------------------------------------

@@ -16,8 +16,11 @@ from xaidash.models import registry
 from xaidash.models.registry import ModelError, get_spec, list_models, models_for, recommended_model
 from xaidash.models.runs.quality import accuracy_warning
 from xaidash.models.runs.store import list_runs
-from xaidash.models.training.engine import TrainConfig, setup_run, split_indices, train
+from xaidash.models.training.config import TrainConfig
+from xaidash.models.training.data import split_indices
+from xaidash.models.training.engine import train
 from xaidash.models.training.recipes import GENERIC, SETTINGS, Recipe, recipe_for
+from xaidash.models.training.session import setup_run
 
 BUILT_IN = ("shapes", "cues", "digits")
 OFFLINE_FILES = ("mnist", "fashion_mnist", "sst2", "sms_spam")  # under ../shared/data

@@ -17,8 +17,9 @@ from xaidash.dashboard.cli import main
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.lock import LOCK, RunLock, RunLocked, is_locked
 from xaidash.models.runs.store import WEIGHTS, delete_run, list_runs, resolve_run, runs_root
-from xaidash.models.training import engine
-from xaidash.models.training.engine import TrainConfig, train
+from xaidash.models.training import engine, finish
+from xaidash.models.training.config import TrainConfig, TrainingFailed
+from xaidash.models.training.engine import train
 
 pytestmark = pytest.mark.faults
 SMALL = {"dataset": "digits", "model": "mlp", "epochs": 1, "max_train_samples": 200, "device": "cpu"}
@@ -127,7 +128,7 @@ def test_a_stale_lock_and_leftover_temporaries_are_cleaned_on_resume() -> None:
 
 def test_the_lock_is_released_however_training_ends(monkeypatch) -> None:
     def fail(*_args, **_kwargs):
-        raise engine.TrainingFailed("loss became NaN")
+        raise TrainingFailed("loss became NaN")
 
     def interrupt(event) -> None:
         if event.kind == "start":
@@ -135,7 +136,7 @@ def test_the_lock_is_released_however_training_ends(monkeypatch) -> None:
 
     with pytest.raises(KeyboardInterrupt):
         train(TrainConfig(**SMALL), callbacks=[interrupt])
-    monkeypatch.setattr(engine, "run_epoch", fail)
+    monkeypatch.setattr(engine, "run_epoch", fail)  # where train() finds it
     result = train(TrainConfig(**SMALL))
     assert result.state == "failed"
     for run in list_runs():
@@ -144,7 +145,7 @@ def test_the_lock_is_released_however_training_ends(monkeypatch) -> None:
 
 
 def test_a_full_disk_fails_the_run_and_keeps_the_last_checkpoint(monkeypatch) -> None:
-    real_save = engine.save_weights
+    real_save = finish.save_weights
     calls = {"n": 0}
 
     def save_until_full(model, path, meta=None) -> None:
@@ -153,7 +154,7 @@ def test_a_full_disk_fails_the_run_and_keeps_the_last_checkpoint(monkeypatch) ->
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         real_save(model, path, meta)
 
-    monkeypatch.setattr(engine, "save_weights", save_until_full)
+    monkeypatch.setattr(finish, "save_weights", save_until_full)  # where write_checkpoint and finish_run find it
     result = train(TrainConfig(**{**SMALL, "epochs": 3}))
     assert result.state == "failed" and "disk is full" in (result.error or "")
     summary = result.run.summary()

@@ -15,7 +15,7 @@ from xaidash.dashboard.jobs import JobManager
 from xaidash.data.errors import DatasetError
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import list_runs, run_liveness
-from xaidash.models.training.engine import TrainConfig, TrainEvent
+from xaidash.models.training.config import TrainConfig, TrainEvent
 from xaidash.models.training.process import train_in_process
 
 SMALL = {"dataset": "digits", "model": "mlp", "epochs": 2, "max_train_samples": 400, "device": "cpu"}

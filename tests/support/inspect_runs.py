@@ -17,7 +17,7 @@ from xaidash.data.tokenizer import WordVocab
 from xaidash.models.registry import get_spec
 from xaidash.models.runs.checkpoint import save_weights
 from xaidash.models.runs.store import VOCAB, WEIGHTS, Run, info_to_json
-from xaidash.models.training.engine import TrainConfig
+from xaidash.models.training.config import TrainConfig
 
 
 def make_run(root: Path, dataset: str, model: str, epochs: int = 2) -> Run:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xaidash.models.training.engine import TrainConfig
+from xaidash.models.training.config import TrainConfig
 
 
 def quick(**kw) -> TrainConfig:
