@@ -52,7 +52,14 @@ from xaidash.models.device import best_time, device_label, pick_device
 
 # Timing of one call stops repeating once this many seconds are spent, so slow reference paths run once or twice.
 TIMING_BUDGET_S = 5.0
-QUICK_METHODS = ("saliency", "ig", "gradcam", "occlusion", "lime", "shap_gradient")
+
+
+def quick_methods() -> tuple[str, ...]:
+    """`--quick`'s methods: every featured image method (`MethodSpec.featured`), by rank."""
+    import xaidash.explainers  # noqa: F401  (registers models and methods)
+    from xaidash.explainers.registry import featured_methods
+
+    return tuple(featured_methods("image"))
 
 
 def all_methods() -> tuple[str, ...]:
@@ -226,7 +233,9 @@ def method_params(method: str, args: argparse.Namespace) -> dict[str, Any]:
         name, full, quick = SAMPLE_PARAMS[method]
         given = getattr(args, SAMPLE_FLAGS[method])
         params[name] = given if given is not None else (quick if args.quick else full)
-    if method in ("shap_gradient", "shap_deep"):
+    from xaidash.explainers.registry import get_method
+
+    if any(p.name == "background_size" for p in get_method(method, "image").params):
         params["background_size"] = args.background  # all of the background given, as shap's default uses it
     return params
 
@@ -450,7 +459,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--quick", action="store_true", help="resnet_small only, a few methods, fewer samples (CPU check)")
-    ap.add_argument("--methods", help=f"comma-separated method ids (default: all; --quick: {','.join(QUICK_METHODS)})")
+    ap.add_argument(
+        "--methods",
+        help="comma-separated method ids (default: all; --quick: the featured ones, by MethodSpec.featured)",
+    )
     ap.add_argument(
         "--models", help=f"comma-separated, from {','.join(ALL_MODELS)} (default: both; --quick: resnet_small)"
     )
@@ -490,7 +502,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
     from xaidash.explainers.registry import get_method
 
     known = all_methods()
-    methods = _choose(args.methods, QUICK_METHODS if args.quick else known, known, "methods")
+    methods = _choose(args.methods, quick_methods() if args.quick else known, known, "methods")
     model_names = _choose(args.models, ("resnet_small",) if args.quick else ALL_MODELS, ALL_MODELS, "models")
     try:
         device = pick_device(args.device)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
+from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.run_facts import pct
 from xaidash.models.runs.store import Run, has_usable_weights, list_runs, run_liveness
 
@@ -77,7 +78,7 @@ def require_bundle(purpose: str) -> tuple[Run, ModelBundle]:
         st.info(
             f"No run to {purpose} yet: train a model first (or select a run on the Train page).", icon=":material/info:"
         )
-        st.page_link("views/train.py", label="Go to Train", icon=":material/model_training:")
+        st.page_link(page_path("train"), label="Go to Train", icon=":material/model_training:")
         st.stop()
     try:
         with st.spinner("Loading the model…"):

@@ -5,7 +5,15 @@ from xaidash.explainers import methods as _methods  # noqa: F401  (registers eve
 from xaidash.explainers.api import explain, predicted_targets
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.params import ExplainError, Param
-from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, get_method, list_methods, methods_for
+from xaidash.explainers.registry import (
+    MethodContext,
+    MethodOutput,
+    MethodSpec,
+    featured_methods,
+    get_method,
+    list_methods,
+    methods_for,
+)
 
 __all__ = [
     "ExplainError",
@@ -15,6 +23,7 @@ __all__ = [
     "MethodSpec",
     "Param",
     "explain",
+    "featured_methods",
     "get_method",
     "list_methods",
     "methods_for",

@@ -12,7 +12,7 @@ add up to, and how many model passes one call makes. Nothing else decides these 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -120,6 +120,9 @@ class MethodSpec:
     needs_background: NeedsBackground = never
     completeness: Completeness | None = None  # None: the attributions add up to nothing in particular
     passes: Passes | None = None  # declared by every image method (the speed benchmark times them)
+    # Default choice: rank among the methods the pages, the data-set report, the across-training view and the
+    # quick benchmark pick when the user has not chosen (lower first); None: never picked by default.
+    featured: int | None = None
 
     @property
     def target_dependent(self) -> bool:
@@ -217,6 +220,18 @@ def list_methods(modality: str | None = None) -> list[MethodSpec]:
         if (modality is None or m == modality) and s not in out:
             out.append(s)
     return out
+
+
+def featured_methods(modality: str, *, among: Iterable[str] | None = None, limit: int | None = None) -> list[str]:
+    """Ids of the featured methods for this modality, by `featured` rank (lowest first): the default choice
+    wherever methods are picked for the user. among: only these ids (e.g. those usable on a model or on two);
+    limit: at most this many."""
+    allowed = None if among is None else set(among)
+    ranked = sorted(
+        (s for s in list_methods(modality) if s.featured is not None and (allowed is None or s.id in allowed)),
+        key=lambda s: (s.featured, s.id),
+    )
+    return [s.id for s in ranked][:limit]
 
 
 def methods_for(bundle: ModelBundle) -> list[MethodSpec]:

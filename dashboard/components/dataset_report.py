@@ -18,6 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard.components.explain_tables import fmt_number
+from xaidash.dashboard.nav import page_path
 from xaidash.explainers.dataset import report as R
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
@@ -25,8 +26,8 @@ from xaidash.models.runs.store import Run
 VIEW_KEY = "compare_view"  # the Compare page's view switch, bound to ?compare_view=... in the address
 VIEWS = ("Sample of inputs", "Whole data set")
 STORED_PARAM = "stored"  # ?stored=SPLIT:INDEX on Explain: that sample's stored maps
-EXPLAIN_PAGE = "views/explain.py"
-COMPARE_PAGE = "views/compare.py"
+EXPLAIN_PAGE = page_path("explain")
+COMPARE_PAGE = page_path("compare")
 BEST_BACKGROUND = "background-color: rgba(44, 160, 44, 0.22)"
 
 
@@ -65,10 +66,10 @@ def method_labels(bundle: ModelBundle, methods: Sequence[str]) -> dict[str, str]
 
 def how_to(run: Run, bundle: ModelBundle) -> None:
     """No store yet: what the report would show and the command that makes one."""
-    from xaidash.explainers import methods_for
+    from xaidash.explainers import featured_methods, methods_for
 
     usable = [m.id for m in methods_for(bundle)]
-    methods = [m for m in ("saliency", "ig", "gradcam") if m in usable] or usable[:2]
+    methods = featured_methods(bundle.modality, among=usable, limit=3) or usable[:2]
     st.info(
         "This run has no attribution store yet. Explain every sample of its test split once, from a terminal; "
         "the report (each method's metrics over all samples, per class, their distributions, and a table of the "

@@ -13,14 +13,15 @@ from xaidash.dashboard import services
 from xaidash.dashboard.components.job_status import fmt_seconds, progress_text, stop_training
 from xaidash.dashboard.errors import USER_ERRORS, show_error
 from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
+from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.run_facts import pct
 from xaidash.dashboard.state import select_run
 from xaidash.data.registry import get_source
 from xaidash.models.registry import get_spec
 from xaidash.models.runs.quality import run_warning
 from xaidash.models.runs.store import resolve_run
+from xaidash.models.training.config import TrainConfig
 from xaidash.models.training.demo import DEMO_RUNS
-from xaidash.models.training.engine import TrainConfig
 
 NAME = "Quick start"
 STARTED = "quickstart_queue"  # the queue this session started: its first run gets selected when it ends
@@ -114,10 +115,12 @@ def _results(queue: QueueSnapshot) -> None:
             continue
         if warning := run_warning(run):
             c1.warning(warning, icon=":material/warning:")
-        c2.page_link("views/explain.py", label="Explain", icon=":material/image_search:", query_params={"run": run.id})
+        c2.page_link(
+            page_path("explain"), label="Explain", icon=":material/image_search:", query_params={"run": run.id}
+        )
         if get_spec(job.config["model"]).attention:
             c3.page_link(
-                "views/attention.py", label="Attention", icon=":material/visibility:", query_params={"run": run.id}
+                page_path("attention"), label="Attention", icon=":material/visibility:", query_params={"run": run.id}
             )
 
 

@@ -19,6 +19,7 @@ from xaidash.dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker,
 from xaidash.dashboard.components.inspect_charts import thumbnail_url
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import guard, show_error
+from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.state import require_bundle
 from xaidash.data.registry import ImageSplit, TextSplit
 from xaidash.explainers.inspection.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
@@ -32,7 +33,7 @@ from xaidash.models.inspect.activations import (
     input_activation,
 )
 
-EXPLAIN_PAGE = "views/explain.py"
+EXPLAIN_PAGE = page_path("explain")
 TEXT_TIP = 160
 
 alt.data_transformers.disable_max_rows()  # the bins of a large map can exceed altair's 5,000-row guard

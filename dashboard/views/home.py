@@ -3,8 +3,6 @@ the data sets."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import streamlit as st
 
@@ -12,6 +10,7 @@ from xaidash.dashboard import services
 from xaidash.dashboard.components.quickstart import quickstart_panel
 from xaidash.dashboard.components.runs_table import runs_table
 from xaidash.dashboard.errors import guard
+from xaidash.dashboard.nav import PAGES, page_path
 from xaidash.data.catalogue import datasets_table
 from xaidash.data.paths import data_root, offline
 from xaidash.models.runs.store import list_runs, runs_root
@@ -36,66 +35,28 @@ with c1:
         "model's tested recipe. Training runs in the background and you can watch its curves. The built-in "
         "`shapes`, `digits` and `cues` data sets work offline."
     )
-    st.page_link("views/train.py", label="Train a model", icon=":material/model_training:")
+    st.page_link(page_path("train"), label="Train a model", icon=":material/model_training:")
 with c2:
     st.markdown(
         "**2. Explain its predictions**  \nPick test images or texts (or upload your own), choose "
         "methods, and see their maps side by side."
     )
-    st.page_link("views/explain.py", label="Explain predictions", icon=":material/image_search:")
+    st.page_link(page_path("explain"), label="Explain predictions", icon=":material/image_search:")
 with c3:
     st.markdown(
         "**3. Compare methods**  \nScore every method on a sample of the test split: faithfulness, "
         "ground truth, agreement, and the randomisation sanity check."
     )
-    st.page_link("views/compare.py", label="Compare methods", icon=":material/leaderboard:")
+    st.page_link(page_path("compare"), label="Compare methods", icon=":material/leaderboard:")
 
-
-VIEWS = Path(__file__).resolve().parent
-# Every other page of the menu (dashboard/nav.py), with a line on what it is for: (file, label, icon, what).
-MORE_PAGES: tuple[tuple[str, str, str, str], ...] = (
-    ("import_model.py", "Import", ":material/upload:", "bring your own PyTorch or Hugging Face model"),
-    (
-        "side_by_side.py",
-        "Side by side",
-        ":material/compare:",
-        "two models' predictions and maps for the same inputs, row by row",
-    ),
-    (
-        "attention.py",
-        "Attention",
-        ":material/visibility:",
-        "every layer and head of a transformer, head and model view",
-    ),
-    (
-        "receptive_fields.py",
-        "Receptive fields",
-        ":material/filter_center_focus:",
-        "which pixels a unit can see, and which it actually uses",
-    ),
-    (
-        "embeddings.py",
-        "Embeddings",
-        ":material/scatter_plot:",
-        "the test set in the model's feature space (PCA, t-SNE, UMAP)",
-    ),
-    (
-        "model.py",
-        "Model",
-        ":material/account_tree:",
-        "architecture, feature maps, filters, explanations across training",
-    ),
-)
 
 st.markdown("**More pages: bring a model, compare two, look inside**")
 more = st.columns(3)
-for i, (file, label, icon, what) in enumerate(MORE_PAGES):
+# Every other page of the menu: those with a line on what they are for (the steps above link the rest).
+for i, page in enumerate(p for p in PAGES if p.blurb):
     with more[i % 3]:
-        if (VIEWS / file).exists():
-            st.page_link(f"views/{file}", label=label, icon=icon)
-        else:  # a page being added: named, not linked
-            st.markdown(f"**{label}**")
-        st.caption(what)
+        st.page_link(page_path(page.name), label=page.title, icon=page.icon)
+        st.caption(page.blurb)
 
 
 def runs_panel() -> None:

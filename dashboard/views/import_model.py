@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard.errors import show_error
+from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.state import select_run
 from xaidash.data.registry import list_datasets
 from xaidash.models.external import ImportOptions, describe, import_model, list_sources
@@ -190,11 +191,11 @@ def _summary(run: Run) -> None:
     c1, c2, _ = st.columns([1, 1, 3])
     if c1.button("Open on Explain", type="primary", icon=":material/image_search:", key="import_open_explain"):
         select_run(run.id)
-        st.switch_page("views/explain.py")
+        st.switch_page(page_path("explain"))
     has_attention = bool((run.config().get("layers") or {}).get("attention"))
     if has_attention and c2.button("Open on Attention", icon=":material/visibility:", key="import_open_attention"):
         select_run(run.id)
-        st.switch_page("views/attention.py")
+        st.switch_page(page_path("attention"))
 
 
 last = st.session_state.get(LAST)

@@ -12,9 +12,10 @@ import torch
 
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.figures.render import robust_scale
+from xaidash.explainers.figures.map_figure import Caption, MapFigure, map_figure
+from xaidash.explainers.figures.render import is_clipped, robust_scale
 from xaidash.explainers.params import ExplainError
-from xaidash.explainers.registry import get_method
+from xaidash.explainers.registry import featured_methods, get_method
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import Run, load_bundle, resolve_run
 
@@ -51,12 +52,48 @@ class TrainingExplanations:
         return (robust_scale(np.concatenate(values)) if values else 0.0) or 1.0
 
     def clipped(self, method: str) -> bool:
-        """Whether some value of the method's row lies beyond `shared_scale` (its end colours are '≥'/'≤')."""
-        return self.scale(method) > self.shared_scale(method)
+        """Whether some value of the method's row lies beyond `shared_scale` (its end colours are '≥'/'≤'):
+        `render.is_clipped`, the one rule."""
+        values = [np.asarray(e.explanations[method].item(0)).ravel() for e in self.epochs if method in e.explanations]
+        return bool(values) and is_clipped(np.concatenate(values), self.shared_scale(method))
+
+    def figures(
+        self,
+        method: str,
+        classes: Sequence[str],
+        image: Any | None = None,
+        epochs: Sequence[EpochExplanations] | None = None,
+    ) -> list[tuple[EpochExplanations, MapFigure]]:
+        """The method's map at each epoch (`epochs`: a subset of `self.epochs`) as `MapFigure`s on the row's one
+        `shared_scale`; `image` is the input for overlays."""
+        scale = self.shared_scale(method)
+        out = []
+        for at_epoch in self.epochs if epochs is None else epochs:
+            e = at_epoch.explanations.get(method)
+            if e is None:
+                continue
+            name = classes[self.target] if 0 <= self.target < len(classes) else str(self.target)
+            out.append(
+                (
+                    at_epoch,
+                    map_figure(
+                        get_method(method, e.modality),
+                        e.item(0),
+                        target=self.target,
+                        classes=classes,
+                        scale=scale,
+                        image=image,
+                        words=(e.tokens or [[]])[0] if e.modality == "text" else None,
+                        caption=Caption(name, e.seconds, 1, note="one scale for every epoch shown"),
+                    ),
+                )
+            )
+        return out
 
 
 def default_methods(modality: str) -> tuple[str, ...]:
-    return ("gradcam", "ig") if modality == "image" else ("ig",)
+    """The two top featured methods (`MethodSpec.featured`): each is computed once per checkpoint."""
+    return tuple(featured_methods(modality, limit=2))
 
 
 def epoch_validation(run: Run) -> dict[int, float]:

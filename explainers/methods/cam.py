@@ -213,6 +213,7 @@ register(
         "(Selvaraju et al., 2017). Coarse: the layer's resolution, upsampled.",
         output="logit",
         passes=per_input(fwd_bwd=1),
+        featured=1,
     )
 )
 

@@ -166,6 +166,7 @@ register(
         description="Absolute gradient of the target score with respect to each input pixel (Simonyan et al., 2014).",
         output="logit",
         passes=per_input(fwd_bwd=1),
+        featured=3,
     )
 )
 
@@ -180,6 +181,7 @@ register(
         description="Gradient times the (normalised) input: a first-order estimate of each pixel's contribution.",
         output="logit",
         passes=per_input(fwd_bwd=1),
+        featured=4,
     )
 )
 
@@ -226,6 +228,7 @@ register(
         needs_background=with_mean_baseline,
         completeness=Completeness(reference="baseline", unit="pixel", diagnostic="convergence_delta"),
         passes=_ig_passes,
+        featured=2,
     )
 )
 

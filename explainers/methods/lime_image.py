@@ -177,5 +177,6 @@ register(
             "probability on which were on, and paints each superpixel with its weight. "
             "Diagnostic surrogate_r2: how well that linear model fits."
         ),
+        featured=5,
     )
 )

@@ -103,5 +103,6 @@ register(
             "Covers the image patch by patch and records the drop of the target logit; "
             "each pixel gets the mean drop over the patches that cover it."
         ),
+        featured=6,
     )
 )

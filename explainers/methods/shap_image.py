@@ -285,6 +285,7 @@ register(
         needs_background=always,
         completeness=Completeness(reference="background", unit="pixel", diagnostic="additivity_gap"),
         passes=_gradient_passes,
+        featured=7,
     )
 )
 

@@ -213,6 +213,7 @@ register(
         family="gradient",
         output="logit",
         completeness=Completeness(reference="padding_embedding", unit="word", diagnostic="convergence_delta"),
+        featured=1,
     )
 )
 
@@ -228,6 +229,7 @@ register(
         signed=False,
         family="gradient",
         output="logit",
+        featured=2,
     )
 )
 
@@ -253,6 +255,7 @@ register(
         signed=True,
         family="perturbation",
         output="probability",
+        featured=3,
     )
 )
 

@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from xaidash.dashboard.views.home import MORE_PAGES
+from xaidash.dashboard.nav import PAGES
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
-NAV = Path(__file__).resolve().parents[2] / "dashboard" / "nav.py"
 
 
 def _home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, offline: bool) -> AppTest:
@@ -34,25 +33,17 @@ def _mentioned(at: AppTest) -> str:
 
 
 def test_home_mentions_every_page_of_the_menu(monkeypatch, tmp_path):
-    import ast
-
-    titles = [
-        kw.value.value
-        for node in ast.walk(ast.parse(NAV.read_text()))
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page"
-        for kw in node.keywords
-        if kw.arg == "title" and isinstance(kw.value, ast.Constant)
-    ]
+    titles = [p.title for p in PAGES]
     assert "Side by side" in titles and len(titles) >= 10
     at = _home(monkeypatch, tmp_path, offline=True)
     text = _mentioned(at)
     for title in titles:
         if title != "Home":
             assert title in text, title
-    # Pages whose file exists are links.
+    # The pages of Home's list (those with a blurb) are links, with their blurbs.
     links = {str(e.proto.label) for e in at.main.get("page_link")}
-    views = NAV.parent / "views"
-    assert {label for file, label, *_ in MORE_PAGES if (views / file).exists()} <= links
+    assert {p.title for p in PAGES if p.blurb} <= links
+    assert all(p.blurb in text for p in PAGES)
 
 
 def test_no_download_promise_when_downloads_are_off(monkeypatch, tmp_path):
