@@ -28,7 +28,11 @@ def test_ood_flags_noise_and_solid_colour_not_shapes(trained_shapes) -> None:
     solid[1] = 0.5  # grey
     odd = ood.score(bundle, ref, torch.cat([noise, solid]))
     assert all(s.flagged for s in odd), [(s.distance, s.threshold) for s in odd]
-    assert all(s.distance > s.threshold and s.percentile > 99.0 for s in odd)
+    # beyond the 99th-percentile threshold: at least 99% of the 400 reference distances lie below (99.0 exactly
+    # when the distance falls between the two reference values the threshold interpolates)
+    assert all(s.distance > s.threshold and s.percentile >= ood.PERCENTILE for s in odd), [
+        (s.distance, s.threshold, s.percentile) for s in odd
+    ]
     assert "out of distribution" in odd[0].summary() and f"{odd[0].threshold:.3f}" in odd[0].summary()
     assert all(0.0 <= s.entropy <= s.max_entropy + 1e-9 for s in odd + in_dist)
     one = ood.score(bundle, ref, test[0])  # a single (C, H, W) image
