@@ -1,48 +1,35 @@
 """`xaidash explain` (attributions + metrics for one input, written to a folder) and `xaidash methods`.
 
-Output of `explain --out DIR` for one input, per method: `<method>.npy` (the attribution: (H, W) for images,
-one score per word for text), `<method>.png` (overlay on the input) or `<method>.html` (text
-highlighting); once: `input.png` (images: the input as the model saw it) and `metrics.json`.
-A method that fails or does not apply is reported in metrics.json and on stderr; the others go on.
+Output of `explain --out DIR` for one input: the explain report (explainers/figures/report.py,
+docs/report-format.md): `report.json`, `inputs/input_00.png` (images: the input as the model saw it),
+`maps/input_00_<method>.png` (each map with its colour bar; `.html` with the highlighted words for text) and
+`attributions/input_00_<method>.npy` (images: the (H, W) attribution). `--report FILE.html` also writes the
+report as one self-contained HTML page. A method that fails or does not apply is reported in report.json and
+on stderr; the others go on.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from xaidash.data.argtypes import float_range, int_range
 from xaidash.explainers.dataset.explain import DEFAULT_CHUNK, ENGINES, parse_dataset_range
-from xaidash.explainers.inputs import FITS, ResolvedInput, resolve_sample
+from xaidash.explainers.figures.map_figure import IMAGE_DISPLAYS
+from xaidash.explainers.figures.render import SCALE_MODES
+from xaidash.explainers.figures.report import MethodResult, MethodSetting, ReportSettings, session_report
+from xaidash.explainers.inputs import FITS, resolve_sample
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, Param
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods, methods_for
 from xaidash.explainers.samples import DEFAULT_BACKGROUND, background_samples, default_background
 from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.bundle import ModelBundle
-
-
-def _jsonable(value: Any) -> Any:
-    """Plain JSON: numpy scalars and arrays become numbers and lists, NaN/inf become null."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(float(value)) else None
-    return value
 
 
 def parse_params(items: list[str] | None, methods: list[MethodSpec]) -> dict[str, dict[str, Any]]:
@@ -96,31 +83,39 @@ def _target(spec: str | None, bundle: ModelBundle) -> int | None:
     return k
 
 
-def _predictions(bundle: ModelBundle, raw: Any, k: int) -> list[dict[str, Any]]:
-    probs = bundle.predict_proba(raw if bundle.modality == "image" else [raw])[0]
-    top = torch.topk(probs, min(k, len(probs)))
-    return [
-        {"class": int(i), "name": bundle.info.classes[int(i)], "probability": float(p)}
-        for p, i in zip(top.values, top.indices, strict=True)
-    ]
+def _probabilities(bundle: ModelBundle, raw: Any) -> Any:
+    """The class probabilities of one input, (classes,) as NumPy."""
+    return bundle.predict_proba(raw if bundle.modality == "image" else [raw])[0].numpy()
 
 
-def _save_outputs(e: Any, sample: ResolvedInput, bundle: ModelBundle, out: Path, signed: bool) -> list[str]:
-    from xaidash.explainers.figures import render
+def _ood(bundle: ModelBundle, raw: Any) -> tuple[Any, str | None]:
+    """(each input's out-of-distribution score, None) or (None, why there are none): a hint, never an error."""
+    reason = bundle.no_dataset_reason("the out-of-distribution check")
+    if reason:
+        return None, reason
+    from xaidash.explainers.inspection import ood
 
-    attr = e.item(0)
-    np.save(out / f"{e.method}.npy", attr)
-    files = [f"{e.method}.npy"]
-    if bundle.modality == "image":
-        render.overlay(render.greyscale(sample.raw), attr, signed=signed, alpha=render.OVERLAY_ALPHA).save(
-            out / f"{e.method}.png"
-        )
-        files.append(f"{e.method}.png")
-    else:
-        html = render.highlight_tokens(e.tokens[0], attr)
-        (out / f"{e.method}.html").write_text(html, encoding="utf-8")
-        files.append(f"{e.method}.html")
-    return files
+    try:
+        return ood.score(bundle, ood.reference(bundle), raw), None
+    except Exception as err:  # noqa: BLE001 - a hint only: the explanations are still written
+        return None, f"Out-of-distribution check not available: {err}"
+
+
+def _write_html(report: Any, path: str) -> bool:
+    """The HTML report at `path`; a path that cannot be written is one line on stderr (False), no traceback."""
+    from xaidash.data.atomic import atomic_write_bytes
+
+    target = Path(path).expanduser()
+    try:
+        if target.is_dir():
+            raise IsADirectoryError("it is a folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target, report.to_html().encode("utf-8"))
+    except OSError as err:
+        why = err.strerror or str(err)
+        print(f"error: cannot write the HTML report to {target}: {why}", file=sys.stderr)
+        return False
+    return True
 
 
 def _needs_background(spec: MethodSpec, bundle: ModelBundle, params: dict[str, Any]) -> bool:
@@ -181,37 +176,17 @@ def _explain(args: argparse.Namespace) -> int:
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
 
-    predictions = _predictions(bundle, sample.raw, args.top_k)
+    probs = _probabilities(bundle, sample.raw)
     needed = any(_needs_background(spec, bundle, params.get(spec.id, {})) for spec in chosen)
     background, background_note = _background(bundle, args.background, needed)
-    if isinstance(sample.raw, torch.Tensor):
-        from PIL import Image
-
-        pixels = (sample.raw.permute(1, 2, 0).cpu().numpy() * 255).round().astype(np.uint8)
-        Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels).save(out / "input.png")
-
-    report: dict[str, Any] = {
-        "input": sample.description,
-        "run": str(bundle.run_dir or args.run),
-        "model": bundle.spec.name,
-        "dataset": bundle.info.name,
-        "device": str(bundle.device),
-        "true_label": None
-        if sample.label is None
-        else {"class": sample.label, "name": bundle.info.classes[sample.label]},
-        "target": None if target is None else {"class": target, "name": bundle.info.classes[target]},
-        "predictions": predictions,
-        "background": background_note,
-        "methods": {},
-    }
-    ok = 0
+    batch = [sample.raw] if isinstance(sample.raw, str) else sample.raw[None]
+    results: list[MethodResult] = []
     for spec in chosen:
         start = time.perf_counter()
-        entry: dict[str, Any] = {"label": spec.label, "family": spec.family}
         try:
             scored = explain_and_score(
                 bundle,
-                [sample.raw] if isinstance(sample.raw, str) else sample.raw[None],
+                batch,
                 spec.id,
                 params.get(spec.id, {}),
                 target,
@@ -223,35 +198,52 @@ def _explain(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size,
                 seed=args.seed,
             )
-            e = scored.explanation
-            entry.update(
-                params=e.params,
-                target=int(e.targets[0]),
-                seconds=e.seconds,
-                device=e.device,
-                diagnostics={k: v[0] for k, v in e.diagnostics.items()},
-            )
-            entry["files"] = _save_outputs(e, sample, bundle, out, spec.signed)
-            if args.metrics:
-                entry["metrics"] = {
-                    **{k: v[0] for k, v in scored.metrics.items()},
-                    **{k: {"error": err} for k, err in scored.metric_errors.items()},
-                }
-            ok += 1
         except Exception as err:  # noqa: BLE001 - report and go on with the other methods
-            entry["error"] = f"{type(err).__name__}: {err}"
-            print(f"{spec.id}: failed: {entry['error']}", file=sys.stderr)
-        entry["wall_seconds"] = time.perf_counter() - start
-        report["methods"][spec.id] = entry
-        if "error" not in entry:
-            print(f"{spec.id}: {entry['wall_seconds']:.2f} s", file=sys.stderr)
-    (out / "metrics.json").write_text(json.dumps(_jsonable(report), indent=2), encoding="utf-8")
-    top = predictions[0]
-    print(
-        f"{sample.description}: predicted {top['name']} ({top['probability']:.1%}); "
-        f"{ok}/{len(chosen)} methods written to {out}"
+            error = f"{type(err).__name__}: {err}"
+            results.append(MethodResult(spec.id, error=error, wall_seconds=time.perf_counter() - start))
+            print(f"{spec.id}: failed: {error}", file=sys.stderr)
+            continue
+        wall = time.perf_counter() - start
+        results.append(
+            MethodResult(spec.id, scored.explanation, scored.metrics, scored.metric_errors, wall_seconds=wall)
+        )
+        print(f"{spec.id}: {wall:.2f} s", file=sys.stderr)
+
+    ood_scores, ood_note = _ood(bundle, batch)
+    classes = list(bundle.info.classes)
+    resolved = {r.method: r.explanation.params for r in results if r.explanation is not None}
+    report = session_report(
+        bundle,
+        run.id,
+        [(sample.description, sample.raw, sample.label)],
+        probs[None],
+        results,
+        ReportSettings(
+            methods=[MethodSetting(s.id, s.label, resolved.get(s.id, params.get(s.id, {}))) for s in chosen],
+            target=target,
+            target_name="predicted class" if target is None else classes[target],
+            scale_mode=args.scale,
+            display="tokens" if bundle.modality == "text" else args.display,
+            metrics=bool(args.metrics),
+            steps=args.steps if args.metrics else None,
+            seed=args.seed,
+            background=background_note,
+            extra={"input": sample.description, "batch size": str(args.batch_size)},
+        ),
+        ood=ood_scores,
+        notes=[ood_note] if ood_note else [],
+        source="xaidash explain",
     )
-    return 0 if ok else 1
+    report.write_dir(out)
+    html_ok = _write_html(report, args.report) if args.report else True
+    ok = sum(r.explanation is not None for r in results)
+    top = report.inputs[0].predictions["A"][0]
+    print(
+        f"{sample.description}: predicted {top.name} ({top.probability:.1%}); "
+        f"{ok}/{len(chosen)} methods written to {out}"
+        + (f"; HTML report {args.report}" if args.report and html_ok else "")
+    )
+    return 0 if ok and html_ok else 1
 
 
 def _chosen_methods(spec: str | None, bundle: ModelBundle) -> list[MethodSpec]:
@@ -370,7 +362,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "explain",
         help="explain one input of a trained run with several methods",
-        description="One input: writes <method>.npy, <method>.png (or .html for text) and metrics.json into --out. "
+        description="One input: writes the explain report into --out (report.json, the input, each map with its "
+        "colour bar as maps/*.png or .html for text, the attributions as attributions/*.npy; docs/report-format.md), "
+        "and with --report FILE.html the same report as one self-contained page. "
         "dataset:all or dataset:START:STOP: every sample of the split into the run's attribution store "
         "(<run>/attributions/<split>/), resumed by running the same command again.",
     )
@@ -432,7 +426,26 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="how an image file is brought to the model's size: crop the centre (default), letterbox, stretch",
     )
     p.add_argument(
-        "--top-k", type=int_range(1, 1000), default=5, help="predictions listed in metrics.json (default %(default)s)"
+        "--top-k", type=int_range(1, 1000), default=5, help="predictions listed in report.json (default %(default)s)"
+    )
+    p.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="also write the report as one self-contained HTML page (opens offline in any browser)",
+    )
+    p.add_argument(
+        "--scale",
+        choices=list(SCALE_MODES),
+        default="percentile",
+        help="colour scale of the maps: "
+        + "; ".join(f"{k}: {v}" for k, v in SCALE_MODES.items())
+        + " (default %(default)s)",
+    )
+    p.add_argument(
+        "--display",
+        choices=IMAGE_DISPLAYS,
+        default="overlay",
+        help="image maps over a grey copy of the input (overlay, default) or alone (heatmap)",
     )
     p.add_argument(
         "--background",

@@ -294,3 +294,13 @@ def resolve_input(spec: str, bundle: ModelBundle, fit: Fit = "crop") -> tuple[An
     """(raw input, true label or None, description) for a CLI `--input` value; see `resolve_sample`."""
     r = resolve_sample(spec, bundle, fit)
     return r.raw, r.label, r.description
+
+
+def batch_inputs(raws: list[Any]) -> torch.Tensor | list[str]:
+    """Several inputs as one batch for `explain`: the texts as a list, or the images (C, H, W) stacked."""
+    texts = [r for r in raws if isinstance(r, str)]
+    if texts:
+        return texts
+    if not raws:
+        raise ExplainError("No inputs to explain: pick or upload at least one.")
+    return torch.stack([torch.as_tensor(r) for r in raws])

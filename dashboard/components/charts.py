@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from xaidash.explainers.figures.report import top_predictions
+
 CONFUSION_HEATMAP_MAX = 30  # classes up to which the matrix is drawn as a heatmap with its counts
 
 
@@ -132,15 +134,17 @@ def confusion_image(matrix: np.ndarray, max_side: int = 1000) -> Image.Image:
     return image.resize((n * scale, n * scale), Image.Resampling.NEAREST) if scale > 1 else image
 
 
-def topk_chart(probs: Sequence[float], classes: Sequence[str], k: int = 5, true_label: int | None = None) -> alt.Chart:
-    """The k most probable classes as horizontal bars; the true class (when known) in green."""
-    p = np.asarray(probs, dtype=float)
-    top = np.argsort(-p)[: min(k, len(p))]
+def topk_chart(
+    probs: Sequence[float] | np.ndarray, classes: Sequence[str], k: int = 5, true_label: int | None = None
+) -> alt.Chart:
+    """The k most probable classes (`report.top_predictions`, as every report lists them) as horizontal bars; the
+    true class (when known) in green."""
+    top = top_predictions(probs, classes, k)
     df = pd.DataFrame(
         {
-            "class": [classes[i] for i in top],
-            "probability": p[top],
-            "kind": ["true class" if true_label is not None and i == true_label else "other" for i in top],
+            "class": [t.name for t in top],
+            "probability": [t.probability for t in top],
+            "kind": ["true class" if true_label is not None and t.cls == true_label else "other" for t in top],
         }
     )
     return (

@@ -1,15 +1,19 @@
-"""The Explain page's map cards (a map at a readable size, its colour bar and legend, an enlarged view)
-and its out-of-distribution hint. Drawing only: the maps, scales and scores come from explainers."""
+"""The map cards every page draws a `MapFigure` with (a map at a readable size, its colour bar and legend, an
+enlarged view) and the Explain page's out-of-distribution hint. Drawing only: the figures, scales and scores
+come from explainers."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import streamlit as st
-from PIL import Image
 
+from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.run_facts import problem_badge
 from xaidash.dashboard.state import selected_run
+from xaidash.explainers.figures.map_figure import MapFigure
+from xaidash.explainers.figures.png import png_bytes
+from xaidash.explainers.figures.render import LARGE_UPSCALE
 from xaidash.explainers.inspection import ood
 from xaidash.models.bundle import ModelBundle
 
@@ -31,32 +35,51 @@ def selected_run_problem() -> str | None:
 
 
 def map_card(
-    label: str,
-    image: Image.Image | None,
-    legend_html: str,
-    caption: str,
+    fig: MapFigure,
     *,
-    large: Image.Image | None = None,
-    tokens_html: str | None = None,
     key: str,
+    title: str | None = None,
+    caption: str | None = None,
+    width: int | None = None,
+    legend_note: str | None = None,
+    meaning: bool = True,
+    enlarge: bool = True,
+    warn: bool = True,
 ) -> None:
-    """One method's map in a fixed-width card: its name, the map (or highlighted words), the colour bar
-    with units and meaning, the caption (target class and time), and an 'Enlarge' popover."""
-    with st.container(width=TEXT_CARD_WIDTH if tokens_html is not None else CARD_WIDTH, key=key):
+    """One map in a fixed-width card, drawn from its `MapFigure`: the method's name (or `title`), the map (or the
+    highlighted words), the colour bar with units, range and meaning, the caption (target class and time, or
+    `caption`), and an 'Enlarge' popover. Every page draws its maps through this. `legend_note` replaces the
+    figure's note on the colour bar, `meaning=False` leaves the colours' meaning out (a page that states it once
+    per row), `warn=False` the selected run's problem badge (a map of another model)."""
+    label = title or fig.label
+    text = fig.caption.text() if caption is None else caption
+    legend_html = fig.colorbar_html(note=legend_note, meaning=meaning)
+    card_width = width or (TEXT_CARD_WIDTH if fig.tokens_html is not None else CARD_WIDTH)
+    with st.container(width=card_width, key=key):
         st.caption(f"**{label}**")
-        if problem := selected_run_problem():  # above every map: a failed run's or NaN weights' maps are noise
+        if warn and (
+            problem := selected_run_problem()
+        ):  # above every map: a failed run's or NaN weights' maps are noise
             st.warning(f"{problem}: this map is not meaningful", icon=":material/warning:")
-        if image is not None:
-            st.image(image, width="stretch")
-        if tokens_html is not None:
-            st.markdown(tokens_html, unsafe_allow_html=True)
+        if fig.map_png is not None:
+            st.image(fig.map_png, width="stretch")
+        if fig.tokens_html is not None:
+            st.markdown(fig.tokens_html, unsafe_allow_html=True)
         st.markdown(legend_html, unsafe_allow_html=True)
-        st.caption(caption)
+        st.caption(text)
+        large = fig.render(LARGE_UPSCALE) if enlarge else None
         if large is not None:
             with st.popover("Enlarge", icon=":material/zoom_in:", help=f"{label} at {large.width} px"):
-                st.caption(f"**{label}** · {caption}")
-                st.image(large, width=min(LARGE_WIDTH, large.width))
+                st.caption(f"**{label}** · {text}")
+                st.image(png_bytes(large), width=min(LARGE_WIDTH, large.width))
                 st.markdown(legend_html, unsafe_allow_html=True)
+
+
+def error_card(label: str, error: BaseException | str | None, *, width: int = CARD_WIDTH) -> None:
+    """A card in the row of maps for a method that produced none, with its error."""
+    with st.container(width=width):
+        st.caption(f"**{label}**")
+        show_error(error if isinstance(error, BaseException) else RuntimeError(error or "no explanation"), label)
 
 
 @st.cache_resource(

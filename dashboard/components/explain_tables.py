@@ -36,7 +36,7 @@ def metric_header(title: str, better: str) -> str:
 
 
 def metrics_table(
-    values: Mapping[str, Mapping[str, float]],
+    values: Mapping[str, Mapping[str, float | None]],
     titles: Mapping[str, tuple[str, str]],
 ) -> pd.DataFrame:
     """values: method label -> {metric: value} for one input; titles: metric -> (title, 'higher/lower is better').

@@ -5,8 +5,6 @@ numpy/PIL/altair only: every number drawn here was computed by `models.inspect` 
 
 from __future__ import annotations
 
-import base64
-import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +15,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFont
 
+from xaidash.explainers.figures.png import data_uri, png_bytes
 from xaidash.explainers.figures.render import colorize, image_hwc
 
 CELL = 64  # px of one small heatmap in the layer x head grid
@@ -372,6 +371,4 @@ def thumbnail_url(image01: Any, max_side: int = 48) -> str:
     elif max(img.size) < 56:  # tiny digits: enlarge so the tooltip is readable
         f = math.ceil(56 / max(img.size))
         img = img.resize((img.width * f, img.height * f), Image.Resampling.NEAREST)
-    buf = io.BytesIO()
-    img.save(buf, format="PNG", optimize=True)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return data_uri(png_bytes(img))

@@ -1,6 +1,6 @@
 """The Explain page's stored view: one sample of a run's attribution store (opened from Compare's data-set
 report, `?stored=SPLIT:INDEX`) with the maps and metrics `xaidash explain --input dataset:...` wrote, drawn
-like the page's computed maps (map cards with colour bars, signed or unsigned per the method's spec) and
+as the same `MapFigure`s as the page's computed maps (`dataset.report.stored_figures`, drawn by `map_card`) and
 never recomputed; a button recomputes the sample live on the same page.
 """
 
@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import streamlit as st
-from PIL import Image
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.dataset_report import (
@@ -25,20 +24,7 @@ from xaidash.dashboard.components.explain_maps import map_card
 from xaidash.dashboard.components.explain_tables import BEST, metrics_table
 from xaidash.dashboard.components.images import to_pil
 from xaidash.data.registry import ImageSplit
-from xaidash.explainers import get_method
 from xaidash.explainers.dataset import report as R
-from xaidash.explainers.figures.render import (
-    DEFAULT_UPSCALE,
-    LARGE_UPSCALE,
-    OVERLAY_ALPHA,
-    colorbar_html,
-    greyscale,
-    heatmap,
-    highlight_tokens,
-    map_legend,
-    map_scales,
-    overlay,
-)
 from xaidash.explainers.scoring import METRICS
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
@@ -164,55 +150,20 @@ def _draw(
             "**Colour scale:** each map on its own scale, saturating at its 99th percentile of |value|. Signed maps: "
             "red/white/blue around 0; unsigned maps: dark to bright (never red-blue)."
         )
-        maps = dict(zip(methods, _maps(store, methods, index), strict=True))
-        specs = {m: get_method(m, bundle.modality) for m in methods}
-        legends = {m: map_legend(specs[m], bundle.modality) for m in methods}
-        scales = map_scales(maps, {m: legends[m].group for m in maps}, "percentile")
-        target = f"target {row['pred_name']} (predicted)"
+        figures = R.stored_figures(
+            store,
+            index,
+            methods,
+            classes=info.classes,
+            target=int(row["pred"]),
+            seconds={m: values.get(m, {}).get("seconds") for m in methods},
+            image=x,
+            display=display if image else "overlay",
+        )
         with st.container(horizontal=True, gap="small"):
-            for m in methods:
-                a, lg, scale = maps[m], legends[m], scales[m]
-                clipped = bool(np.nanmax(np.abs(a)) > scale) if a.size else False
-                legend_html = colorbar_html(
-                    lg.signed,
-                    scale,
-                    lg.units,
-                    lg.meaning,
-                    value_range=(float(np.nanmin(a)), float(np.nanmax(a))) if a.size else None,
-                    clipped=clipped,
-                )
-                secs = values.get(m, {}).get("seconds")
-                caption = f"{target} · stored" + (
-                    "" if secs is None else f" · {secs:.2f} s" if secs >= 0.01 else " · <0.01 s"
-                )
-                if image:
-
-                    def draw(
-                        upscale: int, a: np.ndarray = a, signed: bool = lg.signed, scale: float = scale
-                    ) -> Image.Image:
-                        if display == "overlay":
-                            return overlay(
-                                greyscale(x), a, signed=signed, scale=scale, alpha=OVERLAY_ALPHA, upscale=upscale
-                            )
-                        return heatmap(a, signed=signed, scale=scale, upscale=upscale)
-
-                    map_card(
-                        specs[m].label,
-                        draw(DEFAULT_UPSCALE),
-                        legend_html,
-                        caption,
-                        large=draw(LARGE_UPSCALE),
-                        key=f"explain_stored_card_{m}",
-                    )
-                else:
-                    words = (store.tokens(m, [index]) or [[]])[0]
-                    if len(words) != a.size:
-                        words = [str(j) for j in range(a.size)]
-                    tokens = highlight_tokens(words, a, scale=scale, signed=lg.signed)
-                    map_card(
-                        specs[m].label, None, legend_html, caption, tokens_html=tokens, key=f"explain_stored_card_{m}"
-                    )
-        table = {specs[m].label: v for m, v in values.items() if v}
+            for m, fig in figures.items():
+                map_card(fig, key=f"explain_stored_card_{m}")
+        table = {figures[m].label: v for m, v in values.items() if v and m in figures}
         if table:
             st.dataframe(metrics_table(table, METRICS), width="stretch", key="explain_stored_metrics")
             st.caption(
@@ -229,7 +180,3 @@ def _usable(bundle: ModelBundle) -> list[Any]:
     from xaidash.explainers import methods_for
 
     return methods_for(bundle)
-
-
-def _maps(store: Any, methods: list[str], index: int) -> list[np.ndarray]:
-    return [np.asarray(store.maps(m, [index])[0], dtype=np.float32) for m in methods]

@@ -3,6 +3,7 @@ report on a whole data set explained beforehand (a run's attribution store)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -23,17 +24,17 @@ from xaidash.dashboard.components.inside_compare import (
 )
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_controls
+from xaidash.dashboard.components.report_downloads import report_downloads
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
-from xaidash.explainers import methods_for
-from xaidash.explainers.comparison.compare import compare_methods
+from xaidash.explainers import featured_methods, methods_for
+from xaidash.explainers.comparison.compare import compare_methods, comparison_report
 from xaidash.explainers.figures.render import heatmap, highlight_tokens
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.samples import pick_test_sample
 from xaidash.explainers.scoring import METRICS
 
-DEFAULT_METHODS = ("saliency", "inputxgrad", "ig", "gradcam", "lime")
 # Inputs by default: enough that the sanity check's mean correlation moves little between random draws
 # (resnet_small on shapes, six draws: Grad-CAM after the first randomised layer from -0.82 to 0.69 with the
 # sanity check on 2 inputs, from -0.24 to 0.17 on 16; see the README), while the default run stays well under
@@ -66,7 +67,7 @@ with st.container(border=True):
     if stored is None or any(m not in by_id for m in stored):  # first use, or another run was selected
         stored = (
             [m for m in (stored or []) if m in by_id]
-            or [m for m in DEFAULT_METHODS if m in by_id][:4]
+            or featured_methods(bundle.modality, among=by_id, limit=4)
             or list(by_id)[:2]
         )
     st.session_state["compare_methods"] = stored
@@ -304,3 +305,7 @@ with st.expander("The inputs"):
             pd.DataFrame({"index": smp.indices, "text": smp.raw, "label": [info.classes[lab] for lab in smp.labels]}),
             hide_index=True,
         )
+
+sample_text = f"random sample of {int(n)} test inputs (seed {int(seed)})" if how == "random sample" else indices_text
+settings = {"inputs": sample_text, "sanity check": "on" if sanity else "off"}
+report_downloads(functools.partial(comparison_report, bundle, run.id, result, settings), "compare", "comparison")

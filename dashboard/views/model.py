@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
+from xaidash.dashboard.components.explain_maps import map_card
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import input_picker
 from xaidash.dashboard.components.inspect_charts import filter_grid, filter_scale_bar, mosaic
@@ -19,15 +20,6 @@ from xaidash.explainers.comparison.across_training import (
     TrainingExplanations,
     default_methods,
     explanations_across_training,
-)
-from xaidash.explainers.figures.render import (
-    DEFAULT_UPSCALE,
-    OVERLAY_ALPHA,
-    colorbar_html,
-    greyscale,
-    highlight_tokens,
-    map_legend,
-    overlay,
 )
 from xaidash.explainers.registry import get_method
 from xaidash.models.bundle import ModelBundle
@@ -228,56 +220,14 @@ shown = result.epochs[-8:] if len(result.epochs) > 8 else result.epochs
 if len(shown) < len(result.epochs):
     st.caption(f"The last {len(shown)} epochs are shown.")
 for method in result.methods():
-    spec = get_method(method, bundle.modality)
-    legend = map_legend(spec, bundle.modality)
-    scale, clipped = result.shared_scale(method), result.clipped(method)
-    values = [at_epoch.explanations[method].item(0) for at_epoch in shown]
-    low = min(float(v.min()) for v in values)
-    high = max(float(v.max()) for v in values)
-    st.markdown(f"**{spec.label}**")
-    if bundle.modality == "image":  # epochs side by side, wrapping to rows of at most four
-        per_row = min(4, max(2, len(shown)))
-        for start in range(0, len(shown), per_row):
-            cols = st.columns(per_row)
-            for col, at_epoch in zip(cols, shown[start : start + per_row], strict=False):
-                cap = (
-                    f"epoch {at_epoch.epoch} · val acc {pct(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
-                    f"p={at_epoch.probability:.2f}"
-                )
-                col.image(
-                    overlay(
-                        greyscale(item.raw),
-                        at_epoch.explanations[method].item(0),
-                        signed=legend.signed,
-                        scale=scale,
-                        alpha=OVERLAY_ALPHA,
-                        upscale=DEFAULT_UPSCALE,
-                    ),
-                    caption=cap,
-                    width="stretch",
-                )
-    else:  # a sentence needs the width: one epoch per line
-        for at_epoch in shown:
-            expl = at_epoch.explanations[method]
-            left, right = st.columns([1, 4], vertical_alignment="center")
-            left.caption(
-                f"epoch {at_epoch.epoch} · val acc {pct(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
-                f"p={at_epoch.probability:.2f}"
+    st.markdown(f"**{get_method(method, bundle.modality).label}**")
+    with st.container(horizontal=True, gap="small"):  # the epochs side by side, in rows that wrap
+        for at_epoch, fig in result.figures(method, classes, item.raw if bundle.modality == "image" else None, shown):
+            map_card(
+                fig,
+                key=f"model_across_card_{method}_{at_epoch.epoch}",
+                title=f"epoch {at_epoch.epoch}",
+                caption=f"val acc {pct(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
+                f"p={at_epoch.probability:.2f}",
+                enlarge=False,
             )
-            if expl.tokens is not None:  # text explanations carry their tokens
-                right.markdown(
-                    highlight_tokens(expl.tokens[0], expl.item(0), scale=scale, signed=legend.signed),
-                    unsafe_allow_html=True,
-                )
-    st.markdown(
-        colorbar_html(
-            legend.signed,
-            scale,
-            legend.units,
-            legend.meaning,
-            value_range=(low, high),
-            clipped=clipped,
-            note="one scale for every epoch shown (the range is over all of them)",
-        ),
-        unsafe_allow_html=True,
-    )

@@ -13,40 +13,37 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.charts import topk_chart
+from xaidash.dashboard.components.explain_maps import map_card
 from xaidash.dashboard.components.images import to_pil
-from xaidash.dashboard.components.inputs import PickedInput, _pick_key, input_picker
+from xaidash.dashboard.components.inputs import _pick_key, input_picker
 from xaidash.dashboard.components.model_queue import leased_model
+from xaidash.dashboard.components.report_downloads import report_downloads
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle, run_label
 from xaidash.explainers.comparison.side_by_side import (
     ModelChoice,
+    PairExplanation,
     common_methods,
     disagreements,
     explain_one,
     input_spec,
     load_choice,
+    pair_report,
     partners,
     row_scale,
     split_predictions,
     top_classes,
 )
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.figures.render import (
-    OVERLAY_ALPHA,
-    colorbar_html,
-    greyscale,
-    heatmap,
-    highlight_tokens,
-    map_legend,
-    overlay,
-)
-from xaidash.explainers.registry import MethodSpec
+from xaidash.explainers.figures.render import map_legend
+from xaidash.explainers.figures.report import ExplainReport, RunInfo
+from xaidash.explainers.inputs import batch_inputs
+from xaidash.explainers.registry import MethodSpec, featured_methods
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
 
 KEY = "sbs"
 MAX_INPUTS = 4
-DEFAULT_METHODS = ("gradcam", "ig", "saliency")
 OWN_PREDICTION = "own prediction"
 SHARED, PER_MODEL = "shared where the units match", "per model"
 MAP_PX = 320  # small maps are enlarged by a whole factor (nearest neighbour) until they are at least this wide
@@ -88,15 +85,6 @@ def explained(
         return value, None
     except Exception as err:  # noqa: BLE001 - one model failing must not hide the other's maps
         return None, err
-
-
-def batch_of(inputs: list[PickedInput]) -> Any:
-    texts = [p.raw for p in inputs if isinstance(p.raw, str)]
-    if texts:
-        return texts
-    import torch
-
-    return torch.stack([p.raw for p in inputs if not isinstance(p.raw, str)])
 
 
 st.title("Side by side")
@@ -199,7 +187,11 @@ with st.container(border=True):
     methods_key = f"{KEY}_methods_{bundle_a.modality}"
     stored = st.session_state.get(methods_key, st.session_state.get(f"{methods_key}_kept"))
     if stored is None or any(m not in ids for m in stored):
-        stored = [m for m in (stored or []) if m in ids] or [m for m in DEFAULT_METHODS if m in ids][:2] or ids[:1]
+        stored = (
+            [m for m in (stored or []) if m in ids]
+            or featured_methods(bundle_a.modality, among=ids, limit=2)
+            or ids[:1]
+        )
     st.session_state[methods_key] = stored
     chosen = st.multiselect(
         "Methods", ids, format_func=lambda i: by_id[i].label, key=methods_key, help="the methods that apply to both"
@@ -245,7 +237,7 @@ if not chosen:
     st.stop()
 
 # ---- predictions and maps ---------------------------------------------------------------------------------
-raw = batch_of(inputs)
+raw = batch_inputs([p.raw for p in inputs])
 try:
     with leased_model(key_a, bundle_a) as replica_a:
         probs_a = replica_a.predict_proba(raw).numpy()
@@ -296,37 +288,61 @@ def prediction_block(probs: np.ndarray, label: int | None, title: str) -> None:
     st.altair_chart(topk_chart([float(v) for v in probs], info.classes, 3, label), width="stretch")
 
 
-def draw_map(spec: MethodSpec, p: PickedInput, e: Explanation, i: int, scale: float, who: str) -> None:
-    values = e.item(i)
-    s = scale if scale > 0 else None
-    if bundle_a.modality == "image":
-        if display == "overlay":
-            img = overlay(greyscale(p.raw), values, signed=spec.signed, scale=s, alpha=OVERLAY_ALPHA, upscale=MAP_PX)
-        else:
-            img = heatmap(values, signed=spec.signed, scale=s, upscale=MAP_PX)
-        shown = min(img.width, MAP_SHOWN_PX)
-        st.image(img, width=shown)
-    else:
-        shown = MAP_SHOWN_PX
-        st.markdown(
-            highlight_tokens((e.tokens or [[]])[i], values, scale=s, signed=spec.signed), unsafe_allow_html=True
-        )
-    legend = map_legend(spec, bundle_a.modality)
-    finite = values[np.isfinite(values)] if values.size else values
-    with st.container(width=shown):  # the colour bar as wide as its map
-        st.html(
-            colorbar_html(
-                spec.signed,
-                scale,
-                legend.units,
-                value_range=(float(finite.min()), float(finite.max())) if finite.size else None,
-                clipped=bool(finite.size and np.abs(finite).max() > scale > 0),
-                note=f"model {who}",
-            )
-        )
-    st.caption(f"explains **{info.classes[int(e.targets[i])]}**")
+@st.cache_resource(show_spinner=False)
+def _reports() -> services.LRUCache:
+    return services.LRUCache(4)
 
 
+def build_report() -> ExplainReport:
+    """Both models' maps as one report (cached per models, inputs, methods, target, scale and display): the
+    `MapFigure`s the rows draw and the downloads."""
+    pairs = [
+        PairExplanation(m, results[m]["A"][0], results[m]["B"][0], *(_why(results[m][k][1]) for k in ("A", "B")))
+        for m in chosen
+    ]
+    key = (key_a, key_b, input_keys, tuple(chosen), target, scale_mode, display)
+    report, _ = _reports().get_or_compute(
+        key,
+        lambda: pair_report(
+            (
+                RunInfo.of(bundle_a, run.id, "A", title=name_a),
+                RunInfo.of(bundle_b, choice_b.run.id, "B", choice_b.epoch, name_b),
+            ),
+            [(p.name, p.raw, p.label) for p in inputs],
+            (probs_a, probs_b),
+            pairs,
+            shared=scale_mode == SHARED,
+            display=display if bundle_a.modality == "image" else "overlay",
+            target=target,
+            upscale=MAP_PX,
+        ),
+    )
+    return report
+
+
+def _why(err: BaseException | None) -> str | None:
+    return None if err is None else f"{type(err).__name__}: {err}"
+
+
+def draw_map(report: ExplainReport, i: int, method: str, who: str) -> None:
+    """One model's map of one row through the shared map card, its colour bar naming the model."""
+    fig = report.figure(i, method, who)
+    if fig is None:
+        return
+    width = min(fig.map_width, MAP_SHOWN_PX) if fig.modality == "image" else MAP_SHOWN_PX
+    map_card(
+        fig,
+        key=f"{KEY}_card_{i}_{method}_{who}",
+        title=f"{who} · {fig.label}",
+        caption=f"explains **{fig.target_name}**",
+        width=width,
+        meaning=False,
+        enlarge=False,
+        warn=False,
+    )
+
+
+report = build_report()
 for i, p in enumerate(inputs):
     with st.container(border=True):
         truth = f" · true: **{info.classes[p.label]}**" if p.label is not None else ""
@@ -362,9 +378,10 @@ for i, p in enumerate(inputs):
             st.markdown(f"**{spec.label}** · scale: {rs.statement}")
             st.caption(f"{map_legend(spec, bundle_a.modality).meaning}.")
             ca, cb = st.columns(2)
-            for col, expl, failure, scale, who in ((ca, ea, err_a, rs.a, "A"), (cb, eb, err_b, rs.b, "B")):
+            for col, expl, failure, who in ((ca, ea, err_a, "A"), (cb, eb, err_b, "B")):
                 with col:
                     if expl is None:
                         show_error(failure or RuntimeError("no explanation"), f"{spec.label} on model {who}")
                     else:
-                        draw_map(spec, p, expl, i, scale, who)
+                        draw_map(report, i, m, who)
+report_downloads(report, KEY, "side_by_side")

@@ -21,6 +21,13 @@ import torch
 
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.figures.report import (
+    ExplainReport,
+    MethodResult,
+    MethodSetting,
+    ReportSettings,
+    session_report,
+)
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import get_method
@@ -58,6 +65,10 @@ class Comparison:
     summary: pd.DataFrame | None = None
     constant_maps: dict[str, int] = field(default_factory=dict)
     best: dict[str, list[str]] = field(default_factory=dict)
+    probabilities: np.ndarray | None = None  # (N, classes): the model's class probabilities of the sample
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    steps: int = CURVE_STEPS
+    seed: int = 0
 
     def reason(self, method: str, metric: str) -> str:
         """Why (method, metric) has no value, or a note on its inputs; '' when there is nothing to say."""
@@ -190,6 +201,7 @@ def compare_methods(
         done += 1
         report(min(1.0, done / units), message)
 
+    probabilities = bundle.predict_proba(sample.raw).numpy()
     explanations: dict[str, Explanation] = {}
     per_input: dict[str, dict[str, list[float]]] = {}
     errors: dict[str, str] = {}
@@ -276,4 +288,47 @@ def compare_methods(
         summary=summary,
         constant_maps=constant_maps,
         best=best,
+        probabilities=probabilities,
+        params={m: dict(params.get(m, {})) for m in methods},
+        steps=steps,
+        seed=seed,
     )
+
+
+def comparison_report(
+    bundle: ModelBundle, run_id: str, result: Comparison, extra: dict[str, str] | None = None
+) -> ExplainReport:
+    """The comparison as an explain report: every input of the sample with the model's predictions, every
+    method's map of it (each on its own scale, as the Explain page's default) with its metrics, the settings and
+    the run. Methods that failed keep their error."""
+    sample = result.sample
+    names = [f"test #{i}" for i in sample.indices] or [f"input {j + 1}" for j in range(len(sample))]
+    inputs = [(names[j], sample.raw[j], sample.labels[j]) for j in range(len(sample))]
+    probs = result.probabilities if result.probabilities is not None else bundle.predict_proba(sample.raw).numpy()
+    results = []
+    for m in result.methods:
+        e = result.explanations.get(m)
+        errors = {k.split(": ", 1)[1]: v for k, v in result.errors.items() if k.startswith(f"{m}: ")}
+        results.append(
+            MethodResult(
+                m, e, result.per_input.get(m, {}), errors, error=None if e is not None else result.errors.get(m)
+            )
+        )
+    settings = ReportSettings(
+        methods=[
+            MethodSetting(
+                m,
+                get_method(m, bundle.modality).label,
+                result.explanations[m].params if m in result.explanations else result.params.get(m, {}),
+            )
+            for m in result.methods
+        ],
+        target=None,
+        target_name="predicted class",
+        display="overlay" if bundle.modality == "image" else "tokens",
+        metrics=True,
+        steps=result.steps,
+        seed=result.seed,
+        extra=dict(extra or {}),
+    )
+    return session_report(bundle, run_id, inputs, probs, results, settings, source="Compare")

@@ -18,7 +18,17 @@ from xaidash.data.registry import Split, TextSplit
 from xaidash.explainers.comparison.across_training import epoch_validation
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.figures.render import map_legend, robust_scale
-from xaidash.explainers.registry import MethodSpec, list_methods
+from xaidash.explainers.figures.report import (
+    ExplainReport,
+    MethodResult,
+    MethodSetting,
+    ReportInput,
+    ReportSettings,
+    RunInfo,
+    build_report,
+    top_predictions,
+)
+from xaidash.explainers.registry import MethodSpec, get_method, list_methods
 from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import WEIGHTS, Run, list_runs, load_bundle, run_liveness
@@ -235,9 +245,8 @@ def row_scale(
 
 
 def top_classes(probs: np.ndarray, classes: Sequence[str], k: int = 3) -> list[tuple[str, float]]:
-    """The k most probable classes of one input with their probabilities."""
-    p = np.asarray(probs, dtype=np.float64)
-    return [(classes[int(i)], float(p[i])) for i in np.argsort(-p)[: min(k, len(p))]]
+    """The k most probable classes of one input with their probabilities (`report.top_predictions`)."""
+    return [(t.name, t.probability) for t in top_predictions(probs, classes, k)]
 
 
 def disagreements(probs_a: np.ndarray, probs_b: np.ndarray) -> np.ndarray:
@@ -301,3 +310,61 @@ def explain_pair(
         except Exception as e:  # noqa: BLE001 - one model failing must not hide the other's maps
             out[side], out[f"error_{side}"] = None, f"{type(e).__name__}: {e}"
     return PairExplanation(method, out["a"], out["b"], out.get("error_a"), out.get("error_b"))
+
+
+def pair_report(
+    runs: tuple[RunInfo, RunInfo],
+    inputs: Sequence[tuple[str, Any, int | None]],
+    probs: tuple[np.ndarray, np.ndarray],
+    pairs: Sequence[PairExplanation],
+    *,
+    shared: bool,
+    display: str = "overlay",
+    target: int | None = None,
+    upscale: int = 320,
+    labels: dict[str, str] | None = None,
+) -> ExplainReport:
+    """Both models' maps of the same inputs as one report (runs keyed 'A' and 'B'), every (input, method) row on
+    the scales `row_scale` picks (one for both models where asked and the units match), each map's colour bar
+    naming its model. `inputs`: (name, raw input, true class or None); `probs`: each model's probabilities."""
+    run_a, run_b = runs
+    classes = run_a.classes
+    rows = [
+        ReportInput.of(
+            name,
+            raw,
+            label,
+            {run_a.key: top_predictions(probs[0][i], classes), run_b.key: top_predictions(probs[1][i], classes)},
+        )
+        for i, (name, raw, label) in enumerate(inputs)
+    ]
+    modality = run_a.modality
+    results: list[MethodResult] = []
+    scales: dict[tuple[str, int, str], tuple[float, str]] = {}
+    methods = []
+    for pair in pairs:
+        spec = get_method(pair.method, modality)
+        label = (labels or {}).get(pair.method, spec.label)
+        params = (pair.a or pair.b).params if (pair.a or pair.b) is not None else {}  # type: ignore[union-attr]
+        methods.append(MethodSetting(pair.method, label, dict(params)))
+        results.append(MethodResult(pair.method, pair.a, error=pair.error_a, run=run_a.key))
+        results.append(MethodResult(pair.method, pair.b, error=pair.error_b, run=run_b.key))
+        for i in range(len(rows)):
+            rs = row_scale(
+                spec,
+                None if pair.a is None else pair.a.item(i),
+                None if pair.b is None else pair.b.item(i),
+                shared,
+                modality,
+            )
+            scales[(run_a.key, i, pair.method)] = (rs.a, f"model {run_a.key}")
+            scales[(run_b.key, i, pair.method)] = (rs.b, f"model {run_b.key}")
+    settings = ReportSettings(
+        methods=methods,
+        target=target,
+        target_name="each model's own prediction" if target is None else classes[target],
+        scale_mode="percentile",
+        display=display,
+        extra={"colour scale": "shared where the units match" if shared else "per model"},
+    )
+    return build_report([run_a, run_b], rows, results, settings, source="Side by side", scales=scales, upscale=upscale)

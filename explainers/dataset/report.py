@@ -409,3 +409,64 @@ def sample_metrics(metrics: pd.DataFrame, index: int, methods: Sequence[str]) ->
             c: float(row[c]) for c in METRICS if c in row.index and row[c] is not None and np.isfinite(float(row[c]))
         }
     return out
+
+
+def stored_explanations(
+    store: Any,
+    index: int,
+    methods: Sequence[str],
+    *,
+    target: int,
+    seconds: Mapping[str, float | None] | None = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The stored maps of sample `index` as `Explanation`s of one input (method id -> explanation): the same
+    type the live page computes, so both are drawn by one builder. `target`: the class the store explained
+    (each sample's prediction); `seconds`: each method's stored time for the sample."""
+    from xaidash.explainers.explanation import Explanation
+
+    modality = str(store.manifest.get("modality") or "image")
+    out: dict[str, Any] = {}
+    for m in methods:
+        values = np.asarray(store.maps(m, [index])[0], dtype=np.float32)
+        words = store.tokens(m, [index]) if modality == "text" else None
+        secs = (seconds or {}).get(m)
+        out[m] = Explanation(
+            method=m,
+            params=dict((params or {}).get(m) or {}),
+            targets=np.asarray([int(target)]),
+            attributions=[values] if modality == "text" else values[None],
+            seconds=-1.0 if secs is None or not math.isfinite(float(secs)) else float(secs),
+            device="",
+            modality=modality,
+            tokens=None if words is None else [list(words[0])],
+        )
+    return out
+
+
+def stored_figures(
+    store: Any,
+    index: int,
+    methods: Sequence[str],
+    *,
+    classes: Sequence[str],
+    target: int,
+    seconds: Mapping[str, float | None] | None = None,
+    image: Any | None = None,
+    display: str = "overlay",
+    scale_mode: str = "percentile",
+) -> dict[str, Any]:
+    """One stored sample's maps as `MapFigure`s (method id -> figure), built exactly as the live page builds its
+    computed maps (`map_figure.explanation_figures`), captioned as stored. `image`: the sample (for overlays)."""
+    from xaidash.explainers.figures.map_figure import explanation_figures
+
+    explanations = stored_explanations(store, index, methods, target=target, seconds=seconds)
+    return explanation_figures(
+        explanations,
+        0,
+        classes=classes,
+        image=image,
+        scale_mode=scale_mode,  # type: ignore[arg-type]
+        display=display,
+        stored=True,
+    )

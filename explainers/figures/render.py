@@ -139,6 +139,24 @@ def map_legend(spec: MethodSpec, modality: str = "image") -> MapLegend:
     return MapLegend(units, group, spec.signed, meaning)
 
 
+def is_clipped(values: Any, scale: float) -> bool:
+    """Whether a map drawn on colour `scale` saturates: some finite |value| lies beyond it (its colour bar's
+    end values then read '≥ s' and '≤ −s'). NaN and inf are ignored; a scale of 0 or less (an all-zero map,
+    drawn in the centre colour) never clips. The one rule every page, the CLI and the reports use."""
+    if not (scale > 0 and math.isfinite(scale)):
+        return False
+    v = np.abs(_numpy(values).astype(np.float64))
+    v = v[np.isfinite(v)]
+    return bool(v.size and v.max() > scale)
+
+
+def finite_range(values: Any) -> tuple[float, float] | None:
+    """(min, max) of a map's finite values; None when it has none."""
+    v = _numpy(values).astype(np.float64)
+    v = v[np.isfinite(v)]
+    return (float(v.min()), float(v.max())) if v.size else None
+
+
 def map_scales(
     maps: Mapping[str, Any], groups: Mapping[str, str] | None = None, mode: ScaleMode = "percentile"
 ) -> dict[str, float]:
@@ -311,7 +329,7 @@ def colorbar(
     clipped: bool = False,
 ) -> Image.Image:
     """A small horizontal legend: the colour ramp with its end values (and 0 for signed maps),
-    and `label` on a line below (the image grows taller to fit it).
+    and `label` below, wrapped onto as many lines as it needs (the image grows taller to fit it).
 
     font_size: draw the text in DejaVu Sans at this size (readable in saved files) instead of PIL's
     small bitmap font; clipped: the end values are saturation points (values beyond get the end
@@ -324,7 +342,8 @@ def colorbar(
     rgb = colorize(np.tile(ramp, (bar_h, 1)), signed, scale if scale > 0 else None, cmap)
     font = _font(font_size)
     line = int(font.getbbox("0Ag")[3]) + 2
-    img = Image.new("RGB", (width, max(height, bar_h + 1 + line * (2 if label else 1))), "white")
+    lines = _wrap(label, font, width) if label else []
+    img = Image.new("RGB", (width, max(height, bar_h + 1 + line * (1 + len(lines)))), "white")
     img.paste(_to_pil(rgb), (0, 0))
     draw = ImageDraw.Draw(img)
     hi_text, lo_text = _tick(scale), _tick(lo)
@@ -339,14 +358,25 @@ def colorbar(
     for x, text in ticks:
         w = draw.textlength(text, font=font)
         draw.text((min(max(0, x - w / 2), width - w), bar_h + 1), text, fill="black", font=font)
-    if label:
+    for k, text in enumerate(lines, start=1):
         draw.text(
-            (max(0.0, width / 2 - draw.textlength(label, font=font) / 2), bar_h + 1 + line),
-            label,
+            (max(0.0, width / 2 - draw.textlength(text, font=font) / 2), bar_h + 1 + line * k),
+            text,
             fill="dimgray",
             font=font,
         )
     return img
+
+
+def _wrap(text: str, font: ImageFont.FreeTypeFont | ImageFont.ImageFont, width: int) -> list[str]:
+    """`text` in lines no wider than `width` px (a word longer than that gets a line of its own)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and font.getlength(f"{lines[-1]} {word}") <= width - 4:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    return lines
 
 
 def with_legend(img: Image.Image, legend: Image.Image, gap: int = 6) -> Image.Image:

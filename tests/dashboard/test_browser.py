@@ -156,13 +156,14 @@ def test_train_then_explain_five_methods_in_the_browser(server: str, tmp_path: P
             assert all(b["width"] >= 200 for b in maps), maps
             assert 2 <= max(rows.values()) <= 4 and sum(rows.values()) >= len(METHODS), boxes
             shots("main_4_explain_upload", height=2600)
-            # The JSON report downloads with one entry per method and the predictions.
-            page.get_by_text("Downloads").click()
+            # The JSON report (docs/report-format.md) downloads with one entry per map and the predictions.
             with page.expect_download() as download:
-                page.get_by_role("button", name=re.compile("^Report")).click()
+                page.get_by_role("button", name="Report (.json)").click()
             report = json.loads(Path(download.value.path()).read_text())
-            assert [m["method"] for m in report["methods"]] == ["saliency", "ig", "gradcam", "inputxgrad", "deeplift"]
-            assert report["inputs"][0]["predictions"] and all(m["seconds"] >= 0 for m in report["methods"])
+            assert report["format_version"] == 1
+            ids = [m["id"] for m in report["settings"]["methods"]]  # the featured defaults first, then the added
+            assert sorted(ids[:3]) == ["gradcam", "ig", "saliency"] and ids[3:] == ["inputxgrad", "deeplift"], ids
+            assert report["inputs"][0]["predictions"]["A"] and all(e["seconds"] >= 0 for e in report["explanations"])
 
             # ---- a small comparison
             page.get_by_role("link", name="Compare", exact=True).click()

@@ -166,6 +166,6 @@ def test_model_page(served, browser):
     url, runs, folder = served
     ctx, page, body = open_page(browser, url, runs["resnet_small"], "model")
     assert "Architecture" in body and "Feature maps" in body and "First-layer filters" in body
-    assert "epoch 2 · val acc 60.0%" in body
+    assert "epoch 2" in body and "val acc 60.0% · pred" in body  # each epoch's card: its title and caption
     save(page, "model_resnet_small", folder)
     ctx.close()

@@ -163,16 +163,21 @@ def test_model_page_resnet_small(runs_by_model, monkeypatch):
     bundle_params = sum(p.numel() for p in get_spec("resnet_small").build(get_info("shapes")).parameters())
     assert at.metric[0].value == f"{bundle_params:,}"
     assert "Feature maps" in [h.value for h in at.main.subheader]
-    caps = image_captions(at)
-    assert "epoch 1 · val acc 50.0%" in caps and "epoch 2 · val acc 60.0%" in caps
+    # One map card per (method, epoch): titled with the epoch, its validation accuracy in the caption, a colour bar
+    # with units and meaning on the row's one scale; the filters on one stated scale.
+    caps = texts(at.caption)
+    assert "**epoch 1**" in caps and "**epoch 2**" in caps
+    assert "val acc 50.0% · pred " in caps and "val acc 60.0% · pred " in caps
     assert "Grad-CAM" in texts(at.markdown) and "Integrated Gradients" in texts(at.markdown)
-    # Colour bars with units and meaning under each method's row; the filters on one stated scale.
-    assert texts(at.markdown).count("xai-cbar") == 2 and "logit contribution per pixel" in texts(at.markdown)
+    bars = [v for v in at.markdown if "xai-cbar" in str(v.value)]
+    assert len(bars) == 2 * 2 and "logit contribution per pixel" in texts(at.markdown)
+    assert all("one scale for every epoch shown" in str(b.value) for b in bars)
     assert "One scale for every filter" in image_captions(at)
     # Any method can be chosen, not only the preset ones.
     assert at.multiselect(key="model_across_methods").value == ["gradcam", "ig"]
     at.multiselect(key="model_across_methods").set_value(["saliency"]).run()
-    assert not at.exception and "Saliency" in texts(at.markdown) and texts(at.markdown).count("xai-cbar") == 1
+    assert not at.exception and "Saliency" in texts(at.markdown)
+    assert sum("xai-cbar" in str(v.value) for v in at.markdown) == 2  # two epochs
     at.selectbox(key="model_fmap_layer").set_value("layers.1.conv1").run()
     assert not at.exception
 
@@ -182,4 +187,4 @@ def test_model_page_minilm(runs_by_model, monkeypatch):
     assert not at.error, texts(at.error)
     assert at.metric[0].value == "22,566,146"
     assert "Feature maps and filters are shown for image models" in texts(at.caption)
-    assert "epoch 1 · val acc 50.0%" in texts(at.caption)
+    assert "**epoch 1**" in texts(at.caption) and "val acc 50.0% · pred " in texts(at.caption)

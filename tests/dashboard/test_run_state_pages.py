@@ -112,13 +112,17 @@ def test_a_nan_weight_run_is_flagged_on_its_pages_and_over_every_map(nan_run):
     def cards() -> None:
         import os
 
+        import numpy as np
         import streamlit as st
 
         from xaidash.dashboard.components.explain_maps import map_card
+        from xaidash.explainers.figures.map_figure import map_figure
+        from xaidash.explainers.registry import get_method
 
         st.session_state["xai_selected_run"] = os.environ["RUN_ID"]
+        fig = map_figure(get_method("saliency", "image"), np.ones((8, 8)), target=0, classes=["a", "b"], scale=1.0)
         for i in range(2):
-            map_card(f"method {i}", None, "", "caption", key=f"card{i}")
+            map_card(fig, key=f"card{i}", title=f"method {i}")
 
     os.environ["RUN_ID"] = nan_run.id
     try:

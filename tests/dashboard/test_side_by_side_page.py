@@ -72,7 +72,7 @@ def test_two_image_models_row_by_row(runs, monkeypatch):
     assert md.count("· scale: one scale for both models (|∂ logit / ∂ pixel|, ±") == 1  # saliency
     # the gallery's page, the input, 2 maps per method row, each with its colour bar
     assert len(at.main.get("image")) == GALLERY_PAGE + 1 + 2 * 2
-    bars = [str(h.proto.body) for h in at.main.get("html") if "xai-cbar" in str(h.proto.body)]
+    bars = [str(m.value) for m in at.main.get("markdown") if "xai-cbar" in str(m.value)]  # the map cards' bars
     assert len(bars) == 4 and all("logit" in b for b in bars) and sum("model B" in b for b in bars) == 2
     assert len(at.main.get("vega_lite_chart")) == 2  # both models' top classes
     assert "A · resnet_small" in md and "B · mlp" in md

@@ -20,6 +20,18 @@ from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.runs.store import load_bundle
 
 
+def _report(out: Path) -> dict:
+    """The report `xaidash explain` wrote (docs/report-format.md)."""
+    report = json.loads((out / "report.json").read_text())
+    assert report["format_version"] == 1 and report["kind"] == "xaidash.explain_report"
+    return report
+
+
+def _methods(report: dict) -> dict[str, dict]:
+    """method id -> its entry for the one input."""
+    return {e["method"]: e for e in report["explanations"] if e["input"] == 0}
+
+
 @pytest.fixture(scope="module")
 def cli_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The runs root of this module's runs: run ids and paths are resolved inside the runs root only."""
@@ -69,24 +81,20 @@ def test_explain_image_run_writes_files_and_report(image_run, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "attention_rollout: failed" in err  # does not apply to a CNN: reported, the others still ran
     for m in ("saliency", "gradcam", "ig"):
-        attr = np.load(out / f"{m}.npy")
+        attr = np.load(out / "attributions" / f"input_00_{m}.npy")
         assert attr.shape == (32, 32) and np.isfinite(attr).all()
-        assert Image.open(out / f"{m}.png").size[0] >= 32
-    assert not (out / "attention_rollout.npy").exists()
-    assert Image.open(out / "input.png").size == (32, 32)
+        assert Image.open(out / "maps" / f"input_00_{m}.png").size[0] >= 224  # the map with its colour bar
+    assert not (out / "attributions" / "input_00_attention_rollout.npy").exists()
+    assert Image.open(out / "inputs" / "input_00.png").size == (32, 32)
 
-    report = json.loads((out / "metrics.json").read_text())
-    assert "shapes test #2" in report["input"] and report["true_label"]["name"] in (
-        "circle",
-        "square",
-        "triangle",
-        "cross",
-    )
-    assert report["device"] == "cpu" and report["model"] == "resnet_small"
-    probs = [p["probability"] for p in report["predictions"]]
+    report = _report(out)
+    first = report["inputs"][0]
+    assert "shapes test #2" in first["name"] and first["label"]["name"] in ("circle", "square", "triangle", "cross")
+    assert report["runs"][0]["device"] == "cpu" and report["runs"][0]["model"] == "resnet_small"
+    probs = [p["probability"] for p in first["predictions"]["A"]]
     assert len(probs) == 4 and probs == sorted(probs, reverse=True) and sum(probs) == pytest.approx(1.0, abs=1e-4)
-    methods = report["methods"]
-    assert "error" in methods["attention_rollout"]
+    methods = _methods(report)
+    assert methods["attention_rollout"]["error"] and methods["attention_rollout"]["figure"] is None
     assert methods["ig"]["params"] == {"baseline": "blur", "steps": 8}
     assert "convergence_delta" in methods["ig"]["diagnostics"]
     for m in ("saliency", "gradcam", "ig"):
@@ -121,10 +129,11 @@ def test_explain_image_file_and_target(image_run, tmp_path):
         )
         == 0
     )
-    report = json.loads((out / "metrics.json").read_text())
-    assert report["true_label"] is None and report["target"] == {"class": 2, "name": "triangle"}
-    assert report["methods"]["saliency"]["target"] == 2 and "metrics" not in report["methods"]["saliency"]
-    assert (out / "saliency.npy").exists()
+    report = _report(out)
+    assert report["inputs"][0]["label"] is None and report["settings"]["target"] == {"class": 2, "name": "triangle"}
+    saliency = _methods(report)["saliency"]
+    assert saliency["figure"]["target"] == {"class": 2, "name": "triangle"} and saliency["metrics"] == {}
+    assert (out / "attributions" / "input_00_saliency.npy").exists()
 
 
 def test_explain_text_run(text_run, tmp_path):
@@ -148,14 +157,15 @@ def test_explain_text_run(text_run, tmp_path):
         )
         == 0
     )
+    report = _report(out)
+    methods = _methods(report)
     for m in ("saliency", "ig"):
-        scores = np.load(out / f"{m}.npy")
-        assert scores.shape == (8,)  # one score per word
-        html = (out / f"{m}.html").read_text()
-        assert "superb" in html and "<span" in html
-    report = json.loads((out / "metrics.json").read_text())
-    assert report["input"].startswith("text")
-    assert 0 <= report["methods"]["ig"]["metrics"]["deletion_auc"] <= 1
+        figure = methods[m]["figure"]
+        assert len(figure["scores"]) == 8 and len(figure["words"]) == 8  # one score per word
+        html = (out / methods[m]["files"]["map"]).read_text()
+        assert "superb" in html and "<span" in html and "xai-cbar" in html
+    assert report["inputs"][0]["name"].startswith("text") and "superb" in report["inputs"][0]["text"]
+    assert 0 <= methods["ig"]["metrics"]["deletion_auc"] <= 1
 
     out2 = tmp_path / "text2"
     assert (
@@ -177,7 +187,7 @@ def test_explain_text_run(text_run, tmp_path):
         )
         == 0
     )
-    metrics = json.loads((out2 / "metrics.json").read_text())["methods"]["saliency"]["metrics"]
+    metrics = _methods(_report(out2))["saliency"]["metrics"]
     assert 0 <= metrics["rationale_energy"] <= 1 and 0 <= metrics["rationale_pointing"] <= 1
 
 
@@ -243,8 +253,8 @@ def test_mean_baseline_gives_one_map_from_the_cli_the_api_and_the_page(image_run
     out = tmp_path / "out"
     args = ["explain", "--run", str(image_run), "--input", "dataset:2", "--methods", "ig", "--out", str(out)]
     assert main([*args, "--param", "ig.baseline=mean", "--param", "ig.steps=8", "--device", "cpu"]) == 0
-    assert json.loads((out / "metrics.json").read_text())["background"] == f"{DEFAULT_BACKGROUND} training images"
-    cli = np.load(out / "ig.npy")
+    assert _report(out)["settings"]["background"] == f"{DEFAULT_BACKGROUND} training images"
+    cli = np.load(out / "attributions" / "input_00_ig.npy")
 
     bundle = load_bundle(image_run, device="cpu")
     raw = resolve_sample("dataset:2", bundle).raw
@@ -277,8 +287,8 @@ def test_text_exports_show_markup_as_text(text_run, tmp_path):
     attack = "<img src=x onerror=alert(1)> great <script>alert(2)</script>"
     args = ["explain", "--run", str(text_run), "--input", attack, "--methods", "saliency,lime", "--out", str(out)]
     assert main([*args, "--param", "lime.samples=40"]) == 0
-    pages = sorted(out.glob("*.html"))
-    assert [p.name for p in pages] == ["lime.html", "saliency.html"]
+    pages = sorted((out / "maps").glob("*.html"))
+    assert [p.name for p in pages] == ["input_00_lime.html", "input_00_saliency.html"]
     for page in pages:
         html = page.read_text()
         assert "<img" not in html and "<script>" not in html, page.name

@@ -1,0 +1,291 @@
+"""An `ExplainReport` as one self-contained HTML page: the run(s) and settings, every input with its
+predictions and out-of-distribution hint, every map with its colour bar (PNG as data: URIs, the bytes of the
+report's files), and one metrics table per input with each metric's direction.
+
+Offline by construction: inline CSS, no scripts, fonts, links to fetch or external images. Every text that
+comes from a user or a file (input names, typed text, class names, run ids, parameters, errors) is
+HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+from xaidash.explainers.figures.png import data_uri
+from xaidash.explainers.figures.render import _tick
+
+if TYPE_CHECKING:
+    from xaidash.explainers.figures.map_figure import MapFigure
+
+# An ExplainReport and its ScoredMap entries (explainers/figures/report.py), which imports this module for
+# `to_html`: typed by name only here, so the two modules do not import each other.
+ExplainReport = Any
+ScoredMap = Any
+
+ARROWS = {"higher is better": "↑", "lower is better": "↓"}
+BEST = "★"
+
+CSS = """
+*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#1f2328;margin:0;
+ background:#f6f7f9;font-size:14px;line-height:1.45}
+header,main,footer{max-width:1480px;margin:0 auto;padding:10px 12px}
+header{background:#fff;border-bottom:1px solid #d0d7de;max-width:none}
+header .inner{max-width:1480px;margin:0 auto}
+h1{font-size:22px;margin:4px 0}h2{font-size:18px;margin:18px 0 8px}h3{font-size:15px;margin:8px 0}
+section{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:10px 12px;margin:12px 0}
+table{border-collapse:collapse;font-variant-numeric:tabular-nums}
+th,td{border-bottom:1px solid #e5e7eb;padding:4px 10px;text-align:left;vertical-align:top}
+th{background:#f6f8fa;font-weight:600}
+.muted{color:#57606a}.small{font-size:12px}
+.head{display:flex;flex-wrap:wrap;gap:20px;align-items:flex-start}
+.input-img{width:160px;height:auto;image-rendering:pixelated;border:1px solid #d0d7de}
+blockquote{margin:0;padding:6px 12px;border-left:4px solid #d0d7de;background:#f6f8fa;max-width:640px;
+ white-space:pre-wrap;word-break:break-word}
+.bar{display:inline-block;height:10px;background:#4c78a8;border-radius:2px;vertical-align:middle}
+.bar.true{background:#2da44e}
+.ood{padding:6px 10px;border-radius:6px;background:#f6f8fa;max-width:560px}
+.ood.flagged{background:#fff8c5;border:1px solid #d4a72c}
+.maps{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
+.card{width:336px;border:1px solid #d0d7de;border-radius:6px;padding:6px 7px;background:#fff}
+.card.text{width:460px}
+.card .title{font-weight:600;margin-bottom:4px}
+.card img.map{display:block;max-width:100%;height:auto;margin:0 auto;image-rendering:pixelated}
+.card.error{background:#fff5f5;border-color:#f1aeb5;color:#82071e}
+.legend{font-size:12px;color:#57606a;margin-top:4px}
+.metrics td.best{font-weight:600}
+details{margin-top:8px}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _num(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "–"
+    f = float(v)
+    if not math.isfinite(f):
+        return "–"
+    if f.is_integer() and abs(f) < 1e15:
+        return str(int(f))
+    if f != 0 and (abs(f) < 10 ** (-digits) or abs(f) >= 1e6):
+        return f"{f:.2e}"
+    return f"{f:.{digits}f}"
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    """Two columns of already-escaped HTML."""
+    return "<table>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _run_section(report: ExplainReport) -> str:
+    parts = []
+    for r in report.runs:
+        rows = [
+            ("run", f"<code>{_e(r.id)}</code>" + (f" at epoch {_e(r.epoch)}" if r.epoch is not None else "")),
+            ("model", _e(r.model)),
+            ("data set", _e(r.dataset)),
+            ("modality", _e(r.modality)),
+            ("device", _e(r.device or "–")),
+            ("classes", _e(", ".join(r.classes[:20]) + (", …" if len(r.classes) > 20 else ""))),
+        ]
+        head = (
+            f"<h3>Model {_e(r.key)}" + (f": {_e(r.title)}" if r.title else "") + "</h3>" if len(report.runs) > 1 else ""
+        )
+        parts.append(head + _table(rows))
+    return '<section class="run"><h2>Run</h2>' + "".join(parts) + "</section>"
+
+
+def _settings_section(report: ExplainReport) -> str:
+    s = report.settings
+    rows = [
+        ("target", _e(s.target_name if s.target is not None else "each input's predicted class")),
+        ("colour scale", _e(s.scale_text())),
+        ("maps shown as", _e(s.display)),
+        (
+            "quality metrics",
+            "yes" + (f" ({_e(s.steps)} deletion/insertion steps)" if s.steps else "") if s.metrics else "no",
+        ),
+        ("seed", _e(s.seed)),
+    ]
+    if s.background:
+        rows.append(("background", _e(s.background)))
+    rows += [(_e(k), _e(v)) for k, v in s.extra.items()]
+    methods = "".join(
+        f"<tr><td>{_e(m.label)}</td><td><code>{_e(m.id)}</code></td>"
+        f"<td><code>{_e(json.dumps(m.params, sort_keys=True, default=str)) if m.params else '–'}</code></td></tr>"
+        for m in s.methods
+    )
+    notes = "".join(f'<p class="muted">{_e(n)}</p>' for n in report.notes)
+    return (
+        '<section class="settings"><h2>Settings</h2>'
+        + _table(rows)
+        + "<h3>Methods</h3><table><tr><th>method</th><th>id</th><th>parameters</th></tr>"
+        + methods
+        + "</table>"
+        + notes
+        + "</section>"
+    )
+
+
+def _predictions(report: ExplainReport, i: int) -> str:
+    inp = report.inputs[i]
+    out = []
+    for r in report.runs:
+        preds = inp.predictions.get(r.key)
+        if not preds:
+            continue
+        top = preds[0]
+        mark = "" if inp.label is None else (" ✓" if inp.label == top.cls else " ✗")
+        title = f"Model {_e(r.key)} predicts" if len(report.runs) > 1 else "Predicted"
+        rows = "".join(
+            f"<tr><td>{_e(p.name)}</td><td>{p.probability:.1%}</td><td>"
+            f'<span class="bar{" true" if p.cls == inp.label else ""}" style="width:{max(1, round(120 * p.probability))}px">'
+            "</span></td></tr>"
+            for p in preds
+        )
+        out.append(
+            f'<div class="preds"><div><b>{title}: {_e(top.name)}</b> ({top.probability:.0%}){mark}</div>'
+            f'<table class="small"><tr><th>class</th><th>probability</th><th></th></tr>{rows}</table></div>'
+        )
+    return "".join(out)
+
+
+def _legend_text(fig: MapFigure) -> str:
+    """Under the map's PNG (which draws the ramp and end values): units, this map's range, the note, the meaning."""
+    first = [f"<b>{_e(fig.legend.units)}</b>"]
+    if fig.value_range is not None:
+        lo, hi = fig.value_range
+        first.append(f"this map: {_e(_tick(lo))} … {_e(_tick(hi))}")
+    first.append(f"scale ±{_e(_tick(fig.scale))}" + (" (values beyond saturate)" if fig.clipped else ""))
+    lines = [" · ".join(first)]
+    if fig.caption.note:
+        lines.append(_e(fig.caption.note))
+    lines.append(_e(fig.legend.meaning))
+    return '<div class="legend">' + "<br>".join(lines) + "</div>"
+
+
+def _card(report: ExplainReport, e: ScoredMap) -> str:
+    who = f" · model {_e(e.run)}" if len(report.runs) > 1 else ""
+    title = f'<div class="title">{_e(e.label)}{who}</div>'
+    fig = e.figure
+    if fig is None:
+        return f'<div class="card error">{title}<div>{_e(e.error or "no explanation")}</div></div>'
+    caption = f'<div class="small muted">{_e(fig.caption.text())}</div>'
+    if fig.modality == "image" and fig.figure_png is not None:
+        alt = f"{e.label} map of {report.inputs[e.input].name} with its colour bar"
+        body = f'<img class="map" alt="{_e(alt)}" src="{data_uri(fig.figure_png)}">' + _legend_text(fig)
+        return f'<figure class="card" style="margin:0">{title}{body}{caption}</figure>'
+    body = (fig.tokens_html or "") + fig.colorbar_html()
+    return f'<figure class="card text" style="margin:0">{title}{body}{caption}</figure>'
+
+
+def _metrics_table(report: ExplainReport, i: int) -> str:
+    from xaidash.explainers.scoring import METRICS
+
+    entries = [e for e in report.for_input(i) if e.figure is not None]
+    names = [k for k in METRICS if any(k in e.metrics for e in entries)]
+    if not names:
+        return ""
+    best: dict[str, set[int]] = {}
+    for k in names:
+        better = METRICS[k][1]
+        finite = {
+            j: float(v) for j, e in enumerate(entries) if (v := e.metrics.get(k)) is not None and math.isfinite(v)
+        }
+        if len(finite) >= 2 and better in ARROWS:
+            target = max(finite.values()) if better == "higher is better" else min(finite.values())
+            hit = {j for j, v in finite.items() if v == target}
+            best[k] = hit if len(hit) < len(finite) else set()
+    head = "".join(
+        f'<th title="{_e(METRICS[k][1])}">{_e(METRICS[k][0])} {ARROWS.get(METRICS[k][1], "")}</th>' for k in names
+    )
+    rows = []
+    for j, e in enumerate(entries):
+        who = f" · {_e(e.run)}" if len(report.runs) > 1 else ""
+        cells = "".join(
+            f'<td class="best">{_num(e.metrics.get(k))} {BEST}</td>'
+            if j in best.get(k, set())
+            else f"<td>{_num(e.metrics.get(k))}</td>"
+            for k in names
+        )
+        rows.append(f"<tr><td>{_e(e.label)}{who}</td>{cells}</tr>")
+    errors = [f"{_e(e.label)}: {_e(k)} not computed ({_e(msg)})" for e in entries for k, msg in e.metric_errors.items()]
+    directions = "; ".join(f"{_e(METRICS[k][0])}: {_e(METRICS[k][1])}" for k in names)
+    return (
+        '<h3>Quality metrics</h3><table class="metrics"><tr><th>method</th>'
+        + head
+        + "</tr>"
+        + "".join(rows)
+        + "</table>"
+        + f'<p class="small muted">↑ higher is better, ↓ lower is better, {BEST} best of these maps for this input. '
+        + directions
+        + ".</p>"
+        + ("".join(f'<p class="small muted">{t}</p>' for t in errors))
+    )
+
+
+def _diagnostics(report: ExplainReport, i: int) -> str:
+    rows = [
+        f"<tr><td>{_e(e.label)}</td><td>{_e(k)}</td><td>{_num(v)}</td></tr>"
+        for e in report.for_input(i)
+        for k, v in e.diagnostics.items()
+    ]
+    if not rows:
+        return ""
+    return (
+        "<details><summary>Diagnostics</summary><table><tr><th>method</th><th>item</th><th>value</th></tr>"
+        + "".join(rows)
+        + "</table></details>"
+    )
+
+
+def _input_section(report: ExplainReport, i: int) -> str:
+    inp = report.inputs[i]
+    classes = report.run.classes
+    truth = f" · true: <b>{_e(classes[inp.label])}</b>" if inp.label is not None else ""
+    shown = ""
+    png = inp.png()
+    if png is not None:
+        shown = f'<img class="input-img" alt="{_e(inp.name)}" src="{data_uri(png)}">'
+    elif inp.text is not None:
+        shown = f"<blockquote>{_e(inp.text)}</blockquote>"
+    ood = ""
+    if inp.ood is not None:
+        cls = "ood flagged" if inp.ood.flagged else "ood"
+        ood = f'<div class="{cls} small">{_e(inp.ood.summary())}</div>'
+    cards = "".join(_card(report, e) for e in report.for_input(i))
+    return (
+        f'<section class="input" id="input-{i}"><h2>Input {i + 1}: {_e(inp.name)}</h2>'
+        f'<div class="head">{shown}<div><div>{_e(inp.name)}{truth}</div>{_predictions(report, i)}{ood}</div></div>'
+        f'<div class="maps">{cards}</div>{_metrics_table(report, i)}{_diagnostics(report, i)}</section>'
+    )
+
+
+def report_html(report: ExplainReport, format_version: int) -> str:
+    """The whole report (an `ExplainReport`) as one HTML document (UTF-8 text)."""
+    run = report.run
+    title = f"Explanations · {run.model} on {run.dataset} · run {run.id}"
+    sub = (
+        f"{_e(report.source) + ' · ' if report.source else ''}{len(report.inputs)} input(s) × "
+        f"{len(report.settings.methods)} method(s)" + (f" × {len(report.runs)} models" if len(report.runs) > 1 else "")
+    )
+    scale = (
+        "Signed maps: red/white/blue around 0; unsigned maps: dark to bright. A bar's end values read ≥/≤ when "
+        "values beyond them saturate. Colour scale: " + _e(report.settings.scale_text()) + "."
+    )
+    body = "".join(_input_section(report, i) for i in range(len(report.inputs)))
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
+        f'<header><div class="inner"><h1>{_e(title)}</h1><div class="muted">{sub}</div></div></header>'
+        f'<main><p class="muted small">{scale}</p>{body}{_run_section(report)}{_settings_section(report)}</main>'
+        f'<footer class="small muted">xaidash explain report, format version {format_version} '
+        "(the same content as report.json).</footer></body></html>\n"
+    )

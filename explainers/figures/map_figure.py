@@ -1,0 +1,356 @@
+"""One map as it is presented: one input x one method, with everything needed to draw and read it.
+
+`MapFigure` holds the method, its legend (signed, units, meaning, scale group), the colour scale and whether
+the map saturates on it (`render.is_clipped`, the one rule), the finite values' range, the caption's pieces,
+and the drawn content: for images the map (overlay or heatmap, enlarged) and the map with its colour bar as PNG
+bytes (`png.png_bytes`, reproducible), for text the highlighted words as HTML. `explanation_figures` builds the
+figures of one input from the methods' `Explanation`s and a scale mode; the Explain page, its stored view, the
+CLI, Compare's and Side by side's reports all build through it (`map_figure` for a scale chosen elsewhere), and
+the dashboard's `map_card` draws any of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from PIL import Image
+
+from xaidash.explainers.figures import render
+from xaidash.explainers.figures.png import png_bytes
+from xaidash.explainers.params import ExplainError
+from xaidash.explainers.registry import get_method
+
+if TYPE_CHECKING:
+    from xaidash.explainers.explanation import Explanation
+    from xaidash.explainers.registry import MethodSpec
+
+Display = Literal["overlay", "heatmap", "tokens"]
+IMAGE_DISPLAYS: tuple[str, ...] = ("overlay", "heatmap")
+COLORBAR_MIN_WIDTH = 320  # px: the colour bar under a saved map is at least this wide, its text 14 px
+COLORBAR_HEIGHT = 40
+COLORBAR_FONT = 14
+
+
+def seconds_text(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 0.01 else "<0.01 s"
+
+
+@dataclass(frozen=True)
+class Caption:
+    """What is said under a map: the class it explains, the method's time and over how many inputs that time
+    was spent, whether it came from a cache or an attribution store, and a note on its scale (e.g. which
+    maps share it)."""
+
+    target: str
+    seconds: float | None = None
+    inputs: int = 1
+    cached: bool = False
+    stored: bool = False
+    note: str = ""
+
+    def text(self) -> str:
+        """'target cat · 0.12 s for 2 inputs · cached'; 'target cat · stored · 0.01 s'."""
+        parts = [f"target {self.target}"]
+        if self.stored:
+            parts.append("stored")
+        if self.seconds is not None:
+            parts.append(seconds_text(self.seconds) + (f" for {self.inputs} inputs" if self.inputs > 1 else ""))
+        if self.cached:
+            parts.append("cached")
+        return " · ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "seconds": self.seconds,
+            "inputs": self.inputs,
+            "cached": self.cached,
+            "stored": self.stored,
+            "note": self.note,
+            "text": self.text(),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Caption:
+        return cls(
+            str(d["target"]),
+            None if d.get("seconds") is None else float(d["seconds"]),
+            int(d.get("inputs", 1)),
+            bool(d.get("cached", False)),
+            bool(d.get("stored", False)),
+            str(d.get("note", "")),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class MapFigure:
+    """One method's map of one input, ready to draw (see the module docstring). `values` is the attribution
+    (H, W) or one score per word; `background` the input (H, W, 3) in [0, 1] an overlay is drawn on."""
+
+    method: str
+    label: str
+    modality: str
+    legend: render.MapLegend
+    scale: float
+    scale_mode: str
+    clipped: bool
+    value_range: tuple[float, float] | None
+    target: int
+    target_name: str
+    caption: Caption
+    display: str
+    upscale: int = render.DEFAULT_UPSCALE
+    map_png: bytes | None = None
+    figure_png: bytes | None = None
+    tokens_html: str | None = None
+    words: tuple[str, ...] | None = None
+    values: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32), repr=False)
+    background: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def signed(self) -> bool:
+        return self.legend.signed
+
+    @property
+    def map_width(self) -> int:
+        """The drawn map's width in pixels (0 for text)."""
+        return int.from_bytes(self.map_png[16:20], "big") if self.map_png else 0
+
+    @property
+    def cmap(self) -> str:
+        return render.default_cmap(self.legend.signed)
+
+    def colorbar_html(self, note: str | None = None, meaning: bool = True) -> str:
+        """The legend under the map: ramp, end values (≥/≤ when clipped), units, this map's range, the
+        caption's note (or `note`) and what the colours mean."""
+        return render.colorbar_html(
+            self.legend.signed,
+            self.scale,
+            self.legend.units,
+            self.legend.meaning if meaning else "",
+            value_range=self.value_range,
+            clipped=self.clipped,
+            note=self.caption.note if note is None else note,
+        )
+
+    def render(self, upscale: int | None = None) -> Image.Image | None:
+        """The map drawn again at another size (the enlarged view); None for text."""
+        if self.modality != "image":
+            return None
+        return draw_map(self.values, self.legend.signed, self.scale, self.display, self.background, upscale)
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything but the drawn bytes and the values (those are files of a report)."""
+        out: dict[str, Any] = {
+            "method": self.method,
+            "label": self.label,
+            "modality": self.modality,
+            "display": self.display,
+            "legend": {
+                "signed": self.legend.signed,
+                "units": self.legend.units,
+                "meaning": self.legend.meaning,
+                "group": self.legend.group,
+            },
+            "colormap": self.cmap,
+            "scale": self.scale,
+            "scale_mode": self.scale_mode,
+            "clipped": self.clipped,
+            "value_range": None if self.value_range is None else list(self.value_range),
+            "target": {"class": self.target, "name": self.target_name},
+            "upscale": self.upscale,
+            "caption": self.caption.to_json(),
+        }
+        if self.modality == "text":
+            out["words"] = list(self.words or ())
+            out["scores"] = [float(v) if np.isfinite(v) else None for v in np.asarray(self.values, np.float64)]
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], values: Any | None = None, image: Any | None = None) -> MapFigure:
+        """A figure read back from `to_json`. Text maps carry their scores; an image map's `values` (and the input
+        `image` for an overlay) come from the report's files, and its PNGs are drawn again from them (the same
+        bytes). Without values an image figure has no drawing."""
+        lg = d["legend"]
+        legend = render.MapLegend(str(lg["units"]), str(lg["group"]), bool(lg["signed"]), str(lg["meaning"]))
+        modality = str(d["modality"])
+        if values is None and modality == "text":
+            values = [np.nan if v is None else v for v in d.get("scores", [])]
+        vr = d.get("value_range")
+        fig = cls(
+            method=str(d["method"]),
+            label=str(d["label"]),
+            modality=modality,
+            legend=legend,
+            scale=float(d["scale"]),
+            scale_mode=str(d["scale_mode"]),
+            clipped=bool(d["clipped"]),
+            value_range=None if vr is None else (float(vr[0]), float(vr[1])),
+            target=int(d["target"]["class"]),
+            target_name=str(d["target"]["name"]),
+            caption=Caption.from_json(d["caption"]),
+            display=str(d["display"]),
+            upscale=int(d.get("upscale", render.DEFAULT_UPSCALE)),
+            words=tuple(str(w) for w in d["words"]) if "words" in d else None,
+            values=np.zeros(0, np.float32) if values is None else np.asarray(values, np.float32),
+            background=None if image is None else render.image_hwc(image),
+        )
+        return fig if values is None else _with_drawing(fig)
+
+
+def _replace(fig: MapFigure, **changes: Any) -> MapFigure:
+    from dataclasses import replace
+
+    return replace(fig, **changes)
+
+
+def draw_map(
+    values: np.ndarray,
+    signed: bool,
+    scale: float,
+    display: str,
+    background: np.ndarray | None,
+    upscale: int | None = render.DEFAULT_UPSCALE,
+) -> Image.Image:
+    """An image map as shown: over a grey copy of the input ('overlay', opacity growing with |value|) or alone."""
+    if display == "overlay" and background is not None:
+        return render.overlay(
+            render.greyscale(background),
+            values,
+            signed=signed,
+            scale=scale,
+            alpha=render.OVERLAY_ALPHA,
+            upscale=upscale,
+        )
+    return render.heatmap(values, signed=signed, scale=scale, upscale=upscale)
+
+
+def _with_drawing(fig: MapFigure) -> MapFigure:
+    """`fig` with its drawn content: the map and the map with its colour bar (PNG), or the highlighted words."""
+    if fig.modality != "image":
+        words = list(fig.words or ())
+        if len(words) != fig.values.size:  # stored words that do not match: number the positions instead
+            words = [str(j) for j in range(fig.values.size)]
+        html = render.highlight_tokens(words, fig.values, scale=fig.scale, signed=fig.legend.signed)
+        return _replace(fig, tokens_html=html, words=tuple(words))
+    img = draw_map(fig.values, fig.legend.signed, fig.scale, fig.display, fig.background, fig.upscale)
+    bar = render.colorbar(
+        fig.legend.signed,
+        fig.scale,
+        width=max(img.width, COLORBAR_MIN_WIDTH),
+        height=COLORBAR_HEIGHT,
+        label=fig.legend.units,
+        font_size=COLORBAR_FONT,
+        clipped=fig.clipped,
+    )
+    return _replace(fig, map_png=png_bytes(img), figure_png=png_bytes(render.with_legend(img, bar)))
+
+
+def map_figure(
+    spec: MethodSpec,
+    values: Any,
+    *,
+    target: int,
+    classes: Sequence[str],
+    scale: float,
+    scale_mode: str = "percentile",
+    image: Any | None = None,
+    words: Sequence[str] | None = None,
+    display: str = "overlay",
+    caption: Caption | None = None,
+    upscale: int = render.DEFAULT_UPSCALE,
+) -> MapFigure:
+    """One map on a given colour `scale` (0 or less: an all-zero map, drawn in the centre colour).
+
+    `image`: the input (C, H, W) or (H, W, C) in [0, 1], drawn under an 'overlay'; `words`: the words a text
+    map scores. The legend comes from the method's spec (`render.map_legend`)."""
+    modality = "text" if words is not None else "image"
+    a = np.asarray(values, dtype=np.float32)
+    if modality == "image" and display not in IMAGE_DISPLAYS:
+        raise ExplainError(f"Unknown display {display!r}; choose one of {', '.join(IMAGE_DISPLAYS)}.")
+    s = float(scale) if scale > 0 and np.isfinite(scale) else 1.0
+    name = classes[target] if 0 <= target < len(classes) else str(target)
+    fig = MapFigure(
+        method=spec.id,
+        label=spec.label,
+        modality=modality,
+        legend=render.map_legend(spec, modality),
+        scale=s,
+        scale_mode=scale_mode,
+        clipped=render.is_clipped(a, s),
+        value_range=render.finite_range(a),
+        target=int(target),
+        target_name=name,
+        caption=caption or Caption(name),
+        display="tokens" if modality == "text" else display,
+        upscale=upscale,
+        words=None if words is None else tuple(str(w) for w in words),
+        values=a,
+        background=None if image is None or modality == "text" else render.image_hwc(image),
+    )
+    return _with_drawing(fig)
+
+
+def explanation_figures(
+    explanations: Mapping[str, Explanation],
+    index: int,
+    *,
+    classes: Sequence[str],
+    image: Any | None = None,
+    scale_mode: render.ScaleMode = "percentile",
+    display: str = "overlay",
+    cached: Mapping[str, bool] | None = None,
+    stored: bool = False,
+    upscale: int = render.DEFAULT_UPSCALE,
+    scales: Mapping[str, float] | None = None,
+    notes: Mapping[str, str] | None = None,
+) -> dict[str, MapFigure]:
+    """The figures of input `index` for every method's explanation (method id -> figure, in the given order).
+
+    Colour scales come from `render.map_scales(maps, legend groups, scale_mode)`; with 'units', maps that share
+    a scale say so in their caption's note. `image` is input `index` itself (for overlays); `cached` marks the
+    methods whose explanation came from a cache, `stored` the ones read from an attribution store. `scales` and
+    `notes` (method -> value) replace the scale mode's choice where a caller compares maps across models."""
+    if not explanations:
+        return {}
+    modality = next(iter(explanations.values())).modality
+    specs = {m: get_method(e.method, modality) for m, e in explanations.items()}
+    legends = {m: render.map_legend(specs[m], modality) for m in explanations}
+    maps = {m: e.item(index) for m, e in explanations.items()}
+    own = render.map_scales(maps, {m: legends[m].group for m in maps}, scale_mode)
+    out: dict[str, MapFigure] = {}
+    for m, e in explanations.items():
+        peers = [o for o in maps if legends[o].group == legends[m].group]
+        note = (
+            "shared scale: " + ", ".join(specs[o].label for o in peers)
+            if scale_mode == "units" and len(peers) > 1 and scales is None
+            else ""
+        )
+        if notes is not None and m in notes:
+            note = notes[m]
+        target = int(e.targets[index])
+        caption = Caption(
+            classes[target] if 0 <= target < len(classes) else str(target),
+            e.seconds if e.seconds >= 0 else None,
+            len(e),
+            bool((cached or {}).get(m, False)),
+            stored,
+            note,
+        )
+        out[m] = map_figure(
+            specs[m],
+            maps[m],
+            target=target,
+            classes=classes,
+            scale=scales[m] if scales is not None and m in scales else own[m],
+            scale_mode=scale_mode,
+            image=image,
+            words=(e.tokens or [[]])[index] if modality == "text" else None,
+            display=display,
+            caption=caption,
+            upscale=upscale,
+        )
+    return out
