@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import json
 import re
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,12 +30,15 @@ from xaidash.dashboard.components.report_downloads import report_downloads
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
 from xaidash.explainers import featured_methods, methods_for
-from xaidash.explainers.comparison.compare import compare_methods, comparison_report
+from xaidash.explainers.comparison.compare import Comparison, compare_methods, comparison_report
 from xaidash.explainers.figures.render import heatmap, highlight_tokens
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import ExplainError
+from xaidash.explainers.registry import MethodSpec
 from xaidash.explainers.samples import pick_test_sample
 from xaidash.explainers.scoring import METRICS
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.runs.store import Run
 
 # Inputs by default: enough that the sanity check's mean correlation moves little between random draws
 # (resnet_small on shapes, six draws: Grad-CAM after the first randomised layer from -0.82 to 0.69 with the
@@ -42,27 +47,77 @@ from xaidash.explainers.scoring import METRICS
 DEFAULT_INPUTS = 16
 DEFAULT_SANITY_STEPS = 3
 
-st.title("Compare")
-run, bundle = require_bundle("compare")
-stop_without_dataset(bundle, "Compare, which scores methods on test samples,")
-bkey = services.run_key(run)
-info = bundle.info
-st.caption(
-    f"Run `{run.id}`: **{bundle.spec.name}** on **{info.name}**, on {bundle.device}. Targets are the predicted classes."
-)
 
-# Two views: methods compared live on a sample of inputs, or the report on a whole data set explained beforehand
-# (`xaidash explain --input dataset:all`); ?compare_view=Whole+data+set in the address opens the second.
-view = st.segmented_control(
-    "View", VIEWS, default=VIEWS[0], required=True, key=VIEW_KEY, bind="query-params", label_visibility="collapsed"
-)
-if view == VIEWS[1]:
-    dataset_report(run, bundle)
-    st.stop()
+@dataclass
+class Settings:
+    """What the controls say: the methods and their parameters, the sample, the metrics' steps, the sanity check,
+    and whether Compare was pressed in this run of the page."""
 
-usable = methods_for(bundle)
-by_id = {m.id: m for m in usable}
-with st.container(border=True):
+    methods: list[str]
+    params: dict[str, dict[str, Any]]
+    how: str
+    n: int
+    seed: int
+    indices_text: str
+    steps: int
+    sanity: bool
+    sanity_inputs: int
+    sanity_steps: int
+    go: bool
+
+    def cache_key(self, bkey: str) -> tuple[Any, ...]:
+        """What the comparison depends on besides the model (the run's key): its cache key."""
+        return (
+            bkey,
+            self.how,
+            self.n,
+            self.seed,
+            self.indices_text,
+            tuple(self.methods),
+            json.dumps(self.params, sort_keys=True, default=str),
+            self.steps,
+            self.sanity,
+            self.sanity_inputs,
+            self.sanity_steps,
+        )
+
+    def report_settings(self) -> dict[str, str]:
+        """The settings the report states."""
+        sample_text = (
+            f"random sample of {self.n} test inputs (seed {self.seed})"
+            if self.how == "random sample"
+            else self.indices_text
+        )
+        return {"inputs": sample_text, "sanity check": "on" if self.sanity else "off"}
+
+
+def header() -> tuple[Run, ModelBundle]:
+    """The title and the run; the page stops without a model, or without the test split it scores on."""
+    st.title("Compare")
+    run, bundle = require_bundle("compare")
+    stop_without_dataset(bundle, "Compare, which scores methods on test samples,")
+    st.caption(
+        f"Run `{run.id}`: **{bundle.spec.name}** on **{bundle.info.name}**, on {bundle.device}. "
+        "Targets are the predicted classes."
+    )
+    return run, bundle
+
+
+def whole_data_set_view(run: Run, bundle: ModelBundle) -> None:
+    """Two views: methods compared live on a sample of inputs, or the report on a whole data set explained
+    beforehand (`xaidash explain --input dataset:all`); ?compare_view=Whole+data+set in the address opens the
+    second, which is drawn here and ends the page."""
+    view = st.segmented_control(
+        "View", VIEWS, default=VIEWS[0], required=True, key=VIEW_KEY, bind="query-params", label_visibility="collapsed"
+    )
+    if view == VIEWS[1]:
+        dataset_report(run, bundle)
+        st.stop()
+
+
+def pick_methods(bundle: ModelBundle, by_id: dict[str, MethodSpec]) -> list[str]:
+    """The methods multiselect: defaults on first use or after a change of run; the choice survives visits to
+    other pages."""
     stored = st.session_state.get("compare_methods", st.session_state.get("compare_methods_kept"))
     if stored is None or any(m not in by_id for m in stored):  # first use, or another run was selected
         stored = (
@@ -73,6 +128,11 @@ with st.container(border=True):
     st.session_state["compare_methods"] = stored
     methods = st.multiselect("Methods", list(by_id), format_func=lambda i: by_id[i].label, key="compare_methods")
     st.session_state["compare_methods_kept"] = methods  # survives visits to other pages
+    return methods
+
+
+def sample_controls() -> tuple[str, int, int, str]:
+    """(how, n, seed, indices text): a random sample of the test split, or chosen indices."""
     c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
     how = c1.radio(
         "Inputs from the test split", ["random sample", "chosen indices"], horizontal=True, key="compare_how"
@@ -84,6 +144,11 @@ with st.container(border=True):
     else:
         indices_text = c2.text_input("Test indices (comma separated)", "0, 1, 2, 3", key="compare_indices")
         n, seed = 0, 0
+    return str(how), int(n), int(seed), indices_text
+
+
+def check_controls() -> tuple[int, bool, int, int]:
+    """(deletion/insertion steps, sanity check on, its inputs, its steps)."""
     s1, s2, s3, s4 = st.columns(4)
     steps = s1.slider(
         "Deletion/insertion steps",
@@ -112,16 +177,32 @@ with st.container(border=True):
     sanity_steps = s4.number_input(
         "Sanity check steps", 1, 12, DEFAULT_SANITY_STEPS, key="compare_sanity_steps", disabled=not sanity
     )
+    return int(steps), bool(sanity), int(sanity_inputs), int(sanity_steps)
+
+
+def method_params(bundle: ModelBundle, by_id: dict[str, MethodSpec], methods: list[str]) -> dict[str, dict[str, Any]]:
+    """Each chosen method's parameters, in expanders three to a row."""
     params = {}
     if methods:
         cols = st.columns(min(3, len(methods)))
         for j, m in enumerate(methods):
             with cols[j % len(cols)].expander(f"{by_id[m].label} parameters"):
                 params[m] = param_controls(by_id[m], bundle, "compare")
-    go = st.button("Compare", type="primary", icon=":material/play_arrow:", disabled=not methods, key="compare_go")
-if not methods:
-    st.info("Pick at least one method.")
-    st.stop()
+    return params
+
+
+def controls(bundle: ModelBundle, by_id: dict[str, MethodSpec]) -> Settings:
+    """The controls and the Compare button; the page stops when no method is picked."""
+    with st.container(border=True):
+        methods = pick_methods(bundle, by_id)
+        how, n, seed, indices_text = sample_controls()
+        steps, sanity, sanity_inputs, sanity_steps = check_controls()
+        params = method_params(bundle, by_id, methods)
+        go = st.button("Compare", type="primary", icon=":material/play_arrow:", disabled=not methods, key="compare_go")
+    if not methods:
+        st.info("Pick at least one method.")
+        st.stop()
+    return Settings(methods, params, how, n, seed, indices_text, steps, sanity, sanity_inputs, sanity_steps, go)
 
 
 def parse_indices(text: str) -> list[int]:
@@ -132,40 +213,26 @@ def parse_indices(text: str) -> list[int]:
         raise ExplainError(f"Test indices must be whole numbers separated by commas, got {text!r}.") from None
 
 
-key = (
-    bkey,
-    how,
-    int(n),
-    int(seed),
-    indices_text,
-    tuple(methods),
-    json.dumps(params, sort_keys=True, default=str),
-    int(steps),
-    bool(sanity),
-    int(sanity_inputs),
-    int(sanity_steps),
-)
-cache = services.comparison_cache()
-result = cache.get(key)
-if go and result is None:
+def compute(bkey: str, bundle: ModelBundle, settings: Settings) -> Comparison:
+    """The comparison, with a progress bar; the page stops with the error when it fails."""
     bar = st.progress(0.0, text="Preparing the sample…")
 
     def show_progress(fraction: float, message: str) -> None:
         bar.progress(fraction, text=message)
 
     try:
-        indices = parse_indices(indices_text) if how == "chosen indices" else None
-        sample = pick_test_sample(bundle, n=int(n), seed=int(seed), indices=indices)
+        indices = parse_indices(settings.indices_text) if settings.how == "chosen indices" else None
+        sample = pick_test_sample(bundle, n=settings.n, seed=settings.seed, indices=indices)
         with leased_model(bkey, bundle) as replica:
             result = compare_methods(
                 replica,
                 sample,
-                methods,
-                params=params,
-                steps=int(steps),
-                sanity=bool(sanity),
-                sanity_inputs=int(sanity_inputs),
-                sanity_steps=int(sanity_steps),
+                settings.methods,
+                params=settings.params,
+                steps=settings.steps,
+                sanity=settings.sanity,
+                sanity_inputs=settings.sanity_inputs,
+                sanity_steps=settings.sanity_steps,
                 progress=show_progress,
             )
     except Exception as err:  # noqa: BLE001
@@ -173,81 +240,100 @@ if go and result is None:
         show_error(err, "Comparison failed")
         st.stop()
     bar.empty()
-    cache.put(key, result)
-if result is None:
-    st.info("Set the sample and methods, then press **Compare**. Results are kept per run and settings.")
-    st.stop()
+    return result
 
-st.caption(
-    f"{len(result.sample)} inputs × {len(result.explanations)} methods in {result.seconds:.1f} s"
-    + (" (cached)" if not go else "")
-)
-for what, msg in result.errors.items():
-    st.warning(f"{what}: {msg}", icon=":material/warning:")
 
-# ---- metrics -----------------------------------------------------------------------------------
-st.subheader("Metrics")
-if result.metrics.empty:
-    st.error("No method produced an explanation; see the messages above.")
-    st.stop()
-labels = {m: by_id[m].label if m in by_id else m for m in result.methods}
-shown = list(result.metrics.index)
-n_inputs = len(result.sample)
-summary = result.summary if result.summary is not None else pd.DataFrame(columns=["method", "metric", "mean"])
-text, style = metrics_table(
-    summary, shown, list(result.metrics.columns), METRICS, result.best, labels, result.constant_maps, n_inputs
-)
-st.dataframe(text.style.apply(lambda _: style, axis=None), width="stretch")
-notes = [
-    f"Mean over the {n_inputs} inputs ± half the width of its 95% confidence interval (t); ★ and green: the best "
-    'mean per column (↑ higher is better, ↓ lower is better); "(of k)": only k inputs had a value. Deletion: the '
-    "target's probability as the top pixels/words are removed (area under the curve); insertion: as they are put back."
-]
-if any(c in result.metrics for c in ("pointing_game", "rationale_pointing")):
+def comparison(bkey: str, bundle: ModelBundle, settings: Settings) -> Comparison:
+    """The comparison kept for these settings, or computed on a press of Compare (kept per run and settings); the
+    page stops with a hint until there is one."""
+    key = settings.cache_key(bkey)
+    cache = services.comparison_cache()
+    result: Comparison | None = cache.get(key)
+    if settings.go and result is None:
+        result = compute(bkey, bundle, settings)
+        cache.put(key, result)
+    if result is None:
+        st.info("Set the sample and methods, then press **Compare**. Results are kept per run and settings.")
+        st.stop()
+    return result
+
+
+def result_caption(result: Comparison, go: bool) -> None:
+    """The sample's size, the time it took, and the methods' errors."""
+    st.caption(
+        f"{len(result.sample)} inputs × {len(result.explanations)} methods in {result.seconds:.1f} s"
+        + (" (cached)" if not go else "")
+    )
+    for what, msg in result.errors.items():
+        st.warning(f"{what}: {msg}", icon=":material/warning:")
+
+
+def metric_notes(result: Comparison, n_inputs: int, shown: list[str]) -> str:
+    """The caption under the metrics table: what the numbers are, and what each metric shown means."""
+    notes = [
+        f"Mean over the {n_inputs} inputs ± half the width of its 95% confidence interval (t); ★ and green: the best "
+        'mean per column (↑ higher is better, ↓ lower is better); "(of k)": only k inputs had a value. Deletion: the '
+        "target's probability as the top pixels/words are removed (area under the curve); insertion: as they are put "
+        "back."
+    ]
+    if any(c in result.metrics for c in ("pointing_game", "rationale_pointing")):
+        notes.append(
+            "Pointing game: share of inputs whose top-scoring pixel/word lies on the object/rationale (a constant map "
+            "shares the hit among its tied pixels); energy: share of positive attribution there."
+        )
+    if "completeness_gap" in result.metrics:
+        notes.append(
+            "Completeness gap: |sum of attributions − (f(x) − f(reference))| / |f(x) − f(reference)|, for path and "
+            'SHAP methods (0 is exact); "n/a: no declared total": the method does not say what its attributions add '
+            "up to, so there is no gap to measure."
+        )
+    constant_total = sum(result.constant_maps.values())
     notes.append(
-        "Pointing game: share of inputs whose top-scoring pixel/word lies on the object/rationale (a constant map "
-        "shares the hit among its tied pixels); energy: share of positive attribution there."
+        f"Constant maps: maps with a single value, which rank nothing; {constant_total} of "
+        f"{n_inputs * len(shown)} here" + (" (they are kept in the scores, not dropped)." if constant_total else ".")
     )
-if "completeness_gap" in result.metrics:
-    notes.append(
-        "Completeness gap: |sum of attributions − (f(x) − f(reference))| / |f(x) − f(reference)|, for path and "
-        'SHAP methods (0 is exact); "n/a: no declared total": the method does not say what its attributions add '
-        "up to, so there is no gap to measure."
-    )
-constant_total = sum(result.constant_maps.values())
-notes.append(
-    f"Constant maps: maps with a single value, which rank nothing; {constant_total} of "
-    f"{n_inputs * len(shown)} here" + (" (they are kept in the scores, not dropped)." if constant_total else ".")
-)
-st.caption(" ".join(notes))
-charts = metric_spread_charts(result.per_input, summary, METRICS, labels, shown)
-st.caption("In the charts: each faint dot is one input, the tick the mean, the bar its 95% confidence interval.")
-for start in range(0, len(charts), 2):
-    for col, chart in zip(st.columns(2), charts[start : start + 2], strict=False):  # the last row may be short
-        col.altair_chart(chart, width="stretch")
+    return " ".join(notes)
 
-# ---- agreement ---------------------------------------------------------------------------------
-st.subheader("Agreement")
-if result.agreement is not None:
-    st.altair_chart(
-        matrix_heatmap(
-            result.agreement.rename(index=labels, columns=labels), "Rank correlation of |attributions| between methods"
-        ),
-        width="content",
-    )
-else:
-    st.caption("Agreement needs at least two methods.")
 
-# ---- sanity --------------------------------------------------------------------------------------
-st.subheader("Sanity check")
-s = result.sanity
-if s is None:
-    st.caption("Turned off.")
-elif not s.rows:
-    st.warning("The sanity check produced no results.")
-else:
-    n_sanity = int(s.rows[0].get("n", 0))
-    constant_sanity = sum(int(r.get("constant", 0)) for r in s.rows if r["step"] > 0)
+def metrics_section(result: Comparison, labels: dict[str, str]) -> None:
+    """The methods x metrics table and the per-input spread charts; the page stops when no method produced maps."""
+    st.subheader("Metrics")
+    if result.metrics.empty:
+        st.error("No method produced an explanation; see the messages above.")
+        st.stop()
+    shown = list(result.metrics.index)
+    n_inputs = len(result.sample)
+    summary = result.summary if result.summary is not None else pd.DataFrame(columns=["method", "metric", "mean"])
+    text, style = metrics_table(
+        summary, shown, list(result.metrics.columns), METRICS, result.best, labels, result.constant_maps, n_inputs
+    )
+    st.dataframe(text.style.apply(lambda _: style, axis=None), width="stretch")
+    st.caption(metric_notes(result, n_inputs, shown))
+    charts = metric_spread_charts(result.per_input, summary, METRICS, labels, shown)
+    st.caption("In the charts: each faint dot is one input, the tick the mean, the bar its 95% confidence interval.")
+    for start in range(0, len(charts), 2):
+        for col, chart in zip(st.columns(2), charts[start : start + 2], strict=False):  # the last row may be short
+            col.altair_chart(chart, width="stretch")
+
+
+def agreement_section(result: Comparison, labels: dict[str, str]) -> None:
+    """The rank correlation between the methods' maps."""
+    st.subheader("Agreement")
+    if result.agreement is not None:
+        st.altair_chart(
+            matrix_heatmap(
+                result.agreement.rename(index=labels, columns=labels),
+                "Rank correlation of |attributions| between methods",
+            ),
+            width="content",
+        )
+    else:
+        st.caption("Agreement needs at least two methods.")
+
+
+def sanity_caption(rows: list[dict[str, Any]]) -> None:
+    n_sanity = int(rows[0].get("n", 0))
+    constant_sanity = sum(int(r.get("constant", 0)) for r in rows if r["step"] > 0)
     st.caption(
         "Maps of a model whose layers are re-initialised from the output down should change: a method whose "
         f"correlation with the trained model's maps stays high is not explaining the model. On {n_sanity} inputs; "
@@ -259,6 +345,10 @@ else:
             else "none did."
         )
     )
+
+
+def sanity_chart(rows: list[dict[str, Any]], labels: dict[str, str], shown: list[str]) -> None:
+    """The correlation with the trained model's maps per randomisation step, with the band picked, and the table."""
     band = st.radio(
         "Band",
         ["95% interval of the mean", "min–max over the inputs"],
@@ -268,13 +358,18 @@ else:
     )
     st.altair_chart(
         sanity_band_chart(
-            [{**r, "method": labels.get(r["method"], r["method"])} for r in s.rows],
+            [{**r, "method": labels.get(r["method"], r["method"])} for r in rows],
             methods=[labels.get(m, m) for m in shown],
             band="ci" if band.startswith("95") else "range",
         ),
         width="stretch",
     )
-    st.dataframe(sanity_table(s.rows, labels), width="stretch")
+    st.dataframe(sanity_table(rows, labels), width="stretch")
+
+
+def sanity_maps(result: Comparison, by_id: dict[str, MethodSpec], modality: str) -> None:
+    """Per method, the first input's map from the trained model through each randomisation step."""
+    s = result.sanity
     frame = pd.DataFrame(s.rows)
     for m, maps in s.maps.items():
         steps_of = frame[frame.method == m].sort_values("step")
@@ -286,7 +381,7 @@ else:
             if k and step is not None:
                 rho = (step.get("values") or [float("nan")])[0]
                 caption += " · constant map: no ρ" if np.ptp(first) == 0 or np.isnan(rho) else f" · ρ={rho:.2f}"
-            if bundle.modality == "image":
+            if modality == "image":
                 col.image(heatmap(np.abs(first), signed=False, upscale=112), caption=caption, width="stretch")
             else:
                 col.caption(caption)
@@ -294,18 +389,49 @@ else:
                 words = tokens[0] if tokens and len(tokens[0]) == len(first) else [str(j) for j in range(len(first))]
                 col.markdown(highlight_tokens(words, first), unsafe_allow_html=True)
 
-with st.expander("The inputs"):
-    smp = result.sample
-    if bundle.modality == "image":
-        cols = st.columns(8)
-        for j, (i, lab) in enumerate(zip(smp.indices, smp.labels, strict=True)):
-            cols[j % 8].image(to_pil(smp.raw[j], 64), caption=f"#{i} {info.classes[lab]}", width="stretch")
-    else:
-        st.dataframe(
-            pd.DataFrame({"index": smp.indices, "text": smp.raw, "label": [info.classes[lab] for lab in smp.labels]}),
-            hide_index=True,
-        )
 
-sample_text = f"random sample of {int(n)} test inputs (seed {int(seed)})" if how == "random sample" else indices_text
-settings = {"inputs": sample_text, "sanity check": "on" if sanity else "off"}
-report_downloads(functools.partial(comparison_report, bundle, run.id, result, settings), "compare", "comparison")
+def sanity_section(result: Comparison, labels: dict[str, str], by_id: dict[str, MethodSpec], modality: str) -> None:
+    """The cascading randomisation: its caption, chart, table and maps."""
+    st.subheader("Sanity check")
+    s = result.sanity
+    if s is None:
+        st.caption("Turned off.")
+    elif not s.rows:
+        st.warning("The sanity check produced no results.")
+    else:
+        sanity_caption(s.rows)
+        sanity_chart(s.rows, labels, list(result.metrics.index))
+        sanity_maps(result, by_id, modality)
+
+
+def inputs_expander(result: Comparison, bundle: ModelBundle) -> None:
+    """The sample's inputs with their indices and classes."""
+    smp = result.sample
+    names = [bundle.info.classes[lab] for lab in smp.labels]  # type: ignore[index]  # test samples are labelled
+    with st.expander("The inputs"):
+        if bundle.modality == "image":
+            cols = st.columns(8)
+            for j, (i, name) in enumerate(zip(smp.indices, names, strict=True)):
+                cols[j % 8].image(to_pil(smp.raw[j], 64), caption=f"#{i} {name}", width="stretch")
+        else:
+            st.dataframe(pd.DataFrame({"index": smp.indices, "text": smp.raw, "label": names}), hide_index=True)
+
+
+def main() -> None:
+    run, bundle = header()
+    bkey = services.run_key(run)
+    whole_data_set_view(run, bundle)
+    by_id = {m.id: m for m in methods_for(bundle)}
+    settings = controls(bundle, by_id)
+    result = comparison(bkey, bundle, settings)
+    labels = {m: by_id[m].label if m in by_id else m for m in result.methods}
+    result_caption(result, settings.go)
+    metrics_section(result, labels)
+    agreement_section(result, labels)
+    sanity_section(result, labels, by_id, bundle.modality)
+    inputs_expander(result, bundle)
+    report = functools.partial(comparison_report, bundle, run.id, result, settings.report_settings())
+    report_downloads(report, "compare", "comparison")
+
+
+main()

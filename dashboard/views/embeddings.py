@@ -5,6 +5,7 @@ density and a seeded sample of them as points with tooltips (components/embeddin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import altair as alt
@@ -21,7 +22,7 @@ from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.state import require_bundle
-from xaidash.data.registry import ImageSplit, TextSplit
+from xaidash.data.registry import ImageSplit, Split, TextSplit
 from xaidash.explainers.inspection.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.activations import (
@@ -35,19 +36,32 @@ from xaidash.models.inspect.activations import (
 
 EXPLAIN_PAGE = page_path("explain")
 TEXT_TIP = 160
-
-alt.data_transformers.disable_max_rows()  # the bins of a large map can exceed altair's 5,000-row guard
 SPLIT_LABELS = {"test": "Test split", "test+train": "Test + training splits"}
 
-st.title("Embeddings")
-st.caption(
-    "How the model arranges the data set's samples inside: one layer's activations (the penultimate layer by default) "
-    "projected to two dimensions. Samples the model finds similar land close together."
-)
 
-run, bundle = require_bundle("look inside")
-stop_without_dataset(bundle, "the Embeddings page, which projects the test split,")
-bundle_key = services.run_key(run)
+@dataclass
+class Choice:
+    """What the controls say: the training split (when chosen and loaded), layer, N, projection and its
+    parameters, and the colouring."""
+
+    train_split: Split | None
+    layer: str
+    n: int
+    method: str
+    params: dict[str, Any]
+    colour: str
+
+
+@dataclass
+class Samples:
+    """The activations of the test part and (when N exceeds the test split) the training part, concatenated."""
+
+    parts: list[Activations]
+    features: np.ndarray
+    labels: np.ndarray
+    preds: np.ndarray
+    indices: np.ndarray
+    splits: np.ndarray
 
 
 @st.cache_resource(show_spinner=False)
@@ -67,66 +81,88 @@ def _thumbnails(dataset: str, split_name: str, indices: tuple[int, ...]) -> list
     return [thumbnail_url(data.image(i)) for i in indices]
 
 
-split = services.dataset_split(bundle.info.name, "test")
-names = _layer_names(bundle_key, bundle)
-c0, c1, c2, c3 = st.columns([2, 3, 2, 2])
-source = c0.radio(
-    "Samples from",
-    list(SPLIT_LABELS),
-    format_func=SPLIT_LABELS.get,
-    key="emb_source",
-    help="The whole test split first; with the training split too, up to every sample of the data set "
-    "(70,000 for MNIST).",
-)
-train_split = None
-if source == "test+train":
+def header() -> None:
+    st.title("Embeddings")
+    st.caption(
+        "How the model arranges the data set's samples inside: one layer's activations (the penultimate layer by "
+        "default) projected to two dimensions. Samples the model finds similar land close together."
+    )
+
+
+def training_split(bundle: ModelBundle, source: str) -> Split | None:
+    """The training split when the samples come from it too; its error is shown and the test split carries on."""
+    if source != "test+train":
+        return None
     try:
-        train_split = services.dataset_split(bundle.info.name, "train")
+        return services.dataset_split(bundle.info.name, "train")
     except Exception as e:  # noqa: BLE001 - say why and carry on with the test split
         show_error(e, "The training split")
-total = len(split) + (len(train_split) if train_split is not None else 0)
-if st.session_state.get("emb_n", 0) > total:  # chosen for another run's larger split
-    st.session_state["emb_n"] = total
-layer = c1.selectbox("Layer", list(names), format_func=lambda name: names[name], key="emb_layer")
-n = int(
-    c2.number_input(
-        "Samples (N)",
-        min_value=min(10, total),
-        max_value=total,
-        value=min(1000, total),
-        step=500 if total <= 20000 else 5000,
-        key="emb_n",
-        help=f"Up to {total:,}: the test split ({len(split):,}) first, then training samples. Activations and "
-        f"maps are computed once and cached. Above {INTERACTIVE_MAX:,} samples the map shows all of them as "
-        f"density and {INTERACTIVE_MAX:,} of them as points.",
+        return None
+
+
+def projection_params(bundle: ModelBundle, method: str) -> tuple[dict[str, Any], str]:
+    """The projection's parameters and, in the column after them, the colouring."""
+    pcols = st.columns(max(1, len(PARAMS[method])) + 1)
+    params = {}
+    for col, param in zip(pcols, PARAMS[method], strict=False):  # one column more than parameters
+        with col:
+            params[param.name] = param_widget(param, bundle, key=f"emb_{method}_{param.name}")
+    colour = pcols[-1].radio("Colour by", ["true", "predicted", "correct"], horizontal=True, key="emb_colour")
+    return params, colour
+
+
+def controls(bundle: ModelBundle, split: Split, names: dict[str, str]) -> Choice:
+    """The samples' source, layer, N, projection and its parameters, and the colouring."""
+    c0, c1, c2, c3 = st.columns([2, 3, 2, 2])
+    source = c0.radio(
+        "Samples from",
+        list(SPLIT_LABELS),
+        format_func=SPLIT_LABELS.get,
+        key="emb_source",
+        help="The whole test split first; with the training split too, up to every sample of the data set "
+        "(70,000 for MNIST).",
     )
-)
-method = c3.selectbox(
-    "Projection",
-    list(METHODS),
-    index=METHODS.index("pca"),
-    format_func=lambda m: LABELS[m],
-    key="emb_method",
-    help="PCA: linear and instant, distances meaningful. UMAP: keeps neighbourhoods and much of the "
-    "global layout. t-SNE: keeps neighbourhoods only.",
-)
-pcols = st.columns(max(1, len(PARAMS[method])) + 1)
-params = {}
-for col, param in zip(pcols, PARAMS[method], strict=False):  # one column more than parameters
-    with col:
-        params[param.name] = param_widget(param, bundle, key=f"emb_{method}_{param.name}")
-colour = pcols[-1].radio("Colour by", ["true", "predicted", "correct"], horizontal=True, key="emb_colour")
+    train_split = training_split(bundle, source)
+    total = len(split) + (len(train_split) if train_split is not None else 0)
+    if st.session_state.get("emb_n", 0) > total:  # chosen for another run's larger split
+        st.session_state["emb_n"] = total
+    layer = c1.selectbox("Layer", list(names), format_func=lambda name: names[name], key="emb_layer")
+    n = int(
+        c2.number_input(
+            "Samples (N)",
+            min_value=min(10, total),
+            max_value=total,
+            value=min(1000, total),
+            step=500 if total <= 20000 else 5000,
+            key="emb_n",
+            help=f"Up to {total:,}: the test split ({len(split):,}) first, then training samples. Activations and "
+            f"maps are computed once and cached. Above {INTERACTIVE_MAX:,} samples the map shows all of them as "
+            f"density and {INTERACTIVE_MAX:,} of them as points.",
+        )
+    )
+    method = c3.selectbox(
+        "Projection",
+        list(METHODS),
+        index=METHODS.index("pca"),
+        format_func=lambda m: LABELS[m],
+        key="emb_method",
+        help="PCA: linear and instant, distances meaningful. UMAP: keeps neighbourhoods and much of the "
+        "global layout. t-SNE: keeps neighbourhoods only.",
+    )
+    params, colour = projection_params(bundle, method)
+    return Choice(train_split, layer, n, method, params, colour)
 
 
-# ---- activations (batched on the device, cached on disk under the run) ---------------------------------
-def activations_for(layer: str, n: int, split_name: str = "test") -> Activations:
+def activations_for(
+    bundle: ModelBundle, bundle_key: str, layer: str, layer_name: str, n: int, split_name: str = "test"
+) -> Activations:
     """`n` samples' activations at `layer` from `split_name` (all of it, or a seeded subset): from memory,
-    else the run's disk cache or computed."""
+    else the run's disk cache or computed (batched on the device, cached on disk under the run)."""
     key = (bundle_key, "acts", layer, n, split_name)
     cached: Activations | None = _memory().get(key)
     if cached is not None:
         return cached
-    bar = st.progress(0.0, text=f"Activations of {names[layer]} for {n:,} {split_name} samples…")
+    bar = st.progress(0.0, text=f"Activations of {layer_name} for {n:,} {split_name} samples…")
     try:
         acts, _ = _memory().get_or_compute(
             key,
@@ -144,25 +180,32 @@ def activations_for(layer: str, n: int, split_name: str = "test") -> Activations
     return acts
 
 
-try:
-    parts = [activations_for(layer, min(n, len(split)), "test")]
-    if n > len(split):
-        parts.append(activations_for(layer, n - len(split), "train"))
-except Exception as e:  # noqa: BLE001
-    show_error(e, "Activations")
-    st.stop()
-acts = parts[0]
-features = np.concatenate([a.features for a in parts]) if len(parts) > 1 else acts.features
-labels = np.concatenate([a.labels for a in parts])
-preds = np.concatenate([a.preds for a in parts])
-indices = np.concatenate([a.indices for a in parts])
-splits = np.concatenate([np.full(len(a), a.split) for a in parts])
+def samples_of(bundle: ModelBundle, bundle_key: str, names: dict[str, str], split: Split, choice: Choice) -> Samples:
+    """The N samples' activations: the test split first, then training samples; the page stops on an error."""
+    layer, n = choice.layer, choice.n
+    try:
+        parts = [activations_for(bundle, bundle_key, layer, names[layer], min(n, len(split)), "test")]
+        if n > len(split):
+            parts.append(activations_for(bundle, bundle_key, layer, names[layer], n - len(split), "train"))
+    except Exception as e:
+        show_error(e, "Activations")
+        st.stop()
+        raise  # unreachable: st.stop() raises
+    return Samples(
+        parts,
+        np.concatenate([a.features for a in parts]) if len(parts) > 1 else parts[0].features,
+        np.concatenate([a.labels for a in parts]),
+        np.concatenate([a.preds for a in parts]),
+        np.concatenate([a.indices for a in parts]),
+        np.concatenate([np.full(len(a), a.split) for a in parts]),
+    )
 
 
-# ---- projection (cached on disk per run, layer, method and parameters) ----------------------------------
-def projection_of(features: np.ndarray, layer: str, n: int, method: str, params: dict[str, Any]) -> Projection:
+def projection_of(
+    bundle: ModelBundle, bundle_key: str, features: np.ndarray, layer: str, n: int, method: str, params: dict[str, Any]
+) -> Projection:
     """The 2-D map of `features` (layer `layer`, `n` samples) by `method`: from memory, else the run's disk
-    cache or computed."""
+    cache (per run, layer, method and parameters) or computed."""
     key = (bundle_key, "proj", layer, n, method, tuple(sorted(params.items())))
     cached: Projection | None = _memory().get(key)
     if cached is not None:
@@ -182,102 +225,140 @@ def projection_of(features: np.ndarray, layer: str, n: int, method: str, params:
     return proj
 
 
-try:
-    proj = projection_of(features, layer, n, method, params)
-except Exception as e:  # noqa: BLE001
-    show_error(e, LABELS[method])
-    st.stop()
+def projection(bundle: ModelBundle, bundle_key: str, samples: Samples, choice: Choice) -> Projection:
+    """The samples' projection; the page stops on an error."""
+    try:
+        return projection_of(bundle, bundle_key, samples.features, choice.layer, choice.n, choice.method, choice.params)
+    except Exception as e:
+        show_error(e, LABELS[choice.method])
+        st.stop()
+        raise  # unreachable: st.stop() raises
 
-classes = bundle.info.classes
-df = pd.DataFrame(
-    {
-        "x": proj.coords[:, 0],
-        "y": proj.coords[:, 1],
-        "point": np.arange(len(indices)),
-        "split": splits,
-        "index": indices,
-        "true": [classes[i] for i in labels],
-        "predicted": [classes[i] for i in preds],
-        "correct": np.where(labels == preds, "correct", "wrong"),
-    }
-)
-density = density_frame(df, colour) if len(df) > INTERACTIVE_MAX else None
-points = df.iloc[interactive_rows(len(df))].reset_index(drop=True)
-split_of = {"test": split, "train": train_split}
-if isinstance(split, ImageSplit):
-    points["image"] = np.concatenate(
-        [
-            _thumbnails(bundle.info.name, name, tuple(int(i) for i in points["index"][points["split"] == name]))
-            for name in ("test", "train")
-            if (points["split"] == name).any()
-        ]
-    )  # points are sorted by row, and rows hold the test samples first
-else:
-    texts = {name: data.texts for name, data in split_of.items() if isinstance(data, TextSplit)}
-    points["text"] = [
-        t if len(t) <= TEXT_TIP else t[:TEXT_TIP] + "…"
-        for t in (texts[s][int(i)] for s, i in zip(points["split"], points["index"], strict=True))
-    ]
 
-# ---- your own inputs in the map ---------------------------------------------------------------------------
-placed = None
-with st.expander("Place your own input in the map"):
-    if not proj.can_transform:
-        st.info(NO_TRANSFORM, icon=":material/info:")
+def samples_frame(proj: Projection, samples: Samples, classes: tuple[str, ...]) -> pd.DataFrame:
+    """One row per sample: its place in the map, split, index, true and predicted class, and whether right."""
+    labels, preds = samples.labels, samples.preds
+    return pd.DataFrame(
+        {
+            "x": proj.coords[:, 0],
+            "y": proj.coords[:, 1],
+            "point": np.arange(len(samples.indices)),
+            "split": samples.splits,
+            "index": samples.indices,
+            "true": [classes[i] for i in labels],
+            "predicted": [classes[i] for i in preds],
+            "correct": np.where(labels == preds, "correct", "wrong"),
+        }
+    )
+
+
+def add_tooltips(points: pd.DataFrame, dataset: str, split_of: dict[str, Split | None]) -> None:
+    """Each point's thumbnail (images) or its text, cut at `TEXT_TIP` characters, for the tooltips."""
+    if isinstance(split_of["test"], ImageSplit):
+        points["image"] = np.concatenate(
+            [
+                _thumbnails(dataset, name, tuple(int(i) for i in points["index"][points["split"] == name]))
+                for name in ("test", "train")
+                if (points["split"] == name).any()
+            ]
+        )  # points are sorted by row, and rows hold the test samples first
     else:
-        # Uploads (or typed text) first: a test sample is already a point of the map.
-        st.session_state.setdefault("emb_place_source", "Upload images" if bundle.modality == "image" else "Type text")
-        inputs = input_picker(bundle, "emb_place", bundle_key=bundle_key, max_inputs=4)
-        rows = []
-        refit = (
-            ""
-            if proj.transform_ready or not inputs
-            else (
-                " (UMAP's fit is not in memory since the map came from the disk cache: rebuilding its neighbour "
-                "graph around the cached map)"
+        texts = {name: data.texts for name, data in split_of.items() if isinstance(data, TextSplit)}
+        points["text"] = [
+            t if len(t) <= TEXT_TIP else t[:TEXT_TIP] + "…"
+            for t in (texts[s][int(i)] for s, i in zip(points["split"], points["index"], strict=True))
+        ]
+
+
+def place_inputs(
+    bundle: ModelBundle, bundle_key: str, proj: Projection, samples: Samples, choice: Choice, classes: tuple[str, ...]
+) -> pd.DataFrame | None:
+    """Your own inputs in the map (behind an expander): their places and predicted classes, or None."""
+    placed = None
+    with st.expander("Place your own input in the map"):
+        if not proj.can_transform:
+            st.info(NO_TRANSFORM, icon=":material/info:")
+        else:
+            # Uploads (or typed text) first: a test sample is already a point of the map.
+            st.session_state.setdefault(
+                "emb_place_source", "Upload images" if bundle.modality == "image" else "Type text"
             )
-        )
-        with guard("Placing inputs"), st.spinner(f"Placing {len(inputs)} input(s){refit}…"):
-            for p in inputs:
-                feats = input_activation(bundle, p.raw, layer, acts.reduce)
-                xy = proj.transform(feats)[0]
-                pred = int(bundle.predict_proba([p.raw] if isinstance(p.raw, str) else p.raw)[0].argmax())
-                rows.append({"x": float(xy[0]), "y": float(xy[1]), "name": f"{p.name} → {classes[pred]}"})
-        if rows:
-            placed = pd.DataFrame(rows)
-            st.caption(f"{len(rows)} input(s) drawn as black diamonds ({LABELS[method]} transform).")
+            inputs = input_picker(bundle, "emb_place", bundle_key=bundle_key, max_inputs=4)
+            rows = []
+            refit = (
+                ""
+                if proj.transform_ready or not inputs
+                else (
+                    " (UMAP's fit is not in memory since the map came from the disk cache: rebuilding its neighbour "
+                    "graph around the cached map)"
+                )
+            )
+            with guard("Placing inputs"), st.spinner(f"Placing {len(inputs)} input(s){refit}…"):
+                for p in inputs:
+                    feats = input_activation(bundle, p.raw, choice.layer, samples.parts[0].reduce)
+                    xy = proj.transform(feats)[0]
+                    pred = int(bundle.predict_proba([p.raw] if isinstance(p.raw, str) else p.raw)[0].argmax())
+                    rows.append({"x": float(xy[0]), "y": float(xy[1]), "name": f"{p.name} → {classes[pred]}"})
+            if rows:
+                placed = pd.DataFrame(rows)
+                st.caption(f"{len(rows)} input(s) drawn as black diamonds ({LABELS[choice.method]} transform).")
+    return placed
 
-# ---- the map ------------------------------------------------------------------------------------------------
-accuracy = float((labels == preds).mean())
-what = "test samples" if len(parts) == 1 else f"samples ({len(parts[0]):,} test, {len(parts[1]):,} training)"
-title = f"{LABELS[method]} of {names[layer]} · {len(df):,} {what} · accuracy {accuracy:.1%}"
-event = st.altair_chart(
-    map_chart(points, colour, title, proj.axis_labels(), placed, density),
-    on_select="rerun",
-    selection_mode="pick",
-    key=f"emb_chart_{layer}_{n}_{method}",
-)
-if proj.note:
-    st.caption(f":warning: {proj.note}")
-source = "read from cache" if all(a.from_cache for a in parts) else "computed"
-drawn = (
-    ""
-    if density is None
-    else f"All {len(df):,} samples are drawn as bins (colour: the most common class, darker: more samples); "
-    f"{len(points):,} of them, a fixed random sample, as points. "
-)
-st.caption(
-    f"Activations {source} ({features.shape[1]} features per sample); "
-    f"{LABELS[method]} {'read from cache' if proj.from_cache else f'computed in {proj.seconds:.1f} s'}. "
-    + drawn
-    + "Hover a point for the sample, drag to pan, scroll to zoom, click to select, double-click to clear."
-)
 
-# ---- the selected sample -------------------------------------------------------------------------------------
-picked = (event.selection.get("pick") or []) if event and event.selection else []
-if picked and 0 <= int(picked[0].get("point", -1)) < len(df):
+def draw_map(
+    points: pd.DataFrame,
+    density: pd.DataFrame | None,
+    placed: pd.DataFrame | None,
+    title: str,
+    proj: Projection,
+    choice: Choice,
+) -> Any:
+    """The map (points you can pick, density bins beyond `INTERACTIVE_MAX`); the chart's selection event."""
+    alt.data_transformers.disable_max_rows()  # the bins of a large map can exceed altair's 5,000-row guard
+    return st.altair_chart(
+        map_chart(points, choice.colour, title, proj.axis_labels(), placed, density),
+        on_select="rerun",
+        selection_mode="pick",
+        key=f"emb_chart_{choice.layer}_{choice.n}_{choice.method}",
+    )
+
+
+def map_title(samples: Samples, choice: Choice, names: dict[str, str], total: int) -> str:
+    parts = samples.parts
+    accuracy = float((samples.labels == samples.preds).mean())
+    what = "test samples" if len(parts) == 1 else f"samples ({len(parts[0]):,} test, {len(parts[1]):,} training)"
+    return f"{LABELS[choice.method]} of {names[choice.layer]} · {total:,} {what} · accuracy {accuracy:.1%}"
+
+
+def map_caption(proj: Projection, samples: Samples, method: str, total: int, drawn_points: int, binned: bool) -> None:
+    """The projection's note, where the activations and the map came from, how the map is drawn."""
+    if proj.note:
+        st.caption(f":warning: {proj.note}")
+    source = "read from cache" if all(a.from_cache for a in samples.parts) else "computed"
+    drawn = (
+        ""
+        if not binned
+        else f"All {total:,} samples are drawn as bins (colour: the most common class, darker: more samples); "
+        f"{drawn_points:,} of them, a fixed random sample, as points. "
+    )
+    st.caption(
+        f"Activations {source} ({samples.features.shape[1]} features per sample); "
+        f"{LABELS[method]} {'read from cache' if proj.from_cache else f'computed in {proj.seconds:.1f} s'}. "
+        + drawn
+        + "Hover a point for the sample, drag to pan, scroll to zoom, click to select, double-click to clear."
+    )
+
+
+def selected_sample(
+    event: Any, samples: Samples, split_of: dict[str, Split | None], classes: tuple[str, ...], total: int
+) -> None:
+    """The clicked sample: its image or text, true and predicted class, and (test samples) a button that opens
+    it on the Explain page."""
+    picked = (event.selection.get("pick") or []) if event and event.selection else []
+    if not (picked and 0 <= int(picked[0].get("point", -1)) < total):
+        return
     row = int(picked[0]["point"])
-    index, split_name = int(indices[row]), str(splits[row])
+    index, split_name = int(samples.indices[row]), str(samples.splits[row])
     data = split_of[split_name]
     st.subheader(f"{'Test' if split_name == 'test' else 'Training'} sample #{index}")
     left, right = st.columns([1, 3])
@@ -285,8 +366,33 @@ if picked and 0 <= int(picked[0].get("point", -1)) < len(df):
         left.image(to_pil(data.image(index), 112), width=112)
     elif isinstance(data, TextSplit):
         right.write(data.texts[index])
-    right.markdown(f"true **{classes[labels[row]]}**, predicted **{classes[preds[row]]}**")
+    right.markdown(f"true **{classes[samples.labels[row]]}**, predicted **{classes[samples.preds[row]]}**")
     if split_name != "test":
         right.caption("The Explain page's gallery lists the test split: training samples are shown here only.")
     elif right.button("Open on the Explain page", key="emb_open", icon=":material/image_search:"):
         st.switch_page(EXPLAIN_PAGE, query_params={OPEN_SAMPLE_PARAM: f"test:{index}"})  # the picker reads it
+
+
+def main() -> None:
+    header()
+    run, bundle = require_bundle("look inside")
+    stop_without_dataset(bundle, "the Embeddings page, which projects the test split,")
+    bundle_key = services.run_key(run)
+    split = services.dataset_split(bundle.info.name, "test")
+    names = _layer_names(bundle_key, bundle)
+    choice = controls(bundle, split, names)
+    samples = samples_of(bundle, bundle_key, names, split, choice)
+    proj = projection(bundle, bundle_key, samples, choice)
+    classes = bundle.info.classes
+    df = samples_frame(proj, samples, classes)
+    density = density_frame(df, choice.colour) if len(df) > INTERACTIVE_MAX else None
+    points = df.iloc[interactive_rows(len(df))].reset_index(drop=True)
+    split_of = {"test": split, "train": choice.train_split}
+    add_tooltips(points, bundle.info.name, split_of)
+    placed = place_inputs(bundle, bundle_key, proj, samples, choice, classes)
+    event = draw_map(points, density, placed, map_title(samples, choice, names, len(df)), proj, choice)
+    map_caption(proj, samples, choice.method, len(df), len(points), density is not None)
+    selected_sample(event, samples, split_of, classes, len(df))
+
+
+main()
