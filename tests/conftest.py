@@ -12,6 +12,13 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
+    # scripts/test.sh runs one pytest worker per core: each (and every process it starts) computes on one thread,
+    # since torch's threads on a core another worker is using wait for each other at every operator.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
@@ -55,29 +62,43 @@ def offline_data(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def trained_shapes_run(tmp_path_factory: pytest.TempPathFactory):
     """One resnet_small trained on shapes by the engine (2 epochs, one-cycle AdamW), shared by every
-    test that needs a trained image model: the engine's accuracy test, quality metrics, sanity checks."""
-    from xaidash.models.training.config import TrainConfig
+    test that needs a trained image model: the engine's accuracy test, quality metrics, sanity checks.
+
+    Trained once per test session: under pytest-xdist the first worker that needs it trains it (holding a file
+    lock in the session's shared temporary folder) and the others read its result; tests only read the run."""
+    import json
+
+    from filelock import FileLock
+
+    from xaidash.models.training.config import TrainConfig, TrainResult
     from xaidash.models.training.engine import train
 
-    root = tmp_path_factory.mktemp("trained_runs")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XAIDASH_RUNS", str(root))
-        mp.setenv("XAIDASH_OFFLINE", "1")
-        result = train(
-            TrainConfig(
-                dataset="shapes",
-                model="resnet_small",
-                epochs=2,
-                batch_size=64,
-                lr=3e-3,
-                optimizer="adamw",
-                schedule="onecycle",
-                seed=1,
-                val_fraction=0.05,
-                device="cpu",
+    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
+    root = (shared / "trained_shapes_run") if shared else tmp_path_factory.mktemp("trained_runs")
+    root.mkdir(exist_ok=True)
+    done = root / "result.json"
+    with FileLock(str(root) + ".lock"):
+        if done.exists():
+            return TrainResult.from_message(json.loads(done.read_text()))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("XAIDASH_RUNS", str(root))
+            mp.setenv("XAIDASH_OFFLINE", "1")
+            result = train(
+                TrainConfig(
+                    dataset="shapes",
+                    model="resnet_small",
+                    epochs=2,
+                    batch_size=64,
+                    lr=3e-3,
+                    optimizer="adamw",
+                    schedule="onecycle",
+                    seed=1,
+                    val_fraction=0.05,
+                    device="cpu",
+                )
             )
-        )
-    assert result.state == "completed", result.error
+        assert result.state == "completed", result.error
+        done.write_text(json.dumps(result.to_message()))
     return result
 
 
@@ -87,3 +108,15 @@ def trained_shapes(trained_shapes_run):
     from xaidash.models.runs.store import load_bundle
 
     return load_bundle(trained_shapes_run.run, device="cpu")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `long(seconds=N)` (a minute or more alone) go first, longest first, so that under pytest-xdist
+    the longest land on different workers and overlap with the many short ones instead of finishing the run
+    alone; the order is otherwise kept."""
+
+    def seconds(item: pytest.Item) -> float:
+        mark = item.get_closest_marker("long")
+        return float(mark.kwargs.get("seconds", 60)) if mark else 0.0
+
+    items.sort(key=lambda item: -seconds(item))

@@ -87,6 +87,7 @@ def wait_idle(page, timeout: float = 180_000) -> None:
     page.wait_for_timeout(300)
 
 
+@pytest.mark.long(seconds=60)
 def test_train_then_explain_five_methods_in_the_browser(server: str, tmp_path: Path):
     good = shape_png(tmp_path / "circle.png")
     broken = shape_png(tmp_path / "broken.png", corrupt=True)

@@ -68,7 +68,6 @@ def test_a_click_on_a_runs_table_row_selects_that_run(tmp_path: Path, serve_app)
             browser.close()
 
 
-@pytest.mark.slow  # trains the three real demo runs (minutes on a small CPU)
 def assert_demo_targets(root: Path) -> None:
     """Each demo run completed with its recipe and reached the issue's figure; the recipe says what it reached."""
     from xaidash.models.runs.store import list_runs
@@ -83,6 +82,8 @@ def assert_demo_targets(root: Path) -> None:
         assert config["recipe"]["expected_acc"] is not None
 
 
+@pytest.mark.slow  # trains the three real demo runs (minutes on a small CPU)
+@pytest.mark.long(seconds=150)
 def test_quick_start_button_trains_the_demo_and_opens_a_good_model(tmp_path: Path, serve_app):
     with serve_app(tmp_path / "runs", tmp_path / "server.log") as url, sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)

@@ -85,6 +85,7 @@ def test_ray_resumes_a_store_the_local_engine_left(ray_local, image_run: Path, t
     _same(resumed.store, whole.store, 24)
 
 
+@pytest.mark.long(seconds=60)
 @pytest.mark.slow
 def test_the_whole_shapes_test_split_matches(ray_local, image_run: Path, tmp_path: Path) -> None:
     """All 1,000 test samples, two methods, both engines (160 s on 2 busy cores)."""

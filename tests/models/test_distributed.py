@@ -44,6 +44,7 @@ def files_of(path) -> list[str]:
     return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file() and p.name != ".lock")
 
 
+@pytest.mark.long(seconds=60)
 @pytest.mark.slow  # two trainings of resnet_small, one of them in two processes (about 70 s on 2 busy cores)
 def test_two_gloo_processes_train_like_one_into_the_same_run_folder():
     torch.set_num_threads(1)  # the same compute per process as each of the two ranks has

@@ -276,6 +276,7 @@ def bag_of_words_training_data(split, max_train_samples: int) -> tuple[list[str]
     return [split.texts[i] for i in train_idx.tolist()], [int(split.labels[i]) for i in train_idx.tolist()]
 
 
+@pytest.mark.long(seconds=95)
 @pytest.mark.slow  # about 80 s on a quiet 2-core CPU: MiniLM's encoder is fine-tuned on 5,000 phrases
 def test_minilm_on_sst2_beats_a_bag_of_words_baseline(offline_data) -> None:
     acc, _ = train_with_defaults("sst2", "minilm")
