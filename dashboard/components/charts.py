@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from xaidash.explainers.figures.render import ColourScale, with_colour_bar
 from xaidash.explainers.figures.report import top_predictions
 
 CONFUSION_HEATMAP_MAX = 30  # classes up to which the matrix is drawn as a heatmap with its counts
@@ -121,17 +122,21 @@ def per_class_table(matrix: np.ndarray, classes: Sequence[str]) -> pd.DataFrame:
     )
 
 
+CONFUSION_SCALE = ColourScale(
+    0.0, 1.0, "share of the true class's test samples (square-root colour scale)", cmap="Blues"
+)
+
+
 def confusion_image(matrix: np.ndarray, max_side: int = 1000) -> Image.Image:
     """The whole matrix as an image, one pixel (or a square of pixels) per cell: white to dark blue by the share
-    of the true class's samples, rows = true class, columns = predicted, in class order."""
+    of the true class's samples (on a square-root scale, so rare confusions still show), rows = true class,
+    columns = predicted, in class order; its colour bar below."""
     share = _row_shares(np.asarray(matrix))
     n = share.shape[0]
-    # a 'blues' ramp by hand: numpy has no colormaps, and matplotlib is not a dependency of the pages
-    white, blue = np.array([247, 251, 255], dtype=float), np.array([8, 48, 107], dtype=float)
-    rgb = (white + np.sqrt(share)[..., None] * (blue - white)).round().astype(np.uint8)
-    image = Image.fromarray(rgb, mode="RGB")
+    image = Image.fromarray((CONFUSION_SCALE.colours(np.sqrt(share)) * 255 + 0.5).astype(np.uint8), mode="RGB")
     scale = max(1, max_side // max(n, 1))
-    return image.resize((n * scale, n * scale), Image.Resampling.NEAREST) if scale > 1 else image
+    image = image.resize((n * scale, n * scale), Image.Resampling.NEAREST) if scale > 1 else image
+    return with_colour_bar(image, CONFUSION_SCALE)
 
 
 def topk_chart(
@@ -190,8 +195,24 @@ def metric_bars(table: pd.DataFrame, titles: dict[str, tuple[str, str]]) -> list
     return charts
 
 
-def matrix_heatmap(df: pd.DataFrame, title: str, value_title: str = "Spearman ρ") -> alt.Chart:
-    """A square matrix (e.g. method agreement) on a diverging -1..1 scale with the values written in."""
+MATRIX_WIDTH = (
+    540  # px a matrix heatmap may take with its labels and legend: within the main column at a 1024 px window
+)
+MATRIX_LABEL_LIMIT = 180  # px of a method label before it is cut with '…' (the tooltip has it whole)
+PAD = alt.AutoSizeParams(type="pad", contains="padding")  # the drawn size: labels are never cut by a 'fit' resize
+
+
+def label_width(labels: Sequence[str], font_px: float = 11.0) -> int:
+    """A generous estimate of the widest label's width in px (about 0.62 em a character), at most the limit."""
+    longest = max((len(str(t)) for t in labels), default=0)
+    return int(min(MATRIX_LABEL_LIMIT, 0.62 * font_px * longest + 8))
+
+
+def matrix_heatmap(df: pd.DataFrame, title: str, value_title: str = "Spearman ρ") -> alt.LayerChart:
+    """A square matrix (e.g. method agreement) on a diverging -1..1 scale with the values written in, and the scale's
+    colour bar. Its cells shrink (40 to 80 px) so that the row labels, the cells and the colour bar fit in
+    `MATRIX_WIDTH`; labels longer than `MATRIX_LABEL_LIMIT` end in '…', and the chart keeps its drawn size (pad),
+    so no label is ever cut at its start."""
     names = [str(c) for c in df.columns]
     rows = [
         {"a": str(i), "b": str(j), "value": float(df.loc[i, j]) if not math.isnan(float(df.loc[i, j])) else None}
@@ -199,14 +220,30 @@ def matrix_heatmap(df: pd.DataFrame, title: str, value_title: str = "Spearman ρ
         for j in df.columns
     ]
     d = pd.DataFrame(rows)
-    step = max(40, min(80, 480 // max(1, len(names))))
+    legend_px = 90
+    room = MATRIX_WIDTH - label_width(names) - legend_px
+    step = int(max(40, min(80, room // max(1, len(names)))))
     base = alt.Chart(d).encode(
-        x=alt.X("b:N", sort=names, title=None, axis=alt.Axis(labelLimit=200)),
-        y=alt.Y("a:N", sort=names, title=None, axis=alt.Axis(labelLimit=200)),
+        x=alt.X(
+            "b:N",
+            sort=names,
+            title=None,
+            axis=alt.Axis(labelLimit=MATRIX_LABEL_LIMIT, labelAngle=-45, labelOverlap=False),
+        ),
+        y=alt.Y("a:N", sort=names, title=None, axis=alt.Axis(labelLimit=MATRIX_LABEL_LIMIT, labelOverlap=False)),
     )
     rect = base.mark_rect().encode(
-        color=alt.Color("value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1], reverse=True), title=value_title),
-        tooltip=["a", "b", alt.Tooltip("value:Q", format=".3f")],
+        color=alt.Color(
+            "value:Q",
+            scale=alt.Scale(scheme="redblue", domain=[-1, 1], reverse=True),
+            title=value_title,
+            legend=alt.Legend(gradientLength=max(120, min(240, step * len(names))), format=".1f"),
+        ),
+        tooltip=[
+            alt.Tooltip("a:N", title="row"),
+            alt.Tooltip("b:N", title="column"),
+            alt.Tooltip("value:Q", format=".3f"),
+        ],
     )
     text = (
         base.mark_text(fontSize=11)
@@ -216,7 +253,7 @@ def matrix_heatmap(df: pd.DataFrame, title: str, value_title: str = "Spearman ρ
         )
         .transform_filter("isValid(datum.value)")
     )  # undefined pairs (a constant map) stay blank
-    return (rect + text).properties(width=alt.Step(step), height=alt.Step(step), title=title)
+    return (rect + text).properties(width=alt.Step(step), height=alt.Step(step), title=title, autosize=PAD)
 
 
 def sanity_chart(rows: Sequence[dict[str, Any]], methods: Sequence[str] | None = None) -> alt.Chart:

@@ -86,9 +86,14 @@ def metric_spread_charts(
     titles: Mapping[str, tuple[str, str]],
     labels: Mapping[str, str],
     methods: Sequence[str],
+    ranges: Mapping[str, tuple[float | None, float | None]] | None = None,
 ) -> list[alt.LayerChart]:
     """One chart per metric (runtime left out): each input as a faint dot, the mean as a bar tick and its 95%
-    interval as an error bar; one colour per method, as in the sanity chart."""
+    interval as an error bar; one colour per method, as in the sanity chart.
+
+    ranges: metric -> (lowest, highest) value it can take (None: open). A bounded metric's interval is clipped
+    to its range and its axis spans exactly that range; the subtitle says when an interval was clipped, or that
+    a metric declares no range (its interval is drawn as computed)."""
     order = [labels.get(m, m) for m in methods]
     colour = alt.Color("method:N", legend=None, scale=alt.Scale(domain=order, scheme="tableau10"))
     charts: list[alt.LayerChart] = []
@@ -106,24 +111,37 @@ def metric_spread_charts(
                 if v is not None and math.isfinite(float(v))
             ]
         )
+        lowest, highest = (ranges or {}).get(c, (None, None))
+        raw_low = part["low"].fillna(part["mean"]).astype(float)
+        raw_high = part["high"].fillna(part["mean"]).astype(float)
+        ci_low, ci_high = raw_low.clip(lower=lowest, upper=highest), raw_high.clip(lower=lowest, upper=highest)
+        clipped = bool(((ci_low != raw_low) | (ci_high != raw_high)).any())
         stats = pd.DataFrame(
             {
                 "method": [labels.get(m, m) for m in part.method],
                 "mean": part["mean"].astype(float).values,
-                "low": part["low"].fillna(part["mean"]).astype(float).values,
-                "high": part["high"].fillna(part["mean"]).astype(float).values,
+                "low": ci_low.values,
+                "high": ci_high.values,
                 "minimum": part["minimum"].astype(float).values,
                 "maximum": part["maximum"].astype(float).values,
                 "inputs": [f"{int(v)} of {int(n)}" for v, n in zip(part["valid"], part["n"], strict=True)],
             }
         )
         y = alt.Y("method:N", sort=order, title=None, axis=alt.Axis(labelLimit=140))
+        x_scale = (
+            alt.Scale(domain=[lowest, highest], nice=False, clamp=True)
+            if lowest is not None and highest is not None
+            else alt.Scale(domainMin=lowest, clamp=True)
+            if lowest is not None
+            else alt.Scale()
+        )
+        range_note = _range_note(lowest, highest, clipped)
         layers: list[Any] = []
         if not dots.empty:
             layers.append(
                 alt.Chart(dots)
                 .mark_circle(size=22, opacity=0.35)
-                .encode(x=alt.X("value:Q", title=None), y=y, color=colour, yOffset=alt.value(0))
+                .encode(x=alt.X("value:Q", title=None, scale=x_scale), y=y, color=colour, yOffset=alt.value(0))
             )
         tips: list[Any] = [
             "method",
@@ -135,14 +153,24 @@ def metric_spread_charts(
             alt.Tooltip("inputs:N", title="inputs with a value"),
         ]
         base = alt.Chart(stats).encode(y=y, color=colour, tooltip=tips)
-        layers.append(base.mark_rule(strokeWidth=2.5).encode(x=alt.X("low:Q", title=None), x2="high:Q"))
+        layers.append(base.mark_rule(strokeWidth=2.5).encode(x=alt.X("low:Q", title=None, scale=x_scale), x2="high:Q"))
         layers.append(base.mark_tick(thickness=3, size=16).encode(x="mean:Q"))
         chart = alt.LayerChart(layer=layers).properties(
-            title=alt.TitleParams(f"{title} {arrow(better)}".strip(), subtitle=f"{better} · bar: 95% CI of the mean"),
+            title=alt.TitleParams(
+                f"{title} {arrow(better)}".strip(), subtitle=[f"{better} · bar: 95% CI of the mean", range_note]
+            ),
             height=alt.Step(26),
         )
         charts.append(chart)
     return charts
+
+
+def _range_note(lowest: float | None, highest: float | None, clipped: bool) -> str:
+    """The subtitle's second line: the metric's declared range and whether an interval was clipped to it."""
+    if lowest is None and highest is None:
+        return "no declared range: intervals drawn as computed"
+    ends = f"[{'−∞' if lowest is None else f'{lowest:g}'}, {'∞' if highest is None else f'{highest:g}'}]"
+    return f"values lie in {ends}" + ("; intervals clipped to it" if clipped else "")
 
 
 def sanity_band_chart(rows: Sequence[Mapping[str, Any]], methods: Sequence[str], band: str = "ci") -> alt.Chart:

@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw, ImageFont
 
-from xaidash.explainers.figures.png import data_uri, png_bytes
-from xaidash.explainers.figures.render import colorize, image_hwc
+from xaidash.explainers.figures import render
+from xaidash.explainers.figures.png import data_uri, input_image, png_bytes
+from xaidash.explainers.figures.render import ColourScale, colorize, image_hwc
 
 CELL = 64  # px of one small heatmap in the layer x head grid
 GRID_ROWS_LIMIT = 60_000  # above this many cells the grid is drawn as one image, not as altair marks
@@ -149,26 +150,9 @@ def scale_bar(
     signed: bool = False,
     clipped: bool = False,
 ) -> Image.Image:
-    """A readable horizontal colour bar (DejaVu Sans 13 px): the ramp of `cmap` from `low` to `high` (through 0
-    in the middle when `signed`), the end values ('≥'/'≤' when `clipped`: values beyond get the end colour) and
-    `label` below."""
-    bar_h, font = 16, _font(13)
-    ramp = np.linspace(-1.0 if signed else 0.0, 1.0, width)
-    rgb = colorize(np.tile(ramp, (bar_h, 1)), signed=signed, scale=1.0, cmap=cmap)
-    img = Image.new("RGB", (width, bar_h + 40), "white")
-    img.paste(Image.fromarray((rgb * 255 + 0.5).astype(np.uint8)), (0, 0))
-    draw = ImageDraw.Draw(img)
-    draw.rectangle((0, 0, width - 1, bar_h - 1), outline=(150, 150, 150))
-    lo_t, hi_t = _tick(low), _tick(high)
-    if clipped:
-        hi_t, lo_t = "≥ " + hi_t, ("≤ " + lo_t) if signed else lo_t
-    ticks = [(0, lo_t), (width - 1, hi_t)] + ([(width // 2, "0")] if signed else [])
-    for x, text in ticks:
-        w = draw.textlength(text, font=font)
-        draw.text((min(max(0.0, x - w / 2), width - w), bar_h + 2), text, fill="black", font=font)
-    w = draw.textlength(label, font=font)
-    draw.text((max(0.0, width / 2 - w / 2), bar_h + 20), label, fill=(80, 80, 80), font=font)
-    return img
+    """A readable horizontal colour bar (DejaVu Sans 13 px): `render.scale_bar` of the scale from `low` to `high`
+    (through 0 in the middle when `signed`), the end values ('≥'/'≤' when `clipped`) and `label` below."""
+    return render.scale_bar(ColourScale(low, high, label, signed, cmap, clipped), width)
 
 
 def matrix_chart(matrix: np.ndarray, tokens: Sequence[str], title: str) -> alt.Chart:
@@ -205,7 +189,7 @@ def matrix_chart(matrix: np.ndarray, tokens: Sequence[str], title: str) -> alt.C
 # ---- images ------------------------------------------------------------------------------------
 def upscaled(image01: Any, min_side: int = 224) -> tuple[Image.Image, int]:
     """The image as RGB enlarged by a whole factor (nearest) to >= min_side, and that factor."""
-    img = Image.fromarray((image_hwc(image01) * 255 + 0.5).astype(np.uint8))
+    img = input_image(image01)
     f = max(1, math.ceil(min_side / min(img.size)))
     return img.resize((img.width * f, img.height * f), Image.Resampling.NEAREST), f
 
@@ -356,10 +340,59 @@ def filter_grid(
     return img, s, rgb
 
 
+def filter_scale(scale: float, rgb: bool) -> ColourScale:
+    """The colour scale of `filter_grid`: grey from -s (black) to +s (white), per channel for colour filters."""
+    label = (
+        "weight of each colour channel, one scale for every filter (mid-grey = 0)"
+        if rgb
+        else "weight summed over the input channels, one scale for every filter (mid-grey = 0)"
+    )
+    return ColourScale(-scale, scale, label, signed=True, cmap="gray")
+
+
 def filter_scale_bar(scale: float, rgb: bool, width: int = 320) -> Image.Image:
     """The legend of `filter_grid`: a ramp from -s to +s (grey; for colour filters, per channel)."""
-    label = "weight of each colour channel (mid-grey = 0)" if rgb else "weight, summed over the input channels"
-    return scale_bar(-scale, scale, label, cmap="gray", width=width, signed=True)
+    return render.scale_bar(filter_scale(scale, rgb), width)
+
+
+def filter_figure(weights: np.ndarray, cols: int = 16, cell: int = 56) -> tuple[Image.Image, float, bool]:
+    """`filter_grid` (tiles of about `cell` px) with its colour bar below, as one picture to show at its own size:
+    (picture, s, rgb)."""
+    grid, s, rgb = filter_grid(weights, cols=cols, cell=cell)
+    return render.with_colour_bar(grid, filter_scale(s, rgb)), s, rgb
+
+
+MOSAIC_SCALE = ColourScale(
+    0.0, 1.0, "share of each map's own range: black = its lowest value, white = its highest", cmap="gray"
+)
+
+
+def mosaic_figure(maps: np.ndarray, cols: int = 8, tile: int = 72, labels: Sequence[str] | None = None) -> Image.Image:
+    """Feature maps as a grey `mosaic` (each tile stretched over its own range) with that scale's colour bar (its
+    text larger: the page shows the mosaic shrunk beside the input)."""
+    return render.with_colour_bar(mosaic(maps, cols=cols, tile=tile, labels=labels), MOSAIC_SCALE, font_size=17)
+
+
+def attention_grid_figure(tiles: np.ndarray, shared: bool = False) -> Image.Image:
+    """`attention_grid_image` with its colour bar: 0 to the grid's largest weight (shared) or to each tile's
+    own maximum."""
+    top = float(tiles.max()) if shared else 1.0
+    label = "attention weight (one scale for every tile)" if shared else "share of each tile's own maximum"
+    return render.with_colour_bar(
+        attention_grid_image(tiles, shared=shared), ColourScale(0.0, top, label, cmap="viridis"), 360
+    )
+
+
+def heat_figure(
+    values: np.ndarray, label: str, box: tuple[int, int, int, int] | None = None, min_side: int = 256
+) -> Image.Image:
+    """A non-negative map (H, W) on the inferno scale from 0 to its peak, enlarged like `upscaled`, the box
+    (`draw_box`'s inclusive top, left, bottom, right) drawn on it, with its colour bar below."""
+    img, factor = heat_image(values, min_side)
+    if box is not None:
+        img = draw_box(img, box, factor, colour="#00e5ff", width=2)
+    peak = float(np.asarray(values).max()) if np.asarray(values).size else 0.0
+    return render.with_colour_bar(img, ColourScale(0.0, peak, label, cmap="inferno"), 300)
 
 
 # ---- embeddings --------------------------------------------------------------------------------

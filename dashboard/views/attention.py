@@ -15,13 +15,11 @@ from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.inspect_charts import (
     GRID_ROWS_LIMIT,
     attention_grid_chart,
-    attention_grid_image,
+    attention_grid_figure,
     matrix_chart,
-    scale_bar,
 )
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.state import require_bundle
-from xaidash.explainers.figures.render import heatmap, highlight_tokens, overlay
 from xaidash.explainers.inspection.attention import has_attention
 from xaidash.explainers.inspection.attention_view import AttentionView, attention_view
 from xaidash.models.bundle import ModelBundle
@@ -78,16 +76,20 @@ def prediction_line(bundle: ModelBundle, bundle_key: str, item: PickedInput, vie
     )
 
 
-def patch_overlay(view: AttentionView, raw: Any, patch_map: np.ndarray, alpha: float = 0.85):
-    """The class token's attention over the patch grid, drawn as blocks over the image: the more
-    attention (relative to the map's maximum), the more opaque the colour."""
+def patch_overlay(
+    view: AttentionView, raw: Any, patch_map: np.ndarray, what: str = "class-token attention weight", **drawing
+):
+    """The class token's attention over the patch grid, drawn as blocks over a grey copy of the image (as the
+    Explain page's maps), with its colour bar: the more attention, the more opaque and brighter the colour.
+    `drawing`: `AttentionView.patch_figure`'s font_size and say_stretched."""
     if view.grid is None:
         raise ValueError("patch_overlay draws a vision transformer's patch grid; this model has none.")
-    img = np.asarray(raw)
-    ph, pw = img.shape[-2] // view.grid[0], img.shape[-1] // view.grid[1]
-    blocks = np.kron(patch_map, np.ones((ph, pw), dtype=np.float32))
-    lo = float(blocks.min())  # stretched from the map's minimum: near-uniform attention still shows its peaks
-    return overlay(img, blocks - lo, signed=False, alpha=alpha, by_magnitude=True, cmap="viridis")
+    return view.patch_figure(patch_map, what, image=raw, **drawing)
+
+
+def image_pair() -> list:
+    """Two columns for two maps side by side, narrow enough that neither is drawn wider than 40% of the page."""
+    return st.columns([2, 2, 1])[:2]
 
 
 def pick_grid_scale() -> bool:
@@ -113,8 +115,8 @@ def grid_tiles(view: AttentionView) -> np.ndarray:
         )
         st.caption(
             "Each tile: attention from the class token to every patch, laid out as the patch grid. Click a tile to "
-            "see it large below. Overlays on the image stretch each map from its minimum (transparent) to its "
-            "maximum (opaque)."
+            "see it large below. Overlays on the image (a grey copy, so the colours read the same on any object) "
+            "stretch each map from its minimum (transparent) to its maximum (opaque); their colour bars give both."
         )
         return tiles
     st.caption("Each tile: the token x token matrix (rows attend to columns). Click a tile to see it large below.")
@@ -140,13 +142,9 @@ def grid_chart(tiles: np.ndarray, shared: bool) -> None:
 
 def grid_image(tiles: np.ndarray, shared: bool) -> None:
     """The grid as one image with its colour bar, for too many tokens to draw interactively."""
-    top = float(tiles.max()) if shared else 1.0
     st.image(
-        attention_grid_image(tiles, shared=shared),
+        attention_grid_figure(tiles, shared=shared),
         caption="rows: layers, columns: heads (too many tokens for an interactive grid)",
-    )
-    st.image(
-        scale_bar(0.0, top, "attention weight (one scale)" if shared else "share of each tile's maximum"), width=360
     )
 
 
@@ -178,24 +176,24 @@ def pick_head(view: AttentionView) -> tuple[int, int | None]:
 def head_maps(view: AttentionView, raw: Any, matrix: np.ndarray, name: str) -> None:
     """One head's weights: over the image and alone (vision), or as a matrix and coloured tokens (text)."""
     if view.grid is not None:
-        left, right = st.columns(2)
+        left, right = image_pair()
         left.image(
             patch_overlay(view, raw, view.patch_map(matrix)),
             caption=f"{name}: class-token attention over the patches",
-            width=300,
+            width="stretch",
         )
         patches = view.patch_map(matrix)
         right.image(
-            heatmap(patches - patches.min(), signed=False, cmap="viridis", upscale=300),
-            caption=f"the same weights alone: {patches.min():.3f} (dark) to {patches.max():.3f} (yellow)",
-            width=300,
+            view.patch_figure(patches, "class-token attention weight", upscale=224),
+            caption="the same weights alone",
+            width="stretch",
         )
         with st.expander(f"All {len(view.tokens)} x {len(view.tokens)} token weights of {name}"):
             st.altair_chart(matrix_chart(matrix, view.tokens, name), width="content")
     else:
         st.altair_chart(matrix_chart(matrix, view.tokens, name), width="content")
         row = view.read_row(matrix)
-        st.markdown(highlight_tokens(view.tokens, row, signed=False), unsafe_allow_html=True)
+        st.markdown(view.tokens_html(row, f"attention weight the prediction reads ({name})"), unsafe_allow_html=True)
         st.caption(
             "Token colours: the attention the prediction reads — from [CLS] where the model has one, else the "
             "mean over the tokens (text_transformer pools the mean of its tokens)."
@@ -213,16 +211,24 @@ def head_section(view: AttentionView, raw: Any) -> None:
 
 def layer_means_section(view: AttentionView, raw: Any) -> None:
     st.subheader("Mean over heads, per layer")
+    if view.grid is not None:
+        st.caption("Each layer's map stretched from its own minimum (transparent) to its maximum: its bar gives both.")
     with guard("Mean attention"):
-        cols = st.columns(min(view.layers, 6))
+        cols = st.columns(min(view.layers, 4))
         for layer in range(view.layers):
             m = view.matrix(layer)
             with cols[layer % len(cols)]:
                 if view.grid is not None:
-                    st.image(patch_overlay(view, raw, view.patch_map(m)), caption=f"layer {layer}", width="stretch")
+                    st.image(
+                        patch_overlay(
+                            view, raw, view.patch_map(m), "mean attention weight", font_size=22, say_stretched=False
+                        ),
+                        caption=f"layer {layer}",
+                        width="stretch",
+                    )
                 else:
                     st.markdown(f"layer {layer}")
-                    st.markdown(highlight_tokens(view.tokens, view.read_row(m), signed=False), unsafe_allow_html=True)
+                    st.markdown(view.tokens_html(view.read_row(m), "mean attention weight"), unsafe_allow_html=True)
 
 
 def rollout_section(view: AttentionView, raw: Any) -> None:
@@ -234,17 +240,19 @@ def rollout_section(view: AttentionView, raw: Any) -> None:
     with guard("Rollout"):
         rolled = view.rollout()
         if view.grid is not None:
-            left, right = st.columns(2)
+            left, right = image_pair()
             left.image(
-                patch_overlay(view, raw, view.patch_map(rolled)), caption="rollout from the class token", width=300
+                patch_overlay(view, raw, view.patch_map(rolled), "rollout weight"),
+                caption="rollout from the class token",
+                width="stretch",
             )
             right.image(
-                patch_overlay(view, raw, view.patch_map(view.matrix(view.layers - 1))),
+                patch_overlay(view, raw, view.patch_map(view.matrix(view.layers - 1)), "mean attention weight"),
                 caption="last layer alone, for comparison",
-                width=300,
+                width="stretch",
             )
         else:
-            st.markdown(highlight_tokens(view.tokens, view.read_row(rolled), signed=False), unsafe_allow_html=True)
+            st.markdown(view.tokens_html(view.read_row(rolled), "rollout weight"), unsafe_allow_html=True)
             st.altair_chart(matrix_chart(rolled, view.tokens, "rollout through all layers"), width="content")
 
 

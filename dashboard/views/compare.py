@@ -30,8 +30,14 @@ from xaidash.dashboard.components.report_downloads import report_downloads
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
 from xaidash.explainers import featured_methods, methods_for
-from xaidash.explainers.comparison.compare import Comparison, compare_methods, comparison_report
-from xaidash.explainers.figures.render import heatmap, highlight_tokens
+from xaidash.explainers.comparison.compare import (
+    Comparison,
+    compare_methods,
+    comparison_report,
+    metric_range,
+    sanity_figure,
+    sanity_tokens_html,
+)
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import MethodSpec
@@ -309,7 +315,8 @@ def metrics_section(result: Comparison, labels: dict[str, str]) -> None:
     )
     st.dataframe(text.style.apply(lambda _: style, axis=None), width="stretch")
     st.caption(metric_notes(result, n_inputs, shown))
-    charts = metric_spread_charts(result.per_input, summary, METRICS, labels, shown)
+    ranges = {c: metric_range(c) for c in result.metrics.columns}
+    charts = metric_spread_charts(result.per_input, summary, METRICS, labels, shown, ranges)
     st.caption("In the charts: each faint dot is one input, the tick the mean, the bar its 95% confidence interval.")
     for start in range(0, len(charts), 2):
         for col, chart in zip(st.columns(2), charts[start : start + 2], strict=False):  # the last row may be short
@@ -368,13 +375,19 @@ def sanity_chart(rows: list[dict[str, Any]], labels: dict[str, str], shown: list
 
 
 def sanity_maps(result: Comparison, by_id: dict[str, MethodSpec], modality: str) -> None:
-    """Per method, the first input's map from the trained model through each randomisation step."""
+    """Per method, the first input and its map from the trained model through each randomisation step, each map
+    with its colour bar (over a grey copy of the input, as on Explain)."""
     s = result.sanity
     frame = pd.DataFrame(s.rows)
+    first_input = result.sample.raw[0]
     for m, maps in s.maps.items():
         steps_of = frame[frame.method == m].sort_values("step")
         st.markdown(f"**{by_id[m].label if m in by_id else m}**: first input, trained → randomised")
-        for k, (col, a) in enumerate(zip(st.columns(len(maps)), maps, strict=True)):
+        cols = st.columns(len(maps) + (1 if modality == "image" else 0))
+        if modality == "image":
+            cols[0].image(to_pil(first_input, 112), caption="input", width="stretch")
+            cols = cols[1:]
+        for k, (col, a) in enumerate(zip(cols, maps, strict=True)):
             step = steps_of.iloc[k] if k < len(steps_of) else None
             first = np.asarray(a[0])
             caption = "trained" if k == 0 else (f"up to {step['layer']}" if step is not None else f"step {k}")
@@ -382,12 +395,12 @@ def sanity_maps(result: Comparison, by_id: dict[str, MethodSpec], modality: str)
                 rho = (step.get("values") or [float("nan")])[0]
                 caption += " · constant map: no ρ" if np.ptp(first) == 0 or np.isnan(rho) else f" · ρ={rho:.2f}"
             if modality == "image":
-                col.image(heatmap(np.abs(first), signed=False, upscale=112), caption=caption, width="stretch")
+                col.image(sanity_figure(first, image=first_input), caption=caption, width="stretch")
             else:
                 col.caption(caption)
                 tokens = result.explanations[m].tokens
                 words = tokens[0] if tokens and len(tokens[0]) == len(first) else [str(j) for j in range(len(first))]
-                col.markdown(highlight_tokens(words, first), unsafe_allow_html=True)
+                col.markdown(sanity_tokens_html(first, words), unsafe_allow_html=True)
 
 
 def sanity_section(result: Comparison, labels: dict[str, str], by_id: dict[str, MethodSpec], modality: str) -> None:

@@ -12,7 +12,7 @@ from xaidash.dashboard import services
 from xaidash.dashboard.components.explain_maps import map_card
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import PickedInput, input_picker
-from xaidash.dashboard.components.inspect_charts import filter_grid, filter_scale_bar, mosaic
+from xaidash.dashboard.components.inspect_charts import filter_figure, mosaic_figure
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.state import pct, require_bundle
 from xaidash.explainers import methods_for
@@ -113,8 +113,8 @@ def feature_map_section(bundle_key: str, bundle: ModelBundle, item: PickedInput 
     left, right = st.columns([1, 4])
     left.image(to_pil(item.raw, 120), caption=item.name, width=120)
     right.image(
-        mosaic(chosen.maps[:k], cols=8, tile=72, labels=[f"ch {i}" for i in range(k)]),
-        caption="Each map scaled to its own range: black lowest, white highest.",
+        mosaic_figure(chosen.maps[:k], cols=8, tile=72, labels=[f"ch {i}" for i in range(k)]),
+        caption="Each map scaled to its own range: black lowest, white highest (the bar below).",
     )
 
 
@@ -126,7 +126,7 @@ def filter_section(bundle_key: str, bundle: ModelBundle) -> None:
     except ModelError as e:
         st.info(str(e), icon=":material/block:")
         return
-    grid, weight_scale, rgb = filter_grid(filters.weights[:MAX_CHANNELS], cols=8)
+    grid, weight_scale, rgb = filter_figure(filters.weights[:MAX_CHANNELS], cols=8)
     st.image(
         grid,
         caption=f"{filters.path}: {filters.note}"
@@ -140,8 +140,8 @@ def filter_section(bundle_key: str, bundle: ModelBundle) -> None:
             else "Summed over the input channels: mid-grey = 0, white positive, black negative."
         )
         + f" One scale for every filter: ±{weight_scale:.3g}, the largest |weight|.",
+        width=grid.width,
     )
-    st.image(filter_scale_bar(weight_scale, rgb), width=320)
 
 
 def inside_the_model(bundle_key: str, bundle: ModelBundle, item: PickedInput | None) -> None:

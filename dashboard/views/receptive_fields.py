@@ -10,7 +10,7 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.inputs import input_picker, stop_without_dataset
-from xaidash.dashboard.components.inspect_charts import draw_box, erf_profile_chart, heat_image, scale_bar, upscaled
+from xaidash.dashboard.components.inspect_charts import draw_box, erf_profile_chart, heat_figure, upscaled
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.state import require_bundle
 from xaidash.explainers.inspection.effective_receptive_field import ERF, bundle_erf
@@ -165,16 +165,10 @@ def pick_samples() -> int:
 
 def erf_card(erf: ERF, box: Box) -> None:
     """One effective field: the map with the theoretical box, its colour bar, and how much of it the box holds."""
-    img, factor = heat_image(erf.map, 256)
     st.image(
-        draw_box(img, box, factor, colour="#00e5ff", width=2),
+        heat_figure(erf.map, "mean |∂ unit / ∂ pixel|, 0 to this map's peak", box),
         caption=f"{erf.weights} weights · {erf.samples} images · box: theoretical field",
         width="stretch",
-    )
-    peak = float(erf.map.max())
-    st.image(
-        scale_bar(0.0, peak, "mean |∂ unit / ∂ pixel|, 0 to this map's peak", cmap="inferno", width=300),
-        width="content",
     )
     support = erf.support(0.05)
     norm = erf.normalized()

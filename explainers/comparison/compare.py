@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from PIL import Image
 
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.figures import render
 from xaidash.explainers.figures.report import (
     ExplainReport,
     MethodResult,
@@ -37,11 +39,33 @@ from xaidash.models.bundle import ModelBundle
 
 Progress = Callable[[float, str], None]
 
+# The values each metric can take, (lowest, highest), None where a side is open: deletion and insertion are areas
+# under a probability curve over the fraction of pixels/words moved (0 to 1); pointing and energy are shares
+# (0 to 1); the completeness gap and the runtime are >= 0 and unbounded above. A mean's 95% interval, which the
+# t distribution may stretch past these ends on a few inputs, is drawn clipped to them (`metric_range`).
+METRIC_RANGES: dict[str, tuple[float | None, float | None]] = {
+    "deletion_auc": (0.0, 1.0),
+    "insertion_auc": (0.0, 1.0),
+    "pointing_game": (0.0, 1.0),
+    "energy_in_mask": (0.0, 1.0),
+    "rationale_pointing": (0.0, 1.0),
+    "rationale_energy": (0.0, 1.0),
+    "completeness_gap": (0.0, None),
+    "seconds": (0.0, None),
+}
+
+
+def metric_range(metric: str) -> tuple[float | None, float | None]:
+    """The (lowest, highest) value `metric` can take, None where it is open or undeclared."""
+    return METRIC_RANGES.get(metric, (None, None))
+
 
 # Inputs the Compare page and `compare_methods` run the sanity check on by default: every input of the sample
 # (resnet_small on shapes, six random draws: with 2 inputs Grad-CAM's correlation after the first randomised
 # layer ranged from -0.82 to 0.69; on 16 inputs from -0.24 to 0.17).
 SANITY_INPUTS: int | None = None
+SANITY_MAP_PX = 160  # a sanity-check map and its colour bar, drawn five to a row
+SANITY_FONT_PX = 19  # its bar's text: still about 11 px where a 1024 px window shows the map 100 px wide
 
 
 @dataclass
@@ -76,6 +100,27 @@ class Comparison:
             return ""
         hit = self.summary[(self.summary.method == method) & (self.summary.metric == metric)]
         return str(hit.iloc[0]["reason"]) if len(hit) else ""
+
+
+def sanity_figure(values: Any, image: Any = None) -> Image.Image:
+    """One image map of the sanity check as the Compare page draws it: its |values| on its own scale (the 99th
+    percentile, '≥' when brighter pixels are clipped) over a grey copy of `image`, with the colour bar below."""
+    mag = np.abs(np.asarray(values, dtype=np.float32))
+    top = render.robust_scale(mag) or 1.0
+    label = "|attribution|, own scale"
+    scale = render.ColourScale(0.0, top, label, clipped=render.is_clipped(mag, top))
+    return render.scaled_map(
+        mag, scale, image=image, upscale=SANITY_MAP_PX, bar_width=SANITY_MAP_PX, font_size=SANITY_FONT_PX
+    )
+
+
+def sanity_tokens_html(values: Any, words: Sequence[str]) -> str:
+    """One text map of the sanity check: the words coloured by its signed values on its own scale (the 99th
+    percentile of |value|), with the colour bar below."""
+    v = np.asarray(values, dtype=np.float32).reshape(-1)
+    top = render.robust_scale(v) or 1.0
+    scale = render.ColourScale(-top, top, "attribution, this map's own scale", True, clipped=render.is_clipped(v, top))
+    return render.scaled_tokens_html(list(words), v, scale)
 
 
 def _mean(values: Sequence[float]) -> float:

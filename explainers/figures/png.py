@@ -13,6 +13,7 @@ from PIL import Image
 
 from xaidash.explainers.figures.render import image_hwc
 
+INPUT_TAG = "xaidash_input"  # Image.info key: the picture is an input as the model saw it (no colour scale)
 COMPRESS_LEVEL = 6  # zlib level; no `optimize` (its search is slower and changes nothing a reader sees)
 
 
@@ -31,8 +32,11 @@ def data_uri(png: bytes) -> str:
 
 
 def input_image(image01: Any) -> Image.Image:
-    """An input image (C, H, W) or (H, W, C) in [0, 1] as RGB at its own size: the pixels the model saw."""
-    return Image.fromarray((image_hwc(image01) * 255.0 + 0.5).astype(np.uint8))
+    """An input image (C, H, W) or (H, W, C) in [0, 1] as RGB at its own size: the pixels the model saw (marked
+    with `INPUT_TAG`, which resizing and copies keep, so the page tests can tell it from a colour-encoded map)."""
+    img = Image.fromarray((image_hwc(image01) * 255.0 + 0.5).astype(np.uint8))
+    img.info[INPUT_TAG] = True
+    return img
 
 
 def input_png(image01: Any) -> bytes:

@@ -12,6 +12,11 @@ Honest scales: `map_legend(spec)` says, from a method's spec alone, what its map
 mean; `map_scales` picks one colour scale per map: each map's own high percentile, its own
 maximum, or one scale shared only by maps in the same units. `colorbar_html` draws the legend the
 dashboard shows under a map (range, units, meaning).
+
+Every scale visible: a page draws a colour-encoded image or word strip through `scaled_map` (the values
+coloured by a `ColourScale`, alone or over a grey copy of the input), `with_colour_bar` (an image it coloured
+itself, e.g. a mosaic) or `scaled_tokens_html` (highlighted words); each always draws the scale's colour bar
+with the picture, and marks the image (`SCALE_TAG` in `Image.info`) so the page tests can tell that it did.
 """
 
 from __future__ import annotations
@@ -399,15 +404,19 @@ def colorbar_html(
     note: str = "",
     cmap: str | None = None,
     stops: int = 11,
+    low: float | None = None,
 ) -> str:
     """The legend under a map, as HTML: the colour ramp, its end values (≥/≤ when `clipped`) and 0,
     the units, the map's own `value_range`, a `note` (e.g. which scale) and what the colours mean.
+    `low`: an unsigned ramp that starts there instead of 0 (it ends at `low + scale`).
     Every text is HTML-escaped."""
     s = scale if scale > 0 and math.isfinite(scale) else 1.0
     lo = -s if signed else 0.0
     colours = colorize(np.linspace(lo, s, stops), signed, s, cmap)
     ramp = ", ".join(_hex(c) for c in colours)
     hi_text, lo_text = _tick(s), _tick(lo)
+    if low is not None and not signed:  # an unsigned ramp from `low` (darkest) to `low + scale`
+        hi_text, lo_text = _tick(low + s), _tick(low)
     if clipped:
         hi_text, lo_text = "≥ " + hi_text, ("≤ " + lo_text) if signed else lo_text
     ticks = [lo_text, "0", hi_text] if signed else [lo_text, hi_text]
@@ -434,6 +443,165 @@ def colorbar_html(
     return "".join(out)
 
 
+TOKEN_BAR_MAX_PX = 420  # the colour bar under highlighted words: a readable ramp, not the column's whole width
+SCALE_TAG = "xaidash_colour_scale"  # Image.info key: the image carries its colour bar (the scale's label)
+
+
+@dataclass(frozen=True)
+class ColourScale:
+    """What the colours of one drawn map mean: values from `low` to `high` along colour map `cmap`.
+
+    signed: a diverging map centred at 0, from −s to +s (`low` is then −`high`); otherwise `low` gets the
+    darkest colour and `high` the brightest (e.g. attention stretched from the map's own minimum). `label`
+    says what the values are (written under the bar); `clipped`: values beyond the ends get the end colours
+    (the ends then read '≥'/'≤')."""
+
+    low: float
+    high: float
+    label: str
+    signed: bool = False
+    cmap: str | None = None
+    clipped: bool = False
+
+    @classmethod
+    def of(
+        cls, values: Any, label: str, *, signed: bool = False, cmap: str | None = None, stretch: bool = False
+    ) -> ColourScale:
+        """The scale that spans a map's finite values: ±max |value| (signed), 0 to its max, or (stretch) its
+        own minimum to its maximum."""
+        rng = finite_range(values) or (0.0, 0.0)
+        if signed:
+            top = max(abs(rng[0]), abs(rng[1]))
+            return cls(-top, top, label, True, cmap)
+        return cls(rng[0] if stretch else min(0.0, rng[0]), rng[1], label, False, cmap)
+
+    @property
+    def span(self) -> float:
+        """The value range the colours cover (1 when it is empty: such a map gets one colour)."""
+        width = (max(abs(self.low), abs(self.high)) if self.signed else self.high - self.low) or 0.0
+        return width if width > 0 and math.isfinite(width) else 1.0
+
+    def positions(self, values: Any) -> np.ndarray:
+        """Colour-map positions in [0, 1] of `values` on this scale (NaN -> the low end, or 0 when signed)."""
+        v = np.nan_to_num(_numpy(values).astype(np.float64), nan=0.0 if self.signed else self.low)
+        pos = 0.5 + 0.5 * v / self.span if self.signed else (v - self.low) / self.span
+        return np.clip(pos, 0.0, 1.0)
+
+    def colours(self, values: Any) -> np.ndarray:
+        """RGB floats in [0, 1], shape values.shape + (3,)."""
+        try:
+            colormap = matplotlib.colormaps[self.cmap or default_cmap(self.signed)]
+        except KeyError:
+            raise ExplainError(
+                f"Unknown colour map {self.cmap!r}; try {SIGNED_CMAP}, {UNSIGNED_CMAP} or viridis."
+            ) from None
+        return colormap(self.positions(values))[..., :3]
+
+    def ticks(self) -> list[tuple[float, str]]:
+        """(position in [0, 1], text) of the bar's end values and, for signed scales, 0."""
+        hi = _tick(self.span if self.signed else self.high)
+        lo = _tick(-self.span if self.signed else self.low)
+        if self.clipped:
+            hi, lo = "≥ " + hi, ("≤ " + lo) if self.signed else lo
+        return [(0.0, lo), (0.5, "0"), (1.0, hi)] if self.signed else [(0.0, lo), (1.0, hi)]
+
+
+def scale_bar(scale: ColourScale, width: int = 320, font_size: int = 13) -> Image.Image:
+    """The colour bar of `scale` as a picture: the framed ramp, its end values (and 0 when signed) and the
+    label below, wrapped to `width` (DejaVu Sans at `font_size` px)."""
+    width = max(64, int(width))
+    bar_h, font = 16, _font(font_size)
+    ramp = scale.colours(
+        np.tile(
+            np.linspace(-scale.span, scale.span, width)
+            if scale.signed
+            else np.linspace(scale.low, scale.low + scale.span, width),
+            (bar_h, 1),
+        )
+    )
+    line = int(font.getbbox("0Ag")[3]) + 3
+    lines = _wrap(scale.label, font, width) if scale.label else []
+    img = Image.new("RGB", (width, bar_h + 4 + line * (1 + len(lines))), "white")
+    img.paste(_to_pil(ramp), (0, 0))
+    draw = ImageDraw.Draw(img)
+    draw.rectangle((0, 0, width - 1, bar_h - 1), outline=(150, 150, 150))
+    for pos, text in scale.ticks():
+        w = draw.textlength(text, font=font)
+        x = pos * (width - 1)
+        draw.text((min(max(0.0, x - w / 2), width - w), bar_h + 2), text, fill="black", font=font)
+    for k, text in enumerate(lines, start=1):
+        w = draw.textlength(text, font=font)
+        draw.text((max(0.0, width / 2 - w / 2), bar_h + 2 + line * k), text, fill=(80, 80, 80), font=font)
+    img.info[SCALE_TAG] = scale.label
+    return img
+
+
+def with_colour_bar(
+    img: Image.Image, scale: ColourScale, bar_width: int | None = None, font_size: int = 13
+) -> Image.Image:
+    """`img` (coloured by `scale`) with the scale's colour bar centred below it: the one way a page shows a
+    colour-encoded picture. The bar is as wide as the picture (at least 240 px, at most 480 px) unless given;
+    `font_size`: larger for a picture the page shows shrunk (several to a row)."""
+    width = bar_width or int(min(480, max(240, img.width)))
+    out = with_legend(img, scale_bar(scale, width, font_size), gap=6)
+    out.info[SCALE_TAG] = scale.label
+    return out
+
+
+def scaled_map(
+    values: Any,
+    scale: ColourScale,
+    *,
+    image: Any = None,
+    upscale: int | None = DEFAULT_UPSCALE,
+    alpha: float = OVERLAY_ALPHA,
+    bar_width: int | None = None,
+    font_size: int = 13,
+) -> Image.Image:
+    """A map (H, W) coloured by `scale`, with its colour bar below. With `image` (the input, in [0, 1]) the
+    colours are blended over a grey copy of it, as on the Explain page: opacity grows with the distance from
+    the scale's low end (from 0 when signed), so faint values show the input; a map of another size than the
+    image is resized to it (nearest: patch grids stay blocks)."""
+    a = _map_2d(values)
+    colour = scale.colours(a)
+    if image is None:
+        drawn = _to_pil(colour)
+    else:
+        if not 0.0 <= alpha <= 1.0:
+            raise ExplainError(f"alpha must lie in [0, 1], got {alpha}.")
+        base = greyscale(image)
+        if a.shape != base.shape[:2]:
+            resized = Image.fromarray(a.astype(np.float32)).resize(
+                (base.shape[1], base.shape[0]), Image.Resampling.NEAREST
+            )
+            a = np.asarray(resized)
+            colour = scale.colours(a)
+        pos = scale.positions(a)
+        strength = np.abs(pos - 0.5) * 2.0 if scale.signed else pos
+        weight = alpha * strength[..., None]
+        drawn = _to_pil((1.0 - weight) * base + weight * colour)
+    return with_colour_bar(_upscale(drawn, upscale), scale, bar_width, font_size)
+
+
+def scaled_tokens_html(words: Sequence[str], scores: Any, scale: ColourScale, note: str = "") -> str:
+    """Highlighted words (`highlight_tokens`' spans, coloured by `scale`) followed by the scale's colour bar
+    and label, as one HTML block."""
+    s = _numpy(scores).astype(np.float64).reshape(-1)
+    if len(words) != len(s):
+        raise ExplainError(f"Got {len(words)} words but {len(s)} scores.")
+    strip = _token_spans(words, s, scale.colours(s) if len(s) else np.zeros((0, 3)))
+    bar = colorbar_html(
+        scale.signed,
+        scale.span,
+        scale.label,
+        cmap=scale.cmap,
+        clipped=scale.clipped,
+        note=note,
+        low=None if scale.signed else scale.low,
+    )
+    return f'<div class="xai-scaled">{strip}<div style="max-width:{TOKEN_BAR_MAX_PX}px">{bar}</div></div>'
+
+
 def _hex(rgb: np.ndarray) -> str:
     r, g, b = (round(float(c) * 255) for c in rgb)
     return f"#{r:02x}{g:02x}{b:02x}"
@@ -452,6 +620,11 @@ def highlight_tokens(
     if len(words) != len(s):
         raise ExplainError(f"Got {len(words)} words but {len(s)} scores.")
     colours = colorize(s, signed, scale, cmap) if len(s) else np.zeros((0, 3))
+    return _token_spans(words, s, colours)
+
+
+def _token_spans(words: Sequence[str], s: np.ndarray, colours: np.ndarray) -> str:
+    """One <span> per word on its colour (black or white text by luminance), the value as a tooltip."""
     spans = []
     for word, value, rgb in zip(words, s, colours, strict=True):
         luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]

@@ -5,14 +5,18 @@ The attention maths (collecting, fusing heads, rollout) is `explainers.attention
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
+from PIL import Image
 
+from xaidash.explainers.figures.render import ColourScale, scaled_map, scaled_tokens_html
 from xaidash.explainers.inspection.attention import collect_attention, has_attention, rollout
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
+ATTENTION_CMAP = "viridis"  # every attention picture of the page, as its altair charts
 LEADING = ("[CLS]", "[DIST]", *(f"[REG{i}]" for i in range(1, 7)))  # names of tokens before the patches
 
 
@@ -54,6 +58,30 @@ class AttentionView:
             raise ExplainError("Patch maps exist for vision transformers only.")
         row = self.read_row(matrix)
         return row[len(row) - self.grid[0] * self.grid[1] :].reshape(self.grid)  # the patches come last
+
+    def patch_figure(
+        self,
+        patch_map: np.ndarray,
+        what: str,
+        image: Any = None,
+        upscale: int | None = 224,
+        font_size: int = 13,
+        say_stretched: bool = True,
+    ) -> Image.Image:
+        """Vision: a (rows, cols) patch map as blocks over a grey copy of `image` (or alone, without one), stretched
+        from the map's minimum (transparent, dark) to its maximum (opaque, bright) so near-uniform attention still
+        shows its peaks, with that scale's colour bar below (its ends are the map's own weights). `font_size`:
+        larger for a map shown small; `say_stretched`: the bar's label says it is stretched (leave it to a caption
+        when several maps are shown side by side)."""
+        label = f"{what}; stretched from this map's minimum" if say_stretched else what
+        scale = ColourScale.of(patch_map, label, cmap=ATTENTION_CMAP, stretch=True)
+        alpha = 0.85 if image is not None else 1.0
+        return scaled_map(patch_map, scale, image=image, upscale=upscale, alpha=alpha, font_size=font_size)
+
+    def tokens_html(self, row: np.ndarray, what: str) -> str:
+        """Text: the tokens coloured by `row` (one weight per token) from 0 to its largest weight, with the colour
+        bar below."""
+        return scaled_tokens_html(self.tokens, row, ColourScale.of(row, what, cmap=ATTENTION_CMAP))
 
     def rollout(self) -> np.ndarray:
         """(T, T) attention rollout (mean over heads, residual mixed in) through all layers."""
