@@ -12,6 +12,7 @@ add up to, and how many model passes one call makes. Nothing else decides these 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -81,15 +82,70 @@ Reference = Literal["baseline", "background", "hidden", "padding_embedding", "pa
 Unit = Literal["pixel", "superpixel", "word"]
 
 
+# Diagnostics a method that declares completeness reports beside its gap diagnostic, one value per input:
+OUTPUT_CHANGE = "output_change"  # f(x) - f(reference) of the explained output, at the reference it used
+STEPS_USED = "steps"  # path methods: the points the attributions were integrated over (raised when needed)
+COMPLETENESS_TOLERANCE = 0.01  # the default: the promise holds when the gap is at most 1% of the change
+CHANGE_FLOOR = 1e-3  # a change smaller than this counts as this much: a gap relative to ~0 says nothing
+
+
+@dataclass(frozen=True)
+class CompletenessCheck:
+    """Whether one explained input keeps its method's completeness promise, by the method's own diagnostics:
+    `gap` = |sum - (f(x) - f(reference))| / |f(x) - f(reference)| (CHANGE_FLOOR at least below), held against
+    `tolerance`. `steps_asked` / `steps_used`: a path method's points as asked and as integrated (None for
+    other methods)."""
+
+    gap: float
+    tolerance: float
+    change: float
+    steps_asked: int | None = None
+    steps_used: int | None = None
+
+    @property
+    def holds(self) -> bool:
+        return math.isfinite(self.gap) and self.gap <= self.tolerance
+
+    @property
+    def raised(self) -> bool:
+        """Whether the method raised its points to reach (or approach) the tolerance."""
+        return self.steps_asked is not None and self.steps_used is not None and self.steps_used > self.steps_asked
+
+
 @dataclass(frozen=True)
 class Completeness:
     """Completeness (efficiency for Shapley values): one value per `unit` summed equals
     f(x) - f(reference) for the spec's `output`. `diagnostic` names the method's own report of
-    that gap, |sum - (f(x) - f(reference))|, when it makes one."""
+    that gap, |sum - (f(x) - f(reference))|, when it makes one; a method with one also reports
+    OUTPUT_CHANGE, and the promise is taken to hold for an input when the gap is at most `tolerance`
+    of that change (`check`)."""
 
     reference: Reference
     unit: Unit
     diagnostic: str | None = None
+    tolerance: float = COMPLETENESS_TOLERANCE
+
+    def check(
+        self, diagnostics: Mapping[str, Sequence[float]], index: int, params: Mapping[str, Any] | None = None
+    ) -> CompletenessCheck | None:
+        """Input `index`'s check from its explanation's diagnostics; None when they do not tell (no gap
+        diagnostic declared, or an explanation that did not report its output change, e.g. a stored one)."""
+        if self.diagnostic is None:
+            return None
+        gaps, changes = diagnostics.get(self.diagnostic), diagnostics.get(OUTPUT_CHANGE)
+        if gaps is None or changes is None or index >= min(len(gaps), len(changes)):
+            return None
+        change = float(changes[index])
+        gap = abs(float(gaps[index])) / max(abs(change), CHANGE_FLOOR)
+        used = diagnostics.get(STEPS_USED)
+        asked = (params or {}).get("steps")
+        return CompletenessCheck(
+            gap=gap if math.isfinite(gap) else math.inf,
+            tolerance=self.tolerance,
+            change=change,
+            steps_asked=None if used is None or asked is None else int(asked),
+            steps_used=None if used is None or index >= len(used) else int(used[index]),
+        )
 
 
 def never(params: dict[str, Any]) -> bool:
@@ -189,6 +245,8 @@ def _check_facts(spec: MethodSpec) -> None:
         return
     if spec.output == "attention":
         raise ValueError(f"{where} explains no output, so its attributions cannot add up to one")
+    if not 0 < c.tolerance < 1:
+        raise ValueError(f"{where}: completeness tolerance {c.tolerance} is not a share of the change in (0, 1)")
     needed = _REFERENCE_PARAMS.get(c.reference)
     if needed and needed not in {p.name for p in spec.params}:
         raise ValueError(f"{where}: reference {c.reference!r} needs a {needed!r} parameter")

@@ -32,6 +32,41 @@ METRICS: dict[str, tuple[str, str]] = {
     "seconds": ("Runtime (s)", "lower is better"),
 }
 
+# What one value of a map scores, by modality, as (singular, plural): the one place metric wordings take it from
+# (text maps score words: word pieces are merged back, and the text curves remove or put back whole words).
+UNIT_WORDS: dict[str, tuple[str, str]] = {"image": ("pixel", "pixels"), "text": ("word", "words")}
+
+# Metric column -> what it measures, with {unit} / {units} for the modality's word (`metric_meaning`).
+METRIC_MEANING: dict[str, str] = {
+    "deletion_auc": "area under the target's probability as the most relevant {units} are removed",
+    "insertion_auc": "area under the target's probability as the most relevant {units} are put back",
+    "pointing_game": "whether the top-scoring {unit} lies on the object",
+    "energy_in_mask": "share of the positive attribution that lies on the object",
+    "rationale_pointing": "whether the top-scoring {unit} lies in the rationale",
+    "rationale_energy": "share of the positive attribution that lies on the rationale",
+    "completeness_gap": "|sum of attributions − (f(x) − f(reference))| / |f(x) − f(reference)|",
+    "seconds": "time the method took",
+}
+
+
+def unit_words(modality: str) -> tuple[str, str]:
+    """(singular, plural) of what one value of a map of this modality scores: ('pixel', 'pixels'), ('word', 'words')."""
+    return UNIT_WORDS.get(modality, ("feature", "features"))
+
+
+def metric_meaning(metric: str, modality: str) -> str:
+    """What `metric` measures, worded for `modality` ('... the most relevant words are removed' for text)."""
+    unit, units = unit_words(modality)
+    return METRIC_MEANING.get(metric, metric).format(unit=unit, units=units)
+
+
+def curves_legend(modality: str, steps: int = CURVE_STEPS) -> str:
+    """The sentence under a metrics table that has deletion / insertion AUC, worded for `modality`."""
+    return (
+        f"Deletion / insertion AUC: the target's probability as the most relevant {unit_words(modality)[1]} "
+        f"are removed / added ({steps} steps)."
+    )
+
 
 def input_metrics(
     bundle: ModelBundle,

@@ -48,11 +48,15 @@ def map_card(
 ) -> None:
     """One map in a fixed-width card, drawn from its `MapFigure`: the method's name (or `title`), the map (or the
     highlighted words), the colour bar with units, range and meaning, the caption (target class and time, or
-    `caption`), and an 'Enlarge' popover. Every page draws its maps through this. `legend_note` replaces the
+    `caption`, followed by what the method's completeness check found), and an 'Enlarge' popover. Every page draws its maps through this. `legend_note` replaces the
     figure's note on the colour bar, `meaning=False` leaves the colours' meaning out (a page that states it once
     per row), `warn=False` the selected run's problem badge (a map of another model)."""
     label = title or fig.label
     text = fig.caption.text() if caption is None else caption
+    if (
+        caption is not None and fig.caption.completeness
+    ):  # a page's own caption still says what the method's check found
+        text = f"{text} · {fig.caption.completeness_text()}"
     legend_html = fig.colorbar_html(note=legend_note, meaning=meaning)
     card_width = width or (TEXT_CARD_WIDTH if fig.tokens_html is not None else CARD_WIDTH)
     with st.container(width=card_width, key=key):

@@ -11,6 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from xaidash.explainers.metrics.deletion import CURVE_STEPS
+from xaidash.explainers.scoring import curves_legend
+
 BEST = "★"
 ARROWS = {"higher is better": "↑", "lower is better": "↓"}
 
@@ -33,6 +36,14 @@ def fmt_number(v: float | int | None, digits: int = 3) -> str:
 def metric_header(title: str, better: str) -> str:
     arrow = ARROWS.get(better, "")
     return f"{title} {arrow}".strip()
+
+
+def metrics_legend(modality: str, steps: int = CURVE_STEPS) -> str:
+    """The line under a metrics table: the arrows and star, and what the deletion / insertion curves remove,
+    worded for the run's `modality` (pixels for images, words for text: `scoring.unit_words`)."""
+    return f"↑ higher is better, ↓ lower is better, {BEST} best of these methods for this input. " + curves_legend(
+        modality, steps
+    )
 
 
 def metrics_table(

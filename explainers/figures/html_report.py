@@ -186,7 +186,7 @@ def _card(report: ExplainReport, e: ScoredMap) -> str:
 
 
 def _metrics_table(report: ExplainReport, i: int) -> str:
-    from xaidash.explainers.scoring import METRICS
+    from xaidash.explainers.scoring import METRICS, curves_legend
 
     entries = [e for e in report.for_input(i) if e.figure is not None]
     names = [k for k in METRICS if any(k in e.metrics for e in entries)]
@@ -225,7 +225,9 @@ def _metrics_table(report: ExplainReport, i: int) -> str:
         + "</table>"
         + f'<p class="small muted">↑ higher is better, ↓ lower is better, {BEST} best of these maps for this input. '
         + directions
-        + ".</p>"
+        + ". "
+        + (_e(curves_legend(report.modality)) if {"deletion_auc", "insertion_auc"} & set(names) else "")
+        + "</p>"
         + ("".join(f'<p class="small muted">{t}</p>' for t in errors))
     )
 

@@ -7,10 +7,16 @@ bytes (`png.png_bytes`, reproducible), for text the highlighted words as HTML. `
 figures of one input from the methods' `Explanation`s and a scale mode; the Explain page, its stored view, the
 CLI, Compare's and Side by side's reports all build through it (`map_figure` for a scale chosen elsewhere), and
 the dashboard's `map_card` draws any of them.
+
+A method that declares what its values add up to (`MethodSpec.completeness`) is held to it: the caption says so
+when the method's own check fails (`Caption.incomplete`, "⚠ values do not add up to f(x) − f(reference): off by
+35% ..."), and what the method did to keep it ("steps raised 50 → 296 to reach gap 0.8%"), so every page, the CLI's
+report and the HTML report show it with the map.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,7 +31,7 @@ from xaidash.explainers.registry import get_method
 
 if TYPE_CHECKING:
     from xaidash.explainers.explanation import Explanation
-    from xaidash.explainers.registry import MethodSpec
+    from xaidash.explainers.registry import CompletenessCheck, MethodSpec
 
 Display = Literal["overlay", "heatmap", "tokens"]
 IMAGE_DISPLAYS: tuple[str, ...] = ("overlay", "heatmap")
@@ -41,8 +47,10 @@ def seconds_text(seconds: float) -> str:
 @dataclass(frozen=True)
 class Caption:
     """What is said under a map: the class it explains, the method's time and over how many inputs that time
-    was spent, whether it came from a cache or an attribution store, and a note on its scale (e.g. which
-    maps share it)."""
+    was spent, whether it came from a cache or an attribution store, a note on its scale (e.g. which
+    maps share it), and what the method's completeness check found when there is something to say
+    (`completeness`: a promise that does not hold, or what the method did to keep it; `incomplete`: it does
+    not hold)."""
 
     target: str
     seconds: float | None = None
@@ -50,9 +58,12 @@ class Caption:
     cached: bool = False
     stored: bool = False
     note: str = ""
+    completeness: str = ""
+    incomplete: bool = False
 
     def text(self) -> str:
-        """'target cat · 0.12 s for 2 inputs · cached'; 'target cat · stored · 0.01 s'."""
+        """'target cat · 0.12 s for 2 inputs · cached'; 'target cat · stored · 0.01 s'; with the completeness
+        sentence last: 'target cat · 0.40 s · ⚠ values do not add up ...'."""
         parts = [f"target {self.target}"]
         if self.stored:
             parts.append("stored")
@@ -60,7 +71,15 @@ class Caption:
             parts.append(seconds_text(self.seconds) + (f" for {self.inputs} inputs" if self.inputs > 1 else ""))
         if self.cached:
             parts.append("cached")
+        if self.completeness:
+            parts.append(self.completeness_text())
         return " · ".join(parts)
+
+    def completeness_text(self) -> str:
+        """The completeness sentence as shown ('⚠ ' first when the promise does not hold); '' when none."""
+        if not self.completeness:
+            return ""
+        return ("⚠ " if self.incomplete else "") + self.completeness
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +89,8 @@ class Caption:
             "cached": self.cached,
             "stored": self.stored,
             "note": self.note,
+            "completeness": self.completeness,
+            "incomplete": self.incomplete,
             "text": self.text(),
         }
 
@@ -82,7 +103,34 @@ class Caption:
             bool(d.get("cached", False)),
             bool(d.get("stored", False)),
             str(d.get("note", "")),
+            str(d.get("completeness", "")),
+            bool(d.get("incomplete", False)),
         )
+
+
+def _percent(gap: float) -> str:
+    """A relative gap as people read it: '0.8%', '35%', '>1000%'."""
+    if not math.isfinite(gap) or gap > 10:
+        return ">1000%"
+    pct = 100 * gap
+    return f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
+
+
+def completeness_sentence(check: CompletenessCheck | None) -> tuple[str, bool]:
+    """What a map says about its method's completeness promise (its values add up to f(x) − f(reference)), from
+    the method's own check: (sentence, whether the promise fails). Nothing when it holds as asked; what was done
+    when the method raised its steps to keep it; a warning with the gap when it does not hold."""
+    if check is None:
+        return "", False
+    raised = f"steps raised {check.steps_asked} → {check.steps_used}" if check.raised else ""
+    if check.holds:
+        return (f"{raised} to reach gap {_percent(check.gap)}" if raised else ""), False
+    within = f"(tolerance {_percent(check.tolerance)})"
+    did = f"; {raised}, the most allowed" if raised else ""
+    return (
+        f"values do not add up to f(x) − f(reference): off by {_percent(check.gap)} of it {within}{did}",
+        True,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,6 +247,14 @@ class MapFigure:
             background=None if image is None else render.image_hwc(image),
         )
         return fig if values is None else _with_drawing(fig)
+
+
+def completeness_of(spec: MethodSpec, explanation: Explanation, index: int) -> tuple[str, bool]:
+    """`completeness_sentence` of input `index` of an explanation, checked as its method's spec declares (nothing
+    for a method that declares no total): what a `Caption`'s `completeness` and `incomplete` say. A caller that
+    builds its own Caption for `map_figure` passes these on."""
+    c = spec.completeness
+    return completeness_sentence(None if c is None else c.check(explanation.diagnostics, index, explanation.params))
 
 
 def _replace(fig: MapFigure, **changes: Any) -> MapFigure:
@@ -332,6 +388,7 @@ def explanation_figures(
         if notes is not None and m in notes:
             note = notes[m]
         target = int(e.targets[index])
+        promise, broken = completeness_of(specs[m], e, index)
         caption = Caption(
             classes[target] if 0 <= target < len(classes) else str(target),
             e.seconds if e.seconds >= 0 else None,
@@ -339,6 +396,8 @@ def explanation_figures(
             bool((cached or {}).get(m, False)),
             stored,
             note,
+            promise,
+            broken,
         )
         out[m] = map_figure(
             specs[m],

@@ -27,7 +27,7 @@ from xaidash.explainers.figures import render
 from xaidash.explainers.figures.map_figure import MapFigure, explanation_figures
 from xaidash.explainers.figures.png import input_png
 from xaidash.explainers.params import ExplainError
-from xaidash.explainers.scoring import METRICS
+from xaidash.explainers.scoring import METRICS, metric_meaning
 
 if TYPE_CHECKING:
     from xaidash.explainers.explanation import Explanation
@@ -411,7 +411,10 @@ class ExplainReport:
             }
             for e in self.explanations
         ]
-        metric_info = {k: {"title": METRICS[k][0], "better": METRICS[k][1]} for k in self.metric_names()}
+        metric_info = {
+            k: {"title": METRICS[k][0], "better": METRICS[k][1], "meaning": metric_meaning(k, self.modality)}
+            for k in self.metric_names()
+        }
         return _clean(
             {
                 "format_version": FORMAT_VERSION,

@@ -68,20 +68,45 @@ class OODScore:
     k: int
 
     def summary(self) -> str:
-        """One sentence with the figures the verdict rests on."""
+        """One sentence with the figures the verdict rests on, worded by what the percentile says: the share of
+        training samples that lie nearer to the training data than this input does (`distance_phrase`)."""
         ratio = self.distance / self.threshold if self.threshold > 0 else math.inf
-        head = (
-            f"Looks out of distribution: its features lie farther from the training data than {self.percentile:.1f}% "
-            f"of training samples do from theirs"
-            if self.flagged
-            else f"Close to the training data: nearer than {100 - self.percentile:.1f}% of training samples are to theirs"
-        )
         return (
-            f"{head} (distance to the {_ordinal(self.k)} nearest training sample {self.distance:.3f}, "
-            f"{ratio:.1f}x the {PERCENTILE:g}th-percentile threshold {self.threshold:.3f}; "
+            f"{distance_phrase(self.percentile, self.flagged)} (distance to the {_ordinal(self.k)} nearest training "
+            f"sample {self.distance:.3f}, {ratio:.1f}x the {PERCENTILE:g}th-percentile threshold {self.threshold:.3f}; "
             f"predictive entropy {self.entropy:.2f} of at most {self.max_entropy:.2f} nats, "
-            f"above {self.entropy_percentile:.0f}% of training samples)."
+            f"higher than for {_share(self.entropy_percentile)} of training samples)."
         )
+
+
+CLOSE_BELOW = 50.0  # percentiles below this: nearer than most training samples are to theirs
+EDGE_FROM = 90.0  # from this percentile up to the threshold: farther than nearly all of them
+
+
+def _share(percent: float) -> str:
+    """A share of training samples in %: whole numbers, one decimal near 0 and 100 (so 99.6 does not read 100)."""
+    p = min(max(float(percent), 0.0), 100.0)
+    return f"{p:.1f}%" if 0 < p < 1 or 99 < p < 100 else f"{p:.0f}%"
+
+
+def distance_phrase(percentile: float, flagged: bool) -> str:
+    """The verdict on an input's distance to the training data, from `percentile` (the share of training samples
+    whose own k-NN distance is smaller) and the flag: each wording states what that share means, so the words
+    never contradict the number (96 reads 'farther than 96% ...', never 'close')."""
+    p = float(percentile)
+    if flagged:
+        return f"Looks out of distribution: farther from the training data than {_share(p)} of training samples are"
+    if p < CLOSE_BELOW:
+        return f"Close to the training data: nearer to it than {_share(100 - p)} of training samples are"
+    if p < EDGE_FROM:
+        return (
+            f"Within the training data's usual range: farther from it than {_share(p)} of training samples are, "
+            f"nearer than the other {_share(100 - p)}"
+        )
+    return (
+        f"At the edge of the training data: farther from it than {_share(p)} of training samples are, still "
+        f"within the {PERCENTILE:g}th-percentile threshold"
+    )
 
 
 def _ordinal(k: int) -> str:

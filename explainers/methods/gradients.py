@@ -21,8 +21,11 @@ from xaidash.data.transforms import denormalize, normalize
 from xaidash.explainers.baselines import baseline_param, make_baselines
 from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.methods._common import batch_slices, grad_leaf, per_input, per_slice, quiet_hook_notices
+from xaidash.explainers.methods._path import IG_TOLERANCE, refined_path, relative_gap
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import (
+    OUTPUT_CHANGE,
+    STEPS_USED,
     Completeness,
     MethodContext,
     MethodOutput,
@@ -111,8 +114,47 @@ def _integrated_gradients(ctx: MethodContext, params: dict[str, Any]) -> MethodO
 
     (attr, delta), used = run_halving(run, rows_per_pass(ctx.batch_size, ctx.x.device), what="Integrated Gradients")
     n = len(ctx.x)
+    delta = delta.flatten().float()
+    change = attr.flatten(1).sum(1).float() - delta  # captum's delta is signed: sum - (f(x) - f(baseline))
+    steps_used = [steps] * n
+    for i in range(n):
+        if relative_gap(float(delta[i]), float(change[i])) > IG_TOLERANCE:
+            attr[i], steps_used[i] = _refined_image_path(ctx, baselines, i, float(change[i]), steps, used)
+            delta[i] = attr[i].sum() - change[i]
     return MethodOutput(
-        attr, {"convergence_delta": [float(d) for d in delta.flatten().cpu()], "batch_size": [float(used)] * n}
+        attr,
+        {
+            "convergence_delta": [float(d) for d in delta.cpu()],
+            OUTPUT_CHANGE: [float(c) for c in change.cpu()],
+            STEPS_USED: steps_used,
+            "batch_size": [float(used)] * n,
+        },
+    )
+
+
+def _refined_image_path(
+    ctx: MethodContext, baselines: torch.Tensor, i: int, change: float, steps: int, rows: int
+) -> tuple[torch.Tensor, int]:
+    """Input i's IG integrated again on an adaptively split path (`_path.refined_path`), the same straight line
+    from its baseline to it."""
+    start, target = baselines[i : i + 1].detach(), int(ctx.targets[i])
+    diff = ctx.x[i : i + 1].detach() - start
+
+    def run(alphas: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        a = alphas.to(device=diff.device, dtype=diff.dtype).view(-1, *([1] * (diff.dim() - 1)))
+        points = (start + a * diff).requires_grad_(grad)
+        with torch.set_grad_enabled(grad):
+            out = ctx.model(points).float()[:, target]
+            g = torch.autograd.grad(out.sum(), points)[0] if grad else None
+        return out.detach(), None if g is None else g * diff
+
+    def integrand(alphas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, g = run(alphas, True)
+        assert g is not None
+        return out, g
+
+    return refined_path(
+        integrand, lambda alphas: run(alphas, False)[0], change, steps=steps, tolerance=IG_TOLERANCE, rows=rows
     )
 
 
@@ -133,7 +175,8 @@ def _deeplift(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         attr, delta = dl.attribute(
             grad_leaf(ctx.x[s]), baselines=baselines[s], target=ctx.targets[s], return_convergence_delta=True
         )
-        return attr, {"convergence_delta": delta}
+        # captum's delta is signed, sum - (f(x) - f(baseline)): the change follows from it
+        return attr, {"convergence_delta": delta, OUTPUT_CHANGE: attr.detach().flatten(1).sum(1) - delta.flatten()}
 
     # captum's rule for nn.Softmax subtracts the mean multiplier over the whole batch, not per row: on a
     # model with one, inputs go through one at a time so an input's map does not depend on the others.
@@ -218,15 +261,27 @@ register(
         compute=_integrated_gradients,
         params=(
             baseline_param("black"),
-            Param("steps", "int", 50, "Points on the path from baseline to input (Gauss-Legendre).", min=2, max=1000),
+            Param(
+                "steps",
+                "int",
+                50,
+                "Points on the path from baseline to input (Gauss-Legendre); raised automatically (up to 8x) for an "
+                "input whose attributions miss f(input) - f(baseline) by more than 1%.",
+                min=2,
+                max=1000,
+            ),
         ),
         signed=True,
         family="gradient",
         description="Gradients integrated along the straight path from a baseline to the input; the map sums to "
-        "f(input) - f(baseline) (Sundararajan et al., 2017). Diagnostic: the convergence delta, the gap to that sum.",
+        "f(input) - f(baseline) (Sundararajan et al., 2017). Diagnostic: the convergence delta, the gap to that sum; "
+        "where it exceeds 1%, the path is integrated again on segments split where it turns sharply (steps: the "
+        "points used).",
         output="logit",
         needs_background=with_mean_baseline,
-        completeness=Completeness(reference="baseline", unit="pixel", diagnostic="convergence_delta"),
+        completeness=Completeness(
+            reference="baseline", unit="pixel", diagnostic="convergence_delta", tolerance=IG_TOLERANCE
+        ),
         passes=_ig_passes,
         featured=2,
     )

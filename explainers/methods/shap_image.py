@@ -30,7 +30,15 @@ from xaidash.explainers.methods._common import (
     scored_rows,
 )
 from xaidash.explainers.params import Param
-from xaidash.explainers.registry import Completeness, MethodContext, MethodOutput, MethodSpec, always, register
+from xaidash.explainers.registry import (
+    OUTPUT_CHANGE,
+    Completeness,
+    MethodContext,
+    MethodOutput,
+    MethodSpec,
+    always,
+    register,
+)
 from xaidash.explainers.segmentation import fill, hide_param, segment, superpixel_params
 from xaidash.models.bundle import ModelBundle
 
@@ -93,7 +101,11 @@ def _with_background(ctx: MethodContext, params: dict[str, Any], explainer_for: 
     gaps = (attr.flatten(1).sum(1) - (fx - expected)).abs().tolist()
     return MethodOutput(
         attributions=attr,
-        diagnostics={"additivity_gap": gaps, "background_fallback": [float(bg is None)] * n},
+        diagnostics={
+            "additivity_gap": gaps,
+            OUTPUT_CHANGE: (fx - expected).tolist(),
+            "background_fallback": [float(bg is None)] * n,
+        },
     )
 
 
@@ -152,6 +164,7 @@ def _shap_gradient(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         attributions=attr,
         diagnostics={
             "additivity_gap": gaps,
+            OUTPUT_CHANGE: (fx - expected).tolist(),
             "background_fallback": [float(bg is None)] * n,
             "batch_size": [float(used)] * n,
         },
@@ -219,17 +232,19 @@ def _shap_kernel(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
 
     scores, used = scored_rows(ctx, n * samples, build, what="KernelSHAP")
     f = scores.view(n, samples).cpu().double().numpy()
-    maps, gaps = [], []
+    maps, gaps, changes = [], [], []
     for i in range(n):
         k = int(seg.counts[i])
         coefs = kernel_shap_fit(on[i, :, :k], f[i], weights[i])
         maps.append(torch.as_tensor(coefs, device=device)[masks[i]])
-        gaps.append(float(abs(coefs.sum() - (f[i, 0] - f[i, 1]))))  # rows 0 and 1: f(x), f(all hidden)
+        changes.append(float(f[i, 0] - f[i, 1]))  # rows 0 and 1: f(x), f(all hidden)
+        gaps.append(float(abs(coefs.sum() - changes[-1])))
     return MethodOutput(
         attributions=torch.stack(maps),
         segments=seg.masks,
         diagnostics={
             "additivity_gap": gaps,
+            OUTPUT_CHANGE: changes,
             "segments": [float(k) for k in seg.counts],
             "grid_fallback": [float(f) for f in seg.grid_fallback],
             "batch_size": [float(used)] * n,
@@ -256,6 +271,7 @@ def _deeplift_ok(bundle: ModelBundle) -> str | None:
     return None
 
 
+SAMPLED_TOLERANCE = 0.05  # GradientSHAP's promise holds in expectation: 5% of f(x) - E f(background)
 _BACKGROUND_HELP = "Background samples used, drawn from the training images given (default: 50 of the training split)."
 
 register(
@@ -283,7 +299,11 @@ register(
         ),
         output="logit",
         needs_background=always,
-        completeness=Completeness(reference="background", unit="pixel", diagnostic="additivity_gap"),
+        # expected gradients add up to f(x) - E f(background) only on average over the samples: a looser tolerance
+        # (at 200 samples the trained shapes model's maps missed by 0.7-13%)
+        completeness=Completeness(
+            reference="background", unit="pixel", diagnostic="additivity_gap", tolerance=SAMPLED_TOLERANCE
+        ),
         passes=_gradient_passes,
         featured=7,
     )

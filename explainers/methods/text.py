@@ -34,6 +34,7 @@ from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
 
 from xaidash.explainers.baselines import logits_with_embeddings_of, padding_ids
 from xaidash.explainers.methods._common import batch_slices, kernel_coalitions, kernel_shap_fit, scored_rows
+from xaidash.explainers.methods._path import IG_TOLERANCE, refined_path, relative_gap
 from xaidash.explainers.methods.text_perturb import (
     deleted_rows,
     deletion_samples,
@@ -45,7 +46,15 @@ from xaidash.explainers.methods.text_perturb import (
     word_layout,
 )
 from xaidash.explainers.params import ExplainError, Param
-from xaidash.explainers.registry import Completeness, MethodContext, MethodOutput, MethodSpec, register
+from xaidash.explainers.registry import (
+    OUTPUT_CHANGE,
+    STEPS_USED,
+    Completeness,
+    MethodContext,
+    MethodOutput,
+    MethodSpec,
+    register,
+)
 from xaidash.models.bundle import ModelBundle
 
 
@@ -70,10 +79,10 @@ RowsOf = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def _text_ig(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    model, layer, steps = ctx.model, _embedding(ctx), params["steps"]
+    model, layer, steps = ctx.model, _embedding(ctx), int(params["steps"])
     base = padding_ids(ctx.bundle, ctx.raw, ctx.x)
     lig = LayerIntegratedGradients(model, layer)
-    attrs, deltas = [], []
+    attrs, changes = [], []
     # Chunks of inputs so that one forward pass holds about batch_size rows (inputs x steps).
     for s in batch_slices(len(ctx.x), max(1, ctx.batch_size // steps)):
         x, b, t = ctx.x[s], base[s], ctx.targets[s]
@@ -86,10 +95,56 @@ def _text_ig(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         end = ctx.bundle.logits(x, ctx.batch_size)
         start = logits_with_embeddings_of(ctx.bundle, x, b, ctx.batch_size)
         rows = torch.arange(len(x), device=x.device)
-        deltas.append(a.sum(dim=tuple(range(1, a.dim()))).float() - (end - start)[rows, t])
-        attrs.append(a)
-    delta = torch.cat(deltas).abs().cpu().tolist()
-    return MethodOutput(attributions=torch.cat(attrs), diagnostics={"convergence_delta": delta})
+        changes.append((end - start)[rows, t].float())
+        attrs.append(a.float().sum(-1) if a.dim() == 3 else a.float())  # one value per token
+    attr, change = torch.cat(attrs), torch.cat(changes)
+    used = [steps] * len(attr)
+    for i in range(len(attr)):
+        if relative_gap(float(attr[i].sum() - change[i]), float(change[i])) > IG_TOLERANCE:
+            attr[i], used[i] = _refined_text_path(ctx, layer, base, i, float(change[i]), steps)
+    delta = (attr.sum(1) - change).abs().cpu().tolist()
+    return MethodOutput(
+        attributions=attr,
+        diagnostics={"convergence_delta": delta, OUTPUT_CHANGE: change.cpu().tolist(), STEPS_USED: used},
+    )
+
+
+def _refined_text_path(
+    ctx: MethodContext, layer: torch.nn.Module, base: torch.Tensor, i: int, change: float, steps: int
+) -> tuple[torch.Tensor, int]:
+    """Input i's IG integrated again on an adaptively split path (`_path.refined_path`): the same straight line
+    from the padding embedding to the words' embeddings, the input's ids (and so its padding mask) kept."""
+    model, ids, target = ctx.model, ctx.x[i : i + 1], int(ctx.targets[i])
+    with torch.no_grad():
+        start, end = layer(base[i : i + 1]).float(), layer(ids).float()
+    diff = end - start
+
+    def run(alphas: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        a = alphas.to(device=diff.device, dtype=diff.dtype).view(-1, 1, 1)
+        emb = (start + a * diff).requires_grad_(grad)
+        handle = layer.register_forward_hook(lambda module, inputs, output: emb.to(output.dtype))
+        try:
+            with torch.set_grad_enabled(grad):
+                out = model(ids.expand(len(a), -1)).float()[:, target]
+                g = torch.autograd.grad(out.sum(), emb)[0] if grad else None
+        finally:
+            handle.remove()
+        return out.detach(), None if g is None else (g * diff).sum(-1)
+
+    def integrand(alphas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, g = run(alphas, True)
+        assert g is not None
+        return out, g
+
+    attr, used = refined_path(
+        integrand,
+        lambda alphas: run(alphas, False)[0],
+        change,
+        steps=steps,
+        tolerance=IG_TOLERANCE,
+        rows=ctx.batch_size,
+    )
+    return attr, used
 
 
 # --- Saliency -------------------------------------------------------------------------------
@@ -184,16 +239,17 @@ def _text_shap(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         return trim_padding(padded_rows(ctx.x[i], shown_positions(player[i], shown), pad), pad)
 
     f, used = _scores(ctx, torch.as_tensor(on, device=ctx.x.device), rows, "KernelSHAP")
-    scores, gaps = [], []
+    scores, gaps, changes = [], [], []
     for i, (have, (coalitions, weights)) in enumerate(zip(layout.present, draws, strict=True)):
         values = np.zeros(len(layout.words[i]), dtype=np.float32)  # a word the tokenizer dropped scores 0
         values[have] = kernel_shap_fit(coalitions, f[i], weights)
         scores.append(values)
-        gaps.append(abs(float(values.sum()) - (f[i, 0] - f[i, 1])))  # rows 0 and 1: the text, all words padded
+        changes.append(float(f[i, 0] - f[i, 1]))  # rows 0 and 1: the text, all words padded
+        gaps.append(abs(float(values.sum()) - changes[-1]))
     return MethodOutput(
         attributions=scores,
         words=layout.words,
-        diagnostics={"additivity_gap": gaps, "batch_size": [float(used)] * len(scores)},
+        diagnostics={"additivity_gap": gaps, OUTPUT_CHANGE: changes, "batch_size": [float(used)] * len(scores)},
     )
 
 
@@ -204,15 +260,27 @@ register(
         modalities=("text",),
         compute=_text_ig,
         params=(
-            Param("steps", "int", 50, "Points on the path from the padding baseline to the text.", min=2, max=1000),
+            Param(
+                "steps",
+                "int",
+                50,
+                "Points on the path from the padding baseline to the text; raised automatically (up to 8x) for a "
+                "text whose attributions miss the logit change by more than 1%.",
+                min=2,
+                max=1000,
+            ),
         ),
         description="Layer Integrated Gradients on the token embeddings, from an all-padding baseline "
-        "(special tokens kept), for the target logit. convergence_delta: |sum of attributions - logit change|.",
+        "(special tokens kept), for the target logit. Where the sum misses the logit change by more than 1%, the "
+        "path is integrated again on segments split where it turns sharply (diagnostic steps: the points used). "
+        "convergence_delta: |sum of attributions - logit change|.",
         applies=_needs_embedding,
         signed=True,
         family="gradient",
         output="logit",
-        completeness=Completeness(reference="padding_embedding", unit="word", diagnostic="convergence_delta"),
+        completeness=Completeness(
+            reference="padding_embedding", unit="word", diagnostic="convergence_delta", tolerance=IG_TOLERANCE
+        ),
         featured=1,
     )
 )
