@@ -40,6 +40,23 @@ def step_budget(steps: int) -> int:
     return max(int(steps), min(RAISE * int(steps), MAX_STEPS))
 
 
+def first_segments(steps: int) -> int:
+    """How many segments `refined_path` starts from: about twice as fine as the `steps` asked, within budget."""
+    return max(1, min(step_budget(steps) // NODES, math.ceil(2 * steps / NODES)))
+
+
+def refinement_passes(steps: int, steps_used: int) -> tuple[int, int]:
+    """(forward+backward, forward-only) rows `refined_path` sent through the model for one input explained with
+    `steps` that ended on `steps_used` points (none when it was not refined). Each split evaluates f at one new
+    edge and integrates two new halves, so from the final segment count: the points of every segment ever
+    integrated (the first ones and two per split) and f at every edge."""
+    if steps_used == steps:
+        return 0, 0
+    segments = steps_used // NODES
+    splits = segments - first_segments(steps)
+    return NODES * (first_segments(steps) + 2 * splits), segments + 1
+
+
 def relative_gap(gap: float, change: float) -> float:
     """|sum - (f(x) - f(reference))| relative to |f(x) - f(reference)| (to CHANGE_FLOOR when it is smaller)."""
     return abs(gap) / max(abs(change), CHANGE_FLOOR)
@@ -67,7 +84,7 @@ def refined_path(
     nodes, weights = np.polynomial.legendre.leggauss(NODES)
     unit_nodes, unit_weights = (nodes + 1.0) / 2.0, weights / 2.0  # on [0, 1]
     allowed = tolerance * max(abs(change), CHANGE_FLOOR)
-    first = max(1, min(budget // NODES, math.ceil(2 * steps / NODES)))
+    first = first_segments(steps)
     edges = [i / first for i in range(first + 1)]
     f_at = dict(zip(edges, _evaluate(values, edges, rows), strict=True))
     segments = list(itertools.pairwise(edges))
