@@ -7,6 +7,7 @@ defensively and says less rather than something wrong.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from xaidash.dashboard.jobs import JobSnapshot
@@ -107,6 +108,27 @@ def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
         }  # no date column: the run's id starts with its creation time
     except Exception as e:  # noqa: BLE001 - a damaged run must still be listed (and deletable)
         return {"run": run.id, "model": "?", "data set": "?", "state": f"unreadable: {e}"}
+
+
+def picker_label(run: Run) -> str:
+    """One run in the run picker, shortest first so a narrow sidebar still shows model, data set and accuracy:
+    'resnet_small · shapes · 97.0% · 11-25 19:43'; a run too poor to explain is flagged first and named so
+    ('⚠ text_cnn · cues · 50.0% poor · …'); the state when not completed; 'imported' for a model trained elsewhere."""
+    try:
+        c, s = run.config(), run.summary()
+    except Exception:  # noqa: BLE001 - a damaged run is still listed; picking it shows why it cannot be used
+        return f"⚠ unreadable · {run.id}"
+    when = time.strftime("%m-%d %H:%M", time.localtime(c.get("created", 0)))
+    what = f"{c.get('model', '?')} · {c.get('dataset') or 'no data set'}"
+    if "source" in c:
+        return f"{what} · imported · {when}"
+    acc = pct(s.get("test_acc", s.get("val_acc")))
+    flag = _quality(run, s)  # '⚠ poor', '⚠ training failed', '⚠ NaN/inf weights' or ''
+    parts = [f"⚠ {what}" if flag else what, f"{acc} {flag.removeprefix('⚠ ')}" if flag else acc, when]
+    state = state_word(run, s)
+    if state != "completed":
+        parts.append(state)
+    return " · ".join(parts)
 
 
 def _quality(run: Run, summary: dict[str, Any]) -> str:

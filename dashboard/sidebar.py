@@ -1,5 +1,5 @@
-"""The sidebar every page shows: the selected run (flagged when too poor to explain), the device, and the
-training job (with its place in a queue such as the quick start)."""
+"""The sidebar every page shows: the run picker and the selected run (flagged when too poor to explain), the
+device, and the training job (with its place in a queue such as the quick start)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from xaidash.dashboard import services
 from xaidash.dashboard.components.job_status import job_line
 from xaidash.dashboard.components.quality import show_run_warning
 from xaidash.dashboard.components.quickstart import select_demo_run_when_done
+from xaidash.dashboard.components.run_picker import run_picker
 from xaidash.dashboard.run_facts import epochs_text, pct, state_word
-from xaidash.dashboard.state import selected_run
 from xaidash.models.device import describe_default_device
 
 
@@ -27,7 +27,7 @@ def _job_status() -> None:
 
 
 def _selected_run() -> None:
-    run = selected_run()
+    run = run_picker()  # switch runs in place, on every page
     if run is None:
         st.caption("No run selected: train one on the Train page, or press the quick start on Home.")
         return

@@ -15,10 +15,12 @@ if TYPE_CHECKING:
     from xaidash.models.bundle import ModelBundle
 
 RUN_KEY = "xai_selected_run"
+MISSING_KEY = "xai_missing_run"  # a `?run=` link's run that does not exist, until the user picks a run
 
 
 def select_run(run_id: str | None) -> None:
     st.session_state[RUN_KEY] = run_id
+    st.session_state.pop(MISSING_KEY, None)  # the user chose: the refused link is history
 
 
 def selected_run() -> Run | None:
@@ -31,7 +33,7 @@ def selected_run() -> Run | None:
                 return r
     for r in runs:  # as --run latest: not failed, not training, weights present and finite
         if has_usable_weights(r):
-            select_run(r.id)
+            st.session_state[RUN_KEY] = r.id  # not select_run: a refused link's notice stays
             return r
     return None
 
@@ -43,8 +45,29 @@ def apply_run_link() -> None:
     if not wanted:
         return
     del st.query_params["run"]
-    if any(r.id == wanted for r in list_runs()):
+    if any(r.id == wanted for r in list_runs()):  # only a run listed under the runs root: never a path
         select_run(wanted)
+        return
+    st.session_state[MISSING_KEY] = str(wanted)
+    message = missing_run_notice()
+    if message:
+        st.warning(message, icon=":material/link_off:")
+
+
+def missing_run_notice(short: bool = False) -> str | None:
+    """What to say after a `?run=` link named a run that does not exist: that, and which run is shown instead
+    (None when no link was refused, or since the user picked a run). `short`: for the sidebar, under the picker
+    that shows the run."""
+    wanted = st.session_state.get(MISSING_KEY)
+    if not wanted:
+        return None
+    shown = selected_run()
+    name = str(wanted).replace("`", "'")
+    name = name if len(name) <= 80 else name[:79] + "…"
+    if short:
+        return f"The link's run `{name}` does not exist: " + ("showing this run instead." if shown else "no run yet.")
+    instead = f"Showing run `{shown.id}` ({run_label(shown)}) instead." if shown else "No other run to show yet."
+    return f"The link asked for run `{name}`, which does not exist. {instead}"
 
 
 def run_label(run: Run) -> str:

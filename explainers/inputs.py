@@ -58,6 +58,48 @@ class ResolvedInput:
     description: str
     mask: np.ndarray | None = None
     rationale: list[int] | None = None
+    coverage: TextCoverage | None = None  # texts: how many of its words the model reads
+
+
+@dataclass(frozen=True)
+class TextCoverage:
+    """How much of a text the model reads, and so how much of it an explanation covers: its first `read` of
+    `total` words (words and punctuation marks, `split_words`, the unit the maps show). `read_chars` is where the
+    last word read ends, so `text[:read_chars]` is the part explained. A text longer than the tokenizer's
+    `max_length` is cut there by the model itself, without a word: this says so."""
+
+    read: int
+    total: int
+    read_chars: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.read < self.total
+
+    def read_text(self, text: str) -> str:
+        """The part of `text` the model reads (all of it when nothing is cut)."""
+        return text[: self.read_chars] if self.truncated else text
+
+    def sentence(self) -> str:
+        """'The model reads the first 64 of 3,412 words; the maps explain those 64 only.' ('' when it reads all)."""
+        if not self.truncated:
+            return ""
+        return (
+            f"The model reads only the first {self.read:,} of {self.total:,} words (its tokenizer's limit); "
+            f"the maps explain those {self.read:,}, and the last {self.total - self.read:,} play no part."
+        )
+
+
+def text_coverage(bundle: ModelBundle, text: str) -> TextCoverage:
+    """How many words of `text` the model reads (`TextCoverage`), from its tokenizer's word of each position."""
+    from xaidash.data.tokenizer import word_spans
+
+    spans = word_spans(text)
+    if bundle.tokenizer is None:  # not a text model: nothing is cut
+        return TextCoverage(len(spans), len(spans), len(text))
+    seen = [w for w in bundle.tokenizer.word_ids(text) if w is not None]
+    read = min(len(spans), max(seen) + 1) if seen else 0
+    return TextCoverage(read, len(spans), spans[read - 1][1] if read else 0)
 
 
 def _open_source(source: ImageSource) -> tuple[BinaryIO | Path, str]:
@@ -246,8 +288,13 @@ def _dataset_sample(bundle: ModelBundle, split_name: str, index: int) -> Resolve
         name += f" (label {info.classes[label]})"
     if isinstance(split, TextSplit):
         rationale = split.rationales[index] if split.rationales else None
+        text = split.texts[index]
         return ResolvedInput(
-            split.texts[index], label, name, rationale=list(rationale) if rationale is not None else None
+            text,
+            label,
+            name,
+            rationale=list(rationale) if rationale is not None else None,
+            coverage=text_coverage(bundle, text),
         )
     image = split.image(index).float()
     if tuple(image.shape) != tuple(info.input_shape):
@@ -287,7 +334,12 @@ def resolve_sample(spec: str, bundle: ModelBundle, fit: Fit = "crop") -> Resolve
     if not text.strip():
         raise ExplainError(f"The {description} is empty: give some words to explain.")
     preview = " ".join(text.split())
-    return ResolvedInput(text, None, f"{description}: {preview[:60]}{'…' if len(preview) > 60 else ''}")
+    return ResolvedInput(
+        text,
+        None,
+        f"{description}: {preview[:60]}{'…' if len(preview) > 60 else ''}",
+        coverage=text_coverage(bundle, text),
+    )
 
 
 def resolve_input(spec: str, bundle: ModelBundle, fit: Fit = "crop") -> tuple[Any, int | None, str]:

@@ -95,9 +95,11 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
     def random_pick() -> None:
         count = max(1, len(st.session_state.get(pick_key) or []))
         st.session_state[pick_key] = random.sample(idx, min(count, len(idx)))
+        st.session_state.pop(f"{pick_key}_auto", None)
 
     if pick_key not in st.session_state:  # set here, not as `default`, so the Random button may change it
         st.session_state[pick_key] = idx[:1]
+        st.session_state[f"{pick_key}_auto"] = idx[:1]  # picked for the user: the first tile clicked replaces it
     c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
     chosen = c1.multiselect(
         f"Samples (at most {max_inputs})",
@@ -106,21 +108,22 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
         max_selections=max_inputs,
         key=pick_key,
         help="test index, true class → predicted class",
+        on_change=lambda: st.session_state.pop(f"{pick_key}_auto", None),
     )
     c2.button(
         "Random", key=f"{key}_random", on_click=random_pick, help="pick as many random samples from the filtered ones"
     )
 
-    # Results come first: the gallery is open only while nothing is chosen (the results replace it below).
-    with st.expander(
-        f"Gallery ({len(chosen)} chosen)" if chosen else "Gallery", expanded=bundle.modality == "image" and not chosen
-    ):
+    # Open for image runs until the user closes it: a fixed key, label and `expanded` keep the browser's open or
+    # closed state across the reruns that picks cause (a changing label would redraw it closed).
+    with st.expander("Gallery", expanded=bundle.modality == "image", key=f"{key}_gallery_{info.name}"):
         pages = max(1, -(-len(idx) // GALLERY_PAGE))
         c1, c2 = st.columns([1, 5], vertical_alignment="bottom")
         page = c1.number_input("Gallery page", 1, pages, 1, key=f"{pick_key}_page") if pages > 1 else 1
         c2.caption(
             f"{len(idx)} samples, {GALLERY_PAGE} a page: index, true class, ✓/✗ = predicted right/wrong. "
-            "Click a sample's button to add it (or remove it: ☑ = chosen)."
+            f"Click a sample to pick it, more to explain several side by side; click again to remove it "
+            f"(☑ = chosen: {len(chosen)})."
         )
         shown = idx[(page - 1) * GALLERY_PAGE : page * GALLERY_PAGE]
         if isinstance(split, ImageSplit):
@@ -128,7 +131,7 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
                 for i in shown:
                     mark = "✓" if preds[i] == labels[i] else "✗"
                     picked = i in chosen
-                    with st.container(width=112, gap=None):
+                    with st.container(width=112, gap=None, border=picked):
                         st.image(to_pil(split.image(i), 128), width="stretch")
                         st.button(
                             f"{'☑' if picked else '☐'} #{i} {_class_name(info, int(labels[i]))} {mark}",
@@ -167,9 +170,13 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
 
 
 def _toggle_pick(pick_key: str, index: int, max_inputs: int) -> None:
-    """A gallery click: add the sample to the chosen ones (dropping the oldest beyond `max_inputs`), or remove it."""
+    """A gallery click: add the sample to the chosen ones (dropping the oldest beyond `max_inputs`), or remove it;
+    while the only choice is the first sample, picked for the user, the click replaces it."""
     chosen = list(st.session_state.get(pick_key) or [])
-    if index in chosen:
+    auto = st.session_state.pop(f"{pick_key}_auto", None)
+    if auto is not None and chosen == list(auto):  # the first sample was picked for the user: the click replaces it
+        chosen = [index]
+    elif index in chosen:
         chosen.remove(index)
     else:
         chosen = [*chosen, index][-max_inputs:]
@@ -217,10 +224,40 @@ def _nonblank(lines: list[str]) -> list[str]:
     return [s.strip() for s in lines if s and s.strip()]
 
 
+def _cut_long_lines(text: str) -> tuple[str, list[int]]:
+    """The text with every line cut to its first MAX_TEXT_CHARS characters, and the lengths of the lines cut."""
+    lines = text.splitlines()
+    cut = [len(line) for line in lines if len(line) > MAX_TEXT_CHARS]
+    return ("\n".join(line[:MAX_TEXT_CHARS] for line in lines) if cut else text), cut
+
+
+def _on_typed_text(key: str) -> None:
+    """After a paste or edit: keep the first MAX_TEXT_CHARS characters of each line in the box itself (so the box
+    shows what is explained) and remember what was cut, for the notice."""
+    text, cut = _cut_long_lines(st.session_state.get(f"{key}_text") or "")
+    if cut:
+        st.session_state[f"{key}_text"] = text
+        st.session_state[f"{key}_text_cut"] = cut
+    else:
+        st.session_state.pop(f"{key}_text_cut", None)
+
+
 def _typed_text(key: str, max_inputs: int) -> list[PickedInput]:
+    # No max_chars: the browser would refuse a longer paste whole and leave the box empty. The callback cuts it.
+    if f"{key}_text" not in st.session_state:
+        st.session_state[f"{key}_text"] = EXAMPLE_TEXT
     text = st.text_area(
-        "Text: one input per line", value=EXAMPLE_TEXT, key=f"{key}_text", height=110, max_chars=MAX_TEXT_CHARS
+        "Text: one input per line", key=f"{key}_text", height=110, on_change=_on_typed_text, args=(key,)
     )
+    text, cut = _cut_long_lines(text or "")  # a value set without the callback (a test, a script) is cut here too
+    cut = cut or st.session_state.get(f"{key}_text_cut") or []
+    if cut:
+        st.warning(
+            f"{'A line' if len(cut) == 1 else f'{len(cut)} lines'} of {', '.join(f'{n:,}' for n in cut)} characters "
+            f"{'was' if len(cut) == 1 else 'were'} cut to the first {MAX_TEXT_CHARS:,} characters (the most one input "
+            "may have).",
+            icon=":material/content_cut:",
+        )
     lines = _nonblank(text.splitlines())
     if not lines:
         st.warning("The text is empty: type a sentence to explain (one input per line).", icon=":material/edit_note:")
@@ -322,7 +359,8 @@ def _open_requested_sample(bundle: ModelBundle, key: str) -> None:
         return
     del st.query_params[OPEN_SAMPLE_PARAM]
     split, _, digits = str(wanted).partition(":")
-    if split != "test" or not digits.isdigit():
+    # ASCII digits only: '²' passes str.isdigit() and int() refuses it; over 18 digits int() may refuse too.
+    if split != "test" or not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
         st.error(
             f"Cannot open sample {wanted!r}: links look like ?sample=test:INDEX with INDEX a whole number 0 or more."
         )
@@ -355,8 +393,14 @@ def _pick_key(key: str, dataset: str, classes: list[str], show: str) -> str:
 
 
 def input_picker(bundle: ModelBundle, key: str, *, bundle_key: str, max_inputs: int = 8) -> list[PickedInput]:
-    """Source selector and its widgets; the chosen inputs (possibly none, with a message saying why)."""
+    """Source selector and its widgets; the chosen inputs (possibly none, with a message saying why). Each run
+    keeps its own source: back from an image run, a text run is still on "Type text"."""
+    linked = bool(st.query_params.get(OPEN_SAMPLE_PARAM))  # a ?sample= link chooses the source itself
     _open_requested_sample(bundle, key)
+    by_run: dict[str, str] = st.session_state.setdefault(f"{key}_source_by_run", {})
+    if st.session_state.get(f"{key}_source_run") != bundle_key and not linked and bundle_key in by_run:
+        st.session_state[f"{key}_source"] = by_run[bundle_key]  # switched back to this run: its own source
+    st.session_state[f"{key}_source_run"] = bundle_key
     if bundle.modality == "image":
         sources = ["Test set", "Upload images"]
     else:
@@ -368,6 +412,7 @@ def input_picker(bundle: ModelBundle, key: str, *, bundle_key: str, max_inputs: 
         if st.session_state.get(f"{key}_source") not in sources:  # chosen for another run
             st.session_state.pop(f"{key}_source", None)
     source = sources[0] if len(sources) == 1 else st.radio("Input", sources, horizontal=True, key=f"{key}_source")
+    by_run[bundle_key] = source
     if source == "Test set":
         return _gallery(bundle, key, bundle_key, max_inputs)
     if source == "Upload images":

@@ -61,4 +61,11 @@ def param_controls(method: MethodSpec, bundle: ModelBundle, key: str) -> dict[st
     if not method.params:
         st.caption("This method has no parameters.")
         return {}
-    return {p.name: param_widget(p, bundle, f"{key}_{method.id}_{p.name}") for p in method.params}
+    return {
+        p.name: param_widget(p, bundle, _widget_key(p, bundle, f"{key}_{method.id}_{p.name}")) for p in method.params
+    }
+
+
+def _widget_key(p: Param, bundle: ModelBundle, key: str) -> str:
+    """A layer is a name in one model: its choice is kept per model, so another run's model never inherits it."""
+    return f"{key}_{bundle.spec.name}" if p.kind == "layer" else key

@@ -36,7 +36,7 @@ from xaidash.explainers.figures.report import (
     ReportSettings,
     session_report,
 )
-from xaidash.explainers.inputs import batch_inputs
+from xaidash.explainers.inputs import TextCoverage, batch_inputs, text_coverage
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.registry import MethodSpec
 from xaidash.explainers.scoring import METRICS, ScoredExplanation, explain_and_score
@@ -66,34 +66,44 @@ class Choice:
         return (m, json.dumps(self.params.get(m, {}), sort_keys=True, default=str), self.target, self.with_metrics)
 
 
-def pick_methods(bundle: ModelBundle, by_id: dict[str, MethodSpec]) -> list[str]:
-    """The methods multiselect. Defaults on first use; the choice survives visits to other pages (Streamlit drops
-    the state of widgets not drawn, hence the copy under another key); after a change of run, only methods the
-    model supports."""
+def pick_methods(run_id: str, bundle: ModelBundle, by_id: dict[str, MethodSpec]) -> list[str]:
+    """The methods multiselect. Each run keeps its own choice (`explain_methods_by_run`), so a text run's methods
+    never replace an image run's (which would drop Grad-CAM); a run not seen yet starts from the featured methods.
+    The widget state is copied because Streamlit drops the state of widgets not drawn (a visit to another page).
+    `explain_methods_kept`, when set (the stored view's Recompute), is a request for the selected run, used once."""
     ids = list(by_id)
-    stored = st.session_state.get("explain_methods", st.session_state.get("explain_methods_kept"))
+    by_run: dict[str, list[str]] = st.session_state.setdefault("explain_methods_by_run", {})
+    requested = st.session_state.pop("explain_methods_kept", None)
+    stored: list[str] | None
+    if requested is not None:
+        stored = list(requested)
+    elif st.session_state.get("explain_methods_run") == run_id and "explain_methods" in st.session_state:
+        stored = list(st.session_state["explain_methods"])  # the widget's own value: same run as the last draw
+    else:
+        stored = by_run.get(run_id)
     if stored is None or any(m not in ids for m in stored):
         stored = (
             [m for m in (stored or []) if m in ids] or featured_methods(bundle.modality, among=ids, limit=3) or ids[:2]
         )
     st.session_state["explain_methods"] = stored
+    st.session_state["explain_methods_run"] = run_id
     chosen = st.multiselect(
         "Methods",
         ids,
         format_func=lambda i: by_id[i].label,
         key="explain_methods",
-        help="the methods that apply to this model",
+        help="the methods that apply to this model (each run keeps its own choice)",
     )
-    st.session_state["explain_methods_kept"] = chosen
+    by_run[run_id] = list(chosen)
     return chosen
 
 
-def controls(bundle: ModelBundle) -> Choice:
+def controls(run: Run, bundle: ModelBundle) -> Choice:
     """The methods, target, scale, display and metrics controls, and each chosen method's parameters."""
     info = bundle.info
     by_id = {m.id: m for m in methods_for(bundle)}
     with st.container(border=True):
-        chosen = pick_methods(bundle, by_id)
+        chosen = pick_methods(run.id, bundle, by_id)
         c2, c4, c3 = st.columns([2, 2, 3])
         target_name = c2.selectbox(
             "Target class",
@@ -292,8 +302,9 @@ def scale_caption(choice: Choice) -> None:
     )
 
 
-def input_header(report: ExplainReport, i: int, probs: np.ndarray) -> None:
-    """The input, its name, true and predicted class, the out-of-distribution hint and the top-k chart."""
+def input_header(report: ExplainReport, i: int, probs: np.ndarray, coverage: TextCoverage | None = None) -> None:
+    """The input, its name, true and predicted class, the out-of-distribution hint and the top-k chart. A text
+    shows only the words the model reads (and says how many of how many: the maps explain those alone)."""
     inp = report.inputs[i]
     classes = report.run.classes
     top = inp.predictions["A"][0]
@@ -304,7 +315,10 @@ def input_header(report: ExplainReport, i: int, probs: np.ndarray) -> None:
             st.image(to_pil(inp.image, 224), width=200)
         with st.container(width=300):
             if inp.text is not None:
-                st.markdown(f"> {inp.text}")
+                cut = coverage is not None and coverage.truncated
+                st.markdown(f"> {coverage.read_text(inp.text) if coverage else inp.text}{' …' if cut else ''}")
+                if coverage is not None and cut:
+                    st.warning(coverage.sentence(), icon=":material/content_cut:")
             st.markdown(f"**{inp.name}**{truth} · predicted: **{top.name}** ({top.probability:.0%}){mark}")
             ood_hint(inp.ood)
         with st.container(width=300):
@@ -330,10 +344,17 @@ def input_tables(report: ExplainReport, i: int, with_metrics: bool) -> None:
             st.dataframe(diagnostics_table(diagnostics, notes), hide_index=True, width="stretch")
 
 
-def input_block(report: ExplainReport, i: int, probs: np.ndarray, choice: Choice, failures: dict) -> None:
+def input_block(
+    report: ExplainReport,
+    i: int,
+    probs: np.ndarray,
+    choice: Choice,
+    failures: dict,
+    coverage: TextCoverage | None = None,
+) -> None:
     """Per input: the header, the map cards (rows that wrap), the tables."""
     with st.container(border=True):
-        input_header(report, i, probs)
+        input_header(report, i, probs, coverage)
         with st.container(horizontal=True, gap="small"):
             for e in report.for_input(i):
                 if e.figure is None:
@@ -352,7 +373,7 @@ def main() -> None:
         st.stop()
     with st.container(border=True):
         inputs = input_picker(bundle, "explain", bundle_key=bkey)
-    choice = controls(bundle)  # drawn even without inputs so a choice survives switching the input source
+    choice = controls(run, bundle)  # drawn even without inputs so a choice survives switching the input source
     if not inputs:
         st.stop()
     if not choice.methods:
@@ -363,12 +384,15 @@ def main() -> None:
     results, failures = explain_all(bkey, bundle, raw, inputs, choice)
     with leased_model(bkey, bundle) as replica:
         ood, ood_reason = ood_scores(replica, bkey, raw)
-    report = build(run, bundle, inputs, probs, results, choice, ood, [ood_reason] if ood_reason else [])
+    # How much of each text the model reads: said on the page and in the report's notes.
+    coverage = [text_coverage(bundle, p.raw) if isinstance(p.raw, str) else None for p in inputs]
+    notes = [f"{p.name}: {c.sentence()}" for p, c in zip(inputs, coverage, strict=True) if c and c.truncated]
+    report = build(run, bundle, inputs, probs, results, choice, ood, ([ood_reason] if ood_reason else []) + notes)
     scale_caption(choice)
     if ood_reason:
         st.caption(ood_reason)
     for i in range(len(inputs)):
-        input_block(report, i, probs[i], choice, failures)
+        input_block(report, i, probs[i], choice, failures, coverage[i])
     report_downloads(report, "explain", "explanations")
 
 

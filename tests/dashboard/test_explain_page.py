@@ -1,6 +1,6 @@
 """The Explain page through AppTest: colour bars with units and meaning under every map, honest shared
-scales, one metrics table per input, diagnostics in a details panel, the gallery closed once a sample is
-chosen and clickable, one Download all, and the out-of-distribution hint."""
+scales, one metrics table per input, diagnostics in a details panel, the gallery open and clickable, one
+Download all, and the out-of-distribution hint."""
 
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ def _map_captions(at: AppTest) -> dict[str, str]:
 
 def test_maps_get_legends_units_tables_and_details(runs) -> None:
     at = _open(runs["image"])
-    # A sample is chosen by default, so the gallery is closed and the results come first.
+    # A sample is chosen by default; the gallery of an image run opens until the user closes it (issue 21).
     gallery = next(e for e in at.expander if e.label.startswith("Gallery"))
-    assert gallery.label == "Gallery (1 chosen)" and not gallery.proto.expanded
+    assert gallery.label == "Gallery" and gallery.proto.expanded
     at.multiselect(key="explain_methods").set_value(["saliency", "ig", "deeplift", "occlusion"]).run()
     _ok(at)
 
@@ -101,14 +101,18 @@ def test_a_gallery_click_adds_and_removes_a_sample(runs) -> None:
     at.multiselect(key="explain_methods").set_value(["saliency"]).run()
     picks = at.multiselect(key="explain_samples_shapes__all")
     assert picks.value == [0]
-    add = next(b for b in at.button if b.label.startswith("☐ #1 "))
-    add.click().run()
+    # The first click replaces the sample picked for the user (#0 no longer stays selected, issue 21) ...
+    next(b for b in at.button if b.label.startswith("☐ #1 ")).click().run()
     _ok(at)
-    assert at.multiselect(key="explain_samples_shapes__all").value == [0, 1]
-    assert len(_map_captions(at)) == 1 and sum(v.startswith("**test #") for v in _values(at.markdown)) == 2
-    remove = next(b for b in at.button if b.label.startswith("☑ #0 "))
-    remove.click().run()
     assert at.multiselect(key="explain_samples_shapes__all").value == [1]
+    # ... later clicks add.
+    next(b for b in at.button if b.label.startswith("☐ #0 ")).click().run()
+    _ok(at)
+    assert at.multiselect(key="explain_samples_shapes__all").value == [1, 0]
+    assert len(_map_captions(at)) == 1 and sum(v.startswith("**test #") for v in _values(at.markdown)) == 2
+    remove = next(b for b in at.button if b.label.startswith("☑ #1 "))
+    remove.click().run()
+    assert at.multiselect(key="explain_samples_shapes__all").value == [0]
 
 
 def test_text_maps_get_legends_too(runs) -> None:
