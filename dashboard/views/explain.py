@@ -18,7 +18,7 @@ import streamlit as st
 from xaidash.dashboard import services
 from xaidash.dashboard.components.charts import topk_chart
 from xaidash.dashboard.components.explain_maps import error_card, map_card, ood_hint, ood_scores
-from xaidash.dashboard.components.explain_tables import BEST, diagnostics_table, metrics_table
+from xaidash.dashboard.components.explain_tables import diagnostics_table, metrics_legend, metrics_table
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.model_queue import leased_model
@@ -39,7 +39,7 @@ from xaidash.explainers.figures.report import (
 from xaidash.explainers.inputs import TextCoverage, batch_inputs, text_coverage
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.registry import MethodSpec
-from xaidash.explainers.scoring import METRICS, ScoredExplanation, explain_and_score
+from xaidash.explainers.scoring import METRICS, ScoredExplanation, explain_and_score, unit_words
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
 
@@ -115,7 +115,7 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
             "Shared scale per unit",
             key="explain_shared",
             help="maps of an input whose values are in the same units (e.g. IG, DeepLift and GradientSHAP: logit "
-            "per pixel) share one colour scale; a method in units of its own keeps its own. Off: each map on its "
+            f"per {unit_words(bundle.modality)[0]}) share one colour scale; a method in units of its own keeps its own. Off: each map on its "
             "own scale, saturating at its 99th percentile of |value|",
         )
         display = "tokens"
@@ -287,11 +287,12 @@ def build(
     return report
 
 
-def scale_caption(choice: Choice) -> None:
+def scale_caption(choice: Choice, modality: str) -> None:
     st.caption(
         "**Colour scale:** "
         + (
-            "maps in the same units share one scale per input (e.g. IG, DeepLift and GradientSHAP: logit per pixel); "
+            "maps in the same units share one scale per input (e.g. IG, DeepLift and GradientSHAP: logit per "
+            f"{unit_words(modality)[0]}); "
             "a method in units of its own keeps its own scale, saturating at its 99th percentile of |value|."
             if choice.shared
             else "each map on its own scale, saturating at its 99th percentile of |value| (values beyond get the end "
@@ -331,10 +332,7 @@ def input_tables(report: ExplainReport, i: int, with_metrics: bool) -> None:
     values = {e.label: e.metrics for e in done}
     if with_metrics and any(values.values()):
         st.dataframe(metrics_table(values, METRICS), width="stretch", key=f"explain_metrics_table_{i}")
-        st.caption(
-            f"↑ higher is better, ↓ lower is better, {BEST} best of these methods for this input. Deletion / insertion "
-            f"AUC: the target's probability as the most relevant pixels are removed / added ({CURVE_STEPS} steps)."
-        )
+        st.caption(metrics_legend(report.modality, CURVE_STEPS))
     diagnostics = {e.label: e.diagnostics for e in done}
     notes = {
         e.label: [f"{k}: not computed ({msg})" for k, msg in e.metric_errors.items()] for e in done if e.metric_errors
@@ -388,7 +386,7 @@ def main() -> None:
     coverage = [text_coverage(bundle, p.raw) if isinstance(p.raw, str) else None for p in inputs]
     notes = [f"{p.name}: {c.sentence()}" for p, c in zip(inputs, coverage, strict=True) if c and c.truncated]
     report = build(run, bundle, inputs, probs, results, choice, ood, ([ood_reason] if ood_reason else []) + notes)
-    scale_caption(choice)
+    scale_caption(choice, bundle.modality)
     if ood_reason:
         st.caption(ood_reason)
     for i in range(len(inputs)):

@@ -135,3 +135,11 @@ def test_runs_that_read_the_same_stay_apart_in_the_picker(tmp_path, monkeypatch)
     picker.set_value(second.id).run()
     at.run()  # Streamlit tells options apart by label: a shared label would snap back to the first run
     assert at.session_state["xai_selected_run"] == second.id and at.selectbox(key=PICKER).value == second.id
+
+
+def test_a_text_run_words_its_metrics_and_scales_in_words_not_pixels(text_explain: AppTest) -> None:
+    at = text_explain
+    _typed(at, "not bad at all, a wonderful cast")
+    captions = texts(at.caption)
+    assert any("most relevant words are removed" in c for c in captions), captions
+    assert not any("pixel" in c for c in captions), [c for c in captions if "pixel" in c]
