@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import ipaddress
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -169,9 +171,29 @@ def _port(text: str) -> int:
     return value
 
 
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?\Z"
+)
+
+
+def _host(text: str) -> str:
+    """`--host`'s type: an IP address or a host name (no lookup: that could wait on a resolver), so a typo is refused
+    here in one line instead of in Streamlit's traceback after it started."""
+    value = text.strip()
+    try:
+        return str(ipaddress.ip_address(value.strip("[]")))
+    except ValueError:
+        pass
+    if not _HOSTNAME.match(value):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not an IP address or a host name (e.g. 127.0.0.1, 0.0.0.0)")
+    return value
+
+
 def _add_serve(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("serve", help="start the dashboard in the browser")
-    s.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 exposes it to your network)")
+    s.add_argument(
+        "--host", type=_host, default="127.0.0.1", help="address to bind (0.0.0.0 exposes it to your network)"
+    )
     s.add_argument("--port", type=_port, default=8501)
     s.add_argument("--open-browser", action="store_true", help="open a browser tab")
     s.add_argument(

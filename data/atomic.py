@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,10 +22,29 @@ def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
     try:
         write(Path(tmp))
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if (failed := _os_error(e, path)) is not None:
+            raise failed from None
         raise
+
+
+# How libraries written in Rust (safetensors) report a failed write: SafetensorError('Error while serializing: I/O error:
+# No space left on device (os error 28)'). Raised as the OSError it is, every save's `except OSError` reports it
+# ('the disk is full') instead of a traceback.
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def _os_error(e: BaseException, path: Path) -> OSError | None:
+    """The OSError behind a write failure that another library wrapped (None: not one, or already an OSError)."""
+    if isinstance(e, OSError) or not isinstance(e, Exception):
+        return None
+    match = _OS_ERROR.search(str(e))
+    if match is None:
+        return None
+    number = int(match.group(1))
+    return OSError(number, os.strerror(number), str(path))
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

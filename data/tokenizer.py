@@ -15,6 +15,8 @@ from typing import Protocol
 
 import torch
 
+from xaidash.data.errors import DatasetError
+
 PAD, UNK = "<pad>", "<unk>"
 # Words (any script, with an optional apostrophe suffix: "isn't") and single punctuation marks.
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?|[^\w\s]|_")
@@ -86,11 +88,31 @@ class WordVocab:
 
     @classmethod
     def from_json(cls, obj: dict) -> WordVocab:
-        return cls(obj["itos"], max_length=int(obj.get("max_length", 64)))
+        """The vocabulary `to_json` wrote; DatasetError saying which field is wrong (a file is user-editable)."""
+        itos = obj.get("itos") if isinstance(obj, dict) else None
+        if not isinstance(itos, list) or not all(isinstance(w, str) for w in itos):
+            raise DatasetError(f"itos must be a list of words, not {_short(itos)}")
+        max_length = obj.get("max_length", 64)
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+            raise DatasetError(f"max_length must be a whole number of at least 1, not {_short(max_length)}")
+        return cls(itos, max_length=max_length)
 
     def save(self, path: Path) -> None:
         Path(path).write_text(json.dumps(self.to_json()))
 
     @classmethod
     def load(cls, path: Path) -> WordVocab:
-        return cls.from_json(json.loads(Path(path).read_text()))
+        """A vocabulary file; DatasetError naming the file and what is wrong with it."""
+        try:
+            obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            raise DatasetError(f"{path} is damaged: not a JSON vocabulary ({str(e)[:80]}).") from None
+        try:
+            return cls.from_json(obj)
+        except DatasetError as e:
+            raise DatasetError(f"{path} is damaged: {e}.") from None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -11,6 +11,7 @@ on stderr; the others go on.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ from xaidash.explainers.registry import MethodSpec, get_method, list_methods, me
 from xaidash.explainers.samples import DEFAULT_BACKGROUND, background_samples, default_background
 from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.bundle import ModelBundle
+from xaidash.models.device import device_arg
 
 
 def parse_params(items: list[str] | None, methods: list[MethodSpec]) -> dict[str, dict[str, Any]]:
@@ -118,6 +120,29 @@ def _write_html(report: Any, path: str) -> bool:
     return True
 
 
+def check_out_folder(out: Path) -> None:
+    """ExplainError when --out cannot become a folder we write into: it is a file, lies under a file, or its
+    nearest existing folder is not writable. Creates nothing (a refusal later leaves no folder behind)."""
+    if out.exists() and not out.is_dir():
+        raise ExplainError(f"--out {out} is a file: give a folder (it is created when missing).")
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ExplainError(f"--out {out}: {existing} is a file, so no folder can be made under it.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ExplainError(f"--out {out}: the folder {existing} is not writable; give a folder you can write to.")
+
+
+def make_out_folder(out: Path) -> None:
+    """Create --out; ExplainError with the system's reason when that fails (/proc, a read-only disk)."""
+    check_out_folder(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ExplainError(f"--out {out}: cannot create the folder ({err.strerror or err}).") from None
+
+
 def _needs_background(spec: MethodSpec, bundle: ModelBundle, params: dict[str, Any]) -> bool:
     """Whether the method with these (unchecked) params compares against background samples; a bad
     parameter is reported when the method runs, so it counts as no."""
@@ -154,6 +179,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from xaidash.models.runs.store import load_bundle, resolve_run, weights_problem
 
+    if args.out is not None:
+        check_out_folder(Path(args.out).expanduser())  # before a model is loaded: a bad --out is said at once
     run = resolve_run(args.run)
     if problem := weights_problem(run):  # a failed run or NaN weights: its maps are noise (issue 15)
         if not args.force:
@@ -174,7 +201,7 @@ def _explain(args: argparse.Namespace) -> int:
     sample = resolve_sample(args.input, bundle, fit=args.fit)
     target = _target(args.target, bundle)
     out = Path(args.out).expanduser()
-    out.mkdir(parents=True, exist_ok=True)
+    make_out_folder(out)
 
     probs = _probabilities(bundle, sample.raw)
     needed = any(_needs_background(spec, bundle, params.get(spec.id, {})) for spec in chosen)
@@ -234,7 +261,10 @@ def _explain(args: argparse.Namespace) -> int:
         notes=[ood_note] if ood_note else [],
         source="xaidash explain",
     )
-    report.write_dir(out)
+    try:
+        report.write_dir(out)
+    except OSError as err:  # the disk filled up or the folder went away while the maps were computed
+        raise ExplainError(f"Cannot write the report into {out}: {err.strerror or err}.") from None
     html_ok = _write_html(report, args.report) if args.report else True
     ok = sum(r.explanation is not None for r in results)
     top = report.inputs[0].predictions["A"][0]
@@ -321,6 +351,9 @@ def _explain_dataset(
     except KeyboardInterrupt:
         print(f"\nstopped: the finished chunks are in {out}; run the same command to resume.", file=sys.stderr)
         return 130
+    except OSError as err:  # the store's folder cannot be made or written (a full disk, /proc)
+        where = f" ({err.filename})" if err.filename else ""
+        raise ExplainError(f"Cannot write the attribution store at {out}: {err.strerror or err}{where}.") from None
     print(f"attribution store: {outcome.path}")
     print(summary(outcome))
     return 0
@@ -418,7 +451,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--address", help="an existing Ray cluster (e.g. ray://head:10001 or auto); default: a local Ray")
     d.add_argument("--fresh", action="store_true", help="replace the store instead of resuming it (settings changed)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, mps")
+    p.add_argument("--device", type=device_arg, default="auto", help="auto (default), cpu, cuda, cuda:1, mps")
     p.add_argument(
         "--fit",
         choices=FITS,

@@ -12,10 +12,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from xaidash.data.argtypes import int_range
+from xaidash.models.device import device_arg
+from xaidash.models.registry import ModelError
 from xaidash.models.runs.quality import accuracy_warning, run_warning
 from xaidash.models.runs.store import delete_run, percent, resolve_run, run_liveness, runs_root, runs_table
 from xaidash.models.training.compiled import COMPILE_MODES
-from xaidash.models.training.config import TrainConfig, TrainEvent, TrainResult
+from xaidash.models.training.config import MAX_SEED, TrainConfig, TrainEvent, TrainResult
 from xaidash.models.training.engine import train
 from xaidash.models.training.launcher import Launch, train_distributed
 from xaidash.models.training.recipes import AUGMENTATIONS, OPTIMIZERS, SCHEDULES, Recipe, describe, lr_note, scales_lr
@@ -84,9 +87,13 @@ def ctrl_c_stops(stop: threading.Event) -> Iterator[None]:
 
 
 def _model_options(items: list[str] | None) -> dict[str, Any]:
+    """--model-option KEY=VALUE items as a dict; their names and ranges are the model's to check (check_options)."""
     options: dict[str, Any] = {}
     for item in items or []:
-        key, _, value = item.partition("=")
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ModelError(f"--model-option {item!r}: write KEY=VALUE, e.g. dropout=0.3.")
+        key = key.strip()
         try:  # numbers and true/false as JSON, anything else as a string
             options[key] = json.loads(value.lower() if value.lower() in ("true", "false") else value)
         except json.JSONDecodeError:
@@ -159,6 +166,7 @@ def _launch(args: argparse.Namespace) -> Launch | None:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    cfg.validate()  # refused before the settings line is printed (train() checks again: the Train form's path)
     launch = _launch(args)
     if args.resume is None:  # a resumed run keeps its own settings (the engine reads them from its folder)
         key, recipe = cfg.recipe()
@@ -295,7 +303,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--momentum", type=float, default=d.momentum, help="SGD momentum")
     p.add_argument("--device", default=d.device, help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--seed", type=int, default=d.seed, help=f"0 to {MAX_SEED}")
     p.add_argument("--val-fraction", type=float, default=d.val_fraction)
     p.add_argument(
         "--no-amp",
@@ -315,7 +323,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="NHWC layout for convolution networks (faster convolutions on GPUs with bf16)",
     )
     p.add_argument("--workers", type=int, default=d.workers, help="DataLoader workers (image folders)")
-    p.add_argument("--model-option", action="append", metavar="KEY=VALUE", help="e.g. freeze_encoder=false (minilm)")
+    p.add_argument(
+        "--model-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a build option the model declares, e.g. dropout=0.3 or freeze_encoder=false (minilm); xaidash models "
+        "lists each model's options and ranges",
+    )
     p.add_argument(
         "--resume",
         metavar="RUN",
@@ -333,7 +347,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         + ", ".join(f"{m} on {ds}" for ds, m in _demo_runs())
         + ". Ctrl-C stops the current run (keeping its weights) and skips the rest.",
     )
-    demo.add_argument("--device", default=d.device, help="auto (cuda, then mps, then cpu), cpu, cuda, mps")
+    demo.add_argument(
+        "--device", type=device_arg, default=d.device, help="auto (cuda, then mps, then cpu), cpu, cuda, mps"
+    )
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(func=_cmd_demo)
 
@@ -360,7 +376,12 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nnodes", type=int, default=1, help="machines training this run together")
     g.add_argument("--node-rank", type=int, default=0, help="this machine's place among them (0: writes the run)")
     g.add_argument("--master-addr", default="127.0.0.1", help="node 0's address (the same on every machine)")
-    g.add_argument("--master-port", type=int, default=None, help="node 0's port (default on one machine: a free one)")
+    g.add_argument(
+        "--master-port",
+        type=int_range(1, 65535),
+        default=None,
+        help="node 0's port (default on one machine: a free one)",
+    )
     g.add_argument(
         "--backend", choices=("nccl", "gloo"), default=None, help="collectives (default: nccl on CUDA, gloo on CPUs)"
     )
@@ -387,4 +408,6 @@ def _cmd_models(args: argparse.Namespace) -> int:
                 print(f"{'':25s}{_recipe_line(key, recipe)}")
         elif s.recipes:
             print(f"{'':25s}recipes: {', '.join(s.recipes)}")
+        if s.options:
+            print(f"{'':25s}options (--model-option): {s.options_text()}")
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -25,20 +26,54 @@ def mps_available() -> bool:
     return mps is not None and mps.is_available()
 
 
+# What a user may write for a device: torch.device accepts far more ("meta", "xla", "cuda:0:1" raises a bare
+# RuntimeError), and none of the rest trains or explains here.
+ACCEPTED_DEVICES = "auto, cpu, cuda, cuda:N (N a GPU index), mps"
+_DEVICE = re.compile(r"(auto|cpu|cuda|mps)(?::([0-9]{1,4}))?\Z")
+
+
+def check_device(device: str | None) -> str:
+    """`device` when it names a device this machine has (see ACCEPTED_DEVICES); ModelError saying what is
+    accepted otherwise, or that the GPU asked for is not here. None and '' mean auto."""
+    text = "auto" if device in (None, "") else str(device).strip().lower()
+    match = _DEVICE.match(text)
+    if match is None or (match.group(2) is not None and match.group(1) != "cuda"):
+        raise ModelError(f"Unknown device {str(device)[:40]!r}: use {ACCEPTED_DEVICES}.")
+    kind, index = match.group(1), match.group(2)
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ModelError("CUDA was asked for but no CUDA GPU is visible: use --device cpu or auto.")
+        if index is not None and int(index) >= count:
+            raise ModelError(
+                f"There is no GPU {text}: this machine has {count} (cuda:0 to cuda:{count - 1}); use one of them, "
+                "cpu or auto."
+            )
+    if kind == "mps" and not mps_available():
+        raise ModelError("MPS was asked for but is not available: use --device cpu or auto.")
+    return text
+
+
+def device_arg(text: str) -> str:
+    """An argparse `type=` for --device: refused at parse time (usage line, exit 2) like any bad option."""
+    import argparse
+
+    try:
+        return check_device(text)
+    except ModelError as e:
+        raise argparse.ArgumentTypeError(str(e).rstrip(".")) from None
+
+
 def pick_device(device: str | None = "auto") -> torch.device:
-    """cuda, then mps, then cpu for 'auto'; a clear error for a device this machine lacks."""
-    if device in (None, "", "auto"):
+    """cuda, then mps, then cpu for 'auto'; a clear error for a device this machine lacks or that is no device."""
+    text = check_device(device)
+    if text == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
         if mps_available():
             return torch.device("mps")
         return torch.device("cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ModelError("CUDA was asked for but no CUDA GPU is visible: use --device cpu or auto.")
-    if dev.type == "mps" and not mps_available():
-        raise ModelError("MPS was asked for but is not available: use --device cpu or auto.")
-    return dev
+    return torch.device(text)
 
 
 def device_choices() -> list[str]:

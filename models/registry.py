@@ -15,6 +15,7 @@ Conventions every zoo model follows:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -64,6 +65,45 @@ class FeatureLayout:
 
 
 @dataclass(frozen=True)
+class ModelOption:
+    """A build option a user may set (`--model-option KEY=VALUE`): its type and range, checked before a run folder is
+    written. `maximum_open`: the maximum itself is refused (a dropout of 1 drops everything)."""
+
+    kind: Literal["int", "float", "bool"]
+    minimum: float | None = None
+    maximum: float | None = None
+    maximum_open: bool = False
+    none_ok: bool = False  # null means "the model's own choice" (vit_tiny's patch_size)
+    help: str = ""
+
+    def problem(self, name: str, value: Any) -> str | None:
+        """Why `value` is refused for option `name`, or None when it is fine."""
+        if value is None and self.none_ok:
+            return None
+        if self.kind == "bool":
+            return None if isinstance(value, bool) else f"{name} must be true or false, not {value!r}"
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not numeric or (self.kind == "int" and not isinstance(value, int)):
+            return f"{name} must be {'a whole number' if self.kind == 'int' else 'a number'}, not {value!r}"
+        if not math.isfinite(value):
+            return f"{name} must be a finite number, not {value!r}"
+        low = self.minimum is not None and value < self.minimum
+        high = self.maximum is not None and (value >= self.maximum if self.maximum_open else value > self.maximum)
+        if low or high:
+            return f"{name} {value} is out of range: it must be in {self.range_text()}"
+        return None
+
+    def range_text(self) -> str:
+        low = "-∞" if self.minimum is None else f"{self.minimum:g}"
+        high = "∞" if self.maximum is None else f"{self.maximum:g}"
+        return f"[{low}, {high}{')' if self.maximum_open or self.maximum is None else ']'}"
+
+
+# The options most zoo models share.
+DROPOUT = ModelOption("float", 0.0, 1.0, maximum_open=True, help="dropout probability")
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     modality: Modality
@@ -89,6 +129,8 @@ class ModelSpec:
     recipes: Mapping[str, Recipe] = field(default_factory=dict)
     # Layers among conv_layers whose output is not (N, C, h, w): how CAM methods read them as feature maps.
     feature_layouts: Mapping[str, FeatureLayout] = field(default_factory=dict)
+    # The build options a user may set, with their ranges (check_options); any other key is refused.
+    options: Mapping[str, ModelOption] = field(default_factory=dict)
 
     def feature_layout(self, path: str) -> FeatureLayout:
         """How CAM methods read `path`'s output (plain (N, C, h, w) feature maps unless declared)."""
@@ -97,6 +139,25 @@ class ModelSpec:
     def recipe(self, info: DatasetInfo) -> tuple[str, Recipe]:
         """(key, recipe) this model trains with on this data: the most specific declared, else the generic one."""
         return recipe_for(self.recipes, info)
+
+    def options_text(self) -> str:
+        """The options and their ranges in words: 'dropout [0, 1), patch_size [1, 4096]' ('' when none)."""
+        return ", ".join(f"{k} {o.range_text() if o.kind != 'bool' else 'true/false'}" for k, o in self.options.items())
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """ModelError naming every option this model does not take or whose value is out of its declared range."""
+        problems = []
+        for key, value in options.items():
+            declared = self.options.get(key)
+            if declared is None:
+                takes = self.options_text()
+                problems.append(
+                    f"{self.name} has no option {key!r} ({'it takes: ' + takes if takes else 'it takes none'})"
+                )
+            elif (problem := declared.problem(key, value)) is not None:
+                problems.append(problem)
+        if problems:
+            raise ModelError("Invalid model option: " + "; ".join(problems) + ".")
 
     def check_fits(self, info: DatasetInfo) -> None:
         if info.modality != self.modality:

@@ -289,10 +289,35 @@ def _read_table(path: Path, notes: list[str]) -> pd.DataFrame:
         content = raw.decode("latin-1")
         notes.append(f"{path.name} is not valid UTF-8; it was read as Latin-1 (check accented characters).")
     header = content.splitlines()[0]
+    sep = _delimiter(header)
     try:
-        return pd.read_csv(io.StringIO(content), sep=_delimiter(header), dtype=str, keep_default_na=False)
+        frame = pd.read_csv(io.StringIO(content), sep=sep, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise DatasetError(f"Cannot parse {path} as a table: {err}") from err
+    _check_row_count(path, content, sep, len(frame), notes)
+    return frame
+
+
+def _check_row_count(path: Path, content: str, sep: str, rows: int, notes: list[str]) -> None:
+    """Compare the rows read with the file's lines. Fewer rows than lines means some field spans several lines:
+    fine when it is a quoted text with line breaks, wrong when a quote was never closed (40 lines, each with one
+    unclosed quote, read as 20 merged samples). Python's csv reader in strict mode tells them apart: a quote closed
+    in the middle of a field (the next line's opening quote) is an error there, a quoted line break is not."""
+    import csv
+
+    lines = sum(1 for line in content.splitlines() if line.strip()) - 1  # the header is not a row
+    if rows >= lines:
+        return
+    reader = csv.reader(io.StringIO(content), delimiter=sep, strict=True)
+    try:
+        for _ in reader:
+            pass
+    except csv.Error as err:
+        raise DatasetError(
+            f'{path}: {rows} rows were read from {lines} lines: a quote (") is not closed near line {reader.line_num} '
+            f'({err}), so rows ran together. Close the quote, write a quote inside a text as two (""), or remove it.'
+        ) from None
+    notes.append(f"{path.name}: {rows} rows from {lines} lines: {lines - rows} line break(s) are inside quoted texts.")
 
 
 def _pick_column(frame: pd.DataFrame, given: str | None, candidates: Sequence[str], role: str, path: Path) -> str:

@@ -10,16 +10,17 @@ as with the local engine. Ray itself is an optional extra: pip install 'xaidash[
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import pickle
 from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
-from xaidash.explainers.dataset.explain import ChunkComputer, ChunkRecorder, DatasetJob
+from xaidash.explainers.dataset.explain import ChunkComputer, ChunkRecorder, ChunkResult, DatasetJob
+from xaidash.explainers.dataset.store import MethodShard
 from xaidash.explainers.params import ExplainError
 
 # Environment the actors need to find the runs, the data and offline mode as the driver does.
@@ -50,8 +51,78 @@ class ChunkActor:
         out = []
         for start, stop, methods in zip(batch["start"], batch["stop"], batch["methods"], strict=True):
             todo = [m for m in str(methods).split(",") if m]
-            out.append(pickle.dumps(self.computer.compute(int(start), int(stop), todo)))
+            out.append(encode_chunk(self.computer.compute(int(start), int(stop), todo)))
         return {"result": np.array(out, dtype=object)}
+
+
+# A chunk travels from an actor to the driver as safetensors bytes: arrays as tensors, the rest as JSON metadata.
+# Never pickle (the project's rule: a pickle runs code when loaded, and a cluster's driver should not trust that).
+_ARRAYS = ("labels", "preds", "probs", "losses")
+
+
+def encode_chunk(result: ChunkResult) -> bytes:
+    """One ChunkResult as safetensors bytes (see decode_chunk)."""
+    from safetensors.numpy import save
+
+    tensors = {name: np.ascontiguousarray(getattr(result, name)) for name in _ARRAYS}
+    shards = []
+    for i, shard in enumerate(result.shards):
+        tensors[f"{i}.index"] = np.ascontiguousarray(shard.index, dtype=np.int64)
+        tensors[f"{i}.seconds"] = np.ascontiguousarray(shard.seconds, dtype=np.float64)
+        if shard.words is not None:  # text: one vector of word scores per sample, of varying lengths
+            flat = [np.asarray(m, dtype=np.float32).reshape(-1) for m in shard.maps]
+            tensors[f"{i}.values"] = np.concatenate(flat) if flat else np.zeros(0, np.float32)
+            tensors[f"{i}.offsets"] = np.concatenate([[0], np.cumsum([len(v) for v in flat])]).astype(np.int64)
+        else:
+            tensors[f"{i}.maps"] = np.ascontiguousarray(np.asarray(shard.maps, dtype=np.float32))
+        for name, values in shard.metrics.items():
+            tensors[f"{i}.metric.{name}"] = np.ascontiguousarray(values, dtype=np.float64)
+        shards.append(
+            {
+                "method": shard.method,
+                "metrics": list(shard.metrics),
+                "words": shard.words,
+                "metric_errors": shard.metric_errors,
+            }
+        )
+    meta = {"start": result.start, "stop": result.stop, "seconds": result.seconds, "shards": shards}
+    return save(tensors, metadata={"chunk": json.dumps(meta)})
+
+
+def decode_chunk(data: bytes) -> ChunkResult:
+    """The ChunkResult encode_chunk wrote."""
+    from safetensors.numpy import load
+
+    tensors = load(data)
+    meta = _chunk_metadata(data)
+    shards = []
+    for i, info in enumerate(meta["shards"]):
+        maps: np.ndarray | list[np.ndarray]
+        if f"{i}.offsets" in tensors:
+            off, values = tensors[f"{i}.offsets"], tensors[f"{i}.values"]
+            maps = [values[off[k] : off[k + 1]] for k in range(len(off) - 1)]
+        else:
+            maps = tensors[f"{i}.maps"]
+        shards.append(
+            MethodShard(
+                method=info["method"],
+                index=tensors[f"{i}.index"],
+                maps=maps,
+                metrics={name: tensors[f"{i}.metric.{name}"] for name in info["metrics"]},
+                seconds=tensors[f"{i}.seconds"],
+                words=info["words"],
+                metric_errors=info["metric_errors"],
+            )
+        )
+    arrays = {name: tensors[name] for name in _ARRAYS}
+    return ChunkResult(start=meta["start"], stop=meta["stop"], shards=shards, seconds=meta["seconds"], **arrays)
+
+
+def _chunk_metadata(data: bytes) -> dict[str, Any]:
+    """The JSON metadata of safetensors bytes: an 8-byte little-endian header length, then the header."""
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size])
+    return json.loads(header["__metadata__"]["chunk"])
 
 
 def init_ray(address: str | None, workers: int, gpus_per_worker: float) -> Any:
@@ -118,4 +189,4 @@ def run_ray(
         num_gpus=gpus_per_worker,
     )
     for row in ds.iter_rows():
-        recorder.record(pickle.loads(row["result"]))
+        recorder.record(decode_chunk(row["result"]))

@@ -391,7 +391,7 @@ def histogram(frame: pd.DataFrame, bins: int = 30) -> pd.DataFrame:
 def parse_stored(value: str | None) -> tuple[str, int] | None:
     """'test:12' (the Explain page's ?stored= parameter) -> ('test', 12); None when it is not of that form."""
     split, _, digits = str(value or "").partition(":")
-    if split not in ("test", "train") or not digits.isdigit():
+    if split not in ("test", "train") or not (digits.isascii() and digits.isdigit() and len(digits) <= 18):  # not '²'
         return None
     return split, int(digits)
 

@@ -51,7 +51,7 @@ def chunk_name(start: int, stop: int) -> str:
 
 def _parse_chunk(stem: str) -> tuple[int, int] | None:
     a, sep, b = stem.partition("-")
-    if not sep or not a.isdigit() or not b.isdigit():
+    if not sep or not all(s.isascii() and s.isdigit() and len(s) <= 18 for s in (a, b)):  # '²'.isdigit() is True
         return None
     return int(a), int(b)
 

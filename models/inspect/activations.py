@@ -47,7 +47,7 @@ def _block_of(path: str) -> str:
     """The numbered block (an item of a ModuleList/Sequential) a module sits in: 'encoder.blocks.0.attn' -> 'encoder.blocks.0'."""
     parts = path.split(".")
     for i in range(len(parts) - 1, -1, -1):
-        if parts[i].isdigit():
+        if parts[i].isascii() and parts[i].isdigit():  # '²'.isdigit() is True, and no module index
             return ".".join(parts[: i + 1])
     return path
 

@@ -123,14 +123,25 @@ def save_training_state(path: Path, optimizer: torch.optim.Optimizer, extra: dic
 def load_training_state(path: Path, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """Restore the optimizer (and CPU RNG) saved by `save_training_state`; returns `extra`."""
     tensors, meta = read_tensors(path)
+    where = f"{Path(path).parent.name}/{Path(path).name} is damaged"  # as run_schema.check names a run's file
+    scalars, groups, extra = (_meta_json(meta, key, where) for key in ("scalars", "param_groups", "extra"))
+    if not isinstance(scalars, dict) or not all(isinstance(v, dict) for v in scalars.values()):
+        raise ModelError(f"{where}: scalars: not an object of per-parameter objects.")
+    if not isinstance(groups, list) or not groups or not all(isinstance(g, dict) for g in groups):
+        raise ModelError(f"{where}: param_groups: not a list of parameter groups.")
+    if not isinstance(extra, dict):
+        raise ModelError(f"{where}: extra: not an object.")
     state: dict[int, dict[str, Any]] = {}
     for key, value in tensors.items():
         if key.startswith("state."):
-            _, idx, name = key.split(".", 2)
+            _, idx, name = [*key.split(".", 2), "", ""][:3]
+            if not (idx.isascii() and idx.isdigit()) or not name:
+                raise ModelError(f"{where}: tensor {key!r} is not named state.INDEX.NAME.")
             state.setdefault(int(idx), {})[name] = value
-    for idx, values in json.loads(meta.get("scalars", "{}")).items():
+    for idx, values in scalars.items():
+        if not (idx.isascii() and idx.isdigit()):
+            raise ModelError(f"{where}: scalars: {idx!r} is not a parameter index.")
         state.setdefault(int(idx), {}).update(values)
-    groups = json.loads(meta["param_groups"])
     # How the update runs (fused kernels on a GPU, foreach, capturable) belongs to this device, not the saved one:
     # a run trained on a GPU resumes on a CPU and the other way round.
     own = optimizer.param_groups
@@ -140,8 +151,23 @@ def load_training_state(path: Path, optimizer: torch.optim.Optimizer) -> dict[st
                 saved[flag] = current[flag]
     try:
         optimizer.load_state_dict({"state": state, "param_groups": groups})
-    except (ValueError, KeyError) as e:
+    except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as e:
         raise ModelError(f"Training state {path} does not match this optimizer ({e}).") from None
     if "rng.cpu" in tensors:
-        torch.set_rng_state(tensors["rng.cpu"])
-    return json.loads(meta.get("extra", "{}"))
+        try:
+            torch.set_rng_state(tensors["rng.cpu"])
+        except (RuntimeError, TypeError) as e:
+            raise ModelError(f"{where}: rng.cpu is not a random-number state ({e}).") from None
+    return extra
+
+
+def _meta_json(meta: dict[str, str], key: str, where: str) -> Any:
+    """One JSON value of a training state's metadata ({} when absent; param_groups is required)."""
+    if key not in meta:
+        if key == "param_groups":
+            raise ModelError(f"{where}: param_groups is missing.")
+        return {}
+    try:
+        return json.loads(meta[key])
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise ModelError(f"{where}: {key} is not JSON ({str(e)[:80]}).") from None

@@ -38,7 +38,15 @@ DATASET_INFO = {
         },
         "mean": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 4},
         "std": {"type": ["array", "null"], "items": {"type": "number", "exclusiveMinimum": 0}, "maxItems": 4},
+        "description": {"type": "string"},
+        "builtin": {"type": "boolean"},
+        "has_masks": {"type": "boolean"},
+        "has_rationales": {"type": "boolean"},
+        "source_url": {"type": "string"},
     },
+    # Every key becomes a DatasetInfo field (store.info_from_json): an unknown one is damage, not a newer version's
+    # addition (tests/models/test_damaged_runs.py checks these keys are DatasetInfo's fields).
+    "additionalProperties": False,
 }
 
 MODEL_OPTIONS = {
@@ -54,9 +62,18 @@ MODEL_OPTIONS = {
 
 CONFIG = {
     "type": "object",
+    # dataset_info and train are required where they are read (Run.info, resuming): listing a run needs neither.
     "required": ["model", "dataset"],
+    "if": {"required": ["source"]},
+    "then": {"required": ["modality"]},  # an imported run is rebuilt from its source and modality (models/external)
     "properties": {
         "model": {"type": "string", "minLength": 1},
+        "modality": {"enum": ["image", "text"]},
+        "source": {
+            "type": "object",
+            "required": ["kind", "record"],
+            "properties": {"kind": {"type": "string"}, "record": {"type": "object"}},
+        },
         "dataset": {"type": ["string", "null"], "minLength": 1},  # null: an imported model without a data set
         "created": {"type": "number"},
         "classes": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_CLASSES},
@@ -73,6 +90,20 @@ CONFIG = {
                 "compile": {"enum": ["off", "on", "graphs"]},
                 "channels_last": {"type": "boolean"},
                 "model_options": MODEL_OPTIONS,
+                # What resuming a run builds its TrainConfig from (models/training/session.py), so typed here too.
+                "dataset": {"type": "string", "minLength": 1},
+                "model": {"type": "string", "minLength": 1},
+                "optimizer": {"type": ["string", "null"]},
+                "schedule": {"type": ["string", "null"]},
+                "augment": {"type": ["string", "null"]},
+                "weight_decay": {"type": ["number", "null"], "minimum": 0},
+                "label_smoothing": {"type": ["number", "null"], "minimum": 0, "exclusiveMaximum": 1},
+                "momentum": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+                "device": {"type": "string"},
+                "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
+                "val_fraction": {"type": "number", "minimum": 0, "exclusiveMaximum": 0.9},
+                "amp": {"type": "boolean"},
+                "workers": {"type": "integer", "minimum": 0, "maximum": 64},
             },
         },
         "device": {"type": "string"},
@@ -108,6 +139,17 @@ SUMMARY = {
         "test_loss": {"type": ["number", "null"]},
         "confusion": {"type": ["array", "null"], "maxItems": MAX_CLASSES},
         "confusion_file": {"enum": ["confusion.npy", None]},  # a large matrix, beside the summary (runstore)
+    },
+}
+
+# vocab.json of a text model trained here (xaidash.data.tokenizer.WordVocab).
+VOCAB = {
+    "type": "object",
+    "required": ["itos"],
+    "properties": {
+        "kind": {"const": "word"},
+        "itos": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": MAX_VOCAB},
+        "max_length": {"type": "integer", "minimum": 1, "maximum": 100_000},
     },
 }
 

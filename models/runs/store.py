@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,11 @@ import numpy as np
 
 from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.runs import schema as run_schema
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.runs.checkpoint import load_weights, nonfinite_tensors
 from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
+from xaidash.models.runs import schema as run_schema
+from xaidash.models.runs.checkpoint import load_weights, nonfinite_tensors
 from xaidash.models.runs.lock import RunLocked, read_lock
 
 CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB, CONFUSION = (
@@ -77,6 +78,19 @@ def info_to_json(info: DatasetInfo) -> dict[str, Any]:
 
 
 def info_from_json(obj: dict[str, Any]) -> DatasetInfo:
+    """The DatasetInfo a config.json's dataset_info describes (checked against schema.DATASET_INFO when read through
+    Run.config; ModelError, not a TypeError, for anything else)."""
+    if not isinstance(obj, dict):
+        raise ModelError(f"dataset_info must be an object, not {type(obj).__name__}.")
+    known = {f.name for f in dataclass_fields(DatasetInfo)}
+    unknown = sorted(set(obj) - known)
+    missing = [k for k in ("name", "modality", "classes") if k not in obj]
+    if unknown or missing:
+        raise ModelError(
+            "dataset_info is damaged: "
+            + "; ".join([f"unknown key {k!r}" for k in unknown] + [f"{k} is missing" for k in missing])
+            + "."
+        )
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in obj.items()}  # JSON lists -> tuples
     return DatasetInfo(**fields)
 
@@ -125,14 +139,15 @@ class Run:
     def _read_json(self, name: str) -> Any:
         """A JSON file of the run; ModelError naming it when it is not UTF-8 JSON (or absurdly nested)."""
         path = self.file(name)
+        where = f"{self.id}/{name}"  # as run_schema.check names a file: the same one line for every damage
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError as e:
-            raise ModelError(f"{path} is damaged: not UTF-8 text ({e.reason} at byte {e.start}).") from None
+            raise ModelError(f"{where} is damaged: not UTF-8 text ({e.reason} at byte {e.start}).") from None
         except json.JSONDecodeError as e:
-            raise ModelError(f"{path} is corrupt ({e}).") from None
+            raise ModelError(f"{where} is damaged: not JSON ({e}).") from None
         except RecursionError:
-            raise ModelError(f"{path} is damaged: nested too deeply to be a run file.") from None
+            raise ModelError(f"{where} is damaged: nested too deeply to be a run file.") from None
 
     def config(self) -> dict[str, Any]:
         """config.json, checked against its schema (models/runs/schema.py): ModelError naming the field."""
@@ -205,9 +220,11 @@ class Run:
         out = []
         for line in lines:
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
+                record = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
                 continue
+            if isinstance(record, dict):  # a bare number or list is as corrupt as a torn line
+                out.append(record)
         return out
 
     def write_metrics(self, records: list[dict[str, Any]]) -> None:
@@ -215,12 +232,14 @@ class Run:
 
     @property
     def info(self) -> DatasetInfo:
-        return info_from_json(self.config()["dataset_info"])
+        """The data set the run's model was built for (config.json's dataset_info, checked by the schema)."""
+        config = self.config()
+        if "dataset_info" not in config:
+            raise ModelError(f"{self.id}/{CONFIG} is damaged: dataset_info is missing.")
+        return info_from_json(config["dataset_info"])
 
     def tokenizer(self) -> Any:
         """The run's tokenizer: its saved word vocabulary or the model's pretrained tokenizer."""
-        from xaidash.data.tokenizer import WordVocab
-
         loader = _loader(self, self.config())
         if loader is not None:  # an imported model: its tokenizer files are in the run folder
             return loader.tokenizer(self)
@@ -228,8 +247,16 @@ class Run:
         if spec.tokenizer is not None:
             return spec.tokenizer()
         if self.file(VOCAB).exists():
-            return WordVocab.load(self.file(VOCAB))
+            return self.vocab()
         return None
+
+    def vocab(self) -> Any:
+        """vocab.json as a WordVocab, checked against its schema: ModelError naming the file and the field."""
+        from xaidash.data.tokenizer import WordVocab
+
+        document = self._read_json(VOCAB)
+        run_schema.check(document, run_schema.VOCAB, self.file(VOCAB))
+        return WordVocab.from_json(document)
 
 
 def _run_in_root(name: str, root: Path) -> Path:
@@ -290,8 +317,23 @@ def list_runs(root: Path | None = None) -> list[Run]:
     root = Path(root) if root else runs_root()
     if not root.is_dir():
         return []
-    runs = [Run(p) for p in root.iterdir() if (p / CONFIG).is_file()]
-    return sorted(runs, key=lambda r: r.path.stat().st_mtime if r.path.exists() else 0, reverse=True)
+    runs = [Run(p) for p in root.iterdir() if _has_config(p)]
+    return sorted(runs, key=_mtime, reverse=True)
+
+
+def _has_config(folder: Path) -> bool:
+    """Whether `folder` holds a config.json; a folder that cannot be read (permissions) is no run, not an error."""
+    try:
+        return (folder / CONFIG).is_file()
+    except OSError:
+        return False
+
+
+def _mtime(run: Run) -> float:
+    try:
+        return run.path.stat().st_mtime
+    except OSError:  # deleted while the list was made
+        return 0.0
 
 
 # ---- what a run is, in fact: alive or interrupted, weights usable or not -----------------------------------------
@@ -452,7 +494,7 @@ def _run_row(r: Run) -> dict[str, str]:
         "model": c["model"],
         "dataset": c["dataset"],
         "state": run_liveness(r, s).state,
-        "epochs": epochs_cell(s, c["train"]["epochs"]),
+        "epochs": epochs_cell(s, c.get("train", {}).get("epochs") or "?"),
         "val acc": percent(s.get("val_acc")),
         "test acc": percent(s.get("test_acc")),
         "device": c.get("device", "?"),

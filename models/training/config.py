@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from xaidash.data.registry import get_source
 from xaidash.models.bundle import ModelBundle
+from xaidash.models.device import check_device
 from xaidash.models.registry import ModelError, get_spec
 from xaidash.models.runs.store import Run, load_bundle
 from xaidash.models.training.compiled import COMPILE_MODES, Compile
@@ -26,6 +27,9 @@ from xaidash.models.training.recipes import (
     scale_lr,
     scales_lr,
 )
+
+# Seeds go to numpy (0 .. 2**32 - 1) and torch; one more is refused by numpy.
+MAX_SEED = 2**32 - 1
 
 
 @dataclass
@@ -107,8 +111,8 @@ class TrainConfig:
             problems.append("the number of training processes must be between 1 and 64")
         if not (0 <= self.workers <= 64):
             problems.append("DataLoader workers must be between 0 and 64")
-        if self.seed < 0:
-            problems.append("the seed must be at least 0")
+        if not isinstance(self.seed, int) or not (0 <= self.seed <= MAX_SEED):  # what numpy's seed accepts
+            problems.append(f"the seed must be a whole number between 0 and {MAX_SEED}")
         if not (0 <= self.momentum < 1):
             problems.append("momentum must be in [0, 1)")
         if not (0 <= self.val_fraction < 0.9):
@@ -123,6 +127,10 @@ class TrainConfig:
             problems.append(f"unknown augmentation {self.augment!r} ({', '.join(AUGMENTATIONS)})")
         if problems:
             raise ModelError("Invalid training settings: " + "; ".join(problems) + ".")
+        # The CLI and the Train form both reach here before any folder exists: names, options and the device too.
+        spec = get_spec(self.model)
+        spec.check_options(self.model_options)
+        check_device(self.device)
 
 
 @dataclass

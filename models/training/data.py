@@ -76,7 +76,7 @@ def prepare_data(
         if spec.tokenizer is not None:
             tokenizer = spec.tokenizer()
         elif resume_vocab and run.file(VOCAB).exists():
-            tokenizer = WordVocab.load(run.file(VOCAB))
+            tokenizer = run.vocab()  # checked: a damaged vocab.json is named, not a traceback
         else:
             vocab = WordVocab.build([train_split.texts[i] for i in train_idx.tolist()])  # alike on every rank
             if dist.main:

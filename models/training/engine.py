@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
+from xaidash.data.errors import XaidashError
 from xaidash.models.training.config import Callback, TrainConfig, TrainEvent, TrainingFailed, TrainResult
 from xaidash.models.training.distributed import SINGLE, DistContext
 from xaidash.models.training.finish import finish_run, finish_unsaved, save_failed, write_checkpoint
@@ -69,14 +71,18 @@ def train(
                 if result.stopped:
                     state = "stopped"
                     break
-        except TrainingFailed as e:
+        except (TrainingFailed, XaidashError) as e:  # NaN loss, out of memory, data that cannot be read (a bad JPEG)
             if dist.active and not dist.main:  # rank 0 cannot end the run for it: its crash does
                 dist.mark_failed(session.run, e)
                 raise
             state, error = "failed", str(e)
         except Exception as e:
-            if dist.active:  # a rank's crash (or a lost peer): the run says failed, not running
+            # A rank's crash, a lost peer, or a bug: the run says failed with the reason, never 'running' forever.
+            if dist.active:
                 dist.mark_failed(session.run, e)
+            else:
+                with suppress(Exception):
+                    session.run.update_summary(state="failed", error=f"{type(e).__name__}: {e}")
             raise
         try:
             return finish_run(session, state, error, epoch, emit)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import platform
+import shutil
 import time
 import warnings
 from contextlib import suppress
@@ -24,7 +25,7 @@ from xaidash.models.registry import ModelError, ModelSpec, get_spec
 from xaidash.models.runs import schema as run_schema
 from xaidash.models.runs.checkpoint import load_training_state, load_weights
 from xaidash.models.runs.lock import RunLock
-from xaidash.models.runs.store import STATE, WEIGHTS, Run, info_to_json, kept_sentence, resolve_run
+from xaidash.models.runs.store import CONFIG, STATE, WEIGHTS, Run, info_to_json, kept_sentence, resolve_run
 from xaidash.models.training.batches import Shard
 from xaidash.models.training.compiled import CompiledSteps, uses_channels_last
 from xaidash.models.training.config import TrainConfig, TrainEvent
@@ -146,9 +147,21 @@ def setup_run(cfg: TrainConfig, resume: str | Path | None = None, dist: DistCont
     resumed = resolve_run(resume) if resume is not None else None
     if resumed is not None:
         config = resumed.config()
+        if "train" not in config:  # the schema types it when present; listing a run needs it not, resuming does
+            raise ModelError(f"{resumed.id}/config.json is damaged: train is missing (the settings to resume with).")
         own = _own_settings(config)
-        cfg = TrainConfig(**{**own, "epochs": cfg.epochs or own["epochs"], "device": cfg.device, "nproc": cfg.nproc})
-    recipe = _recorded_recipe(config) if resumed is not None and config.get("recipe") else cfg.recipe()
+        known = {f.name for f in dataclass_fields(TrainConfig)}  # a key of a newer version is not ours to pass
+        own = {k: v for k, v in own.items() if k in known}
+        cfg = TrainConfig(
+            **{**own, "epochs": cfg.epochs or own.get("epochs"), "device": cfg.device, "nproc": cfg.nproc}
+        )
+    if resumed is not None and config.get("recipe"):
+        try:
+            recipe = _recorded_recipe(config)
+        except (KeyError, TypeError, ValueError) as e:  # hand-edited: no key, or fields Recipe cannot take
+            raise ModelError(f"{resumed.id}/config.json is damaged: recipe: {type(e).__name__}: {e}.") from None
+    else:
+        recipe = cfg.recipe()
     cfg = cfg.with_recipe()
     if resumed is not None:  # the model is rebuilt as it was: no recipe options added to a resumed run
         cfg = replace(cfg, model_options=own.get("model_options") or {})
@@ -165,6 +178,10 @@ def setup_run(cfg: TrainConfig, resume: str | Path | None = None, dist: DistCont
     except BaseException:
         if lock is not None:
             lock.release()
+        if resumed is None and dist.main and not run.file(CONFIG).exists():
+            # A new run that failed before its config.json (a model that cannot be built, unreadable data) holds
+            # nothing to look at or resume: no folder is left behind for the refusal.
+            shutil.rmtree(run.path, ignore_errors=True)
         raise
     session.lock = lock
     return session

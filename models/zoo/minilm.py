@@ -20,7 +20,7 @@ from torch import nn
 
 from xaidash.data.registry import DatasetInfo
 from xaidash.data.tokenizer import word_spans
-from xaidash.models.registry import ModelError, ModelSpec, register
+from xaidash.models.registry import DROPOUT, ModelError, ModelOption, ModelSpec, register
 from xaidash.models.training.recipes import Recipe
 
 if TYPE_CHECKING:  # transformers is imported on use
@@ -211,5 +211,6 @@ register(
         deeplift_ok=False,  # Hugging Face computes softmax and GELU functionally
         tokenizer=tokenizer,
         recipes=RECIPES,
+        options={"dropout": DROPOUT, "freeze_encoder": ModelOption("bool", help="train only the head")},
     )
 )

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.registry import ModelSpec, register
+from xaidash.models.registry import DROPOUT, ModelSpec, register
 from xaidash.models.training.recipes import Recipe
 
 HIDDEN = (256, 128)
@@ -58,5 +58,6 @@ register(
         fits=_fits,
         input_note="any image (parameters grow with the pixel count)",
         recipes=RECIPES,
+        options={"dropout": DROPOUT},
     )
 )

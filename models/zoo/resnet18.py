@@ -21,7 +21,7 @@ from torch import nn
 
 from xaidash.data.paths import offline
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.registry import ModelSpec, register
+from xaidash.models.registry import ModelOption, ModelSpec, register
 from xaidash.models.training.recipes import Recipe
 
 if TYPE_CHECKING:  # torchvision is imported on use
@@ -161,5 +161,6 @@ register(
         input_std=IMAGENET_STD,
         note=weights_note,
         recipes=RECIPES,
+        options={"pretrained": ModelOption("bool", help="start from ImageNet weights")},
     )
 )

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.registry import ModelError, ModelSpec, register
+from xaidash.models.registry import DROPOUT, ModelError, ModelSpec, register
 from xaidash.models.training.recipes import Recipe
 
 EMBED_DIM, CHANNELS, KERNELS = 64, 64, (3, 4, 5)
@@ -88,5 +88,6 @@ register(
         input_note="token ids from the data set's word vocabulary",
         embedding="embedding",
         recipes=RECIPES,
+        options={"dropout": DROPOUT},
     )
 )

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.registry import ModelError, ModelSpec, register
+from xaidash.models.registry import DROPOUT, ModelError, ModelSpec, register
 from xaidash.models.training.recipes import Recipe
 from xaidash.models.zoo._attention import Encoder
 from xaidash.models.zoo.text_cnn import check_vocab
@@ -81,5 +81,6 @@ register(
         embedding="embedding",
         attention=tuple(f"encoder.blocks.{i}.attn" for i in range(DEPTH)),
         recipes=RECIPES,
+        options={"dropout": DROPOUT},
     )
 )

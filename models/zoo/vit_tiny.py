@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from xaidash.data.registry import DatasetInfo
-from xaidash.models.registry import ModelError, ModelSpec, register
+from xaidash.models.registry import DROPOUT, ModelError, ModelOption, ModelSpec, register
 from xaidash.models.training.recipes import Recipe
 from xaidash.models.zoo._attention import Encoder
 
@@ -145,5 +145,9 @@ register(
         input_note="any image of at least 8x8 whose sides share a factor (one token per 4x4 pixels at 28/32 px)",
         attention=tuple(f"encoder.blocks.{i}.attn" for i in range(DEPTH)),
         recipes=RECIPES,
+        options={
+            "dropout": DROPOUT,
+            "patch_size": ModelOption("int", 1, 4096, none_ok=True, help="pixels per patch side"),
+        },
     )
 )

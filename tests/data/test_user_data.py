@@ -228,3 +228,24 @@ def test_csv_errors(tmp_path):
         get_source(f"csv:{split}")
     with pytest.raises(DatasetError, match="Unknown option"):
         get_source(f"csv:{cols}?txt=body")
+
+
+def test_csv_rows_with_unbalanced_quotes_are_refused_not_merged(tmp_path):
+    """40 lines, each opening a quote it never closes, were read as 20 merged samples without a word (issue 21)."""
+    path = tmp_path / "quotes.csv"
+    path.write_text("text,label\n" + "".join(f'"sample {i} is fine,{i % 2}\n' for i in range(40)))
+    with pytest.raises(DatasetError, match=r"20 rows were read from 40 lines: a quote .* is not closed near line 3"):
+        get_source(f"csv:{path}")
+
+
+def test_csv_quoted_line_breaks_are_read_and_counted_in_a_note(tmp_path):
+    """Texts with line breaks inside quotes are legitimate: read as one row each, the difference said in a note."""
+    path = tmp_path / "multiline.csv"
+    path.write_text("text,label\n" + "".join(f'"first line {i}\nsecond line",{i % 2}\n' for i in range(40)))
+    with pytest.warns(UserWarning, match="40 rows from 80 lines: 40 line break"):
+        source = get_source(f"csv:{path}")
+    texts = source.load("train").texts + source.load("test").texts
+    assert len(texts) == 40 and all("\nsecond line" in t for t in texts)
+    plain = tmp_path / "plain.csv"  # a quote inside an unquoted text is a plain character: nothing to say
+    plain.write_text("text,label\n" + "".join(f'he said "hi" {i},{i % 2}\n' for i in range(40)))
+    assert len(get_source(f"csv:{plain}").load("train")) + len(get_source(f"csv:{plain}").load("test")) == 40

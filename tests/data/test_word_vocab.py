@@ -41,3 +41,28 @@ def test_json_round_trip(tmp_path):
     vocab.save(tmp_path / "vocab.json")
     loaded = WordVocab.load(tmp_path / "vocab.json")
     assert loaded.stoi == vocab.stoi and loaded.max_length == 7
+
+
+def test_a_damaged_vocabulary_file_is_named(tmp_path):
+    """vocab.json is user-editable: not JSON, itos a number, words that are not strings, a bad max_length."""
+    import json
+
+    import pytest
+
+    from xaidash.data.errors import DatasetError
+    from xaidash.data.tokenizer import WordVocab
+
+    path = tmp_path / "vocab.json"
+    for content, says in (
+        ("{'itos': [", "not a JSON vocabulary"),
+        (json.dumps({"itos": 5}), "itos must be a list of words, not 5"),
+        (json.dumps({"itos": ["a", 3]}), "itos must be a list of words"),
+        (json.dumps({"itos": ["a"], "max_length": "long"}), "max_length must be a whole number"),
+        (json.dumps([1, 2]), "itos must be a list of words, not None"),
+    ):
+        path.write_text(content)
+        with pytest.raises(DatasetError, match=says) as info:
+            WordVocab.load(path)
+        assert str(info.value).startswith(f"{path} is damaged: ")
+    path.write_text(json.dumps(WordVocab(["cat", "dog"], max_length=9).to_json()))
+    assert len(WordVocab.load(path)) == 4 and WordVocab.load(path).max_length == 9

@@ -133,3 +133,63 @@ def test_api_refuses_long_texts_and_impossible_batch_sizes(root, good_run):
     with pytest.raises(ExplainError, match="batch_size=0"):
         explain(image_bundle, torch.rand(1, *image_bundle.info.input_shape), method="saliency", batch_size=0)
     assert MAX_TEXT_CHARS == 20_000
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        (["--device", "bogus"], "Unknown device 'bogus': use auto, cpu, cuda, cuda:N (N a GPU index), mps"),
+        (["--device", "cuda:x"], "Unknown device 'cuda:x'"),
+    ],
+)
+def test_explain_device_is_checked_while_parsing(option, says, tmp_path, capsys):
+    """A RuntimeError traceback from torch.device before (issue 21)."""
+    with pytest.raises(SystemExit) as stop:
+        main(["explain", "--run", "latest", "--input", "dataset:0", "--out", str(tmp_path / "o"), *option])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and says in err and "Traceback" not in err
+
+
+def test_explain_out_that_cannot_be_a_folder_is_one_line(tmp_path, capsys):
+    """--out naming a file or a place under a file: a FileExistsError traceback before; now one line, exit 2, said
+    before any model is loaded (no run is needed to be refused)."""
+    existing = tmp_path / "report.txt"
+    existing.write_text("not a folder")
+    for out, says in (
+        (existing, f"--out {existing} is a file: give a folder"),
+        (existing / "sub", f"--out {existing / 'sub'}: {existing} is a file"),
+    ):
+        argv = ["explain", "--run", "latest", "--input", "dataset:0", "--methods", "saliency", "--out", str(out)]
+        code = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and says in err and "\n" not in err, err
+
+
+def test_explain_into_proc_after_loading_the_run_is_one_line(good_run, capsys):
+    """/proc: a FileNotFoundError traceback before. As root it passes the early check (root may write to any folder)
+    and fails when made; as anyone else the early check refuses it: one line either way."""
+    argv = ["explain", "--run", good_run.id, "--input", "dataset:0", "--methods", "saliency"]
+    assert main([*argv, "--out", "/proc/xaidash-test/out"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --out /proc/xaidash-test/out") and "\n" not in err, err
+
+
+@pytest.mark.parametrize("host", ["bad host", "", "host_name", "a" * 300, "x..example"])
+def test_serve_host_is_checked(host, capsys):
+    """A typo in --host started Streamlit, which then failed with its own traceback; now refused while parsing."""
+    with pytest.raises(SystemExit) as stop:
+        main(["serve", "--host", host])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--host" in err and "is not an IP address or a host name" in err
+
+
+def test_serve_host_accepts_addresses_and_names():
+    from xaidash.dashboard.cli import serve_parser
+
+    for given, kept in (
+        ("0.0.0.0", "0.0.0.0"),
+        ("[::1]", "::1"),
+        ("localhost", "localhost"),
+        ("a.example.org", "a.example.org"),
+    ):
+        assert serve_parser().parse_args(["serve", "--host", given]).host == kept

@@ -94,3 +94,61 @@ def test_the_whole_shapes_test_split_matches(ray_local, image_run: Path, tmp_pat
     assert local.store.manifest["n_done"] == remote.store.manifest["n_done"] == 1000
     _same(local.store, remote.store, 1000)
     assert open_store_at(tmp_path / "ray") is not None
+
+
+def test_chunks_travel_as_safetensors_bytes_never_pickle() -> None:
+    """An actor's ChunkResult reaches the driver as safetensors bytes (arrays as tensors, the rest as JSON): image
+    maps and text scores of varying lengths come back equal, and the module imports no pickle (issue 21)."""
+    import ast
+    import inspect
+
+    from xaidash.explainers.dataset import ray_engine
+    from xaidash.explainers.dataset.explain import ChunkResult
+    from xaidash.explainers.dataset.store import MethodShard
+
+    rng = np.random.default_rng(0)
+    image = MethodShard(
+        method="saliency",
+        index=np.arange(4, 7),
+        maps=rng.random((3, 5, 5), dtype=np.float32),
+        metrics={"deletion": rng.random(3), "insertion": rng.random(3)},
+        seconds=np.array([0.1, 0.2, 0.3]),
+        metric_errors={"pointing": "no masks"},
+    )
+    text = MethodShard(
+        method="ig",
+        index=np.arange(4, 7),
+        maps=[rng.random(n, dtype=np.float32) for n in (2, 0, 5)],
+        metrics={},
+        seconds=np.zeros(3),
+        words=[["a", "b"], [], ["c", "d", "é", "f", "g"]],
+    )
+    result = ChunkResult(
+        start=4, stop=7, labels=np.array([1, -1, 0]), preds=np.array([1, 0, 0]),
+        probs=rng.random((3, 2), dtype=np.float32), losses=np.array([0.5, np.nan, 0.1], dtype=np.float32),
+        shards=[image, text], seconds=1.25,
+    )  # fmt: skip
+    data = ray_engine.encode_chunk(result)
+    assert isinstance(data, bytes)
+    back = ray_engine.decode_chunk(data)
+    assert (back.start, back.stop, back.seconds) == (4, 7, 1.25)
+    for name in ("labels", "preds", "probs", "losses"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(result, name))
+        assert getattr(back, name).dtype == getattr(result, name).dtype
+    one, two = back.shards
+    np.testing.assert_array_equal(one.maps, image.maps)
+    assert one.metric_errors == image.metric_errors and one.words is None and set(one.metrics) == set(image.metrics)
+    np.testing.assert_array_equal(one.metrics["deletion"], image.metrics["deletion"])
+    assert two.words == text.words and [len(m) for m in two.maps] == [2, 0, 5]
+    np.testing.assert_array_equal(np.concatenate(two.maps), np.concatenate(text.maps))
+    imported = {
+        alias.name
+        for node in ast.walk(ast.parse(inspect.getsource(ray_engine)))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    } | {
+        node.module
+        for node in ast.walk(ast.parse(inspect.getsource(ray_engine)))
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert not any("pickle" in name for name in imported), imported

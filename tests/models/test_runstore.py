@@ -32,7 +32,7 @@ def test_unknown_run_and_damaged_files_give_clear_errors():
         resolve_run("latest")
     r = Run.create("shapes", "resnet_small")
     r.file("config.json").write_text("{ broken")
-    with pytest.raises(ModelError, match="corrupt"):
+    with pytest.raises(ModelError, match=r"config\.json is damaged: not JSON"):
         load_bundle(r.id)
 
 
@@ -47,7 +47,14 @@ def test_metrics_reader_skips_a_torn_line():
 def test_runs_table_has_one_row_per_run_and_survives_a_damaged_one():
     good = Run.create("digits", "mlp")
     good.write_config(
-        {"model": "mlp", "dataset": "digits", "train": {"epochs": 3}, "device": "cpu", "created": 1_700_000_000}
+        {
+            "model": "mlp",
+            "dataset": "digits",
+            "dataset_info": {"name": "digits", "modality": "image", "classes": ["0", "1"]},
+            "train": {"epochs": 3},
+            "device": "cpu",
+            "created": 1_700_000_000,
+        }
     )
     good.update_summary(state="completed", epochs_done=3, val_acc=0.91234, test_acc=None)
     incomplete = Run.create("shapes", "mlp")
@@ -72,4 +79,7 @@ def test_runs_table_has_one_row_per_run_and_survives_a_damaged_one():
         rows[incomplete.id]["state"] == f"unreadable: {incomplete.id}/config.json is damaged: model is missing."
         and rows[incomplete.id]["model"] == "?"
     )
-    assert rows[corrupt.id]["state"].startswith("unreadable: ") and "is corrupt" in rows[corrupt.id]["state"]
+    assert (
+        rows[corrupt.id]["state"].startswith("unreadable: ")
+        and "config.json is damaged: not JSON" in rows[corrupt.id]["state"]
+    )
