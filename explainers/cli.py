@@ -237,6 +237,9 @@ def _explain(args: argparse.Namespace) -> int:
         print(f"{spec.id}: {wall:.2f} s", file=sys.stderr)
 
     ood_scores, ood_note = _ood(bundle, batch)
+    coverage_note = sample.coverage.sentence() if sample.coverage is not None else ""
+    if coverage_note:
+        print(f"note: {coverage_note}", file=sys.stderr)
     classes = list(bundle.info.classes)
     resolved = {r.method: r.explanation.params for r in results if r.explanation is not None}
     report = session_report(
@@ -258,9 +261,12 @@ def _explain(args: argparse.Namespace) -> int:
             extra={"input": sample.description, "batch size": str(args.batch_size)},
         ),
         ood=ood_scores,
-        notes=[ood_note] if ood_note else [],
+        notes=[n for n in (ood_note, coverage_note) if n],
         source="xaidash explain",
     )
+    for e in report.for_input(0):  # what a method's own completeness check found, as the map's caption says it
+        if e.figure is not None and e.figure.caption.completeness:
+            print(f"{e.method}: {e.figure.caption.completeness_text()}", file=sys.stderr)
     try:
         report.write_dir(out)
     except OSError as err:  # the disk filled up or the folder went away while the maps were computed

@@ -102,14 +102,26 @@ def text_coverage(bundle: ModelBundle, text: str) -> TextCoverage:
     return TextCoverage(read, len(spans), spans[read - 1][1] if read else 0)
 
 
+def _is_file(path: Path) -> bool:
+    """Whether `path` names a file; False for what no file can be called (a name over the system's limit, a
+    NUL byte), which `Path.is_file` raises on instead of answering."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _open_source(source: ImageSource) -> tuple[BinaryIO | Path, str]:
     """A file path or a byte stream Pillow can open, and a name for messages."""
     if isinstance(source, (str, Path)):
         path = Path(source).expanduser()
-        if not path.exists():
-            raise ExplainError(f"Image file {str(path)!r} does not exist.")
-        if not path.is_file():
-            raise ExplainError(f"{str(path)!r} is not a file.")
+        if not _is_file(path):
+            try:
+                there = path.exists()
+            except (OSError, ValueError):  # a name no file can have
+                there = False
+            shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "…"
+            raise ExplainError(f"{shown!r} is not a file." if there else f"Image file {shown!r} does not exist.")
         if path.stat().st_size == 0:
             raise ExplainError(f"Image file {path.name!r} is empty (0 bytes).")
         return path, path.name
@@ -304,7 +316,7 @@ def _dataset_sample(bundle: ModelBundle, split_name: str, index: int) -> Resolve
 
 
 def _read_text_file(path: Path) -> str:
-    if not path.is_file():
+    if not _is_file(path):
         raise ExplainError(f"Text file {str(path)!r} does not exist.")
     try:
         return path.read_text(encoding="utf-8-sig")
@@ -327,7 +339,7 @@ def resolve_sample(spec: str, bundle: ModelBundle, fit: Fit = "crop") -> Resolve
         return ResolvedInput(x, None, f"file {note}")
     path = Path(spec).expanduser()
     looks_like_path = "\n" not in spec and len(spec) < 4096
-    if looks_like_path and (path.suffix.lower() == ".txt" or path.is_file()):
+    if looks_like_path and (path.suffix.lower() == ".txt" or _is_file(path)):
         text, description = _read_text_file(path), f"text file {path.name}"
     else:
         text, description = spec, "text"

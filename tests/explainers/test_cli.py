@@ -293,3 +293,31 @@ def test_text_exports_show_markup_as_text(text_run, tmp_path):
         html = page.read_text()
         assert "<img" not in html and "<script>" not in html, page.name
         assert "&lt;img" in html or "&lt;" in html, page.name
+
+
+def test_a_text_longer_than_the_model_reads_is_said_in_the_terminal_and_the_report(text_run, tmp_path, capsys):
+    out = tmp_path / "long"
+    words = 400  # far beyond the model's max_length
+    text = " ".join(["the plot was superb"] * (words // 4))
+    args = ["explain", "--run", str(text_run), "--input", text, "--methods", "saliency", "--out", str(out)]
+    assert main([*args, "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert f"of {words:,} words" in err and "note: The model reads only the first" in err, err
+    assert any(f"of {words:,} words" in n for n in _report(out)["notes"])
+
+
+def test_a_failed_completeness_promise_is_printed_with_the_method(text_run, tmp_path, capsys, monkeypatch):
+    import xaidash.explainers.figures.map_figure as map_figure
+
+    monkeypatch.setattr(map_figure, "completeness_of", lambda spec, e, i: ("values do not add up (test)", True))
+    out = tmp_path / "gap"
+    args = ["explain", "--run", str(text_run), "--input", "a clever cast", "--methods", "ig", "--out", str(out)]
+    assert main([*args, "--device", "cpu"]) == 0
+    assert "ig: ⚠ values do not add up (test)" in capsys.readouterr().err
+
+
+def test_an_image_path_no_file_can_have_is_refused_in_one_line(image_run, tmp_path, capsys):
+    out = tmp_path / "long_name"
+    args = ["explain", "--run", str(image_run), "--input", "x" * 300 + ".png", "--methods", "saliency"]
+    assert main([*args, "--out", str(out), "--device", "cpu"]) == 2
+    assert "does not exist" in capsys.readouterr().err
