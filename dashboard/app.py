@@ -2,28 +2,42 @@
 
 Sets up the page, the navigation (pages listed in dashboard/nav.py) and the sidebar, then runs
 the chosen page; an error a page does not handle becomes a message, not a traceback.
+
+Streamlit runs this file as the `__main__` module (it installs the script's module in `sys.modules`). A training
+job's child process (`models/training/process.py`, multiprocessing's spawn) therefore re-imports this file, as
+`__mp_main__`, before it trains: there it must draw nothing (it has no browser session; drawing there filled the
+server log with "missing ScriptRunContext" and "use `streamlit run`" warnings and cost seconds per run), and it
+imports nothing beyond the standard library.
 """
 
 from __future__ import annotations
 
-import streamlit as st
+IN_TRAINING_CHILD = __name__ == "__mp_main__"
 
-from xaidash.dashboard.access import gate
-from xaidash.dashboard.errors import show_error
-from xaidash.dashboard.nav import build_pages
-from xaidash.dashboard.sidebar import render_sidebar
-from xaidash.dashboard.state import apply_run_link
 
-st.set_page_config(page_title="xaidash", page_icon=":mag:", layout="wide")
-gate()  # unknown Host names and, when the server is reachable from the network, sessions without the token
-page = st.navigation(build_pages())
-apply_run_link()
-try:
-    render_sidebar()
-except Exception as e:  # noqa: BLE001 - the page must still work when the sidebar cannot be drawn
-    with st.sidebar:
-        show_error(e, "Sidebar")
-try:
-    page.run()
-except Exception as e:  # noqa: BLE001 - Streamlit's rerun/stop signals are BaseExceptions and pass through
-    show_error(e, page.title)
+def main() -> None:
+    import streamlit as st
+
+    from xaidash.dashboard.access import gate
+    from xaidash.dashboard.errors import show_error
+    from xaidash.dashboard.nav import build_pages
+    from xaidash.dashboard.sidebar import render_sidebar
+    from xaidash.dashboard.state import apply_run_link
+
+    st.set_page_config(page_title="xaidash", page_icon=":mag:", layout="wide")
+    gate()  # unknown Host names and, when the server is reachable from the network, sessions without the token
+    page = st.navigation(build_pages())
+    apply_run_link()
+    try:
+        render_sidebar()
+    except Exception as e:  # noqa: BLE001 - the page must still work when the sidebar cannot be drawn
+        with st.sidebar:
+            show_error(e, "Sidebar")
+    try:
+        page.run()
+    except Exception as e:  # noqa: BLE001 - Streamlit's rerun/stop signals are BaseExceptions and pass through
+        show_error(e, page.title)
+
+
+if not IN_TRAINING_CHILD:
+    main()

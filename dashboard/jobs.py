@@ -7,6 +7,11 @@ updates `Job` objects that every page reads through `snapshot()`.
 A start queues one or more training configs (the quick start queues three); one worker thread
 trains them one after another. While it works, another start is refused; a stop ends the
 current run after its step and cancels the ones still waiting.
+
+A queue's progress counts steps: before the first run trains, the worker asks `plan_fn` how many steps each
+run will take, and each run weighs its share of that total (a run's own progress, step / its steps, times
+its weight), so the bar moves at the pace of the work, never backwards, and reaches 100% when the last run
+ends; the remaining time is the current run's own estimate plus the queued runs' steps at its time per step.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ log = logging.getLogger(__name__)
 ACTIVE_STATES = ("starting", "running")
 DONE_STATES = ("completed", "stopped", "failed", "cancelled")  # cancelled: queued, never started (a stop came first)
 TrainFn = Callable[..., TrainResult]
+PlanFn = Callable[[TrainConfig], int]
+MIN_PROGRESS_FOR_ETA = 0.02  # a queue's remaining time is extrapolated once this share of its steps is done
 
 
 class JobBusy(ModelError):
@@ -65,6 +72,7 @@ class JobSnapshot:
     queue_id: int = 0
     queue_position: int = 1  # 1-based place in its queue
     queue_size: int = 1
+    planned_steps: int | None = None  # the steps it will take, known before it starts (None: not planned yet)
 
     @property
     def active(self) -> bool:
@@ -114,12 +122,63 @@ class QueueSnapshot:
         return started[-1] if started else 1
 
     @property
+    def weights(self) -> list[float]:
+        """Each job's share of the work: its planned steps (a job whose plan failed weighs the mean of the others;
+        equal shares until the plans are known, when no job has trained a step yet)."""
+        planned = [j.planned_steps for j in self.jobs]
+        known = [float(p) for p in planned if p]
+        fill = sum(known) / len(known) if known else 1.0
+        return [float(p) if p else fill for p in planned]
+
+    @property
+    def total_steps(self) -> int:
+        """The steps of every job of the queue, as planned (0 until planned)."""
+        return sum(j.planned_steps or 0 for j in self.jobs)
+
+    @property
+    def steps_done(self) -> int:
+        """Steps trained so far across the queue, in planned steps (a job that ended counts in full)."""
+        return round(self.progress * self.total_steps)
+
+    @property
     def progress(self) -> float:
-        """Share of the queue done, counting the current job's progress (each job weighs the same)."""
+        """Share of the queue's steps done: each job's own progress (step / its steps; 1 once it ended: completed,
+        stopped, failed or cancelled) weighted by its planned steps. Never decreases while the queue works."""
         if not self.jobs:
             return 1.0
-        done = sum(1.0 if j.state in DONE_STATES else j.progress for j in self.jobs)
-        return min(1.0, done / len(self.jobs))
+        weights = self.weights
+        done = sum(w * (1.0 if j.state in DONE_STATES else j.progress) for j, w in zip(self.jobs, weights, strict=True))
+        return min(1.0, done / sum(weights))
+
+    @property
+    def started(self) -> float | None:
+        return min((j.started for j in self.jobs if j.started is not None), default=None)
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the queue's first job started (to its last job's end once finished)."""
+        if self.started is None:
+            return 0.0
+        ends = [j.finished for j in self.jobs if j.finished is not None]
+        end = max(ends) if self.finished and ends else time.time()
+        return max(0.0, end - self.started)
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left: the current run's own estimate plus the queued runs' planned steps at its time per step
+        (models differ: the queue's average pace over-estimated by minutes under load); between runs, or before
+        the current run has measured its speed, the queue's pace so far (start-ups included), once a little is done."""
+        if self.finished:
+            return None
+        current = self.current
+        if current is not None and current.eta_s is not None and current.total_steps > current.step:
+            per_step = current.eta_s / (current.total_steps - current.step)
+            waiting = sum(w for j, w in zip(self.jobs, self.weights, strict=True) if j.queued)
+            return current.eta_s + per_step * waiting
+        p = self.progress
+        if p < MIN_PROGRESS_FOR_ETA or p >= 1.0:
+            return None
+        return self.elapsed_s * (1.0 - p) / p
 
 
 class Job:
@@ -148,6 +207,19 @@ class Job:
         self._test: tuple[float | None, float | None] = (None, None)
         self._started: float | None = None
         self._finished: float | None = None
+        self._planned: int | None = None
+
+    def plan(self, plan_fn: PlanFn) -> int | None:
+        """The steps this job will take (None when the plan fails: the engine will say why)."""
+        try:
+            steps = int(plan_fn(self.cfg)) if self.resume is None else None  # a resumed run has steps behind it
+        except Exception:  # noqa: BLE001 - planning is a best guess; training reports real errors
+            return None
+        return steps if steps and steps > 0 else None
+
+    def set_plan(self, steps: int | None) -> None:
+        with self._lock:
+            self._planned = steps
 
     def mark_starting(self) -> bool:
         """Claim the job for training: False when it was cancelled (it must not run)."""
@@ -243,6 +315,7 @@ class Job:
                 queue_id=self.queue_id,
                 queue_position=self.position,
                 queue_size=self.size,
+                planned_steps=self._planned,
             )
 
 
@@ -258,9 +331,14 @@ class JobQueue:
     def finished(self) -> bool:
         return self._finished.is_set()
 
-    def work(self, train_fn: TrainFn) -> None:
-        """The worker body: each job not cancelled, in order; a failed job does not stop the next."""
+    def work(self, train_fn: TrainFn, plan_fn: PlanFn | None = None) -> None:
+        """The worker body: plan every job's steps (so progress counts the whole queue's work from the start),
+        then train each job not cancelled, in order; a failed job does not stop the next."""
         try:
+            if plan_fn is not None:
+                plans = [job.plan(plan_fn) for job in self.jobs]  # all first: readers never see a partial total
+                for job, steps in zip(self.jobs, plans, strict=True):
+                    job.set_plan(steps)
             for job in self.jobs:
                 job.run(train_fn)  # a cancelled job returns at once
         finally:
@@ -308,9 +386,13 @@ class JobManager:
         another job runs, ModelError/DatasetError for bad settings."""
         return self.start_queue([cfg], resume=resume).jobs[0]
 
-    def start_queue(self, cfgs: Sequence[TrainConfig], name: str = "", resume: str | None = None) -> QueueSnapshot:
+    def start_queue(
+        self, cfgs: Sequence[TrainConfig], name: str = "", resume: str | None = None, plan_fn: PlanFn | None = None
+    ) -> QueueSnapshot:
         """Train `cfgs` one after another in one background worker. Every config is checked first, so a bad
-        one refuses the whole queue before anything runs; JobBusy while another queue works."""
+        one refuses the whole queue before anything runs; JobBusy while another queue works. `plan_fn` (e.g.
+        `training.demo.planned_steps`) gives each config's steps before any trains, so the queue's progress
+        counts steps; without it each job weighs the same."""
         if not cfgs:
             raise ModelError("Nothing to train: the queue is empty.")
         for cfg in cfgs:
@@ -333,7 +415,7 @@ class JobManager:
             self._queues.append(queue)
             del self._queues[: -self.keep]
             queue.thread = threading.Thread(
-                target=queue.work, args=(self.train_fn,), name=f"xaidash-train-{queue_id}", daemon=True
+                target=queue.work, args=(self.train_fn, plan_fn), name=f"xaidash-train-{queue_id}", daemon=True
             )
             queue.thread.start()
             return queue.snapshot()

@@ -1,5 +1,9 @@
 """Compare training runs, as TensorBoard's run overlay: curves of several runs on the same axes, their final
-metrics in one table and their settings side by side, with the settings that differ highlighted."""
+metrics in one table and their settings side by side, with the settings that differ highlighted.
+
+The runs picked by default are the session's run and its best partner of the same data set and modality
+(`comparison.side_by_side.default_comparison`: measured good runs first, never a text run beside an image
+run); a poor run is flagged wherever it is offered."""
 
 from __future__ import annotations
 
@@ -10,7 +14,8 @@ import streamlit as st
 
 from xaidash.dashboard.components.curves import curve_controls, show_curves
 from xaidash.dashboard.run_facts import final_metrics, settings_rows
-from xaidash.dashboard.state import run_label
+from xaidash.dashboard.state import run_label, selected_run
+from xaidash.explainers.comparison.side_by_side import default_comparison, rank_partners
 from xaidash.models.runs.store import Run, list_runs
 
 KEY = "compare_runs_pick"
@@ -67,18 +72,27 @@ def compare_runs_section() -> None:
         return
     by_id = {r.id: r for r in runs}
     labels = short_labels(runs)
+    flags = {ranked.run.id: ranked.flag for ranked in rank_partners(None, runs)}
     if KEY in st.session_state:  # runs deleted since the last visit drop out of the choice
         st.session_state[KEY] = [i for i in st.session_state[KEY] if i in by_id]
+    default = [r.id for r in default_comparison(runs, selected_run())] if KEY not in st.session_state else None
     picked_ids = st.multiselect(
         "Runs to compare",
         list(by_id),
-        default=[r.id for r in runs[:2]] if KEY not in st.session_state else None,
-        format_func=lambda i: run_label(by_id[i]),
+        default=default,
+        format_func=lambda i: run_label(by_id[i]) + (f" · {flags[i]}" if flags.get(i) else ""),
         key=KEY,
-        help="two or more runs: their curves on the same axes, their final metrics and settings side by side",
+        help="two or more runs: their curves on the same axes, their final metrics and settings side by side (by "
+        "default the selected run and the best run of the same data set; ⚠ poor: near chance or far below its "
+        "recipe)",
     )
     if len(picked_ids) < 2:
-        st.caption("Pick at least two runs.")
+        alone = len(picked_ids) == 1 and default == picked_ids
+        st.caption(
+            "No other run of the same data set to compare with: pick one, or train another."
+            if alone
+            else "Pick at least two runs."
+        )
         return
     picked = [by_id[i] for i in picked_ids]
     options = curve_controls("compare_curves")

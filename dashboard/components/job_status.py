@@ -42,6 +42,20 @@ def progress_text(job: JobSnapshot) -> str:
     )
 
 
+def queue_progress_text(queue: QueueSnapshot) -> str:
+    """The queue's bar text: 'Run 2 of 3 · step 480 of 1,015 (47%) · about 1m 20s left · 1m 10s elapsed'
+    (steps of every run, planned before the first trains; the time left as `QueueSnapshot.eta_s` estimates it)."""
+    head = f"Run {queue.position} of {queue.size}"
+    if not queue.total_steps:
+        return f"{head} · counting the steps of the {queue.size} runs… · {fmt_seconds(queue.elapsed_s)} elapsed"
+    eta = queue.eta_s
+    left = f"about {fmt_seconds(eta)} left" if eta is not None else "time left: measuring the pace"
+    return (
+        f"{head} · step {queue.steps_done:,} of {queue.total_steps:,} ({100 * queue.progress:.0f}%) · {left} · "
+        f"{fmt_seconds(queue.elapsed_s)} elapsed"
+    )
+
+
 def job_line(job: JobSnapshot, queue_name: str = "") -> str:
     """One line on a job: state, progress, ETA (the sidebar's)."""
     prefix = queue_prefix(job, queue_name)

@@ -2,15 +2,19 @@
 background, with their progress, then lists them with their accuracy and links to the pages.
 
 The job manager is shared by every session, so the progress survives page changes and reloads; the
-session that pressed the button also gets the first demo run selected when the queue ends.
+session that pressed the button also gets the first demo run selected when the queue ends. The progress
+counts steps across the three runs (planned before the first one trains: `training.demo.planned_steps`),
+with the time left (the current run's estimate, the queued runs at its time per step). Once demo runs exist
+in the run store, Home lists them, whatever trained since (it reads the store, not the last job).
 """
 
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from xaidash.dashboard import services
-from xaidash.dashboard.components.job_status import fmt_seconds, progress_text, stop_training
+from xaidash.dashboard.components.job_status import fmt_seconds, progress_text, queue_progress_text, stop_training
 from xaidash.dashboard.errors import USER_ERRORS, show_error
 from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
 from xaidash.dashboard.nav import page_path
@@ -19,14 +23,14 @@ from xaidash.dashboard.state import select_run
 from xaidash.data.registry import get_source
 from xaidash.models.registry import get_spec
 from xaidash.models.runs.quality import run_warning
-from xaidash.models.runs.store import resolve_run
+from xaidash.models.runs.store import Run, resolve_run
 from xaidash.models.training.config import TrainConfig
-from xaidash.models.training.demo import DEMO_RUNS
+from xaidash.models.training.demo import DEMO_RUNS, QUICK_START_TIME, latest_demo_runs, planned_steps
 
 NAME = "Quick start"
 STARTED = "quickstart_queue"  # the queue this session started: its first run gets selected when it ends
 WATCHING = "quickstart_watching"  # the queue whose progress this session shows: a full rerun when it ends
-DURATION = "a few minutes on a 2-core CPU, less on a GPU"
+DURATION = QUICK_START_TIME  # as measured: see models/training/demo.py
 ICONS = {  # Material icons: emoji need a font a headless or minimal system may lack
     "completed": ":material/check_circle:",
     "stopped": ":material/stop_circle:",
@@ -52,7 +56,7 @@ def plan_line(cfg: TrainConfig) -> str:
 
 def start() -> None:
     try:
-        queue = services.job_manager().start_queue(demo_configs(), name=NAME)
+        queue = services.job_manager().start_queue(demo_configs(), name=NAME, plan_fn=planned_steps)
     except USER_ERRORS as e:
         show_error(e, "Quick start not started")
         return
@@ -79,9 +83,10 @@ def _progress(queue_id: int) -> None:
             st.rerun(scope="app")  # show the results, and the sidebar's final state
         return
     current = queue.current
-    st.progress(queue.progress, text=f"Run {queue.position} of {queue.size} · {100 * queue.progress:.0f}% of the demo")
+    st.progress(queue.progress, text=queue_progress_text(queue))
     if current is not None:
-        st.progress(current.progress, text=f"{current.label}: {progress_text(current)}")
+        text = progress_text(current)  # 'LABEL: loading…' while it starts, else epoch, step, rate and ETA
+        st.progress(current.progress, text=text if text.startswith(current.label) else f"{current.label}: {text}")
     st.markdown("  \n".join(_job_row(j) for j in queue.jobs))
     stopping = current is not None and current.stop_requested
     st.button(
@@ -92,6 +97,55 @@ def _progress(queue_id: int) -> None:
         disabled=stopping,
         help="stops the current run after its step (it keeps what it trained) and cancels the runs still waiting",
     )
+
+
+def _run_links(run: Run, model: str, c1: DeltaGenerator, c2: DeltaGenerator, c3: DeltaGenerator) -> None:
+    """A demo run's poor-accuracy flag, and links to the pages that show it."""
+    if warning := run_warning(run):
+        c1.warning(warning, icon=":material/warning:")
+    c2.page_link(page_path("explain"), label="Explain", icon=":material/image_search:", query_params={"run": run.id})
+    if get_spec(model).attention:
+        c3.page_link(
+            page_path("attention"), label="Attention", icon=":material/visibility:", query_params={"run": run.id}
+        )
+
+
+def _stored_row(run: Run) -> str:
+    """'resnet_small on shapes: completed, test accuracy 99.7% · run 2026...' from the run's files."""
+    config, summary = run.config(), run.summary()
+    acc = summary.get("test_acc")
+    acc_text = f", test accuracy {pct(acc)}" if acc is not None else ""
+    state = summary.get("state", "?")
+    return f"{ICONS.get(state, '')} {config['model']} on {config['dataset']}: {state}{acc_text} · `{run.id}`"
+
+
+def stored_demo_runs() -> list[Run]:
+    """The newest completed run of each demo model in the run store, in the demo's order (damaged ones skipped)."""
+    found = latest_demo_runs()
+    runs = []
+    for _, model in DEMO_RUNS:
+        if model in found:
+            try:
+                runs.append(resolve_run(found[model]))
+            except USER_ERRORS:
+                continue
+    return runs
+
+
+def _stored_results(runs: list[Run]) -> None:
+    """The demo runs found in the run store (whatever trained since), each with its accuracy, flag and links."""
+    missing = len(DEMO_RUNS) - len(runs)
+    if missing:
+        st.info(f"{len(runs)} of the {len(DEMO_RUNS)} demo models are trained:", icon=":material/info:")
+    else:
+        st.success("The demo models are trained:", icon=":material/check_circle:")
+    for run in runs:
+        c1, c2, c3 = st.columns([5, 1, 1], vertical_alignment="center")
+        try:
+            c1.markdown(_stored_row(run))
+            _run_links(run, run.config()["model"], c1, c2, c3)
+        except Exception:  # noqa: BLE001 - deleted or damaged since it was listed
+            c1.caption(f"{run.id} (unreadable since)")
 
 
 def _results(queue: QueueSnapshot) -> None:
@@ -113,15 +167,7 @@ def _results(queue: QueueSnapshot) -> None:
         except USER_ERRORS:
             c1.caption("(deleted since)")
             continue
-        if warning := run_warning(run):
-            c1.warning(warning, icon=":material/warning:")
-        c2.page_link(
-            page_path("explain"), label="Explain", icon=":material/image_search:", query_params={"run": run.id}
-        )
-        if get_spec(job.config["model"]).attention:
-            c3.page_link(
-                page_path("attention"), label="Attention", icon=":material/visibility:", query_params={"run": run.id}
-            )
+        _run_links(run, job.config["model"], c1, c2, c3)
 
 
 def select_demo_run_when_done() -> None:
@@ -141,7 +187,8 @@ def select_demo_run_when_done() -> None:
 
 
 def quickstart_panel() -> None:
-    """Home's quick start: the button and what it trains, the progress while it runs, the results after."""
+    """Home's quick start: the button and what it trains, the progress while it runs, the results after (this
+    server's last quick start when it was the last job, else the demo runs found in the run store)."""
     manager = services.job_manager()
     queue = manager.queue()
     ours = queue if queue is not None and queue.name == NAME else None
@@ -151,13 +198,17 @@ def quickstart_panel() -> None:
         st.fragment(_progress, run_every=1.0)(ours.id)
         return
     st.session_state[WATCHING] = None
+    stored = stored_demo_runs()
     if ours is not None:
         _results(ours)
+    elif stored:
+        _stored_results(stored)
+    trained = ours is not None or bool(stored)
     st.markdown(
         f"One button trains the models that make every page meaningful, one after another in the background "
         f"({DURATION}):\n" + "\n".join(f"- {plan_line(cfg)}" for cfg in demo_configs())
     )
-    label = "Train the demo models" if ours is None else "Train the demo models again"
+    label = "Train the demo models again" if trained else "Train the demo models"
     if st.button(label, type="primary", icon=":material/rocket_launch:", key="quickstart_start"):
         start()
     if manager.busy():

@@ -42,6 +42,7 @@ from xaidash.explainers.figures.report import ExplainReport, RunInfo
 from xaidash.explainers.inputs import batch_inputs
 from xaidash.explainers.registry import MethodSpec, featured_methods
 from xaidash.models.bundle import ModelBundle
+from xaidash.models.runs.quality import accuracy_warning, run_warning
 from xaidash.models.runs.store import Run
 
 KEY = "sbs"
@@ -102,9 +103,10 @@ def _reports() -> services.LRUCache:
 
 
 def choice_label(c: ModelChoice) -> str:
+    """'this run at epoch 2 · val acc 83.0%', or the run's label, id and flag ('⚠ poor', 'accuracy not measured')."""
     if c.epoch is not None:
         return f"this run at epoch {c.epoch}" + (f" · {c.note}" if c.note else "")
-    return f"{run_label(c.run)} · {c.run.id}"
+    return f"{run_label(c.run)} · {c.run.id}" + (f" · {c.flag}" if c.flag else "")
 
 
 def pick_model_b(run: Run, spec_a: InputSpec) -> ModelChoice:
@@ -127,9 +129,12 @@ def pick_model_b(run: Run, spec_a: InputSpec) -> ModelChoice:
                 list(by_key),
                 format_func=lambda k: choice_label(by_key[k]),
                 key=f"{KEY}_b_{run.id}",
-                help="other runs that take the same input, and this run's weights after earlier epochs",
+                help="other runs that take the same input (of the same data set and measured good first; poor ones "
+                "flagged), and this run's weights after earlier epochs",
             )
             choice_b = by_key[str(pick)]
+            if choice_b.warning:
+                st.warning(f"Model B: {choice_b.warning}", icon=":material/warning:")
         if found.incompatible:
             with st.expander(f"{len(found.incompatible)} other run(s) cannot be compared with this one"):
                 for r, why in found.incompatible:
@@ -175,6 +180,17 @@ def pick_disagreements(dataset: str, differ: list[int]) -> None:
     st.session_state[key] = (differ[start:] if start < len(differ) else differ)[:MAX_INPUTS]
 
 
+def measured_poor(pair: Pair, acc_a: float, acc_b: float) -> None:
+    """Flag a model whose accuracy measured here, on the test split, is near chance, when nothing flagged it yet:
+    an import has no accuracy of its own (a run whose summary says it is poor is flagged above already)."""
+    classes = {"classes": list(pair.a.info.classes)}
+    flagged = {"A": run_warning(pair.run) is not None, "B": pair.choice_b.warning is not None}
+    for name, which, acc in (("A", pair.name_a, acc_a), ("B", pair.name_b, acc_b)):
+        warning = accuracy_warning(classes, {"test_acc": acc})
+        if warning and not flagged[name]:
+            st.warning(f"Model {name} ({which}), measured here on the test split: {warning}", icon=":material/warning:")
+
+
 def test_split_agreement(pair: Pair) -> None:
     """Both models' accuracy on the test split, how often they disagree, and a button that picks disagreements."""
     info = pair.a.info
@@ -186,6 +202,7 @@ def test_split_agreement(pair: Pair) -> None:
         differ = np.flatnonzero(disagreements(probs_a_test, probs_b_test)).tolist()
         acc_a = float((probs_a_test.argmax(1) == labels_test).mean())
         acc_b = float((probs_b_test.argmax(1) == labels_test).mean())
+        measured_poor(pair, acc_a, acc_b)
         st.markdown(
             f"On the first {len(labels_test)} test samples: **A** {pair.name_a} {acc_a:.1%} correct, "
             f"**B** {pair.name_b} {acc_b:.1%} correct; they predict different classes for "

@@ -31,6 +31,7 @@ from xaidash.explainers.figures.report import (
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods
 from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.bundle import ModelBundle
+from xaidash.models.runs.quality import run_warning
 from xaidash.models.runs.store import WEIGHTS, Run, list_runs, load_bundle, run_liveness
 
 USABLE_STATES = ("completed", "stopped", "imported")  # as the dashboard's run selection: weights that stay put
@@ -105,6 +106,87 @@ def incompatibility(a: Run, b: Run) -> str | None:
     return unusable_reason(b)
 
 
+# ---- which runs to offer first -------------------------------------------------------------------------------
+GOOD, UNMEASURED, POOR = 0, 1, 2  # a run's quality rank: measured and fine; no accuracy measured here; flagged
+POOR_FLAG = "⚠ poor"
+UNMEASURED_FLAG = "accuracy not measured"
+
+
+@dataclass(frozen=True)
+class RankedRun:
+    """A run as a partner of another: whether it reads the same data set and modality, and its quality."""
+
+    run: Run
+    same_data: bool
+    quality: int  # GOOD, UNMEASURED or POOR
+    warning: str | None  # models/runs/quality.run_warning's sentence for a POOR run
+
+    @property
+    def flag(self) -> str:
+        """'⚠ poor' / 'accuracy not measured' / '': what a label offering this run adds."""
+        return {POOR: POOR_FLAG, UNMEASURED: UNMEASURED_FLAG}.get(self.quality, "")
+
+
+def _data_and_modality(run: Run) -> tuple[str | None, str | None]:
+    try:
+        config = run.config()
+    except Exception:  # noqa: BLE001 - a damaged run matches nothing
+        return None, None
+    return config.get("dataset"), config.get("modality")
+
+
+def run_quality(run: Run) -> tuple[int, str | None]:
+    """(rank, warning): POOR with `quality.run_warning`'s sentence (near chance, far below its recipe, failed,
+    NaN weights); UNMEASURED for a run with no accuracy measured here (an import), GOOD otherwise."""
+    warning = run_warning(run)
+    if warning:
+        return POOR, warning
+    try:
+        summary = run.summary()
+    except Exception:  # noqa: BLE001 - unreadable: nothing known about it
+        return UNMEASURED, None
+    return (GOOD if summary.get("test_acc", summary.get("val_acc")) is not None else UNMEASURED), None
+
+
+def rank_partners(anchor: Run | None, runs: Sequence[Run]) -> list[RankedRun]:
+    """`runs` (less `anchor`) in the order to offer them beside `anchor`: those of the same data set and modality
+    first, and within each group the runs measured good, then those never measured (imports), then the poor ones;
+    newest first otherwise (the order of `runs`, as `list_runs` gives it). With no anchor every run counts as the
+    same data. The one ranking Side by side's Model B and Train's Compare runs use for their defaults."""
+    key = _data_and_modality(anchor) if anchor is not None else None
+    ranked = []
+    for r in runs:
+        if anchor is not None and r.path.resolve() == anchor.path.resolve():
+            continue
+        quality, warning = run_quality(r)
+        same = key is None or (key[0] is not None and _data_and_modality(r) == key)
+        ranked.append(RankedRun(r, same, quality, warning))
+    return sorted(ranked, key=lambda x: (not x.same_data, x.quality))  # stable: newest first within a rank
+
+
+def default_comparison(runs: Sequence[Run], anchor: Run | None = None) -> list[Run]:
+    """The two runs to compare by default: `anchor` (else the best-ranked run that has a partner of its own data set
+    and modality) and its best partner of the same data set and modality; just the anchor when it has none (a text
+    run is never paired with an image run), [] when there are no runs."""
+    if anchor is None:
+        for candidate in rank_partners(None, runs):
+            if candidate.quality == POOR:
+                break
+            partner = _best_same_data(candidate.run, runs)
+            if partner is not None:
+                return [candidate.run, partner]
+        anchor = runs[0] if runs else None
+    if anchor is None:
+        return []
+    partner = _best_same_data(anchor, runs)
+    return [anchor] if partner is None else [anchor, partner]
+
+
+def _best_same_data(anchor: Run, runs: Sequence[Run]) -> Run | None:
+    first = next(iter(rank_partners(anchor, runs)), None)
+    return first.run if first is not None and first.same_data else None
+
+
 @dataclass(frozen=True)
 class ModelChoice:
     """A model to compare: a run's final weights (`epoch` None) or its weights after one epoch."""
@@ -112,6 +194,8 @@ class ModelChoice:
     run: Run
     epoch: int | None = None
     note: str = ""  # e.g. 'val acc 83.0%' for an epoch checkpoint
+    flag: str = ""  # a run's RankedRun.flag: '⚠ poor', 'accuracy not measured' or ''
+    warning: str | None = None  # a poor run's sentence (models/runs/quality.run_warning)
 
     @property
     def key(self) -> str:
@@ -150,16 +234,19 @@ def epoch_choices(run: Run) -> list[ModelChoice]:
 
 
 def partners(run: Run, runs: Sequence[Run] | None = None) -> Partners:
-    """Who can be compared with `run` (see `incompatibility`); `runs` defaults to every run under the runs root."""
+    """Who can be compared with `run` (see `incompatibility`); `runs` defaults to every run under the runs root.
+    The runs that can are ranked by `rank_partners` (same data set first, good before unmeasured before poor),
+    each flagged when poor or unmeasured, so the first choice is the best partner."""
     others = [r for r in (list_runs() if runs is None else runs) if r.path.resolve() != run.path.resolve()]
-    ok: list[ModelChoice] = []
     bad: list[tuple[Run, str]] = []
+    compatible = []
     for r in others:
         reason = incompatibility(run, r)
         if reason is None:
-            ok.append(ModelChoice(r))
+            compatible.append(r)
         else:
             bad.append((r, reason))
+    ok = [ModelChoice(r.run, flag=r.flag, warning=r.warning) for r in rank_partners(run, compatible)]
     try:
         epochs = epoch_choices(run)
     except Exception:  # noqa: BLE001 - unreadable metrics or checkpoints: no epochs to offer

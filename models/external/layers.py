@@ -13,7 +13,11 @@ tells, for each module, what it read and returned and whether the output reaches
     last block's patch tokens, so Grad-CAM there is zero);
   the default CAM layer is the last of them;
 - the classifier after global average pooling (CAM): a linear layer that gives the model's logits
-  exactly from the spatial mean of the default layer's maps, checked numerically on the probe;
+  exactly from the spatial mean of the default layer's maps, checked numerically on the probe. When the
+  pooling reads the maps after a parameter-free module that follows the last stage (an `nn.ReLU()` after
+  the last convolution, as in `conv -> ReLU -> AdaptiveAvgPool2d(1) -> Flatten -> Linear`), that module
+  becomes the default layer; when it reads maps no module returns (a functional `F.relu` after the last
+  layer), `Layers.cam_note` says which layer is missing and how to name it with `--layer gradcam=...`;
 - for text, the token embedding (the first nn.Embedding that reads the token ids);
 - attention modules: the modules returning the attention weights `forward_with_attention` hands back.
 
@@ -45,9 +49,11 @@ class Layers:
     gap_classifier: str | None = None
     embedding: str | None = None
     attention: list[str] = field(default_factory=list)
+    cam_note: str | None = None  # why no CAM classifier was found and what to do, when an image model has maps
 
     def to_json(self) -> dict[str, Any]:
         return {
+            **({"cam_note": self.cam_note} if self.cam_note else {}),
             "conv_layers": self.conv_layers,
             "last_conv": self.last_conv,
             "layouts": {p: {"kind": v.kind, "prefix": v.prefix, "grid": list(v.grid)} for p, v in self.layouts.items()},
@@ -69,6 +75,7 @@ class Layers:
             gap_classifier=obj.get("gap_classifier"),
             embedding=obj.get("embedding"),
             attention=list(obj.get("attention") or []),
+            cam_note=obj.get("cam_note"),
         )
 
 
@@ -79,6 +86,7 @@ class _Call:
     start: int
     end: int = -1
     in_hw: tuple[int, int] | None = None
+    inp: torch.Tensor | None = None  # the first tensor it read
     out: torch.Tensor | None = None  # the output when it is one tensor (tuples and ModelOutputs: None)
     tensors: list[torch.Tensor] = field(default_factory=list)  # every tensor of the output
     grad: torch.Tensor | None = None
@@ -108,7 +116,7 @@ def _record(model: nn.Module, run: Callable[[], Any]) -> tuple[list[_Call], Any]
             if id(m) not in calls:
                 first = next(iter(_tensors(args)), None)
                 hw = (int(first.shape[-2]), int(first.shape[-1])) if first is not None and first.dim() == 4 else None
-                calls[id(m)] = _Call(path, m, clock[0], in_hw=hw)
+                calls[id(m)] = _Call(path, m, clock[0], in_hw=hw, inp=first)
             clock[0] += 1
 
         def post(m: nn.Module, args: Any, output: Any) -> None:
@@ -267,6 +275,90 @@ def _gap_classifier(model: nn.Module, last: _Call, logits: torch.Tensor) -> str 
     return None
 
 
+def _pooled_after(model: nn.Module, calls: list[_Call], last: _Call, logits: torch.Tensor) -> tuple[_Call, str] | None:
+    """A module called after `last` that outputs maps of the same shape whose spatial mean a linear layer turns into
+    the logits (an `nn.ReLU()` module after the last convolution), and that linear layer."""
+    assert last.out is not None
+    for c in sorted(calls, key=lambda c: c.end):
+        if (
+            c.end > last.end
+            and c.out is not None
+            and c.layout is not None
+            and c.layout.kind == last.layout.kind  # type: ignore[union-attr]
+            and c.out.shape == last.out.shape
+        ):
+            fc = _gap_classifier(model, c, logits)
+            if fc is not None:
+                return c, fc
+    return None
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.allclose(
+        a.float(), b.float(), rtol=1e-3, atol=1e-4 * (1 + b.abs().max().item())
+    )
+
+
+FUNCTIONAL_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "F.relu": torch.relu,
+    "F.gelu": nn.functional.gelu,
+    "F.silu": nn.functional.silu,
+    "F.relu6": nn.functional.relu6,
+    "torch.sigmoid": torch.sigmoid,
+}
+
+
+def _cam_note(calls: list[_Call], last: _Call, logits: torch.Tensor) -> str:
+    """Why no linear layer reads the global average of maps a module returns, and what the user can do."""
+    assert last.out is not None and last.layout is not None
+    heads = [c for c in calls if isinstance(c.module, nn.Linear) and c.out is not None and _close(c.out, logits)]
+    fix = (
+        "give it a module of its own (e.g. `self.act = nn.ReLU()` in `__init__` and `x = self.act(x)` in `forward`), "
+        "then import again: the maps are found by themselves, or name the module with `--layer gradcam=act` (the "
+        "Import page's Grad-CAM layer field)"
+    )
+    if not heads:
+        return (
+            "CAM needs global average pooling followed by one linear layer that gives the logits; no nn.Linear module "
+            "gives this model's logits. Grad-CAM works without it."
+        )
+    fc = heads[-1]
+    pooled = fc.inp
+    maps = last.layout.to_maps(last.out.detach()).float()
+    if pooled is None or pooled.dim() != 2 or pooled.shape[1] != maps.shape[1]:
+        read = "nothing" if pooled is None else f"{tuple(pooled.shape[1:])}-shaped input"
+        return (
+            f"CAM needs global average pooling followed by one linear layer: the classifier `{fc.path}` reads {read}, "
+            f"not the global average of the {maps.shape[1]} maps of `{last.path}` (the last feature layer found). "
+            "Grad-CAM works without it; if the pooled maps come from another module, name it with "
+            "`--layer gradcam=PATH`."
+        )
+    for name, fn in FUNCTIONAL_ACTIVATIONS.items():
+        if _close(fn(maps).mean(dim=(2, 3)), pooled):
+            return (
+                f"CAM: `{fc.path}` reads the global average of {name}(`{last.path}`'s output), a functional call that "
+                f"no module returns, so CAM cannot read the maps it averages. To use CAM, {fix}."
+            )
+    pools = [
+        c
+        for c in calls
+        if c.inp is not None
+        and c.inp.dim() == 4
+        and c.out is not None
+        and _close(c.inp.mean(dim=(2, 3)).flatten(1), pooled)
+    ]
+    if pools:
+        return (
+            f"CAM: `{fc.path}` reads the global average of the maps `{pools[0].path}` pools, but no module returns "
+            f"those maps (a functional operation after `{last.path}` computes them). To use CAM, {fix}."
+        )
+    return (
+        f"CAM needs global average pooling followed by one linear layer: `{fc.path}` does not read the global "
+        f"average of `{last.path}`'s maps (the last feature layer found). Grad-CAM works without it; if another "
+        "module outputs the pooled maps, name it with `--layer gradcam=PATH`."
+    )
+
+
 def _probe(model: nn.Module, x: torch.Tensor, prefix_hint: int | None) -> tuple[list[_Call], torch.Tensor]:
     """Forward `x` with hooks, then the gradients of a random mix of the logits at every feature layer."""
     hw = (int(x.shape[-2]), int(x.shape[-1]))
@@ -307,6 +399,13 @@ def detect_image_layers(model: nn.Module, x: torch.Tensor) -> Layers:
     )
     if chosen:
         layers.gap_classifier = _gap_classifier(model, chosen[-1], logits)
+        if layers.gap_classifier is None:
+            found = _pooled_after(model, calls, chosen[-1], logits)
+            if found is not None:  # the maps the pooling reads: the last layer's, after a module such as nn.ReLU()
+                after, layers.gap_classifier = found
+                layers.conv_layers[-1] = layers.last_conv = after.path
+            elif chosen[-1].layout is not None and chosen[-1].layout.kind != "tokens":
+                layers.cam_note = _cam_note(calls, chosen[-1], logits)
     layers.attention = attention_modules(model, x)
     return layers
 
