@@ -1,5 +1,5 @@
 """A bertviz-style head view and model view of a transformer's attention, as one self-contained HTML page
-for `st.components.v1.html` (no network: plain SVG, canvas and JavaScript, no libraries).
+for `st.iframe` (no network: plain SVG, canvas and JavaScript, no libraries).
 
 Head view (one layer): every token on the left sends a line to each token it attends to on the right, one
 distinct colour per head, line opacity = the attention weight on one scale for all heads. A coloured

@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 import streamlit as st
-import streamlit.components.v1 as components
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.head_view import attention_views_html
@@ -266,7 +265,8 @@ def head_view_section(view: AttentionView) -> None:
     )
     with guard("Head view"):  # opens on the last layer; its own menu picks another
         page, height = attention_views_html(view.weights, view.tokens, layer=view.layers - 1)
-        components.html(page, height=height, scrolling=True)
+        # st.iframe replaces components.html (deprecated, its removal date passed); the page escapes every token.
+        st.iframe(page, height=height)
 
 
 def main() -> None:
