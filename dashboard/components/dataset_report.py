@@ -20,6 +20,7 @@ import streamlit as st
 from xaidash.dashboard.components.explain_tables import fmt_number
 from xaidash.dashboard.nav import page_path
 from xaidash.explainers.dataset import report as R
+from xaidash.explainers.scoring import metric_meaning, unit_words
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
 
@@ -205,9 +206,10 @@ def class_heatmap(frame: pd.DataFrame, metric: str, labels: Mapping[str, str], c
 
 
 def distribution_charts(
-    metrics: pd.DataFrame, metric: str, methods: Sequence[str], labels: Mapping[str, str]
+    metrics: pd.DataFrame, metric: str, methods: Sequence[str], labels: Mapping[str, str], modality: str
 ) -> tuple[alt.Chart, alt.Chart] | None:
-    """(box plot per method, histogram per method) of `metric` over the stored samples; None without values."""
+    """(box plot per method, histogram per method) of `metric` over the stored samples, the histogram's subtitle
+    what the metric measures worded for the run's `modality` (`scoring.metric_meaning`); None without values."""
     frame = R.distribution_frame(metrics, metric, methods)
     if frame.empty:
         return None
@@ -248,13 +250,13 @@ def distribution_charts(
         )
         .properties(
             height=260,
-            title=alt.TitleParams(f"{title}: histogram, 30 bins", subtitle=R.METRIC_MEANING.get(metric, "")),
+            title=alt.TitleParams(f"{title}: histogram, 30 bins", subtitle=metric_meaning(metric, modality)),
         )
     )
     return box, line
 
 
-def _sample_columns(table: pd.DataFrame) -> dict[str, Any]:
+def _sample_columns(table: pd.DataFrame, modality: str) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "index": st.column_config.NumberColumn("index", help="position in its split", format="%d"),
         "label": st.column_config.TextColumn("label", help="true class"),
@@ -265,7 +267,8 @@ def _sample_columns(table: pd.DataFrame) -> dict[str, Any]:
         "disagreement": st.column_config.NumberColumn(
             "disagreement",
             format="%.3f",
-            help="1 − mean Spearman rank correlation between the methods' maps: 0 = they rank the pixels alike",
+            help="1 − mean Spearman rank correlation between the methods' maps: 0 = they rank the "
+            f"{unit_words(modality)[1]} alike",
         ),
     }
     for c in table.columns:
@@ -286,6 +289,7 @@ def samples_section(
     labels: Mapping[str, str],
     dataset: str,
     classes: Sequence[str],
+    modality: str,
 ) -> None:
     """Sort and filter controls, the table; a row click opens that sample on Explain (stored maps). The class
     filter's key names the data set, so a run of another data set never inherits classes it does not have."""
@@ -311,7 +315,7 @@ def samples_section(
         hide_index=True,
         width="stretch",
         height=420,
-        column_config=_sample_columns(shown),
+        column_config=_sample_columns(shown, modality),
     )
     rows = list(getattr(getattr(event, "selection", None), "rows", None) or [])
     if rows and rows[0] < len(shown):
@@ -403,11 +407,11 @@ def dataset_report(run: Run, bundle: ModelBundle) -> None:
         )
     )
     for c in spread_metrics:
-        charts = distribution_charts(metrics, c, methods, labels)
+        charts = distribution_charts(metrics, c, methods, labels, bundle.modality)
         if charts is None:
             continue
         for col, chart in zip(st.columns(2), charts, strict=True):
             col.altair_chart(chart, width="stretch")
 
     st.subheader("Samples")
-    samples_section(run, split, samples, metrics, methods, labels, bundle.info.name, classes)
+    samples_section(run, split, samples, metrics, methods, labels, bundle.info.name, classes, bundle.modality)

@@ -21,10 +21,11 @@ from xaidash.dashboard.components.dataset_report import (
     store_frames,
 )
 from xaidash.dashboard.components.explain_maps import map_card
-from xaidash.dashboard.components.explain_tables import BEST, metrics_table
+from xaidash.dashboard.components.explain_tables import metrics_legend, metrics_table
 from xaidash.dashboard.components.images import to_pil
 from xaidash.data.registry import ImageSplit
 from xaidash.explainers.dataset import report as R
+from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.scoring import METRICS
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
@@ -166,10 +167,8 @@ def _draw(
         table = {figures[m].label: v for m, v in values.items() if v and m in figures}
         if table:
             st.dataframe(metrics_table(table, METRICS), width="stretch", key="explain_stored_metrics")
-            st.caption(
-                f"Stored metrics. ↑ higher is better, ↓ lower is better, {BEST} best of these methods for this sample. "
-                "Deletion / insertion AUC: the target's probability as the most relevant pixels/words are removed / added."
-            )
+            steps = manifest.get("steps")
+            st.caption("Stored metrics. " + metrics_legend(bundle.modality, int(steps) if steps else CURVE_STEPS))
         params = {m: p for m, p in (manifest.get("params") or {}).items() if m in methods and p}
         if params:
             with st.expander("Details: the stored methods' parameters", icon=":material/info:"):

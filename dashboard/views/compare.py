@@ -42,7 +42,7 @@ from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import MethodSpec
 from xaidash.explainers.samples import pick_test_sample
-from xaidash.explainers.scoring import METRICS
+from xaidash.explainers.scoring import METRICS, curves_legend, metric_meaning, unit_words
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
 
@@ -52,6 +52,9 @@ from xaidash.models.runs.store import Run
 # a minute on a 2-core CPU (about 25 s measured under load).
 DEFAULT_INPUTS = 16
 DEFAULT_SANITY_STEPS = 3
+# Ground-truth metrics noted under the metrics table, in its order; a hit metric is 1 or 0 per input, its mean a share.
+GROUND_TRUTH_METRICS = ("pointing_game", "energy_in_mask", "rationale_pointing", "rationale_energy")
+HIT_METRICS = frozenset({"pointing_game", "rationale_pointing"})
 
 
 @dataclass
@@ -274,24 +277,27 @@ def result_caption(result: Comparison, go: bool) -> None:
         st.warning(f"{what}: {msg}", icon=":material/warning:")
 
 
-def metric_notes(result: Comparison, n_inputs: int, shown: list[str]) -> str:
-    """The caption under the metrics table: what the numbers are, and what each metric shown means."""
+def metric_notes(result: Comparison, n_inputs: int, shown: list[str], modality: str) -> str:
+    """The caption under the metrics table: what the numbers are, and what each metric shown means, worded for the
+    run's `modality` (`scoring.metric_meaning`, `curves_legend`: words for text, pixels for images)."""
     notes = [
         f"Mean over the {n_inputs} inputs ± half the width of its 95% confidence interval (t); ★ and green: the best "
-        'mean per column (↑ higher is better, ↓ lower is better); "(of k)": only k inputs had a value. Deletion: the '
-        "target's probability as the top pixels/words are removed (area under the curve); insertion: as they are put "
-        "back."
+        'mean per column (↑ higher is better, ↓ lower is better); "(of k)": only k inputs had a value.'
     ]
-    if any(c in result.metrics for c in ("pointing_game", "rationale_pointing")):
-        notes.append(
-            "Pointing game: share of inputs whose top-scoring pixel/word lies on the object/rationale (a constant map "
-            "shares the hit among its tied pixels); energy: share of positive attribution there."
-        )
+    if any(c in result.metrics for c in ("deletion_auc", "insertion_auc")):
+        notes.append(curves_legend(modality, result.steps))
+    units = unit_words(modality)[1]
+    for metric in GROUND_TRUTH_METRICS:
+        if metric in result.metrics:
+            meaning = metric_meaning(metric, modality)
+            if metric in HIT_METRICS:
+                meaning = f"share of inputs for which {meaning.removeprefix('whether ')} (tied {units} share the hit)"
+            notes.append(f"{METRICS[metric][0]}: {meaning}.")
     if "completeness_gap" in result.metrics:
         notes.append(
-            "Completeness gap: |sum of attributions − (f(x) − f(reference))| / |f(x) − f(reference)|, for path and "
-            'SHAP methods (0 is exact); "n/a: no declared total": the method does not say what its attributions add '
-            "up to, so there is no gap to measure."
+            f"Completeness gap: {metric_meaning('completeness_gap', modality)}, for path and SHAP methods (0 is "
+            'exact); "n/a: no declared total": the method does not say what its attributions add up to, so there is '
+            "no gap to measure."
         )
     constant_total = sum(result.constant_maps.values())
     notes.append(
@@ -301,7 +307,7 @@ def metric_notes(result: Comparison, n_inputs: int, shown: list[str]) -> str:
     return " ".join(notes)
 
 
-def metrics_section(result: Comparison, labels: dict[str, str]) -> None:
+def metrics_section(result: Comparison, labels: dict[str, str], modality: str) -> None:
     """The methods x metrics table and the per-input spread charts; the page stops when no method produced maps."""
     st.subheader("Metrics")
     if result.metrics.empty:
@@ -314,7 +320,7 @@ def metrics_section(result: Comparison, labels: dict[str, str]) -> None:
         summary, shown, list(result.metrics.columns), METRICS, result.best, labels, result.constant_maps, n_inputs
     )
     st.dataframe(text.style.apply(lambda _: style, axis=None), width="stretch")
-    st.caption(metric_notes(result, n_inputs, shown))
+    st.caption(metric_notes(result, n_inputs, shown, modality))
     ranges = {c: metric_range(c) for c in result.metrics.columns}
     charts = metric_spread_charts(result.per_input, summary, METRICS, labels, shown, ranges)
     st.caption("In the charts: each faint dot is one input, the tick the mean, the bar its 95% confidence interval.")
@@ -439,7 +445,7 @@ def main() -> None:
     result = comparison(bkey, bundle, settings)
     labels = {m: by_id[m].label if m in by_id else m for m in result.methods}
     result_caption(result, settings.go)
-    metrics_section(result, labels)
+    metrics_section(result, labels, bundle.modality)
     agreement_section(result, labels)
     sanity_section(result, labels, by_id, bundle.modality)
     inputs_expander(result, bundle)

@@ -12,7 +12,7 @@ import torch
 
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.figures.map_figure import Caption, MapFigure, map_figure
+from xaidash.explainers.figures.map_figure import Caption, MapFigure, completeness_of, map_figure
 from xaidash.explainers.figures.render import is_clipped, robust_scale
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import featured_methods, get_method
@@ -65,7 +65,8 @@ class TrainingExplanations:
         epochs: Sequence[EpochExplanations] | None = None,
     ) -> list[tuple[EpochExplanations, MapFigure]]:
         """The method's map at each epoch (`epochs`: a subset of `self.epochs`) as `MapFigure`s on the row's one
-        `shared_scale`; `image` is the input for overlays."""
+        `shared_scale`; `image` is the input for overlays. Each caption carries what that epoch's completeness check
+        found (`map_figure.completeness_of`: the steps IG raised, or '⚠ values do not add up ...'), as on Explain."""
         scale = self.shared_scale(method)
         out = []
         for at_epoch in self.epochs if epochs is None else epochs:
@@ -73,18 +74,28 @@ class TrainingExplanations:
             if e is None:
                 continue
             name = classes[self.target] if 0 <= self.target < len(classes) else str(self.target)
+            spec = get_method(method, e.modality)
+            promise, broken = completeness_of(spec, e, 0)
+            caption = Caption(
+                name,
+                e.seconds if e.seconds >= 0 else None,
+                1,
+                note="one scale for every epoch shown",
+                completeness=promise,
+                incomplete=broken,
+            )
             out.append(
                 (
                     at_epoch,
                     map_figure(
-                        get_method(method, e.modality),
+                        spec,
                         e.item(0),
                         target=self.target,
                         classes=classes,
                         scale=scale,
                         image=image,
                         words=(e.tokens or [[]])[0] if e.modality == "text" else None,
-                        caption=Caption(name, e.seconds, 1, note="one scale for every epoch shown"),
+                        caption=caption,
                     ),
                 )
             )
