@@ -41,6 +41,7 @@ from xaidash.explainers.figures.render import map_legend
 from xaidash.explainers.figures.report import ExplainReport, RunInfo
 from xaidash.explainers.inputs import batch_inputs
 from xaidash.explainers.registry import MethodSpec, featured_methods
+from xaidash.explainers.scoring import unit_words
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.quality import accuracy_warning, run_warning
 from xaidash.models.runs.store import Run
@@ -260,7 +261,8 @@ def controls(pair: Pair) -> Choice:
             [SHARED, PER_MODEL],
             key=f"{KEY}_scale",
             help="shared: model A's and model B's map of one input and method on one scale when the method's values "
-            "are in the same units for both (e.g. logit contribution per pixel, attention weight); maps in relative "
+            f"are in the same units for both (e.g. logit contribution per {unit_words(bundle_a.modality)[0]}, attention "
+            "weight); maps in relative "
             "units (the CAM family, guided backprop) always get one scale per model",
         )
         display = "tokens"

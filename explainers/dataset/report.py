@@ -34,16 +34,6 @@ METRIC_UNITS: dict[str, str] = {
     "completeness_gap": "relative, 0 = exact",
     "seconds": "s per sample",
 }
-METRIC_MEANING: dict[str, str] = {
-    "deletion_auc": "area under the target's probability as the top pixels/words are removed",
-    "insertion_auc": "area under the target's probability as the top pixels/words are put back",
-    "pointing_game": "whether the top-scoring pixel/word lies on the object/rationale",
-    "energy_in_mask": "share of the positive attribution that lies on the object",
-    "rationale_pointing": "whether the top-scoring word lies in the rationale",
-    "rationale_energy": "share of the positive attribution that lies on the rationale",
-    "completeness_gap": "|sum of attributions − (f(x) − f(reference))| / |f(x) − f(reference)|",
-    "seconds": "time the method took per sample",
-}
 BINARY_METRICS = frozenset({"pointing_game", "rationale_pointing"})  # 1 or 0 per sample: no distribution to draw
 SAMPLE_COLUMNS = ("index", "label", "label_name", "pred", "pred_name", "prob", "loss", "correct", "disagreement")
 Which = Literal["all", "correct", "misclassified"]
