@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import streamlit
+from app_pages import open_run_page
 from inspect_runs import make_run
 from PIL import Image
 from streamlit.delta_generator import DeltaGenerator
@@ -124,15 +125,7 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, str, str]]:
 
 
 def open_page(run: Run, page: str, monkeypatch: pytest.MonkeyPatch, **state) -> AppTest:
-    monkeypatch.setenv("XAIDASH_RUNS", str(run.path.parent))
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.session_state["xai_selected_run"] = run.id
-    for k, v in state.items():
-        at.session_state[k] = v
-    at.run()
-    at.switch_page(f"views/{page}.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_run_page(run, page, monkeypatch, TIMEOUT, **state)
 
 
 def unscaled_images(calls: list[tuple[Any, str, str]]) -> list[str]:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from app_pages import open_run_page
 from inspect_runs import make_run
 from streamlit.testing.v1 import AppTest
 
@@ -30,15 +31,7 @@ def runs_by_model(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
 
 
 def open_page(run: Run, page: str, monkeypatch: pytest.MonkeyPatch, **state) -> AppTest:
-    monkeypatch.setenv("XAIDASH_RUNS", str(run.path.parent))
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.session_state["xai_selected_run"] = run.id
-    for k, v in state.items():
-        at.session_state[k] = v
-    at.run()
-    at.switch_page(f"views/{page}.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_run_page(run, page, monkeypatch, TIMEOUT, **state)
 
 
 def texts(elements) -> str:

@@ -31,3 +31,12 @@ def open_page(at: AppTest, page: str) -> AppTest:
 
 def texts(elements: Any) -> list[str]:
     return [str(e.value) for e in elements]
+
+
+def open_run_page(run: Any, page: str, monkeypatch: Any, timeout: float = 120, **state: Any) -> AppTest:
+    """The app over `run`'s runs root with `run` selected and `state` preset, switched to views/`page`.py."""
+    monkeypatch.setenv("XAIDASH_RUNS", str(run.path.parent))
+    at = make_app(run.id, timeout)
+    for k, v in state.items():
+        at.session_state[k] = v
+    return open_page(at, f"views/{page}.py")
