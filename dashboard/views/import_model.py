@@ -23,6 +23,7 @@ from xaidash.models.external.options import (
     parse_key_values,
     parse_shape,
 )
+from xaidash.models.external.runs import CAM_NOTE_ROW
 from xaidash.models.registry import ModelError, list_models
 from xaidash.models.runs.store import Run, resolve_run
 
@@ -251,29 +252,19 @@ def run_import(prefix: str, source: ImportSource, form: ImportForm) -> None:
         st.success(f"Imported as run `{imported.run.id}`.", icon=":material/check_circle:")
 
 
-CAM_ROW = "CAM (GAP + linear)"  # models/external/runs.describe's row for the CAM classifier
-
-
 def summary(run: Run) -> None:
     """The imported run's description, and buttons that open it on Explain (and Attention, when it has one)."""
     st.subheader("Imported model")
     rows = describe(run)
-    notes = [value for label, value in rows if label == "note"]
-    cam_note = (run.config().get("layers") or {}).get("cam_note")
+    below = ("note", CAM_NOTE_ROW)  # shown under the table
     st.dataframe(
-        pd.DataFrame(
-            [
-                {"": label, "value": "not found: see below" if cam_note and label == CAM_ROW else value}
-                for label, value in rows
-                if label != "note"
-            ]
-        ),
+        pd.DataFrame([{"": label, "value": value} for label, value in rows if label not in below]),
         hide_index=True,
         width="stretch",
     )
-    if cam_note:  # which layer CAM is missing and how to name it, from the import's probe (models/external/layers.py)
+    for cam_note in (value for label, value in rows if label == CAM_NOTE_ROW):  # what CAM misses, how to name it
         st.info(cam_note, icon=":material/info:")
-    for note in notes:
+    for note in (value for label, value in rows if label == "note"):
         st.caption(f"Note: {note}")
     c1, c2, _ = st.columns([1, 1, 3])
     if c1.button("Open on Explain", type="primary", icon=":material/image_search:", key="import_open_explain"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import textwrap
 from pathlib import Path
@@ -19,7 +18,7 @@ from xaidash.models.external.options import (
     read_classes_file,
 )
 from xaidash.models.external.registry import list_sources
-from xaidash.models.registry import ModelError, get_spec
+from xaidash.models.registry import ModelError
 
 
 def options_from_args(args: argparse.Namespace) -> ImportOptions:
@@ -30,11 +29,7 @@ def options_from_args(args: argparse.Namespace) -> ImportOptions:
         classes = read_classes_file(args.classes_file)
     mean = parse_floats(args.mean, "--mean") if args.mean else ()
     std = parse_floats(args.std, "--std") if args.std else ()
-    _check_normalisation(mean, std)
     model_options = parse_key_values(args.option, "--option")
-    prefix, _, name = str(args.source).partition(":")
-    if prefix == "zoo" and name:  # a zoo model declares its options and their ranges: checked as for train
-        get_spec(name).check_options({k: v for k, v in model_options.items() if k not in ("vocab_size", "pad_id")})
     return ImportOptions(
         weights=Path(args.weights).expanduser() if args.weights else None,
         input_shape=parse_shape(args.input_shape) if args.input_shape else (),
@@ -47,17 +42,6 @@ def options_from_args(args: argparse.Namespace) -> ImportOptions:
         vocab=Path(args.vocab).expanduser() if args.vocab else None,
         name=args.name or "",
     )
-
-
-def _check_normalisation(mean: tuple[float, ...], std: tuple[float, ...]) -> None:
-    """--mean and --std: finite, a positive std (inputs are divided by it), one value per channel (1 or 3)."""
-    for what, values in (("--mean", mean), ("--std", std)):
-        if values and (len(values) not in (1, 3) or not all(math.isfinite(v) for v in values)):
-            raise ModelError(f"{what} {','.join(map(str, values))}: give 1 or 3 finite numbers, one per channel.")
-    if any(v <= 0 for v in std):
-        raise ModelError(f"--std {','.join(map(str, std))}: every value must be above 0 (inputs are divided by it).")
-    if mean and std and len(mean) != len(std):
-        raise ModelError(f"--mean has {len(mean)} values and --std {len(std)}: give one of each per channel.")
 
 
 def _cmd_import(args: argparse.Namespace) -> int:

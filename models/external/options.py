@@ -7,6 +7,7 @@ typed lives here, so both refuse the same things with the same message.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,24 @@ class ImportOptions:
     def classes_or_linked(self) -> tuple[str, ...]:
         """The class names given, else the linked data set's, else ()."""
         return self.classes or (tuple(self.linked.classes) if self.linked is not None else ())
+
+    def check(self) -> None:
+        """ModelError for values no model takes, before anything is loaded or written (`import_model` calls it, so
+        the command line and the Import page refuse the same things with the same message): the mean and std,
+        finite, one value per channel (1 or 3), a positive std (inputs are divided by it)."""
+        for what, values in (("--mean", self.mean), ("--std", self.std)):
+            if values and (len(values) not in (1, 3) or not all(math.isfinite(v) for v in values)):
+                raise ModelError(f"{what} {_numbers(values)}: give 1 or 3 finite numbers, one per channel.")
+        if any(v <= 0 for v in self.std):
+            raise ModelError(f"--std {_numbers(self.std)}: every value must be above 0 (inputs are divided by it).")
+        if self.mean and self.std and len(self.mean) != len(self.std):
+            raise ModelError(
+                f"--mean has {len(self.mean)} values and --std {len(self.std)}: give one of each per channel."
+            )
+
+
+def _numbers(values: tuple[float, ...]) -> str:
+    return ",".join(map(str, values))
 
 
 def parse_shape(text: str) -> tuple[int, ...]:

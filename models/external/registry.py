@@ -68,6 +68,9 @@ class ImportSource:
     load: Callable[[str, ImportOptions], Loaded]
     rebuild: Callable[[dict[str, Any], Path], Rebuilt]  # (source record, run folder) -> architecture
     needs_weights: bool = False  # --weights is required (no weights of its own)
+    # (argument, options) -> None, or ModelError for options this source never takes (a zoo model's declared
+    # option ranges); called by `import_model` before anything is loaded.
+    check: Callable[[str, ImportOptions], None] = field(default=lambda argument, options: None)
 
 
 _SOURCES: dict[str, ImportSource] = {}

@@ -213,6 +213,8 @@ def _move_into_place(staging: Path, root: Path, name: str) -> Run:
 def import_model(source: str, options: ImportOptions, root: Path | None = None) -> Imported:
     """Import an external model as a run (see the module docstring); ModelError (or DatasetError) saying why not."""
     kind, argument = parse_source(source)
+    options.check()  # the values no model takes, then those this source does not (a zoo model's option ranges)
+    kind.check(argument, options)
     if kind.needs_weights and options.weights is None:
         raise ModelError(f"{kind.prefix}: needs --weights FILE ({kind.help}).")
     if options.weights is not None and not Path(options.weights).expanduser().is_file():
@@ -267,8 +269,13 @@ def _remove_if_empty(folder: Path) -> None:
         folder.rmdir()
 
 
+CAM_ROW = "CAM (GAP + linear)"  # describe's row for the classifier after global average pooling
+CAM_NOTE_ROW = "CAM note"  # right after it, when CAM was not found: why, and how to name the layer (--layer gradcam=)
+
+
 def describe(run: Run) -> list[tuple[str, str]]:
-    """(label, value) lines summing up an imported run, for the CLI and the Import page."""
+    """(label, value) lines summing up an imported run, for the CLI and the Import page (which shows the rows
+    labelled "note" and CAM_NOTE_ROW under its table)."""
     c = run.config()
     layers = Layers.from_json(c.get("layers") or {})
     info = c["dataset_info"]
@@ -285,7 +292,10 @@ def describe(run: Run) -> list[tuple[str, str]]:
     ]
     if c["modality"] == "image":
         rows.append(("Grad-CAM layer", _cam_line(layers)))
-        rows.append(("CAM (GAP + linear)", layers.gap_classifier or "does not apply"))
+        if layers.cam_note:  # which layer CAM is missing and how to name it, found by the import's probe
+            rows += [(CAM_ROW, "not found: see below"), (CAM_NOTE_ROW, layers.cam_note)]
+        else:
+            rows.append((CAM_ROW, layers.gap_classifier or "does not apply"))
     else:
         rows.append(("embedding", layers.embedding or "none found (IG and saliency do not apply)"))
     rows.append(("attention", f"{len(layers.attention)} layers" if layers.attention else "none readable"))

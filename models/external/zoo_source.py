@@ -20,6 +20,7 @@ from xaidash.models.external.weights import class_count, load_state, read_state_
 from xaidash.models.registry import ModelError, ModelSpec, get_spec
 
 VOCAB_FILE = "vocab.json"  # as a run trained here keeps it
+SET_BY_IMPORT = ("vocab_size", "pad_id")  # build options the import sets from --vocab, not checked as the user's
 
 
 def _info(spec: ModelSpec, classes: tuple[str, ...], shape: tuple[int, ...]) -> DatasetInfo:
@@ -40,6 +41,11 @@ def _tokenizer(spec: ModelSpec, vocab: Path | None) -> tuple[Any, dict[str, Any]
     except (OSError, ValueError, KeyError) as e:
         raise ModelError(f"--vocab {vocab}: not a vocabulary xaidash wrote ({e}).") from None
     return tokenizer, {"vocab_size": len(tokenizer), "pad_id": tokenizer.pad_id}
+
+
+def check(argument: str, options: ImportOptions) -> None:
+    """The builder options given, against the zoo model's declared options and their ranges (as for training)."""
+    get_spec(argument).check_options({k: v for k, v in options.model_options.items() if k not in SET_BY_IMPORT})
 
 
 def load(argument: str, options: ImportOptions) -> Loaded:
@@ -108,5 +114,6 @@ register(
         load=load,
         rebuild=rebuild,
         needs_weights=True,
+        check=check,
     )
 )

@@ -183,3 +183,46 @@ def test_a_linked_imported_model_gets_the_gallery_compare_and_embeddings(tmp_pat
     assert compare.dataframe
     embeddings = open_page(make_app(run.id), "views/embeddings.py")
     assert not embeddings.error and not [i for i in texts(embeddings.info) if "no data set" in i]
+
+
+# Option values no model takes: (source, CLI arguments, the page's fields {key: value}, what the message says).
+BAD_OPTIONS = [
+    ("zoo:mlp", ["--option", "dropout=7"], {"import_options": "dropout=7"}, "dropout 7 is out of range"),
+    ("timm:resnet18", ["--std", "0,0.2,0.2"], {"import_std": "0,0.2,0.2"}, "every value must be above 0"),
+    ("timm:resnet18", ["--mean", "nan,0,0"], {"import_mean": "nan,0,0"}, "give 1 or 3 finite numbers"),
+    (
+        "timm:resnet18",
+        ["--mean", "0.5", "--std", "0.2,0.2,0.2"],
+        {"import_mean": "0.5", "import_std": "0.2,0.2,0.2"},
+        "--mean has 1 values and --std 3",
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "argv", "fields", "says"), BAD_OPTIONS, ids=["zoo-option", "std", "mean", "both"])
+def test_the_page_refuses_the_options_the_command_line_refuses_with_the_same_message(
+    source, argv, fields, says, capsys: pytest.CaptureFixture[str]
+):
+    """The page skipped the command line's checks: a std of 0 or an out-of-range zoo option went on to load."""
+    from xaidash.dashboard.cli import main
+    from xaidash.models.runs.store import runs_root
+
+    assert main(["import", source, *argv]) == 2
+    err = capsys.readouterr().err
+    [cli] = [line for line in err.splitlines() if line.startswith("error: ")]  # one line, after 'importing ...'
+    assert says in cli and "Traceback" not in err, err
+    message = cli.removeprefix("error: ")
+
+    prefix, _, argument = source.partition(":")
+    at = open_page(make_app(), "views/import_model.py")
+    at.selectbox(key="import_kind").set_value(prefix).run()
+    if prefix == "zoo":
+        at.selectbox(key="import_zoo_name").set_value(argument)
+    else:
+        at.text_input(key=f"import_{prefix}_name").set_value(argument)
+    for key, value in fields.items():
+        (at.text_area if key == "import_options" else at.text_input)(key=key).set_value(value)
+    click(at, "Import")
+    assert texts(at.error) == [f"Could not import {source}: {message}"]
+    assert not at.dataframe and list_runs() == []
+    assert not runs_root().exists() or not list(runs_root().iterdir())

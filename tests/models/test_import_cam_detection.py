@@ -130,3 +130,21 @@ def test_the_import_page_says_which_layer_cam_is_missing(user_file, tmp_path, mo
     assert rows["CAM (GAP + linear)"] == "not found: see below"
     info = " ".join(str(i.value) for i in at.info)
     assert "F.relu(`conv2`'s output)" in info and "--layer gradcam=" in info
+
+
+def test_the_command_line_prints_the_same_note(user_file, capsys):
+    """`xaidash import` printed 'CAM (GAP + linear): does not apply' where the page names the missing layer."""
+    from xaidash.dashboard.cli import main
+    from xaidash.models.runs.store import resolve_run
+
+    weights = user_file.parent / "FunctionalNet.pt"
+    argv = ["import", f"module:{user_file}:FunctionalNet", "--weights", str(weights), "--input-shape", "3x32x32"]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    run = resolve_run(out.out.strip().splitlines()[-1])
+    note = Layers.from_json(run.config()["layers"]).cam_note
+    assert note and "--layer gradcam=" in note
+    lines = [line.strip() for line in out.err.splitlines()]
+    cam = lines.index("CAM (GAP + linear): not found: see below")
+    assert lines[cam + 1] == f"CAM note: {note}"  # the import's own wording, right under the row it explains
+    assert "does not apply" not in out.err

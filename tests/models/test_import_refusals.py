@@ -214,3 +214,14 @@ def test_weights_saved_on_a_gpu_load_on_a_cpu(tmp_path: Path):
         torch.load(gpu, weights_only=True)  # what a plain load does on this machine
     imported = import_model(source, replace(options, weights=gpu))
     assert load_bundle(imported.run, device="cpu").device.type == "cpu"
+
+
+def test_option_values_no_model_takes_are_refused_by_import_model_itself(tmp_path: Path):
+    """The checks the command line made are import_model's (the Import page calls it without the command line)."""
+    weights = tmp_path / "w.pt"
+    weights.write_bytes(b"never read")
+    assert_refused("zoo:mlp", ImportOptions(weights=weights, model_options={"dropout": 7}), "dropout 7 is out of range")
+    assert_refused(
+        "timm:resnet18", ImportOptions(std=(0.0, 0.2, 0.2)), "--std 0.0,0.2,0.2: every value must be above 0"
+    )
+    assert_refused("timm:resnet18", ImportOptions(mean=(float("inf"),)), "--mean inf: give 1 or 3 finite numbers")
