@@ -112,3 +112,16 @@ def ood_hint(score: ood.OODScore | None) -> None:
         st.warning(score.summary() + " Read its explanations with care.", icon=":material/explore_off:")
     else:
         st.caption(score.summary())
+
+
+def map_display_choice(container: Any, key: str) -> str:
+    """How image maps are shown, the same control on every page that draws them (MapFigure's two displays)."""
+    return str(
+        container.radio(
+            "Show maps as",
+            ["overlay", "heatmap"],
+            horizontal=True,
+            key=key,
+            help="overlay: the map over a grey copy of the input (opacity grows with |value|); heatmap: the map alone",
+        )
+    )

@@ -11,26 +11,12 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from xaidash.explainers.figures.map_figure import fmt_number
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.scoring import curves_legend
 
 BEST = "★"
 ARROWS = {"higher is better": "↑", "lower is better": "↓"}
-
-
-def fmt_number(v: float | int | None, digits: int = 3) -> str:
-    """A value as people read it: counts (whole numbers) without decimals, others to `digits` decimals,
-    very small or large ones in scientific notation, missing ones as '–'."""
-    if v is None:
-        return "–"
-    f = float(v)
-    if not math.isfinite(f):
-        return "–"
-    if f.is_integer() and abs(f) < 1e15:
-        return str(int(f))
-    if f != 0 and (abs(f) < 10 ** (-digits) or abs(f) >= 1e6):
-        return f"{f:.2e}"
-    return f"{f:.{digits}f}"
 
 
 def metric_header(title: str, better: str) -> str:

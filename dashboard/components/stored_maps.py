@@ -20,7 +20,7 @@ from xaidash.dashboard.components.dataset_report import (
     split_size,
     store_frames,
 )
-from xaidash.dashboard.components.explain_maps import map_card
+from xaidash.dashboard.components.explain_maps import map_card, map_display_choice
 from xaidash.dashboard.components.explain_tables import metrics_legend, metrics_table
 from xaidash.dashboard.components.images import to_pil
 from xaidash.data.registry import ImageSplit
@@ -140,13 +140,7 @@ def _draw(
                     )
                 )
                 if image:
-                    display = st.radio(
-                        "Show maps as",
-                        ["overlay", "heatmap"],
-                        horizontal=True,
-                        key="explain_stored_display",
-                        help="overlay: the map blended over the input; heatmap: the map alone",
-                    )
+                    display = map_display_choice(st, "explain_stored_display")
         st.caption(
             "**Colour scale:** each map on its own scale, saturating at its 99th percentile of |value|. Signed maps: "
             "red/white/blue around 0; unsigned maps: dark to bright (never red-blue)."

@@ -17,7 +17,7 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.charts import topk_chart
-from xaidash.dashboard.components.explain_maps import error_card, map_card, ood_hint, ood_scores
+from xaidash.dashboard.components.explain_maps import error_card, map_card, map_display_choice, ood_hint, ood_scores
 from xaidash.dashboard.components.explain_tables import diagnostics_table, metrics_legend, metrics_table
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import PickedInput, input_picker
@@ -115,18 +115,12 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
             "Shared scale per unit",
             key="explain_shared",
             help="maps of an input whose values are in the same units (e.g. IG, DeepLift and GradientSHAP: logit "
-            f"per {unit_words(bundle.modality)[0]}) share one colour scale; a method in units of its own keeps its own. Off: each map on its "
-            "own scale, saturating at its 99th percentile of |value|",
+            f"per {unit_words(bundle.modality)[0]}) share one colour scale; a method in units of its own keeps its "
+            "own. Off: each map on its own scale, saturating at its 99th percentile of |value|",
         )
         display = "tokens"
         if bundle.modality == "image":
-            display = c4.radio(
-                "Show maps as",
-                ["overlay", "heatmap"],
-                horizontal=True,
-                key="explain_display",
-                help="overlay: the map blended over the input (opacity grows with |value|); heatmap: the map alone",
-            )
+            display = map_display_choice(c4, "explain_display")
         with_metrics = c3.toggle(
             "Quality metrics",
             value=True,

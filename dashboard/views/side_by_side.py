@@ -14,7 +14,7 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.charts import topk_chart
-from xaidash.dashboard.components.explain_maps import map_card
+from xaidash.dashboard.components.explain_maps import map_card, map_display_choice
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import PickedInput, _pick_key, input_picker
 from xaidash.dashboard.components.model_queue import leased_model
@@ -267,14 +267,7 @@ def controls(pair: Pair) -> Choice:
         )
         display = "tokens"
         if bundle_a.modality == "image":
-            display = c3.radio(
-                "Show maps as",
-                ["overlay", "heatmap"],
-                horizontal=True,
-                key=f"{KEY}_display",
-                help="overlay: the map over a grey copy of the input (opacity grows with |value|); heatmap: the map "
-                "alone",
-            )
+            display = map_display_choice(c3, f"{KEY}_display")
         if skipped:
             st.caption(
                 "Not available for both models: " + "; ".join(f"{label} ({why})" for label, why in skipped.items())

@@ -14,6 +14,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from xaidash.explainers.figures.map_figure import fmt_number
 from xaidash.explainers.figures.png import data_uri
 from xaidash.explainers.figures.render import _tick
 
@@ -63,19 +64,6 @@ details{margin-top:8px}
 
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
-
-
-def _num(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "–"
-    f = float(v)
-    if not math.isfinite(f):
-        return "–"
-    if f.is_integer() and abs(f) < 1e15:
-        return str(int(f))
-    if f != 0 and (abs(f) < 10 ** (-digits) or abs(f) >= 1e6):
-        return f"{f:.2e}"
-    return f"{f:.{digits}f}"
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
@@ -209,9 +197,9 @@ def _metrics_table(report: ExplainReport, i: int) -> str:
     for j, e in enumerate(entries):
         who = f" · {_e(e.run)}" if len(report.runs) > 1 else ""
         cells = "".join(
-            f'<td class="best">{_num(e.metrics.get(k))} {BEST}</td>'
+            f'<td class="best">{fmt_number(e.metrics.get(k))} {BEST}</td>'
             if j in best.get(k, set())
-            else f"<td>{_num(e.metrics.get(k))}</td>"
+            else f"<td>{fmt_number(e.metrics.get(k))}</td>"
             for k in names
         )
         rows.append(f"<tr><td>{_e(e.label)}{who}</td>{cells}</tr>")
@@ -234,7 +222,7 @@ def _metrics_table(report: ExplainReport, i: int) -> str:
 
 def _diagnostics(report: ExplainReport, i: int) -> str:
     rows = [
-        f"<tr><td>{_e(e.label)}</td><td>{_e(k)}</td><td>{_num(v)}</td></tr>"
+        f"<tr><td>{_e(e.label)}</td><td>{_e(k)}</td><td>{fmt_number(v)}</td></tr>"
         for e in report.for_input(i)
         for k, v in e.diagnostics.items()
     ]

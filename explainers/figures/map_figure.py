@@ -40,6 +40,21 @@ COLORBAR_HEIGHT = 40
 COLORBAR_FONT = 14
 
 
+def fmt_number(v: float | int | None, digits: int = 3) -> str:
+    """A value as people read it: counts (whole numbers) without decimals, others to `digits` decimals,
+    very small or large ones in scientific notation, missing ones as '–' (pages, tables and the HTML report)."""
+    if v is None:
+        return "–"
+    f = float(v)
+    if not math.isfinite(f):
+        return "–"
+    if f.is_integer() and abs(f) < 1e15:
+        return str(int(f))
+    if f != 0 and (abs(f) < 10 ** (-digits) or abs(f) >= 1e6):
+        return f"{f:.2e}"
+    return f"{f:.{digits}f}"
+
+
 def seconds_text(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds >= 0.01 else "<0.01 s"
 
