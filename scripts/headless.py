@@ -39,17 +39,25 @@ def wait_drawn(page: Any, timeout_s: float, quiet_checks: int = 3, interval_s: f
 
 
 @contextlib.contextmanager
-def serving(runs_root: Path, log_path: Path, start_timeout_s: float = 60) -> Iterator[str]:
-    """`xaidash serve`'s command line on a free localhost port over `runs_root`, its output in `log_path`; yields
-    the base URL once the server answers its health check, and stops the server when the block ends."""
+def serving(runs_root: Path, log_path: Path, start_timeout_s: float = 60, through_cli: bool = False) -> Iterator[str]:
+    """`xaidash serve`'s Streamlit command line on a free localhost port over `runs_root`, its output in `log_path`
+    (`through_cli`: the `xaidash serve` command itself, so the log is what a user's terminal shows); yields the base
+    URL once the server answers its health check, and stops the server when the block ends."""
+    import sys
+
     from xaidash.dashboard.cli import serve_command
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "XAIDASH_RUNS": str(runs_root), "XAIDASH_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    command = (
+        [sys.executable, "-m", "xaidash.dashboard.cli", "serve", "--port", str(port)]
+        if through_cli
+        else serve_command("127.0.0.1", port)
+    )
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(serve_command("127.0.0.1", port), env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.time() + start_timeout_s

@@ -7,28 +7,18 @@ Streamlit had installed as `__main__`, in bare mode: app.py now draws nothing wh
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from browser import CHROMIUM, FLAGS, require_browser
+from headless import serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a server, a browser and a (one-epoch) training
 
 sync_api = require_browser()
 NOISE = re.compile(r"missing ScriptRunContext|streamlit run|No runtime found|deprecat|will be removed", re.IGNORECASE)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def idle(page) -> None:
@@ -51,52 +41,31 @@ def pick_model(page, name: str) -> None:
 
 
 def test_a_training_leaves_the_server_log_clean(tmp_path: Path):
-    root, log_path, port = tmp_path / "runs", tmp_path / "serve.log", free_port()
-    env = {**os.environ, "XAIDASH_RUNS": str(root), "XAIDASH_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    url = f"http://127.0.0.1:{port}"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "xaidash.dashboard.cli", "serve", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    root, log_path = tmp_path / "runs", tmp_path / "serve.log"
+    with serving(root, log_path, start_timeout_s=90, through_cli=True) as url, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        page.set_default_timeout(180_000)
         try:
-            deadline = time.time() + 90
-            while True:
-                try:
-                    urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
+            page.goto(f"{url}/train")
+            page.get_by_role("heading", name="Train", exact=True).wait_for()
+            pick_model(page, "mlp")
+            page.wait_for_timeout(2000)
+            page.locator(".st-key-train_epochs input").fill("1")
+            page.keyboard.press("Enter")
+            page.wait_for_timeout(2000)
+            page.locator(".st-key-train_start button").click()
+            end = time.time() + 300
+            while time.time() < end:
+                summaries = list(root.glob("*/summary.json"))
+                if summaries and '"completed"' in summaries[0].read_text():
                     break
-                except OSError:
-                    assert proc.poll() is None and time.time() < deadline, log_path.read_text()
-                    time.sleep(0.3)
-            with sync_api.sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-                page = browser.new_page(viewport={"width": 1440, "height": 1000})
-                page.set_default_timeout(180_000)
-                try:
-                    page.goto(f"{url}/train")
-                    page.get_by_role("heading", name="Train", exact=True).wait_for()
-                    pick_model(page, "mlp")
-                    page.wait_for_timeout(2000)
-                    page.locator(".st-key-train_epochs input").fill("1")
-                    page.keyboard.press("Enter")
-                    page.wait_for_timeout(2000)
-                    page.locator(".st-key-train_start button").click()
-                    end = time.time() + 300
-                    while time.time() < end:
-                        summaries = list(root.glob("*/summary.json"))
-                        if summaries and '"completed"' in summaries[0].read_text():
-                            break
-                        time.sleep(1)
-                    else:
-                        raise AssertionError(f"the training did not complete:\n{log_path.read_text()}")
-                    page.wait_for_timeout(3000)  # the page's timers see the end and redraw
-                finally:
-                    browser.close()
+                time.sleep(1)
+            else:
+                raise AssertionError(f"the training did not complete:\n{log_path.read_text()}")
+            page.wait_for_timeout(3000)  # the page's timers see the end and redraw
         finally:
-            proc.terminate()
-            proc.wait(30)
+            browser.close()
     text = log_path.read_text()
     noise = [line for line in text.splitlines() if NOISE.search(line)]
     assert not noise, "\n".join(noise)
