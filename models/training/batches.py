@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -11,6 +12,14 @@ import torch.nn.functional as F
 from xaidash.data.registry import DatasetInfo, ImageSplit, TextSplit
 from xaidash.data.transforms import normalize
 from xaidash.models.registry import ModelError
+
+
+def steps_per_epoch(n_train: int, batch_size: int, world_size: int = 1) -> int:
+    """Optimizer steps in one epoch of n_train samples: with several processes each takes ceil(n / world)
+    samples (padded shares) in batches of batch_size / world."""
+    share = math.ceil(n_train / world_size)
+    return math.ceil(share / max(1, batch_size // world_size))
+
 
 # Above this many bytes an in-memory split is still streamed from the CPU in batches.
 DEVICE_BYTES_LIMIT = 2 * 1024**3

@@ -40,13 +40,19 @@ class Prepared:
     test_labels: torch.Tensor
 
 
+def used_and_held_out(n: int, max_train_samples: int, val_fraction: float) -> tuple[int, int]:
+    """(samples used, of them held out for validation) of a training split of n samples: capped at
+    max_train_samples (0: no cap), val_fraction of those held out."""
+    used = min(n, max(2, max_train_samples)) if max_train_samples else n
+    return used, int(used * val_fraction)
+
+
 def split_indices(n: int, seed: int, max_train_samples: int, val_fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(train, validation) indices into a training split of n samples: a seeded shuffle, capped at
     max_train_samples (0: no cap), the first val_fraction of it held out for validation."""
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + 1))
-    if max_train_samples:
-        order = order[: max(2, max_train_samples)]
-    n_val = int(len(order) * val_fraction)
+    used, n_val = used_and_held_out(n, max_train_samples, val_fraction)
+    order = order[:used]
     return order[n_val:], order[:n_val]
 
 

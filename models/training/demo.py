@@ -12,7 +12,6 @@ each run will take before any starts, so progress can count steps across the run
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from xaidash.models.training.config import TrainConfig
@@ -30,19 +29,20 @@ QUICK_START_TIME = (
 
 def planned_steps(cfg: TrainConfig) -> int:
     """The optimizer steps a new run of `cfg` will take: its training split less the validation share (capped at
-    max_train_samples), in batches, times the epochs, each setting left open taken from the recipe (as
-    `training/session.py` counts them). Loads the training split (built-in data sets are generated once per
-    process and cached, so the run that follows does not load it again); DatasetError when it cannot be loaded."""
+    max_train_samples), in batches, times the epochs, each setting left open taken from the recipe, counted by the
+    engine's own `used_and_held_out` and `steps_per_epoch`. Loads the training split (built-in data sets are
+    generated once per process and cached, so the run that follows does not load it again); DatasetError when it
+    cannot be loaded."""
     from xaidash.data.registry import load_split
+    from xaidash.models.training.batches import steps_per_epoch
+    from xaidash.models.training.data import used_and_held_out
 
     cfg = cfg.with_recipe()
     settings = cfg.settings()
-    n = len(load_split(cfg.dataset, "train"))
-    if settings.max_train_samples:
-        n = min(n, max(2, settings.max_train_samples))
-    n_train = n - int(n * cfg.val_fraction)
-    share = math.ceil(n_train / cfg.nproc)
-    return math.ceil(share / max(1, settings.batch_size // cfg.nproc)) * settings.epochs
+    used, held_out = used_and_held_out(
+        len(load_split(cfg.dataset, "train")), settings.max_train_samples, cfg.val_fraction
+    )
+    return steps_per_epoch(used - held_out, settings.batch_size, cfg.nproc) * settings.epochs
 
 
 def latest_demo_runs(root: Path | None = None) -> dict[str, str]:

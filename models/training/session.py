@@ -4,7 +4,6 @@ model, optimizer and schedule built, a resumed run's checkpoint restored, and co
 
 from __future__ import annotations
 
-import math
 import platform
 import shutil
 import time
@@ -26,7 +25,7 @@ from xaidash.models.runs import schema as run_schema
 from xaidash.models.runs.checkpoint import load_training_state, load_weights
 from xaidash.models.runs.lock import RunLock
 from xaidash.models.runs.store import CONFIG, STATE, WEIGHTS, Run, info_to_json, kept_sentence, resolve_run
-from xaidash.models.training.batches import Shard
+from xaidash.models.training.batches import Shard, steps_per_epoch
 from xaidash.models.training.compiled import CompiledSteps, uses_channels_last
 from xaidash.models.training.config import TrainConfig, TrainEvent
 from xaidash.models.training.data import Prepared, prepare_data, seed_everything
@@ -228,9 +227,7 @@ def _open_session(
         model = model.to(memory_format=torch.channels_last)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(settings, cfg.momentum, params, device)
-    # Several processes: each takes ceil(n / world) samples (padded shares) in batches of batch_size / world.
-    share = math.ceil(len(data.train) / dist.world_size)
-    steps_per_epoch = math.ceil(share / (settings.batch_size // dist.world_size))
+    epoch_steps = steps_per_epoch(len(data.train), settings.batch_size, dist.world_size)
     session = TrainingSession(
         cfg=cfg,
         settings=settings,
@@ -241,10 +238,10 @@ def _open_session(
         model=model,
         params=params,
         optimizer=optimizer,
-        schedule=make_schedule(settings, optimizer, steps_per_epoch * settings.epochs),
+        schedule=make_schedule(settings, optimizer, epoch_steps * settings.epochs),
         lr=settings.lr,
         options=options,
-        steps_per_epoch=steps_per_epoch,
+        steps_per_epoch=epoch_steps,
         generator=generator,
         records=run.metrics() if resumed is not None else [],
         resumed=resumed is not None,
