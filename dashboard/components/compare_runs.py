@@ -72,10 +72,11 @@ def compare_runs_section() -> None:
         return
     by_id = {r.id: r for r in runs}
     labels = short_labels(runs)
-    flags = {ranked.run.id: ranked.flag for ranked in rank_partners(None, runs)}
+    ranked = rank_partners(None, runs)  # each run's quality, read once for the flags and the default pair
+    flags = {r.run.id: r.flag for r in ranked}
     if KEY in st.session_state:  # runs deleted since the last visit drop out of the choice
         st.session_state[KEY] = [i for i in st.session_state[KEY] if i in by_id]
-    default = [r.id for r in default_comparison(runs, selected_run())] if KEY not in st.session_state else None
+    default = [r.id for r in default_comparison(runs, selected_run(), ranked)] if KEY not in st.session_state else None
     picked_ids = st.multiselect(
         "Runs to compare",
         list(by_id),

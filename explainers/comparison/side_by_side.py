@@ -164,27 +164,37 @@ def rank_partners(anchor: Run | None, runs: Sequence[Run]) -> list[RankedRun]:
     return sorted(ranked, key=lambda x: (not x.same_data, x.quality))  # stable: newest first within a rank
 
 
-def default_comparison(runs: Sequence[Run], anchor: Run | None = None) -> list[Run]:
+def default_comparison(
+    runs: Sequence[Run], anchor: Run | None = None, ranked: Sequence[RankedRun] | None = None
+) -> list[Run]:
     """The two runs to compare by default: `anchor` (else the best-ranked run that has a partner of its own data set
     and modality) and its best partner of the same data set and modality; just the anchor when it has none (a text
-    run is never paired with an image run), [] when there are no runs."""
+    run is never paired with an image run), [] when there are no runs. `ranked`: `rank_partners(None, runs)` when
+    the caller has it already (each run's quality is read once either way)."""
+    ranked = list(rank_partners(None, runs) if ranked is None else ranked)  # by quality, newest first within
+    data = {r.run.path.resolve(): _data_and_modality(r.run) for r in ranked}
+
+    def best_partner(run: Run) -> Run | None:
+        own = data.get(run.path.resolve()) or _data_and_modality(run)
+        if own[0] is None:
+            return None
+        return next(
+            (r.run for r in ranked if r.run.path.resolve() != run.path.resolve() and data[r.run.path.resolve()] == own),
+            None,
+        )
+
     if anchor is None:
-        for candidate in rank_partners(None, runs):
+        for candidate in ranked:
             if candidate.quality == POOR:
                 break
-            partner = _best_same_data(candidate.run, runs)
+            partner = best_partner(candidate.run)
             if partner is not None:
                 return [candidate.run, partner]
         anchor = runs[0] if runs else None
     if anchor is None:
         return []
-    partner = _best_same_data(anchor, runs)
+    partner = best_partner(anchor)
     return [anchor] if partner is None else [anchor, partner]
-
-
-def _best_same_data(anchor: Run, runs: Sequence[Run]) -> Run | None:
-    first = next(iter(rank_partners(anchor, runs)), None)
-    return first.run if first is not None and first.same_data else None
 
 
 @dataclass(frozen=True)
