@@ -89,6 +89,12 @@ COMPLETENESS_TOLERANCE = 0.01  # the default: the promise holds when the gap is 
 CHANGE_FLOOR = 1e-3  # a change smaller than this counts as this much: a gap relative to ~0 says nothing
 
 
+def relative_gap(gap: float, change: float) -> float:
+    """|sum - (f(x) - f(reference))| relative to |f(x) - f(reference)| (to CHANGE_FLOOR when it is smaller): the
+    one measure a completeness check and a path method's refinement hold against the tolerance."""
+    return abs(gap) / max(abs(change), CHANGE_FLOOR)
+
+
 @dataclass(frozen=True)
 class CompletenessCheck:
     """Whether one explained input keeps its method's completeness promise, by the method's own diagnostics:
@@ -136,7 +142,7 @@ class Completeness:
         if gaps is None or changes is None or index >= min(len(gaps), len(changes)):
             return None
         change = float(changes[index])
-        gap = abs(float(gaps[index])) / max(abs(change), CHANGE_FLOOR)
+        gap = relative_gap(float(gaps[index]), change)
         used = diagnostics.get(STEPS_USED)
         asked = (params or {}).get("steps")
         return CompletenessCheck(

@@ -22,11 +22,12 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-IG_TOLERANCE = 0.01  # IG's declared promise: the sum within 1% of f(x) - f(reference), else the path is refined
+from xaidash.explainers.registry import CHANGE_FLOOR, COMPLETENESS_TOLERANCE
+
+IG_TOLERANCE = COMPLETENESS_TOLERANCE  # IG's declared promise (1%): beyond it the path is refined
 NODES = 8  # Gauss-Legendre points per segment
 RAISE = 8  # the path's points may be raised to this many times the steps asked ...
 MAX_STEPS = 4000  # ... and never beyond this many
-CHANGE_FLOOR = 1e-3  # below this |f(x) - f(reference)| the tolerance applies to this much instead (nothing to split)
 
 # alphas (P,) float64 on the CPU -> (f at those path points (P,), the per-feature integrand (P, *features):
 # the gradient of f times (input - reference), summed over whatever the caller does not attribute separately).
@@ -55,11 +56,6 @@ def refinement_passes(steps: int, steps_used: int) -> tuple[int, int]:
     segments = steps_used // NODES
     splits = segments - first_segments(steps)
     return NODES * (first_segments(steps) + 2 * splits), segments + 1
-
-
-def relative_gap(gap: float, change: float) -> float:
-    """|sum - (f(x) - f(reference))| relative to |f(x) - f(reference)| (to CHANGE_FLOOR when it is smaller)."""
-    return abs(gap) / max(abs(change), CHANGE_FLOOR)
 
 
 def _chunks(alphas: torch.Tensor, rows: int) -> list[torch.Tensor]:

@@ -21,7 +21,7 @@ from xaidash.data.transforms import denormalize, normalize
 from xaidash.explainers.baselines import baseline_param, make_baselines
 from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.methods._common import batch_slices, grad_leaf, per_input, per_slice, quiet_hook_notices
-from xaidash.explainers.methods._path import IG_TOLERANCE, refined_path, relative_gap
+from xaidash.explainers.methods._path import IG_TOLERANCE, refined_path
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import (
     OUTPUT_CHANGE,
@@ -31,6 +31,7 @@ from xaidash.explainers.registry import (
     MethodOutput,
     MethodSpec,
     register,
+    relative_gap,
     with_mean_baseline,
 )
 from xaidash.models.bundle import ModelBundle

@@ -34,7 +34,7 @@ from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
 
 from xaidash.explainers.baselines import logits_with_embeddings_of, padding_ids
 from xaidash.explainers.methods._common import batch_slices, kernel_coalitions, kernel_shap_fit, scored_rows
-from xaidash.explainers.methods._path import IG_TOLERANCE, refined_path, relative_gap
+from xaidash.explainers.methods._path import IG_TOLERANCE, refined_path
 from xaidash.explainers.methods.text_perturb import (
     deleted_rows,
     deletion_samples,
@@ -54,6 +54,7 @@ from xaidash.explainers.registry import (
     MethodOutput,
     MethodSpec,
     register,
+    relative_gap,
 )
 from xaidash.models.bundle import ModelBundle
 
