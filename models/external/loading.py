@@ -19,7 +19,7 @@ from xaidash.models.external.linking import image_probe, text_probe
 from xaidash.models.external.registry import Rebuilt, get_source
 from xaidash.models.registry import ModelError, ModelSpec
 from xaidash.models.runs.checkpoint import load_weights
-from xaidash.models.runs.store import WEIGHTS, Run, RunLoader, info_from_json, register_loader
+from xaidash.models.runs.store import WEIGHTS, Run, RunLoader, register_loader
 
 IMPORTED = "imported"  # summary state of an imported run: usable like a completed one
 
@@ -86,7 +86,7 @@ def load_imported(run: Run, device: str | None = "auto", epoch: int | None = Non
     rebuilt = rebuild(run, config)
     model = rebuilt.model
     load_weights(model, run.file(WEIGHTS))
-    info = info_from_json(config["dataset_info"])
+    info = run.info_in(config)
     grid = config["source"]["record"].get("grid")
     if grid and getattr(model, "grid", None) is None:
         plain: Any = model  # a plain attribute, as vit_tiny has one: the Attention page lays patches out on it
