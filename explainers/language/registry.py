@@ -1,0 +1,158 @@
+"""Registry of prompt attribution methods: which prompt tokens (or words) produced a generated token.
+
+A method is one module in `explainers/language/` that calls `register(PromptMethodSpec(...))`; its
+`compute(task, params)` returns a `PromptResult`, and `explainers/language/api.explain_prompt` does the rest
+(validation, seeding, timing, the prompt x generated-token matrix). Every fact other code needs (its unit, what its
+values add up to, how many model passes it makes for a prompt of n features) is declared on the spec, as for the
+image and text methods in `explainers/registry.py`, so the Generate page, `xaidash generate --explain` and the
+contract tests pick a new method up with no code of their own.
+
+The explained output is the log-probability of the target (one generated token, or a span's tokens summed, read
+teacher-forced after the prompt), or with a contrast token the difference log p(target) - log p(contrast).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.registry import Completeness
+from xaidash.models.language.model import LanguageModel
+from xaidash.models.language.prompt import Prompt
+
+FeatureUnit = Literal["token", "word"]
+MODALITY = "causal_lm"
+
+
+@dataclass
+class PromptTask:
+    """What a method explains.
+
+    prompt: the model input (template included); target_ids: the generated tokens read after it, teacher-forced
+    (every step up to the last explained one); span: the steps [start, stop) whose summed log-probability is the
+    explained output; contrast: a token id whose log-probability at step `span[0]` is subtracted ("why this token
+    rather than that one"; one-step spans only); features: prompt positions grouped into the units perturbed
+    (tokens or words; template and special tokens left out unless asked for); labels: one text per feature;
+    baseline_id: the token that replaces a hidden feature (captum's TextTokenInput default, 0, unless chosen);
+    batch_size: rows per forward pass (halved on out-of-memory)."""
+
+    lm: LanguageModel
+    prompt: Prompt
+    target_ids: tuple[int, ...]
+    span: tuple[int, int]
+    features: list[list[int]]
+    labels: list[str]
+    contrast: int | None = None
+    baseline_id: int = 0
+    batch_size: int = 32
+    seed: int = 0
+    unit: FeatureUnit = "token"
+
+    @property
+    def n_features(self) -> int:
+        return len(self.features)
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.target_ids)
+
+
+@dataclass
+class PromptResult:
+    """attributions: (n_features,) for the explained output; per_step: (n_steps, n_features) one row per
+    generated step's own log-probability (None when the method made no such rows: gradient methods make them only
+    when asked, at one backward pass per step); rows: model rows run (forward, or forward+backward for gradients);
+    batch: the rows per pass it ran at; diagnostics: name -> value."""
+
+    attributions: np.ndarray
+    per_step: np.ndarray | None = None
+    rows: int = 0
+    batch: int = 0
+    diagnostics: dict[str, float] = field(default_factory=dict)
+
+
+# (resolved params, features, prompt tokens, target steps) -> model rows one call runs (forward-only for
+# perturbations, forward+backward for gradients): what the page says before running a method on a long prompt.
+Passes = Callable[[dict[str, Any], int, int, int], int]
+Output = Literal["log_probability", "attention"]
+
+
+@dataclass(frozen=True)
+class PromptMethodSpec:
+    id: str
+    label: str
+    compute: Callable[[PromptTask, dict[str, Any]], PromptResult]
+    passes: Passes
+    output: Output = field(kw_only=True)
+    family: str = "perturbation"  # perturbation | shap | gradient | attention (the legend's wording)
+    params: tuple[Param, ...] = ()
+    description: str = ""
+    signed: bool = True
+    completeness: Completeness | None = None
+    per_step: bool = False  # its passes give every step's row of the prompt x generated-token matrix at no extra cost
+    gradients: bool = False  # needs backward passes (a model that is only run forward cannot use it)
+    featured: int | None = None
+    reference: str = ""  # the library call it is checked against (tests, bench): e.g. "captum LLMAttribution(FeatureAblation)"
+
+    @property
+    def modalities(self) -> tuple[str, ...]:
+        return (MODALITY,)
+
+    @property
+    def target_dependent(self) -> bool:
+        return self.output != "attention"
+
+    def resolve_params(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        known = {p.name: p for p in self.params}
+        unknown = set(given) - set(known)
+        if unknown:
+            raise ExplainError(
+                f"{self.id} has no parameter {', '.join(sorted(unknown))}; it takes: {', '.join(known) or 'none'}."
+            )
+        return {name: p.coerce(given.get(name, p.default)) for name, p in known.items()}
+
+    def rows_for(self, params: Mapping[str, Any], features: int, tokens: int, steps: int) -> int:
+        return int(self.passes(dict(params), features, tokens, steps))
+
+
+_REGISTRY: dict[str, PromptMethodSpec] = {}
+
+
+def register(spec: PromptMethodSpec) -> PromptMethodSpec:
+    if spec.id in _REGISTRY:
+        raise ValueError(f"prompt method {spec.id!r} registered twice")
+    if spec.completeness is not None and spec.output == "attention":
+        raise ValueError(f"prompt method {spec.id!r} explains no output, so its values cannot add up to one")
+    _REGISTRY[spec.id] = spec
+    return spec
+
+
+def list_prompt_methods() -> list[PromptMethodSpec]:
+    """Registered methods, in registration order (`explainers.language.api` imports every method module)."""
+    return list(_REGISTRY.values())
+
+
+def get_prompt_method(method_id: str) -> PromptMethodSpec:
+    if method_id not in _REGISTRY:
+        raise ExplainError(f"Unknown prompt method {method_id!r}. Known: {', '.join(_REGISTRY)}.")
+    return _REGISTRY[method_id]
+
+
+def featured_prompt_methods(limit: int | None = None, among: Iterable[str] | None = None) -> list[str]:
+    allowed = None if among is None else set(among)
+    ranked = sorted(
+        (s for s in list_prompt_methods() if s.featured is not None and (allowed is None or s.id in allowed)),
+        key=lambda s: (s.featured, s.id),
+    )
+    return [s.id for s in ranked][:limit]
+
+
+def total_of(per_step: np.ndarray, span: Sequence[int]) -> np.ndarray:
+    """The explained output's attributions from a per-step matrix (n_steps, n_features): the span's rows summed
+    (log-probabilities of a span's tokens add up)."""
+    start, stop = int(span[0]), int(span[1])
+    return np.asarray(per_step[start:stop]).sum(axis=0)
