@@ -142,6 +142,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from xaidash.data.cli import add_commands as data_commands
     from xaidash.explainers.cli import add_commands as explain_commands
+    from xaidash.explainers.language.cli import add_commands as generate_commands
     from xaidash.models.cli import add_commands as model_commands
     from xaidash.models.external.cli import add_commands as import_commands
 
@@ -150,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_commands(sub)
     import_commands(sub)
     explain_commands(sub)
+    generate_commands(sub)
     _add_serve(sub)
     return parser
 

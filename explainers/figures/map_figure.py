@@ -65,7 +65,7 @@ class Caption:
     was spent, whether it came from a cache or an attribution store, a note on its scale (e.g. which
     maps share it), and what the method's completeness check found when there is something to say
     (`completeness`: a promise that does not hold, or what the method did to keep it; `incomplete`: it does
-    not hold)."""
+    not hold). `rows`: the model rows the method ran, when the caller counts them (a prompt's methods)."""
 
     target: str
     seconds: float | None = None
@@ -75,6 +75,7 @@ class Caption:
     note: str = ""
     completeness: str = ""
     incomplete: bool = False
+    rows: int | None = None
 
     def text(self) -> str:
         """'target cat · 0.12 s for 2 inputs · cached'; 'target cat · stored · 0.01 s'; with the completeness
@@ -84,6 +85,8 @@ class Caption:
             parts.append("stored")
         if self.seconds is not None:
             parts.append(seconds_text(self.seconds) + (f" for {self.inputs} inputs" if self.inputs > 1 else ""))
+        if self.rows is not None:
+            parts.append(f"{self.rows:,} model row{'s' if self.rows != 1 else ''}")
         if self.cached:
             parts.append("cached")
         if self.completeness:
@@ -97,7 +100,7 @@ class Caption:
         return ("⚠ " if self.incomplete else "") + self.completeness
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "target": self.target,
             "seconds": self.seconds,
             "inputs": self.inputs,
@@ -106,8 +109,10 @@ class Caption:
             "note": self.note,
             "completeness": self.completeness,
             "incomplete": self.incomplete,
-            "text": self.text(),
         }
+        if self.rows is not None:  # only where counted: the explain report's format stays as it was
+            out["rows"] = self.rows
+        return {**out, "text": self.text()}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Caption:
@@ -120,6 +125,7 @@ class Caption:
             str(d.get("note", "")),
             str(d.get("completeness", "")),
             bool(d.get("incomplete", False)),
+            None if d.get("rows") is None else int(d["rows"]),
         )
 
 
@@ -321,7 +327,7 @@ def _with_drawing(fig: MapFigure) -> MapFigure:
 
 
 def map_figure(
-    spec: MethodSpec,
+    spec: render.LegendFacts,
     values: Any,
     *,
     target: int,
@@ -333,22 +339,26 @@ def map_figure(
     display: str = "overlay",
     caption: Caption | None = None,
     upscale: int = render.DEFAULT_UPSCALE,
+    legend: render.MapLegend | None = None,
+    target_name: str | None = None,
 ) -> MapFigure:
     """One map on a given colour `scale` (0 or less: an all-zero map, drawn in the centre colour).
 
     `image`: the input (C, H, W) or (H, W, C) in [0, 1], drawn under an 'overlay'; `words`: the words a text
-    map scores. The legend comes from the method's spec (`render.map_legend`)."""
+    map scores. The legend comes from the method's spec (`render.map_legend`) unless given (a prompt's maps:
+    their unit is the token or word chosen); `target_name` names a target that is not a class (a generated
+    token)."""
     modality = "text" if words is not None else "image"
     a = np.asarray(values, dtype=np.float32)
     if modality == "image" and display not in IMAGE_DISPLAYS:
         raise ExplainError(f"Unknown display {display!r}; choose one of {', '.join(IMAGE_DISPLAYS)}.")
     s = float(scale) if scale > 0 and np.isfinite(scale) else 1.0
-    name = classes[target] if 0 <= target < len(classes) else str(target)
+    name = target_name if target_name is not None else classes[target] if 0 <= target < len(classes) else str(target)
     fig = MapFigure(
         method=spec.id,
         label=spec.label,
         modality=modality,
-        legend=render.map_legend(spec, modality),
+        legend=legend or render.map_legend(spec, modality),
         scale=s,
         scale_mode=scale_mode,
         clipped=render.is_clipped(a, s),

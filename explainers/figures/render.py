@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import matplotlib
 import numpy as np
@@ -36,7 +36,7 @@ from PIL import Image, ImageDraw, ImageFont
 from xaidash.explainers.params import ExplainError
 
 if TYPE_CHECKING:
-    from xaidash.explainers.registry import MethodSpec
+    from xaidash.explainers.registry import Completeness
 
 SIGNED_CMAP = "RdBu_r"
 UNSIGNED_CMAP = "inferno"
@@ -93,29 +93,56 @@ class MapLegend:
     meaning: str
 
 
-def map_legend(spec: MethodSpec, modality: str = "image") -> MapLegend:
+class LegendFacts(Protocol):
+    """The declared facts of a method that its legend reads: a `MethodSpec` (images, text classifiers) or a
+    `PromptMethodSpec` (explainers/language: prompts of a generative model)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def output(self) -> str: ...
+    @property
+    def family(self) -> str: ...
+    @property
+    def signed(self) -> bool: ...
+    @property
+    def completeness(self) -> Completeness | None: ...
+
+
+# How an output is named in legends: 'log_probability' (a generated token's, explainers/language) reads
+# 'log-probability'.
+OUTPUT_WORDS = {"log_probability": "log-probability"}
+
+
+def map_legend(spec: LegendFacts, modality: str = "image", unit: str | None = None) -> MapLegend:
     """Units, scale group and colour meaning of a method's maps, from its declared facts only
     (signed, family, output, completeness), never from its id.
 
     Maps share units when their values add up to the same quantity per the same unit (methods that
     declare completeness for one output and unit, e.g. IG, DeepLift and GradientSHAP: logit per pixel),
-    or when both are attention weights; any other method's map is in units of its own."""
-    out = spec.output
-    unit = "word" if modality == "text" else "pixel"
+    or when both are attention weights; any other method's map is in units of its own. `unit`: what one
+    value scores when the caller chose it (a prompt's 'token' or 'word'); by default a pixel or region for
+    images, a word for text."""
+    out = OUTPUT_WORDS.get(spec.output, spec.output)
+    unit = unit or ("word" if modality == "text" else "pixel")
     c = spec.completeness
-    if out == "attention":
+    if spec.output == "attention":
         return MapLegend(
             "attention weight (share of attention, 0-1)",
             "attention",
             spec.signed,
-            "bright = attended to more; read from the model, the same for every target class",
+            "bright = attended to more; read from the model, the same for every target "
+            + ("token" if modality == "causal_lm" else "class"),
         )
     if c is not None:
-        units = f"{out} contribution per {c.unit}"
-        group = f"{out}|{c.unit}|sum"
+        per = unit if modality == "causal_lm" else c.unit  # a prompt's features are the tokens or words chosen
+        units = f"{out} contribution per {per}"
+        group = f"{out}|{per}|sum"
         meaning = f"red = raises the target's {out}, blue = lowers it, white = no effect; the values add up to f(x) − f(reference)"
     elif spec.family == "perturbation":
-        region = "word" if modality == "text" else "region"
+        region = unit if modality in ("text", "causal_lm") else "region"
         units = f"Δ {out} per {region}"
         group = f"{spec.family}|{spec.id}|{out}"
         meaning = f"red = the {region} raises the target's {out} (hiding it lowers it), blue = it lowers it"
@@ -128,7 +155,7 @@ def map_legend(spec: MethodSpec, modality: str = "image") -> MapLegend:
             else f"bright = features here raise the target's {out} most; dark = no positive evidence"
         )
     elif spec.family == "gradient" and not spec.signed:
-        units = f"|∂ {out} / ∂ {'embedding' if modality == 'text' else 'pixel'}|"
+        units = f"|∂ {out} / ∂ {'pixel' if modality == 'image' else 'embedding'}|"
         group = f"{spec.family}|{spec.id}|{out}"
         meaning = f"bright = the target's {out} changes most when this {unit} changes (either way); dark = insensitive"
     else:

@@ -1,10 +1,10 @@
 """`explain_prompt`: which prompt tokens produced a generated token, by every registered prompt method asked for.
 
-    lm = load_language_model(run)
-    prompt = build_prompt(lm, "What is the capital of France?")
-    answer = generate(lm, prompt)
-    task = make_task(lm, prompt, answer.ids, span=(5, 6))      # the 6th generated token, e.g. " Paris"
-    maps = explain_prompt(task, {"feature_ablation": {}, "layer_ig": {"steps": 16}})
+lm = load_language_model(run)
+prompt = build_prompt(lm, "What is the capital of France?")
+answer = generate(lm, prompt)
+task = make_task(lm, prompt, answer.ids, span=(5, 6))      # the 6th generated token, e.g. " Paris"
+maps = explain_prompt(task, {"feature_ablation": {}, "layer_ig": {"steps": 16}})
 """
 
 from __future__ import annotations

@@ -96,7 +96,9 @@ class PromptMethodSpec:
     per_step: bool = False  # its passes give every step's row of the prompt x generated-token matrix at no extra cost
     gradients: bool = False  # needs backward passes (a model that is only run forward cannot use it)
     featured: int | None = None
-    reference: str = ""  # the library call it is checked against (tests, bench): e.g. "captum LLMAttribution(FeatureAblation)"
+    reference: str = (
+        ""  # the library call it is checked against (tests, bench): e.g. "captum LLMAttribution(FeatureAblation)"
+    )
 
     @property
     def modalities(self) -> tuple[str, ...]:

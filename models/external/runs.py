@@ -48,6 +48,8 @@ from xaidash.models.external.linking import (
 from xaidash.models.external.loading import IMPORTED, load_imported
 from xaidash.models.external.options import ImportOptions
 from xaidash.models.external.registry import Loaded, parse_source
+from xaidash.models.language.convert import import_language_model, is_language_source
+from xaidash.models.language.loading import MARK as LANGUAGE_MARK
 from xaidash.models.registry import ModelError, ModelSpec
 from xaidash.models.runs.checkpoint import save_weights
 from xaidash.models.runs.staging import move_into_place, staging_folder
@@ -187,8 +189,36 @@ def _verify(staging: Path, model: nn.Module, probe: torch.Tensor) -> None:
         )
 
 
+# The options of a classifier's import, by their command-line flag: a language model takes none of them.
+_CLASSIFIER_OPTIONS = {
+    "--weights": "weights",
+    "--input-shape": "input_shape",
+    "--mean": "mean",
+    "--std": "std",
+    "--classes": "classes",
+    "--dataset": "dataset",
+    "--layer": "layers",
+    "--option": "model_options",
+    "--vocab": "vocab",
+}
+
+
+def _import_language(source: str, options: ImportOptions, root: Path | None) -> Imported:
+    """`smollm2`, `gguf:FILE` and `hf:` causal LMs: converted by models/language/convert.py; only --name applies."""
+    given = [flag for flag, attr in _CLASSIFIER_OPTIONS.items() if getattr(options, attr)]
+    if given:
+        raise ModelError(
+            f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to a generative language model "
+            f"({source}): it has no classes, data set or input shape; import it with only --name."
+        )
+    return Imported(import_language_model(source, name=options.name, root=root))
+
+
 def import_model(source: str, options: ImportOptions, root: Path | None = None) -> Imported:
-    """Import an external model as a run (see the module docstring); ModelError (or DatasetError) saying why not."""
+    """Import an external model as a run (see the module docstring); ModelError (or DatasetError) saying why not.
+    A causal language model (`is_language_source`) becomes a language-model run instead."""
+    if is_language_source(source):
+        return _import_language(source, options, root)
     kind, argument = parse_source(source)
     options.check()  # the values no model takes, then those this source does not (a zoo model's option ranges)
     kind.check(argument, options)
@@ -240,6 +270,8 @@ def describe(run: Run) -> list[tuple[str, str]]:
     """(label, value) lines summing up an imported run, for the CLI and the Import page (which shows the rows
     labelled "note" and CAM_NOTE_ROW under its table)."""
     c = run.config()
+    if LANGUAGE_MARK in c:
+        return _describe_language(run, c)
     layers = Layers.from_json(c.get("layers") or {})
     info = c["dataset_info"]
     shape = info.get("input_shape") or []
@@ -264,6 +296,29 @@ def describe(run: Run) -> list[tuple[str, str]]:
     rows.append(("attention", f"{len(layers.attention)} layers" if layers.attention else "none readable"))
     rows += [("note", n) for n in c.get("notes") or []]
     return rows
+
+
+def _describe_language(run: Run, c: dict[str, Any]) -> list[tuple[str, str]]:
+    lm = c[LANGUAGE_MARK]
+    return [
+        ("run", run.id),
+        ("model", c["model"]),
+        ("source", f"{lm.get('given', '?')} ({lm.get('kind', '?')})"),
+        ("architecture", str(lm.get("architecture", "?"))),
+        ("layers", str(lm.get("layers", "?"))),
+        ("heads", str(lm.get("heads", "?"))),
+        ("parameters", _count(lm.get("parameters"))),
+        ("context", f"{lm['context']:,} tokens" if lm.get("context") else "?"),
+        ("chat template", "yes" if lm.get("chat_template") else "no (prompts are read as raw text)"),
+        ("converted in", f"{lm['convert_seconds']:.1f} s" if lm.get("convert_seconds") is not None else "?"),
+    ]
+
+
+def _count(n: int | None) -> str:
+    """134515008 -> '134,515,008 (134.5M)'."""
+    if not n:
+        return "?"
+    return f"{n:,}" + (f" ({n / 1e6:.1f}M)" if n >= 1e6 else "")
 
 
 def _normalisation(c: dict[str, Any]) -> str:

@@ -1,0 +1,446 @@
+"""Prompt attributions as they are presented: the Generate page, `xaidash generate` and the HTML report draw them
+only through this module.
+
+- `prompt_figures(task, explanations)`: one `MapFigure` per method (explainers/figures/map_figure.py), the prompt's
+  features as its words and the attributions as their scores, with the legend of the method's declared facts in
+  the prompt's unit (`render.map_legend(spec, "causal_lm", unit)`: "Δ log-probability per token", "log-probability
+  contribution per word"), colour scales per legend group (`render.map_scales`), and a caption that names the
+  explained output ("log p(' Paris')", "log p(' Paris') − log p(' London')"), the time, the model rows run and
+  what the method's completeness check found.
+- `matrix_spec` / `matrix_html`: the prompt x generated-token matrix (one row per generated token, its own
+  log-probability's attributions) as a Vega-Lite heatmap for the page and as a coloured table with its colour bar
+  for the self-contained HTML report, both on one `render.ColourScale`.
+- `prompt_report(generation, task, explanations, faithfulness)`: everything as JSON; `prompt_report_html(report)`:
+  that JSON as one offline HTML page (every text from the user or the model escaped).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from xaidash.explainers.figures import render
+from xaidash.explainers.figures.html_report import CSS
+from xaidash.explainers.figures.map_figure import Caption, MapFigure, completeness_sentence, fmt_number, map_figure
+from xaidash.explainers.language.api import PromptExplanation
+from xaidash.explainers.language.registry import PromptMethodSpec, PromptTask, get_prompt_method
+from xaidash.models.language.generate import Generation
+
+REPORT_FORMAT = 1
+TOP_FEATURES = 5  # the features listed beside each map, strongest first
+
+
+def quoted(text: str) -> str:
+    """A token as it is shown in a caption: in quotes, its spaces kept, line breaks and tabs written out."""
+    return "'" + text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r") + "'"
+
+
+def target_tokens(task: PromptTask) -> str:
+    """The explained tokens' text (the span's tokens joined)."""
+    start, stop = task.span
+    return "".join(task.lm.token_text(list(task.target_ids[start:stop])))
+
+
+def target_label(task: PromptTask) -> str:
+    """The explained output: "log p(' Paris')", a span's "log p(' Paris.')" (its tokens' log-probabilities
+    summed), or with a contrast "log p(' Paris') − log p(' London')"."""
+    label = f"log p({quoted(target_tokens(task))})"
+    if task.contrast is not None:
+        label += f" − log p({quoted(task.lm.token_text([task.contrast])[0])})"
+    return label
+
+
+def prompt_legend(spec: PromptMethodSpec, unit: str) -> render.MapLegend:
+    return render.map_legend(spec, "causal_lm", unit)
+
+
+def completeness_of(spec: PromptMethodSpec, explanation: PromptExplanation) -> tuple[str, bool]:
+    """(sentence, whether the method's completeness promise fails), from its own diagnostics (one prompt)."""
+    if spec.completeness is None:
+        return "", False
+    diagnostics = {k: [float(v)] for k, v in explanation.diagnostics.items()}
+    return completeness_sentence(spec.completeness.check(diagnostics, 0, explanation.params))
+
+
+def prompt_figures(
+    task: PromptTask,
+    explanations: Mapping[str, PromptExplanation],
+    *,
+    scale_mode: render.ScaleMode = "percentile",
+) -> dict[str, MapFigure]:
+    """One figure per method (method id -> figure, in the given order): the prompt's features highlighted by their
+    attributions, on a colour scale picked per `scale_mode` among maps of the same legend group."""
+    if not explanations:
+        return {}
+    specs = {m: get_prompt_method(e.method) for m, e in explanations.items()}
+    legends = {m: prompt_legend(specs[m], task.unit) for m in explanations}
+    values = {m: np.asarray(e.attributions, np.float32) for m, e in explanations.items()}
+    scales = render.map_scales(values, {m: legends[m].group for m in values}, scale_mode)
+    name = target_label(task)
+    out: dict[str, MapFigure] = {}
+    for m, e in explanations.items():
+        peers = [o for o in values if legends[o].group == legends[m].group]
+        note = (
+            "shared scale: " + ", ".join(specs[o].label for o in peers)
+            if scale_mode == "units" and len(peers) > 1
+            else ""
+        )
+        promise, broken = completeness_of(specs[m], e)
+        caption = Caption(name, e.seconds, 1, False, False, note, promise, broken, rows=e.rows)
+        out[m] = map_figure(
+            specs[m],
+            values[m],
+            target=task.target_ids[task.span[0]],
+            classes=(),
+            scale=scales[m],
+            scale_mode=scale_mode,
+            words=e.labels,
+            caption=caption,
+            legend=legends[m],
+            target_name=name,
+        )
+    return out
+
+
+def top_features(labels: Sequence[str], values: Any, k: int = TOP_FEATURES) -> list[tuple[int, str, float]]:
+    """(position, label, value) of the `k` features with the largest values, largest first (non-finite skipped)."""
+    v = np.asarray(values, np.float64).reshape(-1)
+    order = [int(i) for i in np.argsort(-np.nan_to_num(v, nan=-np.inf), kind="stable") if np.isfinite(v[i])]
+    return [(i, str(labels[i]), float(v[i])) for i in order[:k]]
+
+
+# ---- the prompt x generated-token matrix ---------------------------------------------------------------------------
+
+
+def step_labels(task: PromptTask) -> list[str]:
+    """The generated tokens the task reads, in order (the matrix's rows)."""
+    return task.lm.token_text(list(task.target_ids))
+
+
+def matrix_scale(spec: PromptMethodSpec, per_step: Any, unit: str) -> render.ColourScale:
+    """The matrix's colour scale: ± its 99th percentile of |value| for a signed method (0 to it otherwise), the
+    ends marked when values lie beyond."""
+    a = np.asarray(per_step, np.float64)
+    s = render.robust_scale(a) or 1.0
+    units = f"{prompt_legend(spec, unit).units}, each generated token's own log-probability"
+    clipped = render.is_clipped(a, s)
+    if spec.signed:
+        return render.ColourScale(-s, s, units, signed=True, clipped=clipped)
+    return render.ColourScale(0.0, s, units, signed=False, clipped=clipped)
+
+
+def _labelled(labels: Sequence[str]) -> str:
+    """A Vega expression mapping an axis position to its label (labels may repeat, so positions are the field)."""
+    return f"{json.dumps([quoted(t) for t in labels])}[datum.value]"
+
+
+def matrix_spec(task: PromptTask, explanation: PromptExplanation) -> dict[str, Any] | None:
+    """The prompt x generated-token matrix of one method as a Vega-Lite heatmap (None when the method made no
+    per-step rows): prompt features across, generated tokens down, the value as colour on the same scale as
+    `matrix_html`, exact values in the tooltip."""
+    if explanation.per_step is None:
+        return None
+    spec = get_prompt_method(explanation.method)
+    a = np.asarray(explanation.per_step, np.float64)
+    scale = matrix_scale(spec, a, task.unit)
+    steps = step_labels(task)[: a.shape[0]]
+    rows = [
+        {
+            "step": s,
+            "token": steps[s],
+            "feature": f,
+            "label": explanation.labels[f],
+            "value": float(a[s, f]) if math.isfinite(a[s, f]) else None,
+        }
+        for s in range(a.shape[0])
+        for f in range(a.shape[1])
+    ]
+    colour: dict[str, Any] = {
+        "field": "value",
+        "type": "quantitative",
+        "title": scale.label,
+        "scale": {"domain": [scale.low if not scale.signed else -scale.span, scale.high], "clamp": True},
+    }
+    if scale.signed:
+        colour["scale"].update(scheme="redblue", reverse=True, domainMid=0)
+    else:
+        colour["scale"].update(scheme="inferno")
+    return {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "title": f"{spec.label}: prompt × generated tokens",
+        "data": {"values": rows},
+        "mark": "rect",
+        "encoding": {
+            "x": {
+                "field": "feature",
+                "type": "ordinal",
+                "title": f"prompt {task.unit}s",
+                "axis": {"labelExpr": _labelled(explanation.labels), "labelAngle": -60},
+            },
+            "y": {
+                "field": "step",
+                "type": "ordinal",
+                "title": "generated tokens",
+                "axis": {"labelExpr": _labelled(steps)},
+            },
+            "color": colour,
+            "tooltip": [
+                {"field": "token", "title": "generated"},
+                {"field": "label", "title": f"prompt {task.unit}"},
+                {"field": "value", "type": "quantitative", "format": ".4g"},
+            ],
+        },
+        "config": {"view": {"step": 22}},
+    }
+
+
+def _hex(rgb: Sequence[float]) -> str:
+    return "#" + "".join(f"{round(float(c) * 255):02x}" for c in rgb[:3])
+
+
+def matrix_html(labels: Sequence[str], steps: Sequence[str], per_step: Any, scale: render.ColourScale) -> str:
+    """The matrix as a coloured table (generated tokens down, prompt features across, values as tooltips) with the
+    scale's colour bar: offline HTML for the report."""
+    a = np.asarray(per_step, np.float64)
+    colours = scale.colours(a)
+    head = "".join(
+        f'<th style="writing-mode:vertical-rl;transform:rotate(180deg);font-weight:400">{html.escape(quoted(t))}</th>'
+        for t in labels
+    )
+    body = []
+    for s in range(a.shape[0]):
+        cells = "".join(
+            f'<td title="{html.escape(fmt_number(a[s, f], 4))}" style="background:{_hex(colours[s, f])};'
+            'min-width:16px;padding:0"></td>'
+            for f in range(a.shape[1])
+        )
+        token = steps[s] if s < len(steps) else str(s)
+        body.append(f"<tr><th>{html.escape(quoted(token))}</th>{cells}</tr>")
+    bar = render.colorbar_html(
+        scale.signed, scale.span, scale.label, clipped=scale.clipped, low=None if scale.signed else scale.low
+    )
+    return (
+        '<div class="matrix"><table style="border-collapse:collapse"><tr><th>generated \\ prompt</th>'
+        + head
+        + "</tr>"
+        + "".join(body)
+        + f'</table><div style="max-width:{render.TOKEN_BAR_MAX_PX}px">{bar}</div></div>'
+    )
+
+
+# ---- the report ----------------------------------------------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON values from what a faithfulness metric returns (dataclasses, NumPy arrays and numbers, mappings);
+    non-finite numbers become null."""
+    if callable(getattr(value, "to_dict", None)):  # explainers/language/faithfulness.FaithfulnessScore
+        return _jsonable(value.to_dict())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(dataclasses.asdict(value))
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(float(value)) else None
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)
+
+
+def _floats(values: Any) -> list[Any]:
+    return _jsonable(np.asarray(values, np.float64))
+
+
+def _generation_json(generation: Generation) -> dict[str, Any]:
+    return {
+        "text": generation.text,
+        "stopped": generation.stopped,
+        "seconds": round(generation.seconds, 4),
+        "sample": generation.sample,
+        "seed": generation.seed,
+        "temperature": generation.temperature,
+        "steps": [
+            {
+                "id": s.id,
+                "token": s.token,
+                "probability": s.prob,
+                "alternatives": [{"token": t, "id": i, "probability": p} for t, i, p in s.alternatives],
+            }
+            for s in generation.steps
+        ],
+    }
+
+
+def prompt_report(
+    generation: Generation,
+    task: PromptTask,
+    explanations: Mapping[str, PromptExplanation],
+    faithfulness: Mapping[str, Any] | None = None,
+    *,
+    scale_mode: render.ScaleMode = "percentile",
+) -> dict[str, Any]:
+    """One prompt's answer and its explanations as JSON: the model, the prompt (rendered text, tokens, which are
+    features), the generation (each step's probability and alternatives), the explained target, and per method its
+    figure (`MapFigure.to_json`: legend, scale, caption, features and values), the run's facts, the strongest
+    features and the prompt x generated-token matrix when made; `faithfulness` (method -> metrics) as given."""
+    prompt = task.prompt
+    figures = prompt_figures(task, explanations, scale_mode=scale_mode)
+    methods: dict[str, Any] = {}
+    for m, e in explanations.items():
+        methods[m] = {
+            **e.summary(),
+            "label": figures[m].label,
+            "figure": figures[m].to_json(),
+            "top": [{"feature": i, "label": t, "value": v} for i, t, v in top_features(e.labels, e.attributions)],
+            "per_step": None if e.per_step is None else _floats(e.per_step),
+        }
+    start, stop = task.span
+    return {
+        "format": REPORT_FORMAT,
+        "source": "xaidash generate",
+        "model": task.lm.name,
+        "device": str(task.lm.device),
+        "prompt": {
+            "text": prompt.text,
+            "rendered": prompt.rendered,
+            "chat": prompt.chat,
+            "notice": prompt.notice,
+            "tokens": list(prompt.tokens),
+            "ids": list(prompt.ids),
+            "features": list(prompt.features),
+        },
+        "generation": _generation_json(generation),
+        "target": {
+            "span": [start, stop],
+            "text": target_tokens(task),
+            "ids": list(task.target_ids[start:stop]),
+            "contrast": None
+            if task.contrast is None
+            else {"id": task.contrast, "text": task.lm.token_text([task.contrast])[0]},
+            "label": target_label(task),
+        },
+        "features": {
+            "unit": task.unit,
+            "labels": list(task.labels),
+            "positions": [list(g) for g in task.features],
+            "baseline_id": task.baseline_id,
+        },
+        "steps": step_labels(task),
+        "scale_mode": scale_mode,
+        "methods": methods,
+        "faithfulness": None if faithfulness is None else _jsonable(faithfulness),
+    }
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _steps_table(report: Mapping[str, Any]) -> str:
+    start, stop = report["target"]["span"]
+    rows = []
+    for k, s in enumerate(report["generation"]["steps"]):
+        alts = ", ".join(f"{_e(quoted(a['token']))} {a['probability']:.1%}" for a in s["alternatives"])
+        mark = ' style="background:#fff8c5"' if start <= k < stop else ""
+        rows.append(
+            f"<tr{mark}><td>{k}</td><td><code>{_e(quoted(s['token']))}</code></td>"
+            f"<td>{s['probability']:.1%}</td><td class='small'>{alts}</td></tr>"
+        )
+    return (
+        "<table><tr><th>step</th><th>token</th><th>probability</th><th>top alternatives</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+
+
+def _card(entry: Mapping[str, Any]) -> str:
+    fig = MapFigure.from_json(entry["figure"])
+    top = ", ".join(f"{_e(quoted(t['label']))} {fmt_number(t['value'])}" for t in entry["top"])
+    return (
+        f'<figure class="card text" style="margin:0"><div class="title">{_e(fig.label)}</div>'
+        f"{fig.tokens_html or ''}{fig.colorbar_html()}"
+        f'<div class="small">strongest: {top}</div>'
+        f'<div class="small muted">{_e(fig.caption.text())}</div></figure>'
+    )
+
+
+def _faithfulness_table(faithfulness: Any) -> str:
+    """Each method's scalar metrics, and the directions and units the metric states (curves stay in report.json)."""
+    if not isinstance(faithfulness, Mapping) or not faithfulness:
+        return ""
+    rows = {m: v for m, v in faithfulness.items() if isinstance(v, Mapping)}
+    names = sorted(
+        {k for v in rows.values() for k, x in v.items() if not isinstance(x, bool) and isinstance(x, (int, float))}
+    )
+    if not names:
+        return ""
+    head = "".join(f"<th>{_e(n)}</th>" for n in names)
+    body = "".join(
+        f"<tr><td>{_e(m)}</td>" + "".join(f"<td>{fmt_number(v.get(n))}</td>" for n in names) + "</tr>"
+        for m, v in rows.items()
+    )
+    first = next(iter(rows.values()), {})
+    said = [f"{k}: {d}" for k, d in (first.get("directions") or {}).items()]
+    if first.get("units"):
+        said.append(f"in {first['units']}")
+    notes = f'<p class="small muted">{_e("; ".join(said))}</p>' if said else ""
+    return f"<h3>Faithfulness</h3><table><tr><th>method</th>{head}</tr>{body}</table>{notes}"
+
+
+def _matrices(report: Mapping[str, Any]) -> str:
+    unit = report["features"]["unit"]
+    parts = []
+    for m, entry in report["methods"].items():
+        if entry.get("per_step") is None:
+            continue
+        a = np.asarray([[np.nan if x is None else x for x in row] for row in entry["per_step"]], np.float64)
+        scale = matrix_scale(get_prompt_method(m), a, unit)
+        parts.append(
+            f"<h3>{_e(entry['label'])}</h3>" + matrix_html(entry["figure"]["words"], report["steps"], a, scale)
+        )
+    if not parts:
+        return ""
+    return "<section><h2>Prompt × generated tokens</h2>" + "".join(parts) + "</section>"
+
+
+def prompt_report_html(report: Mapping[str, Any]) -> str:
+    """`prompt_report`'s JSON as one self-contained page (inline CSS, no scripts or fetched files)."""
+    prompt, target = report["prompt"], report["target"]
+    title = f"Prompt attributions · {report['model']}"
+    notice = f'<p class="muted">{_e(prompt["notice"])}</p>' if prompt.get("notice") else ""
+    cards = "".join(_card(e) for e in report["methods"].values())
+    answer = (
+        f"<h3>Prompt</h3><blockquote>{_e(prompt['text'])}</blockquote>{notice}"
+        f"<details><summary>as the model reads it ({'chat template' if prompt['chat'] else 'raw text'})</summary>"
+        f"<blockquote>{_e(prompt['rendered'])}</blockquote></details>"
+        f"<h3>Answer</h3><blockquote>{_e(report['generation']['text'])}</blockquote>"
+        f'<p class="small muted">stopped at {_e(report["generation"]["stopped"])} · '
+        f"{_e(fmt_number(report['generation']['seconds']))} s</p>" + _steps_table(report)
+    )
+    explained = (
+        f"<section><h2>Which prompt {_e(report['features']['unit'])}s produced {_e(target['label'])}</h2>"
+        f'<div class="maps">{cards}</div>{_faithfulness_table(report.get("faithfulness"))}</section>'
+    )
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
+        f'<header><div class="inner"><h1>{_e(title)}</h1></div></header>'
+        f"<main><section>{answer}</section>{explained}{_matrices(report)}</main>"
+        f'<footer class="small muted">xaidash generate report, format version {report["format"]} '
+        "(the same content as report.json).</footer></body></html>\n"
+    )
