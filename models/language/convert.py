@@ -86,6 +86,21 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _dequantisable(gguf: Any, qtype: Any) -> bool:
+    """Whether the gguf package dequantises tensors of `qtype` (it raises NotImplementedError for some, e.g. Q8_1
+    and the integer types): one zero block is tried, since the package declares no list."""
+    import numpy as np
+
+    sizes = gguf.GGML_QUANT_SIZES.get(qtype)
+    if sizes is None:
+        return False
+    try:
+        gguf.quants.dequantize(np.zeros((1, sizes[1]), dtype=np.uint8), qtype)
+    except (NotImplementedError, ValueError):
+        return False
+    return True
+
+
 def check_gguf(path: Path) -> dict[str, Any]:
     """Read a GGUF file's header: its architecture and tensor types, or a ModelError saying why it cannot be
     converted (not a GGUF file, truncated, an architecture transformers does not convert, an unknown
@@ -103,24 +118,32 @@ def check_gguf(path: Path) -> dict[str, Any]:
     try:
         reader = gguf.GGUFReader(str(path))
     except Exception as e:  # noqa: BLE001 (gguf raises ValueError, IndexError, struct errors... on damage)
-        raise ModelError(f"{path.name} is damaged or truncated: the GGUF reader stopped with {type(e).__name__}: {e}") from None
+        raise ModelError(
+            f"{path.name} is damaged or truncated: the GGUF reader stopped with {type(e).__name__}: {e}"
+        ) from None
     field = reader.fields.get("general.architecture")
     if field is None:
         raise ModelError(f"{path.name} names no architecture (general.architecture is missing).")
     arch = bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
-    if arch not in GGUF_SUPPORTED_ARCHITECTURES:
+    # transformers' list also holds the metadata sections "general" and "tokenizer"; xaidash reads fewer decoders
+    # (model.SUPPORTED_TYPES) than transformers converts: refuse before a dequantisation that could only fail after.
+    readable = sorted(set(GGUF_SUPPORTED_ARCHITECTURES) & set(SUPPORTED_TYPES))
+    if arch not in readable:
         raise ModelError(
-            f"{path.name} holds a {arch!r} model: transformers converts GGUF files of "
-            f"{', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))} only."
+            f"{path.name} holds a {arch!r} model: xaidash converts GGUF files of {', '.join(readable)} only."
         )
-    known = set(getattr(gguf, "GGML_QUANT_SIZES", {}))
     types = sorted({t.tensor_type.name for t in reader.tensors})
-    unknown = [t.tensor_type.name for t in reader.tensors if known and t.tensor_type not in known]
-    if unknown:
-        raise ModelError(f"{path.name} uses quantisation {unknown[0]}, which the gguf package cannot dequantise.")
+    unusable = [name for name in types if not _dequantisable(gguf, gguf.GGMLQuantizationType[name])]
+    if unusable:
+        raise ModelError(
+            f"{path.name} uses quantisation {', '.join(unusable)}, which the gguf package cannot dequantise: "
+            "convert the model to another quantisation (Q4_0, Q4_1, Q8_0, the K-quants, F16 or F32)."
+        )
     expected = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     if expected > path.stat().st_size:
-        raise ModelError(f"{path.name} is truncated: its tensors need {expected:,} bytes, the file has {path.stat().st_size:,}.")
+        raise ModelError(
+            f"{path.name} is truncated: its tensors need {expected:,} bytes, the file has {path.stat().st_size:,}."
+        )
     return {"architecture": arch, "tensor_types": types, "tensors": len(reader.tensors)}
 
 

@@ -42,7 +42,10 @@ class Generation:
 
     @property
     def text(self) -> str:
-        return "".join(s.token for s in self.steps)
+        """The answer as text: every step's token but the end-of-text token it stopped at (that step stays in
+        `steps`, with its probability)."""
+        kept = self.steps[:-1] if self.stopped == "end of text" else self.steps
+        return "".join(s.token for s in kept)
 
     def span_text(self, start: int, stop: int) -> str:
         return "".join(s.token for s in self.steps[start:stop])
@@ -107,7 +110,8 @@ def generate(
             choice = int(torch.argmax(logits).item())
         top = torch.topk(probs, k=min(int(alternatives), probs.numel()))
         alts = tuple(
-            (lm.tokenizer.decode([int(i)]), int(i), float(p)) for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+            (lm.tokenizer.decode([int(i)]), int(i), float(p))
+            for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True)
         )
         steps.append(Step(choice, lm.tokenizer.decode([choice]), float(probs[choice]), alts))
         if choice in stop:

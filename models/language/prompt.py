@@ -116,17 +116,18 @@ def build_prompt(lm: LanguageModel, text: str, *, chat: bool = True, max_tokens:
 
 def word_groups(prompt: Prompt) -> list[list[int]]:
     """The feature positions grouped into words: a token that starts with a space or a newline, or follows one
-    that ends with one, starts a new word; punctuation stays with the word before it."""
+    that ends with one, starts a new word; punctuation stays with the word before it, and a token of whitespace
+    alone (BPE tokenizers split " 123" into " ", "1", "2", "3") with the word after it."""
     groups: list[list[int]] = []
     previous = None
     for p in prompt.features:
         token = prompt.tokens[p]
+        after_blank = previous is not None and not prompt.tokens[previous].strip()
         new_word = (
             not groups
             or previous is None
             or p != previous + 1
-            or token[:1].isspace()
-            or prompt.tokens[previous][-1:].isspace()
+            or (not after_blank and (token[:1].isspace() or prompt.tokens[previous][-1:].isspace()))
         )
         if new_word:
             groups.append([p])

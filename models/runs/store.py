@@ -479,7 +479,7 @@ def runs_table(root: Path | None = None) -> list[dict[str, str]]:
 
 def _run_row(r: Run) -> dict[str, str]:
     c, s = r.config(), r.summary()
-    if "source" in c:
+    if "source" in c or any(mark in c for mark in _LOADERS):  # not trained here (imported, or a language model)
         return _imported_row(r, c, s)
     return {
         "run": r.id,
