@@ -210,7 +210,8 @@ def _state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 
 def write_lm_folder(folder: Path, model: nn.Module, tokenizer: Any) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    config = model.config.to_dict()
+    transformers_config: Any = model.config
+    config = transformers_config.to_dict()
     config.pop("quantization_config", None)
     config["torch_dtype"] = "float32"
     (folder / "config.json").write_text(json.dumps(config, indent=2, default=str))
@@ -218,6 +219,7 @@ def write_lm_folder(folder: Path, model: nn.Module, tokenizer: Any) -> None:
     if generation is not None:
         generation.save_pretrained(str(folder))
     save_file(_state_dict(model), str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "model.safetensors").chmod(0o644)  # safetensors writes 0600; every other run file is 0644
     tokenizer.save_pretrained(str(folder))
 
 
@@ -242,7 +244,7 @@ def import_language_model(source: str, *, name: str = "", root: Path | None = No
     model, tokenizer, facts, kind, default_name = load_source(source)
     model.eval()
     parts = decoder_parts(model)  # refuses architectures xaidash cannot look inside
-    config = model.config
+    config: Any = model.config
     display = name.strip() or default_name
     with staging_folder(root) as staging:
         write_lm_folder(staging / LM_FOLDER, model, tokenizer)

@@ -66,7 +66,9 @@ def decoder_parts(model: nn.Module) -> DecoderParts:
         try:
             model.get_submodule(path)
         except AttributeError:
-            raise ModelError(f"{type(model).__name__} has no module {path!r}: not a standard {model_type} model.") from None
+            raise ModelError(
+                f"{type(model).__name__} has no module {path!r}: not a standard {model_type} model."
+            ) from None
     return DecoderParts(embedding=embedding, layers=layers, final_norm=norm, unembedding=unembedding)
 
 
@@ -142,7 +144,9 @@ def context_of(config: Any) -> int:
     return 2048
 
 
-def wrap(model: nn.Module, tokenizer: Any, name: str, device: torch.device, run_dir: Path | None = None) -> LanguageModel:
+def wrap(
+    model: nn.Module, tokenizer: Any, name: str, device: torch.device, run_dir: Path | None = None
+) -> LanguageModel:
     """A loaded transformers causal LM as a LanguageModel (parts checked, eval mode, moved to `device`)."""
     parts = decoder_parts(model)
     model.to(device).eval()

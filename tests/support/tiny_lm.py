@@ -9,11 +9,35 @@ import torch
 
 from xaidash.models.language.model import LanguageModel, wrap
 
-WORDS = (
-    "<unk> <|endoftext|> <|im_start|> <|im_end|> user assistant \n what is the capital of france ? paris london "
-    "berlin a an city country it in and to . , yes no red blue green cat dog"
-).split(" ")
-WORDS = [w for w in WORDS if w] + ["\n"]
+WORDS = [
+    *["<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "user", "assistant"],
+    "\n",
+    *[
+        "what",
+        "is",
+        "the",
+        "capital",
+        "of",
+        "france",
+        "?",
+        "paris",
+        "london",
+        "berlin",
+        "a",
+        "an",
+        "city",
+        "country",
+        "it",
+        "in",
+        "and",
+        "to",
+        ".",
+        ",",
+        "yes",
+        "no",
+    ],
+    *["red", "blue", "green", "cat", "dog"],
+]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -28,7 +52,11 @@ def tiny_tokenizer():
     vocab = {w: i for i, w in enumerate(dict.fromkeys(WORDS))}
     tok = Tokenizer(WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split("\n", behavior="isolated"), pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+        [
+            pre_tokenizers.Split("\n", behavior="isolated"),
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Punctuation(),
+        ]
     )
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
@@ -65,7 +93,15 @@ def tiny_gpt2(seed: int = 0) -> torch.nn.Module:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    config = GPT2Config(vocab_size=len(dict.fromkeys(WORDS)), n_embd=32, n_layer=2, n_head=4, n_positions=512, bos_token_id=2, eos_token_id=3)
+    config = GPT2Config(
+        vocab_size=len(dict.fromkeys(WORDS)),
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        n_positions=512,
+        bos_token_id=2,
+        eos_token_id=3,
+    )
     config._attn_implementation = "eager"
     return GPT2LMHeadModel(config).eval()
 
