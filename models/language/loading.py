@@ -29,7 +29,9 @@ def is_language_run(run: Run) -> bool:
 def load_folder(folder: Path, name: str, device: str | None = "auto", run_dir: Path | None = None) -> LanguageModel:
     """Load a converted folder (transformers config, safetensors, tokenizer) with eager attention."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as transformers_logging
 
+    transformers_logging.disable_progress_bar()  # a 0.2 s load needs no progress bar in the terminal or server log
     if not (folder / "model.safetensors").is_file() or not (folder / "config.json").is_file():
         raise ModelError(f"{folder} lacks model.safetensors or config.json: import the model again.")
     try:
