@@ -1,1 +1,8 @@
-"""Prompt attribution methods, one module each; importing this package registers them all."""
+"""Prompt attribution methods, one module each; importing this package registers them all (in file-name order, so
+adding a method is adding its file)."""
+
+import importlib
+import pkgutil
+
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")):
+    importlib.import_module(f"{__name__}.{_module}")
