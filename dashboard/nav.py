@@ -39,6 +39,14 @@ PAGES: tuple[PageInfo, ...] = (
     ),
     PageInfo("explain", "explain.py", "Explain", ":material/image_search:", "explain"),
     PageInfo(
+        "generate",
+        "generate.py",
+        "Generate",
+        ":material/chat:",
+        "generate",
+        "ask a language model (SmolLM2) and see which words of the prompt produced each word of its answer",
+    ),
+    PageInfo(
         "side_by_side",
         "side_by_side.py",
         "Side by side",

@@ -7,12 +7,15 @@ defensively and says less rather than something wrong.
 
 from __future__ import annotations
 
+import functools
 import time
+from pathlib import Path
 from typing import Any
 
 from xaidash.dashboard.jobs import JobSnapshot
+from xaidash.models.language.loading import LM_FOLDER, is_language_run
 from xaidash.models.runs.quality import run_warning
-from xaidash.models.runs.store import WEIGHTS, Run, run_liveness, weights_problem
+from xaidash.models.runs.store import CONFIG, WEIGHTS, Run, run_liveness, weights_problem
 
 USABLE_STATES = ("completed", "stopped")
 
@@ -25,8 +28,28 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+@functools.lru_cache(maxsize=512)
+def _is_lm(path: Path, stamp: int) -> bool:
+    return is_language_run(Run(path))
+
+
+def is_lm_run(run: Run) -> bool:
+    """Whether the run holds a generative language model (read once per version of its config.json: the run
+    picker asks for every run on every rerun)."""
+    try:
+        stamp = run.file(CONFIG).stat().st_mtime_ns
+    except OSError:
+        return False
+    return _is_lm(run.path, stamp)
+
+
+def lm_ready(run: Run) -> bool:
+    """A language model's run whose converted weights are there (the Generate page's default run)."""
+    return is_lm_run(run) and (run.path / LM_FOLDER / "model.safetensors").is_file()
+
+
 def has_weights(run: Run) -> bool:
-    return run.file(WEIGHTS).exists()
+    return lm_ready(run) if is_lm_run(run) else run.file(WEIGHTS).exists()
 
 
 def planned_epochs(config: dict[str, Any], summary: dict[str, Any]) -> int | None:
@@ -98,7 +121,7 @@ def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
         return {
             "run": run.id,
             "model": c["model"],
-            "data set": c["dataset"],
+            "data set": c["dataset"] or ("– (language model)" if is_lm_run(run) else None),
             "state": live_state(run, s, job),
             "epochs": epochs_text(c, s),
             "val acc": None if acc_val is None else 100 * acc_val,
@@ -119,6 +142,8 @@ def picker_label(run: Run) -> str:
     except Exception:  # noqa: BLE001 - a damaged run is still listed; picking it shows why it cannot be used
         return f"⚠ unreadable · {run.id}"
     when = time.strftime("%m-%d %H:%M", time.localtime(c.get("created", 0)))
+    if is_lm_run(run):
+        return f"{c.get('model', '?')} · language model · {when}"
     what = f"{c.get('model', '?')} · {c.get('dataset') or 'no data set'}"
     if "source" in c:
         return f"{what} · imported · {when}"

@@ -11,9 +11,11 @@ import copy
 import hashlib
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,12 +28,16 @@ from xaidash.dashboard.replicas import ReplicaPool
 from xaidash.data.errors import DatasetError
 from xaidash.data.registry import ImageSplit, Split, TextSplit, load_split
 from xaidash.models.bundle import ModelBundle
+from xaidash.models.language.convert import import_language_model
+from xaidash.models.language.loading import LM_FOLDER, load_language_model
+from xaidash.models.language.model import LanguageModel
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import WEIGHTS, Run, load_bundle
 from xaidash.models.training.process import train_in_process
 
 GALLERY_LIMIT = 2000  # test samples whose predictions the gallery filters use
 T = TypeVar("T")
+M = TypeVar("M", ModelBundle, LanguageModel)
 
 
 @st.cache_resource(show_spinner=False)
@@ -71,8 +77,9 @@ MAX_REPLICAS = 3  # copies of one model that jobs can use at the same moment (XA
 MAX_POOLS = 8  # models with replicas kept (the oldest pool is dropped, with its copies)
 
 
-def replica_count(bundle: ModelBundle) -> int:
-    """How many copies of this model concurrent jobs may use: up to MAX_REPLICAS, fewer for a large model."""
+def replica_count(bundle: ModelBundle | LanguageModel) -> int:
+    """How many copies of this model concurrent jobs may use: up to MAX_REPLICAS, fewer for a large model (its
+    parameters counted: SmolLM2's 134.5M float32 parameters are 538 MB, so three fit the budget)."""
     size = sum(p.numel() * p.element_size() for p in bundle.model.parameters())
     try:
         most = int(os.environ.get("XAIDASH_MODEL_REPLICAS", MAX_REPLICAS))
@@ -82,23 +89,25 @@ def replica_count(bundle: ModelBundle) -> int:
 
 
 @st.cache_resource(show_spinner=False)
-def _pools() -> OrderedDict[str, ReplicaPool[ModelBundle]]:
+def _pools() -> OrderedDict[str, ReplicaPool[Any]]:
     return OrderedDict()
 
 
 _pools_guard = threading.Lock()
 
 
-def replica_pool(key: str, bundle: ModelBundle) -> ReplicaPool[ModelBundle]:
-    """The replicas of the model `key` names (dashboard/replicas.py): `bundle` itself first, then copies of a
-    pristine snapshot taken when the pool is made (before any job has hooked the model). A new weights
-    version has a new key, hence a new pool."""
+def replica_pool(key: str, bundle: M, factory: Callable[[], M] | None = None) -> ReplicaPool[M]:
+    """The replicas of the model `key` names (dashboard/replicas.py): `bundle` itself first, then copies made by
+    `factory`, or else of a pristine snapshot taken when the pool is made (before any job has hooked the model).
+    A new weights version has a new key, hence a new pool."""
     with _pools_guard:
         pools = _pools()
         if key not in pools:
             size = replica_count(bundle)
-            template = copy.deepcopy(bundle) if size > 1 else bundle
-            pools[key] = ReplicaPool(lambda: copy.deepcopy(template), size, first=bundle)
+            if factory is None:
+                template = copy.deepcopy(bundle) if size > 1 else bundle
+                factory = lambda: copy.deepcopy(template)  # noqa: E731
+            pools[key] = ReplicaPool(factory, size, first=bundle)
             while len(pools) > MAX_POOLS:
                 pools.popitem(last=False)
         pools.move_to_end(key)
@@ -207,3 +216,117 @@ def explanation_cache() -> LRUCache:
 def comparison_cache() -> LRUCache:
     """(run, sample, methods, settings) -> explainers.compare.Comparison."""
     return LRUCache(16)
+
+
+# ---- generative language models ----------------------------------------------------------------------------------
+def lm_weights(run: Run) -> Path:
+    return run.path / LM_FOLDER / "model.safetensors"
+
+
+def lm_key(run: Run) -> str:
+    """Identifies a language model's current weights: run folder + modification time of its converted weights."""
+    try:
+        stamp = lm_weights(run).stat().st_mtime_ns
+    except FileNotFoundError:
+        stamp = 0
+    return f"{run.path.resolve()}@lm{stamp}"
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def _language_model(key: str, path: str) -> LanguageModel:
+    return load_language_model(Run(Path(path)), device="auto")
+
+
+def language_model_for(run: Run) -> LanguageModel:
+    """The run's language model on the best device, loaded once per weights version (0.2-0.5 s for SmolLM2)."""
+    if not lm_weights(run).is_file():
+        raise ModelError(f"Run {run.id} has no converted weights ({LM_FOLDER}/model.safetensors): import it again.")
+    return _language_model(lm_key(run), str(run.path))
+
+
+@contextmanager
+def lease_lm(
+    run: Run,
+    lm: LanguageModel,
+    on_wait: Callable[[int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Iterator[LanguageModel]:
+    """A copy of the language model for the job's own use (methods hook its layers). Copies beyond the first are
+    loaded again from the run folder (0.5 s), not deep-copied from a snapshot: no idle 540 MB template is kept.
+    The pool counts the parameters (`replica_count`): SmolLM2 gets 3 replicas, so two sessions work at once."""
+    key = lm_key(run)
+    factory = lambda: load_language_model(Run(run.path), device="auto")  # noqa: E731
+    with replica_pool(key, lm, factory).lease(on_wait, cancelled) as replica:
+        yield replica
+
+
+@st.cache_resource(show_spinner=False)
+def lm_cache() -> LRUCache:
+    """(tag, language model weights, inputs, settings) -> prompts, generations, explanations, lenses, attention."""
+    return LRUCache(128)
+
+
+@dataclass(frozen=True)
+class ImportSnapshot:
+    """A background language-model import as pages see it: state idle | running | completed | failed."""
+
+    source: str
+    state: str
+    started: float | None
+    finished: float | None
+    run_id: str | None
+    error: str | None
+
+    @property
+    def elapsed_s(self) -> float:
+        if self.started is None:
+            return 0.0
+        return (self.finished or time.time()) - self.started
+
+
+class BackgroundImport:
+    """One `import_language_model` at a time in a thread of the server, shared by every session (Home's
+    "Get SmolLM2" button): the page redraws its progress from `snapshot()` and finds the run when it ends. Plain
+    threading: the job manager (jobs.py) trains runs, it does not import them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._snap = ImportSnapshot("", "idle", None, None, None, None)
+        self._thread: threading.Thread | None = None
+
+    def snapshot(self) -> ImportSnapshot:
+        with self._lock:
+            return self._snap
+
+    def start(self, source: str) -> bool:
+        """Start importing `source` (False when an import is already running)."""
+        with self._lock:
+            if self._snap.state == "running":
+                return False
+            self._snap = ImportSnapshot(source, "running", time.time(), None, None, None)
+            self._thread = threading.Thread(target=self._work, args=(source,), name="xaidash-lm-import", daemon=True)
+            self._thread.start()
+        return True
+
+    def _work(self, source: str) -> None:
+        run_id, error = None, None
+        try:
+            run_id = import_language_model(source).id  # looked up here, so tests can swap it
+        except Exception as e:  # noqa: BLE001 - the thread must end in a state the page can show
+            error = str(e) if isinstance(e, (ModelError, DatasetError)) else f"{type(e).__name__}: {e}"
+        with self._lock:
+            self._snap = ImportSnapshot(
+                source, "failed" if error else "completed", self._snap.started, time.time(), run_id, error
+            )
+
+    def wait(self, timeout: float | None = None) -> ImportSnapshot:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return self.snapshot()
+
+
+@st.cache_resource(show_spinner=False)
+def language_import() -> BackgroundImport:
+    """The server's one background language-model import."""
+    return BackgroundImport()

@@ -10,8 +10,10 @@ from xaidash.dashboard.components.job_status import job_line
 from xaidash.dashboard.components.quality import show_run_warning
 from xaidash.dashboard.components.quickstart import select_demo_run_when_done
 from xaidash.dashboard.components.run_picker import run_picker
-from xaidash.dashboard.run_facts import epochs_text, pct, state_word
+from xaidash.dashboard.run_facts import epochs_text, is_lm_run, pct, state_word
+from xaidash.dashboard.state import RunKind, current_page, page_kind
 from xaidash.models.device import describe_default_device
+from xaidash.models.runs.store import Run
 
 
 def _job_status() -> None:
@@ -26,10 +28,35 @@ def _job_status() -> None:
         st.progress(job.progress)
 
 
-def _selected_run() -> None:
-    run = run_picker()  # switch runs in place, on every page
+NO_RUN = {
+    "classifier": "No run selected: train one on the Train page, or press the quick start on Home.",
+    "language": "No language model yet: press “Get SmolLM2” on Home, or import one (`xaidash import hf:FOLDER`).",
+    "any": "No run selected: train one on the Train page, or press the quick start on Home.",
+}
+
+
+def _language_model(run: Run) -> None:
+    c = run.config()
+    lm = c.get("language_model") or {}
+    st.markdown(f"**{c['model']}**: generative language model")
+    facts = [f"{lm['layers']} layers x {lm['heads']} heads"] if "layers" in lm and "heads" in lm else []
+    n = lm.get("parameters")
+    if isinstance(n, int):
+        facts.append(f"{n / 1e6:.1f}M parameters" if n >= 1e5 else f"{n:,} parameters")
+    st.caption(" · ".join([*facts, "imported"]))
+    st.caption(f"`{run.id}`")
+
+
+def _selected_run(kind: RunKind) -> None:
+    run = run_picker(kind)  # switch runs in place, on every page
     if run is None:
-        st.caption("No run selected: train one on the Train page, or press the quick start on Home.")
+        st.caption(NO_RUN[kind])
+        return
+    if is_lm_run(run):
+        try:
+            _language_model(run)
+        except Exception as e:  # noqa: BLE001 - a damaged run must not break every page
+            st.warning(f"Run {run.id} is unreadable: {e}")
         return
     try:
         c, s = run.config(), run.summary()
@@ -53,7 +80,7 @@ def render_sidebar() -> None:
     select_demo_run_when_done()
     with st.sidebar:
         st.subheader("Run")
-        _selected_run()
+        _selected_run(page_kind(current_page()))
         st.subheader("Device")
         d = describe_default_device()
         st.caption(f"{d.name}" + (f" · {d.detail}" if d.detail else ""))

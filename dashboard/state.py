@@ -1,41 +1,95 @@
-"""The run a session works with, kept in `st.session_state` so every page sees the same one."""
+"""The runs a session works with, kept in `st.session_state` so every page sees the same ones.
+
+A session holds two: a classifier (every page that explains predictions) and a generative language model (the
+Generate page). The Attention page shows whichever of the two was picked last. Which one a page takes is
+`page_kind(name)`; picking a run (`select_run`) files it under its kind, so a classifier page never falls on a
+language model, nor the Generate page on a classifier."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import streamlit as st
 
-from xaidash.dashboard.nav import page_path
-from xaidash.dashboard.run_facts import pct
+from xaidash.dashboard.nav import PAGES, page_path
+from xaidash.dashboard.run_facts import is_lm_run, lm_ready, pct
 from xaidash.models.runs.store import Run, has_usable_weights, list_runs, run_liveness
 
 if TYPE_CHECKING:
     from xaidash.models.bundle import ModelBundle
 
-RUN_KEY = "xai_selected_run"
+RUN_KEY = "xai_selected_run"  # the classifier run
+LM_KEY = "xai_selected_lm"  # the language-model run
+LAST_KIND_KEY = "xai_last_kind"  # the kind picked last ("classifier" or "language"): what the Attention page shows
 MISSING_KEY = "xai_missing_run"  # a `?run=` link's run that does not exist, until the user picks a run
+RunKind = Literal["classifier", "language", "any"]
+PAGE_KINDS: dict[str, RunKind] = {"generate": "language", "attention": "any"}  # every other page: classifiers
+
+
+def page_kind(page: str | None) -> RunKind:
+    """The runs a page works with: language models (Generate), either kind (Attention), else classifiers."""
+    return PAGE_KINDS.get(page or "", "classifier")
+
+
+def current_page() -> str | None:
+    """The `nav.PAGES` name of the page this script run draws (None outside a page run). Streamlit has no public
+    call for it: its navigation names each page by a hash of its URL path, which this compares."""
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+        from streamlit.util import calc_hash
+
+        ctx = get_script_run_ctx()
+        current = ctx.page_script_hash if ctx is not None else None
+    except (ImportError, AttributeError):
+        return None
+    return next((p.name for p in PAGES if current and calc_hash(p.url_path) == current), None)
+
+
+def _find(run_id: str | None) -> Run | None:
+    return next((r for r in list_runs() if r.id == run_id), None) if run_id else None
 
 
 def select_run(run_id: str | None) -> None:
-    st.session_state[RUN_KEY] = run_id
+    """Pick a run for every page of its kind (a language model for Generate, a classifier for the others)."""
+    run = _find(run_id)
+    if run is not None and is_lm_run(run):
+        st.session_state[LM_KEY] = run_id
+        st.session_state[LAST_KIND_KEY] = "language"
+    else:
+        st.session_state[RUN_KEY] = run_id
+        if run_id is not None:
+            st.session_state[LAST_KIND_KEY] = "classifier"
     st.session_state.pop(MISSING_KEY, None)  # the user chose: the refused link is history
 
 
-def selected_run() -> Run | None:
-    """The run this session picked; else the newest finished run with weights (remembered); else None."""
-    runs = list_runs()
-    wanted = st.session_state.get(RUN_KEY)
-    if wanted:
-        for r in runs:
-            if r.id == wanted:
-                return r
+def _selected_of(kind: Literal["classifier", "language"]) -> Run | None:
+    runs = [r for r in list_runs() if is_lm_run(r) == (kind == "language")]
+    key = LM_KEY if kind == "language" else RUN_KEY
+    # A language model's id under RUN_KEY (a `?run=` link or a test that set the key itself) counts for it.
+    wanted = [st.session_state.get(key)] + ([st.session_state.get(RUN_KEY)] if kind == "language" else [])
+    for run_id in wanted:
+        found = next((r for r in runs if run_id and r.id == run_id), None)
+        if found is not None:
+            return found
+    usable = lm_ready if kind == "language" else has_usable_weights
     for r in runs:  # as --run latest: not failed, not training, weights present and finite
-        if has_usable_weights(r):
-            st.session_state[RUN_KEY] = r.id  # not select_run: a refused link's notice stays
+        if usable(r):
+            st.session_state[key] = r.id  # not select_run: a refused link's notice stays
             return r
     return None
+
+
+def selected_run(kind: RunKind = "classifier") -> Run | None:
+    """The run of `kind` this session picked; else the newest usable one (remembered); else None. "any": the
+    kind picked last (the classifier when none was), else the other."""
+    if kind != "any":
+        return _selected_of(kind)
+    first: Literal["classifier", "language"] = (
+        "language" if st.session_state.get(LAST_KIND_KEY) == "language" else "classifier"
+    )
+    found = _selected_of(first)
+    return found if found is not None else _selected_of("classifier" if first == "language" else "language")
 
 
 def apply_run_link() -> None:
@@ -79,6 +133,8 @@ def run_label(run: Run) -> str:
     acc = s.get("test_acc", s.get("val_acc"))
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0)))
     state = run_liveness(run, s).state  # 'interrupted' when the process that wrote 'running' is gone
+    if is_lm_run(run):
+        return f"{c['model']} · generative language model · {when}"
     if "source" in c:  # imported: no accuracy measured here, maybe no data set
         return f"{c['model']} on {c.get('dataset') or 'no data set'} · imported · {when}"
     extra = "" if state == "completed" else f" · {state}"
@@ -111,4 +167,5 @@ def require_bundle(purpose: str) -> tuple[Run, ModelBundle]:
         st.info("Pick another run on the Train page.")
         st.stop()
     show_run_warning(run)
+    st.session_state[LAST_KIND_KEY] = "classifier"  # the Attention page follows the kind worked with last
     return run, bundle

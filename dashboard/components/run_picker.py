@@ -1,7 +1,8 @@
 """The run picker: every page that works on a run switches runs in place from the sidebar, which draws it once for
 every page. Each option names the run's model, data set and accuracy, flagged first when it is too poor to
-explain (`run_facts.picker_label`); picking one selects it for every page, as a click in Home's or Train's runs
-table does."""
+explain (`run_facts.picker_label`); picking one selects it for every page of its kind, as a click in Home's or
+Train's runs table does. The Generate page lists language models only, the Attention page every run, the other
+pages classifiers only (`state.page_kind`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from collections import Counter
 
 import streamlit as st
 
-from xaidash.dashboard.run_facts import picker_label
-from xaidash.dashboard.state import missing_run_notice, select_run, selected_run
+from xaidash.dashboard.run_facts import is_lm_run, picker_label
+from xaidash.dashboard.state import RunKind, missing_run_notice, select_run, selected_run
 from xaidash.models.runs.store import Run, list_runs
 
 PICKER_KEY = "xai_run_picker"
@@ -28,11 +29,20 @@ def _unique_labels(runs: list[Run]) -> dict[str, str]:
     return {i: f"{label} · {i}" if counts[label] > 1 else label for i, label in labels.items()}
 
 
-def run_picker() -> Run | None:
-    """The selectbox of runs (newest first) showing the selected run; the selected run, or None when none exists.
-    A `?run=` link that named no run says so here, with the run shown instead, until the user picks one."""
+def runs_of(kind: RunKind) -> list[Run]:
+    """The runs a page of `kind` offers, newest first."""
     runs = list_runs()
-    current = selected_run()
+    if kind == "any":
+        return runs
+    return [r for r in runs if is_lm_run(r) == (kind == "language")]
+
+
+def run_picker(kind: RunKind = "classifier") -> Run | None:
+    """The selectbox of the runs of `kind` (newest first) showing the selected one; the selected run, or None when
+    none exists. A `?run=` link that named no run says so here, with the run shown instead, until the user picks
+    one."""
+    runs = runs_of(kind)
+    current = selected_run(kind)
     if runs:
         labels = _unique_labels(runs)
         # Follow selections made elsewhere (a runs table, the quick start, an import): set before the widget.

@@ -1,14 +1,19 @@
 """Attention: every layer x head for one input, one head large, the mean over heads per layer,
-attention rollout, and (text) a bertviz-style head view and model view."""
+attention rollout, and (text) a bertviz-style head view and model view. For a generative language model (picked
+on this page or opened from Generate): the same over its prompt and answer, with the causal mask (a token attends
+to itself and the tokens before it), and the logit lens."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import altair as alt
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
+from xaidash.dashboard.components.generate_inside import language_attention_input
 from xaidash.dashboard.components.head_view import attention_views_html
 from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.inspect_charts import (
@@ -17,10 +22,13 @@ from xaidash.dashboard.components.inspect_charts import (
     attention_grid_figure,
     matrix_chart,
 )
+from xaidash.dashboard.components.logit_lens_view import logit_lens_section
 from xaidash.dashboard.errors import guard
-from xaidash.dashboard.state import require_bundle
+from xaidash.dashboard.run_facts import is_lm_run
+from xaidash.dashboard.state import require_bundle, selected_run
 from xaidash.explainers.inspection.attention import has_attention
 from xaidash.explainers.inspection.attention_view import AttentionView, attention_view
+from xaidash.explainers.language.inside import HEAD_MEASURES, causal_rollout, head_grid
 from xaidash.models.bundle import ModelBundle
 
 MEAN = "mean over heads"
@@ -193,10 +201,21 @@ def head_maps(view: AttentionView, raw: Any, matrix: np.ndarray, name: str) -> N
         st.altair_chart(matrix_chart(matrix, view.tokens, name), width="content")
         row = view.read_row(matrix)
         st.markdown(view.tokens_html(row, f"attention weight the prediction reads ({name})"), unsafe_allow_html=True)
-        st.caption(
-            "Token colours: the attention the prediction reads — from [CLS] where the model has one, else the "
-            "mean over the tokens (text_transformer pools the mean of its tokens)."
-        )
+        if is_causal(view):
+            st.caption(
+                "Causal mask: each token attends only to itself and the tokens before it (the matrix is empty above "
+                "its diagonal). Token colours: the last token's row, what the next token is predicted from."
+            )
+        else:
+            st.caption(
+                "Token colours: the attention the prediction reads — from [CLS] where the model has one, else the "
+                "mean over the tokens (text_transformer pools the mean of its tokens)."
+            )
+
+
+def is_causal(view: AttentionView) -> bool:
+    """A decoder's view: the prediction reads the last token's row."""
+    return view.grid is None and view.query == len(view.tokens) - 1 and len(view.tokens) > 1
 
 
 def head_section(view: AttentionView, raw: Any) -> None:
@@ -237,7 +256,7 @@ def rollout_section(view: AttentionView, raw: Any) -> None:
         "connection, multiplied through all layers — how much each input token flows into the output."
     )
     with guard("Rollout"):
-        rolled = view.rollout()
+        rolled = causal_rollout(view.weights) if is_causal(view) else view.rollout()
         if view.grid is not None:
             left, right = image_pair()
             left.image(
@@ -269,8 +288,132 @@ def head_view_section(view: AttentionView) -> None:
         st.iframe(page, height=height)
 
 
+def head_summary_chart(grid: np.ndarray, measure: tuple[str, ...]) -> alt.LayerChart:
+    """(layers, heads) summaries as a heatmap with each value written in its cell; a click selects that head."""
+    layers, heads = grid.shape
+    frame = pd.DataFrame(
+        [{"layer": i, "head": h, "value": float(grid[i, h])} for i in range(layers) for h in range(heads)]
+    )
+    pick = alt.selection_point(name="cell", fields=["layer", "head"], on="click", clear=False)
+    base = alt.Chart(frame).encode(
+        x=alt.X("head:O", title="head", axis=alt.Axis(orient="top", labelAngle=0)),
+        y=alt.Y("layer:O", title="layer", axis=alt.Axis(labelOverlap=False)),
+    )
+    cells = (
+        base.mark_rect(stroke="white", strokeWidth=1)
+        .encode(
+            color=alt.Color(
+                "value:Q",
+                scale=alt.Scale(scheme="viridis", domain=[0, 1]),
+                legend=alt.Legend(title=[*measure, "(0 to 1)"], gradientLength=max(160, layers * 10), format=".1f"),
+            ),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.5)),
+            tooltip=["layer:O", "head:O", alt.Tooltip("value:Q", format=".3f", title=" ".join(measure))],
+        )
+        .add_params(pick)
+    )
+    text = base.mark_text(fontSize=10).encode(
+        text=alt.Text("value:Q", format=".2f"),
+        color=alt.condition("datum.value > 0.6", alt.value("black"), alt.value("white")),
+    )
+    return (cells + text).properties(width=58 * heads, height=20 * layers)
+
+
+MEASURE_NAMES = {  # the legend's title, in lines
+    "entropy": ("spread of", "attention"),
+    "first": ("attention to", "the first token"),
+    "previous": ("attention to", "the previous token"),
+    "self": ("attention to", "itself"),
+}
+
+
+def head_summary_section(view: AttentionView) -> None:
+    """A decoder's layers x heads at a glance: one number per head (its T x T tiles would be too small to read)."""
+    st.subheader("Every layer and head")
+    measure = st.radio(
+        "Each head summarised by",
+        list(HEAD_MEASURES),
+        horizontal=True,
+        key="attention_head_measure",
+        format_func=lambda m: " ".join(MEASURE_NAMES.get(m, (m,))),
+    )
+    st.caption(f"Each cell: {HEAD_MEASURES[measure]}. Click a cell to see that head below.")
+    event = st.altair_chart(
+        head_summary_chart(head_grid(view.weights, measure), MEASURE_NAMES.get(measure, (measure,))),
+        on_select="rerun",
+        selection_mode="cell",
+        key="attention_head_grid",
+    )
+    chosen = (event.selection.get("cell") or [None])[0] if event and event.selection else None
+    if chosen is not None:
+        marker = (int(chosen["layer"]), int(chosen["head"]))
+        if st.session_state.get("attention_grid_applied") != marker:
+            st.session_state["attention_grid_applied"] = marker
+            st.session_state["attention_layer"] = marker[0]
+            st.session_state["attention_head"] = marker[1]
+    with st.expander(f"Every head's {len(view.tokens)} x {len(view.tokens)} weights (one picture)"):
+        grid_image(view.weights, pick_grid_scale())
+
+
+def without_first(view: AttentionView) -> AttentionView:
+    """The view with the first token's row and column left out (for display only)."""
+    if len(view.tokens) < 3:
+        return view
+    query = None if view.query is None else view.query - 1
+    return AttentionView(view.weights[:, :, 1:, 1:], view.tokens[1:], None, query)
+
+
+def language_rollout_section(view: AttentionView, skip_first: bool) -> None:
+    """Rollout through the causal mask, computed over every token; drawn without the first one when asked."""
+    st.subheader("Attention rollout")
+    st.caption(
+        "Abnar & Zuidema (2020): each layer's mean attention mixed with the identity for the residual "
+        "connection, multiplied through all layers (causal: nothing flows from a later token). Token colours: "
+        "how much each token flows into the last one, which predicts the next token."
+    )
+    with guard("Rollout"):
+        rolled = causal_rollout(view.weights)
+        shown = view
+        if skip_first and len(view.tokens) >= 3:
+            rolled, shown = rolled[1:, 1:], without_first(view)
+            st.caption(
+                f"The first token is left out; it receives {causal_rollout(view.weights)[-1, 0]:.0%} of the last row."
+            )
+        st.markdown(shown.tokens_html(shown.read_row(rolled), "rollout weight"), unsafe_allow_html=True)
+        st.altair_chart(matrix_chart(rolled, shown.tokens, "rollout through all layers"), width="content")
+
+
+def language_main() -> None:
+    """A generative language model's prompt (and answer): every layer and head, one head, rollout, the head view,
+    and the logit lens."""
+    picked = language_attention_input()
+    view = picked.view
+    st.markdown(
+        f"**{picked.ctx.lm.name}**: {view.layers} layers x {view.heads} heads over {len(view.tokens)} tokens "
+        f"({picked.prompt_tokens} of the prompt, {len(view.tokens) - picked.prompt_tokens} of the answer)"
+    )
+    head_summary_section(view)
+    skip = st.toggle(
+        "Leave out the first token below",
+        value=True,
+        key="attention_skip_first",
+        help="most heads of a decoder park their attention on the first token (an 'attention sink': see 'attention "
+        "to the first token' above); left out, the colours show how the rest is shared. The weights are not "
+        "renormalised (a row's values add up to less than one), and positions are counted without it.",
+    )
+    shown = without_first(view) if skip else view
+    head_section(shown, None)
+    language_rollout_section(view, skip)
+    head_view_section(shown)
+    logit_lens_section(picked.ctx, picked.ids, picked.prompt, key="attention_lens")
+
+
 def main() -> None:
     header()
+    shown = selected_run("any")  # a language model when it was picked last (or opened from Generate)
+    if shown is not None and is_lm_run(shown):
+        language_main()
+        return
     run, bundle = require_bundle("look inside")
     bundle_key = services.run_key(run)
     require_attention(bundle)

@@ -1,5 +1,5 @@
-"""Home: what xaidash does, the quick start (train the demo models with one button), every page, the runs,
-the data sets."""
+"""Home: what xaidash does, the quick start (train the demo models with one button, get the SmolLM2 language model
+with another), every page, the runs, the data sets."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
-from xaidash.dashboard.components.quickstart import quickstart_panel
+from xaidash.dashboard.components.quickstart import quickstart_panel, smollm2_panel
 from xaidash.dashboard.components.runs_table import runs_table
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.nav import PAGES, page_path
@@ -22,7 +22,8 @@ def intro() -> None:
         "Train PyTorch models and look inside them: which pixels or words drove a prediction, according to "
         "gradients (saliency, Integrated Gradients, DeepLift), class activation maps (Grad-CAM), perturbations "
         "(occlusion, LIME) and Shapley values (SHAP); and how far to trust each map (deletion and insertion "
-        "curves, pointing game, completeness, sanity checks)."
+        "curves, pointing game, completeness, sanity checks). For a generative language model: which words of a "
+        "prompt produced each word of its answer, and what its layers predict along the way."
     )
 
 
@@ -30,6 +31,8 @@ def quick_start() -> None:
     st.subheader("Quick start")
     with guard("Quick start"):
         quickstart_panel()
+    with guard("SmolLM2"):
+        smollm2_panel()
 
 
 def steps() -> None:

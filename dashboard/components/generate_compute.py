@@ -1,0 +1,180 @@
+"""The Generate and Attention pages' computations on a language model, each cached per model weights and inputs
+(`services.lm_cache`, shared by every session: a rerun, or another session asking the same, is instant) and run
+on a leased replica of the model (`services.lease_lm`), the queue shown while every replica is busy.
+
+Nothing is computed here: every call is a lower-layer function (models.language, explainers.language)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import streamlit as st
+
+from xaidash.dashboard import services
+from xaidash.dashboard.components.model_queue import TICK_S, waiting_text
+from xaidash.explainers.inspection.attention_view import AttentionView
+from xaidash.explainers.language.api import PromptExplanation, explain_prompt, make_task
+from xaidash.explainers.language.faithfulness import FaithfulnessScore, deletion_insertion
+from xaidash.explainers.language.inside import decoder_view
+from xaidash.explainers.language.logit_lens import LogitLens, logit_lens
+from xaidash.explainers.language.registry import FeatureUnit, PromptTask
+from xaidash.models.language.generate import Generation, generate
+from xaidash.models.language.model import LanguageModel
+from xaidash.models.language.prompt import Prompt, build_prompt
+from xaidash.models.runs.store import Run
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to explain in an answer: steps [start, stop), an optional contrast token, the feature unit, whether
+    template tokens are features too."""
+
+    span: tuple[int, int]
+    contrast: int | None = None
+    unit: FeatureUnit = "token"
+    include_template: bool = False
+
+
+@dataclass(frozen=True)
+class LMContext:
+    """The run and its loaded model (the first replica), and the key of its weights for the caches."""
+
+    run: Run
+    lm: LanguageModel
+    key: str
+
+
+def context_of(run: Run) -> LMContext:
+    return LMContext(run, services.language_model_for(run), services.lm_key(run))
+
+
+@contextmanager
+def leased(ctx: LMContext) -> Iterator[LanguageModel]:
+    """`services.lease_lm` with the queue shown on the page while every replica is busy (as `model_queue`)."""
+    note = st.empty()
+    started = time.monotonic()
+    place = {"ahead": 0}
+    drawn = {"at": 0.0}
+
+    def on_wait(ahead: int) -> None:
+        place["ahead"] = ahead
+        drawn["at"] = time.monotonic()
+        note.info(waiting_text(ahead, drawn["at"] - started), icon=":material/hourglass_top:")
+
+    def cancelled() -> bool:
+        if time.monotonic() - drawn["at"] >= TICK_S:  # redrawing lets Streamlit stop this script on a click
+            on_wait(place["ahead"])
+        return False
+
+    with services.lease_lm(ctx.run, ctx.lm, on_wait=on_wait, cancelled=cancelled) as lm:
+        note.empty()
+        yield lm
+
+
+def cached(key: tuple[Any, ...], compute: Callable[[], T]) -> tuple[T, bool]:
+    """(value, whether it was reused) from the shared cache."""
+    return services.lm_cache().get_or_compute(key, compute)
+
+
+def prompt_of(ctx: LMContext, text: str, chat: bool) -> Prompt:
+    """The prompt as the model reads it (the tokenizer alone: no replica needed)."""
+    value, _ = cached(("prompt", ctx.key, text, bool(chat)), lambda: build_prompt(ctx.lm, text, chat=chat))
+    return value
+
+
+def generation_of(
+    ctx: LMContext, prompt: Prompt, max_new_tokens: int, sample: bool, temperature: float, seed: int
+) -> tuple[Generation, bool]:
+    """The answer (greedy, or sampled with `seed` and `temperature`)."""
+    settings = (int(max_new_tokens), True, float(temperature), int(seed)) if sample else (int(max_new_tokens), False)
+
+    def compute() -> Generation:
+        with leased(ctx) as lm:
+            return generate(
+                lm, prompt, max_new_tokens=int(max_new_tokens), sample=sample, temperature=temperature, seed=seed
+            )
+
+    return cached(("generate", ctx.key, prompt, settings), compute)
+
+
+def task_of(lm: LanguageModel, prompt: Prompt, answer_ids: tuple[int, ...], target: Target) -> PromptTask:
+    return make_task(
+        lm,
+        prompt,
+        answer_ids,
+        span=target.span,
+        contrast=target.contrast,
+        unit=target.unit,
+        include_template=target.include_template,
+    )
+
+
+def _frozen(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(params.items()))
+
+
+def explanation_of(
+    ctx: LMContext,
+    prompt: Prompt,
+    answer_ids: tuple[int, ...],
+    target: Target,
+    method: str,
+    params: Mapping[str, Any],
+) -> tuple[PromptExplanation, bool]:
+    """One method's attributions of the target to the prompt's features."""
+    stop = target.span[1]
+
+    def compute() -> PromptExplanation:
+        with leased(ctx) as lm:
+            return explain_prompt(task_of(lm, prompt, answer_ids, target), {method: dict(params)})[method]
+
+    # Only the steps up to the explained one are read: a longer answer with the same start gives the same maps.
+    return cached(("explain", ctx.key, prompt, answer_ids[:stop], target, method, _frozen(params)), compute)
+
+
+def faithfulness_of(
+    ctx: LMContext,
+    prompt: Prompt,
+    answer_ids: tuple[int, ...],
+    target: Target,
+    explanations: Mapping[str, PromptExplanation],
+) -> dict[str, FaithfulnessScore]:
+    """Deletion and insertion of the prompt's features in each method's order (and random orders), against the
+    explained output."""
+    methods = tuple((m, _frozen(e.params)) for m, e in explanations.items())
+
+    def compute() -> dict[str, FaithfulnessScore]:
+        with leased(ctx) as lm:
+            return deletion_insertion(task_of(lm, prompt, answer_ids, target), dict(explanations))
+
+    value, _ = cached(("faithfulness", ctx.key, prompt, answer_ids[: target.span[1]], target, methods), compute)
+    return value
+
+
+def logit_lens_of(ctx: LMContext, ids: tuple[int, ...]) -> LogitLens:
+    """The residual stream after every layer, decoded through the final norm and the unembedding: the top token
+    and its probability per layer and position."""
+
+    def compute() -> LogitLens:
+        with leased(ctx) as lm:
+            return logit_lens(lm, list(ids))
+
+    value, _ = cached(("logit_lens", ctx.key, ids), compute)
+    return value
+
+
+def attention_of(ctx: LMContext, ids: tuple[int, ...], tokens: tuple[str, ...]) -> AttentionView:
+    """Every layer's and head's attention over `ids` (causal: zero above the diagonal), labelled with `tokens`."""
+
+    def compute() -> AttentionView:
+        with leased(ctx) as lm:
+            return decoder_view(lm, list(ids), list(tokens))
+
+    value, _ = cached(("attention", ctx.key, ids, tokens), compute)
+    return value

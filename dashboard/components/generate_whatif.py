@@ -1,0 +1,108 @@
+"""What if: edit the prompt, regenerate, and see the two answers and one method's attributions side by side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from xaidash.dashboard.components.generate_answer import answer_view, shown_token
+from xaidash.dashboard.components.generate_compute import (
+    LMContext,
+    Target,
+    explanation_of,
+    generation_of,
+    prompt_of,
+    task_of,
+)
+from xaidash.dashboard.components.generate_prompt import PromptSettings
+from xaidash.dashboard.errors import guard
+from xaidash.explainers.language.figures import prompt_figures, target_label
+from xaidash.explainers.language.registry import get_prompt_method
+from xaidash.models.language.generate import Generation
+
+WHATIF_KEY = "gen_whatif"
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    key: str
+    text: str
+    method: str
+    params: tuple[tuple[str, Any], ...]
+
+
+def matching_target(original: Generation, target: Target, edited: Generation) -> Target:
+    """The same token in the edited answer where it occurs (its first occurrence), else the same step (the last
+    one when the edited answer is shorter); a contrast is kept when it still differs from the token."""
+    width = target.span[1] - target.span[0]
+    wanted = original.ids[target.span[0] : target.span[1]]
+    ids = edited.ids
+    start = next((k for k in range(len(ids) - width + 1) if ids[k : k + width] == wanted), None)
+    if start is None:
+        start = max(0, min(target.span[0], len(ids) - width))
+    stop = min(len(ids), start + width)
+    contrast = target.contrast if width == 1 and target.contrast != ids[start] else None
+    return Target((start, stop), contrast, target.unit, target.include_template)
+
+
+def _side(
+    ctx: LMContext, generation: Generation, target: Target, method: str, params: dict[str, Any], title: str
+) -> None:
+    st.markdown(f"**{title}**")
+    st.caption(f"Prompt: {generation.prompt.text}")
+    answer_view(generation, marked=target.span)
+    with guard(get_prompt_method(method).label):
+        explanation, _ = explanation_of(ctx, generation.prompt, generation.ids, target, method, params)
+        task = task_of(ctx.lm, generation.prompt, generation.ids, target)
+        fig = prompt_figures(task, {method: explanation})[method]
+        st.caption(f"{fig.label}: which prompt {task.unit}s produced {target_label(task)}")
+        st.markdown(fig.tokens_html or "", unsafe_allow_html=True)
+        st.markdown(fig.colorbar_html(), unsafe_allow_html=True)
+        st.caption(fig.caption.text())
+
+
+def whatif_section(
+    ctx: LMContext,
+    settings: PromptSettings,
+    generation: Generation,
+    target: Target,
+    methods: dict[str, dict[str, Any]],
+) -> None:
+    """Edit the prompt; the Regenerate button answers it with the same settings and explains the same token (where
+    the new answer has it) with one method, beside the original."""
+    st.caption(
+        "Change a word of the prompt and see whether the answer, and what produced it, change. The edited answer "
+        f"is explained at the same token where it still writes it ({shown_token(generation.span_text(*target.span))!r}),"
+        " else at the same step. Each side has its own colour scale."
+    )
+    if st.session_state.get(f"{WHATIF_KEY}_seed") != generation.prompt.text:  # a new answer: start from its prompt
+        st.session_state[f"{WHATIF_KEY}_seed"] = generation.prompt.text
+        st.session_state[f"{WHATIF_KEY}_text"] = generation.prompt.text
+    edited = st.text_area("Edited prompt", key=f"{WHATIF_KEY}_text", height=90)
+    choices = list(methods) or []
+    if not choices:
+        st.caption("Pick a method above first.")
+        return
+    method = st.selectbox(
+        "Method", choices, format_func=lambda m: get_prompt_method(m).label, key=f"{WHATIF_KEY}_method"
+    )
+    if st.button("Regenerate and compare", icon=":material/difference:", key=f"{WHATIF_KEY}_run"):
+        st.session_state[WHATIF_KEY] = WhatIf(ctx.key, edited, method, tuple(sorted(methods[method].items())))
+    asked = st.session_state.get(WHATIF_KEY)
+    if not isinstance(asked, WhatIf) or asked.key != ctx.key:
+        return
+    with guard("What if"):
+        prompt = prompt_of(ctx, asked.text, settings.chat)
+        other, _ = generation_of(
+            ctx, prompt, settings.max_new_tokens, settings.sample, settings.temperature, settings.seed
+        )
+        if not other.steps:
+            st.info("The edited prompt got an empty answer.")
+            return
+        left, right = st.columns(2)
+        with left:
+            _side(ctx, generation, target, asked.method, dict(asked.params), "Original")
+        with right:
+            _side(ctx, other, matching_target(generation, target, other), asked.method, dict(asked.params), "Edited")
