@@ -6,16 +6,14 @@ Nothing is computed here: every call is a lower-layer function (models.language,
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
-import streamlit as st
-
 from xaidash.dashboard import services
-from xaidash.dashboard.components.model_queue import TICK_S, waiting_text
+from xaidash.dashboard.components.model_queue import queued
 from xaidash.explainers.inspection.attention_view import AttentionView
 from xaidash.explainers.language.api import PromptExplanation, explain_prompt, make_task
 from xaidash.explainers.language.faithfulness import FaithfulnessScore, deletion_insertion
@@ -56,24 +54,8 @@ def context_of(run: Run) -> LMContext:
 
 @contextmanager
 def leased(ctx: LMContext) -> Iterator[LanguageModel]:
-    """`services.lease_lm` with the queue shown on the page while every replica is busy (as `model_queue`)."""
-    note = st.empty()
-    started = time.monotonic()
-    place = {"ahead": 0}
-    drawn = {"at": 0.0}
-
-    def on_wait(ahead: int) -> None:
-        place["ahead"] = ahead
-        drawn["at"] = time.monotonic()
-        note.info(waiting_text(ahead, drawn["at"] - started), icon=":material/hourglass_top:")
-
-    def cancelled() -> bool:
-        if time.monotonic() - drawn["at"] >= TICK_S:  # redrawing lets Streamlit stop this script on a click
-            on_wait(place["ahead"])
-        return False
-
-    with services.lease_lm(ctx.run, ctx.lm, on_wait=on_wait, cancelled=cancelled) as lm:
-        note.empty()
+    """`services.lease_lm` with the queue shown on the page while every replica is busy."""
+    with queued(partial(services.lease_lm, ctx.run, ctx.lm)) as lm:
         yield lm
 
 

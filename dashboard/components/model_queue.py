@@ -8,14 +8,17 @@ jobs, this shows "2 jobs ahead of yours" (updated while it waits) and stays resp
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from functools import partial
+from typing import TypeVar
 
 import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.models.bundle import ModelBundle
 
+T = TypeVar("T")
 TICK_S = 1.0  # how often the waiting message is redrawn (each redraw lets Streamlit honour a click)
 
 
@@ -29,8 +32,9 @@ def waiting_text(ahead: int, waited_s: float) -> str:
 
 
 @contextmanager
-def leased_model(key: str, bundle: ModelBundle) -> Iterator[ModelBundle]:
-    """`services.lease(key, bundle)` with the queue shown on the page while the job waits."""
+def queued(lease: Callable[..., AbstractContextManager[T]]) -> Iterator[T]:
+    """`lease(on_wait=..., cancelled=...)` (a services lease of any kind of model) with the queue shown on the page
+    while the job waits."""
     note = st.empty()
     started = time.monotonic()
     place = {"ahead": 0}
@@ -47,6 +51,13 @@ def leased_model(key: str, bundle: ModelBundle) -> Iterator[ModelBundle]:
             on_wait(place["ahead"])
         return False
 
-    with services.lease(key, bundle, on_wait=on_wait, cancelled=cancelled) as replica:
+    with lease(on_wait=on_wait, cancelled=cancelled) as replica:
         note.empty()
+        yield replica
+
+
+@contextmanager
+def leased_model(key: str, bundle: ModelBundle) -> Iterator[ModelBundle]:
+    """`services.lease(key, bundle)` with the queue shown on the page while the job waits."""
+    with queued(partial(services.lease, key, bundle)) as replica:
         yield replica

