@@ -47,13 +47,18 @@ def job_manager() -> JobManager:
     return JobManager(train_fn=train_in_process)
 
 
-def run_key(run: Run) -> str:
-    """Identifies a run's current weights: folder + modification time of the weights file."""
+def _weights_key(run: Run, weights: Path, tag: str = "") -> str:
+    """Identifies a run's current weights: folder + modification time of its weights file."""
     try:
-        stamp = run.file(WEIGHTS).stat().st_mtime_ns
+        stamp = weights.stat().st_mtime_ns
     except FileNotFoundError:
         stamp = 0
-    return f"{run.path.resolve()}@{stamp}"
+    return f"{run.path.resolve()}@{tag}{stamp}"
+
+
+def run_key(run: Run) -> str:
+    """Identifies a classifier run's current weights."""
+    return _weights_key(run, run.file(WEIGHTS))
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -224,12 +229,8 @@ def lm_weights(run: Run) -> Path:
 
 
 def lm_key(run: Run) -> str:
-    """Identifies a language model's current weights: run folder + modification time of its converted weights."""
-    try:
-        stamp = lm_weights(run).stat().st_mtime_ns
-    except FileNotFoundError:
-        stamp = 0
-    return f"{run.path.resolve()}@lm{stamp}"
+    """Identifies a language model's current weights (its converted weights file)."""
+    return _weights_key(run, lm_weights(run), "lm")
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)
