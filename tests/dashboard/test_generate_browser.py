@@ -20,7 +20,7 @@ from xaidash.explainers.language.registry import featured_prompt_methods, get_pr
 from xaidash.models.language.convert import builtin_gguf, import_language_model
 from xaidash.models.registry import ModelError
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.long(seconds=75)]
 
 sync_api = require_browser()
 
