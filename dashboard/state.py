@@ -1,7 +1,7 @@
 """The runs a session works with, kept in `st.session_state` so every page sees the same ones.
 
 A session holds two: a classifier (every page that explains predictions) and a generative language model (the
-Generate page). The Attention page shows whichever of the two was picked last. Which one a page takes is
+Generate page). The Attention and Embeddings pages show whichever of the two was picked last. Which one a page takes is
 `page_kind(name)`; picking a run (`select_run`) files it under its kind, so a classifier page never falls on a
 language model, nor the Generate page on a classifier."""
 
@@ -21,14 +21,14 @@ if TYPE_CHECKING:
 
 RUN_KEY = "xai_selected_run"  # the classifier run
 LM_KEY = "xai_selected_lm"  # the language-model run
-LAST_KIND_KEY = "xai_last_kind"  # the kind picked last ("classifier" or "language"): what the Attention page shows
+LAST_KIND_KEY = "xai_last_kind"  # the kind picked last ("classifier" or "language"): what Attention and Embeddings show
 MISSING_KEY = "xai_missing_run"  # a `?run=` link's run that does not exist, until the user picks a run
 RunKind = Literal["classifier", "language", "any"]
-PAGE_KINDS: dict[str, RunKind] = {"generate": "language", "attention": "any"}  # every other page: classifiers
+PAGE_KINDS: dict[str, RunKind] = {"generate": "language", "attention": "any", "embeddings": "any"}  # else classifiers
 
 
 def page_kind(page: str | None) -> RunKind:
-    """The runs a page works with: language models (Generate), either kind (Attention), else classifiers."""
+    """The runs a page works with: language models (Generate), either kind (Attention, Embeddings), else classifiers."""
     return PAGE_KINDS.get(page or "", "classifier")
 
 

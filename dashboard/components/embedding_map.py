@@ -48,6 +48,25 @@ def density_frame(df: pd.DataFrame, colour: str, bins: int = DENSITY_BINS) -> pd
     )
 
 
+View = tuple[tuple[float, float], tuple[float, float]]  # the map's (x, y) ranges when it leaves far points out
+
+
+def outlying_view(points: pd.DataFrame, reach: float = 3.0) -> tuple[View | None, np.ndarray]:
+    """The ranges of the points within `reach` interquartile ranges of the quartiles on both axes, and which points
+    lie beyond; (None, no point) when none does. A few far points (a language model's massive-activation
+    tokens) would otherwise squeeze the rest of a map into a corner."""
+    xy = points[["x", "y"]].to_numpy(float)
+    q1, q3 = np.percentile(xy, 25, axis=0), np.percentile(xy, 75, axis=0)
+    spread = np.maximum(q3 - q1, 1e-12)
+    lo, hi = np.maximum(q1 - reach * spread, xy.min(0)), np.minimum(q3 + reach * spread, xy.max(0))
+    outside = ((xy < lo) | (xy > hi)).any(axis=1)
+    if not outside.any():
+        return None, outside
+    lo, hi = xy[~outside].min(0), xy[~outside].max(0)  # the points kept fill the view
+    pad = 0.03 * np.maximum(hi - lo, 1e-12)
+    return ((float(lo[0] - pad[0]), float(hi[0] + pad[0])), (float(lo[1] - pad[1]), float(hi[1] + pad[1]))), outside
+
+
 def map_chart(
     points: pd.DataFrame,
     colour: str,
@@ -55,16 +74,24 @@ def map_chart(
     axis_titles: tuple[str, str],
     placed: pd.DataFrame | None = None,
     density: pd.DataFrame | None = None,
+    tooltips: list[str | alt.Tooltip] | None = None,
+    domain: list[str] | None = None,
+    view: View | None = None,
 ) -> alt.LayerChart | alt.Chart:
     """Points (x, y, `point` a unique row id, index, split, true, predicted, correct, and optionally image or
     text) coloured by `colour`, with tooltips and click-to-select (selection 'pick' on 'point');
-    `density` (from `density_frame`) drawn underneath as bins; `placed` (x, y, name) as black diamonds."""
+    `density` (from `density_frame`) drawn underneath as bins; `placed` (x, y, name) as black diamonds.
+    `tooltips` replaces the classifier's (points with other columns: a language model's sentences or tokens);
+    `domain` orders the colour legend (else sorted by name); `view` (from `outlying_view`) the ranges first shown,
+    points beyond them clipped until the user zooms out."""
     pick = alt.selection_point(name="pick", fields=["point"], on="click", clear="dblclick")
     values = pd.concat([points[colour], density[colour]]) if density is not None else points[colour]
     if colour == "correct":
         scale = alt.Scale(domain=["correct", "wrong"], range=["#9ecae1", "#d62728"])
     else:
         scale = alt.Scale(scheme="tableau10" if values.nunique() <= 10 else "tableau20")
+        if domain is not None:
+            scale = alt.Scale(scheme="tableau10" if len(domain) <= 10 else "tableau20", domain=domain)
     size = 10 if density is not None else (14 if len(points) > 3000 else 24)
     tips = ["index:Q", "true:N", "predicted:N"]
     if "split" in points.columns and points["split"].nunique() > 1:
@@ -72,9 +99,12 @@ def map_chart(
     tips += [f"{c}:N" for c in ("image", "text") if c in points.columns]
     x = alt.X("x:Q", title=axis_titles[0], axis=alt.Axis(labels=False, ticks=False, grid=False))
     y = alt.Y("y:Q", title=axis_titles[1], axis=alt.Axis(labels=False, ticks=False, grid=False))
+    if view is not None:
+        x = x.scale(domain=list(view[0]), zero=False, nice=False)
+        y = y.scale(domain=list(view[1]), zero=False, nice=False)
     dots = (
         alt.Chart(points)
-        .mark_circle(size=size, stroke="white", strokeWidth=0.4 if density is not None else 0)
+        .mark_circle(size=size, stroke="white", strokeWidth=0.4 if density is not None else 0, clip=view is not None)
         .encode(
             x=x,
             y=y,
@@ -82,7 +112,7 @@ def map_chart(
             opacity=alt.condition(pick, alt.value(0.9), alt.value(0.2)),
             size=alt.condition(pick, alt.value(size * 10), alt.value(size), empty=False),
             stroke=alt.condition(pick, alt.value("black"), alt.value("white"), empty=False),
-            tooltip=tips,
+            tooltip=tips if tooltips is None else tooltips,
         )
         .add_params(pick)
     )

@@ -1,8 +1,8 @@
 """The run picker: every page that works on a run switches runs in place from the sidebar, which draws it once for
 every page. Each option names the run's model, data set and accuracy, flagged first when it is too poor to
 explain (`run_facts.picker_label`); picking one selects it for every page of its kind, as a click in Home's or
-Train's runs table does. The Generate page lists language models only, the Attention page every run, the other
-pages classifiers only (`state.page_kind`)."""
+Train's runs table does. The Generate page lists language models only, the Attention and Embeddings pages
+every run, the other pages classifiers only (`state.page_kind`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Embeddings: a layer's activations for many samples (the test split, optionally the training split too),
 projected to 2-D (UMAP, t-SNE, PCA), as an interactive map; click a point to open it (test samples on the
 Explain page); place your own input. Above `INTERACTIVE_MAX` samples the map draws every sample as binned
-density and a seeded sample of them as points with tooltips (components/embedding_map.py)."""
+density and a seeded sample of them as points with tooltips (components/embedding_map.py). For a generative
+language model: a text data set's sentences or tokens at one layer (components/lm_embeddings.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from xaidash.dashboard.components.embedding_map import INTERACTIVE_MAX, density_
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker, stop_without_dataset
 from xaidash.dashboard.components.inspect_charts import thumbnail_url
+from xaidash.dashboard.components.lm_embeddings import language_embeddings
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.nav import page_path
-from xaidash.dashboard.state import require_bundle
+from xaidash.dashboard.run_facts import is_lm_run
+from xaidash.dashboard.state import require_bundle, selected_run
 from xaidash.data.registry import ImageSplit, Split, TextSplit
 from xaidash.explainers.inspection.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
 from xaidash.models.bundle import ModelBundle
@@ -374,6 +377,10 @@ def selected_sample(
 
 
 def main() -> None:
+    shown = selected_run("any")  # a language model when it was picked last (or opened from Generate)
+    if shown is not None and is_lm_run(shown):
+        language_embeddings(shown)
+        return
     header()
     run, bundle = require_bundle("look inside")
     stop_without_dataset(bundle, "the Embeddings page, which projects the test split,")
