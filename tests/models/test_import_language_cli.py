@@ -7,11 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from smollm2_run import smollm2_run
+from tiny_gguf import write_gguf
 from tiny_lm import save_tiny_folder
 
 from xaidash.dashboard.cli import main
 from xaidash.models.external import ImportOptions, import_model
 from xaidash.models.external import runs as external_runs
+from xaidash.models.external.runs import describe
 from xaidash.models.language.loading import is_language_run
 from xaidash.models.runs.store import list_runs, resolve_run, runs_root
 
@@ -75,19 +78,19 @@ def test_smollm2_and_gguf_sources_go_to_the_language_importer(tmp_path: Path, mo
     assert asked == [("smollm2", "n"), (f"gguf:{tmp_path / 'model.gguf'}", "n"), (f"hf:{tmp_path / 'model.gguf'}", "n")]
 
 
-@pytest.mark.slow
-def test_import_smollm2_prints_its_facts_and_the_run_id_last(capsys) -> None:
-    from xaidash.models.language.convert import builtin_gguf
-    from xaidash.models.registry import ModelError
-
-    try:
-        builtin_gguf()
-    except ModelError as e:
-        pytest.skip(str(e))
-    code, out, err = run_cli(capsys, "import", "smollm2")
+def test_import_gguf_prints_its_facts_and_the_run_id_last(tmp_path: Path, capsys) -> None:
+    path = write_gguf(tmp_path / "tiny.gguf")
+    code, out, err = run_cli(capsys, "import", f"gguf:{path}")
     assert code == 0, err
     run = resolve_run(out.strip().splitlines()[-1])
     said = facts(err)
+    assert said["model"] == "tiny" and said["layers"] == "1" and said["heads"] == "2" and said["chat template"] == "yes"
+    assert is_language_run(run)
+
+
+@pytest.mark.slow
+def test_smollm2_is_described_by_its_facts(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """What `xaidash import smollm2` prints after importing (the session's shared import, made by the same function)."""
+    said = dict(describe(smollm2_run(tmp_path_factory)))
     assert said["model"] == "SmolLM2-135M-Instruct" and said["layers"] == "30" and said["heads"] == "9"
     assert said["parameters"] == "134,515,008 (134.5M)" and said["chat template"] == "yes"
-    assert is_language_run(run)

@@ -13,7 +13,7 @@ from tiny_lm import tiny_lm
 
 from xaidash.explainers.language.api import explain_prompt, make_task, planned_rows
 from xaidash.explainers.language.reference import captum_input, reference_attributions, reference_per_step
-from xaidash.explainers.language.registry import PromptTask, get_prompt_method, total_of
+from xaidash.explainers.language.registry import PromptTask, featured_prompt_methods, get_prompt_method, total_of
 from xaidash.explainers.registry import OUTPUT_CHANGE
 from xaidash.models.language.generate import generate
 from xaidash.models.language.model import LanguageModel
@@ -157,8 +157,8 @@ def test_the_seed_decides_the_draws() -> None:
 
 
 def test_specs_declare_what_the_page_needs() -> None:
-    featured = {m: get_prompt_method(m).featured for m in METHODS}
-    assert featured["feature_ablation"] == 1 and featured["shapley_sampling"] == 2 and featured["kernel_shap"] == 3
+    # The page's default three: one perturbation, one Shapley and one gradient method.
+    assert featured_prompt_methods(limit=3) == ["feature_ablation", "shapley_sampling", "layer_ig"]
     for method in METHODS:
         spec = get_prompt_method(method)
         assert spec.output == "log_probability" and spec.per_step and spec.reference.startswith("captum LLMAttribution")
