@@ -281,6 +281,8 @@ def _generate(args: argparse.Namespace) -> int:
         parse_span(args.span)
     out = Path(args.out).expanduser() if args.out else None
     if out is not None:
+        if not chosen:
+            raise ExplainError(f"--out writes the explanations: add --explain METHODS ({known_methods()}).")
         check_out_folder(out)
     report_path = _check_report_path(args.report) if args.report else None
     if report_path is not None and not chosen:

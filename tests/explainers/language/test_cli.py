@@ -223,6 +223,7 @@ def _classifier_run(root: Path) -> None:
         (["--prompt", PROMPT, "--explain", "fake_occlusion", "--param", "fake_occlusion.nope=1"], "has no parameter"),
         (["--prompt", PROMPT, "--target-step", "1"], "--target-step picks what to explain: add --explain"),
         (["--prompt", PROMPT, "--run", "no-such-run"], "Run 'no-such-run' not found"),
+        (["--prompt", PROMPT, "--out", "/proc/answer"], "--out writes the explanations: add --explain"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(runs: Run, capsys, argv: list[str], fragment: str) -> None:
