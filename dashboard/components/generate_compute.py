@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
+import streamlit as st
+
 from xaidash.dashboard import services
 from xaidash.dashboard.components.model_queue import queued
+from xaidash.dashboard.errors import show_error
 from xaidash.explainers.inspection.attention_view import AttentionView
 from xaidash.explainers.language.api import PromptExplanation, explain_prompt, make_task
 from xaidash.explainers.language.faithfulness import FaithfulnessScore, deletion_insertion
@@ -50,6 +53,17 @@ class LMContext:
 
 def context_of(run: Run) -> LMContext:
     return LMContext(run, services.language_model_for(run), services.lm_key(run))
+
+
+def loaded_or_stop(run: Run) -> LMContext:
+    """The run's model loaded (with a spinner), or its error shown and the page stopped."""
+    try:
+        with st.spinner("Loading the model…"):
+            return context_of(run)
+    except Exception as e:  # noqa: BLE001  (shown with its cause; the app keeps running)
+        show_error(e, f"Could not load run {run.id}")
+        st.stop()
+    raise AssertionError("unreachable")
 
 
 @contextmanager

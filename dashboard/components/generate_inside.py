@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from xaidash.dashboard.components.generate_answer import shown_token
-from xaidash.dashboard.components.generate_compute import LMContext, attention_of, context_of, prompt_of
+from xaidash.dashboard.components.generate_compute import LMContext, attention_of, loaded_or_stop, prompt_of
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.state import selected_run
@@ -37,13 +37,7 @@ def _context() -> LMContext:
     run = selected_run("language")
     if run is None:
         st.stop()
-    try:
-        with st.spinner("Loading the model…"):
-            return context_of(run)
-    except Exception as e:  # noqa: BLE001  (shown with its cause; the app keeps running)
-        show_error(e, f"Could not load run {run.id}")
-        st.stop()
-    raise AssertionError("unreachable")
+    return loaded_or_stop(run)
 
 
 def _from_generate(ctx: LMContext) -> tuple[Prompt, tuple[int, ...]] | None:

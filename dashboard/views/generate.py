@@ -12,8 +12,8 @@ from xaidash.dashboard.components.generate_answer import answer_view
 from xaidash.dashboard.components.generate_compute import (
     LMContext,
     Target,
-    context_of,
     generation_of,
+    loaded_or_stop,
     prompt_of,
     task_of,
 )
@@ -23,7 +23,7 @@ from xaidash.dashboard.components.generate_prompt import PromptSettings, prompt_
 from xaidash.dashboard.components.generate_target import SPAN_KEY, default_step, pick_methods, pick_target
 from xaidash.dashboard.components.generate_whatif import whatif_section
 from xaidash.dashboard.components.logit_lens_view import logit_lens_section
-from xaidash.dashboard.errors import guard, show_error
+from xaidash.dashboard.errors import guard
 from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.state import LAST_KIND_KEY, selected_run
 from xaidash.models.language.generate import Generation
@@ -54,13 +54,7 @@ def require_language_model() -> LMContext:
         st.page_link(page_path("home"), label="Go to Home", icon=":material/home:")
         st.stop()
     st.session_state[LAST_KIND_KEY] = "language"  # the Attention page follows the kind worked with last
-    try:
-        with st.spinner("Loading the model…"):
-            return context_of(run)
-    except Exception as e:  # noqa: BLE001  (shown with its cause; the app keeps running)
-        show_error(e, f"Could not load run {run.id}")
-        st.stop()
-    raise AssertionError("unreachable")
+    return loaded_or_stop(run)
 
 
 def live_prompt(ctx: LMContext, settings: PromptSettings) -> Prompt | None:
