@@ -28,7 +28,7 @@ from xaidash.explainers.language.registry import PromptTask
 from xaidash.explainers.params import ExplainError
 from xaidash.models.language.generate import cache_of
 
-__all__ = ["EXPLAINED", "Sampled", "captum_sampled", "explained", "masked_rows", "score_rows"]
+__all__ = ["EXPLAINED", "Sampled", "captum_sampled", "explained", "masked_rows", "score_rows", "step_log_probs"]
 
 # What one more forward pass costs, in row-positions (one row's token through the model): on the CPU a pass of
 # SmolLM2-135M cost about 70 ms beside 2.8 ms per row-position (one thread, 2 shared cores), so prefix reuse pays
@@ -54,6 +54,21 @@ def masked_rows(task: PromptTask, keep: torch.Tensor) -> torch.Tensor:
     hidden = torch.zeros(keep.shape[0], len(prompt), dtype=torch.bool, device=device)
     hidden[:, featured] = ~keep[:, owner[featured]]
     return torch.where(hidden, torch.full_like(prompt, task.baseline_id), prompt.expand(keep.shape[0], -1))
+
+
+def step_log_probs(task: PromptTask, logits: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+    """(N, n_steps) log p(target_ids[j]) from the logits (N, n_steps, V) that predict each step, with step `span[0]`
+    replaced by log p(target) - log p(contrast) when the task has a contrast: the one reading of a task's target,
+    for the scorer's passes and the gradient methods' (whose autograd it keeps: no in-place change of the gather)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    if targets is None:
+        targets = torch.tensor(task.target_ids, dtype=torch.long, device=logits.device)
+    picked = logp.gather(2, targets.view(1, -1, 1).expand(len(logp), -1, 1))[..., 0]
+    if task.contrast is not None:
+        at = task.span[0]
+        picked = picked.clone()
+        picked[:, at] = picked[:, at] - logp[:, at, task.contrast]
+    return picked
 
 
 def explained(task: PromptTask, scores: torch.Tensor) -> torch.Tensor:
@@ -178,12 +193,7 @@ def _score_chunk(
         use_cache=cache is not None,
         logits_to_keep=steps,  # the unembedding only where a target step is read
     )
-    logp = torch.log_softmax(out.logits[:, -steps:].float(), dim=-1)
-    picked = logp.gather(2, targets.view(1, steps, 1).expand(b, -1, -1)).squeeze(2)
-    if task.contrast is not None:
-        at = task.span[0]
-        picked[:, at] = picked[:, at] - logp[:, at, task.contrast]
-    return picked
+    return step_log_probs(task, out.logits[:, -steps:], targets)
 
 
 # --- captum's samplers over the batched scorer ---------------------------------------------------------------

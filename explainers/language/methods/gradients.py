@@ -25,6 +25,7 @@ from captum.attr import InputXGradient, IntegratedGradients
 
 from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.language.registry import PromptMethodSpec, PromptResult, PromptTask, register
+from xaidash.explainers.language.scoring import explained, step_log_probs
 from xaidash.explainers.methods._path import IG_TOLERANCE, RAISE, refined_path, refinement_passes, step_budget
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import OUTPUT_CHANGE, STEPS_USED, Completeness, relative_gap
@@ -44,14 +45,8 @@ def output_columns(task: PromptTask, logits: torch.Tensor) -> torch.Tensor:
     """(N, n_steps + 1) from the logits (N, n_steps, V) of the last n_steps positions: each step's log-probability
     of its generated token (with a contrast, the span's step holds log p(target) - log p(contrast), as in
     `scoring.score_rows`), then the explained output (the span's columns summed)."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    targets = torch.tensor(task.target_ids, device=logits.device)
-    steps = logp.gather(2, targets.view(1, -1, 1).expand(len(logp), -1, 1))[..., 0]  # (N, n_steps)
-    start, stop = task.span
-    if task.contrast is not None:
-        steps = steps.clone()
-        steps[:, start] = steps[:, start] - logp[:, start, task.contrast]
-    return torch.cat([steps, steps[:, start:stop].sum(1, keepdim=True)], dim=1)
+    steps = step_log_probs(task, logits)
+    return torch.cat([steps, explained(task, steps)[:, None]], dim=1)
 
 
 def embeddings_forward(task: PromptTask) -> Callable[[torch.Tensor], torch.Tensor]:
