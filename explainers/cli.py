@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,15 +166,20 @@ def _background(bundle: ModelBundle, size: int, needed: bool) -> tuple[torch.Ten
     return given, note
 
 
-def _cmd_explain(args: argparse.Namespace) -> int:
+def one_line_errors(work: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """`work(args)`, or exit code 2 with the one line a user can act on (a data set, model or explanation error)."""
     from xaidash.data.errors import DatasetError
     from xaidash.models.registry import ModelError
 
     try:
-        return _explain(args)
+        return work(args)
     except (ExplainError, ModelError, DatasetError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    return one_line_errors(_explain, args)
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 
 from xaidash.data.argtypes import float_range, int_range
-from xaidash.explainers.cli import check_out_folder, make_out_folder, parse_params
+from xaidash.explainers.cli import check_out_folder, make_out_folder, one_line_errors, parse_params
 from xaidash.explainers.figures.map_figure import MapFigure
 from xaidash.explainers.language import api
 from xaidash.explainers.language import figures as F
@@ -237,14 +237,7 @@ def faithfulness_lines(scores: dict[str, Any]) -> list[str]:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from xaidash.data.errors import DatasetError
-    from xaidash.models.registry import ModelError
-
-    try:
-        return _generate(args)
-    except (ExplainError, ModelError, DatasetError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return one_line_errors(_generate, args)
 
 
 def _check_report_path(path: str) -> Path:
