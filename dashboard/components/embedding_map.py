@@ -6,9 +6,13 @@ freeze the browser; the bins cost the same at 70,000 samples as at 7,000."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import numpy as np
 import pandas as pd
+
+from xaidash.explainers.inspection.projection import LABELS, METHODS
 
 INTERACTIVE_MAX = 5000  # points drawn one by one, each with its tooltip and click
 DENSITY_BINS = 100  # bins along the wider axis of the map
@@ -147,3 +151,18 @@ def map_chart(
     chart = alt.layer(*layers)  # alt.layer, not LayerChart(...): it lifts the 'pick' selection to the top
     assert isinstance(chart, alt.LayerChart)
     return chart.properties(height=560, title=title).interactive()
+
+
+def projection_choice(where: Any, key: str) -> str:
+    """The projection picker (PCA by default) of the Embeddings page, for a classifier's or a language model's map."""
+    return str(
+        where.selectbox(
+            "Projection",
+            list(METHODS),
+            index=METHODS.index("pca"),
+            format_func=lambda m: LABELS[m],
+            key=key,
+            help="PCA: linear and instant, distances meaningful. UMAP: keeps neighbourhoods and much of the global "
+            "layout. t-SNE: keeps neighbourhoods only.",
+        )
+    )

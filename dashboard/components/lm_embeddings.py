@@ -19,14 +19,14 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
-from xaidash.dashboard.components.embedding_map import INTERACTIVE_MAX, map_chart, outlying_view
+from xaidash.dashboard.components.embedding_map import INTERACTIVE_MAX, map_chart, outlying_view, projection_choice
 from xaidash.dashboard.components.generate_compute import LMContext, cached, context_of, leased
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import LAST_KIND_KEY
 from xaidash.data.paths import data_root
 from xaidash.data.registry import get_source, list_datasets
-from xaidash.explainers.inspection.projection import LABELS, METHODS, PARAMS, Projection, project
+from xaidash.explainers.inspection.projection import LABELS, PARAMS, Projection, project
 from xaidash.explainers.language.embeddings import (
     POOLS,
     TOKEN_PROPERTIES,
@@ -179,15 +179,7 @@ def controls(ctx: LMContext) -> LMChoice:
         help=f"0: the token embeddings; k: the residual stream after k of the {ctx.lm.num_layers} decoder layers "
         "(before the final norm). The middle one by default.",
     )
-    method = c3.selectbox(
-        "Projection",
-        list(METHODS),
-        index=METHODS.index("pca"),
-        format_func=lambda m: LABELS[m],
-        key="emb_lm_method",
-        help="PCA: linear and instant, distances meaningful. UMAP: keeps neighbourhoods and much of the global "
-        "layout. t-SNE: keeps neighbourhoods only.",
-    )
+    method = projection_choice(c3, "emb_lm_method")
     d0, d1, d2, *pcols = st.columns([2, 2, 3] + [1] * max(1, len(PARAMS[method])))
     mode = cast(Mode, d0.radio("Points", list(MODE_LABELS), format_func=MODE_LABELS.get, key="emb_lm_mode"))
     pool: Pool = "mean"

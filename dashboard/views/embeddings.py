@@ -15,7 +15,13 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
-from xaidash.dashboard.components.embedding_map import INTERACTIVE_MAX, density_frame, interactive_rows, map_chart
+from xaidash.dashboard.components.embedding_map import (
+    INTERACTIVE_MAX,
+    density_frame,
+    interactive_rows,
+    map_chart,
+    projection_choice,
+)
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker, stop_without_dataset
 from xaidash.dashboard.components.inspect_charts import thumbnail_url
@@ -26,7 +32,7 @@ from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.run_facts import is_lm_run
 from xaidash.dashboard.state import require_bundle, selected_run
 from xaidash.data.registry import ImageSplit, Split, TextSplit
-from xaidash.explainers.inspection.projection import LABELS, METHODS, NO_TRANSFORM, PARAMS, Projection, project
+from xaidash.explainers.inspection.projection import LABELS, NO_TRANSFORM, PARAMS, Projection, project
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.activations import (
     CACHE_FOLDER,
@@ -143,15 +149,7 @@ def controls(bundle: ModelBundle, split: Split, names: dict[str, str]) -> Choice
             f"density and {INTERACTIVE_MAX:,} of them as points.",
         )
     )
-    method = c3.selectbox(
-        "Projection",
-        list(METHODS),
-        index=METHODS.index("pca"),
-        format_func=lambda m: LABELS[m],
-        key="emb_method",
-        help="PCA: linear and instant, distances meaningful. UMAP: keeps neighbourhoods and much of the "
-        "global layout. t-SNE: keeps neighbourhoods only.",
-    )
+    method = projection_choice(c3, "emb_method")
     params, colour = projection_params(bundle, method)
     return Choice(train_split, layer, n, method, params, colour)
 
