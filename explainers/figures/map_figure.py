@@ -375,6 +375,15 @@ def map_figure(
     return _with_drawing(fig)
 
 
+def shared_scale_note(method: str, groups: Mapping[str, str], labels: Mapping[str, str], scale_mode: str) -> str:
+    """What a map's caption says when its colour scale is shared ('units' mode) with the other maps of its legend
+    group: 'shared scale: A, B'; '' otherwise."""
+    peers = [o for o in groups if groups[o] == groups[method]]
+    if scale_mode != "units" or len(peers) < 2:
+        return ""
+    return "shared scale: " + ", ".join(labels[o] for o in peers)
+
+
 def explanation_figures(
     explanations: Mapping[str, Explanation],
     index: int,
@@ -401,15 +410,12 @@ def explanation_figures(
     specs = {m: get_method(e.method, modality) for m, e in explanations.items()}
     legends = {m: render.map_legend(specs[m], modality) for m in explanations}
     maps = {m: e.item(index) for m, e in explanations.items()}
-    own = render.map_scales(maps, {m: legends[m].group for m in maps}, scale_mode)
+    groups = {m: legends[m].group for m in maps}
+    own = render.map_scales(maps, groups, scale_mode)
     out: dict[str, MapFigure] = {}
+    labels = {m: specs[m].label for m in maps}
     for m, e in explanations.items():
-        peers = [o for o in maps if legends[o].group == legends[m].group]
-        note = (
-            "shared scale: " + ", ".join(specs[o].label for o in peers)
-            if scale_mode == "units" and len(peers) > 1 and scales is None
-            else ""
-        )
+        note = "" if scales is not None else shared_scale_note(m, groups, labels, scale_mode)
         if notes is not None and m in notes:
             note = notes[m]
         target = int(e.targets[index])

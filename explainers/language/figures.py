@@ -27,7 +27,14 @@ import numpy as np
 
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.html_report import CSS
-from xaidash.explainers.figures.map_figure import Caption, MapFigure, completeness_sentence, fmt_number, map_figure
+from xaidash.explainers.figures.map_figure import (
+    Caption,
+    MapFigure,
+    completeness_sentence,
+    fmt_number,
+    map_figure,
+    shared_scale_note,
+)
 from xaidash.explainers.language.api import PromptExplanation
 from xaidash.explainers.language.registry import PromptMethodSpec, PromptTask, get_prompt_method
 from xaidash.models.language.generate import Generation
@@ -81,16 +88,13 @@ def prompt_figures(
     specs = {m: get_prompt_method(e.method) for m, e in explanations.items()}
     legends = {m: prompt_legend(specs[m], task.unit) for m in explanations}
     values = {m: np.asarray(e.attributions, np.float32) for m, e in explanations.items()}
-    scales = render.map_scales(values, {m: legends[m].group for m in values}, scale_mode)
+    groups = {m: legends[m].group for m in values}
+    scales = render.map_scales(values, groups, scale_mode)
     name = target_label(task)
     out: dict[str, MapFigure] = {}
+    labels = {m: specs[m].label for m in values}
     for m, e in explanations.items():
-        peers = [o for o in values if legends[o].group == legends[m].group]
-        note = (
-            "shared scale: " + ", ".join(specs[o].label for o in peers)
-            if scale_mode == "units" and len(peers) > 1
-            else ""
-        )
+        note = shared_scale_note(m, groups, labels, scale_mode)
         promise, broken = completeness_of(specs[m], e)
         caption = Caption(name, e.seconds, 1, False, False, note, promise, broken, rows=e.rows)
         out[m] = map_figure(
