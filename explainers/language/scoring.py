@@ -28,7 +28,16 @@ from xaidash.explainers.language.registry import PromptTask
 from xaidash.explainers.params import ExplainError
 from xaidash.models.language.generate import cache_of
 
-__all__ = ["EXPLAINED", "Sampled", "captum_sampled", "explained", "masked_rows", "score_rows", "step_log_probs"]
+__all__ = [
+    "EXPLAINED",
+    "Sampled",
+    "captum_sampled",
+    "explained",
+    "fitted",
+    "masked_rows",
+    "score_rows",
+    "step_log_probs",
+]
 
 # What one more forward pass costs, in row-positions (one row's token through the model): on the CPU a pass of
 # SmolLM2-135M cost about 70 ms beside 2.8 ms per row-position (one thread, 2 shared cores), so prefix reuse pays
@@ -256,6 +265,23 @@ def captum_sampled(task: PromptTask, attribute: Attribute, outputs: Sequence[int
     return Sampled(
         results, len(masks), batch, None if full is None else table[full], None if empty is None else table[empty]
     )
+
+
+def fitted(task: PromptTask, method: Callable[[Any], Any], samples: int) -> tuple[Sampled, np.ndarray, np.ndarray]:
+    """A captum method that fits a surrogate on `samples` random coalitions (LIME, KernelSHAP: `method(forward)` is
+    its instance), run through `captum_sampled` once for the explained output and once per answer step (the same
+    draws, no extra model rows): (what it sampled, the explained output's fit (n_features,), the per-step fits
+    (n_steps, n_features))."""
+    n = task.n_features
+
+    def attribute(forward: Any) -> torch.Tensor:
+        return method(forward).attribute(
+            torch.ones(1, n, dtype=torch.long), n_samples=samples, perturbations_per_eval=samples
+        )
+
+    out = captum_sampled(task, attribute, [EXPLAINED, *range(task.n_steps)])
+    fits = [a.reshape(n).double().numpy() for a in out.attributions]
+    return out, fits[0], np.stack(fits[1:])
 
 
 def _mask_bytes(mask: torch.Tensor) -> list[bytes]:

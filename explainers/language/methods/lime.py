@@ -12,30 +12,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import torch
 from captum.attr import Lime
 
 from xaidash.explainers.language.registry import PromptMethodSpec, PromptResult, PromptTask, register
-from xaidash.explainers.language.scoring import EXPLAINED, captum_sampled
+from xaidash.explainers.language.scoring import fitted
 from xaidash.explainers.params import Param
 
 DEFAULT_SAMPLES = 50
 
 
 def _compute(task: PromptTask, params: dict[str, Any]) -> PromptResult:
-    n, samples = task.n_features, int(params["n_samples"])
-
-    def attribute(forward: Any) -> torch.Tensor:
-        return Lime(forward).attribute(
-            torch.ones(1, n, dtype=torch.long), n_samples=samples, perturbations_per_eval=samples
-        )
-
-    out = captum_sampled(task, attribute, [EXPLAINED, *range(task.n_steps)])
-    fits = [a.reshape(n).double().numpy() for a in out.attributions]
+    out, total, per_step = fitted(task, Lime, int(params["n_samples"]))
     return PromptResult(
-        attributions=fits[0],
-        per_step=np.stack(fits[1:]),
+        attributions=total,
+        per_step=per_step,
         rows=out.rows,
         batch=out.batch,
     )
