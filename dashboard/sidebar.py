@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from xaidash.dashboard import services
+from xaidash.dashboard.components.calibration_view import calibration_toggle
 from xaidash.dashboard.components.job_status import job_line
 from xaidash.dashboard.components.quality import show_run_warning
 from xaidash.dashboard.components.quickstart import select_demo_run_when_done
@@ -74,6 +75,7 @@ def _selected_run(kind: RunKind) -> None:
         st.warning(f"Run {run.id} is unreadable: {e}")
         return
     show_run_warning(run)
+    calibration_toggle(run)  # only when the run has a temperature saved for its weights
 
 
 def render_sidebar() -> None:

@@ -12,7 +12,7 @@ from torch import nn
 
 from xaidash.data.registry import DatasetInfo
 from xaidash.data.transforms import normalize
-from xaidash.models.registry import ModelSpec
+from xaidash.models.registry import ModelError, ModelSpec
 
 
 @dataclass
@@ -72,10 +72,19 @@ class ModelBundle:
         out = [self.model(x[i : i + step]).float() for i in range(0, len(x), step)]
         return torch.cat(out) if out else torch.empty(0, self.info.num_classes, device=x.device)
 
-    def predict_proba(self, inputs: torch.Tensor | Sequence[str], batch_size: int = 256) -> torch.Tensor:
-        """Class probabilities (N, classes) on the CPU for raw inputs, computed in batches on the device."""
+    def predict_proba(
+        self, inputs: torch.Tensor | Sequence[str], batch_size: int = 256, temperature: float | None = None
+    ) -> torch.Tensor:
+        """Class probabilities (N, classes) on the CPU for raw inputs, computed in batches on the device.
+        `temperature`: softmax(logits / T), the run's calibrated probabilities (models/calibration_run.py fits T);
+        None is the plain softmax. T never changes the predicted class."""
         self.model.eval()
-        return torch.softmax(self.logits(self.prepare(inputs), batch_size), dim=1).cpu()
+        logits = self.logits(self.prepare(inputs), batch_size)
+        if temperature is not None:
+            if not temperature > 0:
+                raise ModelError(f"A temperature must be positive, not {temperature}.")
+            logits = logits / temperature
+        return torch.softmax(logits, dim=1).cpu()
 
     def layer(self, path: str) -> nn.Module:
         return self.model.get_submodule(path)

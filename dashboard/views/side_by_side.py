@@ -13,6 +13,7 @@ import numpy as np
 import streamlit as st
 
 from xaidash.dashboard import services
+from xaidash.dashboard.components.calibration_view import session_temperature
 from xaidash.dashboard.components.charts import topk_chart
 from xaidash.dashboard.components.explain_maps import map_card, map_display_choice
 from xaidash.dashboard.components.images import to_pil
@@ -290,11 +291,21 @@ def pick_inputs(pair: Pair) -> list[PickedInput]:
 
 def predict_both(pair: Pair, raw: Any) -> tuple[np.ndarray, np.ndarray]:
     """Both models' class probabilities of the inputs; the page stops with the error when prediction fails."""
+    t_a, t_b = session_temperature(pair.a.run_dir), session_temperature(pair.b.run_dir)  # each model its own T
+    if t_a is not None or t_b is not None:
+        st.caption(
+            "Calibrated probabilities (the sidebar's switch): "
+            + "; ".join(
+                f"model {n}: " + (f"T = {t:.2f}" if t else "none saved, plain softmax")
+                for n, t in (("A", t_a), ("B", t_b))
+            )
+            + ". The predicted classes and the maps do not change."
+        )
     try:
         with leased_model(pair.key_a, pair.a) as replica_a:
-            probs_a = replica_a.predict_proba(raw).numpy()
+            probs_a = replica_a.predict_proba(raw, temperature=t_a).numpy()
         with leased_model(pair.key_b, pair.b) as replica_b:
-            probs_b = replica_b.predict_proba(raw).numpy()
+            probs_b = replica_b.predict_proba(raw, temperature=t_b).numpy()
     except Exception as err:  # noqa: BLE001
         show_error(err, "Prediction failed")
         st.stop()
@@ -377,9 +388,11 @@ def build_report(
         PairExplanation(m, results[m]["A"][0], results[m]["B"][0], *(_why(results[m][k][1]) for k in ("A", "B")))
         for m in choice.methods
     ]
+    calibrated = (probs[0].tobytes(), probs[1].tobytes())  # the probabilities change with the sidebar's switch
     key = (pair.key_a, pair.key_b, input_keys, tuple(choice.methods), choice.target, choice.scale_mode, choice.display)
+    report_key = (*key, calibrated)
     report, _ = _reports().get_or_compute(
-        key,
+        report_key,
         lambda: pair_report(
             (
                 RunInfo.of(pair.a, pair.run.id, "A", title=pair.name_a),

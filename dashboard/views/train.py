@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
+from xaidash.dashboard.components.calibration_view import calibration_section
 from xaidash.dashboard.components.charts import (
     CONFUSION_HEATMAP_MAX,
     confusion_chart,
@@ -155,6 +156,7 @@ def run_results(run: Run) -> None:
     matrix = run.confusion(s)
     if matrix is not None:
         confusion_view(run.id, matrix, run.info.classes)
+    calibration_section(run)
 
 
 def confusion_view(run_id: str, matrix: np.ndarray, classes: tuple[str, ...] | list[str]) -> None:
