@@ -1,0 +1,251 @@
+"""Explain's "What would change the answer" panel, drawn per input: an attack from the registry within a budget in
+grey levels (the perturbed input, the perturbation with its colour bar, the new prediction, and the chosen methods'
+maps before and after with their rank correlation), and a counterfactual (the smallest budget, or for text the
+fewest word edits, that makes the model answer a class the user picks). Computed on a button, cached per run,
+input and settings; drawing only: the work is explainers.robust's."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from xaidash.dashboard import services
+from xaidash.dashboard.components.explain_maps import map_card
+from xaidash.dashboard.components.images import to_pil
+from xaidash.dashboard.components.model_queue import leased_model
+from xaidash.dashboard.components.params import param_widget
+from xaidash.dashboard.errors import show_error
+from xaidash.dashboard.state import selected_run
+from xaidash.explainers.figures.report import ExplainReport
+from xaidash.explainers.robust import attack, counterfactual, explanation_change, list_attacks
+from xaidash.explainers.robust.attack import AttackResult
+from xaidash.explainers.robust.counterfactual import DEFAULT_BUDGET, DEFAULT_EDITS, Counterfactual
+from xaidash.explainers.robust.explanation_change import TOP_SHARE, MapChange
+from xaidash.explainers.robust.figures import change_figures, perturbation_figure
+from xaidash.explainers.robust.registry import text_note
+from xaidash.models.bundle import ModelBundle
+
+MAX_LEVELS = 32  # the attack's budget slider: 1..32 grey levels (/255)
+CF_MAX_LEVELS = 64
+
+
+@st.cache_resource(show_spinner=False)
+def _results() -> services.LRUCache:
+    """Attacks and counterfactuals computed this session and others (keyed by the model's weights version)."""
+    return services.LRUCache(32)
+
+
+def _raw(report: ExplainReport, i: int, bundle: ModelBundle) -> Any:
+    """The input as the model takes it: the text, or the image (C, H, W) in [0, 1] from the report's (H, W, 3)."""
+    inp = report.inputs[i]
+    if inp.text is not None:
+        return inp.text
+    image = np.asarray(inp.image, np.float32).transpose(2, 0, 1)
+    return np.ascontiguousarray(image[: int(bundle.info.input_shape[0])])
+
+
+def _attack_work(
+    bkey: str, bundle: ModelBundle, raw: Any, attack_id: str, params: dict[str, Any], methods: list[str], choice: Any
+) -> tuple[AttackResult, list[MapChange]]:
+    with leased_model(bkey, bundle) as replica:
+        result = attack(replica, raw, None, attack_id, params)
+        changes = explanation_change(replica, result, methods, choice.params, choice.target)
+    return result, changes
+
+
+def _verdict(result: AttackResult) -> None:
+    c = result.classes
+    b, a = result.pred_before, result.pred_after
+    line = f"{c[b]} ({result.probs_before[b]:.0%}) → **{c[a]}** ({result.probs_after[a]:.0%})"
+    if result.flipped:
+        st.error(f"Prediction flipped: {line}", icon=":material/swap_horiz:")
+    else:
+        st.success(f"Not flipped within this budget: {line}", icon=":material/shield:")
+    st.caption(
+        f"{result.label}, ε = {result.epsilon * 255:.0f}/255 = {result.epsilon:.4f} (pixel values 0–1): "
+        f"L∞ {result.linf * 255:.1f}/255, L2 {result.l2:.3f}, {result.seconds:.2f} s."
+    )
+
+
+def _images_row(result: AttackResult, key: str) -> None:
+    with st.container(horizontal=True, gap="small"):
+        for title, image in (("Original", result.original), ("Perturbed", result.perturbed)):
+            with st.container(width=224):
+                st.caption(f"**{title}**")
+                st.image(to_pil(image, 224), width="stretch")
+        a = result.pred_after
+        said = f"predicted after: {result.classes[a]} ({result.probs_after[a]:.0%}) · {result.seconds:.2f} s"
+        map_card(perturbation_figure(result), key=f"{key}_perturbation", caption=said, enlarge=False, warn=False)
+
+
+def _changes(changes: list[MapChange], result: AttackResult, display: str, key: str) -> None:
+    if not changes:
+        st.caption("Pick methods above to see how their maps change under the attack.")
+        return
+    st.markdown(
+        f"**Explanations before → after** (same class, one colour scale per pair): Spearman rank correlation of the "
+        f"two maps (1 = same ranking) and the share of the top {TOP_SHARE:.0%} pixels they keep."
+    )
+    for c in changes:
+        figs = change_figures(c, result, result.classes, display)
+        if figs is None:
+            st.caption(f"**{c.label}**: failed ({c.error})")
+            continue
+        rho = "–" if math.isnan(c.spearman) else f"{c.spearman:.2f}"
+        with st.container(horizontal=True, gap="small"):
+            map_card(figs[0], key=f"{key}_{c.method}_before", title=f"{c.label}: before", enlarge=False, warn=False)
+            map_card(figs[1], key=f"{key}_{c.method}_after", title=f"{c.label}: after", enlarge=False, warn=False)
+            with st.container(width=200):
+                st.metric("Spearman ρ", rho, help="rank correlation of the maps before and after")
+                st.metric(f"Top {TOP_SHARE:.0%} kept", f"{c.top_k:.0%}", help=f"of the {c.k} most important pixels")
+
+
+def _attack_section(bkey: str, bundle: ModelBundle, raw: Any, choice: Any, key: str) -> None:
+    specs = list_attacks(bundle.modality)
+    if not specs:
+        st.caption("No attack is registered for this kind of model.")
+        return
+    by_id = {s.id: s for s in specs}
+    default = next((j for j, s in enumerate(specs) if s.iterative), 0)
+    c1, c2 = st.columns([1, 2])
+    attack_id = str(
+        c1.selectbox("Attack", list(by_id), index=default, format_func=lambda a: by_id[a].label, key=f"{key}_attack")
+    )
+    spec = by_id[attack_id]
+    levels = int(
+        c2.slider(
+            "Budget ε (grey levels, /255)",
+            1,
+            MAX_LEVELS,
+            8,
+            key=f"{key}_eps",
+            help="the most any pixel value may change, in 255ths of the pixel range, before normalisation",
+        )
+    )
+    st.caption(f"{spec.label}: {spec.description}. ε = {levels}/255 = {levels / 255:.4f}. Library: `{spec.library}`.")
+    own: dict[str, Any] = {}
+    if spec.params:
+        cols = st.columns(len(spec.params))
+        for col, p in zip(cols, spec.params, strict=True):
+            with col:
+                own[p.name] = param_widget(p, bundle, f"{key}_{spec.id}_{p.name}")
+    params = {"epsilon": levels / 255, **own}
+    methods = list(choice.methods)
+    cache_key = (
+        bkey,
+        services.content_key(raw),
+        "attack",
+        attack_id,
+        tuple(sorted(params.items())),
+        tuple(methods),
+        repr(sorted((m, sorted(choice.params.get(m, {}).items())) for m in methods)),
+        choice.target,
+    )
+    cache = _results()
+    if st.button("Run attack", key=f"{key}_run", icon=":material/bolt:"):
+        try:
+            with st.spinner(f"Running {spec.label} and re-explaining…"):
+                cache.get_or_compute(
+                    cache_key, lambda: _attack_work(bkey, bundle, raw, attack_id, params, methods, choice)
+                )
+        except Exception as err:  # noqa: BLE001 - said on the page; the rest of Explain stays
+            show_error(err, "Attack failed")
+            return
+    done = cache.get(cache_key)
+    if done is None:
+        return
+    result, changes = done
+    _verdict(result)
+    _images_row(result, key)
+    _changes(changes, result, choice.display if choice.display != "tokens" else "overlay", key)
+
+
+def _edited_html(cf: Counterfactual) -> str:
+    """The edited words: deleted ones struck through, substituted ones shown old → new, both highlighted."""
+    parts = []
+    changed = {e.position: e for e in cf.edits}
+    for pos, w in enumerate(cf.original_words):
+        e = changed.get(pos)
+        if e is None:
+            parts.append(html.escape(w))
+        elif e.new is None:
+            parts.append(f"<del style='background:#fbd5d5;color:#9b1c1c'>{html.escape(w)}</del>")
+        else:
+            parts.append(
+                f"<del style='color:#9b1c1c'>{html.escape(w)}</del>&nbsp;<mark style='background:#c6f6d5'>"
+                f"{html.escape(e.new)}</mark>"
+            )
+    return "<p style='line-height:1.9'>" + " ".join(parts) + "</p>"
+
+
+def _counterfactual_section(bkey: str, bundle: ModelBundle, raw: Any, report: ExplainReport, i: int, key: str) -> None:
+    st.markdown("**Counterfactual**: the smallest change that makes the model answer another class.")
+    classes = list(bundle.info.classes)
+    pred = report.inputs[i].predictions["A"][0].cls
+    others = [k for k in range(len(classes)) if k != pred]
+    c1, c2 = st.columns([1, 2])
+    to = int(c1.selectbox("Class to reach", others, format_func=lambda k: classes[k], key=f"{key}_cf_to"))
+    if bundle.modality == "image":
+        levels = int(
+            c2.slider(
+                "Budget: largest ε tried (/255)", 1, CF_MAX_LEVELS, round(DEFAULT_BUDGET * 255), key=f"{key}_cf_budget"
+            )
+        )
+        budget: float = levels / 255
+    else:
+        budget = int(c2.number_input("Budget: most word edits", 1, 20, DEFAULT_EDITS, key=f"{key}_cf_edits"))
+    cache_key = (bkey, services.content_key(raw), "counterfactual", to, budget)
+    cache = _results()
+    if st.button("Find counterfactual", key=f"{key}_cf_run", icon=":material/alt_route:"):
+
+        def work() -> Counterfactual:
+            with leased_model(bkey, bundle) as replica:
+                return counterfactual(replica, raw, to, budget=budget)
+
+        try:
+            with st.spinner("Searching…"):
+                cache.get_or_compute(cache_key, work)
+        except Exception as err:  # noqa: BLE001 - said on the page
+            show_error(err, "Counterfactual failed")
+            return
+    cf = cache.get(cache_key)
+    if cf is None:
+        return
+    if not cf.found:
+        st.warning(cf.summary(), icon=":material/block:")
+        return
+    st.success(cf.summary(), icon=":material/check_circle:")
+    if cf.note:
+        st.caption(cf.note)
+    if cf.result is not None:
+        _images_row(cf.result, f"{key}_cf")
+    elif cf.text is not None:
+        st.markdown(_edited_html(cf), unsafe_allow_html=True)
+
+
+def attack_panel(report: ExplainReport, i: int, choice: Any) -> None:
+    """The panel for input `i` of the Explain page's report; `choice`: the page's methods, parameters, target and
+    display (explain.Choice)."""
+    # A fixed key and label keep the browser's open state across the reruns the panel's buttons cause.
+    with st.expander("What would change the answer", icon=":material/bolt:", key=f"attack_panel_{i}"):
+        run = selected_run()
+        if run is None:
+            return
+        try:
+            bundle = services.bundle_for(run)
+        except Exception as err:  # noqa: BLE001 - the page above already said it; keep the panel quiet
+            show_error(err, "Model not available")
+            return
+        bkey = services.run_key(run)
+        raw = _raw(report, i, bundle)
+        key = f"attack_{i}"
+        if bundle.modality == "image":
+            _attack_section(bkey, bundle, raw, choice, key)
+        else:
+            st.caption(text_note())
+        st.divider()
+        _counterfactual_section(bkey, bundle, raw, report, i, key)

@@ -1,0 +1,119 @@
+"""The attack registry: each attack declares its facts (id, label, modalities, parameters with bounds, whether it
+can be aimed at a class, the library call behind it); the CLI and the Explain page list attacks from here, never by
+name. An attack is one `register(AttackSpec(...))` in a module imported by this package (`attacks.py`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from xaidash.explainers.params import ExplainError, Param
+
+# The budget is an L-infinity radius in the raw image's own units: a pixel value in [0, 1] before normalisation.
+EPSILON = Param(
+    "epsilon",
+    "float",
+    8 / 255,
+    "largest change of any pixel value, in [0, 1] pixel units (8/255 ≈ 0.031)",
+    min=0.0,
+    max=1.0,
+)
+PIXEL_RANGE = (0.0, 1.0)
+
+
+def check_epsilon(value: Any, name: str = "epsilon") -> float:
+    """The budget as a float in (0, 1]; ExplainError saying what is allowed for 0, a negative, > 1 or not a number."""
+    try:
+        eps = float(value)
+    except (TypeError, ValueError):
+        raise ExplainError(
+            f"{name} must be a number in (0, 1] (pixel units, e.g. 0.03 ≈ 8/255), got {value!r}."
+        ) from None
+    if not math.isfinite(eps) or eps <= 0 or eps > 1:
+        raise ExplainError(
+            f"{name}={value}: the budget must be above 0 and at most 1, in [0, 1] pixel units "
+            "(e.g. 0.03 ≈ 8/255 lets every pixel move by up to 8 grey levels); "
+            + ("0 allows no change at all." if math.isfinite(eps) and eps == 0 else "pixels only span 0..1.")
+        )
+    return eps
+
+
+@dataclass(frozen=True)
+class AttackTask:
+    """What an attack gets: `forward` maps raw images in [0, 1] (N, C, H, W) to logits (normalisation inside, so
+    the budget is in pixel units); `x` the raw images on the device; `target` (N,) long: the class to move away
+    from (untargeted) or towards (`targeted`); `epsilon` the L-infinity budget; `seed` for random starts."""
+
+    forward: Callable[[torch.Tensor], torch.Tensor]
+    x: torch.Tensor
+    target: torch.Tensor
+    epsilon: float
+    targeted: bool = False
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    """One attack. `run(task, params)` returns the perturbed images (N, C, H, W) within `task.epsilon` of
+    `task.x` (L-infinity) and inside the pixel range; `params` are the attack's own (the budget is `EPSILON`,
+    shared by all). `library`: the call it makes, named for the docs and the equivalence tests."""
+
+    id: str
+    label: str
+    modalities: tuple[str, ...]
+    run: Callable[[AttackTask, dict[str, Any]], torch.Tensor]
+    library: str
+    description: str = ""
+    params: tuple[Param, ...] = field(default_factory=tuple)
+    targeted: bool = True  # can be aimed at a chosen class (the counterfactual needs that)
+    iterative: bool = False  # several gradient steps (what a counterfactual search prefers)
+
+    def resolve_params(self, params: dict[str, Any] | None) -> dict[str, Any]:
+        """Every declared parameter, from `params` or its default, coerced and range-checked; ExplainError for
+        an unknown name."""
+        given = dict(params or {})
+        declared = {p.name: p for p in self.params}
+        unknown = sorted(set(given) - set(declared))
+        if unknown:
+            raise ExplainError(
+                f"{self.label} has no parameter {', '.join(unknown)}; it takes: {', '.join(declared) or 'none'}."
+            )
+        return {p.name: p.coerce(given.get(p.name, p.default)) for p in self.params}
+
+
+_REGISTRY: dict[str, AttackSpec] = {}
+
+
+def register(spec: AttackSpec) -> AttackSpec:
+    if spec.id in _REGISTRY:
+        raise ValueError(f"attack {spec.id!r} is registered twice")
+    _REGISTRY[spec.id] = spec
+    return spec
+
+
+def list_attacks(modality: str | None = None) -> list[AttackSpec]:
+    """Every registered attack (for `modality` only: those that apply to it), in registration order."""
+    return [s for s in _REGISTRY.values() if modality is None or modality in s.modalities]
+
+
+def get_attack(attack_id: str, modality: str | None = None) -> AttackSpec:
+    """The attack `attack_id`; ExplainError naming the ones there are, or saying it does not apply to `modality`
+    (text models: the counterfactual's word edits are their option)."""
+    spec = _REGISTRY.get(str(attack_id))
+    if spec is None:
+        raise ExplainError(f"Unknown attack {attack_id!r}; choose one of {', '.join(_REGISTRY) or 'none'}.")
+    if modality is not None and modality not in spec.modalities:
+        raise ExplainError(f"{spec.label} applies to {'/'.join(spec.modalities)} models, not {modality}. {text_note()}")
+    return spec
+
+
+def text_note() -> str:
+    """What text models get instead of a pixel attack: the one sentence the CLI and the page say."""
+    return (
+        "Words are not continuous, so gradient attacks (FGSM, PGD) do not apply to text; "
+        "use the counterfactual: the fewest word deletions or substitutions that change the prediction."
+    )
