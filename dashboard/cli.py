@@ -142,7 +142,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from xaidash.data.cli import add_commands as data_commands
     from xaidash.explainers.cli import add_commands as explain_commands
+    from xaidash.explainers.concepts.cli import add_commands as concept_commands
+    from xaidash.explainers.influence.cli import add_commands as influence_commands
     from xaidash.explainers.language.cli import add_commands as generate_commands
+    from xaidash.explainers.robust.cli import add_commands as robust_commands
     from xaidash.models.cli import add_commands as model_commands
     from xaidash.models.external.cli import add_commands as import_commands
 
@@ -152,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     import_commands(sub)
     explain_commands(sub)
     generate_commands(sub)
+    robust_commands(sub)
+    concept_commands(sub)
+    influence_commands(sub)
     _add_serve(sub)
     return parser
 

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from xaidash.data.argtypes import int_range
+from xaidash.models.calibration_text import cmd_calibration
 from xaidash.models.device import device_arg
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.quality import accuracy_warning, run_warning
@@ -139,6 +140,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         device=args.device,
         seed=args.seed,
         val_fraction=args.val_fraction,
+        label_noise=getattr(args, "label_noise", 0.0),
         amp=not args.no_amp,
         workers=args.workers,
         model_options=_model_options(args.model_option),
@@ -228,6 +230,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
+    if args.calibration is not None:
+        return cmd_calibration(args.calibration, args.out, args.refit, args.device)
+    if args.out or args.refit:
+        raise ModelError("--out and --refit go with --calibration [RUN].")
     if args.delete:
         delete_run(args.delete)
         print(f"deleted {args.delete}")
@@ -306,6 +312,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=d.seed, help=f"0 to {MAX_SEED}")
     p.add_argument("--val-fraction", type=float, default=d.val_fraction)
     p.add_argument(
+        "--label-noise",
+        type=float,
+        default=d.label_noise,
+        metavar="F",
+        help="flip this fraction of the training labels to another class, seeded by --seed (in [0, 0.5); for testing "
+        "label-error detection with `xaidash influence --self`); the flipped samples go to <run>/label_noise.json",
+    )
+    p.add_argument(
         "--no-amp",
         action="store_true",
         help="train in float32 (bf16 autocast is on by default on CUDA and on CPUs with native bf16)",
@@ -360,6 +374,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "trained it is gone: resume it with xaidash train --resume RUN, or delete it), stopped, completed, failed.",
     )
     r.add_argument("--delete", metavar="RUN", help="delete a run folder")
+    r.add_argument(
+        "--calibration",
+        nargs="?",
+        const="latest",
+        metavar="RUN",
+        help="a classifier run's calibration (default run: latest): ECE, MCE, NLL and Brier before and after "
+        "temperature scaling, the temperature and a reliability table; fitted and saved with the run "
+        "(calibration.json) when missing or stale",
+    )
+    r.add_argument("--out", metavar="FILE.json", help="with --calibration: also write the calibration as JSON")
+    r.add_argument("--refit", action="store_true", help="with --calibration: fit again even when a fresh fit is saved")
+    r.add_argument("--device", type=device_arg, default="cpu", help="with --calibration: where the model runs")
     r.set_defaults(func=_cmd_runs)
 
     m = sub.add_parser("models", help="list zoo models (--recipes: their training recipes)")

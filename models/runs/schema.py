@@ -115,6 +115,7 @@ CONFIG = {
                 "device": {"type": "string"},
                 "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
                 "val_fraction": {"type": "number", "minimum": 0, "exclusiveMaximum": 0.9},
+                "label_noise": {"type": "number", "minimum": 0, "exclusiveMaximum": 0.5},
                 "amp": {"type": "boolean"},
                 "workers": {"type": "integer", "minimum": 0, "maximum": 64},
             },

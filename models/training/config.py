@@ -54,6 +54,9 @@ class TrainConfig:
     device: str = "auto"
     seed: int = 0
     val_fraction: float = 0.1
+    # Fraction of the training samples (validation excluded) whose label is flipped to another class, seeded by
+    # `seed`: a run with known label errors, to test their detection (explainers/influence; data.flip_labels).
+    label_noise: float = 0.0
     amp: bool = True  # bf16 autocast while training, on CUDA and on CPUs with native bf16 (models/device.py)
     workers: int = 0
     model_options: dict[str, Any] = field(default_factory=dict)
@@ -117,6 +120,8 @@ class TrainConfig:
             problems.append("momentum must be in [0, 1)")
         if not (0 <= self.val_fraction < 0.9):
             problems.append("validation fraction must be in [0, 0.9)")
+        if not (0 <= self.label_noise < 0.5):  # also refuses nan: at 0.5 the flipped labels could outvote the rest
+            problems.append("label noise must be in [0, 0.5)")
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             problems.append(f"unknown optimizer {self.optimizer!r} ({', '.join(OPTIMIZERS)})")
         if self.schedule is not None and self.schedule not in SCHEDULES:

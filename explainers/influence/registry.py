@@ -1,0 +1,103 @@
+"""The training-data influence methods: one `InfluenceMethodSpec` each, registered by its module
+(`fast.py`, `projected.py`, `similar.py`); the CLI and the pages list them from here, never by name.
+
+A method declares what it caches per training sample and snapshot of the model (`Scorer.features`), how a query's
+features score against a chunk of training samples (`Scorer.score`) and a sample against itself (`Scorer.self_score`),
+and which snapshots it sums over (`Scorer.snapshots`): the run's epoch checkpoints weighted by their learning rate
+(TracIn) or the final weights alone (similar examples)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from xaidash.explainers.params import ExplainError
+from xaidash.models.runs.store import Run
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One state of the model a method reads: an epoch checkpoint (`epoch`) or the final weights (epoch None),
+    weighted by `weight` (the learning rate of the epoch that ended there, for TracIn; 1 otherwise)."""
+
+    tag: str  # the cache folder's name: "epoch_003" or "final"
+    epoch: int | None
+    path: Path
+    weight: float
+
+
+class Scorer(Protocol):
+    """What a method computes; the cache (`cache.FeatureCache`) streams training samples through it."""
+
+    chunk_size: int  # training samples per cached chunk (memory stays about this many rows of features)
+    channels_last: bool  # whether the cache may run convolution models in the NHWC layout
+
+    def snapshots(self, run: Run) -> tuple[list[Snapshot], list[str]]:
+        """The snapshots to sum over and notes on them (which learning rates, what was left out)."""
+        ...
+
+    def features(self, model: nn.Module, layer: nn.Linear, x: torch.Tensor, labels: torch.Tensor) -> dict[str, Any]:
+        """Per-sample features of prepared inputs `x` under `model` for the loss of `labels` (float32 tensors, N rows)."""
+        ...
+
+    def score(self, query: dict[str, torch.Tensor], train: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(N,) one snapshot's unweighted score of each training row for the one query row."""
+        ...
+
+    def self_score(self, train: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """(N,) one snapshot's unweighted self-influence of each row; None when the method has none."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """What the cached features depend on besides the snapshots (kept in the cache's fingerprint)."""
+        ...
+
+
+@dataclass(frozen=True)
+class InfluenceMethodSpec:
+    id: str
+    label: str
+    description: str
+    units: str
+    featured: int | None
+    scorer: Scorer = field(compare=False, repr=False)
+    # Why it does not apply to a run (None: it does); see `applies`.
+    check: Callable[[Run], str | None] = field(compare=False, repr=False, default=lambda run: None)
+    # Whose gradients or activations it reads, in words; formatted with layer, inputs, outputs (of the final linear
+    # layer) and params (trainable parameters).
+    layer: str = "the final linear layer `{layer}`"
+    self_influence: bool = False  # whether it ranks the training set by self-influence
+
+    def applies(self, run: Run) -> str | None:
+        """None when the method works on `run`, else one sentence on why not and what does."""
+        return self.check(run)
+
+
+_METHODS: dict[str, InfluenceMethodSpec] = {}
+
+
+def register(spec: InfluenceMethodSpec) -> InfluenceMethodSpec:
+    _METHODS[spec.id] = spec
+    return spec
+
+
+def list_influence_methods() -> list[InfluenceMethodSpec]:
+    """Every method, featured first (by rank), then by id."""
+    return sorted(_METHODS.values(), key=lambda s: (s.featured is None, s.featured or 0, s.id))
+
+
+def get_influence_method(id: str) -> InfluenceMethodSpec:
+    if id not in _METHODS:
+        known = ", ".join(s.id for s in list_influence_methods())
+        raise ExplainError(f"Unknown influence method {id!r}; known: {known}.")
+    return _METHODS[id]
+
+
+def influence_methods_for(run: Run) -> list[tuple[InfluenceMethodSpec, str | None]]:
+    """Every method with None where it applies to `run`, else why not."""
+    return [(spec, spec.applies(run)) for spec in list_influence_methods()]
