@@ -80,6 +80,22 @@ PAGES: tuple[PageInfo, ...] = (
         "the test set in the model's feature space (PCA, t-SNE, UMAP)",
     ),
     PageInfo(
+        "training_data",
+        "training_data.py",
+        "Training data",
+        ":material/fact_check:",
+        "training-data",
+        "the training samples the model found hardest (possible label errors): flag them, download the list",
+    ),
+    PageInfo(
+        "concepts",
+        "concepts.py",
+        "Concepts",
+        ":material/lightbulb:",
+        "concepts",
+        "TCAV: does a class use a concept you show with examples? (significance-tested)",
+    ),
+    PageInfo(
         "model",
         "model.py",
         "Model",

@@ -22,10 +22,12 @@ from PIL import Image
 from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.errors import show_error
-from xaidash.data.registry import DatasetInfo, ImageSplit
+from xaidash.dashboard.state import selected_run
+from xaidash.data.registry import DatasetInfo, ImageSplit, Split
 from xaidash.explainers.inputs import FITS, load_image
 from xaidash.explainers.params import MAX_TEXT_CHARS, ExplainError
 from xaidash.models.bundle import ModelBundle
+from xaidash.models.training.data import training_samples
 
 IMAGE_TYPES = ["png", "jpg", "jpeg", "bmp", "webp", "gif", "tif", "tiff"]
 TEXT_TYPES = ["txt", "csv"]
@@ -350,31 +352,47 @@ def stop_without_dataset(bundle: ModelBundle, needs: str) -> None:
 
 
 OPEN_SAMPLE_PARAM = "sample"  # ?sample=test:INDEX opens that test sample (links from the Embeddings page)
+TRAIN_SOURCE = "Training sample"  # the source a ?sample=train:INDEX link opens (the influence gallery's links)
+SAMPLE_SPLITS = ("test", "train")
+
+
+def _train_key(key: str) -> str:
+    """Session key of the training sample a link opened (plain state: kept while its widget is not drawn)."""
+    return f"{key}_train_sample"
 
 
 def _open_requested_sample(bundle: ModelBundle, key: str) -> None:
-    """Turn a ?sample=test:INDEX link into this picker's selection, once (the parameter is then dropped)."""
+    """Turn a ?sample=test:INDEX or ?sample=train:INDEX link into this picker's selection, once (the parameter is
+    then dropped)."""
     wanted = st.query_params.get(OPEN_SAMPLE_PARAM)
     if not wanted:
         return
     del st.query_params[OPEN_SAMPLE_PARAM]
     split, _, digits = str(wanted).partition(":")
     # ASCII digits only: '²' passes str.isdigit() and int() refuses it; over 18 digits int() may refuse too.
-    if split != "test" or not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
+    if split not in SAMPLE_SPLITS or not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
         st.error(
-            f"Cannot open sample {wanted!r}: links look like ?sample=test:INDEX with INDEX a whole number 0 or more."
+            f"Cannot open sample {wanted!r}: links look like ?sample=test:INDEX (or ?sample=train:INDEX for a "
+            "training sample) with INDEX a whole number 0 or more."
         )
         return
     index = int(digits)
     try:
-        size = len(services.dataset_split(bundle.info.name, "test"))
+        size = len(services.dataset_split(bundle.info.name, split))
     except Exception:  # noqa: BLE001 - the gallery below says why the split cannot be read
         size = None
     if size is not None and index >= size:
         st.error(
-            f"Cannot open test sample #{index}: the test split of {bundle.info.name} has {size:,} samples "
+            f"Cannot open {split} sample #{index}: the {split} split of {bundle.info.name} has {size:,} samples "
             f"(valid: 0 to {size - 1})."
         )
+        return
+    if split == "train":
+        if size is None:
+            st.error(f"Cannot open train sample #{index}: the train split of {bundle.info.name} is not available.")
+            return
+        st.session_state[_train_key(key)] = index
+        st.session_state[f"{key}_source"] = TRAIN_SOURCE
         return
     if index >= services.GALLERY_LIMIT:
         st.info(
@@ -386,6 +404,60 @@ def _open_requested_sample(bundle: ModelBundle, key: str) -> None:
     st.session_state[f"{key}_classes_{bundle.info.name}"] = []
     st.session_state[f"{key}_show"] = "all"
     st.session_state[_pick_key(key, bundle.info.name, [], "all")] = [index]
+
+
+def _as_trained(info: DatasetInfo, split: Split, index: int) -> str:
+    """How the selected run used train sample `index`: "" when trained with the data set's label, else what it was
+    trained as (label noise) or that it was held out for validation; "" when the run's split is not known here."""
+    run = selected_run()
+    try:
+        samples = training_samples(run, split) if run is not None else None
+    except Exception:  # noqa: BLE001 - an imported run: its training split is unknown, nothing to add
+        samples = None
+    if samples is None:
+        return ""
+    where = (samples.indices == index).nonzero()
+    if len(where) == 0:
+        return "; the run held it out for validation (not trained on)"
+    p = int(where[0, 0])
+    trained, given = int(samples.labels[p]), int(samples.dataset_labels[p])
+    if trained == given:
+        return ""
+    return f"; the run was trained with the label **{_class_name(info, trained)}** (flipped: label noise)"
+
+
+def _training_sample(bundle: ModelBundle, key: str) -> list[PickedInput]:
+    """The training sample a ?sample=train:INDEX link opened (another index can be typed), as the one input."""
+    info = bundle.info
+    try:
+        split = services.dataset_split(info.name, "train")
+    except Exception as e:  # noqa: BLE001 - shown with what to do; the other sources still work
+        show_error(e, f"The train split of {info.name} is not available")
+        return []
+    size = len(split)
+    widget = f"{key}_train_index"
+    held = min(max(int(st.session_state.get(_train_key(key), 0)), 0), size - 1)
+    if st.session_state.get(widget) != held:  # the link (or the last draw) decides; set before the widget is drawn
+        st.session_state[widget] = held
+
+    def keep() -> None:
+        st.session_state[_train_key(key)] = int(st.session_state[widget])
+
+    c1, c2 = st.columns([1, 4], vertical_alignment="bottom")
+    index = int(c1.number_input(f"Train index (0 to {size - 1})", 0, size - 1, key=widget, on_change=keep))
+    label = int(split.labels[index])
+    c2.caption(
+        f"Training sample #{index} of {size:,}, labelled **{_class_name(info, label)}** in the data set"
+        f"{_as_trained(info, split, index)}. Opened from a link (the influence gallery or the Training data page); pick "
+        "another input source above to go back to the test set."
+    )
+    if isinstance(split, ImageSplit):
+        st.image(to_pil(split.image(index), 128), caption=f"train #{index}", width=128)
+        mask = split.masks[index].cpu().numpy().astype(bool) if split.masks is not None else None
+        return [PickedInput(split.image(index).float(), label, f"train #{index}", mask=mask)]
+    rats = split.rationales
+    st.markdown(f"> {split.texts[index]}")
+    return [PickedInput(split.texts[index], label, f"train #{index}", rationale=list(rats[index]) if rats else None)]
 
 
 def _pick_key(key: str, dataset: str, classes: list[str], show: str) -> str:
@@ -409,12 +481,16 @@ def input_picker(bundle: ModelBundle, key: str, *, bundle_key: str, max_inputs: 
     if no_dataset:  # an imported model without a data set: uploads and typed text only
         sources = sources[1:]
         st.caption(no_dataset)
-        if st.session_state.get(f"{key}_source") not in sources:  # chosen for another run
-            st.session_state.pop(f"{key}_source", None)
+    elif _train_key(key) in st.session_state:  # a ?sample=train: link opened one: offered until the session ends
+        sources = [*sources, TRAIN_SOURCE]
+    if st.session_state.get(f"{key}_source") not in (None, *sources):  # chosen for another run
+        st.session_state.pop(f"{key}_source", None)
     source = sources[0] if len(sources) == 1 else st.radio("Input", sources, horizontal=True, key=f"{key}_source")
     by_run[bundle_key] = source
     if source == "Test set":
         return _gallery(bundle, key, bundle_key, max_inputs)
+    if source == TRAIN_SOURCE:
+        return _training_sample(bundle, key)
     if source == "Upload images":
         return _uploaded_images(bundle.info, key, max_inputs)
     if source == "Type text":

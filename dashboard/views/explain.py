@@ -16,10 +16,13 @@ import numpy as np
 import streamlit as st
 
 from xaidash.dashboard import services
+from xaidash.dashboard.components.attack_panel import attack_panel
+from xaidash.dashboard.components.calibration_view import session_temperature, temperature_caption
 from xaidash.dashboard.components.charts import topk_chart
 from xaidash.dashboard.components.explain_maps import error_card, map_card, map_display_choice, ood_hint, ood_scores
 from xaidash.dashboard.components.explain_tables import diagnostics_table, metrics_legend, metrics_table
 from xaidash.dashboard.components.images import to_pil
+from xaidash.dashboard.components.influence_panel import influence_panel
 from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_controls
@@ -144,10 +147,13 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
 
 
 def predict(bkey: str, bundle: ModelBundle, raw: Any) -> np.ndarray:
-    """Class probabilities (N, classes) of the inputs; the page stops with the error when prediction fails."""
+    """Class probabilities (N, classes) of the inputs (calibrated with the run's temperature when the sidebar's
+    switch is on); the page stops with the error when prediction fails."""
+    t = session_temperature(bundle.run_dir)
+    temperature_caption(t)
     try:
         with leased_model(bkey, bundle) as replica:
-            return replica.predict_proba(raw).numpy()
+            return replica.predict_proba(raw, temperature=t).numpy()
     except Exception as err:
         show_error(err, "Prediction failed")
         st.stop()
@@ -243,6 +249,7 @@ def build(
     key = (
         services.run_key(run),
         tuple(p.key for p in inputs),
+        probs.tobytes(),  # calibrated or not (the sidebar's switch)
         tuple((*choice.method_key(r.method), r.cached, r.error) for r in results),
         choice.scale_mode,
         choice.display,
@@ -354,6 +361,8 @@ def input_block(
                 else:
                     map_card(e.figure, key=f"explain_card_{i}_{e.method}")
         input_tables(report, i, choice.with_metrics)
+        attack_panel(report, i, choice)
+        influence_panel(report, i, choice.target)
 
 
 def main() -> None:
