@@ -274,7 +274,8 @@ def load_image(source: ImageSource, info: DatasetInfo, fit: Fit = "crop") -> tor
     return _load(source, info, fit)[0]
 
 
-_DATASET = re.compile(r"^dataset:(?:(train|test):)?(\d+)$")
+# dataset:N, dataset:test:N, dataset:train:N, and the short test:N / train:N (what the pages' links say)
+_DATASET = re.compile(r"^(?:dataset:(?:(train|test):)?|(train|test):)(\d+)$")
 
 
 def _dataset_sample(bundle: ModelBundle, split_name: str, index: int) -> ResolvedInput:
@@ -325,13 +326,13 @@ def _read_text_file(path: Path) -> str:
 
 
 def resolve_sample(spec: str, bundle: ModelBundle, fit: Fit = "crop") -> ResolvedInput:
-    """What `--input` means for this model: `dataset:INDEX` / `dataset:train:INDEX` (a sample of the
-    model's data set; the test split by default), an image path (image models), or for text models
+    """What `--input` means for this model: `dataset:INDEX` / `dataset:train:INDEX` / `test:INDEX` /
+    `train:INDEX` (a sample of the model's data set; the test split by default), an image path (image models), or for text models
     a path to a text file or the text itself."""
     spec = str(spec)
     m = _DATASET.match(spec.strip())
     if m:
-        return _dataset_sample(bundle, m.group(1) or "test", int(m.group(2)))
+        return _dataset_sample(bundle, m.group(1) or m.group(2) or "test", int(m.group(3)))
     if spec.strip().startswith("dataset:"):
         raise ExplainError(f"{spec!r}: write dataset:INDEX or dataset:train:INDEX (INDEX a non-negative integer).")
     if bundle.modality == "image":

@@ -4,7 +4,6 @@ self-influence (`--self`, a resumable job: run it again to continue), or the met
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import threading
 from pathlib import Path
@@ -16,13 +15,7 @@ from xaidash.explainers.inputs import FITS, resolve_sample
 from xaidash.explainers.params import ExplainError
 from xaidash.models.device import device_arg
 
-_SHORT = re.compile(r"^(train|test):(\d+)$")  # test:N is dataset:test:N
 EXPORTS = (".csv", ".json")
-
-
-def _input_spec(spec: str) -> str:
-    m = _SHORT.match(spec.strip())
-    return f"dataset:{m.group(1)}:{m.group(2)}" if m else spec
 
 
 def _class(names: list[str], k: int) -> str:
@@ -47,7 +40,7 @@ def _query(args: argparse.Namespace) -> int:
 
     run = resolve_run(args.run)
     bundle = load_bundle(run, device=args.device)
-    sample = resolve_sample(_input_spec(args.input), bundle, fit=args.fit)
+    sample = resolve_sample(args.input, bundle, fit=args.fit)
     target = _target(args.target, bundle)
     result = explain_influence(bundle, run, sample.raw, target=target, method=args.method, k=args.k)
     names = list(bundle.info.classes)

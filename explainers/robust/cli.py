@@ -204,7 +204,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--input",
         required=True,
-        help="dataset:INDEX (test split) or dataset:train:INDEX; an image path; for text models the text or a .txt file",
+        help="test:N or train:N (a sample of the run's data set; also dataset:N), an image path; for text models the text or a .txt file",
     )
     p.add_argument("--out", help="folder to write the JSON and PNGs into (created)")
     p.add_argument("--device", type=device_arg, default="auto", help="auto (default), cpu, cuda, cuda:1, mps")
