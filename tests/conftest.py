@@ -66,40 +66,23 @@ def trained_shapes_run(tmp_path_factory: pytest.TempPathFactory):
 
     Trained once per test session: under pytest-xdist the first worker that needs it trains it (holding a file
     lock in the session's shared temporary folder) and the others read its result; tests only read the run."""
-    import json
+    from shared_runs import train_once
 
-    from filelock import FileLock
+    from xaidash.models.training.config import TrainConfig
 
-    from xaidash.models.training.config import TrainConfig, TrainResult
-    from xaidash.models.training.engine import train
-
-    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
-    root = (shared / "trained_shapes_run") if shared else tmp_path_factory.mktemp("trained_runs")
-    root.mkdir(exist_ok=True)
-    done = root / "result.json"
-    with FileLock(str(root) + ".lock"):
-        if done.exists():
-            return TrainResult.from_message(json.loads(done.read_text()))
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("XAIDASH_RUNS", str(root))
-            mp.setenv("XAIDASH_OFFLINE", "1")
-            result = train(
-                TrainConfig(
-                    dataset="shapes",
-                    model="resnet_small",
-                    epochs=2,
-                    batch_size=64,
-                    lr=3e-3,
-                    optimizer="adamw",
-                    schedule="onecycle",
-                    seed=1,
-                    val_fraction=0.05,
-                    device="cpu",
-                )
-            )
-        assert result.state == "completed", result.error
-        done.write_text(json.dumps(result.to_message()))
-    return result
+    config = TrainConfig(
+        dataset="shapes",
+        model="resnet_small",
+        epochs=2,
+        batch_size=64,
+        lr=3e-3,
+        optimizer="adamw",
+        schedule="onecycle",
+        seed=1,
+        val_fraction=0.05,
+        device="cpu",
+    )
+    return train_once(tmp_path_factory, "trained_shapes_run", config)
 
 
 @pytest.fixture

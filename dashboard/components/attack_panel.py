@@ -10,7 +10,6 @@ import html
 import math
 from typing import Any
 
-import numpy as np
 import streamlit as st
 
 from xaidash.dashboard import services
@@ -37,15 +36,6 @@ CF_MAX_LEVELS = 64
 def _results() -> services.LRUCache:
     """Attacks and counterfactuals computed this session and others (keyed by the model's weights version)."""
     return services.LRUCache(32)
-
-
-def _raw(report: ExplainReport, i: int, bundle: ModelBundle) -> Any:
-    """The input as the model takes it: the text, or the image (C, H, W) in [0, 1] from the report's (H, W, 3)."""
-    inp = report.inputs[i]
-    if inp.text is not None:
-        return inp.text
-    image = np.asarray(inp.image, np.float32).transpose(2, 0, 1)
-    return np.ascontiguousarray(image[: int(bundle.info.input_shape[0])])
 
 
 def _attack_work(
@@ -241,7 +231,7 @@ def attack_panel(report: ExplainReport, i: int, choice: Any) -> None:
             show_error(err, "Model not available")
             return
         bkey = services.run_key(run)
-        raw = _raw(report, i, bundle)
+        raw = report.inputs[i].raw(*bundle.info.input_shape[:1])  # channels; a text model has no input shape
         key = f"attack_{i}"
         if bundle.modality == "image":
             _attack_section(bkey, bundle, raw, choice, key)

@@ -37,18 +37,6 @@ def influence_cache() -> services.LRUCache:
     return services.LRUCache(64)
 
 
-def _raw_input(report: ExplainReport, i: int, bundle: ModelBundle) -> torch.Tensor | str | None:
-    """The input as the model reads it, back from the report: its text, or its image (H, W, 3) in [0, 1] as
-    (C, H, W) with the model's channels (exact: the report keeps the picker's float pixels, a grey image repeated)."""
-    inp = report.inputs[i]
-    if inp.text is not None:
-        return inp.text
-    if inp.image is None:
-        return None
-    channels = int(bundle.info.input_shape[0])
-    return torch.from_numpy(np.ascontiguousarray(inp.image.transpose(2, 0, 1)[:channels], dtype=np.float32))
-
-
 def _pick_method(run: Run, key: str) -> InfluenceMethodSpec | None:
     """The method selectbox (methods that apply to the run, the featured first) and a line naming the others with
     their reason; None with a message when none applies."""
@@ -62,12 +50,17 @@ def _pick_method(run: Run, key: str) -> InfluenceMethodSpec | None:
     if not usable:
         st.info("No training-data method applies to this run (reasons above).", icon=":material/info:")
         return None
+    return method_select(usable, f"{key}_method")
+
+
+def method_select(usable: list[InfluenceMethodSpec], key: str) -> InfluenceMethodSpec:
+    """The selectbox of the influence methods `usable` (in that order), each described in its help."""
     by_id = {m.id: m for m in usable}
     chosen = st.selectbox(
         "Method",
         list(by_id),
         format_func=lambda i: by_id[i].label,
-        key=f"{key}_method",
+        key=key,
         help=" ".join(f"{m.label}: {m.description}" for m in usable),
     )
     return by_id[str(chosen)]
@@ -156,7 +149,8 @@ def influence_panel(report: ExplainReport, i: int, target: int | None) -> None:
             return
         try:
             bundle = services.bundle_for(run)
-            raw = _raw_input(report, i, bundle)
+            kept = report.inputs[i].raw(*bundle.info.input_shape[:1])  # channels; a text model has no input shape
+            raw = torch.from_numpy(kept) if isinstance(kept, np.ndarray) else kept
             if raw is None:
                 st.info("This input cannot be traced back to training samples (no image or text kept).")
                 return

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from xaidash.dashboard.components.influence_panel import method_select
 from xaidash.dashboard.components.influence_table import downloads, ranked_table
 from xaidash.dashboard.components.job_status import fmt_seconds
 from xaidash.dashboard.errors import show_error
@@ -90,17 +91,10 @@ def pick_method(run: Run) -> InfluenceMethodSpec:
         )
         st.page_link(page_path("train"), label="Go to Train", icon=":material/model_training:")
         st.stop()
-    by_id = {m.id: m for m in usable}
-    chosen = st.selectbox(
-        "Method",
-        list(by_id),
-        format_func=lambda i: by_id[i].label,
-        key=f"self_influence_method_{run.id}",
-        help=" ".join(f"{m.label}: {m.description}" for m in usable),
-    )
+    chosen = method_select(usable, f"self_influence_method_{run.id}")
     if reasons:
         st.caption("Not available for this run: " + "; ".join(reasons) + ".")
-    return by_id[str(chosen)]
+    return chosen
 
 
 def job_controls(run: Run, method: str, status: SelfInfluenceStatus | None) -> None:

@@ -8,6 +8,7 @@ Everything is drawn with vectorised numpy from fixed seeds; nothing is read from
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
@@ -57,19 +58,30 @@ def _backgrounds(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def generate(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`n` images (N, 3, H, W) float32 in [0, 1], int64 labels (N,), bool masks (N, H, W)."""
-    from skimage.color import hsv2rgb  # imported on use: keeps `import data.sets` light
-
     rng = np.random.default_rng(seed)
     labels = rng.permutation(np.arange(n) % len(CLASSES)).astype(np.int64)  # balanced
+    images, masks = draw(rng, labels)
+    return images, labels, masks
+
+
+Hues = Callable[[np.random.Generator, np.ndarray], np.ndarray]
+
+
+def draw(rng: np.random.Generator, labels: np.ndarray, hues: Hues | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Images (N, 3, H, W) float32 in [0, 1] and masks (N, H, W) of the shapes `labels` name, drawn from `rng`:
+    a random size and place, a saturated colour whose hue is `hues(rng, labels)` (default: uniform, independent
+    of the class; `shapes_colour` ties it to a class), on a noisy background."""
+    from skimage.color import hsv2rgb  # imported on use: keeps `import data.sets` light
+
+    n = labels.size
     r = rng.uniform(MIN_DIAMETER / 2, MAX_DIAMETER / 2, size=n).astype(np.float32)
     cx = rng.uniform(r + 0.5, SIZE - r - 0.5).astype(np.float32)
     cy = rng.uniform(r + 0.5, SIZE - r - 0.5).astype(np.float32)
     masks = _shape_masks(labels, cx, cy, r)
 
-    hsv = np.stack([rng.uniform(0, 1, n), rng.uniform(0.75, 1.0, n), rng.uniform(0.8, 1.0, n)], axis=-1).astype(
-        np.float32
-    )
-    colours = hsv2rgb(hsv[:, None, :])[:, 0, :].astype(np.float32)  # saturated, class-independent
+    hue = hues(rng, labels) if hues is not None else rng.uniform(0, 1, n)
+    hsv = np.stack([hue, rng.uniform(0.75, 1.0, n), rng.uniform(0.8, 1.0, n)], axis=-1).astype(np.float32)
+    colours = hsv2rgb(hsv[:, None, :])[:, 0, :].astype(np.float32)
 
     # One draw of per-pixel colour noise: strong on the background, faint on the shape.
     noise = rng.standard_normal(size=(n, SIZE, SIZE, 3), dtype=np.float32)
@@ -78,8 +90,7 @@ def generate(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     images = np.where(masks[..., None], colours[:, None, None, :], _backgrounds(rng, n))
     images += noise
     np.clip(images, 0.0, 1.0, out=images)
-    images = images.transpose(0, 3, 1, 2)
-    return np.ascontiguousarray(images, dtype=np.float32), labels, masks
+    return np.ascontiguousarray(images.transpose(0, 3, 1, 2), dtype=np.float32), masks
 
 
 @lru_cache(maxsize=2)

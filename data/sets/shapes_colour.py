@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, SplitName, register
-from xaidash.data.sets.shapes import CLASSES, MAX_DIAMETER, MIN_DIAMETER, SIZE, SIZES, _backgrounds, _shape_masks
+from xaidash.data.sets.shapes import CLASSES, SIZE, SIZES, draw
 
 SEEDS = {"train": 20251101, "test": 20251102}
 CUED_CLASS = 0  # circle
@@ -44,27 +44,11 @@ def generate(
 
     `hue` (0..1, 0 is red) forces every shape's hue (a concept set: "red shapes"); `classes` limits the
     shapes drawn (balanced among them), e.g. red squares, triangles and crosses: red, but not the class."""
-    from skimage.color import hsv2rgb  # imported on use: keeps `import data.sets` light
-
     rng = np.random.default_rng(seed)
     pool = np.asarray(classes if classes is not None else range(len(CLASSES)), dtype=np.int64)
     labels = pool[rng.permutation(np.arange(n) % len(pool))]
-    r = rng.uniform(MIN_DIAMETER / 2, MAX_DIAMETER / 2, size=n).astype(np.float32)
-    cx = rng.uniform(r + 0.5, SIZE - r - 0.5).astype(np.float32)
-    cy = rng.uniform(r + 0.5, SIZE - r - 0.5).astype(np.float32)
-    masks = _shape_masks(labels, cx, cy, r)
-
-    hsv = np.stack([_hues(rng, labels, hue), rng.uniform(0.75, 1.0, n), rng.uniform(0.8, 1.0, n)], axis=-1)
-    colours = hsv2rgb(hsv.astype(np.float32)[:, None, :])[:, 0, :].astype(np.float32)
-
-    noise = rng.standard_normal(size=(n, SIZE, SIZE, 3), dtype=np.float32)
-    sigma = np.where(masks, np.float32(0.02), rng.uniform(0.03, 0.1, size=(n, 1, 1)).astype(np.float32))
-    noise *= sigma[..., None]
-    images = np.where(masks[..., None], colours[:, None, None, :], _backgrounds(rng, n))
-    images += noise
-    np.clip(images, 0.0, 1.0, out=images)
-    images = images.transpose(0, 3, 1, 2)
-    return np.ascontiguousarray(images, dtype=np.float32), labels, masks
+    images, masks = draw(rng, labels, lambda g, ls: _hues(g, ls, hue))
+    return images, labels, masks
 
 
 @lru_cache(maxsize=2)

@@ -259,6 +259,15 @@ class ReportInput:
             return cls(name, label, None, raw, dict(predictions or {}), ood)
         return cls(name, label, render.image_hwc(raw), None, dict(predictions or {}), ood)
 
+    def raw(self, channels: int = 3) -> np.ndarray | str | None:
+        """The input back as the pages and `explain` take it (the inverse of `of`): the text, or the image as
+        (C, H, W) float32 in [0, 1] with the model's `channels` (a grey image is kept as three equal channels)."""
+        if self.text is not None:
+            return self.text
+        if self.image is None:
+            return None
+        return np.ascontiguousarray(np.asarray(self.image, np.float32).transpose(2, 0, 1)[:channels])
+
     def png(self) -> bytes | None:
         """The input image as the model saw it (its own size), PNG."""
         return None if self.image is None else input_png(self.image)

@@ -72,22 +72,10 @@ def change_figures(
     scale = scale if scale > 0 else 1.0
     m = change.method
     note = "scale shared by the maps before and after"
-    before = explanation_figures(
-        {m: change.before},
-        0,
-        classes=classes,
-        image=result.original,
-        display=display,
-        scales={m: scale},
-        notes={m: note},
-    )[m]
-    after = explanation_figures(
-        {m: change.after},
-        0,
-        classes=classes,
-        image=result.perturbed,
-        display=display,
-        scales={m: scale},
-        notes={m: note},
-    )[m]
+    before, after = (
+        explanation_figures(
+            {m: values}, 0, classes=classes, image=image, display=display, scales={m: scale}, notes={m: note}
+        )[m]
+        for values, image in ((change.before, result.original), (change.after, result.perturbed))
+    )
     return before, after

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -35,36 +33,21 @@ def noise_folder(folder: Path, n: int = 50, seed: int = 0) -> Path:
 def trained_colour_run(tmp_path_factory: pytest.TempPathFactory):
     """resnet_small trained on shapes_colour (2 epochs on 3,000 samples, about 10 s on one core: ~80% test
     accuracy, enough for the colour cue, which it learns first). Trained once per session."""
-    from filelock import FileLock
+    from shared_runs import train_once
 
-    from xaidash.models.training.config import TrainConfig, TrainResult
-    from xaidash.models.training.engine import train
+    from xaidash.models.training.config import TrainConfig
 
-    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
-    root = (shared / "trained_colour_run") if shared else tmp_path_factory.mktemp("trained_colour_runs")
-    root.mkdir(exist_ok=True)
-    done = root / "result.json"
-    with FileLock(str(root) + ".lock"):
-        if done.exists():
-            return TrainResult.from_message(json.loads(done.read_text()))
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("XAIDASH_RUNS", str(root))
-            mp.setenv("XAIDASH_OFFLINE", "1")
-            result = train(
-                TrainConfig(
-                    dataset="shapes_colour",
-                    model="resnet_small",
-                    epochs=2,
-                    batch_size=64,
-                    lr=3e-3,
-                    optimizer="adamw",
-                    schedule="onecycle",
-                    seed=1,
-                    val_fraction=0.05,
-                    max_train_samples=3000,
-                    device="cpu",
-                )
-            )
-        assert result.state == "completed", result.error
-        done.write_text(json.dumps(result.to_message()))
-    return result
+    config = TrainConfig(
+        dataset="shapes_colour",
+        model="resnet_small",
+        epochs=2,
+        batch_size=64,
+        lr=3e-3,
+        optimizer="adamw",
+        schedule="onecycle",
+        seed=1,
+        val_fraction=0.05,
+        max_train_samples=3000,
+        device="cpu",
+    )
+    return train_once(tmp_path_factory, "trained_colour_run", config)

@@ -5,34 +5,19 @@ cache they write under the run is shared, as it is meant to be: computed once, r
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 
 NOISE = 0.05
 
 
 def _noisy_run(tmp_path_factory: pytest.TempPathFactory, name: str, **config):
-    from filelock import FileLock
+    from shared_runs import train_once
 
-    from xaidash.models.training.config import TrainConfig, TrainResult
-    from xaidash.models.training.engine import train
+    from xaidash.models.training.config import TrainConfig
 
-    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
-    root = (shared / name) if shared else tmp_path_factory.mktemp(name)
-    root.mkdir(exist_ok=True)
-    done = root / "result.json"
-    with FileLock(str(root) + ".lock"):
-        if done.exists():
-            return TrainResult.from_message(json.loads(done.read_text())).run
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("XAIDASH_RUNS", str(root))
-            mp.setenv("XAIDASH_OFFLINE", "1")
-            result = train(TrainConfig(label_noise=NOISE, seed=1, device="cpu", epochs=3, **config))
-        assert result.state == "completed", result.error
-        done.write_text(json.dumps(result.to_message()))
-    return result.run
+    return train_once(
+        tmp_path_factory, name, TrainConfig(label_noise=NOISE, seed=1, device="cpu", epochs=3, **config)
+    ).run
 
 
 @pytest.fixture(scope="session")
