@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, SplitName, register
+from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, Loader, SplitName, register
 
 CLASSES = ("circle", "square", "triangle", "cross")
 SIZE = 32
@@ -93,19 +93,28 @@ def draw(rng: np.random.Generator, labels: np.ndarray, hues: Hues | None = None)
     return np.ascontiguousarray(images.transpose(0, 3, 1, 2), dtype=np.float32), masks
 
 
-@lru_cache(maxsize=2)
-def _cached(split: SplitName) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return generate(SIZES[split], SEEDS[split])
+def split_loader(
+    make: Callable[[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]], seeds: dict[str, int]
+) -> Loader:
+    """A data set loader for generated splits: `make(SIZES[split], seeds[split])`, generated once per split and
+    handed out as copies, so a caller editing its tensors in place cannot change the cached data."""
+
+    @lru_cache(maxsize=2)
+    def cached(split: SplitName) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return make(SIZES[split], seeds[split])
+
+    def load(split: SplitName, root: Path, download: bool) -> ImageSplit:
+        images, labels, masks = cached(split)
+        return ImageSplit(
+            labels=torch.from_numpy(labels.copy()),
+            images=torch.from_numpy(images.copy()),
+            masks=torch.from_numpy(masks.copy()),
+        )
+
+    return load
 
 
-def load(split: SplitName, root: Path, download: bool) -> ImageSplit:
-    images, labels, masks = _cached(split)
-    # Copies, so a caller editing its tensors in place cannot change the cached data.
-    return ImageSplit(
-        labels=torch.from_numpy(labels.copy()),
-        images=torch.from_numpy(images.copy()),
-        masks=torch.from_numpy(masks.copy()),
-    )
+load = split_loader(generate, SEEDS)
 
 
 INFO = DatasetInfo(

@@ -10,14 +10,10 @@ how tests and the manual make a "red" concept that is not the class itself.
 
 from __future__ import annotations
 
-from functools import lru_cache
-from pathlib import Path
-
 import numpy as np
-import torch
 
-from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, SplitName, register
-from xaidash.data.sets.shapes import CLASSES, SIZE, SIZES, draw
+from xaidash.data.registry import DatasetInfo, DatasetSource, register
+from xaidash.data.sets.shapes import CLASSES, SIZE, draw, split_loader
 
 SEEDS = {"train": 20251101, "test": 20251102}
 CUED_CLASS = 0  # circle
@@ -51,19 +47,7 @@ def generate(
     return images, labels, masks
 
 
-@lru_cache(maxsize=2)
-def _cached(split: SplitName) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return generate(SIZES[split], SEEDS[split])
-
-
-def load(split: SplitName, root: Path, download: bool) -> ImageSplit:
-    images, labels, masks = _cached(split)
-    # Copies, so a caller editing its tensors in place cannot change the cached data.
-    return ImageSplit(
-        labels=torch.from_numpy(labels.copy()),
-        images=torch.from_numpy(images.copy()),
-        masks=torch.from_numpy(masks.copy()),
-    )
+load = split_loader(generate, SEEDS)
 
 
 INFO = DatasetInfo(
