@@ -6,9 +6,9 @@ places and removes the hooks). Coarse maps are returned at the layer's resolutio
 `explain()` upsamples them bilinearly to the input.
 
 A layer whose spec declares a `FeatureLayout` (vision transformer tokens (N, T, C), Swin's
-channels-last (N, h, w, C)) is read through captum's `compute_layer_gradients_and_eval`, the
-call LayerGradCam itself makes, and its activations and gradients are laid out as (N, C, h, w)
-before the same formulas apply: LayerGradCam would average the gradients over the wrong axes.
+channels-last (N, h, w, C)) is read through `_cam_core.maps_and_grads` (captum's
+`compute_layer_gradients_and_eval`, the call LayerGradCam itself makes; shared with the other
+CAMs), and its activations and gradients are laid out as (N, C, h, w) before the same formulas apply: LayerGradCam would average the gradients over the wrong axes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from captum._utils.gradient import compute_layer_gradients_and_eval
 from captum.attr import (
     GuidedBackprop,
     GuidedGradCam,
@@ -27,53 +26,20 @@ from captum.attr import (
 )
 from torch import nn
 
+from xaidash.explainers.methods._cam_core import LAYER, conv_applies, declared_layout, maps_and_grads
 from xaidash.explainers.methods._common import grad_leaf, per_input, per_slice
-from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.registry import ModelError
-
-LAYER = Param(
-    "layer",
-    "layer",
-    None,
-    "Layer whose feature maps are weighted: a conv layer, or a transformer block's tokens laid out on the patch grid "
-    "(default: the last one; earlier layers give finer, noisier maps).",
-)
-
-
-def _conv_applies(bundle: ModelBundle) -> str | None:
-    if not bundle.spec.conv_layers:
-        return "it has no convolutional feature maps"
-    if not bundle.spec.last_conv:
-        return "its spec names no last convolutional layer"
-    return None
 
 
 def _cam_applies(bundle: ModelBundle) -> str | None:
-    reason = _conv_applies(bundle)
+    reason = conv_applies(bundle)
     if reason:
         return reason
     if not bundle.spec.gap_classifier:
         return "CAM needs global average pooling followed by one linear layer (use Grad-CAM instead)"
     return None
-
-
-def _declared_layout(ctx: MethodContext, path: str) -> bool:
-    """Whether `path` declares a layout other than plain (N, C, h, w) feature maps."""
-    return ctx.bundle.spec.feature_layout(path).kind != "nchw"
-
-
-def _maps_and_grads(ctx: MethodContext, path: str, s: slice) -> tuple[torch.Tensor, torch.Tensor]:
-    """Activations and target-logit gradients of layer `path` as (n, C, h, w), from one forward and backward pass."""
-    layout = ctx.bundle.spec.feature_layout(path)
-    grads, acts = compute_layer_gradients_and_eval(
-        ctx.model, ctx.bundle.layer(path), (grad_leaf(ctx.x[s]),), target_ind=ctx.targets[s]
-    )
-    try:
-        return layout.to_maps(acts[0].detach()), layout.to_maps(grads[0].detach())
-    except ModelError as e:
-        raise ExplainError(f"Layer {path!r} cannot be read as feature maps: {e}.") from None
 
 
 def gradcam_maps(acts: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
@@ -108,9 +74,9 @@ def _cam(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
 
 
 def _gradcam(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    if _declared_layout(ctx, params["layer"]):
+    if declared_layout(ctx, params["layer"]):
         return per_slice(
-            len(ctx.x), ctx.batch_size, lambda s: (gradcam_maps(*_maps_and_grads(ctx, params["layer"], s)), {})
+            len(ctx.x), ctx.batch_size, lambda s: (gradcam_maps(*maps_and_grads(ctx, params["layer"], s)), {})
         )
     gc = LayerGradCam(ctx.model, ctx.bundle.layer(params["layer"]))
 
@@ -138,9 +104,9 @@ def gradcampp_maps(acts: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
 
 
 def _gradcampp(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    if _declared_layout(ctx, params["layer"]):
+    if declared_layout(ctx, params["layer"]):
         return per_slice(
-            len(ctx.x), ctx.batch_size, lambda s: (gradcampp_maps(*_maps_and_grads(ctx, params["layer"], s)), {})
+            len(ctx.x), ctx.batch_size, lambda s: (gradcampp_maps(*maps_and_grads(ctx, params["layer"], s)), {})
         )
     layer = ctx.bundle.layer(params["layer"])
     acts = LayerActivation(ctx.model, layer)
@@ -159,7 +125,7 @@ def _gradcampp(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
 
 
 def _guided_gradcam(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    if _declared_layout(ctx, params["layer"]):
+    if declared_layout(ctx, params["layer"]):
         return _guided_gradcam_declared(ctx, params["layer"])
     ggc = GuidedGradCam(ctx.model, ctx.bundle.layer(params["layer"]))
 
@@ -176,7 +142,7 @@ def _guided_gradcam_declared(ctx: MethodContext, path: str) -> MethodOutput:
     gbp = GuidedBackprop(ctx.model)
 
     def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        cam = gradcam_maps(*_maps_and_grads(ctx, path, s)).unsqueeze(1)
+        cam = gradcam_maps(*maps_and_grads(ctx, path, s)).unsqueeze(1)
         guided = gbp.attribute(grad_leaf(ctx.x[s]), target=ctx.targets[s])
         return guided * LayerAttribution.interpolate(cam, tuple(guided.shape[2:]), interpolate_mode="bilinear"), {}
 
@@ -206,7 +172,7 @@ register(
         modalities=("image",),
         compute=_gradcam,
         params=(LAYER,),
-        applies=_conv_applies,
+        applies=conv_applies,
         signed=False,
         family="cam",
         description="Feature maps of a conv layer weighted by their spatially averaged gradients, then ReLU "
@@ -224,7 +190,7 @@ register(
         modalities=("image",),
         compute=_gradcampp,
         params=(LAYER,),
-        applies=_conv_applies,
+        applies=conv_applies,
         signed=False,
         family="cam",
         description="Grad-CAM with per-location weights from higher-order gradient terms (Chattopadhay et al., 2018); "
@@ -241,7 +207,7 @@ register(
         modalities=("image",),
         compute=_guided_gradcam,
         params=(LAYER,),
-        applies=_conv_applies,
+        applies=conv_applies,
         signed=True,
         family="cam",
         description="Guided Backprop multiplied by the upsampled Grad-CAM map: fine detail, class-specific (Selvaraju et al., 2017).",
