@@ -153,6 +153,8 @@ def declared_terms(
             masks = torch.as_tensor(explanation.segments, device=bundle.device)
             hidden = bundle.prepare(fill(raw, params["hide"], masks))
             reference = _outputs(bundle, hidden, t, spec.output, batch_size)
+        elif c.reference == "zero":
+            reference = np.zeros_like(scores)  # relevance conserves the output itself (LRP)
         else:
             raise ExplainError(f"{spec.id}: reference {c.reference!r} is not one an image model has.")
     return CompletenessTerms(sums, scores, reference)

@@ -1,0 +1,53 @@
+"""The metric registry: every metric declares its facts, `scoring.METRICS` keeps its (title, direction) shape,
+and which page scores what follows the declared cost."""
+
+from __future__ import annotations
+
+import torch
+
+from xaidash.data.registry import get_source
+from xaidash.explainers import explain
+from xaidash.explainers.metrics.registry import PAGES, REGISTRY, metrics_for
+from xaidash.explainers.scoring import METRIC_MEANING, METRICS, input_metrics, metric_meaning
+from xaidash.models.bundle import ModelBundle
+from xaidash.models.registry import build_model, get_spec
+
+
+def test_every_metric_declares_its_facts() -> None:
+    assert list(METRICS) == list(REGISTRY) and set(METRIC_MEANING) == set(REGISTRY)
+    for k, spec in REGISTRY.items():
+        assert METRICS[k] == (spec.title, spec.better)
+        assert spec.better in ("lower is better", "higher is better")
+        assert spec.cost in ("cheap", "costly") and set(spec.pages) <= set(PAGES) and spec.pages
+        assert set(spec.modalities) <= {"image", "text"}
+        low, high = spec.value_range
+        assert low is None or high is None or low < high
+        for modality in spec.modalities:
+            assert "{" not in metric_meaning(k, modality)
+
+
+def test_the_explain_page_scores_only_cheap_new_metrics() -> None:
+    explain_page = {m.id for m in metrics_for("explain", "image")}
+    assert {"sparseness", "complexity"} <= explain_page
+    assert not {"local_lipschitz", "max_sensitivity", "infidelity", "random_logit", "road_morf"} & explain_page
+    compare_page = {m.id for m in metrics_for("compare", "image")}
+    assert {"local_lipschitz", "max_sensitivity", "infidelity", "random_logit", "road_morf", "road_lerf"} <= (
+        compare_page
+    )
+    assert "local_lipschitz" not in {m.id for m in metrics_for("compare", "text")}
+
+
+def test_compare_scores_every_registered_image_metric() -> None:
+    torch.manual_seed(0)
+    info = get_source("shapes").info
+    bundle = ModelBundle(build_model("resnet_small", info).eval(), get_spec("resnet_small"), info, torch.device("cpu"))
+    x = torch.rand(2, *info.input_shape)
+    e = explain(bundle, x, None, "saliency")
+    values, errors = input_metrics(bundle, x, e, steps=4, page="compare")
+    assert not errors
+    expected = {m.id for m in metrics_for("compare", "image")} - {"pointing_game", "energy_in_mask", "seconds"}
+    expected -= {"completeness_gap"}  # saliency declares no completeness
+    assert set(values) == expected
+    for k, v in values.items():
+        low, high = REGISTRY[k].value_range
+        assert len(v) == 2 and all((low is None or x >= low - 1e-6) and (high is None or x <= high + 1e-6) for x in v)
