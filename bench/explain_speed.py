@@ -148,11 +148,7 @@ def model_passes(bundle: Any, method: str, params: dict[str, Any], n: int, backg
     as the method's spec declares them (tests/bench counts them with a hook)."""
     from xaidash.explainers.registry import get_method
 
-    spec = get_method(method, "image")
-    if spec.passes is None:
-        raise ValueError(f"method {method!r} declares no pass count")
-    hw = (int(bundle.info.input_shape[1]), int(bundle.info.input_shape[2]))
-    return spec.passes(spec.resolve_params(bundle, params), n, background, hw)
+    return get_method(method, "image").count_passes(bundle, params, n, background)
 
 
 def describe_passes(fwd_bwd: int, fwd: int, n: int) -> str:

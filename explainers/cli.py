@@ -382,10 +382,14 @@ _REFERENCES = {
 
 def _facts(spec: MethodSpec) -> str:
     """What the method explains and what its attributions add up to, from its spec."""
-    what = "attention weights" if spec.output == "attention" else f"explains the {spec.output}"
+    what = {"attention": "attention weights", "activations": "a layer's activations, no class"}.get(
+        spec.output, f"explains the {spec.output}"
+    )
     c = spec.completeness
     if c is None:
         return what
+    if c.reference == "zero":
+        return f"{what}; sums to f(x) itself, one value per {c.unit}"
     return f"{what}; sums to f(x) - f({_REFERENCES[c.reference]}), one value per {c.unit}"
 
 

@@ -60,14 +60,18 @@ class MethodOutput:
 
 
 Applies = Callable[[ModelBundle], "str | None"]
-# What a map explains: the target's logit, its softmax probability, or no output at all
-# (attention weights read from the model, the same whatever the target).
-Output = Literal["logit", "probability", "attention"]
+# What a map explains: the target's logit, its softmax probability, or no output at all, the same whatever the
+# target: attention weights read from the model, or a layer's own activations (Eigen-CAM's principal component).
+Output = Literal["logit", "probability", "attention", "activations"]
+NO_OUTPUT: tuple[str, ...] = ("attention", "activations")
 # Resolved params -> whether the method compares against background samples of the training split.
 NeedsBackground = Callable[[dict[str, Any]], bool]
 # (resolved params, inputs, background samples, (H, W)) -> (forward+backward, forward-only) model passes
 # of one `explain` call whose inputs share one target, counted in rows (bench/explain_speed.py times them).
 Passes = Callable[[dict[str, Any], int, int, tuple[int, int]], tuple[int, int]]
+# The same with the model first, for a method whose passes depend on it (Score-CAM, Ablation-CAM: one pass per
+# channel of the explained layer).
+ModelPasses = Callable[[ModelBundle, dict[str, Any], int, int, tuple[int, int]], tuple[int, int]]
 
 # What the attributions add up to, f(x) - f(reference) of the explained output:
 # - baseline: the `baseline` param's image (IG, DeepLift);
@@ -79,9 +83,17 @@ Passes = Callable[[dict[str, Any], int, int, tuple[int, int]], tuple[int, int]]
 # - masked_prompt: a language model's prompt with every feature token replaced by the baseline token (prompt
 #   Shapley values, KernelSHAP; explainers/language);
 # - baseline_embedding: the prompt with every feature token's embedding replaced by the baseline token's
-#   (prompt layer IG).
+#   (prompt layer IG);
+# - zero: no input, f(reference) = 0: the attributions add up to the output itself (LRP's conservation).
 Reference = Literal[
-    "baseline", "background", "hidden", "padding_embedding", "padding_tokens", "masked_prompt", "baseline_embedding"
+    "baseline",
+    "background",
+    "hidden",
+    "padding_embedding",
+    "padding_tokens",
+    "masked_prompt",
+    "baseline_embedding",
+    "zero",
 ]
 # The granularity of one attribution: the map repeats a superpixel's value over its pixels, so a
 # per-superpixel sum takes each value once.
@@ -188,14 +200,25 @@ class MethodSpec:
     needs_background: NeedsBackground = never
     completeness: Completeness | None = None  # None: the attributions add up to nothing in particular
     passes: Passes | None = None  # declared by every image method (the speed benchmark times them)
+    passes_on_model: ModelPasses | None = None  # instead of `passes`, where the count depends on the model
     # Default choice: rank among the methods the pages, the data-set report, the across-training view and the
     # quick benchmark pick when the user has not chosen (lower first); None: never picked by default.
     featured: int | None = None
 
     @property
     def target_dependent(self) -> bool:
-        """Whether the map changes with the target class (attention does not explain an output)."""
-        return self.output != "attention"
+        """Whether the map changes with the target class (attention and Eigen-CAM explain no output)."""
+        return self.output not in NO_OUTPUT
+
+    def count_passes(self, bundle: ModelBundle, params: dict[str, Any], n: int, background: int) -> tuple[int, int]:
+        """(forward+backward, forward-only) model passes of one `explain` call on n inputs sharing one target."""
+        resolved = self.resolve_params(bundle, params)
+        hw = (int(bundle.info.input_shape[1]), int(bundle.info.input_shape[2]))
+        if self.passes_on_model is not None:
+            return self.passes_on_model(bundle, resolved, n, background, hw)
+        if self.passes is None:
+            raise ValueError(f"method {self.id!r} declares no pass count")
+        return self.passes(resolved, n, background, hw)
 
     def check(self, bundle: ModelBundle) -> None:
         if bundle.modality not in self.modalities:
@@ -250,12 +273,12 @@ _REFERENCE_PARAMS: dict[str, str] = {"baseline": "baseline", "background": "back
 def _check_facts(spec: MethodSpec) -> None:
     """Facts that contradict each other are a programming error, caught when the method registers."""
     where = f"method {spec.id!r}"
-    if "image" in spec.modalities and spec.passes is None:
+    if "image" in spec.modalities and spec.passes is None and spec.passes_on_model is None:
         raise ValueError(f"{where} must declare its model passes (every image method is benchmarked)")
     c = spec.completeness
     if c is None:
         return
-    if spec.output == "attention":
+    if not spec.target_dependent:
         raise ValueError(f"{where} explains no output, so its attributions cannot add up to one")
     if not 0 < c.tolerance < 1:
         raise ValueError(f"{where}: completeness tolerance {c.tolerance} is not a share of the change in (0, 1)")

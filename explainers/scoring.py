@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -17,36 +17,20 @@ import torch
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
+from xaidash.explainers.metrics.registry import REGISTRY, metrics_for
 from xaidash.explainers.registry import get_method
 from xaidash.models.bundle import ModelBundle
 
-# Metric column -> (title, which way is better); the order is the table's.
-METRICS: dict[str, tuple[str, str]] = {
-    "deletion_auc": ("Deletion AUC", "lower is better"),
-    "insertion_auc": ("Insertion AUC", "higher is better"),
-    "pointing_game": ("Pointing game", "higher is better"),
-    "energy_in_mask": ("Energy in mask", "higher is better"),
-    "rationale_pointing": ("Rationale pointing", "higher is better"),
-    "rationale_energy": ("Rationale energy", "higher is better"),
-    "completeness_gap": ("Completeness gap", "lower is better"),
-    "seconds": ("Runtime (s)", "lower is better"),
-}
+# Metric column -> (title, which way is better); the order is the table's. A view of the metric registry
+# (explainers/metrics/registry.py, where each metric declares its facts), kept in this shape for its readers.
+METRICS: dict[str, tuple[str, str]] = {k: (m.title, m.better) for k, m in REGISTRY.items()}
 
 # What one value of a map scores, by modality, as (singular, plural): the one place metric wordings take it from
 # (text maps score words: word pieces are merged back, and the text curves remove or put back whole words).
 UNIT_WORDS: dict[str, tuple[str, str]] = {"image": ("pixel", "pixels"), "text": ("word", "words")}
 
 # Metric column -> what it measures, with {unit} / {units} for the modality's word (`metric_meaning`).
-METRIC_MEANING: dict[str, str] = {
-    "deletion_auc": "area under the target's probability as the most relevant {units} are removed",
-    "insertion_auc": "area under the target's probability as the most relevant {units} are put back",
-    "pointing_game": "whether the top-scoring {unit} lies on the object",
-    "energy_in_mask": "share of the positive attribution that lies on the object",
-    "rationale_pointing": "whether the top-scoring {unit} lies in the rationale",
-    "rationale_energy": "share of the positive attribution that lies on the rationale",
-    "completeness_gap": "|sum of attributions − (f(x) − f(reference))| / |f(x) − f(reference)|",
-    "seconds": "time the method took",
-}
+METRIC_MEANING: dict[str, str] = {k: m.meaning for k, m in REGISTRY.items()}
 
 
 def unit_words(modality: str) -> tuple[str, str]:
@@ -62,9 +46,11 @@ def metric_meaning(metric: str, modality: str) -> str:
 
 def curves_legend(modality: str, steps: int = CURVE_STEPS) -> str:
     """The sentence under a metrics table that has deletion / insertion AUC, worded for `modality`."""
+    unit, units = unit_words(modality)
     return (
-        f"Deletion / insertion AUC: the target's probability as the most relevant {unit_words(modality)[1]} "
-        f"are removed / added ({steps} steps)."
+        f"Deletion / insertion AUC: the target's probability as the most relevant {units} "
+        f"are removed / added ({steps} steps). Sparseness: Gini index of |attribution| (0 spread evenly over the "
+        f"{units}, near 1 on one {unit}); complexity: its entropy in nats (0 on one {unit})."
     )
 
 
@@ -78,20 +64,52 @@ def input_metrics(
     background: torch.Tensor | None = None,
     steps: int = CURVE_STEPS,
     seed: int = 0,
+    page: str = "explain",
+    batch_size: int = 256,
 ) -> tuple[dict[str, list[float]], dict[str, str]]:
     """Per-input quality metrics of one explanation of `raw` ({metric: one value per input}) and
     {metric: error} for those that could not be computed; a metric that does not apply is left out.
-    `background` and `seed` are what `explain` got (None: the default background, as `explain` loads it)."""
+    `background` and `seed` are what `explain` got (None: the default background, as `explain` loads it).
+    `page`: which page's metrics ('explain': the cheap ones and the curves; 'compare': the costly ones too, as
+    the metric registry declares them)."""
     from xaidash.explainers import metrics as M
+    from xaidash.explainers.metrics.complexity import complexity, sparseness
+    from xaidash.explainers.metrics.random_logit import random_logit
+    from xaidash.explainers.metrics.road import road_curve
+    from xaidash.explainers.metrics.stability import COMPARE_NEIGHBOURS, stability
 
     n = len(explanation)
+    wanted = {m.id for m in metrics_for(page, bundle.modality)}
     jobs: dict[str, Callable[[], Any]] = {}
     if bundle.modality == "image":
+        images = cast(torch.Tensor, raw)
         jobs["deletion_auc"] = lambda: M.deletion_auc(bundle, raw, explanation, steps=steps).aucs
         jobs["insertion_auc"] = lambda: M.insertion_auc(bundle, raw, explanation, steps=steps).aucs
+        jobs["road_morf"] = lambda: road_curve(bundle, images, explanation, order="morf", seed=seed).scores
+        jobs["road_lerf"] = lambda: road_curve(bundle, images, explanation, order="lerf", seed=seed).scores
         if masks is not None:
             jobs["pointing_game"] = lambda: M.pointing_game(explanation, masks)
             jobs["energy_in_mask"] = lambda: M.energy_in_mask(explanation, masks)
+        jobs["infidelity"] = lambda: M.infidelity_score(bundle, images, explanation, batch_size=batch_size, seed=seed)
+        shared: dict[str, Any] = {}  # both robustness scores come from one recomputation on the same neighbours
+
+        def robust() -> Any:
+            if "result" not in shared:
+                shared["result"] = stability(
+                    bundle,
+                    images,
+                    explanation.method,
+                    explanation,
+                    params=dict(explanation.params),
+                    samples=COMPARE_NEIGHBOURS,
+                    background=background,
+                    batch_size=batch_size,
+                    seed=seed,
+                )
+            return shared["result"]
+
+        jobs["max_sensitivity"] = lambda: robust().max_sensitivity
+        jobs["local_lipschitz"] = lambda: robust().lipschitz
     else:
         texts = list(raw)
         jobs["deletion_auc"] = lambda: (
@@ -108,6 +126,12 @@ def input_metrics(
         jobs["completeness_gap"] = lambda: M.completeness_gap(
             bundle, raw, explanation, background=background, seed=seed
         )
+    jobs["sparseness"] = lambda: sparseness(explanation, bundle.device)
+    jobs["complexity"] = lambda: complexity(explanation, bundle.device)
+    jobs["random_logit"] = lambda: random_logit(
+        bundle, raw, explanation, background=background, batch_size=batch_size, seed=seed
+    )
+    jobs = {k: job for k, job in jobs.items() if k in wanted}
     values: dict[str, list[float]] = {}
     errors: dict[str, str] = {}
     for name, job in jobs.items():
@@ -147,6 +171,14 @@ def explain_and_score(
     if not with_metrics:
         return ScoredExplanation(e)
     values, errors = input_metrics(
-        bundle, raw, e, masks=masks, rationales=rationales, background=background, steps=steps, seed=seed
+        bundle,
+        raw,
+        e,
+        masks=masks,
+        rationales=rationales,
+        background=background,
+        steps=steps,
+        seed=seed,
+        batch_size=batch_size,
     )
     return ScoredExplanation(e, values, errors)

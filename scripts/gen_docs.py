@@ -39,6 +39,7 @@ REFERENCES = {
     "hidden": "f(all superpixels hidden)",
     "padding_embedding": "f(padding embeddings)",
     "padding_tokens": "f(all padding)",
+    "zero": "0",
 }
 MODALITIES = {"image": "Image", "text": "Text"}
 
@@ -134,7 +135,8 @@ def sums_to(spec: Any) -> str:
 
 
 def explains(spec: Any) -> str:
-    return "attention weights (no output)" if spec.output == "attention" else spec.output
+    none = {"attention": "attention weights (no output)", "activations": "layer activations (no output, no class)"}
+    return none.get(spec.output, spec.output)
 
 
 def methods_block() -> str:

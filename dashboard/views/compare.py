@@ -26,6 +26,7 @@ from xaidash.dashboard.components.inside_compare import (
 )
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_controls
+from xaidash.dashboard.components.ranking_view import ranking_view
 from xaidash.dashboard.components.report_downloads import report_downloads
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
@@ -446,6 +447,7 @@ def main() -> None:
     labels = {m: by_id[m].label if m in by_id else m for m in result.methods}
     result_caption(result, settings.go)
     metrics_section(result, labels, bundle.modality)
+    ranking_view(result, labels, bundle.modality)
     agreement_section(result, labels)
     sanity_section(result, labels, by_id, bundle.modality)
     inputs_expander(result, bundle)

@@ -21,6 +21,7 @@ import torch
 from PIL import Image
 
 from xaidash.explainers.api import explain
+from xaidash.explainers.comparison.ranking import comparison_ranking, ranking_notes
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.report import (
@@ -31,6 +32,7 @@ from xaidash.explainers.figures.report import (
     session_report,
 )
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
+from xaidash.explainers.metrics.registry import REGISTRY
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import get_method
 from xaidash.explainers.samples import Sample
@@ -39,20 +41,11 @@ from xaidash.models.bundle import ModelBundle
 
 Progress = Callable[[float, str], None]
 
-# The values each metric can take, (lowest, highest), None where a side is open: deletion and insertion are areas
-# under a probability curve over the fraction of pixels/words moved (0 to 1); pointing and energy are shares
-# (0 to 1); the completeness gap and the runtime are >= 0 and unbounded above. A mean's 95% interval, which the
-# t distribution may stretch past these ends on a few inputs, is drawn clipped to them (`metric_range`).
-METRIC_RANGES: dict[str, tuple[float | None, float | None]] = {
-    "deletion_auc": (0.0, 1.0),
-    "insertion_auc": (0.0, 1.0),
-    "pointing_game": (0.0, 1.0),
-    "energy_in_mask": (0.0, 1.0),
-    "rationale_pointing": (0.0, 1.0),
-    "rationale_energy": (0.0, 1.0),
-    "completeness_gap": (0.0, None),
-    "seconds": (0.0, None),
-}
+# The values each metric can take, (lowest, highest), None where a side is open, as each metric declares them in
+# the metric registry (explainers/metrics/registry.py): areas, shares and probabilities lie in [0, 1]; gaps,
+# runtimes and robustness ratios are >= 0 and unbounded above. A mean's 95% interval, which the t distribution may
+# stretch past these ends on a few inputs, is drawn clipped to them (`metric_range`).
+METRIC_RANGES: dict[str, tuple[float | None, float | None]] = {k: m.value_range for k, m in REGISTRY.items()}
 
 
 def metric_range(metric: str) -> tuple[float | None, float | None]:
@@ -281,6 +274,8 @@ def compare_methods(
             background=background,
             steps=steps,
             seed=seed,
+            page="compare",  # the costly metrics too (robustness, ROAD, random logit): see the metric registry
+            batch_size=batch_size,
         )
         values["seconds"] = [e.seconds] * len(e)
         per_input[m] = values
@@ -376,4 +371,7 @@ def comparison_report(
         seed=result.seed,
         extra=dict(extra or {}),
     )
-    return session_report(bundle, run_id, inputs, probs, results, settings, source="Compare")
+    labels = {m.id: m.label for m in settings.methods}
+    ranking = comparison_ranking(result.per_input, result.summary, labels=labels, seed=result.seed)
+    notes = ranking_notes(ranking, labels)
+    return session_report(bundle, run_id, inputs, probs, results, settings, notes=notes, source="Compare")

@@ -72,6 +72,9 @@ def test_maps_get_legends_units_tables_and_details(runs) -> None:
     table = next(d.value for d in at.dataframe if any("Deletion AUC" in str(c) for c in d.value.columns))
     assert list(table.index) == ["Saliency", "Integrated Gradients", "DeepLift", "Occlusion"]
     assert "Deletion AUC ↓" in table.columns and "Insertion AUC ↑" in table.columns
+    # The cheap complexity metrics from the metric registry; the costly ones are Compare's.
+    assert "Sparseness ↑" in table.columns and "Complexity (nats) ↓" in table.columns
+    assert not any(c.startswith(("Local Lipschitz", "ROAD", "Random-logit")) for c in table.columns)
     assert sum("★" in str(v) for v in table["Deletion AUC ↓"]) >= 1
 
     # Diagnostics behind a details panel.

@@ -308,9 +308,10 @@ def test_compare_metrics_agreement_and_sanity(runs):
     # Means come with their spread, and the best method per column is marked.
     assert "±" in table["Deletion AUC ↓"].iloc[0]
     assert sum(str(v).startswith("★") for v in table["Insertion AUC ↑"]) >= 1
-    assert [s.value for s in at.subheader][:3] == ["Metrics", "Agreement", "Sanity check"]
+    assert [s.value for s in at.subheader][:4] == ["Metrics", "Ranking", "Agreement", "Sanity check"]
     assert len(list(at.image)) >= 3 * 3  # trained + 2 randomised maps per method
-    sanity = at.dataframe[1].value  # methods x steps: mean ± interval [min, max] over the inputs
+    # methods x steps: mean ± interval [min, max] over the inputs
+    sanity = next(d.value for d in at.dataframe if len(d.value.columns) and d.value.columns[0] == "0: trained")
     assert sanity.columns[0] == "0: trained" and len(sanity.columns) == 3
     assert all("[" in str(v) or str(v).startswith("n/a") for v in sanity.iloc[:, 1])
     # Same settings again: served from the per-run cache.

@@ -60,8 +60,17 @@ def test_input_metrics_per_input_and_what_applies(image_bundle):
     sal = explain(image_bundle, s.raw, method="saliency")
     values, errors = input_metrics(image_bundle, s.raw, sal, masks=s.masks, steps=8)
     assert not errors
-    assert set(values) == {"deletion_auc", "insertion_auc", "pointing_game", "energy_in_mask"}
-    assert all(len(v) == 2 and all(0.0 <= x <= 1.0 for x in v) for v in values.values())
+    # The Explain page's metrics: the curves, the ground truth and the cheap complexity scores (metric registry).
+    assert set(values) == {
+        "deletion_auc",
+        "insertion_auc",
+        "pointing_game",
+        "energy_in_mask",
+        "sparseness",
+        "complexity",
+    }
+    assert all(len(v) == 2 for v in values.values())
+    assert all(0.0 <= x <= 1.0 for k, v in values.items() if k != "complexity" for x in v)
     ig = explain(image_bundle, s.raw, method="ig", steps=16)
     values, _ = input_metrics(image_bundle, s.raw, ig, steps=8)  # no masks: no ground-truth scores
     assert "pointing_game" not in values and "completeness_gap" in values
