@@ -148,10 +148,6 @@ def map_legend(spec: LegendFacts, modality: str = "image", unit: str | None = No
         units = f"{out} contribution per {per}"
         group = f"{out}|{per}|sum"
         meaning = f"red = raises the target's {out}, blue = lowers it, white = no effect; the values add up to f(x) − f(reference)"
-    elif spec.family == "perturbation" and not spec.signed:  # RISE: the mean output of the masks that kept a pixel
-        units = f"mean {out} with the {unit} shown"
-        group = f"{spec.family}|{spec.id}|{out}"
-        meaning = f"bright = images that show this {unit} keep the target's {out} high; dark = showing it adds little"
     elif spec.family == "perturbation":
         region = unit if modality in ("text", "causal_lm") else "region"
         units = f"Δ {out} per {region}"

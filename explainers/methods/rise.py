@@ -8,7 +8,11 @@ mean colour, 0 after normalising) is scored by the target's softmax probability,
 
     saliency = sum_i f_target(x * M_i) M_i / (N p),
 
-the expected score given that a pixel was kept. The masked inputs of every input and mask share one stream of
+the expected score given that a pixel was kept. xaidash shows it minus the mean score over all masks (the
+expected score of any masked image): a pixel that does not matter is 0, one whose showing raises the target's
+probability is positive (red), one whose showing lowers it negative. The shift is the same for every pixel of an
+input, so the order of pixels, the paper's map up to that constant and the deletion/insertion curves are
+unchanged; the colour bar then reads in Δ probability instead of a band of values near the mean score. The masked inputs of every input and mask share one stream of
 model passes (`scored_rows`, halved on out-of-memory). The masks come from the seed alone, on the CPU, and are
 rebuilt chunk by chunk, so large images never hold all N full-size masks at once.
 """
@@ -93,7 +97,8 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         return ctx.x[i] * masks.masks(k).unsqueeze(1).to(ctx.x.dtype), ctx.targets[i]
 
     scores, used = scored_rows(ctx, n * count, build, probability=True, what="RISE")
-    attr = rise_map(scores.view(n, count), masks, p, device)
+    per_mask = scores.view(n, count)
+    attr = rise_map(per_mask, masks, p, device) - per_mask.float().mean(1)[:, None, None]
     return MethodOutput(attributions=attr, diagnostics={"batch_size": [float(used)] * n})
 
 
@@ -119,13 +124,14 @@ register(
             ),
             Param("p", "float", 0.5, "Probability that a grid cell is kept (shown).", min=0.05, max=0.95),
         ),
-        signed=False,
+        signed=True,
         family="perturbation",
         output="probability",
         passes=_passes,
         description=(
             "Shows the image through random smooth masks and averages the masks weighted by the target-class "
-            "probability each one leaves (Petsiuk et al., 2018): bright where keeping the pixels keeps the class."
+            "probability each one leaves (Petsiuk et al., 2018), shown relative to the mean over all masks: red where "
+            "showing the pixels raises the class's probability, blue where it lowers it."
         ),
         featured=None,
     )

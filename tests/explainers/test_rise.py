@@ -36,19 +36,20 @@ def test_masks_are_soft_shifted_grids_kept_with_probability_p() -> None:
 
 
 def test_map_is_the_expectation_over_the_masks(bundle: ModelBundle) -> None:
-    """saliency = sum_i p_target(x * M_i) M_i / (N p), with the masks drawn from the same seed, computed one
-    masked image at a time."""
+    """saliency = sum_i p_target(x * M_i) M_i / (N p) minus the mean p_target over the masks, with the masks drawn
+    from the same seed, computed one masked image at a time."""
     raw, targets, count, grid, p = _images(bundle, 2), [3, 7], 48, 5, 0.4
     e = explain(bundle, raw, targets, "rise", seed=11, samples=count, grid=grid, p=p)
     masks = draw_masks(count, grid, p, tuple(bundle.info.input_shape[1:]), seed=11).masks(torch.arange(count))
     x = bundle.prepare(raw)
     for i, t in enumerate(targets):
-        want = torch.zeros(masks.shape[1:])
+        want, total = torch.zeros(masks.shape[1:]), 0.0
         with torch.no_grad():
             for m in masks:
                 prob = torch.softmax(bundle.model(x[i : i + 1] * m), dim=1)[0, t]
                 want += prob * m
-        np.testing.assert_allclose(e.item(i), (want / (count * p)).numpy(), rtol=1e-4, atol=1e-6)
+                total += float(prob)
+        np.testing.assert_allclose(e.item(i), (want / (count * p) - total / count).numpy(), rtol=1e-4, atol=1e-6)
 
 
 def test_seeded_and_batch_invariant(bundle: ModelBundle) -> None:
