@@ -8,16 +8,16 @@ so a layout the model declares works for all of them. The formulas themselves ar
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 from captum._utils.gradient import compute_layer_gradients_and_eval
 
-from xaidash.explainers.methods._common import batch_slices, grad_leaf
+from xaidash.explainers.methods._common import batch_slices, grad_leaf, per_slice
 from xaidash.explainers.params import ExplainError, Param
-from xaidash.explainers.registry import MethodContext
+from xaidash.explainers.registry import MethodContext, MethodOutput
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.registry import FeatureLayout, ModelError
 
@@ -172,3 +172,15 @@ def maps_vary_applies(bundle: ModelBundle) -> str | None:
         size = "x".join(str(v) for v in bundle.info.input_shape[1:])
         return f"its last feature maps ({bundle.spec.last_conv}) are 1x1 at {size} px inputs, a map of one location shows nothing"
     return None
+
+
+def gradient_cam(
+    maps: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> Callable[[MethodContext, dict[str, Any]], MethodOutput]:
+    """The `compute` of a CAM that turns a layer's (N, K, h, w) activations and target gradients into (N, h, w)
+    maps with `maps(acts, grads)`, the inputs taken in slices of the batch size."""
+
+    def compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+        return per_slice(len(ctx.x), ctx.batch_size, lambda s: (maps(*maps_and_grads(ctx, params["layer"], s)), {}))
+
+    return compute

@@ -4,13 +4,11 @@ above all at earlier layers. Formula as pytorch-grad-cam's LayerCAM (which clips
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from xaidash.explainers.methods._cam_core import LAYER, conv_applies, maps_and_grads
-from xaidash.explainers.methods._common import per_input, per_slice
-from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.explainers.methods._cam_core import LAYER, conv_applies, gradient_cam
+from xaidash.explainers.methods._common import per_input
+from xaidash.explainers.registry import MethodSpec, register
 
 
 def layercam_maps(acts: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
@@ -18,18 +16,12 @@ def layercam_maps(acts: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
     return torch.relu((torch.relu(grads) * acts).sum(dim=1))
 
 
-def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    return per_slice(
-        len(ctx.x), ctx.batch_size, lambda s: (layercam_maps(*maps_and_grads(ctx, params["layer"], s)), {})
-    )
-
-
 register(
     MethodSpec(
         id="layercam",
         label="Layer-CAM",
         modalities=("image",),
-        compute=_compute,
+        compute=gradient_cam(layercam_maps),
         params=(LAYER,),
         applies=conv_applies,
         signed=False,

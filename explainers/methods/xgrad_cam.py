@@ -4,13 +4,11 @@ XGradCAM; a channel whose activations sum to 0 gets weight 0 (pytorch-grad-cam a
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from xaidash.explainers.methods._cam_core import LAYER, conv_applies, maps_and_grads, weighted_maps
-from xaidash.explainers.methods._common import per_input, per_slice
-from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.explainers.methods._cam_core import LAYER, conv_applies, gradient_cam, weighted_maps
+from xaidash.explainers.methods._common import per_input
+from xaidash.explainers.registry import MethodSpec, register
 
 
 def xgradcam_maps(acts: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
@@ -21,18 +19,12 @@ def xgradcam_maps(acts: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
     return torch.relu(weighted_maps(weights, acts))
 
 
-def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    return per_slice(
-        len(ctx.x), ctx.batch_size, lambda s: (xgradcam_maps(*maps_and_grads(ctx, params["layer"], s)), {})
-    )
-
-
 register(
     MethodSpec(
         id="xgradcam",
         label="XGrad-CAM",
         modalities=("image",),
-        compute=_compute,
+        compute=gradient_cam(xgradcam_maps),
         params=(LAYER,),
         applies=conv_applies,
         signed=False,
