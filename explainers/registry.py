@@ -185,6 +185,23 @@ def with_mean_baseline(params: dict[str, Any]) -> bool:
     return params.get("baseline") == "mean"
 
 
+def _never_raises(applies: Applies) -> Applies:
+    """`applies` answering with a reason instead of raising: some checks run the model once (Score-CAM's map size,
+    HiResCAM's blank-map probe), and a run whose model does not fit its data set's inputs must still list every
+    method with why it does not apply rather than break the page that lists them."""
+    if getattr(applies, "never_raises", False):
+        return applies
+
+    def guarded(bundle: ModelBundle) -> str | None:
+        try:
+            return applies(bundle)
+        except Exception as e:  # noqa: BLE001 - the reason is the answer
+            return f"the model does not run on {bundle.info.name}'s inputs ({type(e).__name__}: {str(e)[:160]})"
+
+    guarded.never_raises = True  # type: ignore[attr-defined]
+    return guarded
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     id: str
@@ -204,6 +221,9 @@ class MethodSpec:
     # Default choice: rank among the methods the pages, the data-set report, the across-training view and the
     # quick benchmark pick when the user has not chosen (lower first); None: never picked by default.
     featured: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "applies", _never_raises(self.applies))
 
     @property
     def target_dependent(self) -> bool:

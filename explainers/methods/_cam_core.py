@@ -140,7 +140,7 @@ _SHAPES: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple[str, tuple[int, .
 @torch.no_grad()
 def layer_shape(bundle: ModelBundle, path: str) -> tuple[int, int, int]:
     """(channels, h, w) of layer `path`'s feature maps at the model's input size, from one forward pass of a blank
-    input the first time it is asked for this model."""
+    input (prepared as every input is: resized or converted where the model asks) the first time it is asked."""
     shape = tuple(int(v) for v in bundle.info.input_shape)
     known = _SHAPES.setdefault(bundle.model, {})
     if (path, shape) not in known:
@@ -148,7 +148,7 @@ def layer_shape(bundle: ModelBundle, path: str) -> tuple[int, int, int]:
         handle = bundle.layer(path).register_forward_hook(lambda m, i, out: store.append(_first(out)))
         try:
             with probing(bundle.model):
-                bundle.model(torch.zeros(1, *shape, device=bundle.device))
+                bundle.model(bundle.prepare(torch.zeros(1, *shape)))
         finally:
             handle.remove()
         c, h, w = _as_maps(bundle.spec.feature_layout(path), path, store[0]).shape[1:]
@@ -167,7 +167,7 @@ def maps_vary_applies(bundle: ModelBundle) -> str | None:
     reason = conv_applies(bundle)
     if reason or bundle.spec.last_conv is None:
         return reason
-    _, h, w = layer_shape(bundle, bundle.spec.last_conv)
+    _, h, w = layer_shape(bundle, bundle.spec.last_conv)  # a model that cannot run: MethodSpec gives the reason
     if h * w < 2:
         size = "x".join(str(v) for v in bundle.info.input_shape[1:])
         return f"its last feature maps ({bundle.spec.last_conv}) are 1x1 at {size} px inputs, a map of one location shows nothing"

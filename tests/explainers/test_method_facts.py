@@ -192,3 +192,17 @@ def test_one_number_of_deletion_steps_everywhere():
     e = explain(bundle, TEXTS[:1], method="saliency")
     curve = text_perturbation_curve(bundle, TEXTS[:1], e)  # text curves take the same count, no cap
     assert curve.curves.shape == (1, steps + 1)
+
+
+def test_every_method_answers_applies_with_a_reason_when_the_model_does_not_fit_its_inputs(tmp_path) -> None:
+    """simple_cnn (1x28x28) saved as a shapes run (3x32x32): the checks that run the model once (Score-CAM's map
+    size, HiResCAM's probe) must say why, not raise, or the pages that list methods break."""
+    from inspect_runs import make_run
+
+    from xaidash.explainers import list_methods
+    from xaidash.models.runs.store import load_bundle
+
+    bundle = load_bundle(make_run(tmp_path, "shapes", "simple_cnn", epochs=1), device="cpu")
+    reasons = {m.id: m.applies(bundle) for m in list_methods("image")}
+    assert "does not run on shapes's inputs" in str(reasons["scorecam"]), reasons
+    assert "does not run on shapes's inputs" in str(reasons["hirescam"]), reasons
