@@ -1,5 +1,7 @@
-"""Data sets: a registry of image and text data sets, their loaders and tokenizers."""
+"""Data sets (a registry of them, their loaders and tokenizers), the modality adapters, and the spec base and
+registry class every registry of every layer uses."""
 
+from xaidash.data import modalities as _modalities  # noqa: F401  (registers every modality adapter)
 from xaidash.data import sets as _sets  # noqa: F401  (registers every data set)
 from xaidash.data.errors import DatasetError, DatasetUnavailable
 from xaidash.data.paths import data_root

@@ -21,3 +21,12 @@ def data_root() -> Path:
 def offline() -> bool:
     """True when downloads must not be tried (XAIDASH_OFFLINE=1 or HF_HUB_OFFLINE=1)."""
     return any(os.environ.get(k, "") in ("1", "true", "yes") for k in ("XAIDASH_OFFLINE", "HF_HUB_OFFLINE"))
+
+
+def is_file(path: Path) -> bool:
+    """Whether `path` names a file; False for what no file can be called (a name over the system's limit, a
+    NUL byte), which `Path.is_file` raises on instead of answering."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,18 +20,23 @@ from typing import Any
 import torch
 
 from xaidash.data.argtypes import float_range, int_range
+from xaidash.data.modalities import GroundTruth
 from xaidash.explainers.dataset.explain import DEFAULT_CHUNK, ENGINES, parse_dataset_range
-from xaidash.explainers.figures.map_figure import IMAGE_DISPLAYS
 from xaidash.explainers.figures.render import SCALE_MODES
-from xaidash.explainers.figures.report import MethodResult, MethodSetting, ReportSettings, session_report
-from xaidash.explainers.inputs import FITS, resolve_sample
+from xaidash.explainers.figures.report import MethodSetting, ReportSettings, session_report
+from xaidash.explainers.inputs import resolve_sample
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
+from xaidash.explainers.modalities import ADAPTERS, adapter_of
+from xaidash.explainers.modalities.image_files import FITS
 from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, Param
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods, methods_for
 from xaidash.explainers.samples import DEFAULT_BACKGROUND, background_samples, default_background
-from xaidash.explainers.scoring import explain_and_score
+from xaidash.explainers.session import Outcome, Scoring, explain_session
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import device_arg
+
+# --display: the displays of every modality that offers a choice (each model's own default when not given)
+DISPLAYS = tuple(dict.fromkeys(d for a in ADAPTERS for d in a.displays if len(a.displays) > 1))
 
 
 def parse_params(items: list[str] | None, methods: list[MethodSpec]) -> dict[str, dict[str, Any]]:
@@ -88,7 +92,7 @@ def _target(spec: str | None, bundle: ModelBundle) -> int | None:
 
 def _probabilities(bundle: ModelBundle, raw: Any) -> Any:
     """The class probabilities of one input, (classes,) as NumPy."""
-    return bundle.predict_proba(raw if bundle.modality == "image" else [raw])[0].numpy()
+    return bundle.predict_proba(bundle.adapter.as_batch(raw))[0].numpy()
 
 
 def _ood(bundle: ModelBundle, raw: Any) -> tuple[Any, str | None]:
@@ -212,35 +216,22 @@ def _explain(args: argparse.Namespace) -> int:
     probs = _probabilities(bundle, sample.raw)
     needed = any(_needs_background(spec, bundle, params.get(spec.id, {})) for spec in chosen)
     background, background_note = _background(bundle, args.background, needed)
-    batch = [sample.raw] if isinstance(sample.raw, str) else sample.raw[None]
-    results: list[MethodResult] = []
-    for spec in chosen:
-        start = time.perf_counter()
-        try:
-            scored = explain_and_score(
-                bundle,
-                batch,
-                spec.id,
-                params.get(spec.id, {}),
-                target,
-                with_metrics=args.metrics,
-                masks=None if sample.mask is None else sample.mask[None],
-                rationales=[sample.rationale] if sample.rationale else None,
-                background=background,
-                steps=args.steps,
-                batch_size=args.batch_size,
-                seed=args.seed,
-            )
-        except Exception as err:  # noqa: BLE001 - report and go on with the other methods
-            error = f"{type(err).__name__}: {err}"
-            results.append(MethodResult(spec.id, error=error, wall_seconds=time.perf_counter() - start))
-            print(f"{spec.id}: failed: {error}", file=sys.stderr)
-            continue
-        wall = time.perf_counter() - start
-        results.append(
-            MethodResult(spec.id, scored.explanation, scored.metrics, scored.metric_errors, wall_seconds=wall)
-        )
-        print(f"{spec.id}: {wall:.2f} s", file=sys.stderr)
+    batch = bundle.adapter.as_batch(sample.raw)
+    truth = GroundTruth(
+        masks=None if sample.mask is None else sample.mask[None],
+        rationales=[sample.rationale] if sample.rationale else None,
+    )
+    results = explain_session(
+        bundle,
+        batch,
+        {spec.id: params.get(spec.id, {}) for spec in chosen},
+        target=target,
+        scoring=Scoring(page="explain" if args.metrics else None, truth=truth, steps=args.steps),
+        background=background,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        done=_say_done,
+    )
 
     ood_scores, ood_note = _ood(bundle, batch)
     coverage_note = sample.coverage.sentence() if sample.coverage is not None else ""
@@ -259,7 +250,7 @@ def _explain(args: argparse.Namespace) -> int:
             target=target,
             target_name="predicted class" if target is None else classes[target],
             scale_mode=args.scale,
-            display="tokens" if bundle.modality == "text" else args.display,
+            display=adapter_of(bundle.modality).display(args.display),
             metrics=bool(args.metrics),
             steps=args.steps if args.metrics else None,
             seed=args.seed,
@@ -286,6 +277,14 @@ def _explain(args: argparse.Namespace) -> int:
         + (f"; HTML report {args.report}" if args.report and html_ok else "")
     )
     return 0 if ok and html_ok else 1
+
+
+def _say_done(outcome: Outcome[Any]) -> None:
+    """One line on stderr per method as it finishes: its time, or why it failed."""
+    if outcome.error is not None:
+        print(f"{outcome.method}: failed: {outcome.error}", file=sys.stderr)
+    else:
+        print(f"{outcome.method}: {outcome.seconds:.2f} s", file=sys.stderr)
 
 
 def _chosen_methods(spec: str | None, bundle: ModelBundle) -> list[MethodSpec]:
@@ -492,9 +491,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--display",
-        choices=IMAGE_DISPLAYS,
-        default="overlay",
-        help="image maps over a grey copy of the input (overlay, default) or alone (heatmap)",
+        choices=DISPLAYS,
+        default=None,
+        help="how maps are drawn, where a model's inputs offer a choice: image maps over a grey copy of the input "
+        "(overlay, their default) or alone (heatmap); text maps are always the words highlighted",
     )
     p.add_argument(
         "--background",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
@@ -33,7 +34,7 @@ class Sample:
     labels: list[int | None]
     indices: list[int] = field(default_factory=list)
     masks: np.ndarray | None = None
-    rationales: list[list[int]] | None = None
+    rationales: list[list[int] | None] | None = None
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -42,22 +43,10 @@ class Sample:
 def background_samples(
     bundle: ModelBundle, n: int = DEFAULT_BACKGROUND, seed: int = BACKGROUND_SEED
 ) -> torch.Tensor | None:
-    """Up to `n` prepared training images (a seeded pick) for SHAP and the 'mean' baseline; None for text
-    models, imported models with no data set, or when the training split cannot be loaded (the methods then
-    use their own stand-in)."""
-    if bundle.modality != "image" or n <= 0 or not bundle.has_dataset:
-        return None
-    from xaidash.data.errors import DatasetError
-    from xaidash.data.registry import ImageSplit, load_split
-
-    try:
-        split = load_split(bundle.info.name, "train")
-    except DatasetError:
-        return None
-    if not isinstance(split, ImageSplit):
-        return None
-    pick = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[:n].tolist()
-    return bundle.prepare(split.batch(pick))
+    """Up to `n` prepared training samples (a seeded pick) for SHAP and the 'mean' baseline, as the model's modality
+    adapter reads them; None where it has none (texts), for imported models with no data set, or when the training
+    split cannot be loaded (the methods then use their own stand-in)."""
+    return adapter_of(bundle.modality).background(bundle, n, seed)
 
 
 # id(bundle) -> (a weak reference to it, its default background). Bundles are mutable dataclasses
@@ -90,7 +79,7 @@ def resolve_background(bundle: ModelBundle, needs_background: bool, given: torch
 def pick_test_sample(bundle: ModelBundle, n: int = 8, seed: int = 0, indices: Sequence[int] | None = None) -> Sample:
     """`n` test samples picked at random (seeded), or the given test indices, with their ground truth."""
     from xaidash.data.errors import DatasetError
-    from xaidash.data.registry import ImageSplit, load_split
+    from xaidash.data.registry import load_split
 
     reason = bundle.no_dataset_reason("a test sample")
     if reason:
@@ -116,8 +105,6 @@ def pick_test_sample(bundle: ModelBundle, n: int = 8, seed: int = 0, indices: Se
     if not indices:
         raise ExplainError("Pick at least one input.")
     labels: list[int | None] = [int(split.labels[i]) for i in indices]
-    if isinstance(split, ImageSplit):
-        masks = split.masks[torch.as_tensor(indices)].cpu().numpy().astype(bool) if split.masks is not None else None
-        return Sample(split.batch(indices).float(), labels, indices, masks=masks)
-    rationales = [list(split.rationales[i]) for i in indices] if split.rationales else None
-    return Sample([split.texts[i] for i in indices], labels, indices, rationales=rationales)
+    adapter = adapter_of(bundle.modality)
+    truth = adapter.ground_truth(split, indices)
+    return Sample(adapter.items(split, indices), labels, indices, masks=truth.masks, rationales=truth.rationales)

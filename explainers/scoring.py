@@ -165,8 +165,10 @@ def explain_and_score(
     steps: int = CURVE_STEPS,
     batch_size: int = 256,
     seed: int = 0,
+    page: str = "explain",
 ) -> ScoredExplanation:
-    """`explain` with one method, then (with_metrics) its per-input metrics: the Explain page's and the CLI's one path."""
+    """`explain` with one method, then (with_metrics) its per-input metrics, those the metric registry declares for
+    `page` ('explain', or 'compare' with the costly ones): what every session runs per method."""
     e = explain(bundle, raw, target, method, batch_size=batch_size, background=background, seed=seed, **(params or {}))
     if not with_metrics:
         return ScoredExplanation(e)
@@ -179,6 +181,7 @@ def explain_and_score(
         background=background,
         steps=steps,
         seed=seed,
+        page=page,
         batch_size=batch_size,
     )
     return ScoredExplanation(e, values, errors)

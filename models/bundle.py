@@ -10,8 +10,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from xaidash.data.modalities import Modality, modality_of
 from xaidash.data.registry import DatasetInfo
-from xaidash.data.transforms import normalize
 from xaidash.models.registry import ModelError, ModelSpec
 
 
@@ -46,15 +46,13 @@ class ModelBundle:
             "import it again with --dataset NAME (or pick a data set on the Import page) to link one."
         )
 
+    @property
+    def adapter(self) -> Modality:
+        """What the model's inputs are (data/modalities): how they are batched, prepared, described."""
+        return modality_of(self.modality)
+
     def prepare(self, inputs: torch.Tensor | Sequence[str]) -> torch.Tensor:
-        if self.modality == "text":
-            if isinstance(inputs, str):
-                inputs = [inputs]
-            return self.tokenizer.encode(list(inputs)).to(self.device)
-        x = torch.as_tensor(inputs, dtype=torch.float32)
-        if x.dim() == 3:
-            x = x.unsqueeze(0)
-        return normalize(x.to(self.device), self.input_info)
+        return self.adapter.prepare(inputs, self.input_info, self.tokenizer, self.device)
 
     @property
     def input_info(self) -> DatasetInfo:
@@ -71,6 +69,10 @@ class ModelBundle:
         step = max(1, int(batch_size))
         out = [self.model(x[i : i + step]).float() for i in range(0, len(x), step)]
         return torch.cat(out) if out else torch.empty(0, self.info.num_classes, device=x.device)
+
+    def predicted(self, x: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
+        """The predicted class of each prepared input, (N,) long on the device."""
+        return self.logits(x, batch_size).argmax(1)
 
     def predict_proba(
         self, inputs: torch.Tensor | Sequence[str], batch_size: int = 256, temperature: float | None = None

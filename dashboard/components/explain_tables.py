@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from xaidash.explainers.figures.map_figure import fmt_number
+from xaidash.data.formatting import fmt_number
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.scoring import curves_legend
 

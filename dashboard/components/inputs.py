@@ -24,7 +24,7 @@ from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
 from xaidash.data.registry import DatasetInfo, ImageSplit, Split
-from xaidash.explainers.inputs import FITS, load_image
+from xaidash.explainers.modalities.image_files import FITS, load_image
 from xaidash.explainers.params import MAX_TEXT_CHARS, ExplainError
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.training.data import training_samples

@@ -39,7 +39,7 @@ from xaidash.explainers.figures.report import (
     ReportSettings,
     session_report,
 )
-from xaidash.explainers.inputs import TextCoverage, batch_inputs, text_coverage
+from xaidash.explainers.inputs import TextCoverage, text_coverage
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.registry import MethodSpec
 from xaidash.explainers.scoring import METRICS, ScoredExplanation, explain_and_score, unit_words
@@ -380,7 +380,7 @@ def main() -> None:
     if not choice.methods:
         st.info("Pick at least one method.")
         st.stop()
-    raw = batch_inputs([p.raw for p in inputs])
+    raw = bundle.adapter.batch([p.raw for p in inputs])
     probs = predict(bkey, bundle, raw)
     results, failures = explain_all(bkey, bundle, raw, inputs, choice)
     with leased_model(bkey, bundle) as replica:

@@ -38,9 +38,8 @@ from xaidash.explainers.comparison.side_by_side import (
     top_classes,
 )
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.figures.render import map_legend
+from xaidash.explainers.figures.legend import map_legend
 from xaidash.explainers.figures.report import ExplainReport, RunInfo
-from xaidash.explainers.inputs import batch_inputs
 from xaidash.explainers.registry import MethodSpec, featured_methods
 from xaidash.explainers.scoring import unit_words
 from xaidash.models.bundle import ModelBundle
@@ -499,7 +498,7 @@ def main() -> None:
     if not choice.methods:
         st.info("Pick at least one method.")
         st.stop()
-    raw = batch_inputs([p.raw for p in inputs])
+    raw = pair.a.adapter.batch([p.raw for p in inputs])
     probs_a, probs_b = predict_both(pair, raw)
     differ_here = disagreements(probs_a, probs_b)
     input_keys = tuple(p.key for p in inputs)

@@ -14,6 +14,7 @@ from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.figures.map_figure import Caption, MapFigure, completeness_of, map_figure
 from xaidash.explainers.figures.render import is_clipped, robust_scale
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import featured_methods, get_method
 from xaidash.models.registry import ModelError
@@ -93,8 +94,9 @@ class TrainingExplanations:
                         target=self.target,
                         classes=classes,
                         scale=scale,
+                        modality=e.modality,
                         image=image,
-                        words=(e.tokens or [[]])[0] if e.modality == "text" else None,
+                        words=adapter_of(e.modality).map_labels(e.tokens, 0),
                         caption=caption,
                     ),
                 )

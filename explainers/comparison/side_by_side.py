@@ -17,7 +17,8 @@ import torch
 from xaidash.data.registry import Split, TextSplit
 from xaidash.explainers.comparison.across_training import epoch_validation
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.figures.render import map_legend, robust_scale
+from xaidash.explainers.figures.legend import map_legend
+from xaidash.explainers.figures.render import robust_scale
 from xaidash.explainers.figures.report import (
     ExplainReport,
     MethodResult,
@@ -297,7 +298,7 @@ def shares_units(spec: MethodSpec) -> bool:
     scale compares like with like: values that add up to the explained output (IG, DeepLift, SHAP), changes of
     that output when a region is hidden (occlusion, LIME), its sensitivity to each input element (saliency),
     or attention weights. Maps in relative units (the CAM family's weighted activations of each model's own
-    layer; signed gradient heuristics) get one scale per model: `render.map_legend` says 'relative units'."""
+    layer; signed gradient heuristics) get one scale per model: `legend.map_legend` says 'relative units'."""
     if spec.output == "attention" or spec.completeness is not None or spec.family == "perturbation":
         return True
     return spec.family == "gradient" and not spec.signed

@@ -179,7 +179,7 @@ def _load_dataset_class(arg: str, bundle: ModelBundle, examples: int, seed: int)
 
 def read_image_folder(folder: Path, bundle: ModelBundle) -> tuple[torch.Tensor, list[str]]:
     """Every readable image directly in `folder` resized to the model's input, and notes on the files skipped."""
-    from xaidash.explainers.inputs import load_image
+    from xaidash.explainers.modalities.image_files import load_image
 
     if not folder.is_dir():
         raise ExplainError(f"Concept folder {folder} does not exist or is not a folder.")

@@ -144,7 +144,7 @@ class ChunkComputer:
 
     def compute(self, start: int, stop: int, methods: Sequence[str] | None = None) -> ChunkResult:
         from xaidash.data.registry import TextSplit
-        from xaidash.explainers.api import evaluating
+        from xaidash.explainers.guard import evaluating
         from xaidash.explainers.scoring import explain_and_score
 
         began = time.perf_counter()

@@ -14,7 +14,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from xaidash.explainers.figures.map_figure import fmt_number
+from xaidash.data.formatting import fmt_number
 from xaidash.explainers.figures.png import data_uri
 from xaidash.explainers.figures.render import _tick
 
@@ -165,7 +165,7 @@ def _card(report: ExplainReport, e: ScoredMap) -> str:
     if fig is None:
         return f'<div class="card error">{title}<div>{_e(e.error or "no explanation")}</div></div>'
     caption = f'<div class="small muted">{_e(fig.caption.text())}</div>'
-    if fig.modality == "image" and fig.figure_png is not None:
+    if fig.figure_png is not None:  # an image map with its colour bar; a word strip carries its own HTML
         alt = f"{e.label} map of {report.inputs[e.input].name} with its colour bar"
         body = f'<img class="map" alt="{_e(alt)}" src="{data_uri(fig.figure_png)}">' + _legend_text(fig)
         return f'<figure class="card" style="margin:0">{title}{body}{caption}</figure>'

@@ -24,8 +24,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from PIL import Image
 
+from xaidash.data.formatting import seconds_text
+from xaidash.data.modalities import IMAGE
 from xaidash.explainers.figures import render
-from xaidash.explainers.figures.png import png_bytes
+from xaidash.explainers.figures.legend import LegendFacts, MapLegend, map_legend
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import get_method
 
@@ -34,29 +37,6 @@ if TYPE_CHECKING:
     from xaidash.explainers.registry import CompletenessCheck, MethodSpec
 
 Display = Literal["overlay", "heatmap", "tokens"]
-IMAGE_DISPLAYS: tuple[str, ...] = ("overlay", "heatmap")
-COLORBAR_MIN_WIDTH = 320  # px: the colour bar under a saved map is at least this wide, its text 14 px
-COLORBAR_HEIGHT = 40
-COLORBAR_FONT = 14
-
-
-def fmt_number(v: float | int | None, digits: int = 3) -> str:
-    """A value as people read it: counts (whole numbers) without decimals, others to `digits` decimals,
-    very small or large ones in scientific notation, missing ones as '–' (pages, tables and the HTML report)."""
-    if v is None:
-        return "–"
-    f = float(v)
-    if not math.isfinite(f):
-        return "–"
-    if f.is_integer() and abs(f) < 1e15:
-        return str(int(f))
-    if f != 0 and (abs(f) < 10 ** (-digits) or abs(f) >= 1e6):
-        return f"{f:.2e}"
-    return f"{f:.{digits}f}"
-
-
-def seconds_text(seconds: float) -> str:
-    return f"{seconds:.2f} s" if seconds >= 0.01 else "<0.01 s"
 
 
 @dataclass(frozen=True)
@@ -162,7 +142,7 @@ class MapFigure:
     method: str
     label: str
     modality: str
-    legend: render.MapLegend
+    legend: MapLegend
     scale: float
     scale_mode: str
     clipped: bool
@@ -206,10 +186,15 @@ class MapFigure:
         )
 
     def render(self, upscale: int | None = None) -> Image.Image | None:
-        """The map drawn again at another size (the enlarged view); None for text."""
-        if self.modality != "image":
-            return None
-        return draw_map(self.values, self.legend.signed, self.scale, self.display, self.background, upscale)
+        """The map drawn again at another size (the enlarged view); None where a map has no size (a word strip)."""
+        return adapter_of(self.modality).redraw(
+            self.values,
+            signed=self.legend.signed,
+            scale=self.scale,
+            display=self.display,
+            background=self.background,
+            upscale=upscale,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Everything but the drawn bytes and the values (those are files of a report)."""
@@ -233,10 +218,7 @@ class MapFigure:
             "upscale": self.upscale,
             "caption": self.caption.to_json(),
         }
-        if self.modality == "text":
-            out["words"] = list(self.words or ())
-            out["scores"] = [float(v) if np.isfinite(v) else None for v in np.asarray(self.values, np.float64)]
-        return out
+        return {**out, **adapter_of(self.modality).figure_json(self.values, self.words)}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], values: Any | None = None, image: Any | None = None) -> MapFigure:
@@ -244,10 +226,11 @@ class MapFigure:
         `image` for an overlay) come from the report's files, and its PNGs are drawn again from them (the same
         bytes). Without values an image figure has no drawing."""
         lg = d["legend"]
-        legend = render.MapLegend(str(lg["units"]), str(lg["group"]), bool(lg["signed"]), str(lg["meaning"]))
+        legend = MapLegend(str(lg["units"]), str(lg["group"]), bool(lg["signed"]), str(lg["meaning"]))
         modality = str(d["modality"])
-        if values is None and modality == "text":
-            values = [np.nan if v is None else v for v in d.get("scores", [])]
+        adapter = adapter_of(modality)
+        if values is None:
+            values = adapter.values_from_json(dict(d))
         vr = d.get("value_range")
         fig = cls(
             method=str(d["method"]),
@@ -265,7 +248,7 @@ class MapFigure:
             upscale=int(d.get("upscale", render.DEFAULT_UPSCALE)),
             words=tuple(str(w) for w in d["words"]) if "words" in d else None,
             values=np.zeros(0, np.float32) if values is None else np.asarray(values, np.float32),
-            background=None if image is None else render.image_hwc(image),
+            background=adapter.background_image(image),
         )
         return fig if values is None else _with_drawing(fig)
 
@@ -284,81 +267,64 @@ def _replace(fig: MapFigure, **changes: Any) -> MapFigure:
     return replace(fig, **changes)
 
 
-def draw_map(
-    values: np.ndarray,
-    signed: bool,
-    scale: float,
-    display: str,
-    background: np.ndarray | None,
-    upscale: int | None = render.DEFAULT_UPSCALE,
-) -> Image.Image:
-    """An image map as shown: over a grey copy of the input ('overlay', opacity growing with |value|) or alone."""
-    if display == "overlay" and background is not None:
-        return render.overlay(
-            render.greyscale(background),
-            values,
-            signed=signed,
-            scale=scale,
-            alpha=render.OVERLAY_ALPHA,
-            upscale=upscale,
-        )
-    return render.heatmap(values, signed=signed, scale=scale, upscale=upscale)
-
-
 def _with_drawing(fig: MapFigure) -> MapFigure:
-    """`fig` with its drawn content: the map and the map with its colour bar (PNG), or the highlighted words."""
-    if fig.modality != "image":
-        words = list(fig.words or ())
-        if len(words) != fig.values.size:  # stored words that do not match: number the positions instead
-            words = [str(j) for j in range(fig.values.size)]
-        html = render.highlight_tokens(words, fig.values, scale=fig.scale, signed=fig.legend.signed)
-        return _replace(fig, tokens_html=html, words=tuple(words))
-    img = draw_map(fig.values, fig.legend.signed, fig.scale, fig.display, fig.background, fig.upscale)
-    bar = render.colorbar(
-        fig.legend.signed,
-        fig.scale,
-        width=max(img.width, COLORBAR_MIN_WIDTH),
-        height=COLORBAR_HEIGHT,
-        label=fig.legend.units,
-        font_size=COLORBAR_FONT,
+    """`fig` with its drawn content, as its modality draws a map (see `modalities.Drawing`)."""
+    drawn = adapter_of(fig.modality).draw(
+        fig.values,
+        signed=fig.legend.signed,
+        scale=fig.scale,
         clipped=fig.clipped,
+        units=fig.legend.units,
+        display=fig.display,
+        background=fig.background,
+        labels=fig.words,
+        upscale=fig.upscale,
     )
-    return _replace(fig, map_png=png_bytes(img), figure_png=png_bytes(render.with_legend(img, bar)))
+    return _replace(
+        fig,
+        map_png=drawn.map_png,
+        figure_png=drawn.figure_png,
+        tokens_html=drawn.tokens_html,
+        words=drawn.labels if drawn.labels is not None else fig.words,
+    )
 
 
 def map_figure(
-    spec: render.LegendFacts,
+    spec: LegendFacts,
     values: Any,
     *,
     target: int,
     classes: Sequence[str],
     scale: float,
+    modality: str = IMAGE.id,
     scale_mode: str = "percentile",
     image: Any | None = None,
     words: Sequence[str] | None = None,
-    display: str = "overlay",
+    display: str | None = None,
     caption: Caption | None = None,
     upscale: int = render.DEFAULT_UPSCALE,
-    legend: render.MapLegend | None = None,
+    legend: MapLegend | None = None,
     target_name: str | None = None,
 ) -> MapFigure:
-    """One map on a given colour `scale` (0 or less: an all-zero map, drawn in the centre colour).
+    """One map of a `modality`'s input on a given colour `scale` (0 or less: an all-zero map, drawn in the centre
+    colour), the one builder of every figure: a classifier's, a prompt's, a perturbation's.
 
-    `image`: the input (C, H, W) or (H, W, C) in [0, 1], drawn under an 'overlay'; `words`: the words a text
-    map scores. The legend comes from the method's spec (`render.map_legend`) unless given (a prompt's maps:
-    their unit is the token or word chosen); `target_name` names a target that is not a class (a generated
+    `image`: the input (C, H, W) or (H, W, C) in [0, 1], drawn under an 'overlay'; `words`: the features a map
+    of named features scores (a text's words, a prompt's tokens). `display`: one of the modality's displays (its
+    default when None). The legend comes from the method's spec (`legend.map_legend`) unless given (a prompt's
+    maps: their unit is the token or word chosen); `target_name` names a target that is not a class (a generated
     token)."""
-    modality = "text" if words is not None else "image"
+    adapter = adapter_of(modality)
     a = np.asarray(values, dtype=np.float32)
-    if modality == "image" and display not in IMAGE_DISPLAYS:
-        raise ExplainError(f"Unknown display {display!r}; choose one of {', '.join(IMAGE_DISPLAYS)}.")
+    if display is not None and display not in adapter.displays and len(adapter.displays) > 1:
+        raise ExplainError(f"Unknown display {display!r}; choose one of {', '.join(adapter.displays)}.")
     s = float(scale) if scale > 0 and np.isfinite(scale) else 1.0
     name = target_name if target_name is not None else classes[target] if 0 <= target < len(classes) else str(target)
     fig = MapFigure(
         method=spec.id,
         label=spec.label,
         modality=modality,
-        legend=legend or render.map_legend(spec, modality),
+        legend=legend or map_legend(spec, modality),
         scale=s,
         scale_mode=scale_mode,
         clipped=render.is_clipped(a, s),
@@ -366,11 +332,11 @@ def map_figure(
         target=int(target),
         target_name=name,
         caption=caption or Caption(name),
-        display="tokens" if modality == "text" else display,
+        display=adapter.display(display),
         upscale=upscale,
         words=None if words is None else tuple(str(w) for w in words),
         values=a,
-        background=None if image is None or modality == "text" else render.image_hwc(image),
+        background=adapter.background_image(image),
     )
     return _with_drawing(fig)
 
@@ -391,7 +357,7 @@ def explanation_figures(
     classes: Sequence[str],
     image: Any | None = None,
     scale_mode: render.ScaleMode = "percentile",
-    display: str = "overlay",
+    display: str | None = None,
     cached: Mapping[str, bool] | None = None,
     stored: bool = False,
     upscale: int = render.DEFAULT_UPSCALE,
@@ -407,8 +373,9 @@ def explanation_figures(
     if not explanations:
         return {}
     modality = next(iter(explanations.values())).modality
+    adapter = adapter_of(modality)
     specs = {m: get_method(e.method, modality) for m, e in explanations.items()}
-    legends = {m: render.map_legend(specs[m], modality) for m in explanations}
+    legends = {m: map_legend(specs[m], modality) for m in explanations}
     maps = {m: e.item(index) for m, e in explanations.items()}
     groups = {m: legends[m].group for m in maps}
     own = render.map_scales(maps, groups, scale_mode)
@@ -436,9 +403,10 @@ def explanation_figures(
             target=target,
             classes=classes,
             scale=scales[m] if scales is not None and m in scales else own[m],
+            modality=modality,
             scale_mode=scale_mode,
             image=image,
-            words=(e.tokens or [[]])[index] if modality == "text" else None,
+            words=adapter.map_labels(e.tokens, index),
             display=display,
             caption=caption,
             upscale=upscale,

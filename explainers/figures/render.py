@@ -7,7 +7,7 @@ the CLI. Colour conventions:
 - `scale` fixes the value that gets the strongest colour, so several maps (e.g. one per method)
   can share one colour scale; by default each map uses its own max |value|.
 
-Honest scales: `map_legend(spec)` says, from a method's spec alone, what its map's values are
+Honest scales: `legend.map_legend(spec)` says, from a method's spec alone, what its map's values are
 (units), which other methods' maps are in the same units (`group`) and what red, blue and bright
 mean; `map_scales` picks one colour scale per map: each map's own high percentile, its own
 maximum, or one scale shared only by maps in the same units. `colorbar_html` draws the legend the
@@ -27,16 +27,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal
 
 import matplotlib
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from xaidash.explainers.params import ExplainError
-
-if TYPE_CHECKING:
-    from xaidash.explainers.registry import Completeness
 
 SIGNED_CMAP = "RdBu_r"
 UNSIGNED_CMAP = "inferno"
@@ -78,104 +75,6 @@ def robust_scale(values: Any, percentile: float = CLIP_PERCENTILE) -> float:
         return 0.0
     p = float(np.percentile(v, percentile, method="higher"))  # a value of the map, never interpolated toward 0
     return p if p > 0 else float(v.max())
-
-
-@dataclass(frozen=True)
-class MapLegend:
-    """How to read one method's map, derived from its spec.
-
-    units: what one value is (e.g. 'logit contribution per pixel'); group: maps with equal groups are
-    in the same units and may share a colour scale; meaning: one line on red, blue and bright."""
-
-    units: str
-    group: str
-    signed: bool
-    meaning: str
-
-
-class LegendFacts(Protocol):
-    """The declared facts of a method that its legend reads: a `MethodSpec` (images, text classifiers) or a
-    `PromptMethodSpec` (explainers/language: prompts of a generative model)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def output(self) -> str: ...
-    @property
-    def family(self) -> str: ...
-    @property
-    def signed(self) -> bool: ...
-    @property
-    def completeness(self) -> Completeness | None: ...
-
-
-# How an output is named in legends: 'log_probability' (a generated token's, explainers/language) reads
-# 'log-probability'.
-OUTPUT_WORDS = {"log_probability": "log-probability"}
-
-
-def map_legend(spec: LegendFacts, modality: str = "image", unit: str | None = None) -> MapLegend:
-    """Units, scale group and colour meaning of a method's maps, from its declared facts only
-    (signed, family, output, completeness), never from its id.
-
-    Maps share units when their values add up to the same quantity per the same unit (methods that
-    declare completeness for one output and unit, e.g. IG, DeepLift and GradientSHAP: logit per pixel),
-    or when both are attention weights; any other method's map is in units of its own. `unit`: what one
-    value scores when the caller chose it (a prompt's 'token' or 'word'); by default a pixel or region for
-    images, a word for text."""
-    out = OUTPUT_WORDS.get(spec.output, spec.output)
-    unit = unit or ("word" if modality == "text" else "pixel")
-    c = spec.completeness
-    if spec.output == "attention":
-        return MapLegend(
-            "attention weight (share of attention, 0-1)",
-            "attention",
-            spec.signed,
-            "bright = attended to more; read from the model, the same for every target "
-            + ("token" if modality == "causal_lm" else "class"),
-        )
-    if spec.output == "activations":  # Eigen-CAM: no output explained
-        return MapLegend(
-            "projection on the activations' first principal component (relative units)",
-            f"{spec.family}|{spec.id}|activations",
-            spec.signed,
-            "bright = the layer's dominant activation pattern is strong here; the same for every class",
-        )
-    if c is not None:
-        per = unit if modality == "causal_lm" else c.unit  # a prompt's features are the tokens or words chosen
-        units = f"{out} contribution per {per}"
-        group = f"{out}|{per}|sum"
-        meaning = f"red = raises the target's {out}, blue = lowers it, white = no effect; the values add up to f(x) − f(reference)"
-    elif spec.family == "perturbation":
-        region = unit if modality in ("text", "causal_lm") else "region"
-        units = f"Δ {out} per {region}"
-        group = f"{spec.family}|{spec.id}|{out}"
-        meaning = f"red = the {region} raises the target's {out} (hiding it lowers it), blue = it lowers it"
-    elif spec.family == "cam":
-        units = f"relevance from weighted activations ({out}, relative units)"
-        group = f"{spec.family}|{spec.id}|{out}"
-        meaning = (
-            f"red = features here raise the target's {out}, blue = lower it"
-            if spec.signed
-            else f"bright = features here raise the target's {out} most; dark = no positive evidence"
-        )
-    elif spec.family == "gradient" and not spec.signed:
-        units = f"|∂ {out} / ∂ {'pixel' if modality == 'image' else 'embedding'}|"
-        group = f"{spec.family}|{spec.id}|{out}"
-        meaning = f"bright = the target's {out} changes most when this {unit} changes (either way); dark = insensitive"
-    else:
-        units = f"{out} relevance ({spec.family}, relative units)"
-        group = f"{spec.family}|{spec.id}|{out}"
-        meaning = (
-            f"red = raises the target's {out}, blue = lowers it (a local estimate)"
-            if spec.signed
-            else f"bright = more relevant to the target's {out}"
-        )
-    if not spec.signed and "red" in meaning:  # an unsigned map is never read in red and blue
-        meaning = f"bright = more relevant to the target's {out}; dark = not relevant"
-    return MapLegend(units, group, spec.signed, meaning)
 
 
 def is_clipped(values: Any, scale: float) -> bool:

@@ -26,11 +26,12 @@ from xaidash.data.atomic import atomic_write_bytes
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.map_figure import MapFigure, explanation_figures
 from xaidash.explainers.figures.png import input_png
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.scoring import METRICS, metric_meaning
+from xaidash.explainers.session import MethodResult
 
 if TYPE_CHECKING:
-    from xaidash.explainers.explanation import Explanation
     from xaidash.explainers.inspection.ood import OODScore
     from xaidash.models.bundle import ModelBundle
 
@@ -293,21 +294,6 @@ class ScoredMap:
     error: str | None = None
 
 
-@dataclass
-class MethodResult:
-    """What `build_report` takes per method and run: the method's explanation of every input (or the error that
-    stopped it), its per-input metrics, and whether it came from a cache."""
-
-    method: str
-    explanation: Explanation | None = None
-    metrics: Mapping[str, Sequence[float]] = field(default_factory=dict)
-    metric_errors: Mapping[str, str] = field(default_factory=dict)
-    error: str | None = None
-    cached: bool = False
-    wall_seconds: float | None = None
-    run: str = "A"
-
-
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "_"
 
@@ -358,10 +344,12 @@ class ExplainReport:
     def map_file(self, e: ScoredMap) -> str | None:
         if e.figure is None:
             return None
-        return f"maps/{self.stem(e)}.png" if e.figure.modality == "image" else f"maps/{self.stem(e)}.html"
+        return f"maps/{self.stem(e)}.{adapter_of(e.figure.modality).map_files}"
 
     def attribution_file(self, e: ScoredMap) -> str | None:
-        return f"attributions/{self.stem(e)}.npy" if e.figure is not None and e.figure.modality == "image" else None
+        if e.figure is None or not adapter_of(e.figure.modality).stores_values:
+            return None
+        return f"attributions/{self.stem(e)}.npy"
 
     def files(self) -> dict[str, bytes]:
         """Every file of the report, name -> bytes: report.json, inputs/*.png (images), maps/*.png (each map with
@@ -377,13 +365,15 @@ class ExplainReport:
             if fig is None:
                 continue
             name = self.map_file(e)
-            if fig.modality == "image" and fig.figure_png is not None and name:
+            values_file = self.attribution_file(e)
+            if fig.figure_png is not None and name:
                 out[name] = fig.figure_png
-                buf = io.BytesIO()
-                np.save(buf, np.asarray(fig.values, dtype=np.float32))
-                out[str(self.attribution_file(e))] = buf.getvalue()
             elif fig.tokens_html is not None and name:
                 out[name] = _text_map_page(fig, self.inputs[e.input].name).encode("utf-8")
+            if values_file is not None and fig.figure_png is not None:
+                buf = io.BytesIO()
+                np.save(buf, np.asarray(fig.values, dtype=np.float32))
+                out[values_file] = buf.getvalue()
         return out
 
     # -- formats

@@ -11,7 +11,8 @@ from typing import Any
 
 from xaidash.data.argtypes import int_range
 from xaidash.explainers.cli import _target, one_line_errors
-from xaidash.explainers.inputs import FITS, resolve_sample
+from xaidash.explainers.inputs import resolve_sample
+from xaidash.explainers.modalities.image_files import FITS
 from xaidash.explainers.params import ExplainError
 from xaidash.models.device import device_arg
 

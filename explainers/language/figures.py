@@ -3,7 +3,7 @@ only through this module.
 
 - `prompt_figures(task, explanations)`: one `MapFigure` per method (explainers/figures/map_figure.py), the prompt's
   features as its words and the attributions as their scores, with the legend of the method's declared facts in
-  the prompt's unit (`render.map_legend(spec, "causal_lm", unit)`: "Δ log-probability per token", "log-probability
+  the prompt's unit (`legend.map_legend(spec, PROMPT.id, unit)`: "Δ log-probability per token", "log-probability
   contribution per word"), colour scales per legend group (`render.map_scales`), and a caption that names the
   explained output ("log p(' Paris')", "log p(' Paris') − log p(' London')"), the time, the model rows run and
   what the method's completeness check found.
@@ -25,13 +25,15 @@ from typing import Any
 
 import numpy as np
 
+from xaidash.data.formatting import fmt_number
+from xaidash.data.modalities import PROMPT
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.html_report import CSS
+from xaidash.explainers.figures.legend import MapLegend, map_legend
 from xaidash.explainers.figures.map_figure import (
     Caption,
     MapFigure,
     completeness_sentence,
-    fmt_number,
     map_figure,
     shared_scale_note,
 )
@@ -63,8 +65,8 @@ def target_label(task: PromptTask) -> str:
     return label
 
 
-def prompt_legend(spec: PromptMethodSpec, unit: str) -> render.MapLegend:
-    return render.map_legend(spec, "causal_lm", unit)
+def prompt_legend(spec: PromptMethodSpec, unit: str) -> MapLegend:
+    return map_legend(spec, PROMPT.id, unit)
 
 
 def completeness_of(spec: PromptMethodSpec, explanation: PromptExplanation) -> tuple[str, bool]:
@@ -103,6 +105,7 @@ def prompt_figures(
             target=task.target_ids[task.span[0]],
             classes=(),
             scale=scales[m],
+            modality=PROMPT.id,
             scale_mode=scale_mode,
             words=e.labels,
             caption=caption,

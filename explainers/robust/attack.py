@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from xaidash.data.transforms import normalize
-from xaidash.explainers.api import evaluating
+from xaidash.explainers.guard import evaluating
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.robust.registry import (
     EPSILON,

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 from xaidash.data.tokenizer import split_words
-from xaidash.explainers.api import evaluating
 from xaidash.explainers.batching import rows_per_pass, run_halving
+from xaidash.explainers.guard import evaluating
 from xaidash.explainers.params import ExplainError, check_text_length
 from xaidash.explainers.robust.attack import AttackResult, attack
 from xaidash.explainers.robust.registry import check_epsilon, get_attack, list_attacks

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from xaidash.explainers.figures import render
+from xaidash.explainers.figures.legend import MapLegend
 from xaidash.explainers.figures.map_figure import Caption, MapFigure, explanation_figures, map_figure
-from xaidash.explainers.figures.render import MapLegend
 from xaidash.explainers.registry import Completeness
 from xaidash.explainers.robust.attack import AttackResult
 from xaidash.explainers.robust.explanation_change import MapChange
@@ -26,7 +26,7 @@ PERTURBATION_LEGEND = MapLegend(
 
 @dataclass(frozen=True)
 class _PerturbationFacts:
-    """The legend facts (`render.LegendFacts`) of a perturbation map: not a method, so declared here."""
+    """The legend facts (`legend.LegendFacts`) of a perturbation map: not a method, so declared here."""
 
     id: str = "perturbation"
     label: str = "Perturbation"

@@ -15,7 +15,6 @@ from inspect_runs import make_run
 from xaidash.data.registry import load_split
 from xaidash.explainers import get_method
 from xaidash.explainers.figures.report import ExplainReport, MethodResult, MethodSetting, ReportSettings, session_report
-from xaidash.explainers.inputs import batch_inputs
 from xaidash.explainers.inspection import ood
 from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.runs.store import load_bundle
@@ -45,8 +44,8 @@ def _report(
     run = make_run(root, dataset, model, epochs=1)
     bundle = load_bundle(run, device="cpu")
     split = load_split(dataset, "test")
-    raws = [split.texts[i] if bundle.modality == "text" else split.image(i).float() for _, i in inputs]  # type: ignore[union-attr]
-    batch = batch_inputs(raws)
+    raws = [bundle.adapter.item(split, i) for _, i in inputs]
+    batch = bundle.adapter.batch(raws)
     results = []
     for m, params in methods.items():
         s = explain_and_score(bundle, batch, m, params, None, with_metrics=True, steps=8)

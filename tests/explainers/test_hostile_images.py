@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from xaidash.data.registry import get_info
-from xaidash.explainers.inputs import load_image
+from xaidash.explainers.modalities.image_files import load_image
 from xaidash.explainers.params import ExplainError
 
 pytestmark = pytest.mark.faults

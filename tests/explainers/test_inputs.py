@@ -14,7 +14,8 @@ from PIL import Image
 import xaidash.explainers  # noqa: F401  (registers data sets, models and methods)
 from xaidash.data.registry import DatasetInfo, get_info
 from xaidash.data.tokenizer import WordVocab
-from xaidash.explainers.inputs import MAX_PIXELS, load_image, resolve_input, resolve_sample
+from xaidash.explainers.inputs import resolve_input, resolve_sample
+from xaidash.explainers.modalities.image_files import MAX_PIXELS, load_image
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.registry import build_model, get_spec

@@ -137,7 +137,7 @@ def _spec(method_id: str, modality: str = "image"):
 
 
 def test_map_legend_groups_only_maps_in_the_same_units() -> None:
-    from xaidash.explainers.figures.render import map_legend
+    from xaidash.explainers.figures.legend import map_legend
 
     legend = {
         m: map_legend(_spec(m))

@@ -26,7 +26,7 @@ from xaidash.explainers.comparison.side_by_side import (
     split_predictions,
     top_classes,
 )
-from xaidash.explainers.figures.render import map_legend
+from xaidash.explainers.figures.legend import map_legend
 from xaidash.explainers.registry import get_method, list_methods
 from xaidash.models.runs.lock import RunLock
 from xaidash.models.runs.store import WEIGHTS, Run, load_bundle

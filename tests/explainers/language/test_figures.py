@@ -120,7 +120,7 @@ def test_figures_hold_the_features_values_and_a_caption_naming_the_target(fakes,
     figs = F.prompt_figures(task, explained)
     fig = figs["fake_ablation"]
     token = answer[0].token_text([answer[2].ids[1]])[0]
-    assert fig.modality == "text" and fig.words == tuple(task.labels)
+    assert fig.modality == "causal_lm" and fig.words == tuple(task.labels)  # drawn by the prompt adapter
     assert np.allclose(fig.values, explained["fake_ablation"].attributions)
     assert fig.legend.units == "Δ log-probability per token"
     assert fig.target_name == f"log p('{token}')" == fig.caption.target

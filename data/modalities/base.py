@@ -1,0 +1,112 @@
+"""The data-level half of a modality adapter (see the package's docstring) and the registry of them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from xaidash.data.errors import DatasetError
+from xaidash.data.registry import DatasetInfo, Split
+from xaidash.data.specs import Registry, Spec
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """What a data set says about where a sample's label comes from, for the localisation metrics: object masks
+    ((N, H, W) bool) for images, the indices of the words that set the label for texts. None when not known."""
+
+    masks: Any = None
+    rationales: list[list[int] | None] | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.masks is None and not (self.rationales and any(r for r in self.rationales))
+
+
+@dataclass(frozen=True)
+class Modality(Spec):
+    """One kind of input. `id` is the name run folders and data sets record ("image", "text", "causal_lm");
+    `label` the plural people read ("images"); `unit` / `units` what one value of a map scores ("pixel", "word").
+
+    Facts (read instead of a modality's name): `augmentations` the training augmentations that apply to it;
+    `spatial` whether inputs lie on a 2-D grid (convolution feature maps, first-layer filters, receptive fields,
+    NHWC layout, Grad-CAM layers); `tokenized` whether a tokenizer turns inputs into ids (and pads them);
+    `gallery_open` whether a page opens its picture gallery of test samples by default; `sources` the ways a page
+    offers to give inputs besides the test set ('upload' files of `upload_types`, 'type' text)."""
+
+    id: str
+    label: str
+    unit: str
+    units: str
+    sample: str  # one input in words: "image", "text", "prompt"
+    augmentations: tuple[str, ...] = ("none",)
+    spatial: bool = False
+    tokenized: bool = False
+    gallery_open: bool = False
+    sources: tuple[str, ...] = ()
+    upload_types: tuple[str, ...] = ()
+
+    # ---- inputs as a batch ------------------------------------------------------------------------------------
+    def batch(self, raws: Sequence[Any]) -> Any:
+        """Several raw inputs (each as a page or the CLI holds one) as the one batch `explain` takes."""
+        raise NotImplementedError
+
+    def as_batch(self, inputs: Any) -> Any:
+        """One input or a batch of them, as a batch."""
+        raise NotImplementedError
+
+    def count(self, batch: Any) -> int:
+        return len(batch)
+
+    def prepare(self, inputs: Any, info: DatasetInfo, tokenizer: Any, device: torch.device) -> torch.Tensor:
+        """Raw inputs (as given by a user or a data set) as the tensor the model reads, on `device`."""
+        raise NotImplementedError
+
+    def padding_mask(self, x: torch.Tensor, tokenizer: Any) -> torch.Tensor | None:
+        """Which positions of prepared inputs are real (not padding); None when every position is."""
+        return None
+
+    def example(self, info: DatasetInfo, tokenizer: Any, n: int = 1) -> Any:
+        """`n` plain raw inputs of this kind, to trace a model with (mid-grey images, a short text)."""
+        raise NotImplementedError
+
+    # ---- describing inputs ------------------------------------------------------------------------------------
+    def describe(self, input_shape: Sequence[int]) -> str:
+        """What a model reads, in words: '3x32x32 images', 'texts'."""
+        return self.label
+
+    def same_inputs(self, a: Sequence[int], b: Sequence[int]) -> bool:
+        """Whether two models of this modality read the same inputs (images: the same shape)."""
+        return True
+
+    # ---- a data set's samples ---------------------------------------------------------------------------------
+    def item(self, split: Split, index: int) -> Any:
+        """Sample `index` of a split, as a raw input."""
+        raise NotImplementedError
+
+    def items(self, split: Split, indices: Sequence[int]) -> Any:
+        """Samples of a split, as one batch."""
+        return self.batch([self.item(split, int(i)) for i in indices])
+
+    def ground_truth(self, split: Split, indices: Sequence[int]) -> GroundTruth:
+        """The ground truth of those samples, where the data set has it."""
+        return GroundTruth()
+
+    def check_split(self, split: Split, dataset: str) -> None:
+        """DatasetError when a loaded split does not hold this kind of input."""
+        raise NotImplementedError
+
+
+def _unknown(key: object, known: list[str]) -> str:
+    return f"Unknown modality {key!r}. Known: {', '.join(known)}."
+
+
+MODALITIES: Registry[Modality] = Registry("modality", error=DatasetError, unknown=_unknown)
+
+
+def modality_of(name: str) -> Modality:
+    """The adapter of the modality a data set, model or run records (`info.modality`, `bundle.modality`)."""
+    return MODALITIES.get(name)

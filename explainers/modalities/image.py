@@ -1,0 +1,165 @@
+"""Images, explained: files read through `image_files`, maps at the input's resolution (coarse maps upsampled,
+channels summed), drawn as an overlay on a grey copy of the input or as a heatmap, with the colour bar below."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from xaidash.data.errors import DatasetError, ExplainError
+from xaidash.data.modalities import IMAGE, ImageModality
+from xaidash.data.registry import ImageSplit, load_split
+from xaidash.explainers.figures import render
+from xaidash.explainers.figures.png import png_bytes
+from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, extend
+from xaidash.explainers.modalities.image_files import load_image_and_note
+from xaidash.explainers.registry import MethodOutput
+from xaidash.models.bundle import ModelBundle
+
+COLORBAR_MIN_WIDTH = 320  # px: the colour bar under a saved map is at least this wide, its text 14 px
+COLORBAR_HEIGHT = 40
+COLORBAR_FONT = 14
+
+
+@dataclass(frozen=True)
+class ImageAdapter(ExplainingModality, ImageModality):
+    def read_input(self, spec: str, bundle: ModelBundle, fit: str = "crop") -> tuple[Any, str]:
+        x, note = load_image_and_note(spec, bundle.info, fit)
+        return x, f"file {note}"
+
+    def sample_problem(self, raw: Any, bundle: ModelBundle, name: str) -> str | None:
+        shape, wanted = tuple(raw.shape), tuple(bundle.info.input_shape)
+        return None if shape == wanted else f"{name} has shape {shape}, not the model's {wanted}."
+
+    def checked(self, bundle: ModelBundle, inputs: Any) -> torch.Tensor:
+        images = self.as_batch(inputs)
+        if images.dim() != 4 or tuple(images.shape[1:]) != tuple(bundle.info.input_shape):
+            raise ExplainError(
+                f"Images must have shape {tuple(bundle.info.input_shape)} for this model, got {tuple(images.shape)}; "
+                "convert them with xaidash.explainers.modalities.image_files.load_image first."
+            )
+        return images
+
+    def background(self, bundle: ModelBundle, n: int, seed: int) -> torch.Tensor | None:
+        if n <= 0 or not bundle.has_dataset:
+            return None
+        try:
+            split = load_split(bundle.info.name, "train")
+        except DatasetError:
+            return None
+        if not isinstance(split, ImageSplit):
+            return None
+        pick = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[:n].tolist()
+        return bundle.prepare(split.batch(pick))
+
+    def to_maps(self, bundle: ModelBundle, raw: Any, out: MethodOutput) -> Maps:
+        """(N, C, H, W) -> channel sum (the channels kept); (N, h, w) coarse maps -> bilinear upsampling."""
+        hw = (int(bundle.info.input_shape[1]), int(bundle.info.input_shape[2]))
+        attr = torch.as_tensor(out.attributions).detach().float()
+        channels = None
+        if attr.dim() == 4 and attr.shape[1] == 1 and attr.shape[-2:] != hw:
+            attr = attr[:, 0]
+        if attr.dim() == 4:
+            channels = attr.cpu().numpy()
+            attr = attr.sum(1)
+        if attr.shape[-2:] != hw:
+            attr = F.interpolate(attr.unsqueeze(1), size=hw, mode="bilinear", align_corners=False)[:, 0]
+        return Maps(attr.cpu().numpy().astype(np.float32), None, channels)
+
+    def stored(self, maps: Any, labels: list[str] | None) -> tuple[Any, list[list[str]] | None]:
+        return np.asarray(maps, dtype=np.float32)[None], None
+
+    def background_image(self, image: Any) -> np.ndarray | None:
+        return None if image is None else render.image_hwc(image)
+
+    def draw(
+        self,
+        values: np.ndarray,
+        *,
+        signed: bool,
+        scale: float,
+        clipped: bool,
+        units: str,
+        display: str,
+        background: np.ndarray | None,
+        labels: Sequence[str] | None,
+        upscale: int,
+    ) -> Drawing:
+        img = draw_map(values, signed, scale, display, background, upscale)
+        bar = render.colorbar(
+            signed,
+            scale,
+            width=max(img.width, COLORBAR_MIN_WIDTH),
+            height=COLORBAR_HEIGHT,
+            label=units,
+            font_size=COLORBAR_FONT,
+            clipped=clipped,
+        )
+        return Drawing(map_png=png_bytes(img), figure_png=png_bytes(render.with_legend(img, bar)))
+
+    def redraw(
+        self,
+        values: np.ndarray,
+        *,
+        signed: bool,
+        scale: float,
+        display: str,
+        background: np.ndarray | None,
+        upscale: int | None,
+    ) -> Image.Image | None:
+        return draw_map(values, signed, scale, display, background, upscale)
+
+
+def draw_map(
+    values: np.ndarray,
+    signed: bool,
+    scale: float,
+    display: str,
+    background: np.ndarray | None,
+    upscale: int | None = render.DEFAULT_UPSCALE,
+) -> Image.Image:
+    """An image map as shown: over a grey copy of the input ('overlay', opacity growing with |value|) or alone."""
+    if display == "overlay" and background is not None:
+        return render.overlay(
+            render.greyscale(background),
+            values,
+            signed=signed,
+            scale=scale,
+            alpha=render.OVERLAY_ALPHA,
+            upscale=upscale,
+        )
+    return render.heatmap(values, signed=signed, scale=scale, upscale=upscale)
+
+
+IMAGE_ADAPTER = ADAPTERS.register(
+    extend(
+        IMAGE,
+        ImageAdapter,
+        displays=("overlay", "heatmap"),
+        metrics=(
+            "deletion_auc",
+            "insertion_auc",
+            "road_morf",
+            "road_lerf",
+            "pointing_game",
+            "energy_in_mask",
+            "completeness_gap",
+            "sparseness",
+            "complexity",
+            "infidelity",
+            "max_sensitivity",
+            "local_lipschitz",
+            "random_logit",
+            "seconds",
+        ),
+        region="region",
+        gradient_unit="pixel",
+        attackable=True,
+    )
+)

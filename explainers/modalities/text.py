@@ -1,0 +1,150 @@
+"""Texts, explained: typed or read from a .txt file, maps over words (a method's per-token scores summed over each
+word's pieces), drawn as the words highlighted on the colour scale, their scores kept in the figure's JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from xaidash.data.errors import ExplainError
+from xaidash.data.modalities import TEXT, TextModality
+from xaidash.data.paths import is_file
+from xaidash.data.tokenizer import split_words
+from xaidash.explainers.figures import render
+from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, extend
+from xaidash.explainers.params import check_text_length
+from xaidash.explainers.registry import MethodOutput
+from xaidash.models.bundle import ModelBundle
+
+LONGEST_PATH = 4096  # a --input longer than this (or with a line break) is the text itself, never a file name
+
+
+def read_text_file(path: Path) -> str:
+    """A text file's contents (UTF-8, a byte-order mark dropped); ExplainError when it is missing or not UTF-8."""
+    if not is_file(path):
+        raise ExplainError(f"Text file {str(path)!r} does not exist.")
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise ExplainError(f"{path.name} is not UTF-8 text.") from None
+
+
+def word_labels(labels: Sequence[str] | None, n: int) -> list[str]:
+    """The labels a map of `n` scores is drawn with: its words, or the positions when stored words do not match."""
+    words = list(labels or ())
+    return words if len(words) == n else [str(j) for j in range(n)]
+
+
+@dataclass(frozen=True)
+class SequenceAdapter(ExplainingModality):
+    """What texts and prompts share: maps are one score per named feature (a word or a token), drawn as a strip of
+    highlighted features whose scores the figure's JSON carries."""
+
+    def map_labels(self, labels: list[list[str]] | None, index: int) -> list[str] | None:
+        return (labels or [[]])[index]
+
+    def stored(self, maps: Any, labels: list[str] | None) -> tuple[Any, list[list[str]] | None]:
+        return [np.asarray(maps, dtype=np.float32)], None if labels is None else [list(labels)]
+
+    def draw(
+        self,
+        values: np.ndarray,
+        *,
+        signed: bool,
+        scale: float,
+        clipped: bool,
+        units: str,
+        display: str,
+        background: np.ndarray | None,
+        labels: Sequence[str] | None,
+        upscale: int,
+    ) -> Drawing:
+        words = word_labels(labels, int(values.size))
+        html = render.highlight_tokens(words, values, scale=scale, signed=signed)
+        return Drawing(tokens_html=html, labels=tuple(words))
+
+    def figure_json(self, values: np.ndarray, labels: Sequence[str] | None) -> dict[str, Any]:
+        return {
+            "words": list(labels or ()),
+            "scores": [float(v) if np.isfinite(v) else None for v in np.asarray(values, np.float64)],
+        }
+
+    def values_from_json(self, d: dict[str, Any]) -> np.ndarray | None:
+        return np.asarray([np.nan if v is None else v for v in d.get("scores", [])], np.float32)
+
+
+@dataclass(frozen=True)
+class TextAdapter(SequenceAdapter, TextModality):
+    def read_input(self, spec: str, bundle: ModelBundle, fit: str = "crop") -> tuple[Any, str]:
+        """A path to a text file (.txt, or any file that exists), else the text itself."""
+        path = Path(spec).expanduser()
+        looks_like_path = "\n" not in spec and len(spec) < LONGEST_PATH
+        if looks_like_path and (path.suffix.lower() == ".txt" or is_file(path)):
+            text, description = read_text_file(path), f"text file {path.name}"
+        else:
+            text, description = spec, "text"
+        if not text.strip():
+            raise ExplainError(f"The {description} is empty: give some words to explain.")
+        preview = " ".join(text.split())
+        return text, f"{description}: {preview[:60]}{'…' if len(preview) > 60 else ''}"
+
+    def checked(self, bundle: ModelBundle, inputs: Any) -> list[str]:
+        texts = self.as_batch(inputs)
+        if not texts or any(not t.strip() for t in texts):
+            raise ExplainError("Text input is empty: type or upload some text.")
+        check_text_length(texts)  # before any method builds perturbed copies of it
+        return texts
+
+    def to_maps(self, bundle: ModelBundle, raw: Any, out: MethodOutput) -> Maps:
+        """Per-token scores -> per-word scores (word pieces summed), with the words they belong to."""
+        if out.words is not None:
+            return Maps([np.asarray(a, dtype=np.float32) for a in out.attributions], out.words)
+        per_token = torch.as_tensor(out.attributions).detach().float()
+        if per_token.dim() == 3:
+            per_token = per_token.sum(-1)
+        attr = per_token.cpu().numpy()
+        maps: list[np.ndarray] = []
+        words: list[list[str]] = []
+        for i, text in enumerate(raw):
+            word_ids = bundle.tokenizer.word_ids(text)
+            tokens = bundle.tokenizer.tokens(text)
+            ws = split_words(text)
+            if all(w is None for w in word_ids) or not ws:
+                maps.append(attr[i, : len(tokens)])
+                words.append(tokens)
+                continue
+            scores = np.zeros(max(w for w in word_ids if w is not None) + 1, dtype=np.float32)
+            for pos, w in enumerate(word_ids):
+                if w is not None and pos < attr.shape[1]:
+                    scores[w] += attr[i, pos]
+            maps.append(scores)
+            words.append(ws[: len(scores)])
+        return Maps(maps, words)
+
+
+TEXT_ADAPTER = ADAPTERS.register(
+    extend(
+        TEXT,
+        TextAdapter,
+        displays=("tokens",),
+        metrics=(
+            "deletion_auc",
+            "insertion_auc",
+            "rationale_pointing",
+            "rationale_energy",
+            "completeness_gap",
+            "sparseness",
+            "complexity",
+            "random_logit",
+            "seconds",
+        ),
+        gradient_unit="embedding",
+        map_files="html",
+        stores_values=False,
+    )
+)
