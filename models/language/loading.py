@@ -8,15 +8,16 @@ from typing import Any
 
 import torch
 
+from xaidash.data.modalities import PROMPT
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import pick_device
 from xaidash.models.language.model import LanguageModel, wrap
 from xaidash.models.registry import ModelError
-from xaidash.models.runs.store import Run, RunLoader, register_loader, resolve_run
+from xaidash.models.runs.store import LANGUAGE_MARK, Run, RunLoader, register_loader, resolve_run
 
 LM_FOLDER = "lm"  # the transformers folder inside the run
-MODALITY = "causal_lm"
-MARK = "language_model"  # the config.json key of a language model's run
+MODALITY = PROMPT.id
+MARK = LANGUAGE_MARK  # the config.json key of a language model's run
 
 
 def is_language_run(run: Run) -> bool:

@@ -22,6 +22,7 @@ reads it from there; summary.json itself is only written by the run's writer.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -32,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -54,9 +55,23 @@ CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB, CONFUSION = (
     "vocab.json",
     "confusion.npy",
 )
+# What a run holds (`Run.kind`), told by a key of its config.json: a model imported from elsewhere records its
+# `source`, a generative language model its `language_model`; a classifier trained here has neither.
+RunKind = Literal["trained", "imported", "language_model"]
+IMPORTED_MARK = "source"
+LANGUAGE_MARK = "language_model"
+LM_WEIGHTS = "lm/model.safetensors"  # a language model's converted weights, inside its run folder
 # Confusion matrices with more classes than this go to confusion.npy: 1,000 classes as JSON made a 9 MB summary
 # that every page and every `xaidash runs` parsed.
 CONFUSION_INLINE_MAX = 50
+
+
+@functools.lru_cache(maxsize=1024)
+def _kind_of(path: Path, stamp: int) -> RunKind:
+    config = Run(path).config()
+    if LANGUAGE_MARK in config:
+        return "language_model"
+    return "imported" if IMPORTED_MARK in config else "trained"
 
 
 def runs_root() -> Path:
@@ -92,6 +107,29 @@ class Run:
     @property
     def id(self) -> str:
         return self.path.name
+
+    @property
+    def kind(self) -> RunKind:
+        """'trained' (a classifier trained here), 'imported' (a classifier trained elsewhere) or 'language_model'
+        (a generative language model), from config.json, read once per version of it. ModelError when that file is
+        missing or damaged."""
+        try:
+            stamp = self.file(CONFIG).stat().st_mtime_ns
+        except OSError:
+            stamp = -1
+        return _kind_of(self.path, stamp)
+
+    @property
+    def usable(self) -> bool:
+        """Whether the run holds a model worth opening now: a language model's converted weights, or a classifier's
+        weights that are not changing and are finite (`has_usable_weights`). False for an unreadable run."""
+        try:
+            kind = self.kind
+        except ModelError:
+            return False
+        if kind == "language_model":
+            return self.file(LM_WEIGHTS).is_file()
+        return has_usable_weights(self)
 
     # ---- creation -------------------------------------------------------------
     @classmethod
