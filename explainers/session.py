@@ -16,7 +16,6 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-import numpy as np
 import torch
 
 from xaidash.data.modalities import GroundTruth
@@ -127,7 +126,7 @@ def explain_session(
     raw: Any,
     methods: Mapping[str, Mapping[str, Any]],
     *,
-    target: int | Sequence[int] | np.ndarray | torch.Tensor | None = None,
+    target: int | Sequence[int] | None = None,
     scoring: Scoring | None = None,
     background: torch.Tensor | None = None,
     batch_size: int = 256,
