@@ -16,9 +16,11 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from xaidash.data.modalities import IMAGE
 from xaidash.explainers.dataset.explain import DEFAULT_CHUNK
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.metrics.spread import spread
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.samples import DEFAULT_BACKGROUND
 from xaidash.explainers.scoring import METRICS
 
@@ -415,21 +417,22 @@ def stored_explanations(
     (each sample's prediction); `seconds`: each method's stored time for the sample."""
     from xaidash.explainers.explanation import Explanation
 
-    modality = str(store.manifest.get("modality") or "image")
+    modality = str(store.manifest.get("modality") or IMAGE.id)  # stores written before the field: images
+    adapter = adapter_of(modality)
     out: dict[str, Any] = {}
     for m in methods:
-        values = np.asarray(store.maps(m, [index])[0], dtype=np.float32)
-        words = store.tokens(m, [index]) if modality == "text" else None
+        words = store.tokens(m, [index])
+        attributions, labels = adapter.stored(store.maps(m, [index])[0], None if words is None else words[0])
         secs = (seconds or {}).get(m)
         out[m] = Explanation(
             method=m,
             params=dict((params or {}).get(m) or {}),
             targets=np.asarray([int(target)]),
-            attributions=[values] if modality == "text" else values[None],
+            attributions=attributions,
             seconds=-1.0 if secs is None or not math.isfinite(float(secs)) else float(secs),
             device="",
             modality=modality,
-            tokens=None if words is None else [list(words[0])],
+            tokens=labels,
         )
     return out
 

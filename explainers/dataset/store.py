@@ -285,16 +285,16 @@ class AttributionStore:
         return out
 
     def tokens(self, method: str, indices: Sequence[int]) -> list[list[str]] | None:
-        """The words each stored text map scores (None for images)."""
-        if self.manifest.get("modality") != "text":
-            return None
+        """The words each stored map scores, where the maps score named features (texts); None where they do not
+        (a picture's pixels: its shards hold no words)."""
         shards, idx = self._shards_for(method, indices)
         where = self._locate(method)
         out: list[list[str]] = []
         for i in idx:
-            span = where[i]
-            words = shards[span].words or []
-            out.append(list(words[i - span[0]]))
+            words = shards[where[i]].words
+            if words is None:
+                return None
+            out.append(list(words[i - where[i][0]]))
         return out
 
 

@@ -21,6 +21,7 @@ from xaidash.explainers.influence.self_influence import (
     self_influence_table,
 )
 from xaidash.explainers.influence.training_set import TrainingData, training_data
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
@@ -84,14 +85,18 @@ def _samples(
 
 
 def _prepared(bundle: ModelBundle, raw: torch.Tensor | str) -> torch.Tensor:
-    if bundle.modality == "text":
-        if not isinstance(raw, str) or not raw.strip():
-            raise ExplainError("Give a non-empty text to find its influential training samples.")
-        return bundle.prepare([raw])
-    image = raw if isinstance(raw, torch.Tensor | str) else torch.as_tensor(raw)  # NumPy too
-    if not isinstance(image, torch.Tensor) or image.dim() != 3:
-        raise ExplainError("Give one image (C, H, W) to find its influential training samples.")
-    return bundle.prepare(image)
+    """One input as the model reads it; ExplainError when `raw` is not one input of the model's kind."""
+    adapter = adapter_of(bundle.modality)
+    what = f"Give one {adapter.sample} to find its influential training samples"
+    try:
+        batch = adapter.checked(
+            bundle, adapter.as_batch(raw if isinstance(raw, str | torch.Tensor) else torch.as_tensor(raw))
+        )
+    except (ExplainError, TypeError, ValueError, RuntimeError) as err:
+        raise ExplainError(f"{what} ({err}).") from None
+    if adapter.count(batch) != 1:
+        raise ExplainError(f"{what}, not {adapter.count(batch)}.")
+    return bundle.prepare(batch)
 
 
 def explain_influence(

@@ -10,6 +10,7 @@ transformers) computes rollout.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol, cast
 
 import torch
@@ -25,6 +26,20 @@ class AttentionModel(Protocol):
     """A zoo model that returns its attention weights beside its logits."""
 
     def forward_with_attention(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]: ...
+
+
+LEADING = ("[CLS]", "[DIST]", *(f"[REG{i}]" for i in range(1, 7)))  # names of tokens before an image's patches
+
+
+@dataclass(frozen=True)
+class TokenLayout:
+    """What an attention matrix's positions are for one input: one label per position; `grid` (rows, cols) of the
+    image patches behind the last positions, or None for a sequence; `query` the row the prediction reads (a class
+    token), or None where the model pools the mean over its tokens."""
+
+    labels: list[str]
+    grid: tuple[int, int] | None
+    query: int | None
 
 
 def has_attention(model: nn.Module) -> bool:

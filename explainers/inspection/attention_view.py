@@ -13,11 +13,11 @@ from PIL import Image
 
 from xaidash.explainers.figures.render import ColourScale, scaled_map, scaled_tokens_html
 from xaidash.explainers.inspection.attention import collect_attention, has_attention, rollout
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
 ATTENTION_CMAP = "viridis"  # every attention picture of the page, as its altair charts
-LEADING = ("[CLS]", "[DIST]", *(f"[REG{i}]" for i in range(1, 7)))  # names of tokens before the patches
 
 
 @dataclass
@@ -95,22 +95,7 @@ def attention_view(bundle: ModelBundle, raw: torch.Tensor | str) -> AttentionVie
         raise ExplainError(
             f"{bundle.spec.name} has no attention to show: only transformer models (vit_tiny, text_transformer, minilm) do."
         )
-    x = bundle.prepare([raw] if isinstance(raw, str) else raw)[:1]
+    x = bundle.prepare(bundle.adapter.as_batch(raw))[:1]
     weights = np.stack([a[0].cpu().numpy() for a in collect_attention(bundle.model, x)])  # (L, H, T, T)
-    t = weights.shape[-1]
-    if bundle.modality == "text":
-        tokens = list(bundle.tokenizer.tokens(raw))
-        if len(tokens) != t:
-            raise ExplainError(f"The attention covers {t} tokens but the tokenizer shows {len(tokens)}.")
-        word_ids = bundle.tokenizer.word_ids(raw)
-        query = 0 if word_ids and word_ids[0] is None else None  # a leading [CLS] is what the head reads
-        return AttentionView(weights, tokens, None, query)
-    grid = getattr(bundle.model, "grid", None)
-    if grid is None:
-        raise ExplainError(f"{bundle.spec.name} does not say how its tokens lie on the image (no `grid`).")
-    gh, gw = int(grid[0]), int(grid[1])
-    lead = t - gh * gw  # leading tokens: a class token, DeiT's distillation token, register tokens
-    if not 0 <= lead <= len(LEADING):
-        raise ExplainError(f"{t} attention tokens do not fit a {gh}x{gw} patch grid.")
-    patches = [f"patch ({r},{c})" for r in range(gh) for c in range(gw)]
-    return AttentionView(weights, list(LEADING[:lead]) + patches, (gh, gw), 0 if lead else None)
+    layout = adapter_of(bundle.modality).token_layout(bundle, raw, weights.shape[-1])
+    return AttentionView(weights, layout.labels, layout.grid, layout.query)

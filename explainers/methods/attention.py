@@ -12,7 +12,6 @@ are merged into words.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -23,15 +22,13 @@ from xaidash.explainers.inspection.attention import (
     fuse_heads,
     has_attention,
     pick_layer,
-    query_row,
     rollout,
 )
 from xaidash.explainers.methods._common import per_input
-from xaidash.explainers.params import ExplainError, Param
+from xaidash.explainers.modalities import adapter_of
+from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
-
-MAX_LEADING_TOKENS = 8  # class, distillation and register tokens before the patches
 
 
 def _applies(bundle: ModelBundle) -> str | None:
@@ -43,49 +40,9 @@ def _applies(bundle: ModelBundle) -> str | None:
     return None
 
 
-def _text_rows(ctx: MethodContext, matrix: torch.Tensor) -> torch.Tensor:
-    """(N, T, T) token-to-token attention -> (N, L) scores per input token position."""
-    ids = ctx.x
-    n, length = ids.shape
-    t = matrix.shape[-1]
-    if t == length + 1:  # the model prepends a class token of its own: its row, without itself
-        return query_row(matrix, "first")[:, 1:]
-    if t != length:
-        raise ExplainError(
-            f"Attention covers {t} tokens but the input has {length}; the model's attention does not match its input."
-        )
-    tokenizer = ctx.bundle.tokenizer
-    rows = []
-    for i in range(n):
-        word_ids = tokenizer.word_ids(ctx.raw[i])
-        if word_ids and word_ids[0] is None:  # a leading special token: [CLS]
-            rows.append(query_row(matrix[i : i + 1], "first"))
-        else:
-            real = ids[i : i + 1] != tokenizer.pad_id
-            rows.append(query_row(matrix[i : i + 1], "mean", real))
-    return torch.cat(rows)
-
-
-def _image_grid(ctx: MethodContext, tokens: int) -> tuple[int, int, int]:
-    """(rows, cols, leading tokens) of the patch grid behind `tokens` attention positions: the patches come
-    last, after a class token (and DeiT's distillation token, or register tokens) when the model has them."""
-    grid = getattr(ctx.model, "grid", None)
-    if grid is not None:
-        gh, gw = int(grid[0]), int(grid[1])
-        if 0 <= tokens - gh * gw <= MAX_LEADING_TOKENS:
-            return gh, gw, tokens - gh * gw
-    for lead in (1, 0):
-        side = math.isqrt(max(tokens - lead, 0))
-        if side > 0 and side * side == tokens - lead:
-            return side, side, lead
-    raise ExplainError(f"Cannot lay {tokens} attention tokens out on a patch grid (the model declares no `grid`).")
-
-
-def _image_rows(ctx: MethodContext, matrix: torch.Tensor) -> torch.Tensor:
-    """(N, T, T) -> (N, gh, gw): class-token row over the patches (mean row without a class token)."""
-    gh, gw, lead = _image_grid(ctx, matrix.shape[-1])
-    row = query_row(matrix, "first")[:, lead:] if lead else query_row(matrix, "mean")
-    return row.reshape(len(row), gh, gw)
+def _rows(ctx: MethodContext, matrix: torch.Tensor) -> torch.Tensor:
+    """(N, T, T) attention -> one map per input over its features, as the input's modality lays them out."""
+    return adapter_of(ctx.bundle.modality).attention_map(ctx.bundle, ctx.raw, ctx.x, matrix)
 
 
 def _batched_attention(ctx: MethodContext) -> list[list[torch.Tensor]]:
@@ -100,15 +57,14 @@ def _attention(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         fused = fuse_heads(pick_layer(chunk, params["layer"]), params["head"])
         maps.append(fused)
     matrix = torch.cat(maps)
-    return MethodOutput(attributions=_text_rows(ctx, matrix))
+    return MethodOutput(attributions=_rows(ctx, matrix))
 
 
 def _rollout(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     fusion, residual = params["head_fusion"], params["residual"]
     maps = [rollout([fuse_heads(a, -1, fusion) for a in chunk], residual=residual) for chunk in _batched_attention(ctx)]
     matrix = torch.cat(maps)
-    rows = _text_rows(ctx, matrix) if ctx.bundle.modality == "text" else _image_rows(ctx, matrix)
-    return MethodOutput(attributions=rows)
+    return MethodOutput(attributions=_rows(ctx, matrix))
 
 
 register(

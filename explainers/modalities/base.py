@@ -19,6 +19,7 @@ from PIL import Image
 from xaidash.data.errors import ExplainError
 from xaidash.data.modalities import Modality
 from xaidash.data.specs import Registry
+from xaidash.explainers.inspection.attention import TokenLayout
 from xaidash.models.bundle import ModelBundle
 
 if TYPE_CHECKING:
@@ -95,6 +96,15 @@ class ExplainingModality(Modality):
     def stored(self, maps: Any, labels: list[str] | None) -> tuple[Any, list[list[str]] | None]:
         """One stored map (and its labels) as an `Explanation`'s attributions and labels for one input."""
         raise NotImplementedError
+
+    def attention_map(self, bundle: ModelBundle, raw: Any, x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+        """(N, T, T) token-to-token attention of the prepared inputs `x` -> one map per input over its features:
+        the row the prediction reads (a class token's), or the mean row, laid out as the input is."""
+        raise ExplainError(f"Attention maps are not drawn over {self.label}.")
+
+    def token_layout(self, bundle: ModelBundle, raw: Any, tokens: int) -> TokenLayout:
+        """What the `tokens` positions of one input's attention are (labels, patch grid, the query row)."""
+        raise ExplainError(f"Attention is not shown for {self.label}.")
 
     def display(self, requested: str | None = None) -> str:
         """The display a map is drawn with: `requested` when this modality has it, else its default."""

@@ -3,6 +3,7 @@ channels summed), drawn as an overlay on a grey copy of the input or as a heatma
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from xaidash.data.modalities import IMAGE, ImageModality
 from xaidash.data.registry import ImageSplit, load_split
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.png import png_bytes
+from xaidash.explainers.inspection.attention import LEADING, TokenLayout, query_row
 from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, extend
 from xaidash.explainers.modalities.image_files import load_image_and_note
 from xaidash.explainers.registry import MethodOutput
@@ -72,6 +74,23 @@ class ImageAdapter(ExplainingModality, ImageModality):
             attr = F.interpolate(attr.unsqueeze(1), size=hw, mode="bilinear", align_corners=False)[:, 0]
         return Maps(attr.cpu().numpy().astype(np.float32), None, channels)
 
+    def attention_map(self, bundle: ModelBundle, raw: Any, x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+        """(N, T, T) -> (N, gh, gw): the class token's row over the patches (the mean row without a class token)."""
+        gh, gw, lead = patch_grid(bundle, matrix.shape[-1])
+        row = query_row(matrix, "first")[:, lead:] if lead else query_row(matrix, "mean")
+        return row.reshape(len(row), gh, gw)
+
+    def token_layout(self, bundle: ModelBundle, raw: Any, tokens: int) -> TokenLayout:
+        grid = getattr(bundle.model, "grid", None)
+        if grid is None:
+            raise ExplainError(f"{bundle.spec.name} does not say how its tokens lie on the image (no `grid`).")
+        gh, gw = int(grid[0]), int(grid[1])
+        lead = tokens - gh * gw  # leading tokens: a class token, DeiT's distillation token, register tokens
+        if not 0 <= lead <= len(LEADING):
+            raise ExplainError(f"{tokens} attention tokens do not fit a {gh}x{gw} patch grid.")
+        patches = [f"patch ({r},{c})" for r in range(gh) for c in range(gw)]
+        return TokenLayout(list(LEADING[:lead]) + patches, (gh, gw), 0 if lead else None)
+
     def stored(self, maps: Any, labels: list[str] | None) -> tuple[Any, list[list[str]] | None]:
         return np.asarray(maps, dtype=np.float32)[None], None
 
@@ -114,6 +133,21 @@ class ImageAdapter(ExplainingModality, ImageModality):
         upscale: int | None,
     ) -> Image.Image | None:
         return draw_map(values, signed, scale, display, background, upscale)
+
+
+def patch_grid(bundle: ModelBundle, tokens: int) -> tuple[int, int, int]:
+    """(rows, cols, leading tokens) of the patch grid behind `tokens` attention positions: the patches come last,
+    after a class token (and DeiT's distillation token, or register tokens) when the model has them."""
+    grid = getattr(bundle.model, "grid", None)
+    if grid is not None:
+        gh, gw = int(grid[0]), int(grid[1])
+        if 0 <= tokens - gh * gw <= len(LEADING):
+            return gh, gw, tokens - gh * gw
+    for lead in (1, 0):
+        side = math.isqrt(max(tokens - lead, 0))
+        if side > 0 and side * side == tokens - lead:
+            return side, side, lead
+    raise ExplainError(f"Cannot lay {tokens} attention tokens out on a patch grid (the model declares no `grid`).")
 
 
 def draw_map(

@@ -16,6 +16,7 @@ from xaidash.data.modalities import TEXT, TextModality
 from xaidash.data.paths import is_file
 from xaidash.data.tokenizer import split_words
 from xaidash.explainers.figures import render
+from xaidash.explainers.inspection.attention import TokenLayout, query_row
 from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, extend
 from xaidash.explainers.params import check_text_length
 from xaidash.explainers.registry import MethodOutput
@@ -99,6 +100,35 @@ class TextAdapter(SequenceAdapter, TextModality):
             raise ExplainError("Text input is empty: type or upload some text.")
         check_text_length(texts)  # before any method builds perturbed copies of it
         return texts
+
+    def attention_map(self, bundle: ModelBundle, raw: Any, x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+        """(N, T, T) -> (N, L): per input token, the [CLS] row where the model has one, else the mean over the real
+        (not padding) tokens' rows."""
+        n, length = x.shape
+        t = matrix.shape[-1]
+        if t == length + 1:  # the model prepends a class token of its own: its row, without itself
+            return query_row(matrix, "first")[:, 1:]
+        if t != length:
+            raise ExplainError(
+                f"Attention covers {t} tokens but the input has {length}; the model's attention does not match its input."
+            )
+        tokenizer = bundle.tokenizer
+        rows = []
+        for i in range(n):
+            word_ids = tokenizer.word_ids(raw[i])
+            if word_ids and word_ids[0] is None:  # a leading special token: [CLS]
+                rows.append(query_row(matrix[i : i + 1], "first"))
+            else:
+                rows.append(query_row(matrix[i : i + 1], "mean", x[i : i + 1] != tokenizer.pad_id))
+        return torch.cat(rows)
+
+    def token_layout(self, bundle: ModelBundle, raw: Any, tokens: int) -> TokenLayout:
+        labels = list(bundle.tokenizer.tokens(raw))
+        if len(labels) != tokens:
+            raise ExplainError(f"The attention covers {tokens} tokens but the tokenizer shows {len(labels)}.")
+        word_ids = bundle.tokenizer.word_ids(raw)
+        query = 0 if word_ids and word_ids[0] is None else None  # a leading [CLS] is what the head reads
+        return TokenLayout(labels, None, query)
 
     def to_maps(self, bundle: ModelBundle, raw: Any, out: MethodOutput) -> Maps:
         """Per-token scores -> per-word scores (word pieces summed), with the words they belong to."""

@@ -17,6 +17,7 @@ import torch
 
 from xaidash.data.transforms import normalize
 from xaidash.explainers.guard import evaluating
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.robust.registry import (
     EPSILON,
@@ -44,7 +45,7 @@ def pixel_forward(bundle: ModelBundle) -> Callable[[torch.Tensor], torch.Tensor]
 def raw_image(bundle: ModelBundle, raw: Any) -> torch.Tensor:
     """One image (C, H, W) or (1, C, H, W) in [0, 1] as (1, C, H, W) float on the device; ExplainError for text or
     another shape."""
-    if bundle.modality != "image":
+    if not adapter_of(bundle.modality).attackable:
         raise ExplainError(text_note())
     x = torch.as_tensor(np.asarray(raw) if not isinstance(raw, torch.Tensor) else raw, dtype=torch.float32)
     x = x.unsqueeze(0) if x.dim() == 3 else x

@@ -16,6 +16,7 @@ from typing import Any
 
 from xaidash.data.argtypes import int_range
 from xaidash.explainers.cli import _match_choice, make_out_folder, one_line_errors
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.robust.attack import AttackResult, attack, class_index
 from xaidash.explainers.robust.counterfactual import (
@@ -93,7 +94,7 @@ def _attack(args: argparse.Namespace) -> int:
     from xaidash.explainers.robust.explanation_change import TOP_SHARE, explanation_change
 
     run, bundle, sample = _load(args)
-    if bundle.modality != "image":
+    if not adapter_of(bundle.modality).attackable:
         raise ExplainError(f"{text_note()} (xaidash counterfactual --run {args.run} --input ... --to CLASS)")
     spec = get_attack(args.attack, bundle.modality)
     eps = parse_budget(args.epsilon)
@@ -152,7 +153,13 @@ def _counterfactual(args: argparse.Namespace) -> int:
     run, bundle, sample = _load(args)
     to = class_index(bundle, args.to, "--to")
     cf: Counterfactual
-    if bundle.modality == "text":
+    if adapter_of(bundle.modality).attackable:
+        budget_eps = DEFAULT_BUDGET if args.budget is None else parse_budget(args.budget, "--budget")
+        attack_id = args.attack or counterfactual_attacks(bundle.modality)[0]
+        cf = counterfactual(
+            bundle, sample.raw, to, budget=budget_eps, attack_id=attack_id, steps=args.steps, seed=args.seed
+        )
+    else:
         budget = None if args.budget is None else _edits(args.budget)
         cf = counterfactual(
             bundle,
@@ -162,12 +169,6 @@ def _counterfactual(args: argparse.Namespace) -> int:
             candidates=args.candidates,
             deletions=not args.no_deletions,
             substitutions=not args.no_substitutions,
-        )
-    else:
-        budget_eps = DEFAULT_BUDGET if args.budget is None else parse_budget(args.budget, "--budget")
-        attack_id = args.attack or counterfactual_attacks(bundle.modality)[0]
-        cf = counterfactual(
-            bundle, sample.raw, to, budget=budget_eps, attack_id=attack_id, steps=args.steps, seed=args.seed
         )
     print(f"{sample.description}: {cf.summary()}")
     if cf.text is not None:

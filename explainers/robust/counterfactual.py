@@ -25,6 +25,7 @@ import torch
 from xaidash.data.tokenizer import split_words
 from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.guard import evaluating
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError, check_text_length
 from xaidash.explainers.robust.attack import AttackResult, attack
 from xaidash.explainers.robust.registry import check_epsilon, get_attack, list_attacks
@@ -37,6 +38,9 @@ MAX_PROBES = 12
 DEFAULT_EDITS = 5
 DEFAULT_CANDIDATES = 20  # vocabulary words tried at each position
 VOCABULARY_LIMIT = 5000  # the most frequent words of the vocabulary scored as candidates
+
+
+PERTURBATION, EDITS = "perturbation", "word edits"  # how a counterfactual is looked for (`Counterfactual.search`)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class Counterfactual:
     the words after them (None where deleted), `text` the edited text."""
 
     modality: str
+    search: str  # how it was looked for: PERTURBATION (a pixel budget) or EDITS (word edits)
     target: int
     classes: tuple[str, ...]
     found: bool
@@ -84,7 +89,7 @@ class Counterfactual:
         return int(np.argmax(self.probs_before))
 
     def budget_text(self) -> str:
-        if self.modality == "image":
+        if self.search == PERTURBATION:
             return f"ε ≤ {self.budget:.4f} ({self.budget * 255:.1f}/255)"
         return f"{int(self.budget)} word edit{'s' if self.budget != 1 else ''}"
 
@@ -94,7 +99,7 @@ class Counterfactual:
         if not self.found:
             return f"None found within {self.budget_text()}: the model still does not predict {self.target_name} (now {before})."
         p = float(self.probs_after[self.target]) if self.probs_after is not None else float("nan")
-        if self.modality == "image" and self.result is not None:
+        if self.search == PERTURBATION and self.result is not None:
             eps = float(self.epsilon or 0.0)
             return (
                 f"{before} → {self.target_name} ({p:.1%}) at ε = {eps:.4f} ({eps * 255:.1f}/255): "
@@ -119,7 +124,7 @@ class Counterfactual:
             "seconds": self.seconds,
             "note": self.note,
         }
-        if self.modality == "image":
+        if self.search == PERTURBATION:
             out.update(
                 attack=self.attack,
                 probes=self.probes,
@@ -192,7 +197,8 @@ def image_counterfactual(
                 lo = mid
     seconds = time.perf_counter() - start
     return Counterfactual(
-        modality="image",
+        modality=bundle.modality,
+        search=PERTURBATION,
         target=k,
         classes=tuple(str(c) for c in bundle.info.classes),
         found=best.reached,
@@ -313,7 +319,8 @@ def text_counterfactual(
     if substitutions:
         note += f"; substitutes: the {len(pool)} words of {source} that most favour {bundle.info.classes[k]}"
     return Counterfactual(
-        modality="text",
+        modality=bundle.modality,
+        search=EDITS,
         target=k,
         classes=tuple(str(c) for c in bundle.info.classes),
         found=found,
@@ -337,10 +344,11 @@ def counterfactual(
     budget: float | None = None,
     **options: Any,
 ) -> Counterfactual:
-    """`image_counterfactual` (budget: the largest epsilon, pixel units) or `text_counterfactual` (budget: the
-    most word edits), by the model's modality."""
-    if bundle.modality == "text":
-        if budget is not None:
-            options["max_edits"] = int(budget)
-        return text_counterfactual(bundle, str(raw), to, **options)
-    return image_counterfactual(bundle, raw, to, budget=DEFAULT_BUDGET if budget is None else budget, **options)
+    """`image_counterfactual` (budget: the largest epsilon, pixel units) where the model's inputs can be perturbed
+    within a pixel budget (its modality adapter's `attackable`), else `text_counterfactual` (budget: the most word
+    edits)."""
+    if adapter_of(bundle.modality).attackable:
+        return image_counterfactual(bundle, raw, to, budget=DEFAULT_BUDGET if budget is None else budget, **options)
+    if budget is not None:
+        options["max_edits"] = int(budget)
+    return text_counterfactual(bundle, str(raw), to, **options)
