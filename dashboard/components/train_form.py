@@ -13,8 +13,8 @@ from typing import Any
 
 import streamlit as st
 
-from xaidash.dashboard.run_facts import pct
 from xaidash.data.catalogue import dataset_status
+from xaidash.data.formatting import percent
 from xaidash.data.paths import data_root, offline
 from xaidash.data.registry import DatasetInfo, get_source, list_datasets
 from xaidash.models.device import device_choices
@@ -138,7 +138,7 @@ def recipe_note(spec: ModelSpec, info: DatasetInfo) -> str:
     built = f" The model is built with {options}." if options else ""
     if recipe.expected_acc is None:
         return f"Settings from **{spec.name}**'s recipe for {where} (not measured: watch the validation curve).{built}"
-    tested = f"tested: {pct(recipe.expected_acc)} on {where}"
+    tested = f"tested: {percent(recipe.expected_acc)} on {where}"
     return f"Settings from **{spec.name}**'s recipe for {where} ({tested}).{built}"
 
 

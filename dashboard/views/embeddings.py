@@ -29,7 +29,7 @@ from xaidash.dashboard.components.lm_embeddings import language_embeddings
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.nav import page_path
-from xaidash.dashboard.run_facts import is_lm_run
+from xaidash.dashboard.run_facts import run_kind
 from xaidash.dashboard.state import require_bundle, selected_run
 from xaidash.data.registry import ImageSplit, Split, TextSplit
 from xaidash.explainers.inspection.projection import LABELS, NO_TRANSFORM, PARAMS, Projection, project
@@ -376,7 +376,7 @@ def selected_sample(
 
 def main() -> None:
     shown = selected_run("any")  # a language model when it was picked last (or opened from Generate)
-    if shown is not None and is_lm_run(shown):
+    if shown is not None and run_kind(shown) == "language_model":
         language_embeddings(shown)
         return
     header()

@@ -14,7 +14,8 @@ from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.inspect_charts import filter_figure, mosaic_figure
 from xaidash.dashboard.errors import guard, show_error
-from xaidash.dashboard.state import pct, require_bundle
+from xaidash.dashboard.state import require_bundle
+from xaidash.data.formatting import percent
 from xaidash.explainers import methods_for
 from xaidash.explainers.comparison.across_training import (
     TrainingExplanations,
@@ -157,7 +158,7 @@ def checkpoint_epochs(run: Run) -> list[int]:
     """The epochs with a checkpoint; the page stops with a note when there are none."""
     checkpoints = run.checkpoints()
     if not checkpoints:
-        elsewhere = "source" in run.config()  # an imported model
+        elsewhere = run.kind == "imported"
         st.info(
             "An imported model has no per-epoch checkpoints: it was trained elsewhere."
             if elsewhere
@@ -255,7 +256,7 @@ def across_training_cards(bundle: ModelBundle, item: PickedInput, result: Traini
                     fig,
                     key=f"model_across_card_{method}_{at_epoch.epoch}",
                     title=f"epoch {at_epoch.epoch}",
-                    caption=f"val acc {pct(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
+                    caption=f"val acc {percent(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
                     f"p={at_epoch.probability:.2f}",
                     enlarge=False,
                 )
