@@ -23,7 +23,13 @@ from xaidash.dashboard.components.embedding_map import (
     projection_choice,
 )
 from xaidash.dashboard.components.images import to_pil
-from xaidash.dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker, stop_without_dataset
+from xaidash.dashboard.components.inputs import (
+    OPEN_SAMPLE_PARAM,
+    TEST_SET,
+    input_picker,
+    source_labels,
+    stop_without_dataset,
+)
 from xaidash.dashboard.components.inspect_charts import thumbnail_url
 from xaidash.dashboard.components.lm_embeddings import language_embeddings
 from xaidash.dashboard.components.params import param_widget
@@ -280,10 +286,9 @@ def place_inputs(
         if not proj.can_transform:
             st.info(NO_TRANSFORM, icon=":material/info:")
         else:
-            # Uploads (or typed text) first: a test sample is already a point of the map.
-            st.session_state.setdefault(
-                "emb_place_source", "Upload images" if bundle.modality == "image" else "Type text"
-            )
+            # The input's own sources first (uploads, typed text): a test sample is already a point of the map.
+            own = source_labels(bundle.adapter)[1:]
+            st.session_state.setdefault("emb_place_source", own[0] if own else TEST_SET)
             inputs = input_picker(bundle, "emb_place", bundle_key=bundle_key, max_inputs=4)
             rows = []
             refit = (

@@ -61,7 +61,8 @@ def architecture(bundle_key: str, bundle: ModelBundle) -> None:
         c1, c2, c3 = st.columns(3)
         c1.metric("Parameters", f"{summary.total:,}")
         c2.metric("Trainable", f"{summary.trainable:,}")
-        c3.metric("Input", " x ".join(map(str, summary.input_shape)) if bundle.modality == "image" else "token ids")
+        shape = " x ".join(map(str, summary.input_shape))
+        c3.metric("Input", "token ids" if bundle.adapter.tokenized else shape)
         st.dataframe(
             pd.DataFrame(summary.table()),
             hide_index=True,
@@ -146,8 +147,8 @@ def filter_section(bundle_key: str, bundle: ModelBundle) -> None:
 
 
 def inside_the_model(bundle_key: str, bundle: ModelBundle, item: PickedInput | None) -> None:
-    """Feature maps and filters for image models; a note for text models."""
-    if bundle.modality == "image":
+    """Feature maps and filters for models whose inputs lie on a grid (images); a note for the others."""
+    if bundle.adapter.spatial:
         feature_map_section(bundle_key, bundle, item)
         filter_section(bundle_key, bundle)
     else:
@@ -249,9 +250,7 @@ def across_training_cards(bundle: ModelBundle, item: PickedInput, result: Traini
     for method in result.methods():
         st.markdown(f"**{get_method(method, bundle.modality).label}**")
         with st.container(horizontal=True, gap="small"):  # the epochs side by side, in rows that wrap
-            for at_epoch, fig in result.figures(
-                method, classes, item.raw if bundle.modality == "image" else None, shown
-            ):
+            for at_epoch, fig in result.figures(method, classes, item.raw if bundle.adapter.pictured else None, shown):
                 map_card(
                     fig,
                     key=f"model_across_card_{method}_{at_epoch.epoch}",
