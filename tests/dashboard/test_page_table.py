@@ -94,3 +94,33 @@ def test_no_page_path_is_written_out_elsewhere() -> None:
             if pattern.search(line):
                 found.append(f"{path.relative_to(DASHBOARD)}:{i}: {line.strip()}")
     assert not found, "page paths written out by hand (use nav.page_path):\n" + "\n".join(found)
+
+
+def _run(model: str, **config: object) -> str:
+    import time
+
+    from xaidash.models.runs.store import Run
+
+    run = Run.create(str(config.get("dataset") or "none"), model)
+    run.write_config({"model": model, "dataset": None, "created": time.time(), **config})
+    return run.id
+
+
+def test_the_run_picker_offers_the_runs_a_page_can_use() -> None:
+    """Classifier pages list trained and imported classifiers, Generate language models, Attention both."""
+    from app_pages import make_app, open_page
+
+    from xaidash.dashboard.components.run_picker import PICKER_KEY
+
+    _run("mlp", dataset="digits", classes=[str(i) for i in range(10)])
+    _run("mine", modality="image", source={"kind": "torchscript", "record": {}})
+    _run("smol", language_model={"architecture": "llama", "layers": 2, "heads": 2})
+    offered = {}
+    for page in ("home", "generate", "attention"):
+        at = open_page(make_app(), nav.page_path(page))
+        offered[page] = set(at.sidebar.selectbox(key=PICKER_KEY).options)
+    assert len(offered["attention"]) == 3
+    assert len(offered["home"]) == 2 and all("language model" not in o for o in offered["home"])
+    assert any("imported" in o for o in offered["home"])
+    assert len(offered["generate"]) == 1 and all("language model" in o for o in offered["generate"])
+    assert offered["home"] | offered["generate"] == offered["attention"]
