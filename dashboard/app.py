@@ -1,6 +1,6 @@
 """xaidash: the Streamlit entry point (`xaidash serve`, or `streamlit run dashboard/app.py` with xaidash installed).
 
-Sets up the page, the navigation (pages listed in dashboard/nav.py) and the sidebar, then runs
+Sets up the page, the navigation (pages listed in dashboard/nav.py, grouped by section) and the sidebar, then runs
 the chosen page; an error a page does not handle becomes a message, not a traceback.
 
 Streamlit runs this file as the `__main__` module (it installs the script's module in `sys.modules`). A training
@@ -26,7 +26,7 @@ def main() -> None:
 
     st.set_page_config(page_title="xaidash", page_icon=":mag:", layout="wide")
     gate()  # unknown Host names and, when the server is reachable from the network, sessions without the token
-    page = st.navigation(build_pages())
+    page = st.navigation(build_pages(), expanded=True)  # every section's pages, none behind “View more”
     apply_run_link()
     try:
         render_sidebar()

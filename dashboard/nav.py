@@ -1,6 +1,10 @@
-"""The app's pages, in one place: `PAGES` is the one table of them. Navigation (`build_pages`) and Home's list
-read it, and every link or switch to a page takes its path from `page_path(name)`; a new page is its view file
-and one `PageInfo` line here."""
+"""The app's pages, in one place: `PAGES` is the one registry of them. Navigation (`build_pages`), Home's list and
+the run picker read it, and every link or switch to a page takes its path from `page_path(name)`; a new page is its
+view file and one `PageInfo` entry here.
+
+Each page declares the section of the sidebar it is listed under (what it is for) and which kinds of run it can
+use (`Run.kind`: classifiers trained here or imported, generative language models, or both), so the run picker
+offers a page only the runs it can work on."""
 
 from __future__ import annotations
 
@@ -9,42 +13,80 @@ from pathlib import Path
 
 import streamlit as st
 
+from xaidash.data.specs import Registry, Spec
+from xaidash.models.runs.store import RunKind
+
 VIEWS = Path(__file__).resolve().parent / "views"
+
+# The sidebar's sections, in menu order; "" is the top of the menu, above every heading (Home).
+TOP = ""
+TRAIN = "Train and import"
+EXPLAIN = "Explain and compare"
+INSIDE = "Inside the model"
+DATA = "Training data and concepts"
+SECTIONS = (TOP, TRAIN, EXPLAIN, INSIDE, DATA)
+
+# The kinds of run a page can use.
+CLASSIFIERS: tuple[RunKind, ...] = ("trained", "imported")
+LANGUAGE_MODELS: tuple[RunKind, ...] = ("language_model",)
+EVERY_RUN: tuple[RunKind, ...] = CLASSIFIERS + LANGUAGE_MODELS
 
 
 @dataclass(frozen=True)
-class PageInfo:
-    """name: the key `page_path` takes; file: the view in `views/`; blurb: Home's line about it ("" when Home
-    links to the page elsewhere, in its steps)."""
+class PageInfo(Spec):
+    """name: the key `page_path` takes; file: the view in `views/`; section: the sidebar's heading it is listed
+    under (one of `SECTIONS`); runs: the kinds of run it can use (the run picker lists those only); blurb: Home's
+    line about it ("" when Home links to the page elsewhere, in its steps)."""
 
     name: str
     file: str
     title: str
     icon: str
     url_path: str
+    section: str
+    runs: tuple[RunKind, ...] = CLASSIFIERS
     blurb: str = ""
 
+    @property
+    def label(self) -> str:
+        return self.title
 
-# Menu order; the first is the default page.
-PAGES: tuple[PageInfo, ...] = (
-    PageInfo("home", "home.py", "Home", ":material/home:", "home"),
-    PageInfo("train", "train.py", "Train", ":material/model_training:", "train"),
+
+def _check(page: PageInfo) -> None:
+    if page.section not in SECTIONS:
+        raise ValueError(f"page {page.name!r}: section {page.section!r} is not one of {SECTIONS}")
+    if not page.runs or not set(page.runs) <= set(EVERY_RUN):
+        raise ValueError(f"page {page.name!r}: runs {page.runs!r} must be some of {EVERY_RUN}")
+
+
+def _unknown(key: object, known: list[str]) -> str:
+    return f"no page {key!r}; pages: {', '.join(known)}"
+
+
+# Menu order within each section is registration order; the first page is the default.
+PAGES: Registry[PageInfo] = Registry("page", keys=lambda p: (p.name,), error=KeyError, unknown=_unknown, check=_check)
+for _page in (
+    PageInfo("home", "home.py", "Home", ":material/home:", "home", TOP),
+    PageInfo("train", "train.py", "Train", ":material/model_training:", "train", TRAIN),
     PageInfo(
         "import",
         "import_model.py",
         "Import",
         ":material/upload:",
         "import",
-        "bring your own PyTorch or Hugging Face model",
+        TRAIN,
+        blurb="bring your own PyTorch or Hugging Face model",
     ),
-    PageInfo("explain", "explain.py", "Explain", ":material/image_search:", "explain"),
+    PageInfo("explain", "explain.py", "Explain", ":material/image_search:", "explain", EXPLAIN),
     PageInfo(
         "generate",
         "generate.py",
         "Generate",
         ":material/chat:",
         "generate",
-        "ask a language model (SmolLM2) and see which words of the prompt produced each word of its answer",
+        EXPLAIN,
+        runs=LANGUAGE_MODELS,
+        blurb="ask a language model (SmolLM2) and see which words of the prompt produced each word of its answer",
     ),
     PageInfo(
         "side_by_side",
@@ -52,16 +94,19 @@ PAGES: tuple[PageInfo, ...] = (
         "Side by side",
         ":material/compare:",
         "side-by-side",
-        "two models' predictions and maps for the same inputs, row by row",
+        EXPLAIN,
+        blurb="two models' predictions and maps for the same inputs, row by row",
     ),
-    PageInfo("compare", "compare.py", "Compare", ":material/leaderboard:", "compare"),
+    PageInfo("compare", "compare.py", "Compare", ":material/leaderboard:", "compare", EXPLAIN),
     PageInfo(
         "attention",
         "attention.py",
         "Attention",
         ":material/visibility:",
         "attention",
-        "every layer and head of a transformer, head and model view",
+        INSIDE,
+        runs=EVERY_RUN,
+        blurb="every layer and head of a transformer, head and model view",
     ),
     PageInfo(
         "receptive_fields",
@@ -69,7 +114,8 @@ PAGES: tuple[PageInfo, ...] = (
         "Receptive fields",
         ":material/filter_center_focus:",
         "receptive-fields",
-        "which pixels a unit can see, and which it actually uses",
+        INSIDE,
+        blurb="which pixels a unit can see, and which it actually uses",
     ),
     PageInfo(
         "embeddings",
@@ -77,23 +123,9 @@ PAGES: tuple[PageInfo, ...] = (
         "Embeddings",
         ":material/scatter_plot:",
         "embeddings",
-        "the test set in the model's feature space (PCA, t-SNE, UMAP)",
-    ),
-    PageInfo(
-        "training_data",
-        "training_data.py",
-        "Training data",
-        ":material/fact_check:",
-        "training-data",
-        "the training samples the model found hardest (possible label errors): flag them, download the list",
-    ),
-    PageInfo(
-        "concepts",
-        "concepts.py",
-        "Concepts",
-        ":material/lightbulb:",
-        "concepts",
-        "TCAV: does a class use a concept you show with examples? (significance-tested)",
+        INSIDE,
+        runs=EVERY_RUN,
+        blurb="the test set in the model's feature space (PCA, t-SNE, UMAP)",
     ),
     PageInfo(
         "model",
@@ -101,16 +133,34 @@ PAGES: tuple[PageInfo, ...] = (
         "Model",
         ":material/account_tree:",
         "model",
-        "architecture, feature maps, filters, explanations across training",
+        INSIDE,
+        blurb="architecture, feature maps, filters, explanations across training",
     ),
-)
+    PageInfo(
+        "training_data",
+        "training_data.py",
+        "Training data",
+        ":material/fact_check:",
+        "training-data",
+        DATA,
+        blurb="the training samples the model found hardest (possible label errors): flag them, download the list",
+    ),
+    PageInfo(
+        "concepts",
+        "concepts.py",
+        "Concepts",
+        ":material/lightbulb:",
+        "concepts",
+        DATA,
+        blurb="TCAV: does a class use a concept you show with examples? (significance-tested)",
+    ),
+):
+    PAGES.register(_page)
 
 
 def page_info(name: str) -> PageInfo:
-    for p in PAGES:
-        if p.name == name:
-            return p
-    raise KeyError(f"no page {name!r}; pages: {', '.join(p.name for p in PAGES)}")
+    """The page registered as `name`; KeyError naming the pages when there is none."""
+    return PAGES.get(name)
 
 
 def page_path(name: str) -> str:
@@ -118,9 +168,17 @@ def page_path(name: str) -> str:
     return f"{VIEWS.name}/{page_info(name).file}"
 
 
-def build_pages() -> list[st.Page]:
-    """Every page of the app, in menu order (the first is the default)."""
-    return [
-        st.Page(VIEWS / p.file, title=p.title, icon=p.icon, url_path=p.url_path, default=i == 0)
-        for i, p in enumerate(PAGES)
-    ]
+def in_menu_order() -> list[PageInfo]:
+    """Every page as the sidebar lists it: section by section, each section's pages in registration order."""
+    return sorted(PAGES, key=lambda p: SECTIONS.index(p.section))  # a stable sort: registration order within each
+
+
+def build_pages() -> dict[str, list[st.Page]]:
+    """Every page, grouped by section (section heading -> its pages, in menu order; the first page is the
+    default), as `st.navigation` takes them."""
+    first = in_menu_order()[0]
+    grouped: dict[str, list[st.Page]] = {}
+    for p in in_menu_order():
+        page = st.Page(VIEWS / p.file, title=p.title, icon=p.icon, url_path=p.url_path, default=p is first)
+        grouped.setdefault(p.section, []).append(page)
+    return grouped

@@ -7,49 +7,29 @@ defensively and says less rather than something wrong.
 
 from __future__ import annotations
 
-import functools
 import time
-from pathlib import Path
 from typing import Any
 
 from xaidash.dashboard.jobs import JobSnapshot
-from xaidash.models.language.loading import LM_FOLDER, is_language_run
+from xaidash.data.formatting import percent, plural
+from xaidash.models.registry import ModelError
 from xaidash.models.runs.quality import run_warning
-from xaidash.models.runs.store import CONFIG, WEIGHTS, Run, run_liveness, weights_problem
-
-USABLE_STATES = ("completed", "stopped")
+from xaidash.models.runs.store import WEIGHTS, Run, RunKind, run_liveness, weights_problem
 
 
-def pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-@functools.lru_cache(maxsize=512)
-def _is_lm(path: Path, stamp: int) -> bool:
-    return is_language_run(Run(path))
-
-
-def is_lm_run(run: Run) -> bool:
-    """Whether the run holds a generative language model (read once per version of its config.json: the run
-    picker asks for every run on every rerun)."""
+def run_kind(run: Run) -> RunKind | None:
+    """`Run.kind` ('trained', 'imported', 'language_model'), or None for a run whose config.json cannot be read (it
+    is still listed, and picking it says why it cannot be used)."""
     try:
-        stamp = run.file(CONFIG).stat().st_mtime_ns
-    except OSError:
-        return False
-    return _is_lm(run.path, stamp)
-
-
-def lm_ready(run: Run) -> bool:
-    """A language model's run whose converted weights are there (the Generate page's default run)."""
-    return is_lm_run(run) and (run.path / LM_FOLDER / "model.safetensors").is_file()
+        return run.kind
+    except ModelError:
+        return None
 
 
 def has_weights(run: Run) -> bool:
-    return lm_ready(run) if is_lm_run(run) else run.file(WEIGHTS).exists()
+    """Whether the run holds weights at all: a language model's converted ones, a classifier's latest (finished or
+    not)."""
+    return run.usable if run_kind(run) == "language_model" else run.file(WEIGHTS).exists()
 
 
 def planned_epochs(config: dict[str, Any], summary: dict[str, Any]) -> int | None:
@@ -121,7 +101,7 @@ def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
         return {
             "run": run.id,
             "model": c["model"],
-            "data set": c["dataset"] or ("– (language model)" if is_lm_run(run) else None),
+            "data set": c["dataset"] or ("– (language model)" if run.kind == "language_model" else None),
             "state": live_state(run, s, job),
             "epochs": epochs_text(c, s),
             "val acc": None if acc_val is None else 100 * acc_val,
@@ -142,12 +122,13 @@ def picker_label(run: Run) -> str:
     except Exception:  # noqa: BLE001 - a damaged run is still listed; picking it shows why it cannot be used
         return f"⚠ unreadable · {run.id}"
     when = time.strftime("%m-%d %H:%M", time.localtime(c.get("created", 0)))
-    if is_lm_run(run):
+    kind = run.kind
+    if kind == "language_model":
         return f"{c.get('model', '?')} · language model · {when}"
     what = f"{c.get('model', '?')} · {c.get('dataset') or 'no data set'}"
-    if "source" in c:
+    if kind == "imported":
         return f"{what} · imported · {when}"
-    acc = pct(s.get("test_acc", s.get("val_acc")))
+    acc = percent(s.get("test_acc", s.get("val_acc")))
     flag = _quality(run, s)  # '⚠ poor', '⚠ training failed', '⚠ NaN/inf weights' or ''
     parts = [f"⚠ {what}" if flag else what, f"{acc} {flag.removeprefix('⚠ ')}" if flag else acc, when]
     state = state_word(run, s)
@@ -177,7 +158,7 @@ def settings_rows(run: Run) -> list[tuple[str, str]]:
     if recipe:
         key = recipe.get("key", "?")
         expected = recipe.get("expected_acc")
-        recipe_text = f"{key} (tested: {pct(expected)})" if expected is not None else f"{key} (untested)"
+        recipe_text = f"{key} (tested: {percent(expected)})" if expected is not None else f"{key} (untested)"
     samples = " / ".join(str(c.get(k, "–")) for k in ("train_samples", "val_samples", "test_samples"))
     rows = [
         ("model", str(c.get("model", "?"))),

@@ -11,10 +11,11 @@ from xaidash.dashboard.components.job_status import job_line
 from xaidash.dashboard.components.quality import show_run_warning
 from xaidash.dashboard.components.quickstart import select_demo_run_when_done
 from xaidash.dashboard.components.run_picker import run_picker
-from xaidash.dashboard.run_facts import epochs_text, is_lm_run, pct, state_word
-from xaidash.dashboard.state import RunKind, current_page, page_kind
+from xaidash.dashboard.run_facts import epochs_text, run_kind, state_word
+from xaidash.dashboard.state import Slot, current_page, page_runs, slot_of
+from xaidash.data.formatting import percent
 from xaidash.models.device import describe_default_device
-from xaidash.models.runs.store import Run
+from xaidash.models.runs.store import LANGUAGE_MARK, Run, RunKind
 
 
 def _job_status() -> None:
@@ -29,7 +30,7 @@ def _job_status() -> None:
         st.progress(job.progress)
 
 
-NO_RUN = {
+NO_RUN: dict[Slot, str] = {
     "classifier": "No run selected: train one on the Train page, or press the quick start on Home.",
     "language": "No language model yet: press “Get SmolLM2” on Home, or import one (`xaidash import hf:FOLDER`).",
     "any": "No run selected: train one on the Train page, or press the quick start on Home.",
@@ -38,7 +39,7 @@ NO_RUN = {
 
 def _language_model(run: Run) -> None:
     c = run.config()
-    lm = c.get("language_model") or {}
+    lm = c.get(LANGUAGE_MARK) or {}
     st.markdown(f"**{c['model']}**: generative language model")
     facts = [f"{lm['layers']} layers x {lm['heads']} heads"] if "layers" in lm and "heads" in lm else []
     n = lm.get("parameters")
@@ -48,12 +49,13 @@ def _language_model(run: Run) -> None:
     st.caption(f"`{run.id}`")
 
 
-def _selected_run(kind: RunKind) -> None:
-    run = run_picker(kind)  # switch runs in place, on every page
+def _selected_run(runs: tuple[RunKind, ...]) -> None:
+    run = run_picker(runs)  # switch runs in place, on every page: the runs of the kinds this page can use
     if run is None:
-        st.caption(NO_RUN[kind])
+        st.caption(NO_RUN[slot_of(runs)])
         return
-    if is_lm_run(run):
+    kind = run_kind(run)
+    if kind == "language_model":
         try:
             _language_model(run)
         except Exception as e:  # noqa: BLE001 - a damaged run must not break every page
@@ -63,11 +65,11 @@ def _selected_run(kind: RunKind) -> None:
         c, s = run.config(), run.summary()
         st.markdown(f"**{c['model']}** on **{c['dataset'] or 'no data set'}**")  # None: an unlinked imported model
         acc = s.get("test_acc")
-        facts = [f"test acc {pct(acc)}" if acc is not None else f"val acc {pct(s.get('val_acc'))}"]
+        facts = [f"test acc {percent(acc)}" if acc is not None else f"val acc {percent(s.get('val_acc'))}"]
         state = state_word(run, s)  # 'interrupted' when the process that wrote 'running' is gone
         if state != "completed":
             facts.append(f"{state}, epochs {epochs_text(c, s)}")
-        if "source" in c:  # an imported model: trained elsewhere, no accuracy measured here
+        if kind == "imported":  # trained elsewhere, no accuracy measured here
             facts = ["imported: trained elsewhere"]
         st.caption(" · ".join(facts))
         st.caption(f"`{run.id}`")
@@ -82,7 +84,7 @@ def render_sidebar() -> None:
     select_demo_run_when_done()
     with st.sidebar:
         st.subheader("Run")
-        _selected_run(page_kind(current_page()))
+        _selected_run(page_runs(current_page()))
         st.subheader("Device")
         d = describe_default_device()
         st.caption(f"{d.name}" + (f" · {d.detail}" if d.detail else ""))

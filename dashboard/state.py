@@ -1,9 +1,9 @@
 """The runs a session works with, kept in `st.session_state` so every page sees the same ones.
 
 A session holds two: a classifier (every page that explains predictions) and a generative language model (the
-Generate page). The Attention and Embeddings pages show whichever of the two was picked last. Which one a page takes is
-`page_kind(name)`; picking a run (`select_run`) files it under its kind, so a classifier page never falls on a
-language model, nor the Generate page on a classifier."""
+Generate page). The Attention and Embeddings pages show whichever of the two was picked last. Which runs a page can
+use it declares itself (`nav.PageInfo.runs`, read by `page_runs(name)`); picking a run (`select_run`) files it under
+its kind, so a classifier page never falls on a language model, nor the Generate page on a classifier."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Literal
 
 import streamlit as st
 
-from xaidash.dashboard.nav import PAGES, page_path
-from xaidash.dashboard.run_facts import is_lm_run, lm_ready, pct
-from xaidash.models.runs.store import Run, has_usable_weights, list_runs, run_liveness
+from xaidash.dashboard.nav import CLASSIFIERS, LANGUAGE_MODELS, PAGES, page_path
+from xaidash.dashboard.run_facts import run_kind
+from xaidash.data.formatting import percent
+from xaidash.models.runs.store import Run, RunKind, list_runs, run_liveness
 
 if TYPE_CHECKING:
     from xaidash.models.bundle import ModelBundle
@@ -23,13 +24,29 @@ RUN_KEY = "xai_selected_run"  # the classifier run
 LM_KEY = "xai_selected_lm"  # the language-model run
 LAST_KIND_KEY = "xai_last_kind"  # the kind picked last ("classifier" or "language"): what Attention and Embeddings show
 MISSING_KEY = "xai_missing_run"  # a `?run=` link's run that does not exist, until the user picks a run
-RunKind = Literal["classifier", "language", "any"]
-PAGE_KINDS: dict[str, RunKind] = {"generate": "language", "attention": "any", "embeddings": "any"}  # else classifiers
+# The session's run a page works on: its classifier, its language model, or either (the one picked last).
+Slot = Literal["classifier", "language", "any"]
 
 
-def page_kind(page: str | None) -> RunKind:
-    """The runs a page works with: language models (Generate), either kind (Attention, Embeddings), else classifiers."""
-    return PAGE_KINDS.get(page or "", "classifier")
+def page_runs(page: str | None) -> tuple[RunKind, ...]:
+    """The kinds of run a page can use, as it declares them (classifiers outside a page run)."""
+    info = PAGES.find(page) if page else None
+    return info.runs if info is not None else CLASSIFIERS
+
+
+def slot_of(runs: tuple[RunKind, ...]) -> Slot:
+    """The session's run a page that uses `runs` works on: its language model when it uses only those, either
+    (the one picked last) when it uses both kinds, else its classifier."""
+    language = set(runs) & set(LANGUAGE_MODELS)
+    if not language:
+        return "classifier"
+    return "language" if set(runs) == language else "any"
+
+
+def runs_for(runs: tuple[RunKind, ...]) -> list[Run]:
+    """The runs of those kinds, newest first. A run whose config.json cannot be read is listed with the
+    classifiers (picking it says why it cannot be used, and the runs tables offer to delete it)."""
+    return [r for r in list_runs() if (run_kind(r) or "trained") in runs]
 
 
 def current_page() -> str | None:
@@ -53,7 +70,7 @@ def _find(run_id: str | None) -> Run | None:
 def select_run(run_id: str | None) -> None:
     """Pick a run for every page of its kind (a language model for Generate, a classifier for the others)."""
     run = _find(run_id)
-    if run is not None and is_lm_run(run):
+    if run is not None and run_kind(run) == "language_model":
         st.session_state[LM_KEY] = run_id
         st.session_state[LAST_KIND_KEY] = "language"
     else:
@@ -64,7 +81,7 @@ def select_run(run_id: str | None) -> None:
 
 
 def _selected_of(kind: Literal["classifier", "language"]) -> Run | None:
-    runs = [r for r in list_runs() if is_lm_run(r) == (kind == "language")]
+    runs = runs_for(LANGUAGE_MODELS if kind == "language" else CLASSIFIERS)
     key = LM_KEY if kind == "language" else RUN_KEY
     # A language model's id under RUN_KEY (a `?run=` link or a test that set the key itself) counts for it.
     wanted = [st.session_state.get(key)] + ([st.session_state.get(RUN_KEY)] if kind == "language" else [])
@@ -72,15 +89,14 @@ def _selected_of(kind: Literal["classifier", "language"]) -> Run | None:
         found = next((r for r in runs if run_id and r.id == run_id), None)
         if found is not None:
             return found
-    usable = lm_ready if kind == "language" else has_usable_weights
-    for r in runs:  # as --run latest: not failed, not training, weights present and finite
-        if usable(r):
+    for r in runs:  # as --run latest: not failed, not training, weights present and finite (Run.usable)
+        if r.usable:
             st.session_state[key] = r.id  # not select_run: a refused link's notice stays
             return r
     return None
 
 
-def selected_run(kind: RunKind = "classifier") -> Run | None:
+def selected_run(kind: Slot = "classifier") -> Run | None:
     """The run of `kind` this session picked; else the newest usable one (remembered); else None. "any": the
     kind picked last (the classifier when none was), else the other."""
     if kind != "any":
@@ -133,12 +149,13 @@ def run_label(run: Run) -> str:
     acc = s.get("test_acc", s.get("val_acc"))
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0)))
     state = run_liveness(run, s).state  # 'interrupted' when the process that wrote 'running' is gone
-    if is_lm_run(run):
+    kind = run.kind
+    if kind == "language_model":
         return f"{c['model']} · generative language model · {when}"
-    if "source" in c:  # imported: no accuracy measured here, maybe no data set
+    if kind == "imported":  # no accuracy measured here, maybe no data set
         return f"{c['model']} on {c.get('dataset') or 'no data set'} · imported · {when}"
     extra = "" if state == "completed" else f" · {state}"
-    return f"{c['model']} on {c['dataset']} · acc {pct(acc)} · {when}{extra}"
+    return f"{c['model']} on {c['dataset']} · acc {percent(acc)} · {when}{extra}"
 
 
 def require_bundle(purpose: str) -> tuple[Run, ModelBundle]:

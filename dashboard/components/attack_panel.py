@@ -20,6 +20,7 @@ from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
 from xaidash.explainers.figures.report import ExplainReport
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.robust import attack, counterfactual, explanation_change, list_attacks
 from xaidash.explainers.robust.attack import AttackResult
 from xaidash.explainers.robust.counterfactual import DEFAULT_BUDGET, DEFAULT_EDITS, Counterfactual
@@ -179,7 +180,7 @@ def _counterfactual_section(bkey: str, bundle: ModelBundle, raw: Any, report: Ex
     others = [k for k in range(len(classes)) if k != pred]
     c1, c2 = st.columns([1, 2])
     to = int(c1.selectbox("Class to reach", others, format_func=lambda k: classes[k], key=f"{key}_cf_to"))
-    if bundle.modality == "image":
+    if adapter_of(bundle.modality).attackable:  # a budget in pixel levels; else in word edits
         levels = int(
             c2.slider(
                 "Budget: largest ε tried (/255)", 1, CF_MAX_LEVELS, round(DEFAULT_BUDGET * 255), key=f"{key}_cf_budget"
@@ -233,7 +234,7 @@ def attack_panel(report: ExplainReport, i: int, choice: Any) -> None:
         bkey = services.run_key(run)
         raw = report.inputs[i].raw(*bundle.info.input_shape[:1])  # channels; a text model has no input shape
         key = f"attack_{i}"
-        if bundle.modality == "image":
+        if adapter_of(bundle.modality).attackable:
             _attack_section(bkey, bundle, raw, choice, key)
         else:
             st.caption(text_note())

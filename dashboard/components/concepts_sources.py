@@ -159,6 +159,7 @@ def concept_picker(bundle: ModelBundle, key: str = "concepts") -> list[str]:
 
 def _short(spec: str) -> str:
     kind, _, arg = spec.partition(":")
-    if kind in ("folder", "text") and str(UPLOADS) in arg:
+    uploaded = any(s.kind == kind and s.upload for s in list_sources())  # a source whose files the page wrote
+    if uploaded and str(UPLOADS) in arg:
         return f"{kind}: uploaded “{Path(arg).stem}”"
     return spec if len(spec) < 90 else spec[:87] + "…"

@@ -323,6 +323,84 @@ def samples_section(
         st.switch_page(EXPLAIN_PAGE, query_params={"run": run.id, STORED_PARAM: f"{split}:{index}"})
 
 
+def _summary_section(
+    samples: pd.DataFrame, metrics: pd.DataFrame, methods: list[str], names: list[str], labels: dict[str, str]
+) -> None:
+    st.subheader("Metrics over all samples")
+    summary = R.method_summary(metrics, methods, names)
+    st.dataframe(summary_table(summary, methods, names, labels), width="stretch")
+    st.caption(
+        f"Mean over the {len(samples):,} stored samples ± half the width of its 95% confidence interval · sd: "
+        "standard deviation over the samples (the spread); ★ and green: the best mean per row (↑ higher is "
+        'better, ↓ lower is better); "(of k)": only k samples had a value. Runtime: seconds per sample.'
+    )
+
+
+def _class_section(
+    samples: pd.DataFrame,
+    metrics: pd.DataFrame,
+    quality: list[str],
+    methods: list[str],
+    labels: dict[str, str],
+    classes: list[str],
+) -> None:
+    st.subheader("Per class")
+    if not quality:
+        return
+    metric = st.columns([1, 2])[0].selectbox(
+        "Metric", quality, format_func=R.metric_title, key="dsr_class_metric", help="coloured per true class"
+    )
+    # Side by side when both fit, else the table wraps below the heatmap (never drawn over it).
+    with st.container(horizontal=True, gap="large"):
+        st.altair_chart(
+            class_heatmap(R.per_class(samples, metrics, metric, methods, classes), metric, labels, classes),
+            width="content",
+        )
+        with st.container(width=440):
+            st.dataframe(
+                R.class_table(samples, classes),
+                hide_index=True,
+                width="stretch",
+                column_config={
+                    "accuracy": st.column_config.NumberColumn("accuracy", format="percent"),
+                    "mean loss": st.column_config.NumberColumn(
+                        "loss", format="%.3f", help="mean cross-entropy of the true class (nats)"
+                    ),
+                    "mean disagreement": st.column_config.NumberColumn(
+                        "disagreement", format="%.3f", help="mean of 1 − mean Spearman ρ between the methods' maps"
+                    ),
+                },
+            )
+            st.caption(
+                "Per true class: how many samples, how many the model got right, its loss, and how much the "
+                "methods disagree."
+            )
+
+
+def _distributions_section(
+    metrics: pd.DataFrame, quality: list[str], methods: list[str], labels: dict[str, str], modality: str
+) -> None:
+    st.subheader("Distributions")
+    spread_metrics = [c for c in quality if c not in R.BINARY_METRICS]
+    binary = [R.metric_title(c) for c in quality if c in R.BINARY_METRICS]
+    st.caption(
+        "Each quality metric over every stored sample, one colour per method (the same in every chart); the "
+        "runtime is in the table above"
+        + (
+            f"; {' and '.join(binary)}: a hit (1) or a miss (0) per sample, so its mean (the hit rate) in the table "
+            "says it all."
+            if binary
+            else "."
+        )
+    )
+    for c in spread_metrics:
+        charts = distribution_charts(metrics, c, methods, labels, modality)
+        if charts is None:
+            continue
+        for col, chart in zip(st.columns(2), charts, strict=True):
+            col.altair_chart(chart, width="stretch")
+
+
 def dataset_report(run: Run, bundle: ModelBundle) -> None:
     """The whole report, or how to make a store when the run has none."""
     from xaidash.explainers.dataset.store import store_splits
@@ -351,67 +429,9 @@ def dataset_report(run: Run, bundle: ModelBundle) -> None:
     labels = method_labels(bundle, methods)
     names = R.metric_names(metrics)
     classes = list(bundle.info.classes)
-
-    st.subheader("Metrics over all samples")
-    summary = R.method_summary(metrics, methods, names)
-    st.dataframe(summary_table(summary, methods, names, labels), width="stretch")
-    st.caption(
-        f"Mean over the {len(samples):,} stored samples ± half the width of its 95% confidence interval · sd: "
-        "standard deviation over the samples (the spread); ★ and green: the best mean per row (↑ higher is "
-        'better, ↓ lower is better); "(of k)": only k samples had a value. Runtime: seconds per sample.'
-    )
-
-    st.subheader("Per class")
     quality = [c for c in names if c != "seconds"]
-    if quality:
-        metric = st.columns([1, 2])[0].selectbox(
-            "Metric", quality, format_func=R.metric_title, key="dsr_class_metric", help="coloured per true class"
-        )
-        # Side by side when both fit, else the table wraps below the heatmap (never drawn over it).
-        with st.container(horizontal=True, gap="large"):
-            st.altair_chart(
-                class_heatmap(R.per_class(samples, metrics, metric, methods, classes), metric, labels, classes),
-                width="content",
-            )
-            with st.container(width=440):
-                st.dataframe(
-                    R.class_table(samples, classes),
-                    hide_index=True,
-                    width="stretch",
-                    column_config={
-                        "accuracy": st.column_config.NumberColumn("accuracy", format="percent"),
-                        "mean loss": st.column_config.NumberColumn(
-                            "loss", format="%.3f", help="mean cross-entropy of the true class (nats)"
-                        ),
-                        "mean disagreement": st.column_config.NumberColumn(
-                            "disagreement", format="%.3f", help="mean of 1 − mean Spearman ρ between the methods' maps"
-                        ),
-                    },
-                )
-                st.caption(
-                    "Per true class: how many samples, how many the model got right, its loss, and how much the "
-                    "methods disagree."
-                )
-
-    st.subheader("Distributions")
-    spread_metrics = [c for c in quality if c not in R.BINARY_METRICS]
-    binary = [R.metric_title(c) for c in quality if c in R.BINARY_METRICS]
-    st.caption(
-        "Each quality metric over every stored sample, one colour per method (the same in every chart); the "
-        "runtime is in the table above"
-        + (
-            f"; {' and '.join(binary)}: a hit (1) or a miss (0) per sample, so its mean (the hit rate) in the table "
-            "says it all."
-            if binary
-            else "."
-        )
-    )
-    for c in spread_metrics:
-        charts = distribution_charts(metrics, c, methods, labels, bundle.modality)
-        if charts is None:
-            continue
-        for col, chart in zip(st.columns(2), charts, strict=True):
-            col.altair_chart(chart, width="stretch")
-
+    _summary_section(samples, metrics, methods, names, labels)
+    _class_section(samples, metrics, quality, methods, labels, classes)
+    _distributions_section(metrics, quality, methods, labels, bundle.modality)
     st.subheader("Samples")
     samples_section(run, split, samples, metrics, methods, labels, bundle.info.name, classes, bundle.modality)

@@ -23,14 +23,17 @@ from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
+from xaidash.data.modalities import Modality
 from xaidash.data.registry import DatasetInfo, ImageSplit, Split
 from xaidash.explainers.modalities.image_files import FITS, load_image
 from xaidash.explainers.params import MAX_TEXT_CHARS, ExplainError
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.training.data import training_samples
 
-IMAGE_TYPES = ["png", "jpg", "jpeg", "bmp", "webp", "gif", "tif", "tiff"]
-TEXT_TYPES = ["txt", "csv"]
+TEST_SET = "Test set"
+TYPE_TEXT = "Type text"
+TEXT_COLUMNS = ("text", "sentence", "review", "message")  # a CSV's text column, when one is named so
+LABEL_COLUMNS = ("label", "class", "target")  # its label column
 EXAMPLE_TEXT = "the plot was not bad and the acting was great\nthe ending was dull and the dialogue was clumsy"
 GALLERY_PAGE = 12
 FIT_HELP = (
@@ -59,18 +62,9 @@ def _class_name(info: DatasetInfo, label: int | None) -> str:
     return info.classes[label] if label is not None and 0 <= label < info.num_classes else "?"
 
 
-def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) -> list[PickedInput]:
-    info = bundle.info
-    try:
-        split = services.dataset_split(info.name, "test")
-        probs = services.test_predictions(bundle_key, bundle)
-    except Exception as e:  # noqa: BLE001 - shown with what to do; uploads still work
-        show_error(e, f"The test split of {info.name} is not available")
-        st.info("Upload your own input instead (switch the source above).")
-        return []
-    n = len(probs)
-    labels = split.labels[:n].numpy()
-    preds = probs.argmax(1)
+def _filtered(info: DatasetInfo, key: str, labels: np.ndarray, preds: np.ndarray) -> tuple[list[int], list[str], str]:
+    """The class and right/wrong filters: (matching test indices, the classes chosen, the 'show' choice)."""
+    n = len(preds)
     c1, c2 = st.columns([3, 2])
     classes = c1.multiselect(
         "Classes (true label)", list(info.classes), key=f"{key}_classes_{info.name}", placeholder="all classes"
@@ -85,14 +79,16 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
         keep &= preds != labels
     idx = np.flatnonzero(keep).tolist()
     st.caption(f"{len(idx)} of the first {n} test samples match ({int((preds == labels).sum())} predicted correctly).")
-    if not idx:
-        st.info("No test samples match these filters: widen them.")
-        return []
+    return idx, classes, show
+
+
+def _chosen(
+    info: DatasetInfo, key: str, pick_key: str, idx: list[int], labels: np.ndarray, preds: np.ndarray, max_inputs: int
+) -> list[int]:
+    """The samples list (first match picked for the user until they choose) and its Random button."""
 
     def describe(i: int) -> str:
         return f"#{i} {_class_name(info, int(labels[i]))}→{_class_name(info, int(preds[i]))}"
-
-    pick_key = _pick_key(key, info.name, classes, show)
 
     def random_pick() -> None:
         count = max(1, len(st.session_state.get(pick_key) or []))
@@ -103,7 +99,7 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
         st.session_state[pick_key] = idx[:1]
         st.session_state[f"{pick_key}_auto"] = idx[:1]  # picked for the user: the first tile clicked replaces it
     c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
-    chosen = c1.multiselect(
+    chosen: list[int] = c1.multiselect(
         f"Samples (at most {max_inputs})",
         idx,
         format_func=describe,
@@ -115,10 +111,61 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
     c2.button(
         "Random", key=f"{key}_random", on_click=random_pick, help="pick as many random samples from the filtered ones"
     )
+    return chosen
 
-    # Open for image runs until the user closes it: a fixed key, label and `expanded` keep the browser's open or
+
+@dataclass(frozen=True)
+class _Tested:
+    """The test split as the gallery shows it: the split, its labels, the model's probabilities and predictions."""
+
+    info: DatasetInfo
+    split: Split
+    labels: np.ndarray
+    probs: np.ndarray
+    preds: np.ndarray
+
+
+def _tiles(t: _Tested, shown: list[int], chosen: list[int], pick_key: str, max_inputs: int) -> None:
+    """One gallery page: picture tiles that pick a sample when clicked, or a table of texts."""
+    info, split, labels, preds = t.info, t.split, t.labels, t.preds
+    if not isinstance(split, ImageSplit):
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    "index": shown,
+                    "text": [split.texts[i] for i in shown],
+                    "true": [_class_name(info, int(labels[i])) for i in shown],
+                    "predicted": [_class_name(info, int(preds[i])) for i in shown],
+                    "probability": [float(t.probs[i, preds[i]]) for i in shown],
+                }
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+        return
+    with st.container(horizontal=True, gap="small"):
+        for i in shown:
+            mark = "✓" if preds[i] == labels[i] else "✗"
+            picked = i in chosen
+            with st.container(width=112, gap=None, border=picked):
+                st.image(to_pil(split.image(i), 128), width="stretch")
+                st.button(
+                    f"{'☑' if picked else '☐'} #{i} {_class_name(info, int(labels[i]))} {mark}",
+                    key=f"{pick_key}_pick_{i}",
+                    on_click=_toggle_pick,
+                    args=(pick_key, i, max_inputs),
+                    type="primary" if picked else "tertiary",
+                    width="stretch",
+                    help="remove from the chosen samples" if picked else "add to the chosen samples",
+                )
+
+
+def _gallery_pages(
+    t: _Tested, key: str, pick_key: str, idx: list[int], chosen: list[int], max_inputs: int, opened: bool
+) -> None:
+    # Open (for pictures) until the user closes it: a fixed key, label and `expanded` keep the browser's open or
     # closed state across the reruns that picks cause (a changing label would redraw it closed).
-    with st.expander("Gallery", expanded=bundle.modality == "image", key=f"{key}_gallery_{info.name}"):
+    with st.expander("Gallery", expanded=opened, key=f"{key}_gallery_{t.info.name}"):
         pages = max(1, -(-len(idx) // GALLERY_PAGE))
         c1, c2 = st.columns([1, 5], vertical_alignment="bottom")
         page = c1.number_input("Gallery page", 1, pages, 1, key=f"{pick_key}_page") if pages > 1 else 1
@@ -127,48 +174,40 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
             f"Click a sample to pick it, more to explain several side by side; click again to remove it "
             f"(☑ = chosen: {len(chosen)})."
         )
-        shown = idx[(page - 1) * GALLERY_PAGE : page * GALLERY_PAGE]
-        if isinstance(split, ImageSplit):
-            with st.container(horizontal=True, gap="small"):
-                for i in shown:
-                    mark = "✓" if preds[i] == labels[i] else "✗"
-                    picked = i in chosen
-                    with st.container(width=112, gap=None, border=picked):
-                        st.image(to_pil(split.image(i), 128), width="stretch")
-                        st.button(
-                            f"{'☑' if picked else '☐'} #{i} {_class_name(info, int(labels[i]))} {mark}",
-                            key=f"{pick_key}_pick_{i}",
-                            on_click=_toggle_pick,
-                            args=(pick_key, i, max_inputs),
-                            type="primary" if picked else "tertiary",
-                            width="stretch",
-                            help="remove from the chosen samples" if picked else "add to the chosen samples",
-                        )
-        else:
-            st.dataframe(
-                pd.DataFrame(
-                    {
-                        "index": shown,
-                        "text": [split.texts[i] for i in shown],
-                        "true": [_class_name(info, int(labels[i])) for i in shown],
-                        "predicted": [_class_name(info, int(preds[i])) for i in shown],
-                        "probability": [float(probs[i, preds[i]]) for i in shown],
-                    }
-                ),
-                hide_index=True,
-                width="stretch",
-            )
+        _tiles(t, idx[(page - 1) * GALLERY_PAGE : page * GALLERY_PAGE], chosen, pick_key, max_inputs)
 
-    out = []
-    for i in chosen:
-        label = int(labels[i])
-        if isinstance(split, ImageSplit):
-            mask = split.masks[i].cpu().numpy().astype(bool) if split.masks is not None else None
-            out.append(PickedInput(split.image(i).float(), label, f"test #{i}", mask=mask))
-        else:
-            rats = split.rationales
-            out.append(PickedInput(split.texts[i], label, f"test #{i}", rationale=list(rats[i]) if rats else None))
-    return out
+
+def _sample(adapter: Modality, split: Split, index: int, label: int, name: str) -> PickedInput:
+    """Sample `index` of a split as an input, with its ground truth (an object mask, a rationale) when known."""
+    truth = adapter.ground_truth(split, [index])
+    return PickedInput(
+        adapter.item(split, index),
+        label,
+        name,
+        mask=None if truth.masks is None else truth.masks[0],
+        rationale=None if truth.rationales is None else truth.rationales[0],
+    )
+
+
+def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) -> list[PickedInput]:
+    info = bundle.info
+    try:
+        split = services.dataset_split(info.name, "test")
+        probs = services.test_predictions(bundle_key, bundle)
+    except Exception as e:  # noqa: BLE001 - shown with what to do; uploads still work
+        show_error(e, f"The test split of {info.name} is not available")
+        st.info("Upload your own input instead (switch the source above).")
+        return []
+    labels = split.labels[: len(probs)].numpy()
+    tested = _Tested(info, split, labels, probs, probs.argmax(1))
+    idx, classes, show = _filtered(info, key, labels, tested.preds)
+    if not idx:
+        st.info("No test samples match these filters: widen them.")
+        return []
+    pick_key = _pick_key(key, info.name, classes, show)
+    chosen = _chosen(info, key, pick_key, idx, labels, tested.preds, max_inputs)
+    _gallery_pages(tested, key, pick_key, idx, chosen, max_inputs, bundle.adapter.gallery_open)
+    return [_sample(bundle.adapter, split, i, int(labels[i]), f"test #{i}") for i in chosen]
 
 
 def _toggle_pick(pick_key: str, index: int, max_inputs: int) -> None:
@@ -185,10 +224,10 @@ def _toggle_pick(pick_key: str, index: int, max_inputs: int) -> None:
     st.session_state[pick_key] = chosen
 
 
-def _uploaded_images(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedInput]:
+def _uploaded_images(info: DatasetInfo, key: str, max_inputs: int, types: tuple[str, ...]) -> list[PickedInput]:
     files = st.file_uploader(
         "Images (PNG, JPEG, BMP, WebP, GIF, TIFF; any size and colour mode)",
-        type=IMAGE_TYPES,
+        type=list(types),
         accept_multiple_files=True,
         key=f"{key}_images",
     )
@@ -279,13 +318,13 @@ def _csv_texts(text: str, name: str, info: DatasetInfo, key: str) -> tuple[list[
     text_cols = [c for c in df.columns if pd.api.types.is_string_dtype(df[c]) or pd.api.types.is_object_dtype(df[c])]
     if not text_cols:
         raise ExplainError(f"{name} has no text column (columns: {', '.join(map(str, df.columns))}).")
-    preferred = [c for c in text_cols if str(c).lower() in ("text", "sentence", "review", "message")]
+    preferred = [c for c in text_cols if str(c).lower() in TEXT_COLUMNS]
     col = st.selectbox(
         "Text column", text_cols, index=text_cols.index(preferred[0]) if preferred else 0, key=f"{key}_csvcol"
     )
     rows = df[df[col].notna() & (df[col].astype(str).str.strip() != "")]
     labels: list[int | None] = [None] * len(rows)
-    label_col = next((c for c in df.columns if str(c).lower() in ("label", "class", "target")), None)
+    label_col = next((c for c in df.columns if str(c).lower() in LABEL_COLUMNS), None)
     if label_col is not None:
 
         def to_label(v: Any) -> int | None:
@@ -301,9 +340,9 @@ def _csv_texts(text: str, name: str, info: DatasetInfo, key: str) -> tuple[list[
     return rows[col].astype(str).tolist(), labels
 
 
-def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int) -> list[PickedInput]:
+def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int, types: tuple[str, ...]) -> list[PickedInput]:
     f = st.file_uploader(
-        "A .txt file (one input per line) or a .csv file with a text column", type=TEXT_TYPES, key=f"{key}_textfile"
+        "A .txt file (one input per line) or a .csv file with a text column", type=list(types), key=f"{key}_textfile"
     )
     if f is None:
         st.info("Upload a UTF-8 .txt or .csv file.")
@@ -400,7 +439,7 @@ def _open_requested_sample(bundle: ModelBundle, key: str) -> None:
             "pick another sample below."
         )
         return
-    st.session_state[f"{key}_source"] = "Test set"
+    st.session_state[f"{key}_source"] = TEST_SET
     st.session_state[f"{key}_classes_{bundle.info.name}"] = []
     st.session_state[f"{key}_show"] = "all"
     st.session_state[_pick_key(key, bundle.info.name, [], "all")] = [index]
@@ -453,15 +492,27 @@ def _training_sample(bundle: ModelBundle, key: str) -> list[PickedInput]:
     )
     if isinstance(split, ImageSplit):
         st.image(to_pil(split.image(index), 128), caption=f"train #{index}", width=128)
-        mask = split.masks[index].cpu().numpy().astype(bool) if split.masks is not None else None
-        return [PickedInput(split.image(index).float(), label, f"train #{index}", mask=mask)]
-    rats = split.rationales
-    st.markdown(f"> {split.texts[index]}")
-    return [PickedInput(split.texts[index], label, f"train #{index}", rationale=list(rats[index]) if rats else None)]
+    else:
+        st.markdown(f"> {split.texts[index]}")
+    return [_sample(bundle.adapter, split, index, label, f"train #{index}")]
 
 
 def _pick_key(key: str, dataset: str, classes: list[str], show: str) -> str:
     return f"{key}_samples_{dataset}_{'-'.join(classes)}_{show}"
+
+
+def _upload_label(adapter: Modality) -> str:
+    """'Upload images' for pictures; else the file types it reads: 'Upload .txt / .csv'."""
+    if adapter.pictured:
+        return f"Upload {adapter.label}"
+    return "Upload " + " / ".join(f".{t}" for t in adapter.upload_types)
+
+
+def source_labels(adapter: Modality) -> list[str]:
+    """The input sources a page offers for this kind of input, in order: the test set, then the ways its adapter
+    declares (`sources`: typed text, uploaded files)."""
+    words = {"type": TYPE_TEXT, "upload": _upload_label(adapter)}
+    return [TEST_SET, *(words[s] for s in adapter.sources)]
 
 
 def input_picker(bundle: ModelBundle, key: str, *, bundle_key: str, max_inputs: int = 8) -> list[PickedInput]:
@@ -473,10 +524,8 @@ def input_picker(bundle: ModelBundle, key: str, *, bundle_key: str, max_inputs: 
     if st.session_state.get(f"{key}_source_run") != bundle_key and not linked and bundle_key in by_run:
         st.session_state[f"{key}_source"] = by_run[bundle_key]  # switched back to this run: its own source
     st.session_state[f"{key}_source_run"] = bundle_key
-    if bundle.modality == "image":
-        sources = ["Test set", "Upload images"]
-    else:
-        sources = ["Test set", "Type text", "Upload .txt / .csv"]
+    adapter = bundle.adapter
+    sources = source_labels(adapter)
     no_dataset = bundle.no_dataset_reason("the test-set gallery")
     if no_dataset:  # an imported model without a data set: uploads and typed text only
         sources = sources[1:]
@@ -487,12 +536,12 @@ def input_picker(bundle: ModelBundle, key: str, *, bundle_key: str, max_inputs: 
         st.session_state.pop(f"{key}_source", None)
     source = sources[0] if len(sources) == 1 else st.radio("Input", sources, horizontal=True, key=f"{key}_source")
     by_run[bundle_key] = source
-    if source == "Test set":
+    if source == TEST_SET:
         return _gallery(bundle, key, bundle_key, max_inputs)
     if source == TRAIN_SOURCE:
         return _training_sample(bundle, key)
-    if source == "Upload images":
-        return _uploaded_images(bundle.info, key, max_inputs)
-    if source == "Type text":
+    if source == TYPE_TEXT:
         return _typed_text(key, max_inputs)
-    return _uploaded_text(bundle.info, key, max_inputs)
+    if adapter.pictured:  # the one other source: uploaded files, decoded as pictures or read as text
+        return _uploaded_images(bundle.info, key, max_inputs, adapter.upload_types)
+    return _uploaded_text(bundle.info, key, max_inputs, adapter.upload_types)

@@ -112,29 +112,9 @@ def metric_spread_charts(
             ]
         )
         lowest, highest = (ranges or {}).get(c, (None, None))
-        raw_low = part["low"].fillna(part["mean"]).astype(float)
-        raw_high = part["high"].fillna(part["mean"]).astype(float)
-        ci_low, ci_high = raw_low.clip(lower=lowest, upper=highest), raw_high.clip(lower=lowest, upper=highest)
-        clipped = bool(((ci_low != raw_low) | (ci_high != raw_high)).any())
-        stats = pd.DataFrame(
-            {
-                "method": [labels.get(m, m) for m in part.method],
-                "mean": part["mean"].astype(float).values,
-                "low": ci_low.values,
-                "high": ci_high.values,
-                "minimum": part["minimum"].astype(float).values,
-                "maximum": part["maximum"].astype(float).values,
-                "inputs": [f"{int(v)} of {int(n)}" for v, n in zip(part["valid"], part["n"], strict=True)],
-            }
-        )
+        stats, clipped = _interval_stats(part, labels, lowest, highest)
         y = alt.Y("method:N", sort=order, title=None, axis=alt.Axis(labelLimit=140))
-        x_scale = (
-            alt.Scale(domain=[lowest, highest], nice=False, clamp=True)
-            if lowest is not None and highest is not None
-            else alt.Scale(domainMin=lowest, clamp=True)
-            if lowest is not None
-            else alt.Scale()
-        )
+        x_scale = _x_scale(lowest, highest)
         range_note = _range_note(lowest, highest, clipped)
         layers: list[Any] = []
         if not dots.empty:
@@ -163,6 +143,36 @@ def metric_spread_charts(
         )
         charts.append(chart)
     return charts
+
+
+def _interval_stats(
+    part: pd.DataFrame, labels: Mapping[str, str], lowest: float | None, highest: float | None
+) -> tuple[pd.DataFrame, bool]:
+    """One metric's rows of the summary as the chart draws them (the 95% interval clipped to the metric's range),
+    and whether an interval was clipped."""
+    raw_low = part["low"].fillna(part["mean"]).astype(float)
+    raw_high = part["high"].fillna(part["mean"]).astype(float)
+    ci_low, ci_high = raw_low.clip(lower=lowest, upper=highest), raw_high.clip(lower=lowest, upper=highest)
+    clipped = bool(((ci_low != raw_low) | (ci_high != raw_high)).any())
+    stats = pd.DataFrame(
+        {
+            "method": [labels.get(m, m) for m in part.method],
+            "mean": part["mean"].astype(float).values,
+            "low": ci_low.values,
+            "high": ci_high.values,
+            "minimum": part["minimum"].astype(float).values,
+            "maximum": part["maximum"].astype(float).values,
+            "inputs": [f"{int(v)} of {int(n)}" for v, n in zip(part["valid"], part["n"], strict=True)],
+        }
+    )
+    return stats, clipped
+
+
+def _x_scale(lowest: float | None, highest: float | None) -> alt.Scale:
+    """The value axis: exactly the metric's range when it has both ends, from its lowest value when it has one."""
+    if lowest is not None and highest is not None:
+        return alt.Scale(domain=[lowest, highest], nice=False, clamp=True)
+    return alt.Scale(domainMin=lowest, clamp=True) if lowest is not None else alt.Scale()
 
 
 def _range_note(lowest: float | None, highest: float | None, clipped: bool) -> str:

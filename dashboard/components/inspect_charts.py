@@ -292,16 +292,6 @@ def mosaic(
     return img
 
 
-def filters_as_images(weights: np.ndarray) -> tuple[np.ndarray, bool]:
-    """(out, in, kh, kw) -> tiles to show: RGB (out, kh, kw, 3) for 3 input channels, else the
-    channel sum (out, kh, kw); and whether the tiles are signed grey maps."""
-    w = np.asarray(weights, dtype=np.float32)
-    if w.shape[1] == 3:
-        s = float(np.abs(w).max()) or 1.0
-        return (0.5 + 0.5 * w / s).transpose(0, 2, 3, 1), False
-    return w.sum(1), True
-
-
 def filter_grid(
     weights: np.ndarray, cols: int = 16, cell: int | None = None, gap: int = 6, label: bool = True
 ) -> tuple[Image.Image, float, bool]:

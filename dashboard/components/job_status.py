@@ -7,20 +7,14 @@ from __future__ import annotations
 
 from xaidash.dashboard import services
 from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
-from xaidash.dashboard.run_facts import kept_sentence, pct
+from xaidash.dashboard.run_facts import kept_sentence
+from xaidash.data.formatting import duration_text, percent
 from xaidash.models.runs.store import resolve_run
 
 
 def stop_training() -> None:
     """The Stop buttons' callback: the current run stops after its step, queued runs are cancelled."""
     services.job_manager().stop()  # False when it had already ended: nothing to do
-
-
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
-        return "–"
-    s = round(s)
-    return f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s")
 
 
 def queue_prefix(job: JobSnapshot, queue_name: str = "") -> str:
@@ -38,7 +32,7 @@ def progress_text(job: JobSnapshot) -> str:
     epochs = f"/{job.epochs}" if job.epochs else ""
     return (
         f"Epoch {max(job.epoch, 1)}{epochs} · step {job.step}/{job.total_steps} · {rate} · "
-        f"ETA {fmt_seconds(job.eta_s)} · {fmt_seconds(job.elapsed_s)} elapsed"
+        f"ETA {duration_text(job.eta_s)} · {duration_text(job.elapsed_s)} elapsed"
     )
 
 
@@ -47,12 +41,12 @@ def queue_progress_text(queue: QueueSnapshot) -> str:
     (steps of every run, planned before the first trains; the time left as `QueueSnapshot.eta_s` estimates it)."""
     head = f"Run {queue.position} of {queue.size}"
     if not queue.total_steps:
-        return f"{head} · counting the steps of the {queue.size} runs… · {fmt_seconds(queue.elapsed_s)} elapsed"
+        return f"{head} · counting the steps of the {queue.size} runs… · {duration_text(queue.elapsed_s)} elapsed"
     eta = queue.eta_s
-    left = f"about {fmt_seconds(eta)} left" if eta is not None else "time left: measuring the pace"
+    left = f"about {duration_text(eta)} left" if eta is not None else "time left: measuring the pace"
     return (
         f"{head} · step {queue.steps_done:,} of {queue.total_steps:,} ({100 * queue.progress:.0f}%) · {left} · "
-        f"{fmt_seconds(queue.elapsed_s)} elapsed"
+        f"{duration_text(queue.elapsed_s)} elapsed"
     )
 
 
@@ -66,11 +60,11 @@ def job_line(job: JobSnapshot, queue_name: str = "") -> str:
         epochs = f"/{job.epochs}" if job.epochs else ""
         return (
             f"{prefix}training {job.label}: epoch {max(job.epoch, 1)}{epochs}, {100 * job.progress:.0f}%, "
-            f"ETA {fmt_seconds(job.eta_s)}{stop}"
+            f"ETA {duration_text(job.eta_s)}{stop}"
         )
     if job.state == "failed":
         return f"{prefix}last job failed: {job.label}"
-    acc = f", test acc {pct(job.test_acc)}" if job.test_acc is not None else ""
+    acc = f", test acc {percent(job.test_acc)}" if job.test_acc is not None else ""
     return f"{prefix}last job {job.state}: {job.label}{acc}"
 
 
@@ -85,10 +79,4 @@ def kept_by(job: JobSnapshot) -> str:
 
 
 def stopped_message(job: JobSnapshot) -> str:
-    return f"Stopped after {fmt_seconds(job.elapsed_s)}. Kept: {kept_by(job)}."
-
-
-def queue_summary(queue: QueueSnapshot) -> str:
-    """'run 2 of 3 (resnet_small on shapes done)' style line for a queue in progress."""
-    done = [j for j in queue.jobs if j.state in ("completed", "stopped", "failed")]
-    return f"run {queue.position} of {queue.size}" + (f", {len(done)} done" if done else "")
+    return f"Stopped after {duration_text(job.elapsed_s)}. Kept: {kept_by(job)}."

@@ -24,6 +24,7 @@ from xaidash.dashboard.components.generate_compute import LMContext, cached, con
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import LAST_KIND_KEY
+from xaidash.data.modalities import modality_of
 from xaidash.data.paths import data_root
 from xaidash.data.registry import get_source, list_datasets
 from xaidash.explainers.inspection.projection import LABELS, PARAMS, Projection, project
@@ -103,9 +104,11 @@ class Read:
 
 # ---- choices ---------------------------------------------------------------------------------------------------------
 def text_datasets() -> dict[str, bool]:
-    """The registered text data sets and whether each is on this machine (a download would be needed otherwise)."""
+    """The registered text data sets and whether each is on this machine (a download would be needed otherwise):
+    those whose inputs a tokenizer reads, as a language model reads its prompts."""
     root = data_root()
-    return {i.name: bool(get_source(i.name).is_available(root)) for i in list_datasets() if i.modality == "text"}
+    readable = [i for i in list_datasets() if modality_of(i.modality).tokenized]
+    return {i.name: bool(get_source(i.name).is_available(root)) for i in readable}
 
 
 def default_dataset(available: dict[str, bool]) -> str:

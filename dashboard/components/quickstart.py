@@ -15,12 +15,13 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from xaidash.dashboard import services
-from xaidash.dashboard.components.job_status import fmt_seconds, progress_text, queue_progress_text, stop_training
+from xaidash.dashboard.components.job_status import progress_text, queue_progress_text, stop_training
 from xaidash.dashboard.errors import USER_ERRORS, show_error
 from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
 from xaidash.dashboard.nav import page_path
-from xaidash.dashboard.run_facts import is_lm_run, lm_ready, pct
+from xaidash.dashboard.run_facts import run_kind
 from xaidash.dashboard.state import select_run
+from xaidash.data.formatting import duration_text, percent
 from xaidash.data.registry import get_source
 from xaidash.models.language.convert import BUILTIN, builtin_gguf
 from xaidash.models.language.loading import MARK
@@ -52,7 +53,7 @@ def plan_line(cfg: TrainConfig) -> str:
     """'resnet_small on shapes: 3 epochs, tested at 99.7%' from the model's recipe for that data."""
     spec, info = get_spec(cfg.model), get_source(cfg.dataset).info
     _, recipe = spec.recipe(info)
-    tested = f", tested at {pct(recipe.expected_acc)}" if recipe.expected_acc is not None else ""
+    tested = f", tested at {percent(recipe.expected_acc)}" if recipe.expected_acc is not None else ""
     what = spec.description.split(".")[0] if spec.description else spec.name
     return f"**{cfg.model}** on **{cfg.dataset}** ({what}): {recipe.epochs} epochs{tested}"
 
@@ -72,7 +73,7 @@ def _job_row(job: JobSnapshot) -> str:
     if job.active:
         return f":material/autorenew: {job.label}: training, {100 * job.progress:.0f}%"
     icon = ICONS.get(job.state, "")
-    acc = f", test accuracy {pct(job.test_acc)}" if job.test_acc is not None else ""
+    acc = f", test accuracy {percent(job.test_acc)}" if job.test_acc is not None else ""
     return f"{icon} {job.label}: {job.state}{acc}"
 
 
@@ -117,7 +118,7 @@ def _stored_row(run: Run) -> str:
     """'resnet_small on shapes: completed, test accuracy 99.7% · run 2026...' from the run's files."""
     config, summary = run.config(), run.summary()
     acc = summary.get("test_acc")
-    acc_text = f", test accuracy {pct(acc)}" if acc is not None else ""
+    acc_text = f", test accuracy {percent(acc)}" if acc is not None else ""
     state = summary.get("state", "?")
     return f"{ICONS.get(state, '')} {config['model']} on {config['dataset']}: {state}{acc_text} · `{run.id}`"
 
@@ -155,10 +156,10 @@ def _results(queue: QueueSnapshot) -> None:
     """Each demo run with its accuracy, a flag when it is poor, and links to the pages that show it."""
     total = sum(j.elapsed_s for j in queue.jobs)
     if all(j.state == "completed" for j in queue.jobs):
-        st.success(f"The demo models are trained ({fmt_seconds(total)} in all).", icon=":material/check_circle:")
+        st.success(f"The demo models are trained ({duration_text(total)} in all).", icon=":material/check_circle:")
     else:
         st.warning(
-            f"The quick start ended after {fmt_seconds(total)}, not every run completed:", icon=":material/info:"
+            f"The quick start ended after {duration_text(total)}, not every run completed:", icon=":material/info:"
         )
     for job in queue.jobs:
         c1, c2, c3 = st.columns([5, 1, 1], vertical_alignment="center")
@@ -229,7 +230,11 @@ def smollm2_runs() -> list[Run]:
     found = []
     for run in list_runs():
         try:
-            if is_lm_run(run) and (run.config().get(MARK) or {}).get("given") == LM_SOURCE and lm_ready(run):
+            if (
+                run_kind(run) == "language_model"
+                and (run.config().get(MARK) or {}).get("given") == LM_SOURCE
+                and run.usable
+            ):
                 found.append(run)
         except USER_ERRORS:
             continue

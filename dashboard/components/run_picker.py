@@ -1,8 +1,8 @@
 """The run picker: every page that works on a run switches runs in place from the sidebar, which draws it once for
 every page. Each option names the run's model, data set and accuracy, flagged first when it is too poor to
 explain (`run_facts.picker_label`); picking one selects it for every page of its kind, as a click in Home's or
-Train's runs table does. The Generate page lists language models only, the Attention and Embeddings pages
-every run, the other pages classifiers only (`state.page_kind`)."""
+Train's runs table does. A page lists only the kinds of run it declares it can use (`nav.PageInfo.runs`): the
+Generate page language models, the Attention and Embeddings pages every run, the other pages classifiers."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from collections import Counter
 
 import streamlit as st
 
-from xaidash.dashboard.run_facts import is_lm_run, picker_label
-from xaidash.dashboard.state import RunKind, missing_run_notice, select_run, selected_run
-from xaidash.models.runs.store import Run, list_runs
+from xaidash.dashboard.nav import CLASSIFIERS
+from xaidash.dashboard.run_facts import picker_label
+from xaidash.dashboard.state import missing_run_notice, runs_for, select_run, selected_run, slot_of
+from xaidash.models.runs.store import Run, RunKind
 
 PICKER_KEY = "xai_run_picker"
 
@@ -29,20 +30,12 @@ def _unique_labels(runs: list[Run]) -> dict[str, str]:
     return {i: f"{label} · {i}" if counts[label] > 1 else label for i, label in labels.items()}
 
 
-def runs_of(kind: RunKind) -> list[Run]:
-    """The runs a page of `kind` offers, newest first."""
-    runs = list_runs()
-    if kind == "any":
-        return runs
-    return [r for r in runs if is_lm_run(r) == (kind == "language")]
-
-
-def run_picker(kind: RunKind = "classifier") -> Run | None:
-    """The selectbox of the runs of `kind` (newest first) showing the selected one; the selected run, or None when
-    none exists. A `?run=` link that named no run says so here, with the run shown instead, until the user picks
-    one."""
-    runs = runs_of(kind)
-    current = selected_run(kind)
+def run_picker(kinds: tuple[RunKind, ...] = CLASSIFIERS) -> Run | None:
+    """The selectbox of the runs of those kinds (newest first) showing the selected one; the selected run, or None
+    when none exists. A `?run=` link that named no run says so here, with the run shown instead, until the user
+    picks one."""
+    runs = runs_for(kinds)
+    current = selected_run(slot_of(kinds))
     if runs:
         labels = _unique_labels(runs)
         # Follow selections made elsewhere (a runs table, the quick start, an import): set before the widget.

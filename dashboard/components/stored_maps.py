@@ -75,18 +75,8 @@ def show_stored_sample(run: Run, bundle: ModelBundle) -> bool:
     return True
 
 
-def _draw(
-    run: Run,
-    bundle: ModelBundle,
-    store: Any,
-    manifest: dict[str, Any],
-    split: str,
-    index: int,
-    row: Any,
-    methods: list[str],
-    values: dict[str, dict[str, float]],
-) -> None:
-    info = bundle.info
+def _banner(bundle: ModelBundle, manifest: dict[str, Any], split: str, index: int, methods: list[str]) -> None:
+    """Where the maps come from, and the buttons to recompute them live, go back to the report or close."""
     st.info(
         f"**{split} #{index}: stored by `xaidash explain --input {R.input_spec(manifest, split_size(bundle, split))} --split {split}` on "
         f"{R.when(manifest.get('created'))}; not recomputed.** The maps and metrics below are the stored ones "
@@ -114,33 +104,50 @@ def _draw(
         )
         st.button("Close the stored view", on_click=_close, key="explain_stored_close", type="tertiary")
 
-    data = services.dataset_split(info.name, split)
-    image = isinstance(data, ImageSplit)
-    x = data.image(index).float() if isinstance(data, ImageSplit) else None
+
+def _sample_header(data: Any, split: str, index: int, row: Any, x: Any) -> str:
+    """The sample (its picture, or its text), its classes, loss and the methods' disagreement; the display the
+    maps are drawn with (a picture's overlay or heat map, as chosen here; a text's tokens)."""
+    image = x is not None
     mark = " ✓" if bool(row["correct"]) else " ✗"
     display = "tokens"
-    with st.container(border=True):
-        with st.container(horizontal=True, gap="medium"):
+    with st.container(horizontal=True, gap="medium"):
+        if image:
+            st.image(to_pil(x, 224), width=200)
+        with st.container(width=420):
+            if not image:
+                st.markdown(f"> {data.texts[index]}")
+            st.markdown(
+                f"**{split} #{index}** · true: **{row['label_name']}** · predicted: **{row['pred_name']}** "
+                f"({float(row['prob']):.0%}){mark}"
+            )
+            dis = float(row["disagreement"])
+            st.caption(
+                f"loss {float(row['loss']):.3f} (cross-entropy of the true class)"
+                + (f" · disagreement between the methods {dis:.3f} (1 − mean Spearman ρ)" if np.isfinite(dis) else "")
+            )
             if image:
-                st.image(to_pil(x, 224), width=200)
-            with st.container(width=420):
-                if not image:
-                    st.markdown(f"> {data.texts[index]}")  # type: ignore[union-attr]
-                st.markdown(
-                    f"**{split} #{index}** · true: **{row['label_name']}** · predicted: **{row['pred_name']}** "
-                    f"({float(row['prob']):.0%}){mark}"
-                )
-                dis = float(row["disagreement"])
-                st.caption(
-                    f"loss {float(row['loss']):.3f} (cross-entropy of the true class)"
-                    + (
-                        f" · disagreement between the methods {dis:.3f} (1 − mean Spearman ρ)"
-                        if np.isfinite(dis)
-                        else ""
-                    )
-                )
-                if image:
-                    display = map_display_choice(st, "explain_stored_display")
+                display = map_display_choice(st, "explain_stored_display")
+    return display if image else "overlay"
+
+
+def _draw(
+    run: Run,
+    bundle: ModelBundle,
+    store: Any,
+    manifest: dict[str, Any],
+    split: str,
+    index: int,
+    row: Any,
+    methods: list[str],
+    values: dict[str, dict[str, float]],
+) -> None:
+    info = bundle.info
+    _banner(bundle, manifest, split, index, methods)
+    data = services.dataset_split(info.name, split)
+    x = data.image(index).float() if isinstance(data, ImageSplit) else None
+    with st.container(border=True):
+        display = _sample_header(data, split, index, row, x)
         st.caption(
             "**Colour scale:** each map on its own scale, saturating at its 99th percentile of |value|. Signed maps: "
             "red/white/blue around 0; unsigned maps: dark to bright (never red-blue)."
@@ -153,7 +160,7 @@ def _draw(
             target=int(row["pred"]),
             seconds={m: values.get(m, {}).get("seconds") for m in methods},
             image=x,
-            display=display if image else "overlay",
+            display=display,
         )
         with st.container(horizontal=True, gap="small"):
             for m, fig in figures.items():

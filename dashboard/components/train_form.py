@@ -13,8 +13,9 @@ from typing import Any
 
 import streamlit as st
 
-from xaidash.dashboard.run_facts import pct
 from xaidash.data.catalogue import dataset_status
+from xaidash.data.formatting import percent
+from xaidash.data.modalities import modality_of
 from xaidash.data.paths import data_root, offline
 from xaidash.data.registry import DatasetInfo, get_source, list_datasets
 from xaidash.models.device import device_choices
@@ -90,6 +91,12 @@ def _clamp(field: str, value: Any) -> Any:
     return type(lo)(min(max(value, lo), hi))
 
 
+def augmentations(info: DatasetInfo) -> tuple[Augment, ...]:
+    """The training augmentations that apply to the data set's inputs (its modality declares them)."""
+    declared = modality_of(info.modality).augmentations
+    return tuple(a for a in AUGMENTATIONS if a in declared)
+
+
 def fill_from_recipe(recipe: Recipe, info: DatasetInfo) -> None:
     """Set every recipe field's widget to the recipe's value (clamped to what the widget accepts)."""
     settings = {**FIELD_DEFAULTS, **recipe.settings()}
@@ -97,7 +104,7 @@ def fill_from_recipe(recipe: Recipe, info: DatasetInfo) -> None:
         value = settings[field]
         if field in LIMITS:
             value = _clamp(field, value)
-        if field == "augment" and info.modality != "image":
+        if field == "augment" and value not in augmentations(info):  # one that does not apply to these inputs
             value = "none"
         st.session_state[key] = value
     st.session_state[LR_AUTO] = st.session_state[RECIPE_KEYS["lr"]]
@@ -138,7 +145,7 @@ def recipe_note(spec: ModelSpec, info: DatasetInfo) -> str:
     built = f" The model is built with {options}." if options else ""
     if recipe.expected_acc is None:
         return f"Settings from **{spec.name}**'s recipe for {where} (not measured: watch the validation curve).{built}"
-    tested = f"tested: {pct(recipe.expected_acc)} on {where}"
+    tested = f"tested: {percent(recipe.expected_acc)} on {where}"
     return f"Settings from **{spec.name}**'s recipe for {where} ({tested}).{built}"
 
 
@@ -197,9 +204,9 @@ def reset_to_recipe(spec: ModelSpec, info: DatasetInfo) -> None:
     fill_from_recipe(spec.recipe(info)[1], info)
 
 
-def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
-    """The settings, filled from the recipe when the model or the data set changed; the config when Start is
-    pressed."""
+def _recipe_header(info: DatasetInfo, spec: ModelSpec) -> None:
+    """The recipe's note and the button that puts every field back to it (the fields filled from the recipe when
+    the model or the data set changed)."""
     if st.session_state.get(FILLED_FOR) != (info.name, spec.name) or any(
         k not in st.session_state for k in RECIPE_KEYS.values()
     ):
@@ -215,96 +222,41 @@ def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
         icon=":material/restart_alt:",
         help="put every field back to the recipe's value",
     )
-    # Not an st.form: every edit is committed at once, so it survives reruns and visits to other pages.
-    with st.container(border=True):
-        c1, c2, c3, c4 = st.columns(4)
-        epochs = c1.number_input("Epochs", 1, 1000, step=1, key="train_epochs")
-        batch_size = c2.number_input(
-            "Batch size",
-            1,
-            8192,
-            step=1,
-            key="train_batch",
-            on_change=rescale_lr,
-            args=(spec, info),
-            help="above the recipe's batch, a learning rate from the recipe is scaled with it (square root for "
-            "adam/adamw, linear for sgd); larger batches take fewer steps, which a GPU runs faster",
-        )
-        lr = c3.number_input("Learning rate", 1e-6, 5.0, step=1e-4, format="%g", key="train_lr")
-        optimizer = c4.selectbox("Optimizer", OPTIMIZERS, key="train_opt")
-        schedule = c1.selectbox(
-            "Schedule",
-            SCHEDULES,
-            key="train_sched",
-            help="learning rate over the steps: cosine decay, one-cycle warm-up and decay, or constant",
-        )
-        augment_choices: tuple[Augment, ...] = AUGMENTATIONS if info.modality == "image" else ("none",)
-        augment = c2.selectbox(
-            "Augmentation",
-            augment_choices,
-            key="train_aug",
-            help="random shifts by up to 2 pixels and/or horizontal flips of training images",
-        )
-        weight_decay = c3.number_input(
-            "Weight decay", 0.0, 1.0, step=1e-3, format="%g", key="train_wd", help="L2 penalty (decoupled for AdamW)"
-        )
-        if "train_device" not in st.session_state:
-            st.session_state["train_device"] = device_choices()[0]
-        device = c4.selectbox(
-            "Device",
-            device_choices(),
-            key="train_device",
-            help="auto: the first CUDA GPU, else Apple MPS, else the CPU",
-        )
-        nproc = 1
-        if gpus := process_choices(device):  # two or more CUDA GPUs visible: one process per GPU (DDP)
-            if st.session_state.get("train_nproc") not in gpus:
-                st.session_state["train_nproc"] = 1
-            nproc = c4.selectbox(
-                "GPUs",
-                gpus,
-                key="train_nproc",
-                help="train this run on several GPUs at once (DistributedDataParallel, one process each); "
-                "the batch size stays the total over all of them and must split evenly",
-            )
-        if note := scaled_lr_note(spec, info):
-            st.caption(note[0].upper() + note[1:] + ".")
-        with st.expander("More: label smoothing, sample cap, validation, seed, compilation"):
-            q1, q2, q3, q4 = st.columns(4)
-            st.session_state.setdefault("train_val", 0.1)
-            st.session_state.setdefault("train_seed", 0)
-            label_smoothing = q1.number_input(
-                "Label smoothing",
-                0.0,
-                0.5,
-                step=0.05,
-                format="%g",
-                key="train_smoothing",
-                help="0: plain cross-entropy",
-            )
-            max_samples = q2.number_input(
-                "Use at most this many training samples (0 = all)", 0, 10_000_000, step=100, key="train_max_samples"
-            )
-            val_fraction = q3.slider("Validation share of the training split", 0.0, 0.5, step=0.05, key="train_val")
-            seed = q4.number_input("Seed", 0, 2**31 - 1, step=1, key="train_seed")
-            st.session_state.setdefault("train_compile", "off")
-            compile_mode = q1.selectbox(
-                "Compile the training steps",
-                COMPILE_MODES,
-                key="train_compile",
-                help="torch.compile: 'on' fuses kernels, 'graphs' also records CUDA graphs on a GPU (fewest launches "
-                "per step). Compiling takes tens of seconds at the start: worth it on long runs. If it fails, "
-                "training goes on without it and the run says why.",
-            )
-            channels_last = q2.checkbox(
-                "Channels-last layout",
-                key="train_channels_last",
-                help="NHWC activations and weights for convolution networks: faster convolutions on GPUs with bf16",
-            )
-        submitted = st.button("Start training", type="primary", icon=":material/play_arrow:", key="train_start")
-    keep_fields()
-    if not submitted:
-        return None
+
+
+def _main_fields(info: DatasetInfo, spec: ModelSpec) -> dict[str, Any]:
+    """The first rows of the form: epochs, batch, learning rate, optimizer, schedule, augmentation, weight decay,
+    device (and GPUs), with the note on a scaled learning rate; their values as the config takes them."""
+    c1, c2, c3, c4 = st.columns(4)
+    epochs = c1.number_input("Epochs", 1, 1000, step=1, key="train_epochs")
+    batch_size = c2.number_input(
+        "Batch size",
+        1,
+        8192,
+        step=1,
+        key="train_batch",
+        on_change=rescale_lr,
+        args=(spec, info),
+        help="above the recipe's batch, a learning rate from the recipe is scaled with it (square root for "
+        "adam/adamw, linear for sgd); larger batches take fewer steps, which a GPU runs faster",
+    )
+    lr = c3.number_input("Learning rate", 1e-6, 5.0, step=1e-4, format="%g", key="train_lr")
+    optimizer = c4.selectbox("Optimizer", OPTIMIZERS, key="train_opt")
+    schedule = c1.selectbox(
+        "Schedule",
+        SCHEDULES,
+        key="train_sched",
+        help="learning rate over the steps: cosine decay, one-cycle warm-up and decay, or constant",
+    )
+    augment = c2.selectbox(
+        "Augmentation",
+        augmentations(info),
+        key="train_aug",
+        help="random shifts by up to 2 pixels and/or horizontal flips of training images",
+    )
+    weight_decay = c3.number_input(
+        "Weight decay", 0.0, 1.0, step=1e-3, format="%g", key="train_wd", help="L2 penalty (decoupled for AdamW)"
+    )
     values: dict[str, Any] = {
         "epochs": int(epochs),
         "batch_size": int(batch_size),
@@ -313,14 +265,92 @@ def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
         "schedule": schedule,
         "augment": augment,
         "weight_decay": float(weight_decay),
+        **_device_fields(c4),
+    }
+    if note := scaled_lr_note(spec, info):
+        st.caption(note[0].upper() + note[1:] + ".")
+    return values
+
+
+def _device_fields(column: Any) -> dict[str, Any]:
+    """The device, and the number of GPUs when two or more CUDA GPUs are visible (one process per GPU, DDP)."""
+    if "train_device" not in st.session_state:
+        st.session_state["train_device"] = device_choices()[0]
+    device = column.selectbox(
+        "Device",
+        device_choices(),
+        key="train_device",
+        help="auto: the first CUDA GPU, else Apple MPS, else the CPU",
+    )
+    nproc = 1
+    if gpus := process_choices(device):
+        if st.session_state.get("train_nproc") not in gpus:
+            st.session_state["train_nproc"] = 1
+        nproc = column.selectbox(
+            "GPUs",
+            gpus,
+            key="train_nproc",
+            help="train this run on several GPUs at once (DistributedDataParallel, one process each); "
+            "the batch size stays the total over all of them and must split evenly",
+        )
+    return {"device": device, "nproc": int(nproc)}
+
+
+def _more_fields() -> dict[str, Any]:
+    """The expander's fields: label smoothing, sample cap, validation share, seed, compilation, memory layout."""
+    with st.expander("More: label smoothing, sample cap, validation, seed, compilation"):
+        q1, q2, q3, q4 = st.columns(4)
+        st.session_state.setdefault("train_val", 0.1)
+        st.session_state.setdefault("train_seed", 0)
+        label_smoothing = q1.number_input(
+            "Label smoothing",
+            0.0,
+            0.5,
+            step=0.05,
+            format="%g",
+            key="train_smoothing",
+            help="0: plain cross-entropy",
+        )
+        max_samples = q2.number_input(
+            "Use at most this many training samples (0 = all)", 0, 10_000_000, step=100, key="train_max_samples"
+        )
+        val_fraction = q3.slider("Validation share of the training split", 0.0, 0.5, step=0.05, key="train_val")
+        seed = q4.number_input("Seed", 0, 2**31 - 1, step=1, key="train_seed")
+        st.session_state.setdefault("train_compile", "off")
+        compile_mode = q1.selectbox(
+            "Compile the training steps",
+            COMPILE_MODES,
+            key="train_compile",
+            help="torch.compile: 'on' fuses kernels, 'graphs' also records CUDA graphs on a GPU (fewest launches "
+            "per step). Compiling takes tens of seconds at the start: worth it on long runs. If it fails, "
+            "training goes on without it and the run says why.",
+        )
+        channels_last = q2.checkbox(
+            "Channels-last layout",
+            key="train_channels_last",
+            help="NHWC activations and weights for convolution networks: faster convolutions on GPUs with bf16",
+        )
+    return {
         "label_smoothing": float(label_smoothing),
         "max_train_samples": int(max_samples),
-        "device": device,
         "seed": int(seed),
         "val_fraction": float(val_fraction),
-        "nproc": int(nproc),
         "compile": compile_mode,
         "channels_last": bool(channels_last),
     }
+
+
+def settings_form(info: DatasetInfo, spec: ModelSpec) -> TrainConfig | None:
+    """The settings, filled from the recipe when the model or the data set changed; the config when Start is
+    pressed."""
+    _recipe_header(info, spec)
+    # Not an st.form: every edit is committed at once, so it survives reruns and visits to other pages.
+    with st.container(border=True):
+        values = _main_fields(info, spec)
+        values.update(_more_fields())
+        submitted = st.button("Start training", type="primary", icon=":material/play_arrow:", key="train_start")
+    keep_fields()
+    if not submitted:
+        return None
     # Every value the form shows is passed, so the engine fills nothing behind the user's back.
     return TrainConfig(dataset=info.name, model=spec.name, **{k: v for k, v in values.items() if k in CONFIG_FIELDS})

@@ -24,7 +24,7 @@ from xaidash.dashboard.components.inspect_charts import (
 )
 from xaidash.dashboard.components.logit_lens_view import logit_lens_section
 from xaidash.dashboard.errors import guard
-from xaidash.dashboard.run_facts import is_lm_run
+from xaidash.dashboard.run_facts import run_kind
 from xaidash.dashboard.state import require_bundle, selected_run
 from xaidash.explainers.inspection.attention import has_attention
 from xaidash.explainers.inspection.attention_view import AttentionView, attention_view
@@ -411,7 +411,7 @@ def language_main() -> None:
 def main() -> None:
     header()
     shown = selected_run("any")  # a language model when it was picked last (or opened from Generate)
-    if shown is not None and is_lm_run(shown):
+    if shown is not None and run_kind(shown) == "language_model":
         language_main()
         return
     run, bundle = require_bundle("look inside")

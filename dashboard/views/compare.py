@@ -30,6 +30,7 @@ from xaidash.dashboard.components.ranking_view import ranking_view
 from xaidash.dashboard.components.report_downloads import report_downloads
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
+from xaidash.data.modalities import modality_of
 from xaidash.explainers import featured_methods, methods_for
 from xaidash.explainers.comparison.compare import (
     Comparison,
@@ -387,11 +388,12 @@ def sanity_maps(result: Comparison, by_id: dict[str, MethodSpec], modality: str)
     s = result.sanity
     frame = pd.DataFrame(s.rows)
     first_input = result.sample.raw[0]
+    pictured = modality_of(modality).pictured  # the input shown first, each map over it; else each map's words
     for m, maps in s.maps.items():
         steps_of = frame[frame.method == m].sort_values("step")
         st.markdown(f"**{by_id[m].label if m in by_id else m}**: first input, trained → randomised")
-        cols = st.columns(len(maps) + (1 if modality == "image" else 0))
-        if modality == "image":
+        cols = st.columns(len(maps) + (1 if pictured else 0))
+        if pictured:
             cols[0].image(to_pil(first_input, 112), caption="input", width="stretch")
             cols = cols[1:]
         for k, (col, a) in enumerate(zip(cols, maps, strict=True)):
@@ -401,7 +403,7 @@ def sanity_maps(result: Comparison, by_id: dict[str, MethodSpec], modality: str)
             if k and step is not None:
                 rho = (step.get("values") or [float("nan")])[0]
                 caption += " · constant map: no ρ" if np.ptp(first) == 0 or np.isnan(rho) else f" · ρ={rho:.2f}"
-            if modality == "image":
+            if pictured:
                 col.image(sanity_figure(first, image=first_input), caption=caption, width="stretch")
             else:
                 col.caption(caption)
@@ -429,7 +431,7 @@ def inputs_expander(result: Comparison, bundle: ModelBundle) -> None:
     smp = result.sample
     names = [bundle.info.classes[lab] for lab in smp.labels]  # type: ignore[index]  # test samples are labelled
     with st.expander("The inputs"):
-        if bundle.modality == "image":
+        if bundle.adapter.pictured:
             cols = st.columns(8)
             for j, (i, name) in enumerate(zip(smp.indices, names, strict=True)):
                 cols[j % 8].image(to_pil(smp.raw[j], 64), caption=f"#{i} {name}", width="stretch")

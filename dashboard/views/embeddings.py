@@ -23,13 +23,19 @@ from xaidash.dashboard.components.embedding_map import (
     projection_choice,
 )
 from xaidash.dashboard.components.images import to_pil
-from xaidash.dashboard.components.inputs import OPEN_SAMPLE_PARAM, input_picker, stop_without_dataset
+from xaidash.dashboard.components.inputs import (
+    OPEN_SAMPLE_PARAM,
+    TEST_SET,
+    input_picker,
+    source_labels,
+    stop_without_dataset,
+)
 from xaidash.dashboard.components.inspect_charts import thumbnail_url
 from xaidash.dashboard.components.lm_embeddings import language_embeddings
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.nav import page_path
-from xaidash.dashboard.run_facts import is_lm_run
+from xaidash.dashboard.run_facts import run_kind
 from xaidash.dashboard.state import require_bundle, selected_run
 from xaidash.data.registry import ImageSplit, Split, TextSplit
 from xaidash.explainers.inspection.projection import LABELS, NO_TRANSFORM, PARAMS, Projection, project
@@ -280,10 +286,9 @@ def place_inputs(
         if not proj.can_transform:
             st.info(NO_TRANSFORM, icon=":material/info:")
         else:
-            # Uploads (or typed text) first: a test sample is already a point of the map.
-            st.session_state.setdefault(
-                "emb_place_source", "Upload images" if bundle.modality == "image" else "Type text"
-            )
+            # The input's own sources first (uploads, typed text): a test sample is already a point of the map.
+            own = source_labels(bundle.adapter)[1:]
+            st.session_state.setdefault("emb_place_source", own[0] if own else TEST_SET)
             inputs = input_picker(bundle, "emb_place", bundle_key=bundle_key, max_inputs=4)
             rows = []
             refit = (
@@ -376,7 +381,7 @@ def selected_sample(
 
 def main() -> None:
     shown = selected_run("any")  # a language model when it was picked last (or opened from Generate)
-    if shown is not None and is_lm_run(shown):
+    if shown is not None and run_kind(shown) == "language_model":
         language_embeddings(shown)
         return
     header()

@@ -14,7 +14,8 @@ from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.inspect_charts import filter_figure, mosaic_figure
 from xaidash.dashboard.errors import guard, show_error
-from xaidash.dashboard.state import pct, require_bundle
+from xaidash.dashboard.state import require_bundle
+from xaidash.data.formatting import percent
 from xaidash.explainers import methods_for
 from xaidash.explainers.comparison.across_training import (
     TrainingExplanations,
@@ -60,7 +61,8 @@ def architecture(bundle_key: str, bundle: ModelBundle) -> None:
         c1, c2, c3 = st.columns(3)
         c1.metric("Parameters", f"{summary.total:,}")
         c2.metric("Trainable", f"{summary.trainable:,}")
-        c3.metric("Input", " x ".join(map(str, summary.input_shape)) if bundle.modality == "image" else "token ids")
+        shape = " x ".join(map(str, summary.input_shape))
+        c3.metric("Input", "token ids" if bundle.adapter.tokenized else shape)
         st.dataframe(
             pd.DataFrame(summary.table()),
             hide_index=True,
@@ -145,8 +147,8 @@ def filter_section(bundle_key: str, bundle: ModelBundle) -> None:
 
 
 def inside_the_model(bundle_key: str, bundle: ModelBundle, item: PickedInput | None) -> None:
-    """Feature maps and filters for image models; a note for text models."""
-    if bundle.modality == "image":
+    """Feature maps and filters for models whose inputs lie on a grid (images); a note for the others."""
+    if bundle.adapter.spatial:
         feature_map_section(bundle_key, bundle, item)
         filter_section(bundle_key, bundle)
     else:
@@ -157,7 +159,7 @@ def checkpoint_epochs(run: Run) -> list[int]:
     """The epochs with a checkpoint; the page stops with a note when there are none."""
     checkpoints = run.checkpoints()
     if not checkpoints:
-        elsewhere = "source" in run.config()  # an imported model
+        elsewhere = run.kind == "imported"
         st.info(
             "An imported model has no per-epoch checkpoints: it was trained elsewhere."
             if elsewhere
@@ -248,14 +250,12 @@ def across_training_cards(bundle: ModelBundle, item: PickedInput, result: Traini
     for method in result.methods():
         st.markdown(f"**{get_method(method, bundle.modality).label}**")
         with st.container(horizontal=True, gap="small"):  # the epochs side by side, in rows that wrap
-            for at_epoch, fig in result.figures(
-                method, classes, item.raw if bundle.modality == "image" else None, shown
-            ):
+            for at_epoch, fig in result.figures(method, classes, item.raw if bundle.adapter.pictured else None, shown):
                 map_card(
                     fig,
                     key=f"model_across_card_{method}_{at_epoch.epoch}",
                     title=f"epoch {at_epoch.epoch}",
-                    caption=f"val acc {pct(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
+                    caption=f"val acc {percent(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
                     f"p={at_epoch.probability:.2f}",
                     enlarge=False,
                 )

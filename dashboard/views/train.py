@@ -22,7 +22,6 @@ from xaidash.dashboard.components.charts import (
 from xaidash.dashboard.components.compare_runs import compare_runs_section
 from xaidash.dashboard.components.curves import curve_controls, show_curves
 from xaidash.dashboard.components.job_status import (
-    fmt_seconds,
     progress_text,
     queue_prefix,
     stop_training,
@@ -33,8 +32,9 @@ from xaidash.dashboard.components.runs_table import runs_table
 from xaidash.dashboard.components.train_form import choose_dataset, choose_model, restore_fields, settings_form
 from xaidash.dashboard.errors import USER_ERRORS, guard, show_error
 from xaidash.dashboard.jobs import JobSnapshot
-from xaidash.dashboard.run_facts import epochs_text, has_weights, pct, settings_rows
+from xaidash.dashboard.run_facts import epochs_text, has_weights, settings_rows
 from xaidash.dashboard.state import RUN_KEY, select_run
+from xaidash.data.formatting import duration_text, percent
 from xaidash.models.runs.store import Run, delete_run, list_runs, run_liveness, runs_root
 from xaidash.models.training.config import TrainConfig
 
@@ -122,7 +122,7 @@ def job_panel() -> None:
             st.caption("Stopping after the current step…")
     elif job.state == "completed":
         st.success(
-            f"Finished in {fmt_seconds(job.elapsed_s)}: test accuracy {pct(job.test_acc)}.",
+            f"Finished in {duration_text(job.elapsed_s)}: test accuracy {percent(job.test_acc)}.",
             icon=":material/check_circle:",
         )
     elif job.state == "stopped":
@@ -149,9 +149,9 @@ def run_results(run: Run) -> None:
     c, s = run.config(), run.summary()
     show_run_warning(run)
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("Test accuracy", pct(s.get("test_acc")))
+    m1.metric("Test accuracy", percent(s.get("test_acc")))
     m2.metric("Test loss", f"{s['test_loss']:.4f}" if s.get("test_loss") is not None else "–")
-    m3.metric("Validation accuracy", pct(s.get("val_acc")))
+    m3.metric("Validation accuracy", percent(s.get("val_acc")))
     m4.metric("Epochs", epochs_text(c, s), help="complete epochs / planned (+ steps of a partial epoch)")
     matrix = run.confusion(s)
     if matrix is not None:

@@ -9,11 +9,11 @@ import streamlit as st
 
 from xaidash.dashboard.components.influence_panel import method_select
 from xaidash.dashboard.components.influence_table import downloads, ranked_table
-from xaidash.dashboard.components.job_status import fmt_seconds
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.influence_jobs import SelfInfluenceJob, self_influence_job
 from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.state import run_label, selected_run
+from xaidash.data.formatting import duration_text
 from xaidash.explainers.influence.api import SelfInfluenceStatus, self_influence_status, self_influence_table
 from xaidash.explainers.influence.registry import InfluenceMethodSpec, influence_methods_for
 from xaidash.models.runs.store import Run
@@ -29,7 +29,7 @@ HOW_TO_READ = (
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.1f} s" if seconds < 60 else fmt_seconds(seconds)
+    return f"{seconds:.1f} s" if seconds < 60 else duration_text(seconds)
 
 
 def status_line(status: SelfInfluenceStatus | None) -> str:
@@ -49,9 +49,9 @@ def progress_text(job: SelfInfluenceJob) -> str:
     s = job.status
     if s is None:
         return "Starting: loading the checkpoints and the training data…"
-    eta = f"about {fmt_seconds(s.eta_s)} left" if s.eta_s is not None else "time left: measuring the pace"
+    eta = f"about {duration_text(s.eta_s)} left" if s.eta_s is not None else "time left: measuring the pace"
     stopping = " · stopping after this chunk…" if job.state == "stopping" else ""
-    return f"{s.done:,} of {s.total:,} training samples · {eta} · {fmt_seconds(job.elapsed_s)} elapsed{stopping}"
+    return f"{s.done:,} of {s.total:,} training samples · {eta} · {duration_text(job.elapsed_s)} elapsed{stopping}"
 
 
 def stop_job() -> None:

@@ -71,5 +71,6 @@ IMAGE = MODALITIES.register(
         gallery_open=True,
         sources=("upload",),
         upload_types=IMAGE_UPLOADS,
+        pictured=True,
     )
 )
