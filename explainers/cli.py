@@ -22,8 +22,8 @@ import torch
 from xaidash.data.argtypes import float_range, int_range
 from xaidash.data.modalities import GroundTruth
 from xaidash.explainers.dataset.explain import DEFAULT_CHUNK, ENGINES, parse_dataset_range
-from xaidash.explainers.figures.render import SCALE_MODES
 from xaidash.explainers.figures.report import MethodSetting, ReportSettings, session_report
+from xaidash.explainers.figures.scales import SCALE_MODES
 from xaidash.explainers.inputs import resolve_sample
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.modalities import ADAPTERS, adapter_of

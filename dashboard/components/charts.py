@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from xaidash.explainers.figures.render import ColourScale, with_colour_bar
+from xaidash.explainers.figures.render import with_colour_bar
 from xaidash.explainers.figures.report import top_predictions
+from xaidash.explainers.figures.scales import ColourScale
 
 CONFUSION_HEATMAP_MAX = 30  # classes up to which the matrix is drawn as a heatmap with its counts
 

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from xaidash.explainers.figures.render import ColourScale, colorbar_html
+from xaidash.explainers.figures.html_parts import colorbar_html
+from xaidash.explainers.figures.scales import ColourScale
 from xaidash.models.language.generate import Generation
 
 PROB_CMAP = "Blues"  # white (improbable) to dark blue (certain): the chips' text stays readable either way

@@ -17,7 +17,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.png import data_uri, input_image, png_bytes
-from xaidash.explainers.figures.render import ColourScale, colorize, image_hwc
+from xaidash.explainers.figures.render import image_hwc
+from xaidash.explainers.figures.scales import ColourScale, colorize
 
 CELL = 64  # px of one small heatmap in the layer x head grid
 GRID_ROWS_LIMIT = 60_000  # above this many cells the grid is drawn as one image, not as altair marks

@@ -13,7 +13,7 @@ import torch
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.figures.map_figure import Caption, MapFigure, completeness_of, map_figure
-from xaidash.explainers.figures.render import is_clipped, robust_scale
+from xaidash.explainers.figures.scales import is_clipped, robust_scale
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import featured_methods, get_method

@@ -18,7 +18,6 @@ from xaidash.data.registry import Split, TextSplit
 from xaidash.explainers.comparison.across_training import epoch_validation
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.figures.legend import map_legend
-from xaidash.explainers.figures.render import robust_scale
 from xaidash.explainers.figures.report import (
     ExplainReport,
     MethodResult,
@@ -29,6 +28,7 @@ from xaidash.explainers.figures.report import (
     build_report,
     top_predictions,
 )
+from xaidash.explainers.figures.scales import robust_scale
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods
 from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.bundle import ModelBundle

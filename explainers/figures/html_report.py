@@ -9,14 +9,15 @@ HTML-escaped.
 
 from __future__ import annotations
 
-import html
 import json
 import math
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from xaidash.data.formatting import fmt_number
+from xaidash.explainers.figures.html_parts import esc
 from xaidash.explainers.figures.png import data_uri
-from xaidash.explainers.figures.render import _tick
+from xaidash.explainers.figures.scales import tick_text
 
 if TYPE_CHECKING:
     from xaidash.explainers.figures.map_figure import MapFigure
@@ -62,28 +63,34 @@ details{margin-top:8px}
 """
 
 
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
 def _table(rows: list[tuple[str, str]]) -> str:
     """Two columns of already-escaped HTML."""
     return "<table>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
+def table_html(head: Sequence[str | tuple[str, str]], rows: Iterable[str], cls: str = "") -> str:
+    """A table of already-escaped HTML: the header cells (a cell's HTML, or (HTML, tooltip)) and the rows, each a
+    whole '<tr>...</tr>'. The one table of the explain report and the prompt report."""
+    cells = "".join(f'<th title="{esc(c[1])}">{c[0]}</th>' if isinstance(c, tuple) else f"<th>{c}</th>" for c in head)
+    attrs = f' class="{cls}"' if cls else ""
+    return f"<table{attrs}><tr>{cells}</tr>" + "".join(rows) + "</table>"
 
 
 def _run_section(report: ExplainReport) -> str:
     parts = []
     for r in report.runs:
         rows = [
-            ("run", f"<code>{_e(r.id)}</code>" + (f" at epoch {_e(r.epoch)}" if r.epoch is not None else "")),
-            ("model", _e(r.model)),
-            ("data set", _e(r.dataset)),
-            ("modality", _e(r.modality)),
-            ("device", _e(r.device or "–")),
-            ("classes", _e(", ".join(r.classes[:20]) + (", …" if len(r.classes) > 20 else ""))),
+            ("run", f"<code>{esc(r.id)}</code>" + (f" at epoch {esc(r.epoch)}" if r.epoch is not None else "")),
+            ("model", esc(r.model)),
+            ("data set", esc(r.dataset)),
+            ("modality", esc(r.modality)),
+            ("device", esc(r.device or "–")),
+            ("classes", esc(", ".join(r.classes[:20]) + (", …" if len(r.classes) > 20 else ""))),
         ]
         head = (
-            f"<h3>Model {_e(r.key)}" + (f": {_e(r.title)}" if r.title else "") + "</h3>" if len(report.runs) > 1 else ""
+            f"<h3>Model {esc(r.key)}" + (f": {esc(r.title)}" if r.title else "") + "</h3>"
+            if len(report.runs) > 1
+            else ""
         )
         parts.append(head + _table(rows))
     return '<section class="run"><h2>Run</h2>' + "".join(parts) + "</section>"
@@ -92,30 +99,29 @@ def _run_section(report: ExplainReport) -> str:
 def _settings_section(report: ExplainReport) -> str:
     s = report.settings
     rows = [
-        ("target", _e(s.target_name if s.target is not None else "each input's predicted class")),
-        ("colour scale", _e(s.scale_text())),
-        ("maps shown as", _e(s.display)),
+        ("target", esc(s.target_name if s.target is not None else "each input's predicted class")),
+        ("colour scale", esc(s.scale_text())),
+        ("maps shown as", esc(s.display)),
         (
             "quality metrics",
-            "yes" + (f" ({_e(s.steps)} deletion/insertion steps)" if s.steps else "") if s.metrics else "no",
+            "yes" + (f" ({esc(s.steps)} deletion/insertion steps)" if s.steps else "") if s.metrics else "no",
         ),
-        ("seed", _e(s.seed)),
+        ("seed", esc(s.seed)),
     ]
     if s.background:
-        rows.append(("background", _e(s.background)))
-    rows += [(_e(k), _e(v)) for k, v in s.extra.items()]
-    methods = "".join(
-        f"<tr><td>{_e(m.label)}</td><td><code>{_e(m.id)}</code></td>"
-        f"<td><code>{_e(json.dumps(m.params, sort_keys=True, default=str)) if m.params else '–'}</code></td></tr>"
+        rows.append(("background", esc(s.background)))
+    rows += [(esc(k), esc(v)) for k, v in s.extra.items()]
+    methods = (
+        f"<tr><td>{esc(m.label)}</td><td><code>{esc(m.id)}</code></td>"
+        f"<td><code>{esc(json.dumps(m.params, sort_keys=True, default=str)) if m.params else '–'}</code></td></tr>"
         for m in s.methods
     )
-    notes = "".join(f'<p class="muted">{_e(n)}</p>' for n in report.notes)
+    notes = "".join(f'<p class="muted">{esc(n)}</p>' for n in report.notes)
     return (
         '<section class="settings"><h2>Settings</h2>'
         + _table(rows)
-        + "<h3>Methods</h3><table><tr><th>method</th><th>id</th><th>parameters</th></tr>"
-        + methods
-        + "</table>"
+        + "<h3>Methods</h3>"
+        + table_html(["method", "id", "parameters"], methods)
         + notes
         + "</section>"
     )
@@ -130,47 +136,55 @@ def _predictions(report: ExplainReport, i: int) -> str:
             continue
         top = preds[0]
         mark = "" if inp.label is None else (" ✓" if inp.label == top.cls else " ✗")
-        title = f"Model {_e(r.key)} predicts" if len(report.runs) > 1 else "Predicted"
-        rows = "".join(
-            f"<tr><td>{_e(p.name)}</td><td>{p.probability:.1%}</td><td>"
+        title = f"Model {esc(r.key)} predicts" if len(report.runs) > 1 else "Predicted"
+        rows = (
+            f"<tr><td>{esc(p.name)}</td><td>{p.probability:.1%}</td><td>"
             f'<span class="bar{" true" if p.cls == inp.label else ""}" style="width:{max(1, round(120 * p.probability))}px">'
             "</span></td></tr>"
             for p in preds
         )
         out.append(
-            f'<div class="preds"><div><b>{title}: {_e(top.name)}</b> ({top.probability:.0%}){mark}</div>'
-            f'<table class="small"><tr><th>class</th><th>probability</th><th></th></tr>{rows}</table></div>'
+            f'<div class="preds"><div><b>{title}: {esc(top.name)}</b> ({top.probability:.0%}){mark}</div>'
+            + table_html(["class", "probability", ""], rows, "small")
+            + "</div>"
         )
     return "".join(out)
 
 
 def _legend_text(fig: MapFigure) -> str:
     """Under the map's PNG (which draws the ramp and end values): units, this map's range, the note, the meaning."""
-    first = [f"<b>{_e(fig.legend.units)}</b>"]
+    first = [f"<b>{esc(fig.legend.units)}</b>"]
     if fig.value_range is not None:
         lo, hi = fig.value_range
-        first.append(f"this map: {_e(_tick(lo))} … {_e(_tick(hi))}")
-    first.append(f"scale ±{_e(_tick(fig.scale))}" + (" (values beyond saturate)" if fig.clipped else ""))
+        first.append(f"this map: {esc(tick_text(lo))} … {esc(tick_text(hi))}")
+    first.append(f"scale ±{esc(tick_text(fig.scale))}" + (" (values beyond saturate)" if fig.clipped else ""))
     lines = [" · ".join(first)]
     if fig.caption.note:
-        lines.append(_e(fig.caption.note))
-    lines.append(_e(fig.legend.meaning))
+        lines.append(esc(fig.caption.note))
+    lines.append(esc(fig.legend.meaning))
     return '<div class="legend">' + "<br>".join(lines) + "</div>"
 
 
-def _card(report: ExplainReport, e: ScoredMap) -> str:
-    who = f" · model {_e(e.run)}" if len(report.runs) > 1 else ""
-    title = f'<div class="title">{_e(e.label)}{who}</div>'
-    fig = e.figure
-    if fig is None:
-        return f'<div class="card error">{title}<div>{_e(e.error or "no explanation")}</div></div>'
-    caption = f'<div class="small muted">{_e(fig.caption.text())}</div>'
+def map_card(fig: MapFigure, title: str, *, alt: str = "", extra: str = "") -> str:
+    """One map as a report shows it: the `title` (HTML), the map with its colour bar (an image's PNG, `alt` its
+    text, with the legend's words below; or the highlighted words and their HTML colour bar), `extra` HTML, and the
+    caption. The one map card of the explain report and the prompt report."""
+    head = f'<div class="title">{title}</div>'
+    caption = f'<div class="small muted">{esc(fig.caption.text())}</div>'
     if fig.figure_png is not None:  # an image map with its colour bar; a word strip carries its own HTML
-        alt = f"{e.label} map of {report.inputs[e.input].name} with its colour bar"
-        body = f'<img class="map" alt="{_e(alt)}" src="{data_uri(fig.figure_png)}">' + _legend_text(fig)
-        return f'<figure class="card" style="margin:0">{title}{body}{caption}</figure>'
+        body = f'<img class="map" alt="{esc(alt)}" src="{data_uri(fig.figure_png)}">' + _legend_text(fig)
+        return f'<figure class="card" style="margin:0">{head}{body}{extra}{caption}</figure>'
     body = (fig.tokens_html or "") + fig.colorbar_html()
-    return f'<figure class="card text" style="margin:0">{title}{body}{caption}</figure>'
+    return f'<figure class="card text" style="margin:0">{head}{body}{extra}{caption}</figure>'
+
+
+def _card(report: ExplainReport, e: ScoredMap) -> str:
+    who = f" · model {esc(e.run)}" if len(report.runs) > 1 else ""
+    title = f"{esc(e.label)}{who}"
+    if e.figure is None:
+        return f'<div class="card error"><div class="title">{title}</div><div>{esc(e.error or "no explanation")}</div></div>'
+    alt = f"{e.label} map of {report.inputs[e.input].name} with its colour bar"
+    return map_card(e.figure, title, alt=alt)
 
 
 def _metrics_table(report: ExplainReport, i: int) -> str:
@@ -190,31 +204,28 @@ def _metrics_table(report: ExplainReport, i: int) -> str:
             target = max(finite.values()) if better == "higher is better" else min(finite.values())
             hit = {j for j, v in finite.items() if v == target}
             best[k] = hit if len(hit) < len(finite) else set()
-    head = "".join(
-        f'<th title="{_e(METRICS[k][1])}">{_e(METRICS[k][0])} {ARROWS.get(METRICS[k][1], "")}</th>' for k in names
-    )
+    head = [(f"{esc(METRICS[k][0])} {ARROWS.get(METRICS[k][1], '')}", METRICS[k][1]) for k in names]
     rows = []
     for j, e in enumerate(entries):
-        who = f" · {_e(e.run)}" if len(report.runs) > 1 else ""
+        who = f" · {esc(e.run)}" if len(report.runs) > 1 else ""
         cells = "".join(
             f'<td class="best">{fmt_number(e.metrics.get(k))} {BEST}</td>'
             if j in best.get(k, set())
             else f"<td>{fmt_number(e.metrics.get(k))}</td>"
             for k in names
         )
-        rows.append(f"<tr><td>{_e(e.label)}{who}</td>{cells}</tr>")
-    errors = [f"{_e(e.label)}: {_e(k)} not computed ({_e(msg)})" for e in entries for k, msg in e.metric_errors.items()]
-    directions = "; ".join(f"{_e(METRICS[k][0])}: {_e(METRICS[k][1])}" for k in names)
+        rows.append(f"<tr><td>{esc(e.label)}{who}</td>{cells}</tr>")
+    errors = [
+        f"{esc(e.label)}: {esc(k)} not computed ({esc(msg)})" for e in entries for k, msg in e.metric_errors.items()
+    ]
+    directions = "; ".join(f"{esc(METRICS[k][0])}: {esc(METRICS[k][1])}" for k in names)
     return (
-        '<h3>Quality metrics</h3><table class="metrics"><tr><th>method</th>'
-        + head
-        + "</tr>"
-        + "".join(rows)
-        + "</table>"
+        "<h3>Quality metrics</h3>"
+        + table_html(["method", *head], rows, "metrics")
         + f'<p class="small muted">↑ higher is better, ↓ lower is better, {BEST} best of these maps for this input. '
         + directions
         + ". "
-        + (_e(curves_legend(report.modality)) if {"deletion_auc", "insertion_auc"} & set(names) else "")
+        + (esc(curves_legend(report.modality)) if {"deletion_auc", "insertion_auc"} & set(names) else "")
         + "</p>"
         + ("".join(f'<p class="small muted">{t}</p>' for t in errors))
     )
@@ -222,37 +233,33 @@ def _metrics_table(report: ExplainReport, i: int) -> str:
 
 def _diagnostics(report: ExplainReport, i: int) -> str:
     rows = [
-        f"<tr><td>{_e(e.label)}</td><td>{_e(k)}</td><td>{fmt_number(v)}</td></tr>"
+        f"<tr><td>{esc(e.label)}</td><td>{esc(k)}</td><td>{fmt_number(v)}</td></tr>"
         for e in report.for_input(i)
         for k, v in e.diagnostics.items()
     ]
     if not rows:
         return ""
-    return (
-        "<details><summary>Diagnostics</summary><table><tr><th>method</th><th>item</th><th>value</th></tr>"
-        + "".join(rows)
-        + "</table></details>"
-    )
+    return "<details><summary>Diagnostics</summary>" + table_html(["method", "item", "value"], rows) + "</details>"
 
 
 def _input_section(report: ExplainReport, i: int) -> str:
     inp = report.inputs[i]
     classes = report.run.classes
-    truth = f" · true: <b>{_e(classes[inp.label])}</b>" if inp.label is not None else ""
+    truth = f" · true: <b>{esc(classes[inp.label])}</b>" if inp.label is not None else ""
     shown = ""
     png = inp.png()
     if png is not None:
-        shown = f'<img class="input-img" alt="{_e(inp.name)}" src="{data_uri(png)}">'
+        shown = f'<img class="input-img" alt="{esc(inp.name)}" src="{data_uri(png)}">'
     elif inp.text is not None:
-        shown = f"<blockquote>{_e(inp.text)}</blockquote>"
+        shown = f"<blockquote>{esc(inp.text)}</blockquote>"
     ood = ""
     if inp.ood is not None:
         cls = "ood flagged" if inp.ood.flagged else "ood"
-        ood = f'<div class="{cls} small">{_e(inp.ood.summary())}</div>'
+        ood = f'<div class="{cls} small">{esc(inp.ood.summary())}</div>'
     cards = "".join(_card(report, e) for e in report.for_input(i))
     return (
-        f'<section class="input" id="input-{i}"><h2>Input {i + 1}: {_e(inp.name)}</h2>'
-        f'<div class="head">{shown}<div><div>{_e(inp.name)}{truth}</div>{_predictions(report, i)}{ood}</div></div>'
+        f'<section class="input" id="input-{i}"><h2>Input {i + 1}: {esc(inp.name)}</h2>'
+        f'<div class="head">{shown}<div><div>{esc(inp.name)}{truth}</div>{_predictions(report, i)}{ood}</div></div>'
         f'<div class="maps">{cards}</div>{_metrics_table(report, i)}{_diagnostics(report, i)}</section>'
     )
 
@@ -262,19 +269,19 @@ def report_html(report: ExplainReport, format_version: int) -> str:
     run = report.run
     title = f"Explanations · {run.model} on {run.dataset} · run {run.id}"
     sub = (
-        f"{_e(report.source) + ' · ' if report.source else ''}{len(report.inputs)} input(s) × "
+        f"{esc(report.source) + ' · ' if report.source else ''}{len(report.inputs)} input(s) × "
         f"{len(report.settings.methods)} method(s)" + (f" × {len(report.runs)} models" if len(report.runs) > 1 else "")
     )
     scale = (
         "Signed maps: red/white/blue around 0; unsigned maps: dark to bright. A bar's end values read ≥/≤ when "
-        "values beyond them saturate. Colour scale: " + _e(report.settings.scale_text()) + "."
+        "values beyond them saturate. Colour scale: " + esc(report.settings.scale_text()) + "."
     )
     body = "".join(_input_section(report, i) for i in range(len(report.inputs)))
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
-        f'<header><div class="inner"><h1>{_e(title)}</h1><div class="muted">{sub}</div></div></header>'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+        f'<header><div class="inner"><h1>{esc(title)}</h1><div class="muted">{sub}</div></div></header>'
         f'<main><p class="muted small">{scale}</p>{body}{_run_section(report)}{_settings_section(report)}</main>'
         f'<footer class="small muted">xaidash explain report, format version {format_version} '
         "(the same content as report.json).</footer></body></html>\n"

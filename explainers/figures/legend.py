@@ -3,8 +3,9 @@ may share a colour scale), and what red, blue and bright mean, in the words of t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from xaidash.explainers.modalities import adapter_of
 
@@ -23,6 +24,13 @@ class MapLegend:
     group: str
     signed: bool
     meaning: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signed": self.signed, "units": self.units, "meaning": self.meaning, "group": self.group}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> MapLegend:
+        return cls(str(d["units"]), str(d["group"]), bool(d["signed"]), str(d["meaning"]))
 
 
 class LegendFacts(Protocol):

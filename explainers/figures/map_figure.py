@@ -1,7 +1,7 @@
 """One map as it is presented: one input x one method, with everything needed to draw and read it.
 
 `MapFigure` holds the method, its legend (signed, units, meaning, scale group), the colour scale and whether
-the map saturates on it (`render.is_clipped`, the one rule), the finite values' range, the caption's pieces,
+the map saturates on it (`scales.is_clipped`, the one rule), the finite values' range, the caption's pieces,
 and the drawn content: for images the map (overlay or heatmap, enlarged) and the map with its colour bar as PNG
 bytes (`png.png_bytes`, reproducible), for text the highlighted words as HTML. `explanation_figures` builds the
 figures of one input from the methods' `Explanation`s and a scale mode; the Explain page, its stored view, the
@@ -26,8 +26,10 @@ from PIL import Image
 
 from xaidash.data.formatting import seconds_text
 from xaidash.data.modalities import IMAGE
-from xaidash.explainers.figures import render
+from xaidash.explainers.figures.html_parts import colorbar_html
 from xaidash.explainers.figures.legend import LegendFacts, MapLegend, map_legend
+from xaidash.explainers.figures.render import DEFAULT_UPSCALE
+from xaidash.explainers.figures.scales import ScaleMode, default_cmap, finite_range, is_clipped, map_scales
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import get_method
@@ -151,7 +153,7 @@ class MapFigure:
     target_name: str
     caption: Caption
     display: str
-    upscale: int = render.DEFAULT_UPSCALE
+    upscale: int = DEFAULT_UPSCALE
     map_png: bytes | None = None
     figure_png: bytes | None = None
     tokens_html: str | None = None
@@ -170,12 +172,12 @@ class MapFigure:
 
     @property
     def cmap(self) -> str:
-        return render.default_cmap(self.legend.signed)
+        return default_cmap(self.legend.signed)
 
     def colorbar_html(self, note: str | None = None, meaning: bool = True) -> str:
         """The legend under the map: ramp, end values (≥/≤ when clipped), units, this map's range, the
         caption's note (or `note`) and what the colours mean."""
-        return render.colorbar_html(
+        return colorbar_html(
             self.legend.signed,
             self.scale,
             self.legend.units,
@@ -203,12 +205,7 @@ class MapFigure:
             "label": self.label,
             "modality": self.modality,
             "display": self.display,
-            "legend": {
-                "signed": self.legend.signed,
-                "units": self.legend.units,
-                "meaning": self.legend.meaning,
-                "group": self.legend.group,
-            },
+            "legend": self.legend.to_json(),
             "colormap": self.cmap,
             "scale": self.scale,
             "scale_mode": self.scale_mode,
@@ -225,8 +222,6 @@ class MapFigure:
         """A figure read back from `to_json`. Text maps carry their scores; an image map's `values` (and the input
         `image` for an overlay) come from the report's files, and its PNGs are drawn again from them (the same
         bytes). Without values an image figure has no drawing."""
-        lg = d["legend"]
-        legend = MapLegend(str(lg["units"]), str(lg["group"]), bool(lg["signed"]), str(lg["meaning"]))
         modality = str(d["modality"])
         adapter = adapter_of(modality)
         if values is None:
@@ -236,7 +231,7 @@ class MapFigure:
             method=str(d["method"]),
             label=str(d["label"]),
             modality=modality,
-            legend=legend,
+            legend=MapLegend.from_json(d["legend"]),
             scale=float(d["scale"]),
             scale_mode=str(d["scale_mode"]),
             clipped=bool(d["clipped"]),
@@ -245,7 +240,7 @@ class MapFigure:
             target_name=str(d["target"]["name"]),
             caption=Caption.from_json(d["caption"]),
             display=str(d["display"]),
-            upscale=int(d.get("upscale", render.DEFAULT_UPSCALE)),
+            upscale=int(d.get("upscale", DEFAULT_UPSCALE)),
             words=tuple(str(w) for w in d["words"]) if "words" in d else None,
             values=np.zeros(0, np.float32) if values is None else np.asarray(values, np.float32),
             background=adapter.background_image(image),
@@ -302,7 +297,7 @@ def map_figure(
     words: Sequence[str] | None = None,
     display: str | None = None,
     caption: Caption | None = None,
-    upscale: int = render.DEFAULT_UPSCALE,
+    upscale: int = DEFAULT_UPSCALE,
     legend: MapLegend | None = None,
     target_name: str | None = None,
 ) -> MapFigure:
@@ -327,8 +322,8 @@ def map_figure(
         legend=legend or map_legend(spec, modality),
         scale=s,
         scale_mode=scale_mode,
-        clipped=render.is_clipped(a, s),
-        value_range=render.finite_range(a),
+        clipped=is_clipped(a, s),
+        value_range=finite_range(a),
         target=int(target),
         target_name=name,
         caption=caption or Caption(name),
@@ -356,17 +351,17 @@ def explanation_figures(
     *,
     classes: Sequence[str],
     image: Any | None = None,
-    scale_mode: render.ScaleMode = "percentile",
+    scale_mode: ScaleMode = "percentile",
     display: str | None = None,
     cached: Mapping[str, bool] | None = None,
     stored: bool = False,
-    upscale: int = render.DEFAULT_UPSCALE,
+    upscale: int = DEFAULT_UPSCALE,
     scales: Mapping[str, float] | None = None,
     notes: Mapping[str, str] | None = None,
 ) -> dict[str, MapFigure]:
     """The figures of input `index` for every method's explanation (method id -> figure, in the given order).
 
-    Colour scales come from `render.map_scales(maps, legend groups, scale_mode)`; with 'units', maps that share
+    Colour scales come from `scales.map_scales(maps, legend groups, scale_mode)`; with 'units', maps that share
     a scale say so in their caption's note. `image` is input `index` itself (for overlays); `cached` marks the
     methods whose explanation came from a cache, `stored` the ones read from an attribution store. `scales` and
     `notes` (method -> value) replace the scale mode's choice where a caller compares maps across models."""
@@ -378,7 +373,7 @@ def explanation_figures(
     legends = {m: map_legend(specs[m], modality) for m in explanations}
     maps = {m: e.item(index) for m, e in explanations.items()}
     groups = {m: legends[m].group for m in maps}
-    own = render.map_scales(maps, groups, scale_mode)
+    own = map_scales(maps, groups, scale_mode)
     out: dict[str, MapFigure] = {}
     labels = {m: specs[m].label for m in maps}
     for m, e in explanations.items():

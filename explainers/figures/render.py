@@ -1,155 +1,43 @@
-"""Rendering attributions: image overlays, heatmaps, a colour legend, and highlighted text (HTML).
+"""Drawing maps as pictures (numpy + PIL + matplotlib colour maps, no pyplot), shared by the dashboard and the CLI:
+an input image as (H, W, 3), its grey copy, a map coloured alone (`heatmap`) or over the image (`overlay`), a colour
+bar (`colorbar`, `scale_bar`) and a picture with its bar below (`with_legend`).
 
-Plain functions (numpy + PIL + matplotlib colour maps, no pyplot) shared by the dashboard and
-the CLI. Colour conventions:
-- signed maps use a diverging map centred at 0 ('RdBu_r': red positive, blue negative, white 0);
-- unsigned maps use a sequential map ('inferno') of the magnitude, never the diverging one;
-- `scale` fixes the value that gets the strongest colour, so several maps (e.g. one per method)
-  can share one colour scale; by default each map uses its own max |value|.
-
-Honest scales: `legend.map_legend(spec)` says, from a method's spec alone, what its map's values are
-(units), which other methods' maps are in the same units (`group`) and what red, blue and bright
-mean; `map_scales` picks one colour scale per map: each map's own high percentile, its own
-maximum, or one scale shared only by maps in the same units. `colorbar_html` draws the legend the
-dashboard shows under a map (range, units, meaning).
-
-Every scale visible: a page draws a colour-encoded image or word strip through `scaled_map` (the values
-coloured by a `ColourScale`, alone or over a grey copy of the input), `with_colour_bar` (an image it coloured
-itself, e.g. a mosaic) or `scaled_tokens_html` (highlighted words); each always draws the scale's colour bar
-with the picture, and marks the image (`SCALE_TAG` in `Image.info`) so the page tests can tell that it did.
+Every scale visible: a page draws a colour-encoded image through `scaled_map` (the values coloured by a
+`scales.ColourScale`, alone or over a grey copy of the input) or `with_colour_bar` (an image it coloured itself, e.g. a
+mosaic); each always draws the scale's colour bar with the picture, and marks the image (`SCALE_TAG` in `Image.info`)
+so the page tests can tell that it did. Which value gets which colour is the scale policy's (explainers/figures/
+scales.py); highlighted words and the HTML colour bar are explainers/figures/html_parts.py.
 """
 
 from __future__ import annotations
 
-import html
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import matplotlib
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+# Read as `render.<name>` by callers written before the scale policy and the HTML had modules of their own
+# (explainers/comparison/compare.py, explainers/robust/figures.py, explainers/modalities/text.py).
+from xaidash.explainers.figures.html_parts import highlight_tokens as highlight_tokens
+from xaidash.explainers.figures.html_parts import scaled_tokens_html as scaled_tokens_html
+from xaidash.explainers.figures.scales import ColourScale, as_array, colorize, normalize_values, tick_text
+from xaidash.explainers.figures.scales import is_clipped as is_clipped
+from xaidash.explainers.figures.scales import robust_scale as robust_scale
 from xaidash.explainers.params import ExplainError
 
-SIGNED_CMAP = "RdBu_r"
-UNSIGNED_CMAP = "inferno"
 DEFAULT_UPSCALE = 224  # small images (28x28) are enlarged until their shorter side reaches this
 LARGE_UPSCALE = 512  # the enlarged view of one map
 OVERLAY_ALPHA = 0.75  # the strongest pixels nearly opaque: maps stay visible on busy images
-CLIP_PERCENTILE = 99.0  # 'percentile' scales saturate at this percentile of |value|
-# How map_scales picks each map's colour scale.
-ScaleMode = Literal["percentile", "max", "units"]
-SCALE_MODES: dict[str, str] = {
-    "percentile": f"each map on its own scale, saturating at its {CLIP_PERCENTILE:g}th percentile of |value|",
-    "max": "each map on its own scale, saturating at its largest |value|",
-    "units": "one scale shared by the maps of an input that are in the same units (else their own, as 'percentile')",
-}
-
-
-def _numpy(a: Any) -> np.ndarray:
-    if hasattr(a, "detach"):
-        a = a.detach().cpu().numpy()
-    return np.asarray(a)
-
-
-def default_cmap(signed: bool) -> str:
-    return SIGNED_CMAP if signed else UNSIGNED_CMAP
-
-
-def shared_scale(maps: Iterable[Any]) -> float:
-    """The largest |value| over several maps: pass it as `scale` to draw them on one colour scale."""
-    values = [float(np.nanmax(np.abs(_numpy(m)))) for m in maps if _numpy(m).size]
-    return max(values, default=0.0)
-
-
-def robust_scale(values: Any, percentile: float = CLIP_PERCENTILE) -> float:
-    """The `percentile`-th percentile of a map's finite |values| (its max when that percentile is 0,
-    e.g. a sparse map; 0 for an all-zero map): a scale a few extreme pixels cannot wash out."""
-    v = np.abs(_numpy(values).astype(np.float64))
-    v = v[np.isfinite(v)]
-    if not v.size:
-        return 0.0
-    p = float(np.percentile(v, percentile, method="higher"))  # a value of the map, never interpolated toward 0
-    return p if p > 0 else float(v.max())
-
-
-def is_clipped(values: Any, scale: float) -> bool:
-    """Whether a map drawn on colour `scale` saturates: some finite |value| lies beyond it (its colour bar's
-    end values then read '≥ s' and '≤ −s'). NaN and inf are ignored; a scale of 0 or less (an all-zero map,
-    drawn in the centre colour) never clips. The one rule every page, the CLI and the reports use."""
-    if not (scale > 0 and math.isfinite(scale)):
-        return False
-    v = np.abs(_numpy(values).astype(np.float64))
-    v = v[np.isfinite(v)]
-    return bool(v.size and v.max() > scale)
-
-
-def finite_range(values: Any) -> tuple[float, float] | None:
-    """(min, max) of a map's finite values; None when it has none."""
-    v = _numpy(values).astype(np.float64)
-    v = v[np.isfinite(v)]
-    return (float(v.min()), float(v.max())) if v.size else None
-
-
-def map_scales(
-    maps: Mapping[str, Any], groups: Mapping[str, str] | None = None, mode: ScaleMode = "percentile"
-) -> dict[str, float]:
-    """One colour scale per map (name -> scale, 1.0 for an all-zero map).
-
-    percentile: each map's own `robust_scale`; max: each map's own largest |value|; units: maps whose
-    `groups` entry is equal share the largest of their `robust_scale`s, a map in a group of its own
-    keeps its own (so occlusion's logits never wash out IG's per-pixel values)."""
-    if mode not in SCALE_MODES:
-        raise ExplainError(f"Unknown scale mode {mode!r}; choose one of {', '.join(SCALE_MODES)}.")
-    if mode == "max":
-        own = {k: float(np.nanmax(np.abs(_numpy(v)))) if _numpy(v).size else 0.0 for k, v in maps.items()}
-    else:
-        own = {k: robust_scale(v) for k, v in maps.items()}
-    if mode == "units":
-        groups = groups or {}
-        by_group: dict[str, float] = {}
-        for k, s in own.items():
-            g = groups.get(k, f"own|{k}")
-            by_group[g] = max(by_group.get(g, 0.0), s)
-        own = {k: by_group[groups.get(k, f"own|{k}")] for k in own}
-    return {k: (s if s > 0 and math.isfinite(s) else 1.0) for k, s in own.items()}
-
-
-def _resolve_scale(values: np.ndarray, scale: float | None) -> float:
-    if scale is None:
-        finite = np.abs(values[np.isfinite(values)])
-        scale = float(finite.max()) if finite.size else 0.0
-    if scale < 0 or not math.isfinite(scale):
-        raise ExplainError(f"Colour scale must be a finite value >= 0, got {scale}.")
-    return scale if scale > 0 else 1.0  # an all-zero map stays at the centre colour
-
-
-def normalize_values(values: Any, signed: bool = True, scale: float | None = None) -> np.ndarray:
-    """Values mapped to [0, 1] colour-map positions: signed -> 0.5 + v / (2 scale), unsigned -> |v| / scale."""
-    v = np.nan_to_num(_numpy(values).astype(np.float64), nan=0.0)
-    s = _resolve_scale(v, scale)
-    pos = 0.5 + 0.5 * v / s if signed else np.abs(v) / s
-    return np.clip(pos, 0.0, 1.0)
-
-
-def colorize(values: Any, signed: bool = True, scale: float | None = None, cmap: str | None = None) -> np.ndarray:
-    """RGB floats in [0, 1], shape values.shape + (3,)."""
-    try:
-        colormap = matplotlib.colormaps[cmap or default_cmap(signed)]
-    except KeyError:
-        raise ExplainError(
-            f"Unknown colour map {cmap!r}; try {SIGNED_CMAP}, bwr, {UNSIGNED_CMAP} or viridis."
-        ) from None
-    return colormap(normalize_values(values, signed, scale))[..., :3]
+SCALE_TAG = "xaidash_colour_scale"  # Image.info key: the image carries its colour bar (the scale's label)
 
 
 def image_hwc(image01: Any) -> np.ndarray:
     """An image in [0, 1] as float (H, W, 3): accepts (C, H, W), (H, W, C) or (H, W), 1 or 3 channels."""
-    img = _numpy(image01).astype(np.float32)
+    img = as_array(image01).astype(np.float32)
     if img.ndim == 3 and img.shape[0] in (1, 3):  # channels first, as torch keeps images
         img = img.transpose(1, 2, 0)
     if img.ndim == 2:
@@ -185,7 +73,7 @@ def _upscale(img: Image.Image, upscale: int | None) -> Image.Image:
 
 
 def _map_2d(attribution: Any) -> np.ndarray:
-    a = _numpy(attribution).astype(np.float32)
+    a = as_array(attribution).astype(np.float32)
     if a.ndim == 3 and a.shape[0] == 1:
         a = a[0]
     if a.ndim != 2:
@@ -251,10 +139,6 @@ def _font(size: int | None) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     return ImageFont.load_default()
 
 
-def _tick(v: float) -> str:
-    return "0" if v == 0 else f"{v:.3g}".replace("-", "−")
-
-
 def colorbar(
     signed: bool = True,
     scale: float = 1.0,
@@ -284,7 +168,7 @@ def colorbar(
     img = Image.new("RGB", (width, max(height, bar_h + 1 + line * (1 + len(lines)))), "white")
     img.paste(_to_pil(rgb), (0, 0))
     draw = ImageDraw.Draw(img)
-    hi_text, lo_text = _tick(scale), _tick(lo)
+    hi_text, lo_text = tick_text(scale), tick_text(lo)
     if clipped:
         hi_text = "≥ " + hi_text
         lo_text = ("≤ " + lo_text) if signed else lo_text
@@ -324,119 +208,6 @@ def with_legend(img: Image.Image, legend: Image.Image, gap: int = 6) -> Image.Im
     out.paste(img.convert("RGB"), ((width - img.width) // 2, 0))
     out.paste(legend.convert("RGB"), ((width - legend.width) // 2, img.height + gap))
     return out
-
-
-def colorbar_html(
-    signed: bool,
-    scale: float,
-    units: str = "",
-    meaning: str = "",
-    *,
-    value_range: tuple[float, float] | None = None,
-    clipped: bool = False,
-    note: str = "",
-    cmap: str | None = None,
-    stops: int = 11,
-    low: float | None = None,
-) -> str:
-    """The legend under a map, as HTML: the colour ramp, its end values (≥/≤ when `clipped`) and 0,
-    the units, the map's own `value_range`, a `note` (e.g. which scale) and what the colours mean.
-    `low`: an unsigned ramp that starts there instead of 0 (it ends at `low + scale`).
-    Every text is HTML-escaped."""
-    s = scale if scale > 0 and math.isfinite(scale) else 1.0
-    lo = -s if signed else 0.0
-    colours = colorize(np.linspace(lo, s, stops), signed, s, cmap)
-    ramp = ", ".join(_hex(c) for c in colours)
-    hi_text, lo_text = _tick(s), _tick(lo)
-    if low is not None and not signed:  # an unsigned ramp from `low` (darkest) to `low + scale`
-        hi_text, lo_text = _tick(low + s), _tick(low)
-    if clipped:
-        hi_text, lo_text = "≥ " + hi_text, ("≤ " + lo_text) if signed else lo_text
-    ticks = [lo_text, "0", hi_text] if signed else [lo_text, hi_text]
-    tick_html = "".join(f"<span>{html.escape(t)}</span>" for t in ticks)
-    lines = []
-    if units:
-        lines.append(f"<b>{html.escape(units)}</b>")
-    if value_range is not None:
-        a, b = value_range
-        lines.append(f"this map: {html.escape(_tick(float(a)))} … {html.escape(_tick(float(b)))}")
-    first = " · ".join(lines)
-    out = [
-        '<div class="xai-cbar" style="font-family:sans-serif;font-size:13px;line-height:1.35;margin:2px 0 6px 0">',
-        f'<div style="height:14px;border:1px solid #999;border-radius:2px;background:linear-gradient(to right, {ramp})"></div>',
-        f'<div style="display:flex;justify-content:space-between;font-variant-numeric:tabular-nums">{tick_html}</div>',
-    ]
-    if first:
-        out.append(f"<div>{first}</div>")
-    if note:
-        out.append(f'<div style="color:#555">{html.escape(note)}</div>')
-    if meaning:
-        out.append(f'<div style="color:#555">{html.escape(meaning)}</div>')
-    out.append("</div>")
-    return "".join(out)
-
-
-TOKEN_BAR_MAX_PX = 420  # the colour bar under highlighted words: a readable ramp, not the column's whole width
-SCALE_TAG = "xaidash_colour_scale"  # Image.info key: the image carries its colour bar (the scale's label)
-
-
-@dataclass(frozen=True)
-class ColourScale:
-    """What the colours of one drawn map mean: values from `low` to `high` along colour map `cmap`.
-
-    signed: a diverging map centred at 0, from −s to +s (`low` is then −`high`); otherwise `low` gets the
-    darkest colour and `high` the brightest (e.g. attention stretched from the map's own minimum). `label`
-    says what the values are (written under the bar); `clipped`: values beyond the ends get the end colours
-    (the ends then read '≥'/'≤')."""
-
-    low: float
-    high: float
-    label: str
-    signed: bool = False
-    cmap: str | None = None
-    clipped: bool = False
-
-    @classmethod
-    def of(
-        cls, values: Any, label: str, *, signed: bool = False, cmap: str | None = None, stretch: bool = False
-    ) -> ColourScale:
-        """The scale that spans a map's finite values: ±max |value| (signed), 0 to its max, or (stretch) its
-        own minimum to its maximum."""
-        rng = finite_range(values) or (0.0, 0.0)
-        if signed:
-            top = max(abs(rng[0]), abs(rng[1]))
-            return cls(-top, top, label, True, cmap)
-        return cls(rng[0] if stretch else min(0.0, rng[0]), rng[1], label, False, cmap)
-
-    @property
-    def span(self) -> float:
-        """The value range the colours cover (1 when it is empty: such a map gets one colour)."""
-        width = (max(abs(self.low), abs(self.high)) if self.signed else self.high - self.low) or 0.0
-        return width if width > 0 and math.isfinite(width) else 1.0
-
-    def positions(self, values: Any) -> np.ndarray:
-        """Colour-map positions in [0, 1] of `values` on this scale (NaN -> the low end, or 0 when signed)."""
-        v = np.nan_to_num(_numpy(values).astype(np.float64), nan=0.0 if self.signed else self.low)
-        pos = 0.5 + 0.5 * v / self.span if self.signed else (v - self.low) / self.span
-        return np.clip(pos, 0.0, 1.0)
-
-    def colours(self, values: Any) -> np.ndarray:
-        """RGB floats in [0, 1], shape values.shape + (3,)."""
-        try:
-            colormap = matplotlib.colormaps[self.cmap or default_cmap(self.signed)]
-        except KeyError:
-            raise ExplainError(
-                f"Unknown colour map {self.cmap!r}; try {SIGNED_CMAP}, {UNSIGNED_CMAP} or viridis."
-            ) from None
-        return colormap(self.positions(values))[..., :3]
-
-    def ticks(self) -> list[tuple[float, str]]:
-        """(position in [0, 1], text) of the bar's end values and, for signed scales, 0."""
-        hi = _tick(self.span if self.signed else self.high)
-        lo = _tick(-self.span if self.signed else self.low)
-        if self.clipped:
-            hi, lo = "≥ " + hi, ("≤ " + lo) if self.signed else lo
-        return [(0.0, lo), (0.5, "0"), (1.0, hi)] if self.signed else [(0.0, lo), (1.0, hi)]
 
 
 def scale_bar(scale: ColourScale, width: int = 320, font_size: int = 13) -> Image.Image:
@@ -514,57 +285,3 @@ def scaled_map(
         weight = alpha * strength[..., None]
         drawn = _to_pil((1.0 - weight) * base + weight * colour)
     return with_colour_bar(_upscale(drawn, upscale), scale, bar_width, font_size)
-
-
-def scaled_tokens_html(words: Sequence[str], scores: Any, scale: ColourScale, note: str = "") -> str:
-    """Highlighted words (`highlight_tokens`' spans, coloured by `scale`) followed by the scale's colour bar
-    and label, as one HTML block."""
-    s = _numpy(scores).astype(np.float64).reshape(-1)
-    if len(words) != len(s):
-        raise ExplainError(f"Got {len(words)} words but {len(s)} scores.")
-    strip = _token_spans(words, s, scale.colours(s) if len(s) else np.zeros((0, 3)))
-    bar = colorbar_html(
-        scale.signed,
-        scale.span,
-        scale.label,
-        cmap=scale.cmap,
-        clipped=scale.clipped,
-        note=note,
-        low=None if scale.signed else scale.low,
-    )
-    return f'<div class="xai-scaled">{strip}<div style="max-width:{TOKEN_BAR_MAX_PX}px">{bar}</div></div>'
-
-
-def _hex(rgb: np.ndarray) -> str:
-    r, g, b = (round(float(c) * 255) for c in rgb)
-    return f"#{r:02x}{g:02x}{b:02x}"
-
-
-def highlight_tokens(
-    words: Sequence[str],
-    scores: Sequence[float] | np.ndarray,
-    scale: float | None = None,
-    signed: bool = True,
-    cmap: str | None = None,
-) -> str:
-    """HTML: one <span> per word, background coloured by its score, the exact value as a tooltip.
-    Words are HTML-escaped, so text such as '<script>' is shown, never run."""
-    s = _numpy(scores).astype(np.float64).reshape(-1)
-    if len(words) != len(s):
-        raise ExplainError(f"Got {len(words)} words but {len(s)} scores.")
-    colours = colorize(s, signed, scale, cmap) if len(s) else np.zeros((0, 3))
-    return _token_spans(words, s, colours)
-
-
-def _token_spans(words: Sequence[str], s: np.ndarray, colours: np.ndarray) -> str:
-    """One <span> per word on its colour (black or white text by luminance), the value as a tooltip."""
-    spans = []
-    for word, value, rgb in zip(words, s, colours, strict=True):
-        luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
-        fg = "#000000" if luminance > 0.5 else "#ffffff"
-        spans.append(
-            f'<span style="background-color:{_hex(rgb)};color:{fg};padding:1px 3px;margin:1px;'
-            f'border-radius:3px;display:inline-block" title="{html.escape(f"{value:.4g}", quote=True)}">'
-            f"{html.escape(str(word), quote=True)}</span>"
-        )
-    return '<div class="xai-tokens" style="line-height:1.9;font-family:sans-serif">' + " ".join(spans) + "</div>"

@@ -2,18 +2,18 @@
 out-of-distribution hint, and every (input, method) map as a `MapFigure` with its metrics and errors.
 
 `build_report` assembles it from the methods' results (the Explain page, `xaidash explain`, Compare and Side by
-side all call it); `ExplainReport.to_json()` is the one report format (docs/report-format.md, `format_version`),
-`write_dir` and `to_zip` write the same files with the same bytes (report.json, the inputs, one PNG per map with
-its colour bar, the raw attributions), `to_html` one self-contained page (explainers/figures/html_report.py).
+side all call it); `ExplainReport.to_dict()` is the one report format (docs/report-format.md, `format_version`),
+each part writing its own JSON. `files()` names the report's files (report.json, the inputs, one PNG per map with
+its colour bar, the raw attributions); the writers (explainers/figures/report_files.py) turn them into the same
+bytes in a folder (`write_dir`) and a zip (`to_zip`), and explainers/figures/html_report.py into one page
+(`to_html`).
 """
 
 from __future__ import annotations
 
 import io
 import json
-import math
 import re
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,43 +22,26 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image
 
-from xaidash.data.atomic import atomic_write_bytes
-from xaidash.explainers.figures import render
+from xaidash.explainers.figures import report_files
+from xaidash.explainers.figures.html_report import report_html
+from xaidash.explainers.figures.jsonable import jsonable
 from xaidash.explainers.figures.map_figure import MapFigure, explanation_figures
 from xaidash.explainers.figures.png import input_png
+from xaidash.explainers.figures.render import DEFAULT_UPSCALE, image_hwc
+from xaidash.explainers.figures.report_files import REPORT_JSON
+from xaidash.explainers.figures.scales import SCALE_MODES
+from xaidash.explainers.inspection.ood import OODScore
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.scoring import METRICS, metric_meaning
 from xaidash.explainers.session import MethodResult
 
 if TYPE_CHECKING:
-    from xaidash.explainers.inspection.ood import OODScore
     from xaidash.models.bundle import ModelBundle
 
 FORMAT_VERSION = 1
 KIND = "xaidash.explain_report"
 TOP_K = 5
-REPORT_JSON = "report.json"
-_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed, so the same report zips to the same bytes
-
-
-def _clean(value: Any) -> Any:
-    """Plain JSON: numpy scalars and arrays become numbers and lists, NaN/inf become null."""
-    if isinstance(value, Mapping):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _clean(value.tolist())
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(float(value)) else None
-    if value is None or isinstance(value, (str, int)):
-        return value
-    return str(value)
 
 
 # ---- the parts -----------------------------------------------------------------------------------------
@@ -149,6 +132,13 @@ class MethodSetting:
     label: str
     params: dict[str, Any] = field(default_factory=dict)
 
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "label": self.label, "params": jsonable(self.params)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> MethodSetting:
+        return cls(str(d["id"]), str(d["label"]), dict(d.get("params") or {}))
+
 
 @dataclass
 class ReportSettings:
@@ -168,11 +158,11 @@ class ReportSettings:
     extra: dict[str, str] = field(default_factory=dict)
 
     def scale_text(self) -> str:
-        return render.SCALE_MODES.get(self.scale_mode, self.scale_mode)
+        return SCALE_MODES.get(self.scale_mode, self.scale_mode)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "methods": [{"id": m.id, "label": m.label, "params": _clean(m.params)} for m in self.methods],
+            "methods": [m.to_json() for m in self.methods],
             "target": None if self.target is None else {"class": self.target, "name": self.target_name},
             "scale_mode": self.scale_mode,
             "scale_mode_text": self.scale_text(),
@@ -188,7 +178,7 @@ class ReportSettings:
     def from_json(cls, d: Mapping[str, Any]) -> ReportSettings:
         t = d.get("target")
         return cls(
-            [MethodSetting(str(m["id"]), str(m["label"]), dict(m.get("params") or {})) for m in d["methods"]],
+            [MethodSetting.from_json(m) for m in d["methods"]],
             None if t is None else int(t["class"]),
             "predicted class" if t is None else str(t["name"]),
             str(d.get("scale_mode", "percentile")),
@@ -199,39 +189,6 @@ class ReportSettings:
             d.get("background"),
             {str(k): str(v) for k, v in (d.get("extra") or {}).items()},
         )
-
-
-def _ood_json(score: OODScore | None) -> dict[str, Any] | None:
-    if score is None:
-        return None
-    return {
-        "flagged": score.flagged,
-        "distance": score.distance,
-        "threshold": score.threshold,
-        "percentile": score.percentile,
-        "entropy": score.entropy,
-        "entropy_percentile": score.entropy_percentile,
-        "max_entropy": score.max_entropy,
-        "k": score.k,
-        "summary": score.summary(),
-    }
-
-
-def _ood_from_json(d: Mapping[str, Any] | None) -> OODScore | None:
-    if d is None:
-        return None
-    from xaidash.explainers.inspection.ood import OODScore
-
-    return OODScore(
-        float(d["distance"]),
-        float(d["threshold"]),
-        float(d["percentile"]),
-        float(d["entropy"]),
-        float(d["entropy_percentile"]),
-        float(d["max_entropy"]),
-        bool(d["flagged"]),
-        int(d["k"]),
-    )
 
 
 @dataclass
@@ -258,7 +215,7 @@ class ReportInput:
         """From a raw input as the pages and `explain` take it: an image (C, H, W) in [0, 1] or a text."""
         if isinstance(raw, str):
             return cls(name, label, None, raw, dict(predictions or {}), ood)
-        return cls(name, label, render.image_hwc(raw), None, dict(predictions or {}), ood)
+        return cls(name, label, image_hwc(raw), None, dict(predictions or {}), ood)
 
     def raw(self, channels: int = 3) -> np.ndarray | str | None:
         """The input back as the pages and `explain` take it (the inverse of `of`): the text, or the image as
@@ -272,6 +229,35 @@ class ReportInput:
     def png(self) -> bytes | None:
         """The input image as the model saw it (its own size), PNG."""
         return None if self.image is None else input_png(self.image)
+
+    def to_json(self, file: str | None, classes: Sequence[str]) -> dict[str, Any]:
+        """The input as the report lists it: `file` is its image's name among the report's files, `classes` the
+        run's class names (the true class is written with its name)."""
+        return {
+            "name": self.name,
+            "label": None if self.label is None else {"class": self.label, "name": classes[self.label]},
+            "file": file,
+            "text": self.text,
+            "predictions": {k: [p.to_json() for p in v] for k, v in self.predictions.items()},
+            "out_of_distribution": None if self.ood is None else self.ood.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], files: Mapping[str, bytes]) -> ReportInput:
+        """An input read back from `to_json`, its image from `files` when they hold it."""
+        image = None
+        if d.get("file") and d["file"] in files:
+            pixels = np.asarray(Image.open(io.BytesIO(files[d["file"]])).convert("RGB"), dtype=np.float32)
+            image = pixels / 255.0
+        ood = d.get("out_of_distribution")
+        return cls(
+            str(d["name"]),
+            None if d.get("label") is None else int(d["label"]["class"]),
+            image,
+            d.get("text"),
+            {str(k): [Prediction.from_json(p) for p in v] for k, v in (d.get("predictions") or {}).items()},
+            None if ood is None else OODScore.from_json(ood),
+        )
 
 
 @dataclass
@@ -292,6 +278,44 @@ class ScoredMap:
     metrics: dict[str, float | None] = field(default_factory=dict)
     metric_errors: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+
+    def to_json(self, map_file: str | None, attribution_file: str | None) -> dict[str, Any]:
+        """The entry as the report lists it, with the names of its map's files among the report's files."""
+        return {
+            "input": self.input,
+            "run": self.run,
+            "method": self.method,
+            "label": self.label,
+            "params": self.params,
+            "seconds": self.seconds,
+            "wall_seconds": self.wall_seconds,
+            "device": self.device,
+            "diagnostics": self.diagnostics,
+            "metrics": self.metrics,
+            "metric_errors": self.metric_errors,
+            "error": self.error,
+            "figure": None if self.figure is None else self.figure.to_json(),
+            "files": {"map": map_file, "attribution": attribution_file},
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], figure: MapFigure | None) -> ScoredMap:
+        """An entry read back from `to_json`, with its figure (read back by the report, which has the files)."""
+        return cls(
+            int(d["input"]),
+            str(d["method"]),
+            str(d.get("label", d["method"])),
+            str(d.get("run", "A")),
+            figure,
+            dict(d.get("params") or {}),
+            d.get("seconds"),
+            d.get("wall_seconds"),
+            d.get("device"),
+            dict(d.get("diagnostics") or {}),
+            dict(d.get("metrics") or {}),
+            dict(d.get("metric_errors") or {}),
+            d.get("error"),
+        )
 
 
 def _safe(name: str) -> str:
@@ -333,7 +357,7 @@ class ExplainReport:
         """The metrics any map has, in the one table order (`scoring.METRICS`)."""
         return [k for k in METRICS if any(k in e.metrics for e in self.explanations)]
 
-    # -- files
+    # -- the files' names
     def stem(self, e: ScoredMap) -> str:
         run = f"_{_safe(e.run)}" if len(self.runs) > 1 else ""
         return f"input_{e.input:02d}{run}_{_safe(e.method)}"
@@ -361,82 +385,42 @@ class ExplainReport:
             if name and png is not None:
                 out[name] = png
         for e in self.explanations:
-            fig = e.figure
-            if fig is None:
+            fig, name, values_file = e.figure, self.map_file(e), self.attribution_file(e)
+            if fig is None or not name:
                 continue
-            name = self.map_file(e)
-            values_file = self.attribution_file(e)
-            if fig.figure_png is not None and name:
+            if fig.figure_png is not None:
                 out[name] = fig.figure_png
-            elif fig.tokens_html is not None and name:
-                out[name] = _text_map_page(fig, self.inputs[e.input].name).encode("utf-8")
+            elif fig.tokens_html is not None:
+                out[name] = report_files.text_map_page(fig, self.inputs[e.input].name).encode("utf-8")
             if values_file is not None and fig.figure_png is not None:
-                buf = io.BytesIO()
-                np.save(buf, np.asarray(fig.values, dtype=np.float32))
-                out[values_file] = buf.getvalue()
+                out[values_file] = report_files.npy_bytes(fig.values)
         return out
 
-    # -- formats
+    # -- the format
     def to_dict(self) -> dict[str, Any]:
-        inputs = []
-        for i, inp in enumerate(self.inputs):
-            classes = self.run.classes
-            inputs.append(
-                {
-                    "name": inp.name,
-                    "label": None if inp.label is None else {"class": inp.label, "name": classes[inp.label]},
-                    "file": self.input_file(i),
-                    "text": inp.text,
-                    "predictions": {k: [p.to_json() for p in v] for k, v in inp.predictions.items()},
-                    "out_of_distribution": _ood_json(inp.ood),
-                }
-            )
-        explanations = [
-            {
-                "input": e.input,
-                "run": e.run,
-                "method": e.method,
-                "label": e.label,
-                "params": e.params,
-                "seconds": e.seconds,
-                "wall_seconds": e.wall_seconds,
-                "device": e.device,
-                "diagnostics": e.diagnostics,
-                "metrics": e.metrics,
-                "metric_errors": e.metric_errors,
-                "error": e.error,
-                "figure": None if e.figure is None else e.figure.to_json(),
-                "files": {"map": self.map_file(e), "attribution": self.attribution_file(e)},
-            }
-            for e in self.explanations
-        ]
+        """The report as plain JSON values (docs/report-format.md)."""
         metric_info = {
             k: {"title": METRICS[k][0], "better": METRICS[k][1], "meaning": metric_meaning(k, self.modality)}
             for k in self.metric_names()
         }
-        return _clean(
+        return jsonable(
             {
                 "format_version": FORMAT_VERSION,
                 "kind": KIND,
                 "source": self.source,
                 "runs": [r.to_json() for r in self.runs],
                 "settings": self.settings.to_json(),
-                "inputs": inputs,
-                "explanations": explanations,
+                "inputs": [inp.to_json(self.input_file(i), self.run.classes) for i, inp in enumerate(self.inputs)],
+                "explanations": [e.to_json(self.map_file(e), self.attribution_file(e)) for e in self.explanations],
                 "metric_info": metric_info,
                 "notes": list(self.notes),
             }
         )
 
-    def to_json(self) -> str:
-        """The report as JSON (docs/report-format.md): the same text for the same session."""
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
-
     @classmethod
-    def from_json(cls, text: str | bytes, files: Mapping[str, bytes] | None = None) -> ExplainReport:
-        """A report read back from `to_json` (and, when given, its `files`: the input images and the image maps'
+    def from_dict(cls, d: Mapping[str, Any], files: Mapping[str, bytes] | None = None) -> ExplainReport:
+        """A report read back from `to_dict` (and, when given, its `files`: the input images and the image maps'
         attributions, from which the maps are drawn again)."""
-        d = json.loads(text)
         version = d.get("format_version")
         if d.get("kind") != KIND or not isinstance(version, int):
             raise ExplainError("Not an xaidash explain report (no kind/format_version).")
@@ -445,22 +429,7 @@ class ExplainReport:
                 f"Report format {version} is newer than this xaidash reads ({FORMAT_VERSION}); update xaidash."
             )
         files = files or {}
-        inputs = []
-        for inp in d["inputs"]:
-            image = None
-            if inp.get("file") and inp["file"] in files:
-                pixels = np.asarray(Image.open(io.BytesIO(files[inp["file"]])).convert("RGB"), dtype=np.float32)
-                image = pixels / 255.0
-            inputs.append(
-                ReportInput(
-                    str(inp["name"]),
-                    None if inp.get("label") is None else int(inp["label"]["class"]),
-                    image,
-                    inp.get("text"),
-                    {str(k): [Prediction.from_json(p) for p in v] for k, v in (inp.get("predictions") or {}).items()},
-                    _ood_from_json(inp.get("out_of_distribution")),
-                )
-            )
+        inputs = [ReportInput.from_json(inp, files) for inp in d["inputs"]]
         explanations = []
         for e in d["explanations"]:
             figure = None
@@ -468,23 +437,7 @@ class ExplainReport:
                 att = (e.get("files") or {}).get("attribution")
                 values = np.load(io.BytesIO(files[att])) if att and att in files else None
                 figure = MapFigure.from_json(e["figure"], values, inputs[int(e["input"])].image)
-            explanations.append(
-                ScoredMap(
-                    int(e["input"]),
-                    str(e["method"]),
-                    str(e.get("label", e["method"])),
-                    str(e.get("run", "A")),
-                    figure,
-                    dict(e.get("params") or {}),
-                    e.get("seconds"),
-                    e.get("wall_seconds"),
-                    e.get("device"),
-                    dict(e.get("diagnostics") or {}),
-                    dict(e.get("metrics") or {}),
-                    dict(e.get("metric_errors") or {}),
-                    e.get("error"),
-                )
-            )
+            explanations.append(ScoredMap.from_json(e, figure))
         return cls(
             [RunInfo.from_json(r) for r in d["runs"]],
             ReportSettings.from_json(d["settings"]),
@@ -494,52 +447,33 @@ class ExplainReport:
             str(d.get("source", "")),
         )
 
+    # -- the writers (explainers/figures/report_files.py, html_report.py)
+    def to_json(self) -> str:
+        """The report as JSON (docs/report-format.md): the same text for the same session."""
+        return report_files.json_text(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str | bytes, files: Mapping[str, bytes] | None = None) -> ExplainReport:
+        """A report read back from `to_json` (see `from_dict`)."""
+        return cls.from_dict(json.loads(text), files)
+
     @classmethod
     def read_dir(cls, path: str | Path) -> ExplainReport:
         """A report `write_dir` wrote."""
-        root = Path(path)
-        files = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        files = report_files.read_files(path)
         return cls.from_json(files[REPORT_JSON], files)
 
     def write_dir(self, path: str | Path) -> list[Path]:
         """Every file of `files()` under `path` (created), each written atomically; the paths written."""
-        root = Path(path)
-        written = []
-        for name, data in self.files().items():
-            target = root / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(target, data)
-            written.append(target)
-        return written
+        return report_files.write_files(self.files(), path)
 
     def to_zip(self) -> bytes:
         """`files()` as one zip (fixed timestamps: the same report gives the same bytes)."""
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-            for name, data in self.files().items():
-                info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = 0o644 << 16
-                z.writestr(info, data)
-        return buf.getvalue()
+        return report_files.zip_bytes(self.files())
 
     def to_html(self) -> str:
         """One self-contained HTML page (no network): see explainers/figures/html_report.py."""
-        from xaidash.explainers.figures.html_report import report_html
-
         return report_html(self, FORMAT_VERSION)
-
-
-def _text_map_page(fig: MapFigure, input_name: str) -> str:
-    import html
-
-    title = html.escape(f"{fig.label} · {input_name}")
-    return (
-        f'<!doctype html><html><head><meta charset="utf-8"><title>{title}</title></head>'
-        f'<body style="font-family:sans-serif;max-width:720px;margin:16px">'
-        f"<h3>{title}</h3>{fig.tokens_html}{fig.colorbar_html()}"
-        f'<p style="color:#555;font-size:13px">{html.escape(fig.caption.text())}</p></body></html>\n'
-    )
 
 
 # ---- building -----------------------------------------------------------------------------------------------
@@ -554,7 +488,7 @@ def build_report(
     notes: Sequence[str] = (),
     source: str = "",
     scales: Mapping[tuple[str, int, str], tuple[float, str]] | None = None,
-    upscale: int = render.DEFAULT_UPSCALE,
+    upscale: int = DEFAULT_UPSCALE,
 ) -> ExplainReport:
     """The report of a session: every (input, method, run)'s `MapFigure` through `explanation_figures` (the
     settings' scale mode and display), with its metrics and diagnostics for that input; a method that failed

@@ -11,7 +11,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from xaidash.explainers.figures.render import ColourScale, scaled_map, scaled_tokens_html
+from xaidash.explainers.figures.html_parts import scaled_tokens_html
+from xaidash.explainers.figures.render import scaled_map
+from xaidash.explainers.figures.scales import ColourScale
 from xaidash.explainers.inspection.attention import collect_attention, has_attention, rollout
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError

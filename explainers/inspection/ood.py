@@ -12,6 +12,7 @@ the data (a red circle on noise called "cross" at 98%), and an uncertain one can
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +77,34 @@ class OODScore:
             f"sample {self.distance:.3f}, {ratio:.1f}x the {PERCENTILE:g}th-percentile threshold {self.threshold:.3f}; "
             f"predictive entropy {self.entropy:.2f} of at most {self.max_entropy:.2f} nats, "
             f"higher than for {_share(self.entropy_percentile)} of training samples)."
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The score as a report keeps it (docs/report-format.md `out_of_distribution`), with its sentence."""
+        return {
+            "flagged": self.flagged,
+            "distance": self.distance,
+            "threshold": self.threshold,
+            "percentile": self.percentile,
+            "entropy": self.entropy,
+            "entropy_percentile": self.entropy_percentile,
+            "max_entropy": self.max_entropy,
+            "k": self.k,
+            "summary": self.summary(),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> OODScore:
+        """A score read back from `to_json` (its sentence is made again from the figures)."""
+        return cls(
+            float(d["distance"]),
+            float(d["threshold"]),
+            float(d["percentile"]),
+            float(d["entropy"]),
+            float(d["entropy_percentile"]),
+            float(d["max_entropy"]),
+            bool(d["flagged"]),
+            int(d["k"]),
         )
 
 

@@ -4,20 +4,18 @@ only through this module.
 - `prompt_figures(task, explanations)`: one `MapFigure` per method (explainers/figures/map_figure.py), the prompt's
   features as its words and the attributions as their scores, with the legend of the method's declared facts in
   the prompt's unit (`legend.map_legend(spec, PROMPT.id, unit)`: "Δ log-probability per token", "log-probability
-  contribution per word"), colour scales per legend group (`render.map_scales`), and a caption that names the
+  contribution per word"), colour scales per legend group (`scales.map_scales`), and a caption that names the
   explained output ("log p(' Paris')", "log p(' Paris') − log p(' London')"), the time, the model rows run and
   what the method's completeness check found.
 - `matrix_spec` / `matrix_html`: the prompt x generated-token matrix (one row per generated token, its own
   log-probability's attributions) as a Vega-Lite heatmap for the page and as a coloured table with its colour bar
-  for the self-contained HTML report, both on one `render.ColourScale`.
+  for the self-contained HTML report, both on one `scales.ColourScale`.
 - `prompt_report(generation, task, explanations, faithfulness)`: everything as JSON; `prompt_report_html(report)`:
   that JSON as one offline HTML page (every text from the user or the model escaped).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import html
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -27,8 +25,9 @@ import numpy as np
 
 from xaidash.data.formatting import fmt_number
 from xaidash.data.modalities import PROMPT
-from xaidash.explainers.figures import render
-from xaidash.explainers.figures.html_report import CSS
+from xaidash.explainers.figures.html_parts import esc, hex_colour, scale_html
+from xaidash.explainers.figures.html_report import CSS, map_card, table_html
+from xaidash.explainers.figures.jsonable import jsonable
 from xaidash.explainers.figures.legend import MapLegend, map_legend
 from xaidash.explainers.figures.map_figure import (
     Caption,
@@ -37,6 +36,7 @@ from xaidash.explainers.figures.map_figure import (
     map_figure,
     shared_scale_note,
 )
+from xaidash.explainers.figures.scales import ColourScale, ScaleMode, is_clipped, map_scales, robust_scale
 from xaidash.explainers.language.api import PromptExplanation
 from xaidash.explainers.language.registry import PromptMethodSpec, PromptTask, get_prompt_method
 from xaidash.models.language.generate import Generation
@@ -81,7 +81,7 @@ def prompt_figures(
     task: PromptTask,
     explanations: Mapping[str, PromptExplanation],
     *,
-    scale_mode: render.ScaleMode = "percentile",
+    scale_mode: ScaleMode = "percentile",
 ) -> dict[str, MapFigure]:
     """One figure per method (method id -> figure, in the given order): the prompt's features highlighted by their
     attributions, on a colour scale picked per `scale_mode` among maps of the same legend group."""
@@ -91,7 +91,7 @@ def prompt_figures(
     legends = {m: prompt_legend(specs[m], task.unit) for m in explanations}
     values = {m: np.asarray(e.attributions, np.float32) for m, e in explanations.items()}
     groups = {m: legends[m].group for m in values}
-    scales = render.map_scales(values, groups, scale_mode)
+    scales = map_scales(values, groups, scale_mode)
     name = target_label(task)
     out: dict[str, MapFigure] = {}
     labels = {m: specs[m].label for m in values}
@@ -130,16 +130,16 @@ def step_labels(task: PromptTask) -> list[str]:
     return task.lm.token_text(list(task.target_ids))
 
 
-def matrix_scale(spec: PromptMethodSpec, per_step: Any, unit: str) -> render.ColourScale:
+def matrix_scale(spec: PromptMethodSpec, per_step: Any, unit: str) -> ColourScale:
     """The matrix's colour scale: ± its 99th percentile of |value| for a signed method (0 to it otherwise), the
     ends marked when values lie beyond."""
     a = np.asarray(per_step, np.float64)
-    s = render.robust_scale(a) or 1.0
+    s = robust_scale(a) or 1.0
     units = f"{prompt_legend(spec, unit).units}, each generated token's own log-probability"
-    clipped = render.is_clipped(a, s)
+    clipped = is_clipped(a, s)
     if spec.signed:
-        return render.ColourScale(-s, s, units, signed=True, clipped=clipped)
-    return render.ColourScale(0.0, s, units, signed=False, clipped=clipped)
+        return ColourScale(-s, s, units, signed=True, clipped=clipped)
+    return ColourScale(0.0, s, units, signed=False, clipped=clipped)
 
 
 def _labelled(labels: Sequence[str]) -> str:
@@ -207,69 +207,34 @@ def matrix_spec(task: PromptTask, explanation: PromptExplanation) -> dict[str, A
     }
 
 
-def _hex(rgb: Sequence[float]) -> str:
-    return "#" + "".join(f"{round(float(c) * 255):02x}" for c in rgb[:3])
-
-
-def matrix_html(labels: Sequence[str], steps: Sequence[str], per_step: Any, scale: render.ColourScale) -> str:
+def matrix_html(labels: Sequence[str], steps: Sequence[str], per_step: Any, scale: ColourScale) -> str:
     """The matrix as a coloured table (generated tokens down, prompt features across, values as tooltips) with the
     scale's colour bar: offline HTML for the report."""
     a = np.asarray(per_step, np.float64)
     colours = scale.colours(a)
     head = "".join(
-        f'<th style="writing-mode:vertical-rl;transform:rotate(180deg);font-weight:400">{html.escape(quoted(t))}</th>'
+        f'<th style="writing-mode:vertical-rl;transform:rotate(180deg);font-weight:400">{esc(quoted(t))}</th>'
         for t in labels
     )
     body = []
     for s in range(a.shape[0]):
         cells = "".join(
-            f'<td title="{html.escape(fmt_number(a[s, f], 4))}" style="background:{_hex(colours[s, f])};'
+            f'<td title="{esc(fmt_number(a[s, f], 4))}" style="background:{hex_colour(colours[s, f])};'
             'min-width:16px;padding:0"></td>'
             for f in range(a.shape[1])
         )
         token = steps[s] if s < len(steps) else str(s)
-        body.append(f"<tr><th>{html.escape(quoted(token))}</th>{cells}</tr>")
-    bar = render.colorbar_html(
-        scale.signed, scale.span, scale.label, clipped=scale.clipped, low=None if scale.signed else scale.low
-    )
+        body.append(f"<tr><th>{esc(quoted(token))}</th>{cells}</tr>")
     return (
         '<div class="matrix"><table style="border-collapse:collapse"><tr><th>generated \\ prompt</th>'
         + head
         + "</tr>"
         + "".join(body)
-        + f'</table><div style="max-width:{render.TOKEN_BAR_MAX_PX}px">{bar}</div></div>'
+        + f"</table>{scale_html(scale)}</div>"
     )
 
 
 # ---- the report ----------------------------------------------------------------------------------------------------
-
-
-def _jsonable(value: Any) -> Any:
-    """Plain JSON values from what a faithfulness metric returns (dataclasses, NumPy arrays and numbers, mappings);
-    non-finite numbers become null."""
-    if callable(getattr(value, "to_dict", None)):  # explainers/language/faithfulness.FaithfulnessScore
-        return _jsonable(value.to_dict())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _jsonable(dataclasses.asdict(value))
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(float(value)) else None
-    if value is None or isinstance(value, str):
-        return value
-    return str(value)
-
-
-def _floats(values: Any) -> list[Any]:
-    return _jsonable(np.asarray(values, np.float64))
 
 
 def _generation_json(generation: Generation) -> dict[str, Any]:
@@ -298,7 +263,7 @@ def prompt_report(
     explanations: Mapping[str, PromptExplanation],
     faithfulness: Mapping[str, Any] | None = None,
     *,
-    scale_mode: render.ScaleMode = "percentile",
+    scale_mode: ScaleMode = "percentile",
 ) -> dict[str, Any]:
     """One prompt's answer and its explanations as JSON: the model, the prompt (rendered text, tokens, which are
     features), the generation (each step's probability and alternatives), the explained target, and per method its
@@ -313,7 +278,7 @@ def prompt_report(
             "label": figures[m].label,
             "figure": figures[m].to_json(),
             "top": [{"feature": i, "label": t, "value": v} for i, t, v in top_features(e.labels, e.attributions)],
-            "per_step": None if e.per_step is None else _floats(e.per_step),
+            "per_step": None if e.per_step is None else jsonable(np.asarray(e.per_step, np.float64)),
         }
     start, stop = task.span
     return {
@@ -349,40 +314,27 @@ def prompt_report(
         "steps": step_labels(task),
         "scale_mode": scale_mode,
         "methods": methods,
-        "faithfulness": None if faithfulness is None else _jsonable(faithfulness),
+        "faithfulness": None if faithfulness is None else jsonable(faithfulness),
     }
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _steps_table(report: Mapping[str, Any]) -> str:
     start, stop = report["target"]["span"]
     rows = []
     for k, s in enumerate(report["generation"]["steps"]):
-        alts = ", ".join(f"{_e(quoted(a['token']))} {a['probability']:.1%}" for a in s["alternatives"])
+        alts = ", ".join(f"{esc(quoted(a['token']))} {a['probability']:.1%}" for a in s["alternatives"])
         mark = ' style="background:#fff8c5"' if start <= k < stop else ""
         rows.append(
-            f"<tr{mark}><td>{k}</td><td><code>{_e(quoted(s['token']))}</code></td>"
+            f"<tr{mark}><td>{k}</td><td><code>{esc(quoted(s['token']))}</code></td>"
             f"<td>{s['probability']:.1%}</td><td class='small'>{alts}</td></tr>"
         )
-    return (
-        "<table><tr><th>step</th><th>token</th><th>probability</th><th>top alternatives</th></tr>"
-        + "".join(rows)
-        + "</table>"
-    )
+    return table_html(["step", "token", "probability", "top alternatives"], rows)
 
 
 def _card(entry: Mapping[str, Any]) -> str:
     fig = MapFigure.from_json(entry["figure"])
-    top = ", ".join(f"{_e(quoted(t['label']))} {fmt_number(t['value'])}" for t in entry["top"])
-    return (
-        f'<figure class="card text" style="margin:0"><div class="title">{_e(fig.label)}</div>'
-        f"{fig.tokens_html or ''}{fig.colorbar_html()}"
-        f'<div class="small">strongest: {top}</div>'
-        f'<div class="small muted">{_e(fig.caption.text())}</div></figure>'
-    )
+    top = ", ".join(f"{esc(quoted(t['label']))} {fmt_number(t['value'])}" for t in entry["top"])
+    return map_card(fig, esc(fig.label), extra=f'<div class="small">strongest: {top}</div>')
 
 
 def _faithfulness_table(faithfulness: Any) -> str:
@@ -395,17 +347,16 @@ def _faithfulness_table(faithfulness: Any) -> str:
     )
     if not names:
         return ""
-    head = "".join(f"<th>{_e(n)}</th>" for n in names)
-    body = "".join(
-        f"<tr><td>{_e(m)}</td>" + "".join(f"<td>{fmt_number(v.get(n))}</td>" for n in names) + "</tr>"
+    body = (
+        f"<tr><td>{esc(m)}</td>" + "".join(f"<td>{fmt_number(v.get(n))}</td>" for n in names) + "</tr>"
         for m, v in rows.items()
     )
     first = next(iter(rows.values()), {})
     said = [f"{k}: {d}" for k, d in (first.get("directions") or {}).items()]
     if first.get("units"):
         said.append(f"in {first['units']}")
-    notes = f'<p class="small muted">{_e("; ".join(said))}</p>' if said else ""
-    return f"<h3>Faithfulness</h3><table><tr><th>method</th>{head}</tr>{body}</table>{notes}"
+    notes = f'<p class="small muted">{esc("; ".join(said))}</p>' if said else ""
+    return "<h3>Faithfulness</h3>" + table_html(["method", *(esc(n) for n in names)], body) + notes
 
 
 def _matrices(report: Mapping[str, Any]) -> str:
@@ -417,7 +368,7 @@ def _matrices(report: Mapping[str, Any]) -> str:
         a = np.asarray([[np.nan if x is None else x for x in row] for row in entry["per_step"]], np.float64)
         scale = matrix_scale(get_prompt_method(m), a, unit)
         parts.append(
-            f"<h3>{_e(entry['label'])}</h3>" + matrix_html(entry["figure"]["words"], report["steps"], a, scale)
+            f"<h3>{esc(entry['label'])}</h3>" + matrix_html(entry["figure"]["words"], report["steps"], a, scale)
         )
     if not parts:
         return ""
@@ -428,25 +379,25 @@ def prompt_report_html(report: Mapping[str, Any]) -> str:
     """`prompt_report`'s JSON as one self-contained page (inline CSS, no scripts or fetched files)."""
     prompt, target = report["prompt"], report["target"]
     title = f"Prompt attributions · {report['model']}"
-    notice = f'<p class="muted">{_e(prompt["notice"])}</p>' if prompt.get("notice") else ""
+    notice = f'<p class="muted">{esc(prompt["notice"])}</p>' if prompt.get("notice") else ""
     cards = "".join(_card(e) for e in report["methods"].values())
     answer = (
-        f"<h3>Prompt</h3><blockquote>{_e(prompt['text'])}</blockquote>{notice}"
+        f"<h3>Prompt</h3><blockquote>{esc(prompt['text'])}</blockquote>{notice}"
         f"<details><summary>as the model reads it ({'chat template' if prompt['chat'] else 'raw text'})</summary>"
-        f"<blockquote>{_e(prompt['rendered'])}</blockquote></details>"
-        f"<h3>Answer</h3><blockquote>{_e(report['generation']['text'])}</blockquote>"
-        f'<p class="small muted">stopped at {_e(report["generation"]["stopped"])} · '
-        f"{_e(fmt_number(report['generation']['seconds']))} s</p>" + _steps_table(report)
+        f"<blockquote>{esc(prompt['rendered'])}</blockquote></details>"
+        f"<h3>Answer</h3><blockquote>{esc(report['generation']['text'])}</blockquote>"
+        f'<p class="small muted">stopped at {esc(report["generation"]["stopped"])} · '
+        f"{esc(fmt_number(report['generation']['seconds']))} s</p>" + _steps_table(report)
     )
     explained = (
-        f"<section><h2>Which prompt {_e(report['features']['unit'])}s produced {_e(target['label'])}</h2>"
+        f"<section><h2>Which prompt {esc(report['features']['unit'])}s produced {esc(target['label'])}</h2>"
         f'<div class="maps">{cards}</div>{_faithfulness_table(report.get("faithfulness"))}</section>'
     )
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
-        f'<header><div class="inner"><h1>{_e(title)}</h1></div></header>'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+        f'<header><div class="inner"><h1>{esc(title)}</h1></div></header>'
         f"<main><section>{answer}</section>{explained}{_matrices(report)}</main>"
         f'<footer class="small muted">xaidash generate report, format version {report["format"]} '
         "(the same content as report.json).</footer></body></html>\n"

@@ -3,7 +3,7 @@ colour bar, on every page that draws one.
 
 Two checks:
 - by reading the code: a page or widget draws colour-encoded pictures only through the functions that always
-  add the bar (`render.scaled_map`, `render.with_colour_bar`, `render.scaled_tokens_html`, the `*_figure` helpers
+  add the bar (`render.scaled_map`, `render.with_colour_bar`, `html_parts.scaled_tokens_html`, the `*_figure` helpers
   of `inspect_charts`, `map_card`), never with the bare drawing functions; and no altair chart turns off the
   legend of a quantitative colour;
 - by walking the pages (AppTest, on runs written by `inspect_runs.make_run`): every `st.image` the page draws is
@@ -52,6 +52,8 @@ BARE = {
     "attention_grid_image",
 }
 WRAPS_ITS_OWN = {"dashboard/components/inspect_charts.py"}
+# Where the bare functions live: the drawing, the scale policy and the HTML pieces.
+FIGURE_MODULES = {f"xaidash.explainers.figures.{m}" for m in ("render", "scales", "html_parts")}
 # Callers of st.image whose PNG bytes are a map with its colour bar drawn right after it (HTML legend).
 BAR_FOLLOWS = {"xaidash.dashboard.components.explain_maps"}
 
@@ -74,7 +76,7 @@ def test_no_page_colours_values_without_its_scale():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and called_name(node) in BARE:
                 found.append(f"{rel}:{node.lineno} calls {called_name(node)}()")
-            if isinstance(node, ast.ImportFrom) and node.module == "xaidash.explainers.figures.render":
+            if isinstance(node, ast.ImportFrom) and node.module in FIGURE_MODULES:
                 found += [f"{rel}:{node.lineno} imports {a.name}" for a in node.names if a.name in BARE]
     assert not found, "colour-encoded drawings without their colour bar:\n" + "\n".join(found)
 

@@ -13,7 +13,7 @@ from xaidash.explainers import get_method
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.figures.map_figure import Caption, MapFigure, explanation_figures, map_figure
 from xaidash.explainers.figures.png import png_bytes
-from xaidash.explainers.figures.render import finite_range, is_clipped
+from xaidash.explainers.figures.scales import finite_range, is_clipped
 
 CLASSES = ("circle", "square", "<b>tri</b>")
 

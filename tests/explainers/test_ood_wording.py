@@ -59,3 +59,22 @@ def test_a_96th_percentile_input_is_never_called_close() -> None:
 def test_shares_near_the_ends_keep_a_decimal() -> None:
     assert "99.6%" in _score(99.6).summary() and "100%" not in _score(99.6).summary()
     assert "99.5%" in _score(0.5).summary()
+
+
+def test_the_score_writes_and_reads_its_own_json() -> None:
+    """The report keeps the score as the score writes it (docs/report-format.md `out_of_distribution`)."""
+    score = _score(99.6, flagged=True)
+    data = score.to_json()
+    assert list(data) == [
+        "flagged",
+        "distance",
+        "threshold",
+        "percentile",
+        "entropy",
+        "entropy_percentile",
+        "max_entropy",
+        "k",
+        "summary",
+    ]
+    assert data["summary"] == score.summary()
+    assert ood.OODScore.from_json(data) == score

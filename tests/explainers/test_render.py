@@ -8,15 +8,9 @@ import torch
 from PIL import Image
 
 from xaidash.explainers import ExplainError
-from xaidash.explainers.figures.render import (
-    colorbar,
-    colorize,
-    heatmap,
-    highlight_tokens,
-    image_hwc,
-    overlay,
-    shared_scale,
-)
+from xaidash.explainers.figures.html_parts import highlight_tokens
+from xaidash.explainers.figures.render import colorbar, heatmap, image_hwc, overlay
+from xaidash.explainers.figures.scales import colorize, shared_scale
 
 
 def _signed_map() -> np.ndarray:
@@ -159,7 +153,7 @@ def test_map_legend_groups_only_maps_in_the_same_units() -> None:
 
 
 def test_map_scales_share_within_a_group_and_resist_outliers() -> None:
-    from xaidash.explainers.figures.render import map_scales, robust_scale
+    from xaidash.explainers.figures.scales import map_scales, robust_scale
 
     rng = np.random.default_rng(0)
     ig = rng.normal(0, 0.01, (32, 32))
@@ -183,7 +177,7 @@ def test_map_scales_share_within_a_group_and_resist_outliers() -> None:
 
 
 def test_colorbar_html_shows_range_units_and_meaning() -> None:
-    from xaidash.explainers.figures.render import colorbar_html
+    from xaidash.explainers.figures.html_parts import colorbar_html
 
     html = colorbar_html(
         True,

@@ -9,8 +9,10 @@ from PIL import Image
 
 from xaidash.explainers.comparison.compare import METRIC_RANGES, metric_range, sanity_figure, sanity_tokens_html
 from xaidash.explainers.figures import render
+from xaidash.explainers.figures.html_parts import scaled_tokens_html
 from xaidash.explainers.figures.png import INPUT_TAG, input_image
-from xaidash.explainers.figures.render import SCALE_TAG, ColourScale
+from xaidash.explainers.figures.render import SCALE_TAG
+from xaidash.explainers.figures.scales import ColourScale
 from xaidash.explainers.inspection.attention_view import AttentionView
 from xaidash.explainers.scoring import METRICS
 
@@ -73,11 +75,11 @@ def test_attention_patch_maps_are_drawn_over_grey_with_their_weights():
 
 
 def test_highlighted_words_come_with_their_scale():
-    html = render.scaled_tokens_html(["a", "<b>"], [0.2, 0.6], ColourScale(0.2, 0.6, "mean weight"))
+    html = scaled_tokens_html(["a", "<b>"], [0.2, 0.6], ColourScale(0.2, 0.6, "mean weight"))
     assert "&lt;b&gt;" in html and "<b>" not in html.replace("<b>mean", "")
     assert "xai-cbar" in html and "<span>0.2</span>" in html and "<span>0.6</span>" in html
     with pytest.raises(Exception, match="2 words but 1 scores"):
-        render.scaled_tokens_html(["a", "b"], [1.0], ColourScale(0, 1, "w"))
+        scaled_tokens_html(["a", "b"], [1.0], ColourScale(0, 1, "w"))
 
 
 def test_inputs_are_marked_as_inputs():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tiny_lm import tiny_lm
 
-from xaidash.explainers.figures import render
+from xaidash.explainers.figures.scales import robust_scale
 from xaidash.explainers.language import api, registry
 from xaidash.explainers.language import figures as F
 from xaidash.explainers.language.registry import PromptMethodSpec, PromptResult, PromptTask
@@ -153,7 +153,7 @@ def test_scales_are_per_map_or_shared_within_a_legend_group(fakes, answer) -> No
     explained = api.explain_prompt(task, methods)
     own = F.prompt_figures(task, explained)
     for m, fig in own.items():
-        assert fig.scale == pytest.approx(render.robust_scale(explained[m].attributions)) and fig.caption.note == ""
+        assert fig.scale == pytest.approx(robust_scale(explained[m].attributions)) and fig.caption.note == ""
     shared = F.prompt_figures(task, explained, scale_mode="units")
     assert shared["fake_shap"].scale == shared["fake_shap2"].scale == pytest.approx(8.0 / task.n_features)
     assert shared["fake_shap"].caption.note == "shared scale: Fake SHAP, Fake SHAP two"
