@@ -138,10 +138,6 @@ def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
         return ImageFont.load_default()
 
 
-def _tick(v: float) -> str:
-    return "0" if v == 0 else f"{v:.3g}".replace("-", "−")
-
-
 def scale_bar(
     low: float,
     high: float,

@@ -15,7 +15,7 @@ from xaidash.data.errors import ExplainError
 from xaidash.data.modalities import TEXT, TextModality
 from xaidash.data.paths import is_file
 from xaidash.data.tokenizer import split_words
-from xaidash.explainers.figures import render
+from xaidash.explainers.figures.html_parts import highlight_tokens
 from xaidash.explainers.inspection.attention import TokenLayout, query_row
 from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, extend
 from xaidash.explainers.params import check_text_length
@@ -66,7 +66,7 @@ class SequenceAdapter(ExplainingModality):
         upscale: int,
     ) -> Drawing:
         words = word_labels(labels, int(values.size))
-        html = render.highlight_tokens(words, values, scale=scale, signed=signed)
+        html = highlight_tokens(words, values, scale=scale, signed=signed)
         return Drawing(tokens_html=html, labels=tuple(words))
 
     def figure_json(self, values: np.ndarray, labels: Sequence[str] | None) -> dict[str, Any]:

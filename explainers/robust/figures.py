@@ -12,6 +12,7 @@ import numpy as np
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.legend import MapLegend
 from xaidash.explainers.figures.map_figure import Caption, MapFigure, explanation_figures, map_figure
+from xaidash.explainers.figures.scales import robust_scale
 from xaidash.explainers.registry import Completeness
 from xaidash.explainers.robust.attack import AttackResult
 from xaidash.explainers.robust.explanation_change import MapChange
@@ -68,7 +69,7 @@ def change_figures(
     if change.before is None or change.after is None:
         return None
     a, b = change.before.item(0), change.after.item(0)
-    scale = render.robust_scale(np.concatenate([np.ravel(a), np.ravel(b)]))
+    scale = robust_scale(np.concatenate([np.ravel(a), np.ravel(b)]))
     scale = scale if scale > 0 else 1.0
     m = change.method
     note = "scale shared by the maps before and after"
