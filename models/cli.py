@@ -13,11 +13,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from xaidash.data.argtypes import int_range
+from xaidash.data.formatting import percent
 from xaidash.models.calibration_text import cmd_calibration
 from xaidash.models.device import device_arg
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.quality import accuracy_warning, run_warning
-from xaidash.models.runs.store import delete_run, percent, resolve_run, run_liveness, runs_root, runs_table
+from xaidash.models.runs.store import delete_run, resolve_run, run_liveness, runs_root
+from xaidash.models.runs.table import runs_table
 from xaidash.models.training.compiled import COMPILE_MODES
 from xaidash.models.training.config import MAX_SEED, TrainConfig, TrainEvent, TrainResult
 from xaidash.models.training.engine import train
@@ -420,7 +422,7 @@ def _demo_runs() -> tuple[tuple[str, str], ...]:
 
 
 def _recipe_line(key: str, r: Recipe) -> str:
-    expected = f"test acc {100 * r.expected_acc:.1f}%" if r.expected_acc is not None else "not measured"
+    expected = f"test acc {percent(r.expected_acc)}" if r.expected_acc is not None else "not measured"
     return f"{key:14s} {describe(r)}: {expected}" + (" (recommended)" if r.recommended else "")
 
 

@@ -2,8 +2,8 @@
 config.json, `model.safetensors` fills in the weights (names and shapes checked), and the spec is made
 from the layers the import found, under the run's own name (never registered in the zoo).
 
-The run store's `load_bundle` reaches this through the loader registered at the end (runs whose config.json has a
-"source"); `xaidash.models` imports this module, so the loader is there wherever the store is."""
+The run store's `load_bundle` reaches this through the loader registered at the end (runs of kind "imported": their
+config.json has a "source"); `xaidash.models` imports this module, so the loader is there wherever the store is."""
 
 from __future__ import annotations
 
@@ -22,10 +22,6 @@ from xaidash.models.runs.checkpoint import load_weights
 from xaidash.models.runs.store import WEIGHTS, Run, RunLoader, register_loader
 
 IMPORTED = "imported"  # summary state of an imported run: usable like a completed one
-
-
-def is_imported(config: dict[str, Any]) -> bool:
-    return isinstance(config.get("source"), dict)
 
 
 def _rebuilt_only(*_: Any, **__: Any) -> nn.Module:
@@ -106,4 +102,4 @@ def load_imported(run: Run, device: str | None = "auto", epoch: int | None = Non
     )
 
 
-register_loader("source", RunLoader(load=load_imported, tokenizer=imported_tokenizer))
+register_loader("imported", RunLoader(load=load_imported, tokenizer=imported_tokenizer))

@@ -259,7 +259,7 @@ def describe(run: Run) -> list[tuple[str, str]]:
     """(label, value) lines summing up an imported run, for the CLI and the Import page (which shows the rows
     labelled "note" and CAM_NOTE_ROW under its table)."""
     c = run.config()
-    if LANGUAGE_MARK in c:
+    if run.kind == "language_model":
         return _describe_language(run, c)
     layers = Layers.from_json(c.get("layers") or {})
     info = c["dataset_info"]
