@@ -12,10 +12,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from xaidash.data.modalities import modality_of
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import pick_device
 from xaidash.models.external.layers import Layers
-from xaidash.models.external.linking import image_probe, text_probe
 from xaidash.models.external.registry import Rebuilt, get_source
 from xaidash.models.registry import ModelError, ModelSpec
 from xaidash.models.runs.checkpoint import load_weights
@@ -63,7 +63,7 @@ def rebuild(run: Run, config: dict[str, Any] | None = None) -> Rebuilt:
 def imported_tokenizer(run: Run) -> Any:
     """The tokenizer of an imported text model (None for images)."""
     config = run.config()
-    return rebuild(run, config).tokenizer if config.get("modality") == "text" else None
+    return rebuild(run, config).tokenizer if modality_of(config["modality"]).tokenized else None
 
 
 @torch.no_grad()
@@ -89,8 +89,8 @@ def load_imported(run: Run, device: str | None = "auto", epoch: int | None = Non
         plain.grid = (int(grid[0]), int(grid[1]))
     dev = pick_device(device)
     model.to(dev).eval()
-    probe = image_probe(tuple(info.input_shape), 1) if config["modality"] == "image" else text_probe(rebuilt.tokenizer)
-    _warm_up(model, probe.to(dev))
+    adapter = modality_of(config["modality"])
+    _warm_up(model, adapter.prepare(adapter.example(info, rebuilt.tokenizer), info, rebuilt.tokenizer, dev))
     return ModelBundle(
         model=model,
         spec=imported_spec(config),
