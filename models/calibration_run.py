@@ -26,7 +26,6 @@ from xaidash.data.errors import DatasetError
 from xaidash.data.registry import Split, TextSplit, get_source
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.calibration import N_BINS, CalibrationScores, calibration_scores, fit_temperature
-from xaidash.models.language.loading import MARK as LANGUAGE_MARK
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import WEIGHTS, Run, load_bundle, resolve_run, run_liveness, weights_problem
 from xaidash.models.training.data import split_indices
@@ -112,7 +111,7 @@ def _run(run: Run | str | Path) -> Run:
 def refusal(run: Run) -> str | None:
     """Why this run cannot be calibrated (one sentence), or None."""
     config = run.config()
-    if LANGUAGE_MARK in config:
+    if run.kind == "language_model":
         return (
             f"Run {run.id} is a generative language model: calibration by temperature scaling applies to classifiers "
             "(a fixed set of classes with a labelled test split), not to next-token generation."
@@ -183,7 +182,7 @@ def run_logits(run: Run, bundle: ModelBundle) -> SplitLogits:
     test = _load(run, "test")
     train_cfg = config.get("train") or {}
     val_idx = torch.empty(0, dtype=torch.long)
-    if "source" not in config and float(train_cfg.get("val_fraction") or 0) > 0:
+    if run.kind == "trained" and float(train_cfg.get("val_fraction") or 0) > 0:
         train = _load(run, "train")
         seed, cap = int(train_cfg.get("seed", 0)), int(train_cfg.get("max_train_samples") or 0)
         _, val_idx = split_indices(len(train), seed, cap, float(train_cfg["val_fraction"]))
@@ -202,7 +201,7 @@ def run_logits(run: Run, bundle: ModelBundle) -> SplitLogits:
         )
     why = (
         "an imported model has no validation split"
-        if "source" in config
+        if run.kind == "imported"
         else "the run held out no validation split (val_fraction 0)"
         if not len(val_idx)
         else f"its validation split has only {len(val_idx)} samples"

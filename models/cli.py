@@ -13,11 +13,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from xaidash.data.argtypes import int_range
+from xaidash.data.formatting import percent
 from xaidash.models.calibration_text import cmd_calibration
 from xaidash.models.device import device_arg
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.quality import accuracy_warning, run_warning
-from xaidash.models.runs.store import delete_run, percent, resolve_run, run_liveness, runs_root, runs_table
+from xaidash.models.runs.store import delete_run, resolve_run, run_liveness, runs_root
+from xaidash.models.runs.table import runs_table
 from xaidash.models.training.compiled import COMPILE_MODES
 from xaidash.models.training.config import MAX_SEED, TrainConfig, TrainEvent, TrainResult
 from xaidash.models.training.engine import train
@@ -272,6 +274,15 @@ FROM_RECIPE = "(default: from the model's recipe for this data; see xaidash mode
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
+    _add_train(sub)
+    _add_demo(sub)
+    _add_runs(sub)
+    m = sub.add_parser("models", help="list zoo models (--recipes: their training recipes)")
+    m.add_argument("--recipes", action="store_true", help="each model's recipes: settings and measured accuracy")
+    m.set_defaults(func=_cmd_models)
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
     d = TrainConfig()
     p = sub.add_parser(
         "train",
@@ -285,6 +296,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--dataset", default=d.dataset, help="data set name (xaidash datasets), imagefolder:<path> or csv:<path>"
     )
     p.add_argument("--model", default=d.model, help="zoo model (xaidash models)")
+    _add_recipe_settings(p)
+    _add_run_settings(p, d)
+    add_distributed_arguments(p)
+    p.set_defaults(func=_cmd_train)
+
+
+def _add_recipe_settings(p: argparse.ArgumentParser) -> None:
+    """The settings a model's recipe gives where they are not given: epochs, batch, optimizer, schedule, ..."""
     p.add_argument("--epochs", type=int, default=None, help=f"number of epochs {FROM_RECIPE}")
     p.add_argument(
         "--batch-size",
@@ -307,6 +326,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"train on a random subset of at most this many samples, 0 for all {FROM_RECIPE}",
     )
+
+
+def _add_run_settings(p: argparse.ArgumentParser, d: TrainConfig) -> None:
+    """The settings of this run itself: device, seed, precision, compilation, data loading, model options, resume."""
     p.add_argument("--momentum", type=float, default=d.momentum, help="SGD momentum")
     p.add_argument("--device", default=d.device, help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
     p.add_argument("--seed", type=int, default=d.seed, help=f"0 to {MAX_SEED}")
@@ -350,9 +373,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="continue this run with its own settings, up to --epochs (default: its planned epochs)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_distributed_arguments(p)
-    p.set_defaults(func=_cmd_train)
 
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    d = TrainConfig()
     demo = sub.add_parser(
         "demo",
         help="train the quick-start runs that make every page meaningful",
@@ -367,6 +391,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(func=_cmd_demo)
 
+
+def _add_runs(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser(
         "runs",
         help="list training runs with their final metrics",
@@ -387,10 +413,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--refit", action="store_true", help="with --calibration: fit again even when a fresh fit is saved")
     r.add_argument("--device", type=device_arg, default="cpu", help="with --calibration: where the model runs")
     r.set_defaults(func=_cmd_runs)
-
-    m = sub.add_parser("models", help="list zoo models (--recipes: their training recipes)")
-    m.add_argument("--recipes", action="store_true", help="each model's recipes: settings and measured accuracy")
-    m.set_defaults(func=_cmd_models)
 
 
 def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
@@ -420,7 +442,7 @@ def _demo_runs() -> tuple[tuple[str, str], ...]:
 
 
 def _recipe_line(key: str, r: Recipe) -> str:
-    expected = f"test acc {100 * r.expected_acc:.1f}%" if r.expected_acc is not None else "not measured"
+    expected = f"test acc {percent(r.expected_acc)}" if r.expected_acc is not None else "not measured"
     return f"{key:14s} {describe(r)}: {expected}" + (" (recommended)" if r.recommended else "")
 
 

@@ -10,11 +10,6 @@ from xaidash.explainers.influence.registry import Snapshot
 from xaidash.models.runs.store import WEIGHTS, Run
 
 
-def imported(run: Run) -> bool:
-    """A model imported from elsewhere (config.json has a `source`): its training data and checkpoints are unknown."""
-    return "source" in run.config()
-
-
 def epoch_rates(run: Run) -> tuple[dict[int, float], str]:
     """({epoch: learning rate}, where they came from): the mean of the epoch's step records' learning rates
     (a schedule changes it inside an epoch), else the epoch record's, else the configured one."""
@@ -52,7 +47,7 @@ def final_snapshot(run: Run) -> Snapshot:
 
 def tracin_problem(run: Run, least: int) -> str | None:
     """Why TracIn over checkpoints does not apply to `run` (None: it does): imported, or too few checkpoints."""
-    if imported(run):
+    if run.kind == "imported":  # a model imported from elsewhere: its training data and checkpoints are unknown
         return (
             "TracIn needs the run's training checkpoints and training labels; an imported model has neither: "
             "use similar examples (nearest training samples of its linked data set)."

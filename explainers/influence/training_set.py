@@ -59,7 +59,7 @@ def training_data(run: Run) -> TrainingData:
         raise ExplainError(f"Cannot load the training split of {name}: {e}") from None
     if len(split) == 0:
         raise ExplainError(f"The training split of {name} is empty.")
-    if "source" in config:  # imported: its training data is unknown; the linked set's train split stands in
+    if run.kind == "imported":  # its training data is unknown; the linked set's train split stands in
         labels = split.labels.long()
         samples = TrainingSamples(torch.arange(len(split)), labels, labels)
         return TrainingData(samples, split, f"imported model: the whole train split of {name} (not its training data)")

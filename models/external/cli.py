@@ -46,14 +46,13 @@ def options_from_args(args: argparse.Namespace) -> ImportOptions:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from xaidash.models.external.runs import describe, import_model
-    from xaidash.models.language.loading import is_language_run
 
     print(f"importing {args.source} ...", file=sys.stderr)
     imported = import_model(args.source, options_from_args(args))
     width = max(len(label) for label, _ in describe(imported.run))
     for label, value in describe(imported.run):
         print(f"{label:>{width}}: {value}", file=sys.stderr)
-    if is_language_run(imported.run):
+    if imported.run.kind == "language_model":
         print(f'prompt it: xaidash generate --run {imported.run.id} --prompt "..." --explain ...', file=sys.stderr)
     else:
         print(f"explain it: xaidash explain --run {imported.run.id} --input ... --out out/", file=sys.stderr)

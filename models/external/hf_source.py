@@ -11,16 +11,17 @@ in `hf/`, so the model is rebuilt from the run folder alone.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from xaidash.data.paths import offline
 from xaidash.models.external.hf_models import quiet_transformers, wrap_image, wrap_text
+from xaidash.models.external.linking import image_probe, text_probe
 from xaidash.models.external.options import ImportOptions
 from xaidash.models.external.registry import ImportSource, Loaded, Rebuilt, register
-from xaidash.models.registry import ModelError
+from xaidash.models.registry import Modality, ModelError
 
 HF_FOLDER = "hf"  # inside the run folder
 WEIGHT_FILES = (
@@ -77,25 +78,6 @@ def resolve_folder(argument: str) -> Path:
         raise ModelError(
             f"hf:{argument}: no such folder, and the hub refused the id: {type(e).__name__}: {e}"
         ) from None
-
-
-def _task(config: Any, folder: Path) -> str:
-    """'image' or 'text' from the config's architecture (or model type), or a message saying what is supported."""
-    from transformers.models.auto import modeling_auto
-
-    archs = list(getattr(config, "architectures", None) or [])
-    if any(a.endswith("ForImageClassification") for a in archs):
-        return "image"
-    if any(a.endswith("ForSequenceClassification") for a in archs):
-        return "text"
-    if not archs and config.model_type in modeling_auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES:
-        return "image"
-    if not archs and config.model_type in modeling_auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES:
-        return "text"
-    raise ModelError(
-        f"{folder} holds a {', '.join(archs) or config.model_type} model: xaidash imports image classifiers "
-        "(...ForImageClassification) and text classifiers (...ForSequenceClassification)."
-    )
 
 
 def _class_names(config: Any) -> tuple[str, ...] | None:
@@ -197,16 +179,146 @@ def _tokenizer(folder: Path, config: Any) -> Any:
     return HFTokenizer(tok, max_length=min(limits))
 
 
-def _image_probe(shape: tuple[int, ...]) -> torch.Tensor:
-    return torch.randn(2, *shape, generator=torch.Generator().manual_seed(0)) * 0.5
+@dataclass(frozen=True)
+class _Found:
+    """What the import of any task reads: the folder, its config, what the user gave and the run's name, record and
+    notes so far."""
+
+    folder: Path
+    config: Any
+    argument: str
+    options: ImportOptions
+    name: str
+    record: dict[str, Any]
+    notes: list[str]
 
 
-def _text_probe(tokenizer: Any) -> torch.Tensor:
-    return tokenizer.encode(["a short example", "another example text, a little longer"])
+def _load_image(found: _Found, hf: Any) -> Loaded:
+    folder, config = found.folder, found.config
+    shape, mean, std, processor = _image_input(folder, config, found.notes)
+    shape = found.options.input_shape or shape
+    if not shape:
+        raise ModelError(f"{folder} says nothing about the input size: give --input-shape, e.g. 3x224x224.")
+    model = wrap_image(hf, image_probe(shape))
+    files = [lambda run: hf.config.save_pretrained(str(run / HF_FOLDER))]
+    if processor is not None:
+        files.append(lambda run: processor.save_pretrained(str(run / HF_FOLDER)))
+    return Loaded(
+        model=model,
+        modality="image",
+        name=found.name,
+        num_classes=int(config.num_labels),
+        record=found.record,
+        classes=_class_names(config),
+        input_shape=tuple(shape),
+        mean=found.options.mean or mean,
+        std=found.options.std or std,
+        files=files,
+        notes=found.notes,
+        description=f"Hugging Face {type(hf).__name__} ({config.model_type}), imported from {found.argument}.",
+    )
+
+
+def _load_text(found: _Found, hf: Any) -> Loaded:
+    config = found.config
+    tokenizer = _tokenizer(found.folder, config)
+    model = wrap_text(hf, tokenizer.pad_id, text_probe(tokenizer))
+    found.record["max_length"] = tokenizer.max_length
+    hf_tokenizer = tokenizer._tok
+    return Loaded(
+        model=model,
+        modality="text",
+        name=found.name,
+        num_classes=int(config.num_labels),
+        record=found.record,
+        classes=_class_names(config),
+        tokenizer=tokenizer,
+        files=[
+            lambda run: hf.config.save_pretrained(str(run / HF_FOLDER)),
+            lambda run: hf_tokenizer.save_pretrained(str(run / HF_FOLDER)),
+        ],
+        notes=found.notes,
+        description=f"Hugging Face {type(hf).__name__} ({config.model_type}), imported from {found.argument}; "
+        f"its own tokenizer, at most {tokenizer.max_length} tokens.",
+    )
+
+
+def _rebuild_image(hf: Any, config: Any, folder: Path, record: dict[str, Any]) -> Rebuilt:
+    from xaidash.models.external.hf_models import HFImageClassifier, HFImageClassifierWithAttention
+
+    cls = HFImageClassifierWithAttention if record.get("attention") else HFImageClassifier
+    return Rebuilt(cls(hf))
+
+
+def _rebuild_text(hf: Any, config: Any, folder: Path, record: dict[str, Any]) -> Rebuilt:
+    from xaidash.models.external.hf_models import HFTextClassifier, HFTextClassifierWithAttention
+
+    tokenizer = _tokenizer(folder, config)
+    tokenizer.max_length = int(record.get("max_length", tokenizer.max_length))
+    text_cls = HFTextClassifierWithAttention if record.get("attention") else HFTextClassifier
+    return Rebuilt(text_cls(hf, tokenizer.pad_id), tokenizer=tokenizer)
+
+
+@dataclass(frozen=True)
+class HFTask:
+    """One kind of Hugging Face classifier xaidash imports: the modality it reads (what the run's record keeps as
+    its `task`), the architectures that name it (`...ForImageClassification`, or a model type in transformers'
+    mapping for the task), its Auto class, and how its model is wrapped on import and on rebuild."""
+
+    modality: Modality
+    suffix: str
+    mapping: str  # transformers.models.auto.modeling_auto's model types of the task
+    auto: str  # the transformers Auto class that builds it
+    load: Callable[[_Found, Any], Loaded]  # (what was found, the transformers model)
+    rebuild: Callable[[Any, Any, Path, dict[str, Any]], Rebuilt]  # (model, config, folder, record)
+
+    def auto_class(self) -> Any:
+        import transformers
+
+        return getattr(transformers, self.auto)
+
+
+TASKS = (
+    HFTask(
+        "image",
+        "ForImageClassification",
+        "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+        "AutoModelForImageClassification",
+        _load_image,
+        _rebuild_image,
+    ),
+    HFTask(
+        "text",
+        "ForSequenceClassification",
+        "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+        "AutoModelForSequenceClassification",
+        _load_text,
+        _rebuild_text,
+    ),
+)
+_BY_RECORD = {task.modality: task for task in TASKS}  # a run's record names its task by the modality it reads
+
+
+def _task(config: Any, folder: Path) -> HFTask:
+    """The task of the config's architecture (or, without one, its model type), or a message saying what is
+    supported."""
+    from transformers.models.auto import modeling_auto
+
+    archs = list(getattr(config, "architectures", None) or [])
+    for task in TASKS:
+        if any(a.endswith(task.suffix) for a in archs):
+            return task
+    for task in TASKS:
+        if not archs and config.model_type in getattr(modeling_auto, task.mapping):
+            return task
+    raise ModelError(
+        f"{folder} holds a {', '.join(archs) or config.model_type} model: xaidash imports image classifiers "
+        "(...ForImageClassification) and text classifiers (...ForSequenceClassification)."
+    )
 
 
 def load(argument: str, options: ImportOptions) -> Loaded:
-    from transformers import AutoConfig, AutoModelForImageClassification, AutoModelForSequenceClassification
+    from transformers import AutoConfig
 
     folder = resolve_folder(argument)
     if not (folder / "config.json").is_file():
@@ -216,7 +328,6 @@ def load(argument: str, options: ImportOptions) -> Loaded:
             f"{folder} has a config.json but no weights ({' or '.join(WEIGHT_FILES[::2])}): save the model with "
             "model.save_pretrained(folder)."
         )
-    notes: list[str] = []
     with quiet_transformers():
         try:
             config = AutoConfig.from_pretrained(str(folder))
@@ -225,64 +336,19 @@ def load(argument: str, options: ImportOptions) -> Loaded:
         task = _task(config, folder)
         from_hub = not Path(argument).expanduser().exists()  # a hub id: its snapshot folder is named by a hash
         name = options.name or f"hf:{argument if from_hub else folder.resolve().name}"
-        record: dict[str, Any] = {"task": task, "folder": HF_FOLDER, "given": argument, "read_from": str(folder)}
-        if task == "image":
-            hf = _from_pretrained(AutoModelForImageClassification, folder)
-            shape, mean, std, processor = _image_input(folder, config, notes)
-            shape = options.input_shape or shape
-            if not shape:
-                raise ModelError(f"{folder} says nothing about the input size: give --input-shape, e.g. 3x224x224.")
-            model = wrap_image(hf, _image_probe(shape))
-            files = [lambda run: hf.config.save_pretrained(str(run / HF_FOLDER))]
-            if processor is not None:
-                files.append(lambda run: processor.save_pretrained(str(run / HF_FOLDER)))
-            return Loaded(
-                model=model,
-                modality="image",
-                name=name,
-                num_classes=int(config.num_labels),
-                record=record,
-                classes=_class_names(config),
-                input_shape=tuple(shape),
-                mean=options.mean or mean,
-                std=options.std or std,
-                files=files,
-                notes=notes,
-                description=f"Hugging Face {type(hf).__name__} ({config.model_type}), imported from {argument}.",
-            )
-        hf = _from_pretrained(AutoModelForSequenceClassification, folder)
-        tokenizer = _tokenizer(folder, config)
-        model = wrap_text(hf, tokenizer.pad_id, _text_probe(tokenizer))
-        record["max_length"] = tokenizer.max_length
-        hf_tokenizer = tokenizer._tok
-        return Loaded(
-            model=model,
-            modality="text",
-            name=name,
-            num_classes=int(config.num_labels),
-            record=record,
-            classes=_class_names(config),
-            tokenizer=tokenizer,
-            files=[
-                lambda run: hf.config.save_pretrained(str(run / HF_FOLDER)),
-                lambda run: hf_tokenizer.save_pretrained(str(run / HF_FOLDER)),
-            ],
-            notes=notes,
-            description=f"Hugging Face {type(hf).__name__} ({config.model_type}), imported from {argument}; "
-            f"its own tokenizer, at most {tokenizer.max_length} tokens.",
-        )
+        record: dict[str, Any] = {
+            "task": task.modality,
+            "folder": HF_FOLDER,
+            "given": argument,
+            "read_from": str(folder),
+        }
+        hf = _from_pretrained(task.auto_class(), folder)
+        return task.load(_Found(folder, config, argument, options, name, record, []), hf)
 
 
 def rebuild(record: dict[str, Any], run_dir: Path) -> Rebuilt:
     """The architecture from the run's hf/ folder (config, processor or tokenizer); weights come after."""
-    from transformers import AutoConfig, AutoModelForImageClassification, AutoModelForSequenceClassification
-
-    from xaidash.models.external.hf_models import (
-        HFImageClassifier,
-        HFImageClassifierWithAttention,
-        HFTextClassifier,
-        HFTextClassifierWithAttention,
-    )
+    from transformers import AutoConfig
 
     folder = run_dir / record.get("folder", HF_FOLDER)
     with quiet_transformers():
@@ -290,15 +356,9 @@ def rebuild(record: dict[str, Any], run_dir: Path) -> Rebuilt:
             config = AutoConfig.from_pretrained(str(folder))
         except (OSError, ValueError) as e:
             raise ModelError(f"{folder} cannot be read ({str(e).splitlines()[0]}); import the model again.") from None
-        if record["task"] == "image":
-            hf = AutoModelForImageClassification.from_config(config, attn_implementation="eager").float().eval()
-            cls = HFImageClassifierWithAttention if record.get("attention") else HFImageClassifier
-            return Rebuilt(cls(hf))
-        hf = AutoModelForSequenceClassification.from_config(config, attn_implementation="eager").float().eval()
-        tokenizer = _tokenizer(folder, config)
-        tokenizer.max_length = int(record.get("max_length", tokenizer.max_length))
-        text_cls = HFTextClassifierWithAttention if record.get("attention") else HFTextClassifier
-        return Rebuilt(text_cls(hf, tokenizer.pad_id), tokenizer=tokenizer)
+        task = _BY_RECORD[record["task"]]
+        hf = task.auto_class().from_config(config, attn_implementation="eager").float().eval()
+        return task.rebuild(hf, config, folder, record)
 
 
 register(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from xaidash.data.modalities import modality_of
 from xaidash.data.registry import DatasetInfo, get_info
 from xaidash.models.external.options import ImportOptions
 from xaidash.models.external.registry import Loaded
@@ -67,7 +68,7 @@ def settle_shape(
     """The image input shape the run uses, and notes; refuses a linked data set of another shape."""
     shape = tuple(loaded.input_shape)
     notes: list[str] = []
-    if linked is None or linked.modality != "image" or tuple(linked.input_shape) == shape:
+    if linked is None or modality_of(linked.modality).same_inputs(linked.input_shape, shape):
         return shape, notes
     wanted = tuple(linked.input_shape)
     advice = (

@@ -2,8 +2,8 @@
 config.json, `model.safetensors` fills in the weights (names and shapes checked), and the spec is made
 from the layers the import found, under the run's own name (never registered in the zoo).
 
-The run store's `load_bundle` reaches this through the loader registered at the end (runs whose config.json has a
-"source"); `xaidash.models` imports this module, so the loader is there wherever the store is."""
+The run store's `load_bundle` reaches this through the loader registered at the end (runs of kind "imported": their
+config.json has a "source"); `xaidash.models` imports this module, so the loader is there wherever the store is."""
 
 from __future__ import annotations
 
@@ -12,20 +12,16 @@ from typing import Any
 import torch
 from torch import nn
 
+from xaidash.data.modalities import modality_of
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import pick_device
 from xaidash.models.external.layers import Layers
-from xaidash.models.external.linking import image_probe, text_probe
 from xaidash.models.external.registry import Rebuilt, get_source
 from xaidash.models.registry import ModelError, ModelSpec
 from xaidash.models.runs.checkpoint import load_weights
 from xaidash.models.runs.store import WEIGHTS, Run, RunLoader, register_loader
 
 IMPORTED = "imported"  # summary state of an imported run: usable like a completed one
-
-
-def is_imported(config: dict[str, Any]) -> bool:
-    return isinstance(config.get("source"), dict)
 
 
 def _rebuilt_only(*_: Any, **__: Any) -> nn.Module:
@@ -67,7 +63,7 @@ def rebuild(run: Run, config: dict[str, Any] | None = None) -> Rebuilt:
 def imported_tokenizer(run: Run) -> Any:
     """The tokenizer of an imported text model (None for images)."""
     config = run.config()
-    return rebuild(run, config).tokenizer if config.get("modality") == "text" else None
+    return rebuild(run, config).tokenizer if modality_of(config["modality"]).tokenized else None
 
 
 @torch.no_grad()
@@ -93,8 +89,8 @@ def load_imported(run: Run, device: str | None = "auto", epoch: int | None = Non
         plain.grid = (int(grid[0]), int(grid[1]))
     dev = pick_device(device)
     model.to(dev).eval()
-    probe = image_probe(tuple(info.input_shape), 1) if config["modality"] == "image" else text_probe(rebuilt.tokenizer)
-    _warm_up(model, probe.to(dev))
+    adapter = modality_of(config["modality"])
+    _warm_up(model, adapter.prepare(adapter.example(info, rebuilt.tokenizer), info, rebuilt.tokenizer, dev))
     return ModelBundle(
         model=model,
         spec=imported_spec(config),
@@ -106,4 +102,4 @@ def load_imported(run: Run, device: str | None = "auto", epoch: int | None = Non
     )
 
 
-register_loader("source", RunLoader(load=load_imported, tokenizer=imported_tokenizer))
+register_loader("imported", RunLoader(load=load_imported, tokenizer=imported_tokenizer))

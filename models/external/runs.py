@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from xaidash.data.modalities import modality_of
+from xaidash.data.registry import DatasetInfo
 from xaidash.models.external.layers import (
     Layers,
     attention_grid,
@@ -82,7 +84,7 @@ def _apply_overrides(
     """--layer gradcam=PATH / embedding=PATH / attention=P1,P2: checked against the model, then used."""
     if "gradcam" in wanted:
         path = wanted["gradcam"]
-        if modality != "image":
+        if not modality_of(modality).spatial:
             raise ModelError("--layer gradcam= applies to image models (CAM methods explain images).")
         check_layer(model, path, "--layer gradcam")
         layout = feature_layout(model, probe, path)
@@ -110,7 +112,7 @@ def _apply_overrides(
 def _layers(loaded: Loaded, model: nn.Module, probe: torch.Tensor, options: ImportOptions) -> Layers:
     if loaded.spec is not None:
         layers = _zoo_layers(loaded.spec)
-    elif loaded.modality == "image":
+    elif modality_of(loaded.modality).spatial:
         layers = detect_image_layers(model, probe)
     else:
         layers = detect_text_layers(model, probe)
@@ -203,6 +205,18 @@ def _import_language(source: str, options: ImportOptions, root: Path | None) -> 
     return Imported(import_language_model(source, name=options.name, root=root))
 
 
+def _probe(
+    loaded: Loaded, options: ImportOptions, linked: DatasetInfo | None
+) -> tuple[tuple[int, ...], torch.Tensor, str, list[str]]:
+    """(input shape, probe inputs, what they are in words, notes): token ids from the model's tokenizer, or seeded
+    images of the shape settled with the linked data set (normalisation checked against its channels)."""
+    if modality_of(loaded.modality).tokenized:
+        return (), text_probe(loaded.tokenizer), "token ids from its tokenizer", []
+    shape, notes = settle_shape(loaded, options, linked)
+    check_normalisation(loaded.mean, loaded.std, shape[0])
+    return shape, image_probe(shape), f"{shape_text(shape)} images", notes
+
+
 def import_model(source: str, options: ImportOptions, root: Path | None = None) -> Imported:
     """Import an external model as a run (see the module docstring); ModelError (or DatasetError) saying why not.
     A causal language model (`is_language_source`) becomes a language-model run instead."""
@@ -221,17 +235,9 @@ def import_model(source: str, options: ImportOptions, root: Path | None = None) 
     if linked is not None and linked.modality != loaded.modality:
         raise ModelError(f"Data set {linked.name} holds {linked.modality}s; the model reads {loaded.modality}.")
     model = loaded.model.float().eval()
-    notes = list(loaded.notes)
-    if loaded.modality == "image":
-        shape, shape_notes = settle_shape(loaded, options, linked)
-        notes += shape_notes
-        check_normalisation(loaded.mean, loaded.std, shape[0])
-        probe = image_probe(shape)
-        width = output_width(model, probe, f"{shape_text(shape)} images")
-    else:
-        shape = ()
-        probe = text_probe(loaded.tokenizer)
-        width = output_width(model, probe, "token ids from its tokenizer")
+    shape, probe, what, shape_notes = _probe(loaded, options, linked)
+    notes = list(loaded.notes) + shape_notes
+    width = output_width(model, probe, what)
     if loaded.num_classes and loaded.num_classes != width:
         raise ModelError(f"The model was declared with {loaded.num_classes} classes but returns {width} logits.")
     classes = settle_classes(width, loaded, options, linked)
@@ -239,7 +245,7 @@ def import_model(source: str, options: ImportOptions, root: Path | None = None) 
     layers = _layers(loaded, model, probe, options)
     attention = callable(getattr(model, "forward_with_attention", None))
     loaded.record.update(input_shape=list(shape), attention=attention)
-    if attention and loaded.modality == "image":  # the Attention page lays the patches out on this grid
+    if attention and modality_of(loaded.modality).spatial:  # the Attention page lays the patches out on this grid
         grid = attention_grid(model, probe)
         loaded.record["grid"] = list(grid) if grid else None
     config = _config(source, options, replace(loaded, notes=notes), classes, layers, inputs.info, inputs.has_dataset)
@@ -259,7 +265,7 @@ def describe(run: Run) -> list[tuple[str, str]]:
     """(label, value) lines summing up an imported run, for the CLI and the Import page (which shows the rows
     labelled "note" and CAM_NOTE_ROW under its table)."""
     c = run.config()
-    if LANGUAGE_MARK in c:
+    if run.kind == "language_model":
         return _describe_language(run, c)
     layers = Layers.from_json(c.get("layers") or {})
     info = c["dataset_info"]
@@ -274,7 +280,7 @@ def describe(run: Run) -> list[tuple[str, str]]:
         ("classes", f"{len(classes)}: {', '.join(classes[:12])}{' ...' if len(classes) > 12 else ''}"),
         ("data set", c.get("dataset") or "none linked (uploads and typed text only; link one with --dataset)"),
     ]
-    if c["modality"] == "image":
+    if modality_of(c["modality"]).spatial:
         rows.append(("Grad-CAM layer", _cam_line(layers)))
         if layers.cam_note:  # which layer CAM is missing and how to name it, found by the import's probe
             rows += [(CAM_ROW, "not found: see below"), (CAM_NOTE_ROW, layers.cam_note)]
@@ -314,13 +320,9 @@ def _normalisation(c: dict[str, Any]) -> str:
     mean, std = c.get("input_mean") or [], c.get("input_std") or []
     if mean:
         return f"mean {', '.join(f'{v:g}' for v in mean)}; std {', '.join(f'{v:g}' for v in std)}"
-    return (
-        "the data set's"
-        if c.get("dataset") and c["modality"] == "image"
-        else "none"
-        if c["modality"] == "image"
-        else "-"
-    )
+    if modality_of(c["modality"]).tokenized:  # token ids are not normalised
+        return "-"
+    return "the data set's" if c.get("dataset") else "none"
 
 
 def _cam_line(layers: Layers) -> str:

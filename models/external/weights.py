@@ -97,13 +97,6 @@ def load_state(model: nn.Module, state: dict[str, torch.Tensor], what: str) -> N
     model.load_state_dict(state, strict=True)
 
 
-def load_weights_file(model: nn.Module, path: Path | str) -> list[str]:
-    """Read a weights file and load it into `model` with named checks; returns notes for the user."""
-    state, notes = read_state_dict(path)
-    load_state(model, state, f"Weights file {Path(path).name}")
-    return notes
-
-
 def output_count(state: dict[str, torch.Tensor], classifier: str | None = None) -> int | None:
     """The class count a state dict was trained for: rows of `classifier`.weight when the library names its
     classifier, else of the last 2-D weight (the classification head is the last layer of almost every net)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from xaidash.data.modalities import modality_of
 from xaidash.data.registry import DatasetInfo
 from xaidash.data.tokenizer import WordVocab
 from xaidash.models.external.options import ImportOptions
@@ -61,7 +62,7 @@ def load(argument: str, options: ImportOptions) -> Loaded:
     if spec.pretrained and spec.tokenizer is None:
         build_options.setdefault("pretrained", False)  # the imported weights replace them: nothing to download
     shape: tuple[int, ...] = ()
-    if spec.modality == "text":
+    if modality_of(spec.modality).tokenized:
         tokenizer, extra = _tokenizer(spec, options.vocab)
         build_options.update(extra)
     else:
@@ -99,7 +100,7 @@ def rebuild(record: dict[str, Any], run_dir: Path) -> Rebuilt:
     info = _info(spec, tuple(record["classes"]), tuple(record.get("input_shape") or ()))
     model = spec.build(info, **dict(record.get("build_options") or {})).eval()
     tokenizer = None
-    if spec.modality == "text":
+    if modality_of(spec.modality).tokenized:
         tokenizer = spec.tokenizer() if spec.tokenizer is not None else WordVocab.load(run_dir / VOCAB_FILE)
     return Rebuilt(model, tokenizer=tokenizer, spec=spec)
 

@@ -15,8 +15,6 @@ from torch import nn
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.registry import ModelError
 
-EXAMPLE_TEXT = "the film was not bad at all"
-
 
 @dataclass
 class Call:
@@ -55,15 +53,14 @@ def _all_shapes(value: Any) -> list[tuple[int, ...]]:
 
 
 def example_input(bundle: ModelBundle, batch: int = 1) -> torch.Tensor:
-    """A prepared input of the model's input shape: mid-grey images, or a short example text."""
-    if bundle.modality == "text":
-        if bundle.tokenizer is None:
-            raise ModelError(f"{bundle.spec.name} is a text model without a tokenizer: load it from a run.")
-        return bundle.prepare([EXAMPLE_TEXT] * batch)
+    """A prepared input of the model's input shape: the adapter's example (mid-grey images, a short text)."""
+    adapter = bundle.adapter
+    if adapter.tokenized and bundle.tokenizer is None:
+        raise ModelError(f"{bundle.spec.name} is a text model without a tokenizer: load it from a run.")
     shape = tuple(bundle.info.input_shape)
-    if len(shape) != 3:
+    if adapter.spatial and len(shape) != 3:
         raise ModelError(f"Image models need an input shape (C, H, W); data set {bundle.info.name} declares {shape}.")
-    return bundle.prepare(torch.full((batch, *shape), 0.5))
+    return bundle.prepare(adapter.example(bundle.info, bundle.tokenizer, batch))
 
 
 @torch.no_grad()

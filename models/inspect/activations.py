@@ -203,6 +203,52 @@ def _write_cache(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[st
     )
 
 
+def _check_request(bundle: ModelBundle, layer: str, reduce: str, batch_size: int) -> None:
+    """ModelError for an unknown reduction or layer, or a batch size below one."""
+    if reduce not in REDUCES:
+        raise ModelError(f"Unknown reduction {reduce!r}: choose one of {', '.join(REDUCES)}.")
+    if batch_size < 1:
+        raise ModelError("Batch size must be at least 1.")
+    if layer not in embedding_layers(bundle) and layer != PENULTIMATE:
+        try:
+            bundle.model.get_submodule(layer)
+        except AttributeError:
+            raise ModelError(
+                f"{bundle.spec.name} has no layer {layer!r}; pick one of {', '.join(embedding_layers(bundle))}."
+            ) from None
+
+
+def _read_features(
+    bundle: ModelBundle,
+    data: Split,
+    indices: np.ndarray,
+    layer: str,
+    reduce: Reduce,
+    batch_size: int,
+    progress: Progress | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(features (N, D) float, predicted classes (N,)) of the samples `indices`, `batch_size` at a time."""
+    model = bundle.model
+    classifier = classifier_layer(model, example_input(bundle)) if layer == PENULTIMATE else None
+    reader = _Reader(model, layer, classifier)
+    feats, preds = [], []
+    try:
+        for start in range(0, len(indices), batch_size):
+            chunk = indices[start : start + batch_size]
+            x = bundle.prepare(raw_batch(data, chunk))
+            logits = model(x)
+            value = reader.captured(layer, bundle.spec.name)
+            mask = bundle.adapter.padding_mask(x, bundle.tokenizer)
+            feats.append(_reduce(value, reduce, mask).cpu())
+            preds.append(logits.argmax(1).cpu())
+            reader.value = None
+            if progress:
+                progress(min(start + batch_size, len(indices)), len(indices))
+    finally:
+        reader.remove()
+    return torch.cat(feats).float(), torch.cat(preds).long()
+
+
 @torch.no_grad()
 def compute_activations(
     bundle: ModelBundle,
@@ -222,17 +268,7 @@ def compute_activations(
     total)` is called after every batch. With `use_cache` and a bundle loaded from a run, the
     result is read from / written to `<run>/inspect/activations/`.
     """
-    if reduce not in REDUCES:
-        raise ModelError(f"Unknown reduction {reduce!r}: choose one of {', '.join(REDUCES)}.")
-    if batch_size < 1:
-        raise ModelError("Batch size must be at least 1.")
-    if layer not in embedding_layers(bundle) and layer != PENULTIMATE:
-        try:
-            bundle.model.get_submodule(layer)
-        except AttributeError:
-            raise ModelError(
-                f"{bundle.spec.name} has no layer {layer!r}; pick one of {', '.join(embedding_layers(bundle))}."
-            ) from None
+    _check_request(bundle, layer, reduce, batch_size)
     data = samples if samples is not None else load_samples(bundle, split)
     indices = sample_indices(len(data), n)
     model = bundle.model
@@ -255,26 +291,8 @@ def compute_activations(
                 from_cache=True,
                 path=path,
             )
-    classifier = classifier_layer(model, example_input(bundle)) if layer == PENULTIMATE else None
-    reader = _Reader(model, layer, classifier)
-    feats, preds = [], []
-    try:
-        for start in range(0, len(indices), batch_size):
-            chunk = indices[start : start + batch_size]
-            x = bundle.prepare(raw_batch(data, chunk))
-            logits = model(x)
-            value = reader.captured(layer, bundle.spec.name)
-            mask = (x != bundle.tokenizer.pad_id) if bundle.modality == "text" else None
-            feats.append(_reduce(value, reduce, mask).cpu())
-            preds.append(logits.argmax(1).cpu())
-            reader.value = None
-            if progress:
-                progress(min(start + batch_size, len(indices)), len(indices))
-    finally:
-        reader.remove()
-    features = torch.cat(feats).float()
+    features, pred = _read_features(bundle, data, indices, layer, reduce, batch_size, progress)
     labels = data.labels[torch.as_tensor(indices)].long().cpu()
-    pred = torch.cat(preds).long()
     if path is not None and use_cache:
         _write_cache(
             path,
@@ -304,7 +322,7 @@ def input_activation(bundle: ModelBundle, raw: Any, layer: str = PENULTIMATE, re
     try:
         x = bundle.prepare([raw] if isinstance(raw, str) else raw)
         model(x)
-        mask = (x != bundle.tokenizer.pad_id) if bundle.modality == "text" else None
+        mask = bundle.adapter.padding_mask(x, bundle.tokenizer)
         return _reduce(reader.captured(layer, bundle.spec.name), reduce, mask).cpu().numpy()
     finally:
         reader.remove()
@@ -330,7 +348,7 @@ def _store_first_output(store: dict[str, np.ndarray], path: str) -> Callable[...
 @torch.no_grad()
 def feature_maps(bundle: ModelBundle, image01: torch.Tensor) -> list[FeatureMaps]:
     """The output of every Conv2d for one image (C, H, W) in [0, 1], in forward order."""
-    if bundle.modality != "image":
+    if not bundle.adapter.spatial:
         raise ModelError(f"{bundle.spec.name} is a text model: feature maps are shown for image models.")
     x = bundle.prepare(image01)[:1]
     convs = [c for c in trace(bundle.model, x) if isinstance(c.module, nn.Conv2d)]
@@ -366,7 +384,7 @@ class Filters:
 def first_layer_filters(bundle: ModelBundle) -> Filters:
     """The weights of the first layer that reads the image: conv kernels, or a linear layer's
     rows reshaped to the image (an MLP's templates)."""
-    if bundle.modality != "image":
+    if not bundle.adapter.spatial:
         raise ModelError(
             f"{bundle.spec.name} reads token ids: its first layer is an embedding table, not filters on pixels."
         )

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from xaidash.data.modalities import modality_of
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect._trace import example_input, trace
 from xaidash.models.registry import ModelError
@@ -143,7 +144,7 @@ def _geometry(module: nn.Module, path: str, in_hw: Pair, out_hw: Pair) -> tuple[
 
 def why_not_applicable(model: nn.Module, modality: str, has_attention: bool = False) -> str | None:
     """A one-line reason when receptive fields do not apply to this model, else None."""
-    if modality != "image":
+    if not modality_of(modality).spatial:
         return (
             "receptive fields are computed for image models; a text model reads token ids, and its "
             "attention or pooling over the whole text has no spatial window"

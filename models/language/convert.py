@@ -264,7 +264,3 @@ def import_language_model(source: str, *, name: str = "", root: Path | None = No
         )
         run.update_summary(state=IMPORTED)
         return move_into_place(staging, root, display)
-
-
-def supported_text() -> str:
-    return ", ".join(SUPPORTED_TYPES)

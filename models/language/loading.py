@@ -21,8 +21,9 @@ MARK = LANGUAGE_MARK  # the config.json key of a language model's run
 
 
 def is_language_run(run: Run) -> bool:
+    """Whether `run` holds a generative language model (`Run.kind`); False for a run that cannot be read."""
     try:
-        return MARK in run.config()
+        return run.kind == "language_model"
     except ModelError:
         return False
 
@@ -49,7 +50,7 @@ def load_language_model(run: str | Path | Run, device: str | None = "auto") -> L
     """The language model of a run made by `xaidash import smollm2 | gguf: | hf:` (a causal LM)."""
     r = run if isinstance(run, Run) else resolve_run(run)
     config = r.config()
-    if MARK not in config:
+    if r.kind != "language_model":
         raise ModelError(f"Run {r.id} holds a {config.get('model', '?')} classifier, not a generative language model.")
     return load_folder(r.path / LM_FOLDER, str(config.get("model", r.id)), device, r.path)
 
@@ -65,4 +66,4 @@ def _tokenizer(run: Run) -> Any:
     return None
 
 
-register_loader(MARK, RunLoader(load=_refuse, tokenizer=_tokenizer))
+register_loader("language_model", RunLoader(load=_refuse, tokenizer=_tokenizer))

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from xaidash.data.formatting import percent
 from xaidash.models.runs.store import Run, weights_problem
 
 # How far above chance a model must be (as a share of the way from chance to 100%) not to count as untrained.
@@ -42,14 +43,14 @@ def accuracy_warning(
     chance = chance_accuracy(summary, len(config.get("classes", [])) or 2, confusion)
     if acc < chance + ABOVE_CHANCE * (1.0 - chance):
         return (
-            f"This model's accuracy ({100 * acc:.1f}%) is near chance ({100 * chance:.1f}%): it has not learned the "
+            f"This model's accuracy ({percent(acc)}) is near chance ({percent(chance)}): it has not learned the "
             "task, and its explanations show what an untrained model does. Train it longer or with its recipe."
         )
     expected = (config.get("recipe") or {}).get("expected_acc")
     if expected is not None and acc < expected - BELOW_RECIPE:
         return (
-            f"This model's accuracy ({100 * acc:.1f}%) is far below what its recipe reached when tested "
-            f"({100 * expected:.1f}%): its explanations may show an under-trained model."
+            f"This model's accuracy ({percent(acc)}) is far below what its recipe reached when tested "
+            f"({percent(expected)}): its explanations may show an under-trained model."
         )
     return None
 

@@ -270,7 +270,7 @@ class Run:
 
     def tokenizer(self) -> Any:
         """The run's tokenizer: its saved word vocabulary or the model's pretrained tokenizer."""
-        loader = _loader(self, self.config())
+        loader = _loader(self)
         if loader is not None:  # an imported model: its tokenizer files are in the run folder
             return loader.tokenizer(self)
         spec = get_spec(self.config()["model"])
@@ -472,11 +472,6 @@ def has_usable_weights(run: Run) -> bool:
     return live.has_weights and live.state in USABLE_STATES and weights_problem(run, summary) is None
 
 
-def percent(value: float | None) -> str:
-    """A fraction as a percentage with two decimals ('-' when there is none): how run tables show accuracy."""
-    return "-" if value is None else f"{100 * value:.2f}%"
-
-
 def kept_sentence(epochs_done: int, partial_steps: int, steps_per_epoch: int, epochs: int) -> str:
     """Which weights a run holds, in one plain sentence: 'weights after epoch 2 of 5', or after a stop inside an
     epoch 'weights after 3 of 47 steps of epoch 1; no epoch completed'."""
@@ -491,60 +486,6 @@ def kept_sentence(epochs_done: int, partial_steps: int, steps_per_epoch: int, ep
     if epochs_done:
         return f"weights after epoch {epochs_done} of {epochs}"
     return "nothing yet"
-
-
-def epochs_cell(summary: dict[str, Any], epochs: int | str) -> str:
-    """'2/5', or '0/5 (+3/47 steps)' when the weights are those of a partial epoch: complete epochs only."""
-    text = f"{summary.get('epochs_done', 0)}/{epochs}"
-    partial = summary.get("partial_steps") or 0
-    if partial:
-        text += f" (+{partial}/{summary.get('steps_per_epoch', '?')} steps)"
-    return text
-
-
-def runs_table(root: Path | None = None) -> list[dict[str, str]]:
-    """One row of strings per run, newest first: run, model, dataset, state, epochs, accuracies, device, date."""
-    rows = []
-    for r in list_runs(root):
-        try:  # a damaged run must not hide the others
-            rows.append(_run_row(r))
-        except KeyError as e:
-            rows.append({"run": r.id, "model": "?", "dataset": "?", "state": f"unreadable: {CONFIG} lacks {e}"})
-        except Exception as e:  # noqa: BLE001
-            rows.append({"run": r.id, "model": "?", "dataset": "?", "state": f"unreadable: {e}"})
-    return rows
-
-
-def _run_row(r: Run) -> dict[str, str]:
-    c, s = r.config(), r.summary()
-    if "source" in c or any(mark in c for mark in _LOADERS):  # not trained here (imported, or a language model)
-        return _imported_row(r, c, s)
-    return {
-        "run": r.id,
-        "model": c["model"],
-        "dataset": c["dataset"],
-        "state": run_liveness(r, s).state,
-        "epochs": epochs_cell(s, c.get("train", {}).get("epochs") or "?"),
-        "val acc": percent(s.get("val_acc")),
-        "test acc": percent(s.get("test_acc")),
-        "device": c.get("device", "?"),
-        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
-    }
-
-
-def _imported_row(r: Run, c: dict[str, Any], s: dict[str, Any]) -> dict[str, str]:
-    """An imported model: never trained here, so no epochs or accuracies; maybe no data set."""
-    return {
-        "run": r.id,
-        "model": c["model"],
-        "dataset": c.get("dataset") or "(none)",
-        "state": s.get("state", "?"),
-        "epochs": "-",
-        "val acc": "-",
-        "test acc": "-",
-        "device": "-",
-        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
-    }
 
 
 def delete_run(run: str | Path, root: Path | None = None) -> None:
@@ -570,29 +511,29 @@ class RunLoader:
     tokenizer: Callable[[Run], Any]
 
 
-_LOADERS: dict[str, RunLoader] = {}  # a key of config.json that marks runs of one kind -> their loader
+_LOADERS: dict[RunKind, RunLoader] = {}  # the runs of one kind not trained here -> their loader
 
 
-def register_loader(mark: str, loader: RunLoader) -> None:
-    """Runs whose config.json has the key `mark` load through `loader` (models/external/loading.py: "source")."""
-    _LOADERS[mark] = loader
+def register_loader(kind: RunKind, loader: RunLoader) -> None:
+    """Runs of `kind` load through `loader` (models/external/loading.py: "imported")."""
+    _LOADERS[kind] = loader
 
 
-def _loader(run: Run, config: dict[str, Any]) -> RunLoader | None:
+def _loader(run: Run) -> RunLoader | None:
     """The loader of a run not trained here; None for a run trained here."""
-    for mark, loader in _LOADERS.items():
-        if mark in config:
-            return loader
-    if "source" in config:  # importing xaidash.models registers it; only a package still being imported lacks it
+    kind = run.kind
+    loader = _LOADERS.get(kind)
+    # importing xaidash.models registers the imported models' loader: only a package still being imported lacks it
+    if loader is None and kind == "imported":
         raise ModelError(f"Run {run.id} is an imported model and its loader (xaidash.models.external) is not loaded.")
-    return None
+    return loader
 
 
 def load_bundle(run: str | Path | Run, device: str | None = "auto", epoch: int | None = None) -> ModelBundle:
     """Rebuild a run's model from JSON + safetensors (the final weights, or those after `epoch`)."""
     r = run if isinstance(run, Run) else resolve_run(run)
     config = r.config()
-    loader = _loader(r, config)
+    loader = _loader(r)
     if loader is not None:  # an imported model: its source rebuilds it (models/external)
         return loader.load(r, device, epoch)
     spec = get_spec(config["model"])

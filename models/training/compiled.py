@@ -24,6 +24,7 @@ from typing import Literal, TypeVar
 import torch
 from torch import nn
 
+from xaidash.data.modalities import modality_of
 from xaidash.models.device import is_out_of_memory
 
 Compile = Literal["off", "on", "graphs"]
@@ -79,4 +80,4 @@ class CompiledSteps:
 
 def uses_channels_last(model: nn.Module, modality: str) -> bool:
     """Whether channels_last can apply: image data and a model with 2-D convolutions."""
-    return modality == "image" and any(isinstance(m, nn.Conv2d) for m in model.modules())
+    return modality_of(modality).spatial and any(isinstance(m, nn.Conv2d) for m in model.modules())

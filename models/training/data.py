@@ -105,7 +105,7 @@ def training_samples(run: Run, split: Split | None = None) -> TrainingSamples:
     caller has it loaded already. ModelError for a run not trained here (an imported model has no training split)."""
     config = run.config()
     train = config.get("train")
-    if "source" in config or not isinstance(train, dict) or not config.get("dataset"):
+    if run.kind != "trained" or not isinstance(train, dict) or not config.get("dataset"):
         raise ModelError(f"Run {run.id} was not trained here (imported): its training samples are not known.")
     source = get_source(str(config["dataset"]))
     split = split if split is not None else source.load("train")

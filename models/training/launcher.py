@@ -23,7 +23,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +174,33 @@ def _launch_config(launch: Launch) -> Any:
     )
 
 
+@dataclass
+class _Heard:
+    """What the training processes said: their events (passed on to `callbacks`), the run's id, rank 0's result, a
+    refusal of the settings, and each crashed rank's (time, rank, error)."""
+
+    callbacks: list[Callable[[TrainEvent], None]]
+    run_id: str | None = None
+    result: dict[str, Any] | None = None
+    refused: tuple[str, str] | None = None
+    failures: list[tuple[float, int, str]] = field(default_factory=list)
+
+    def handle(self, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == _Msg.EVENT:
+            event = TrainEvent(**message[1])
+            self.run_id = event.run_id
+            for callback in self.callbacks:
+                callback(event)
+        elif kind == _Msg.RESULT:
+            self.result = message[1]
+        elif kind == _Msg.REFUSED:
+            self.refused = (message[1], message[2])
+        elif kind == _Msg.FAILED:
+            self.failures.append((message[4], message[1], message[2]))
+            log.error("training process rank %s crashed:\n%s", message[1], message[3])
+
+
 def train_distributed(
     cfg: TrainConfig,
     callbacks: list[Callable[[TrainEvent], None]] | None = None,
@@ -211,52 +238,32 @@ def train_distributed(
 
     agent = threading.Thread(target=run_agent, name="xaidash-ddp-agent", daemon=True)
     agent.start()
-    run_id: str | None = None
-    result: dict[str, Any] | None = None
-    refused: tuple[str, str] | None = None
-    failures: list[tuple[float, int, str]] = []
-
-    def handle(message: tuple[Any, ...]) -> None:
-        nonlocal run_id, result, refused
-        kind = message[0]
-        if kind == _Msg.EVENT:
-            event = TrainEvent(**message[1])
-            run_id = event.run_id
-            for callback in callbacks or []:
-                callback(event)
-        elif kind == _Msg.RESULT:
-            result = message[1]
-        elif kind == _Msg.REFUSED:
-            refused = (message[1], message[2])
-        elif kind == _Msg.FAILED:
-            failures.append((message[4], message[1], message[2]))
-            log.error("training process rank %s crashed:\n%s", message[1], message[3])
-
+    heard = _Heard(callbacks or [])
     try:
         while agent.is_alive():
             if stop is not None and stop.is_set() and not stop_shared.is_set():
                 stop_shared.set()
             try:
-                handle(messages.get(timeout=POLL_S))
+                heard.handle(messages.get(timeout=POLL_S))
             except queue.Empty:
                 continue
         while True:  # what the processes said just before they ended
             try:
-                handle(messages.get(timeout=POLL_S))
+                heard.handle(messages.get(timeout=POLL_S))
             except queue.Empty:
                 break
     finally:
         stop_shared.set()  # the caller gave up (an exception here): the processes stop and keep a checkpoint
         agent.join(timeout=60)
         messages.close()
-    if refused is not None:
-        raise (DatasetError if refused[0] == "DatasetError" else ModelError)(refused[1])
-    if result is not None:
-        return TrainResult.from_message(result)
-    error = _failure_reason(failures, outcome.get("launcher"))
-    if run_id is None:
+    if heard.refused is not None:
+        raise (DatasetError if heard.refused[0] == "DatasetError" else ModelError)(heard.refused[1])
+    if heard.result is not None:
+        return TrainResult.from_message(heard.result)
+    error = _failure_reason(heard.failures, outcome.get("launcher"))
+    if heard.run_id is None:
         raise ModelError(f"Training crashed: {error}")
-    return _failed_run(run_id, error)
+    return _failed_run(heard.run_id, error)
 
 
 def _failure_reason(failures: list[tuple[float, int, str]], launcher_error: BaseException | None) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from xaidash.data.modalities import modality_of
 from xaidash.models.device import autocast, device_name
 from xaidash.models.training.batches import augment_images
 from xaidash.models.training.config import Callback, TrainEvent, TrainingFailed
@@ -130,10 +131,8 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
     """
     cfg, s, data, device, dist = session.cfg, session.settings, session.data, session.device, session.dist
     model = session.train_model or session.model
-    gen = session.generator
     log_every = max(1, session.steps_per_epoch // 20)
-    shift = 2 if "shift" in s.augment else 0
-    flip = "flip" in s.augment
+    augment = _augmentation(session)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=s.label_smoothing)
     skip, session.skip_steps = (session.skip_steps, 0) if epoch == session.start_epoch + 1 else (0, 0)
     if session.guard is None or session.guard.model is not session.model:
@@ -147,7 +146,7 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
         stopped = False
         shard = session.shard(epoch)
         batches = itertools.islice(
-            data.train.batches(session.rank_batch, shuffle=True, generator=gen, shard=shard), skip, None
+            data.train.batches(session.rank_batch, shuffle=True, generator=session.generator, shard=shard), skip, None
         )
         for x, y in batches:
             if not dist.active:
@@ -156,25 +155,10 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
                 stopped = dist.any(stop.is_set(), device)
             if stopped:
                 break
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            if data.info.modality == "image" and (shift or flip):
-                x = augment_images(x, shift, flip, session.augment_generator or gen)
-            if session.channels_last:
-                x = x.contiguous(memory_format=torch.channels_last)
-            if session.compiled is not None:
-                logits, loss = session.compiled.step(_forward_backward, session, x, y, loss_fn)
-            else:
-                logits, loss = _forward_backward(model, session, x, y, loss_fn)
-            guard.watch(loss, session.step + 1)  # read at the step records: no host synchronisation per step
-            session.optimizer.step()
-            session.schedule.step()
-            session.step += 1
+            batch_loss, batch_correct = _train_step(session, model, guard, (x, y), loss_fn, augment)
             seen += len(y)
-            session.samples_seen += len(y) * dist.world_size  # equal shares: the same on every rank
-            batch_loss, batch_correct = loss.detach() * len(y), (logits.argmax(1) == y).sum()
             loss_sum += batch_loss
             correct += batch_correct
-            session.interval.add(batch_loss, batch_correct, len(y))
             if session.step % log_every == 0 or session.step == session.total_steps:
                 _check_finite(session)
                 _log_step(session, epoch, emit)
@@ -188,6 +172,55 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
             return None
         val = evaluate(session.model, data.val, device, cfg.amp, dist=dist) if data.val is not None else {}
         epoch_loss, epoch_correct, epoch_seen = dist.sum([loss_sum, correct, seen], device)
+    return _epoch_result(
+        session, epoch, stopped, val, epoch_loss / max(epoch_seen, 1), epoch_correct / max(epoch_seen, 1)
+    )
+
+
+def _augmentation(session: TrainingSession) -> tuple[int, bool]:
+    """(shift in pixels, flip) of the run's augmentation; neither when the data's kind of input has no augmentation
+    (its adapter declares only "none")."""
+    if not set(modality_of(session.data.info.modality).augmentations) - {"none"}:
+        return 0, False
+    augment = session.settings.augment
+    return (2 if "shift" in augment else 0), "flip" in augment
+
+
+def _train_step(
+    session: TrainingSession,
+    model: Callable[..., torch.Tensor],
+    guard: FiniteGuard,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    loss_fn: nn.Module,
+    augment: tuple[int, bool],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One training step on a batch (moved to the device, augmented, laid out); its summed loss and its count of
+    correct predictions, both left on the device: nothing is read back to the host here."""
+    device = session.device
+    x, y = batch[0].to(device, non_blocking=True), batch[1].to(device, non_blocking=True)
+    shift, flip = augment
+    if shift or flip:
+        x = augment_images(x, shift, flip, session.augment_generator or session.generator)
+    if session.channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    if session.compiled is not None:
+        logits, loss = session.compiled.step(_forward_backward, session, x, y, loss_fn)
+    else:
+        logits, loss = _forward_backward(model, session, x, y, loss_fn)
+    guard.watch(loss, session.step + 1)  # read at the step records: no host synchronisation per step
+    session.optimizer.step()
+    session.schedule.step()
+    session.step += 1
+    session.samples_seen += len(y) * session.dist.world_size  # equal shares: the same on every rank
+    batch_loss, batch_correct = loss.detach() * len(y), (logits.argmax(1) == y).sum()
+    session.interval.add(batch_loss, batch_correct, len(y))
+    return batch_loss, batch_correct
+
+
+def _epoch_result(
+    session: TrainingSession, epoch: int, stopped: bool, val: dict[str, Any], train_loss: Any, train_acc: Any
+) -> EpochResult:
+    """The epoch's event: its training means over all ranks, its validation, and how far a stop let it go."""
     elapsed = session.elapsed()
     rate = session.rate(elapsed)
     epoch_steps = session.step - (epoch - 1) * session.steps_per_epoch  # this epoch's steps, earlier sessions' too
@@ -195,8 +228,8 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
         "epoch",
         epoch=epoch,
         step=session.step,
-        train_loss=epoch_loss / max(epoch_seen, 1),
-        train_acc=epoch_correct / max(epoch_seen, 1),
+        train_loss=train_loss,
+        train_acc=train_acc,
         val_loss=val.get("loss"),
         val_acc=val.get("acc"),
         lr=session.optimizer.param_groups[0]["lr"],

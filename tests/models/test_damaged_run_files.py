@@ -15,7 +15,8 @@ from xaidash.dashboard.cli import main
 from xaidash.data.registry import DatasetInfo
 from xaidash.models.registry import ModelError
 from xaidash.models.runs import schema
-from xaidash.models.runs.store import Run, load_bundle, runs_root, runs_table
+from xaidash.models.runs.store import Run, load_bundle, runs_root
+from xaidash.models.runs.table import runs_table
 from xaidash.models.training.config import TrainConfig
 from xaidash.models.training.engine import train
 

@@ -9,7 +9,8 @@ import pytest
 
 from xaidash.dashboard.cli import main
 from xaidash.models.registry import ModelError
-from xaidash.models.runs.store import load_bundle, resolve_run, runs_table
+from xaidash.models.runs.store import load_bundle, resolve_run
+from xaidash.models.runs.table import runs_table
 from xaidash.models.training.config import TrainConfig
 from xaidash.models.training.engine import train
 

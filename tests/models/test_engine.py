@@ -13,7 +13,8 @@ from train_configs import quick
 from xaidash.data.registry import load_split
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.checkpoint import read_tensors
-from xaidash.models.runs.store import list_runs, load_bundle, runs_table
+from xaidash.models.runs.store import list_runs, load_bundle
+from xaidash.models.runs.table import runs_table
 from xaidash.models.training.batches import LoaderData
 from xaidash.models.training.config import TrainConfig, TrainEvent, TrainingFailed
 from xaidash.models.training.engine import train

@@ -23,7 +23,8 @@ from xaidash.data.tokenizer import split_words
 from xaidash.explainers.inputs import resolve_sample
 from xaidash.explainers.inspection.attention import has_attention
 from xaidash.models.external import ImportOptions, import_model, parse_source
-from xaidash.models.runs.store import list_runs, load_bundle, resolve_run, runs_table
+from xaidash.models.runs.store import list_runs, load_bundle, resolve_run
+from xaidash.models.runs.table import runs_table
 
 CHEAP = ["--param", "ig.steps=8", "--param", "lime.samples=40"]
 

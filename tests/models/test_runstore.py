@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from xaidash.models.registry import ModelError
-from xaidash.models.runs.store import Run, delete_run, list_runs, load_bundle, resolve_run, runs_root, runs_table
+from xaidash.models.runs.store import Run, delete_run, list_runs, load_bundle, resolve_run, runs_root
+from xaidash.models.runs.table import runs_table
 
 
 def test_runs_root_follows_the_environment(tmp_path, monkeypatch):
@@ -69,8 +70,8 @@ def test_runs_table_has_one_row_per_run_and_survives_a_damaged_one():
         "dataset": "digits",
         "state": "completed",
         "epochs": "3/3",
-        "val acc": "91.23%",
-        "test acc": "-",
+        "val acc": "91.2%",
+        "test acc": "–",
         "device": "cpu",
         "date": "?",
     }

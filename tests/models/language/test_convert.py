@@ -14,7 +14,8 @@ from xaidash.models.language.convert import import_language_model, is_language_s
 from xaidash.models.language.loading import LM_FOLDER, MARK, MODALITY, is_language_run, load_language_model
 from xaidash.models.registry import ModelError
 from xaidash.models.runs import schema as run_schema
-from xaidash.models.runs.store import list_runs, load_bundle, resolve_run, runs_table
+from xaidash.models.runs.store import list_runs, load_bundle, resolve_run
+from xaidash.models.runs.table import runs_table
 
 KINDS = ("llama", "gpt2")
 

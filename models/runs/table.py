@@ -1,0 +1,64 @@
+"""The runs table of `xaidash runs`: one row of strings per run, newest first."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from xaidash.data.formatting import percent
+from xaidash.models.runs.store import CONFIG, Run, list_runs, run_liveness
+
+
+def epochs_cell(summary: dict[str, Any], epochs: int | str) -> str:
+    """'2/5', or '0/5 (+3/47 steps)' when the weights are those of a partial epoch: complete epochs only."""
+    text = f"{summary.get('epochs_done', 0)}/{epochs}"
+    partial = summary.get("partial_steps") or 0
+    if partial:
+        text += f" (+{partial}/{summary.get('steps_per_epoch', '?')} steps)"
+    return text
+
+
+def runs_table(root: Path | None = None) -> list[dict[str, str]]:
+    """One row of strings per run, newest first: run, model, dataset, state, epochs, accuracies, device, date."""
+    rows = []
+    for r in list_runs(root):
+        try:  # a damaged run must not hide the others
+            rows.append(_run_row(r))
+        except KeyError as e:
+            rows.append({"run": r.id, "model": "?", "dataset": "?", "state": f"unreadable: {CONFIG} lacks {e}"})
+        except Exception as e:  # noqa: BLE001
+            rows.append({"run": r.id, "model": "?", "dataset": "?", "state": f"unreadable: {e}"})
+    return rows
+
+
+def _run_row(r: Run) -> dict[str, str]:
+    c, s = r.config(), r.summary()
+    if r.kind != "trained":  # imported, or a language model
+        return _imported_row(r, c, s)
+    return {
+        "run": r.id,
+        "model": c["model"],
+        "dataset": c["dataset"],
+        "state": run_liveness(r, s).state,
+        "epochs": epochs_cell(s, c.get("train", {}).get("epochs") or "?"),
+        "val acc": percent(s.get("val_acc")),
+        "test acc": percent(s.get("test_acc")),
+        "device": c.get("device", "?"),
+        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
+    }
+
+
+def _imported_row(r: Run, c: dict[str, Any], s: dict[str, Any]) -> dict[str, str]:
+    """An imported model: never trained here, so no epochs or accuracies; maybe no data set."""
+    return {
+        "run": r.id,
+        "model": c["model"],
+        "dataset": c.get("dataset") or "(none)",
+        "state": s.get("state", "?"),
+        "epochs": "-",
+        "val acc": "-",
+        "test acc": "-",
+        "device": "-",
+        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
+    }
