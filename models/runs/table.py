@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xaidash.data.formatting import percent
+from xaidash.data.formatting import MISSING, percent
 from xaidash.models.runs.store import CONFIG, Run, list_runs, run_liveness
 
 
@@ -56,9 +56,9 @@ def _imported_row(r: Run, c: dict[str, Any], s: dict[str, Any]) -> dict[str, str
         "model": c["model"],
         "dataset": c.get("dataset") or "(none)",
         "state": s.get("state", "?"),
-        "epochs": "-",
-        "val acc": "-",
-        "test acc": "-",
-        "device": "-",
+        "epochs": MISSING,
+        "val acc": MISSING,
+        "test acc": MISSING,
+        "device": MISSING,
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
     }
