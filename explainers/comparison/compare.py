@@ -45,7 +45,7 @@ Progress = Callable[[float, str], None]
 # the metric registry (explainers/metrics/registry.py): areas, shares and probabilities lie in [0, 1]; gaps,
 # runtimes and robustness ratios are >= 0 and unbounded above. A mean's 95% interval, which the t distribution may
 # stretch past these ends on a few inputs, is drawn clipped to them (`metric_range`).
-METRIC_RANGES: dict[str, tuple[float | None, float | None]] = {k: m.value_range for k, m in REGISTRY.items()}
+METRIC_RANGES: dict[str, tuple[float | None, float | None]] = {m.id: m.value_range for m in REGISTRY}
 
 
 def metric_range(metric: str) -> tuple[float | None, float | None]:

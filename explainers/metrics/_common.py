@@ -1,4 +1,7 @@
-"""Helpers the metric modules share: turning attributions and inputs into arrays, rank correlation."""
+"""Helpers the metric modules share: turning attributions and inputs into arrays, rank correlation, SSIM.
+
+The modality adapters (explainers/modalities) read maps and compare them with these, so nothing here imports what
+asks an adapter (`explainers.api`, the metric specs)."""
 
 from __future__ import annotations
 
@@ -45,13 +48,15 @@ def word_maps(attributions: Attributions) -> list[np.ndarray]:
     return [np.asarray(a, dtype=np.float32).reshape(-1) for a in attributions]
 
 
-def flat_maps(attributions: Attributions) -> list[np.ndarray]:
-    """One flat float array per input, whatever the modality (for rank correlations)."""
-    if isinstance(attributions, Explanation) and attributions.modality == "text":
-        return word_maps(attributions)
-    if isinstance(attributions, (list, tuple)) and attributions and np.ndim(attributions[0]) == 1:
-        return word_maps(attributions)
-    return [m.reshape(-1) for m in image_maps(attributions)]
+def grid_magnitudes(attributions: Attributions, device: torch.device | None) -> list[torch.Tensor]:
+    """|map| of image attributions as one (N, H*W) float64 tensor on `device` (all maps have one size)."""
+    maps = torch.from_numpy(image_maps(attributions)).to(device or "cpu", torch.float64)
+    return [maps.flatten(1).abs()]
+
+
+def row_magnitudes(maps: Sequence[np.ndarray]) -> list[torch.Tensor]:
+    """|map| of each flat map as its own (1, n) float64 row on the CPU (maps of different lengths: texts)."""
+    return [torch.from_numpy(np.abs(m.astype(np.float64))).unsqueeze(0) for m in maps]
 
 
 def image_batch(bundle: ModelBundle, images: torch.Tensor | np.ndarray | str | Sequence[Any]) -> torch.Tensor:
@@ -100,3 +105,15 @@ def nanmean(values: Sequence[float]) -> float:
     arr = np.asarray(values, dtype=np.float64)
     arr = arr[~np.isnan(arr)]
     return float(arr.mean()) if arr.size else float("nan")
+
+
+def map_ssim(a: np.ndarray, b: np.ndarray) -> float | None:
+    """SSIM of |a| and |b|, each scaled by its max |value| (2-D maps); None when a map is not 2-D or is smaller
+    than SSIM's 7x7 window."""
+    from skimage.metrics import structural_similarity
+
+    if a.ndim != 2 or min(a.shape) < 7:
+        return None
+    a, b = np.abs(a), np.abs(b)  # SSIM wants a fixed range: |map| / max |map| lies in [0, 1]
+    sa, sb = a / (a.max() or 1.0), b / (b.max() or 1.0)
+    return float(structural_similarity(sa, sb, data_range=1.0))

@@ -11,14 +11,13 @@ independent of the method's arithmetic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from xaidash.explainers.api import predicted_targets
 from xaidash.explainers.baselines import (
     BASELINES,
     logits_with_embeddings_of,
@@ -28,7 +27,10 @@ from xaidash.explainers.baselines import (
     stand_in_background,
 )
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.metrics._common import Attributions, flat_maps, image_batch, target_tensor
+from xaidash.explainers.guard import evaluating
+from xaidash.explainers.metrics._common import Attributions, target_tensor
+from xaidash.explainers.metrics.maps import flat_maps
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import Completeness, MethodSpec, get_method
 from xaidash.explainers.samples import resolve_background
@@ -103,6 +105,67 @@ def _background_reference(
     return np.array(refs)
 
 
+@dataclass(frozen=True)
+class _Scored:
+    """What a declared reference's output is computed from: the inputs as the metrics take them (`raw`) and
+    prepared (`x`), their targets `t`, the explanation and its method, and the background and seed `explain` used."""
+
+    bundle: ModelBundle
+    raw: Any
+    x: torch.Tensor
+    t: torch.Tensor
+    spec: MethodSpec
+    explanation: Explanation
+    background: torch.Tensor | None
+    seed: int
+    batch_size: int
+
+    def outputs(self, x: torch.Tensor) -> np.ndarray:
+        return _outputs(self.bundle, x, self.t, self.spec.output, self.batch_size)
+
+
+def _baseline(s: _Scored) -> np.ndarray:
+    kind = s.explanation.params["baseline"]
+    return s.outputs(make_baselines(kind, s.bundle, s.x, background=s.background, seed=s.seed))
+
+
+def _background(s: _Scored) -> np.ndarray:
+    params, output = s.explanation.params, s.spec.output
+    return _background_reference(s.bundle, s.raw, s.t, params, s.background, s.seed, output, s.batch_size)
+
+
+def _hidden(s: _Scored) -> np.ndarray:
+    if s.explanation.segments is None:
+        raise ExplainError(f"{s.spec.id} hides superpixels but its explanation carries no segment labels.")
+    masks = torch.as_tensor(s.explanation.segments, device=s.bundle.device)
+    return s.outputs(s.bundle.prepare(fill(s.raw, s.explanation.params["hide"], masks)))
+
+
+def _zero(s: _Scored) -> np.ndarray:
+    return np.zeros(len(s.t), dtype=np.float64)  # relevance conserves the output itself (LRP)
+
+
+def _padding_embedding(s: _Scored) -> np.ndarray:
+    logits = logits_with_embeddings_of(s.bundle, s.x, padding_ids(s.bundle, s.raw, s.x), s.batch_size)
+    ref = (torch.softmax(logits, 1) if s.spec.output == "probability" else logits).gather(1, s.t.view(-1, 1))
+    return ref[:, 0].double().cpu().numpy()
+
+
+def _padding_tokens(s: _Scored) -> np.ndarray:
+    return s.outputs(padding_ids(s.bundle, s.raw, s.x))
+
+
+# f(reference) of each reference a classifier's method may declare (explainers/registry.py `Reference`).
+_REFERENCES: dict[str, Callable[[_Scored], np.ndarray]] = {
+    "baseline": _baseline,
+    "background": _background,
+    "hidden": _hidden,
+    "zero": _zero,
+    "padding_embedding": _padding_embedding,
+    "padding_tokens": _padding_tokens,
+}
+
+
 def declared_terms(
     bundle: ModelBundle,
     inputs: torch.Tensor | np.ndarray | str | Sequence[str],
@@ -118,46 +181,20 @@ def declared_terms(
     c = spec.completeness
     if c is None:
         raise ExplainError(f"{spec.label} declares nothing its attributions add up to: completeness does not apply.")
+    reference = _REFERENCES.get(c.reference)
+    if reference is None:
+        raise ExplainError(f"{spec.id}: reference {c.reference!r} is not one a classifier's maps are checked against.")
     sums = _unit_sums(explanation, c)
     t = torch.as_tensor(np.asarray(explanation.targets), dtype=torch.long, device=bundle.device)
-    params = explanation.params
-    with torch.no_grad():
-        if bundle.modality == "text":
-            texts = [inputs] if isinstance(inputs, str) else [str(v) for v in inputs]
-            ids = bundle.prepare(texts)
-            _check_count(len(ids), len(sums))
-            scores = _outputs(bundle, ids, t, spec.output, batch_size)
-            padded = padding_ids(bundle, texts, ids)
-            if c.reference == "padding_embedding":
-                logits = logits_with_embeddings_of(bundle, ids, padded, batch_size)
-                ref = (torch.softmax(logits, 1) if spec.output == "probability" else logits).gather(1, t.view(-1, 1))
-                reference = ref[:, 0].double().cpu().numpy()
-            elif c.reference == "padding_tokens":
-                reference = _outputs(bundle, padded, t, spec.output, batch_size)
-            else:
-                raise ExplainError(f"{spec.id}: reference {c.reference!r} is not one a text model has.")
-            return CompletenessTerms(sums, scores, reference)
-        raw = image_batch(bundle, inputs)
-        _check_count(len(raw), len(sums))
+    raw = adapter_of(bundle.modality).metric_inputs(bundle, inputs)
+    _check_count(len(raw), len(sums))
+    with torch.no_grad(), evaluating(bundle.model):
         x = bundle.prepare(raw)
         scores = _outputs(bundle, x, t, spec.output, batch_size)
-        used = resolve_background(bundle, spec.needs_background(params), background)
-        if c.reference == "baseline":
-            ref_x = make_baselines(params["baseline"], bundle, x, background=used, seed=seed)
-            reference = _outputs(bundle, ref_x, t, spec.output, batch_size)
-        elif c.reference == "background":
-            reference = _background_reference(bundle, raw, t, params, used, seed, spec.output, batch_size)
-        elif c.reference == "hidden":
-            if explanation.segments is None:
-                raise ExplainError(f"{spec.id} hides superpixels but its explanation carries no segment labels.")
-            masks = torch.as_tensor(explanation.segments, device=bundle.device)
-            hidden = bundle.prepare(fill(raw, params["hide"], masks))
-            reference = _outputs(bundle, hidden, t, spec.output, batch_size)
-        elif c.reference == "zero":
-            reference = np.zeros_like(scores)  # relevance conserves the output itself (LRP)
-        else:
-            raise ExplainError(f"{spec.id}: reference {c.reference!r} is not one an image model has.")
-    return CompletenessTerms(sums, scores, reference)
+        used = resolve_background(bundle, spec.needs_background(explanation.params), background)
+        return CompletenessTerms(
+            sums, scores, reference(_Scored(bundle, raw, x, t, spec, explanation, used, seed, batch_size))
+        )
 
 
 def _check_count(inputs: int, maps: int) -> None:
@@ -203,18 +240,15 @@ def completeness_gap(
         bundle.device,
     )
     sums = np.array([float(np.sum(a, dtype=np.float64)) for a in flat_maps(attributions)])
-    if bundle.modality == "text":
-        x = bundle.prepare([inputs] if isinstance(inputs, str) else list(inputs))
-    else:
-        x = bundle.prepare(image_batch(bundle, inputs))
+    x = bundle.prepare(adapter_of(bundle.modality).metric_inputs(bundle, inputs))
     _check_count(len(x), len(sums))
-    t = predicted_targets(bundle, x, batch_size) if t is None else t
+    t = bundle.predicted(x, batch_size) if t is None else t
     scores = _outputs(bundle, x, t, "logit", batch_size)
 
     if reference_scores is not None:
         ref = np.broadcast_to(np.asarray(reference_scores, dtype=np.float64).reshape(-1), scores.shape)
         return relative_gap(sums, scores, ref)
-    if bundle.modality == "text":
+    if bundle.adapter.tokenized:  # its inputs are token ids: no input to mix a baseline with
         raise ExplainError("For text models pass reference_scores: the baseline lives in embedding space.")
     if isinstance(baselines, str):
         if baselines not in BASELINES:

@@ -13,16 +13,8 @@ import math
 import numpy as np
 import torch
 
-from xaidash.explainers.metrics._common import Attributions, flat_maps, image_maps
-
-
-def _magnitudes(attributions: Attributions, device: torch.device | None) -> list[torch.Tensor]:
-    """|map| per input as float64 rows: one (N, H*W) tensor for images, one row per text (lengths differ)."""
-    is_text = isinstance(attributions, (list, tuple)) or getattr(attributions, "modality", "image") == "text"
-    if not is_text:
-        maps = torch.from_numpy(image_maps(attributions)).to(device or "cpu", torch.float64)
-        return [maps.flatten(1).abs()]
-    return [torch.from_numpy(np.abs(m.astype(np.float64))).unsqueeze(0) for m in flat_maps(attributions)]
+from xaidash.explainers.metrics._common import Attributions
+from xaidash.explainers.metrics.maps import magnitudes
 
 
 def _gini(a: torch.Tensor) -> torch.Tensor:
@@ -46,10 +38,10 @@ def _entropy(a: torch.Tensor) -> torch.Tensor:
 def sparseness(attributions: Attributions, device: torch.device | None = None) -> np.ndarray:
     """Gini index of |map| per input (higher: fewer pixels/words carry the attribution). 1 - 1/n for a map with one
     non-zero value among n, 0 for a constant non-zero map, NaN for an all-zero map."""
-    return np.concatenate([_gini(a).cpu().numpy() for a in _magnitudes(attributions, device)])
+    return np.concatenate([_gini(a).cpu().numpy() for a in magnitudes(attributions, device)])
 
 
 def complexity(attributions: Attributions, device: torch.device | None = None) -> np.ndarray:
     """Entropy (nats) of |map| / sum |map| per input (lower: more concentrated). 0 for one non-zero value,
     log n for a constant map of n values, NaN for an all-zero map."""
-    return np.concatenate([_entropy(a).cpu().numpy() for a in _magnitudes(attributions, device)])
+    return np.concatenate([_entropy(a).cpu().numpy() for a in magnitudes(attributions, device)])

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from xaidash.data.tokenizer import split_words
-from xaidash.explainers.api import predicted_targets
 from xaidash.explainers.baselines import BASELINES, make_baselines
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.guard import evaluating
 from xaidash.explainers.metrics._common import Attributions, image_batch, image_maps, target_tensor, word_maps
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
@@ -99,7 +99,7 @@ def perturbation_curve(
     """
     if mode not in ("deletion", "insertion"):
         raise ExplainError(f"mode must be 'deletion' or 'insertion', got {mode!r}.")
-    if bundle.modality != "image":
+    if not bundle.adapter.spatial:
         raise ExplainError("perturbation_curve is for image models; use text_perturbation_curve for text.")
     substrate = substrate or ("black" if mode == "deletion" else "blur")
     substrate = "black" if substrate == "zero" else substrate
@@ -114,26 +114,26 @@ def perturbation_curve(
         raise ExplainError(f"Attributions have shape {tuple(maps.shape)}; expected {(n, h, w)} for these images.")
     steps = int(max(1, min(steps, h * w)))
 
-    bundle.model.eval()
-    x = bundle.prepare(raw)
-    # Mixing pixel-wise in the model's (normalised) space equals mixing in [0, 1] space: normalisation is per channel.
-    other = make_baselines(substrate, bundle, x, background=background, seed=seed)
-    start, finish = (x, other) if mode == "deletion" else (other, x)
-    t = target_tensor(targets, n, bundle.device)
-    t = predicted_targets(bundle, x, batch_size) if t is None else t
-
     ranks = _ranks(maps)  # (N, H*W)
     fractions = torch.linspace(0.0, 1.0, steps + 1, device=bundle.device)
     counts = torch.round(fractions * (h * w)).long()  # pixels moved after each chunk
     total = n * (steps + 1)
     probs = torch.empty(total, device=bundle.device)
-    for s in range(0, total, max(1, int(batch_size))):
-        idx = torch.arange(s, min(s + batch_size, total), device=bundle.device)
-        i, k = idx // (steps + 1), idx % (steps + 1)
-        moved = (ranks[i] < counts[k].unsqueeze(1)).view(-1, 1, h, w)
-        batch = torch.where(moved, finish[i], start[i])
-        p = torch.softmax(bundle.model(batch).float(), dim=1)
-        probs[s : s + len(idx)] = p.gather(1, t[i].unsqueeze(1))[:, 0]
+    with evaluating(bundle.model):
+        x = bundle.prepare(raw)
+        # Mixing pixel-wise in the model's (normalised) space equals mixing in [0, 1] space: normalisation is per
+        # channel.
+        other = make_baselines(substrate, bundle, x, background=background, seed=seed)
+        start, finish = (x, other) if mode == "deletion" else (other, x)
+        t = target_tensor(targets, n, bundle.device)
+        t = bundle.predicted(x, batch_size) if t is None else t
+        for s in range(0, total, max(1, int(batch_size))):
+            idx = torch.arange(s, min(s + batch_size, total), device=bundle.device)
+            i, k = idx // (steps + 1), idx % (steps + 1)
+            moved = (ranks[i] < counts[k].unsqueeze(1)).view(-1, 1, h, w)
+            batch = torch.where(moved, finish[i], start[i])
+            p = torch.softmax(bundle.model(batch).float(), dim=1)
+            probs[s : s + len(idx)] = p.gather(1, t[i].unsqueeze(1))[:, 0]
     curves = probs.view(n, steps + 1).cpu().numpy()
     frac = fractions.cpu().numpy()
     return CurveResult(mode, frac, curves, _auc(curves, frac), t.cpu().numpy(), substrate)
@@ -192,7 +192,8 @@ def text_perturbation_curve(
             moved = set(order[: round(float(f) * m)].tolist())
             keep = [j for j in range(m) if (j in moved) == (mode == "insertion")]
             variants.append(" ".join(ws[j] for j in keep))
-    rows = bundle.predict_proba(variants, batch_size=batch_size).numpy().reshape(len(texts), steps + 1, -1)
+    with evaluating(bundle.model):
+        rows = bundle.predict_proba(variants, batch_size=batch_size).numpy().reshape(len(texts), steps + 1, -1)
     t = target_tensor(targets, len(texts), torch.device("cpu"))
     if t is None:  # the class predicted for all words: the first point of deletion, the last of insertion
         t = torch.as_tensor(rows[:, 0 if mode == "deletion" else -1].argmax(1))

@@ -2,9 +2,10 @@
 similar the two maps are. A map that answers "why this class?" should change with the class (low similarity); a
 map that mostly draws the input's edges looks the same whatever class is asked for (high similarity).
 
-Similarity: SSIM of |map| / max |map| on images (as the sanity check measures it, `sanity._ssim`), Spearman rank
-correlation on texts (word maps are too short for SSIM). One batched `explain()` call for all inputs. Quantus's
-RandomLogit calls the explanation once per input; its SSIM is the same skimage function.
+Similarity: as the modality's adapter compares two maps (`map_similarity`): SSIM of |map| / max |map| on images (as
+the sanity check measures it, `_common.map_ssim`), Spearman rank correlation on texts (word maps are too short for
+SSIM). One batched `explain()` call for all inputs. Quantus's RandomLogit calls the explanation once per input; its
+SSIM is the same skimage function.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import torch
 
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.metrics._common import flat_maps, spearman
-from xaidash.explainers.metrics.sanity import _ssim
+from xaidash.explainers.metrics.maps import metric_maps
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
@@ -33,11 +34,9 @@ def other_classes(targets: Sequence[int] | np.ndarray, classes: int, seed: int =
 
 
 def map_similarity(a: np.ndarray, b: np.ndarray, modality: str) -> float:
-    """SSIM of |a| and |b| (each scaled by its max) for image maps, Spearman for word maps; NaN when undefined."""
-    if modality == "image":
-        value = _ssim(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
-        return float("nan") if value is None else value
-    return spearman(a, b)
+    """How alike two maps of `modality` are, as its adapter compares them (SSIM of |a| and |b|, each scaled by its
+    max, for image maps; Spearman for word maps); NaN when undefined."""
+    return adapter_of(modality).map_similarity(a, b)
 
 
 def random_logit(
@@ -63,10 +62,6 @@ def random_logit(
         seed=seed,
         **params,
     )
-    if explanation.modality == "image":
-        mine, theirs = list(np.asarray(explanation.attributions)), list(np.asarray(other.attributions))
-        mine = [m.sum(0) if m.ndim == 3 else m for m in mine]
-        theirs = [m.sum(0) if m.ndim == 3 else m for m in theirs]
-    else:
-        mine, theirs = flat_maps(explanation), flat_maps(other)
-    return np.array([map_similarity(a, b, bundle.modality) for a, b in zip(mine, theirs, strict=True)])
+    adapter = adapter_of(bundle.modality)
+    mine, theirs = metric_maps(explanation), metric_maps(other)
+    return np.array([adapter.map_similarity(a, b) for a, b in zip(mine, theirs, strict=True)])

@@ -1,14 +1,41 @@
-"""The quality metrics xaidash scores a map with, each one registration with its declared facts.
+"""The quality metrics xaidash scores a map with, each one registration with its declared facts and how it is
+computed.
 
 Pages, reports and the CLI list metrics from here (through `scoring.METRICS`, its legacy view), never by name:
 title, which way is better, what it measures (worded by modality: {unit} / {units}), the values it can take,
 what it costs and where it is shown. Cheap metrics (a few operations on the map) are scored wherever a map is
 scored; costly ones (more explanations or forward passes per input) only where the page asks for them (Compare).
+
+Each metric computes itself from one explanation (`MetricSpec.compute`, given a `MetricContext`) and says whether
+it applies to it (`applies`: the ground truth it needs was given, the method declares completeness). Which metrics
+apply to a modality at all is declared by its adapter (`ExplainingModality.metrics`), which also gives what differs
+between modalities (its deletion curve, how two maps are compared); `scoring.input_metrics` is a loop over them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from xaidash.data.errors import ExplainError
+from xaidash.data.modalities import GroundTruth
+from xaidash.data.specs import Registry, Spec
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.metrics.completeness import completeness_gap
+from xaidash.explainers.metrics.complexity import complexity, sparseness
+from xaidash.explainers.metrics.deletion import CURVE_STEPS
+from xaidash.explainers.metrics.ground_truth import energy_in_mask, pointing_game, rationale_energy, rationale_pointing
+from xaidash.explainers.metrics.random_logit import random_logit
+from xaidash.explainers.metrics.road import road_curve
+from xaidash.explainers.metrics.robustness import infidelity_score
+from xaidash.explainers.metrics.stability import COMPARE_NEIGHBOURS, Stability, stability
+from xaidash.explainers.modalities import ExplainingModality, adapter_of
+from xaidash.explainers.registry import MethodSpec
+from xaidash.models.bundle import ModelBundle
 
 # Where a metric is scored: "explain" (the Explain page, `xaidash explain --metrics`, the whole-data-set run and
 # its report, which all score through `scoring.explain_and_score`) and "compare" (the Compare page).
@@ -16,11 +43,37 @@ PAGES = ("explain", "compare")
 
 
 @dataclass(frozen=True)
-class MetricSpec:
+class MetricContext:
+    """One explanation as the metrics score it: the model, its modality's `adapter`, the inputs `raw` explained,
+    the `explanation` and its `method`'s spec, the ground truth given (masks, rationales), the `background` and
+    `seed` `explain` got (None: the default background, as `explain` loads it), the curves' `steps`, and `shared`:
+    what one scoring call computes once for several metrics (both robustness scores come from one recomputation
+    on the same neighbours)."""
+
+    bundle: ModelBundle
+    adapter: ExplainingModality
+    raw: Any
+    explanation: Explanation
+    method: MethodSpec
+    truth: GroundTruth = field(default_factory=GroundTruth)
+    background: torch.Tensor | None = None
+    steps: int = CURVE_STEPS
+    seed: int = 0
+    batch_size: int = 256
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+def _always(ctx: MetricContext) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class MetricSpec(Spec):
     """One metric's declared facts. `better`: 'lower is better' / 'higher is better'; `meaning`: what one value
     says, with {unit}/{units} for the modality's word; `unit`: the unit of a value ('' when a share or
     probability); `value_range`: (lowest, highest), None where open; `cost`: 'cheap' (from the map alone) or
-    'costly' (recomputes maps or runs the model); `pages`: where it is scored."""
+    'costly' (recomputes maps or runs the model); `pages`: where it is scored. `score(ctx)`: its values for
+    the explanation of a `MetricContext`, one per input; `when(ctx)`: whether it applies to that explanation."""
 
     id: str
     title: str
@@ -30,12 +83,121 @@ class MetricSpec:
     value_range: tuple[float | None, float | None] = (None, None)
     unit: str = ""
     cost: str = "cheap"
-    modalities: tuple[str, ...] = ("image", "text")
     pages: tuple[str, ...] = PAGES
+    score: Callable[[MetricContext], Any] = field(kw_only=True)
+    when: Callable[[MetricContext], bool] = field(default=_always, kw_only=True)
 
     @property
     def lower_is_better(self) -> bool:
         return self.better.startswith("lower")
+
+    def applies(self, ctx: MetricContext) -> bool:
+        """Whether this metric can score `ctx`'s explanation (its ground truth given, its method's promise made)."""
+        return self.when(ctx)
+
+    def compute(self, ctx: MetricContext) -> list[float]:
+        """One value per explained input (NaN where it is undefined for that input)."""
+        values = np.asarray(self.score(ctx), dtype=np.float64).reshape(-1)
+        return [float(v) for v in values][: len(ctx.explanation)]
+
+
+# ---- how each metric is computed -------------------------------------------------------------------------------
+def _deletion(ctx: MetricContext) -> Any:
+    return ctx.adapter.perturbation_curve(ctx.bundle, ctx.raw, ctx.explanation, mode="deletion", steps=ctx.steps).aucs
+
+
+def _insertion(ctx: MetricContext) -> Any:
+    return ctx.adapter.perturbation_curve(ctx.bundle, ctx.raw, ctx.explanation, mode="insertion", steps=ctx.steps).aucs
+
+
+def _road_morf(ctx: MetricContext) -> Any:
+    return road_curve(ctx.bundle, ctx.raw, ctx.explanation, order="morf", seed=ctx.seed).scores
+
+
+def _road_lerf(ctx: MetricContext) -> Any:
+    return road_curve(ctx.bundle, ctx.raw, ctx.explanation, order="lerf", seed=ctx.seed).scores
+
+
+def _has_masks(ctx: MetricContext) -> bool:
+    return ctx.truth.masks is not None
+
+
+def _pointing_game(ctx: MetricContext) -> Any:
+    return pointing_game(ctx.explanation, ctx.truth.masks)
+
+
+def _energy_in_mask(ctx: MetricContext) -> Any:
+    return energy_in_mask(ctx.explanation, ctx.truth.masks)
+
+
+def _has_rationales(ctx: MetricContext) -> bool:
+    return ctx.truth.rationales is not None and any(r for r in ctx.truth.rationales)
+
+
+def _rationales(ctx: MetricContext) -> list[list[int]]:
+    return [list(r or []) for r in ctx.truth.rationales or []]
+
+
+def _rationale_pointing(ctx: MetricContext) -> Any:
+    return rationale_pointing(ctx.explanation, _rationales(ctx))
+
+
+def _rationale_energy(ctx: MetricContext) -> Any:
+    return rationale_energy(ctx.explanation, _rationales(ctx))
+
+
+def _declares_completeness(ctx: MetricContext) -> bool:
+    return ctx.method.completeness is not None
+
+
+def _completeness_gap(ctx: MetricContext) -> Any:
+    return completeness_gap(ctx.bundle, ctx.raw, ctx.explanation, background=ctx.background, seed=ctx.seed)
+
+
+def _sparseness(ctx: MetricContext) -> Any:
+    return sparseness(ctx.explanation, ctx.bundle.device)
+
+
+def _complexity(ctx: MetricContext) -> Any:
+    return complexity(ctx.explanation, ctx.bundle.device)
+
+
+def _infidelity(ctx: MetricContext) -> Any:
+    return infidelity_score(ctx.bundle, ctx.raw, ctx.explanation, batch_size=ctx.batch_size, seed=ctx.seed)
+
+
+def _stability(ctx: MetricContext) -> Stability:
+    """Max-sensitivity and local Lipschitz from one recomputation of the map on the same neighbours."""
+    if "stability" not in ctx.shared:
+        ctx.shared["stability"] = stability(
+            ctx.bundle,
+            ctx.raw,
+            ctx.explanation.method,
+            ctx.explanation,
+            params=dict(ctx.explanation.params),
+            samples=COMPARE_NEIGHBOURS,
+            background=ctx.background,
+            batch_size=ctx.batch_size,
+            seed=ctx.seed,
+        )
+    return ctx.shared["stability"]
+
+
+def _max_sensitivity(ctx: MetricContext) -> Any:
+    return _stability(ctx).max_sensitivity
+
+
+def _local_lipschitz(ctx: MetricContext) -> Any:
+    return _stability(ctx).lipschitz
+
+
+def _random_logit(ctx: MetricContext) -> Any:
+    e = ctx.explanation
+    return random_logit(ctx.bundle, ctx.raw, e, background=ctx.background, batch_size=ctx.batch_size, seed=ctx.seed)
+
+
+def _seconds(ctx: MetricContext) -> Any:
+    return [ctx.explanation.seconds] * len(ctx.explanation)  # one timing for the whole batch
 
 
 LOWER, HIGHER = "lower is better", "higher is better"
@@ -51,6 +213,7 @@ _SPECS = (
         "faithfulness",
         (0.0, 1.0),
         cost="costly",
+        score=_deletion,
     ),
     MetricSpec(
         "insertion_auc",
@@ -60,6 +223,7 @@ _SPECS = (
         "faithfulness",
         (0.0, 1.0),
         cost="costly",
+        score=_insertion,
     ),
     MetricSpec(
         "road_morf",
@@ -70,8 +234,8 @@ _SPECS = (
         "faithfulness",
         (0.0, 1.0),
         cost="costly",
-        modalities=("image",),
         pages=_COMPARE,
+        score=_road_morf,
     ),
     MetricSpec(
         "road_lerf",
@@ -82,8 +246,8 @@ _SPECS = (
         "faithfulness",
         (0.0, 1.0),
         cost="costly",
-        modalities=("image",),
         pages=_COMPARE,
+        score=_road_lerf,
     ),
     MetricSpec(
         "pointing_game",
@@ -92,7 +256,8 @@ _SPECS = (
         "whether the top-scoring {unit} lies on the object",
         "localisation",
         (0.0, 1.0),
-        modalities=("image",),
+        score=_pointing_game,
+        when=_has_masks,
     ),
     MetricSpec(
         "energy_in_mask",
@@ -101,7 +266,8 @@ _SPECS = (
         "share of the positive attribution that lies on the object",
         "localisation",
         (0.0, 1.0),
-        modalities=("image",),
+        score=_energy_in_mask,
+        when=_has_masks,
     ),
     MetricSpec(
         "rationale_pointing",
@@ -110,7 +276,8 @@ _SPECS = (
         "whether the top-scoring {unit} lies in the rationale",
         "localisation",
         (0.0, 1.0),
-        modalities=("text",),
+        score=_rationale_pointing,
+        when=_has_rationales,
     ),
     MetricSpec(
         "rationale_energy",
@@ -119,7 +286,8 @@ _SPECS = (
         "share of the positive attribution that lies on the rationale",
         "localisation",
         (0.0, 1.0),
-        modalities=("text",),
+        score=_rationale_energy,
+        when=_has_rationales,
     ),
     MetricSpec(
         "completeness_gap",
@@ -129,6 +297,8 @@ _SPECS = (
         "faithfulness",
         (0.0, None),
         cost="costly",
+        score=_completeness_gap,
+        when=_declares_completeness,
     ),
     MetricSpec(
         "sparseness",
@@ -137,6 +307,7 @@ _SPECS = (
         "Gini index of |attribution| over the {units}: 0 when spread evenly, near 1 when on one {unit}",
         "complexity",
         (0.0, 1.0),
+        score=_sparseness,
     ),
     MetricSpec(
         "complexity",
@@ -147,6 +318,7 @@ _SPECS = (
         "complexity",
         (0.0, None),
         unit="nats",
+        score=_complexity,
     ),
     MetricSpec(
         "infidelity",
@@ -158,8 +330,8 @@ _SPECS = (
         (0.0, None),
         unit="logit²",
         cost="costly",
-        modalities=("image",),
         pages=_COMPARE,
+        score=_infidelity,
     ),
     MetricSpec(
         "max_sensitivity",
@@ -169,8 +341,8 @@ _SPECS = (
         "robustness",
         (0.0, None),
         cost="costly",
-        modalities=("image",),
         pages=_COMPARE,
+        score=_max_sensitivity,
     ),
     MetricSpec(
         "local_lipschitz",
@@ -182,8 +354,8 @@ _SPECS = (
         (0.0, None),
         unit="map units per input unit",
         cost="costly",
-        modalities=("image",),
         pages=_COMPARE,
+        score=_local_lipschitz,
     ),
     MetricSpec(
         "random_logit",
@@ -195,18 +367,27 @@ _SPECS = (
         (-1.0, 1.0),
         cost="costly",
         pages=_COMPARE,
+        score=_random_logit,
     ),
-    MetricSpec("seconds", "Runtime (s)", LOWER, "time the method took", "cost", (0.0, None), unit="s"),
+    MetricSpec(
+        "seconds",
+        "Runtime (s)",
+        LOWER,
+        "time the method took",
+        "cost",
+        (0.0, None),
+        unit="s",
+        pages=_COMPARE,  # a column where methods are ranked against each other
+        score=_seconds,
+    ),
 )
-
-REGISTRY: dict[str, MetricSpec] = {s.id: s for s in _SPECS}
-
-
-def get_metric(metric: str) -> MetricSpec | None:
-    """The registered metric `metric`, or None when it is not one."""
-    return REGISTRY.get(metric)
+REGISTRY: Registry[MetricSpec] = Registry("metric", error=ExplainError)
+for _spec in _SPECS:
+    REGISTRY.register(_spec)
 
 
 def metrics_for(page: str, modality: str) -> list[MetricSpec]:
-    """The metrics scored on `page` ('explain' or 'compare') for maps of `modality`, in table order."""
-    return [s for s in _SPECS if page in s.pages and modality in s.modalities]
+    """The metrics scored on `page` ('explain' or 'compare') for maps of `modality` (those its adapter lists), in
+    table order."""
+    listed = set(adapter_of(modality).metrics)
+    return REGISTRY.all(lambda s: page in s.pages and s.id in listed)

@@ -25,8 +25,8 @@ import torch
 from scipy.sparse import coo_matrix
 from scipy.sparse.linalg import spsolve
 
-from xaidash.explainers.api import predicted_targets
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.guard import evaluating
 from xaidash.explainers.metrics._common import Attributions, image_batch, image_maps, target_tensor
 from xaidash.explainers.metrics.deletion import _ranks
 from xaidash.explainers.params import ExplainError
@@ -127,7 +127,7 @@ def road_curve(
     relevant pixels first, 'lerf' the least relevant. `targets` default to the Explanation's, else the predictions."""
     if order not in ("morf", "lerf"):
         raise ExplainError(f"order must be 'morf' or 'lerf', got {order!r}.")
-    if bundle.modality != "image":
+    if not bundle.adapter.spatial:
         raise ExplainError("ROAD is for image models.")
     if targets is None and isinstance(attributions, Explanation):
         targets = attributions.targets
@@ -137,9 +137,7 @@ def road_curve(
     if maps.shape != (n, h, w):
         raise ExplainError(f"Attributions have shape {tuple(maps.shape)}; expected {(n, h, w)} for these images.")
     steps = int(max(1, steps))
-    bundle.model.eval()
     t = target_tensor(targets, n, bundle.device)
-    t = predicted_targets(bundle, bundle.prepare(raw)) if t is None else t
     ranks = _ranks(maps if order == "morf" else -maps).cpu().numpy()  # 0 = removed first
     fractions = np.linspace(0.0, ROAD_MAX_FRACTION, steps + 1)
     counts = np.round(fractions * h * w).astype(np.int64)
@@ -147,14 +145,16 @@ def road_curve(
     total = n * (steps + 1)
     probs = np.empty(total)
     chunk = max(1, int(batch_size))
-    for s in range(0, total, chunk):
-        idx = np.arange(s, min(s + chunk, total))
-        i, k = idx // (steps + 1), idx % (steps + 1)
-        removed = (ranks[i] < counts[k][:, None]).reshape(-1, h, w)
-        filled = noisy_linear_imputation(raw_np[i], removed, noise, seed=seed + s)
-        batch = bundle.prepare(torch.from_numpy(filled).float().to(bundle.device))
-        p = torch.softmax(bundle.model(batch).float(), dim=1)
-        probs[idx] = p.gather(1, t[torch.from_numpy(i).to(bundle.device)].unsqueeze(1))[:, 0].cpu().numpy()
+    with evaluating(bundle.model):
+        t = bundle.predicted(bundle.prepare(raw)) if t is None else t
+        for s in range(0, total, chunk):
+            idx = np.arange(s, min(s + chunk, total))
+            i, k = idx // (steps + 1), idx % (steps + 1)
+            removed = (ranks[i] < counts[k][:, None]).reshape(-1, h, w)
+            filled = noisy_linear_imputation(raw_np[i], removed, noise, seed=seed + s)
+            batch = bundle.prepare(torch.from_numpy(filled).float().to(bundle.device))
+            p = torch.softmax(bundle.model(batch).float(), dim=1)
+            probs[idx] = p.gather(1, t[torch.from_numpy(i).to(bundle.device)].unsqueeze(1))[:, 0].cpu().numpy()
     curves = probs.reshape(n, steps + 1)
     scores = np.asarray(np.trapezoid(curves, fractions, axis=1)) / ROAD_MAX_FRACTION
     return RoadResult(order, fractions, curves, scores, t.cpu().numpy())

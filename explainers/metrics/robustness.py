@@ -17,8 +17,9 @@ import numpy as np
 import torch
 from captum.metrics import infidelity, sensitivity_max
 
-from xaidash.explainers.api import explain, predicted_targets
+from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.guard import evaluating
 from xaidash.explainers.metrics._common import image_batch, image_maps, target_tensor
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
@@ -33,7 +34,7 @@ def _targets(bundle: ModelBundle, x: torch.Tensor, targets: Any, explanation: An
     if targets is None and isinstance(explanation, Explanation):
         targets = explanation.targets
     t = target_tensor(targets, len(x), x.device)
-    return predicted_targets(bundle, x, batch_size) if t is None else t
+    return bundle.predicted(x, batch_size) if t is None else t
 
 
 def infidelity_score(
@@ -55,7 +56,7 @@ def infidelity_score(
     `normalize=True` rescales the map by the least-squares optimal factor first (captum's
     option), so methods with different units (CAM, gradients) compare fairly.
     """
-    if bundle.modality != "image":
+    if not bundle.adapter.spatial:
         raise ExplainError("infidelity_score is for image models.")
     raw = image_batch(bundle, images)
     x = bundle.prepare(raw)
@@ -63,7 +64,6 @@ def infidelity_score(
         if method is None:
             raise ExplainError("Pass attributions or a method to compute them.")
         attributions = explain(bundle, raw, targets, method, batch_size=batch_size, seed=seed, **(params or {}))
-    t = _targets(bundle, x, targets, attributions, batch_size)
     maps = torch.from_numpy(image_maps(attributions)).to(x.device)
     if maps.shape != (x.shape[0], *x.shape[2:]):
         raise ExplainError(f"Attributions have shape {tuple(maps.shape)}; images need {(x.shape[0], *x.shape[2:])}.")
@@ -76,18 +76,19 @@ def infidelity_score(
         noise = noise.to(inputs.device, inputs.dtype).expand_as(inputs)
         return noise, inputs - noise
 
-    bundle.model.eval()
     per_batch = _examples_per_batch(len(x), n_perturb_samples, batch_size)
-    out = infidelity(
-        bundle.model,
-        perturb,
-        x,
-        spread,
-        target=t,
-        n_perturb_samples=n_perturb_samples,
-        max_examples_per_batch=per_batch,
-        normalize=normalize,
-    )
+    with evaluating(bundle.model):
+        t = _targets(bundle, x, targets, attributions, batch_size)
+        out = infidelity(
+            bundle.model,
+            perturb,
+            x,
+            spread,
+            target=t,
+            n_perturb_samples=n_perturb_samples,
+            max_examples_per_batch=per_batch,
+            normalize=normalize,
+        )
     # A squared error: the normalised form can dip a rounding error below zero.
     return np.maximum(out.detach().float().cpu().numpy(), 0.0)
 
@@ -108,10 +109,11 @@ def sensitivity_max_score(
 
     The targets stay fixed (those of x) so only the map's response to the input is measured.
     """
-    if bundle.modality != "image":
+    if not bundle.adapter.spatial:
         raise ExplainError("sensitivity_max_score is for image models.")
     raw = image_batch(bundle, images)
-    t = _targets(bundle, bundle.prepare(raw), targets, None, batch_size)
+    with evaluating(bundle.model):
+        t = _targets(bundle, bundle.prepare(raw), targets, None, batch_size)
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
 
     def perturb(inputs: torch.Tensor, perturb_radius: float) -> torch.Tensor:

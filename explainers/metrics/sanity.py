@@ -22,9 +22,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from xaidash.explainers.api import explain, predicted_targets
-from xaidash.explainers.metrics._common import image_batch, nanmean, spearman
+from xaidash.explainers.api import explain
+from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.guard import evaluating
+from xaidash.explainers.metrics._common import map_ssim, nanmean, spearman
 from xaidash.explainers.metrics.spread import is_constant, spread
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
@@ -83,19 +86,31 @@ def _reinit(module: nn.Module) -> None:
         nn.init.normal_(p, std=0.02)
 
 
-def _ssim(a: np.ndarray, b: np.ndarray) -> float | None:
-    from skimage.metrics import structural_similarity
-
-    if a.ndim != 2 or min(a.shape) < 7:
-        return None
-    a, b = np.abs(a), np.abs(b)  # SSIM wants a fixed range: |map| / max |map| lies in [0, 1]
-    sa, sb = a / (a.max() or 1.0), b / (b.max() or 1.0)
-    return float(structural_similarity(sa, sb, data_range=1.0))
-
-
 def _maps_for(explanation: Any, absolute: bool) -> list[np.ndarray]:
     maps = [np.asarray(explanation.item(i), dtype=np.float32) for i in range(len(explanation))]
     return [np.abs(m) for m in maps] if absolute else maps
+
+
+@dataclass(frozen=True)
+class _Cascade:
+    """What every step of one test shares: the inputs, their fixed targets, each method's parameters and how maps
+    are kept and compared."""
+
+    raw: Any
+    targets: list[int]
+    params: dict[str, dict[str, Any]]
+    absolute: bool
+    ssim: bool
+    keep_maps: bool
+    batch_size: int
+    seed: int
+
+    def explain(self, bundle: ModelBundle, method: str) -> Explanation:
+        kw = self.params.get(method, {})
+        return explain(bundle, self.raw, self.targets, method, batch_size=self.batch_size, seed=self.seed, **kw)
+
+    def maps(self, explanation: Explanation) -> list[np.ndarray]:
+        return _maps_for(explanation, self.absolute)
 
 
 def cascading_randomization(
@@ -122,49 +137,67 @@ def cascading_randomization(
     Normalisation layers are left alone unless `include_norm` (the paper randomises weights).
     `trained` may hold {method: Explanation} already computed on the same inputs, targets, parameters and
     seed (the Compare page's): step 0 then reuses them instead of explaining again.
+    The model's train/eval flags are as the caller left them afterwards.
     """
-    if bundle.modality == "text":
-        raw: Any = [inputs] if isinstance(inputs, str) else list(inputs)
-    else:
-        raw = image_batch(bundle, inputs)
-    params = params or {}
-    bundle.model.eval()
-    x = bundle.prepare(raw)
-    t = [
-        int(v)
-        for v in (
-            predicted_targets(bundle, x, batch_size).tolist()
-            if targets is None
-            else ([targets] * len(x) if isinstance(targets, int) else list(targets))
-        )
-    ]
+    raw = adapter_of(bundle.modality).metric_inputs(bundle, inputs)
+    with evaluating(bundle.model):
+        x = bundle.prepare(raw)
+        if targets is None:
+            fixed = [int(v) for v in bundle.predicted(x, batch_size).tolist()]
+        else:
+            fixed = [int(v) for v in ([targets] * len(x) if isinstance(targets, int) else list(targets))]
+        layers = weight_layers(bundle.model, x[:1], include_norm)
+        if not layers:
+            raise ExplainError(f"{bundle.spec.name} has no weight layers to randomise.")
+        cascade = _Cascade(raw, fixed, params or {}, absolute, ssim, keep_maps, batch_size, seed)
+        result = SanityResult(rows=[], layers=layers[::-1])
+        originals = _trained_maps(result, bundle, methods, cascade, trained or {})
+        _randomise(result, bundle, _steps(len(layers), max_steps), originals, cascade)
+    return result
 
-    layers = weight_layers(bundle.model, x[:1], include_norm)
-    if not layers:
-        raise ExplainError(f"{bundle.spec.name} has no weight layers to randomise.")
-    top_down = layers[::-1]
-    steps = list(range(1, len(top_down) + 1))
+
+def _steps(layers: int, max_steps: int | None) -> list[int]:
+    """The cascade steps evaluated: every one, or `max_steps` of them evenly spread."""
+    steps = list(range(1, layers + 1))
     if max_steps is not None and max_steps < len(steps):
-        steps = sorted({round(float(v)) for v in np.linspace(1, len(top_down), max(1, max_steps))})
+        steps = sorted({round(float(v)) for v in np.linspace(1, layers, max(1, max_steps))})
+    return steps
 
-    def run(b: ModelBundle, method: str) -> Any:
-        return explain(b, raw, t, method, batch_size=batch_size, seed=seed, **params.get(method, {}))
 
-    result = SanityResult(rows=[], layers=top_down)
+def _trained_maps(
+    result: SanityResult, bundle: ModelBundle, methods: Sequence[str], cascade: _Cascade, trained: dict[str, Any]
+) -> dict[str, list[np.ndarray]]:
+    """Step 0: each method's maps of the trained model (reused from `trained` where they match), as compared."""
     originals: dict[str, list[np.ndarray]] = {}
     for m in methods:
         try:
-            given = (trained or {}).get(m)
-            reuse = given is not None and len(given) == len(raw) and [int(v) for v in given.targets] == t
-            e = given if given is not None and reuse else run(bundle, m)
+            given = trained.get(m)
+            reuse = (
+                given is not None
+                and len(given) == len(cascade.raw)
+                and list(map(int, given.targets)) == cascade.targets
+            )
+            e = given if given is not None and reuse else cascade.explain(bundle, m)
         except Exception as err:  # noqa: BLE001 - one method failing must not stop the others
             result.errors[m] = f"{type(err).__name__}: {err}"
             continue
-        originals[m] = _maps_for(e, absolute)
-        if keep_maps:
+        originals[m] = cascade.maps(e)
+        if cascade.keep_maps:
             result.maps[m] = [e.attributions]
-        result.rows.append(_row(m, 0, "none (trained)", originals[m], originals[m], ssim))
+        result.rows.append(_row(m, 0, "none (trained)", originals[m], originals[m], cascade.ssim))
+    return originals
 
+
+def _randomise(
+    result: SanityResult,
+    bundle: ModelBundle,
+    steps: list[int],
+    originals: dict[str, list[np.ndarray]],
+    cascade: _Cascade,
+) -> None:
+    """Steps 1...: on a copy of the model, the layers re-initialised top down, each method's maps recomputed after
+    each evaluated step and compared with the trained ones."""
+    top_down = result.layers
     randomised = copy.deepcopy(bundle.model).eval()
     rb = replace(bundle, model=randomised)
     cuda = [bundle.device.index or 0] if bundle.device.type == "cuda" else []
@@ -172,19 +205,18 @@ def cascading_randomization(
     for step in steps:
         with torch.random.fork_rng(devices=cuda):  # reproducible weights without touching the caller's RNG
             for k in range(done, step):
-                torch.manual_seed(seed + 1000 + k)
+                torch.manual_seed(cascade.seed + 1000 + k)
                 _reinit(randomised.get_submodule(top_down[k]))
         done = step
         for m in list(originals):
             try:
-                e = run(rb, m)
+                e = cascade.explain(rb, m)
             except Exception as err:  # noqa: BLE001
                 result.errors[m] = f"step {step} ({top_down[step - 1]}): {type(err).__name__}: {err}"
                 continue
-            if keep_maps:
+            if cascade.keep_maps:
                 result.maps[m].append(e.attributions)
-            result.rows.append(_row(m, step, top_down[step - 1], originals[m], _maps_for(e, absolute), ssim))
-    return result
+            result.rows.append(_row(m, step, top_down[step - 1], originals[m], cascade.maps(e), cascade.ssim))
 
 
 def _row(
@@ -210,7 +242,7 @@ def _row(
         "ssim_values": None,
     }
     if ssim:
-        per = [_ssim(a, b) for a, b in zip(original, current, strict=True)]
+        per = [map_ssim(a, b) for a, b in zip(original, current, strict=True)]
         values = [v for v in per if v is not None]
         row["ssim"] = float(np.mean(values)) if values else None
         row["ssim_values"] = [float("nan") if v is None else float(v) for v in per]

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaidash.explainers.api import explain, predicted_targets
+from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.guard import evaluating
 from xaidash.explainers.metrics._common import image_batch, image_maps, target_tensor
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
@@ -81,7 +82,7 @@ def stability(
 ) -> Stability:
     """Local Lipschitz estimate and max-sensitivity of `method`'s maps of `images` (N, C, H, W) in [0, 1].
     `attributions`: the maps of `images` when already computed (else computed here); targets stay those of x."""
-    if bundle.modality != "image":
+    if not bundle.adapter.spatial:
         raise ExplainError("Local Lipschitz and max-sensitivity are for image models.")
     if samples < 1:
         raise ExplainError(f"samples must be at least 1, got {samples}.")
@@ -89,7 +90,9 @@ def stability(
     if targets is None and isinstance(attributions, Explanation):
         targets = attributions.targets
     t = target_tensor(targets, len(raw), raw.device)
-    t = predicted_targets(bundle, bundle.prepare(raw), batch_size) if t is None else t
+    if t is None:
+        with evaluating(bundle.model):
+            t = bundle.predicted(bundle.prepare(raw), batch_size)
     kw = dict(batch_size=batch_size, background=background, seed=seed, **(params or {}))
     if attributions is None:
         attributions = explain(bundle, raw, t.tolist(), method, **kw)

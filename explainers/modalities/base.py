@@ -23,6 +23,7 @@ from xaidash.explainers.inspection.attention import TokenLayout
 from xaidash.models.bundle import ModelBundle
 
 if TYPE_CHECKING:
+    from xaidash.explainers.metrics.deletion import CurveResult, Mode
     from xaidash.explainers.registry import MethodOutput
 
 
@@ -151,6 +152,32 @@ class ExplainingModality(Modality):
     def values_from_json(self, d: dict[str, Any]) -> np.ndarray | None:
         """A map's values from its figure's JSON when the JSON carries them (text maps), else None."""
         return None
+
+    # ---- metrics -----------------------------------------------------------------------------------------------
+    # What the quality metrics of `metrics` ask of a modality (explainers/metrics/registry.py): an adapter lists a
+    # metric there only when it implements what that metric calls.
+    def metric_inputs(self, bundle: ModelBundle, inputs: Any) -> Any:
+        """Inputs (one or a batch) as the metrics take them, refused with a message when the model cannot read them."""
+        raise NotImplementedError
+
+    def metric_maps(self, attributions: Any) -> list[np.ndarray]:
+        """One float32 map per input as the metrics read it, from an `Explanation` of this modality or its maps."""
+        raise NotImplementedError
+
+    def magnitudes(self, attributions: Any, device: torch.device | None) -> list[torch.Tensor]:
+        """|map| per input as float64 rows (sparseness, complexity): batched where the maps share one size."""
+        raise NotImplementedError
+
+    def map_similarity(self, a: np.ndarray, b: np.ndarray) -> float:
+        """How alike two maps of one input are (the random-logit test); NaN when it is undefined."""
+        raise NotImplementedError
+
+    def perturbation_curve(
+        self, bundle: ModelBundle, raw: Any, attributions: Any, *, mode: Mode, steps: int, batch_size: int = 256
+    ) -> CurveResult:
+        """The target's probability as the most relevant features are removed ('deletion') or put back
+        ('insertion'), `steps` chunks at a time, and its area (see explainers/metrics/deletion.py)."""
+        raise NotImplementedError
 
 
 A = TypeVar("A", bound=ExplainingModality)
