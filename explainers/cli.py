@@ -25,10 +25,10 @@ from xaidash.explainers.dataset.explain import DEFAULT_CHUNK, ENGINES, parse_dat
 from xaidash.explainers.figures.report import MethodSetting, ReportSettings, session_report
 from xaidash.explainers.figures.scales import SCALE_MODES
 from xaidash.explainers.inputs import resolve_sample
-from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.modalities import ADAPTERS, adapter_of
 from xaidash.explainers.modalities.image_files import FITS
 from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, Param
+from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods, methods_for
 from xaidash.explainers.samples import DEFAULT_BACKGROUND, background_samples, default_background
 from xaidash.explainers.session import Outcome, Scoring, explain_session

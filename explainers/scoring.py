@@ -19,9 +19,9 @@ from xaidash.data.modalities import GroundTruth
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.guard import evaluating
-from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.metrics.registry import REGISTRY, MetricContext, metrics_for
 from xaidash.explainers.modalities import ADAPTERS, adapter_of
+from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.registry import get_method
 from xaidash.models.bundle import ModelBundle
 

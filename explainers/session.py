@@ -20,7 +20,7 @@ import torch
 
 from xaidash.data.modalities import GroundTruth
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.metrics.deletion import CURVE_STEPS
+from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.scoring import ScoredExplanation, explain_and_score
 from xaidash.models.bundle import ModelBundle
 

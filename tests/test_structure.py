@@ -34,14 +34,20 @@ def _sources() -> dict[str, Path]:
     return {_module_name(py): py for layer in LAYERS for py in sorted((REPO / layer).rglob("*.py"))}
 
 
+def _parents(module: str, known: set[str]) -> list[str]:
+    """The packages of ours that Python runs (their `__init__`) before it can import `module`."""
+    parts = module.split(".")
+    return [p for p in (".".join(parts[:k]) for k in range(2, len(parts))) if p in known]
+
+
 def _imported(module: str, path: Path, tree: ast.AST, known: set[str]) -> Iterator[tuple[str, int]]:
-    """(module of ours, line) for every import in `tree`, wherever it stands."""
+    """(module of ours, line) for every import in `tree`, wherever it stands: the module imported and every
+    package of ours above it (importing `a.b.c` runs `a/b/__init__.py` first)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(tree):
+        targets: list[str] = []
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name in known:
-                    yield alias.name, node.lineno
+            targets = [alias.name for alias in node.names if alias.name in known]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative: from the package this module is in
@@ -50,9 +56,13 @@ def _imported(module: str, path: Path, tree: ast.AST, known: set[str]) -> Iterat
             for alias in node.names:
                 submodule = f"{base}.{alias.name}"
                 if submodule in known:
-                    yield submodule, node.lineno
+                    targets.append(submodule)
                 elif base in known:
-                    yield base, node.lineno
+                    targets.append(base)
+        for target in targets:
+            for imported in (*_parents(target, known), target):
+                if not package.startswith(imported):  # a module's own packages are already running
+                    yield imported, node.lineno
 
 
 def _graph() -> dict[str, dict[str, int]]:
@@ -148,8 +158,16 @@ def test_the_graph_sees_imports_in_functions_and_type_checking_blocks() -> None:
     )
     known = {"xaidash.data", "xaidash.models.runs", "xaidash.models.runs.store", "xaidash.models.bundle"}
     known |= {"xaidash.models.registry"}
+    known |= {"xaidash.models"}
     found = {m for m, _ in _imported("xaidash.models.x", REPO / "models/x.py", ast.parse(code), known)}
-    assert found == {"xaidash.models.runs.store", "xaidash.models.bundle", "xaidash.data", "xaidash.models.registry"}
+    # the package of the module itself (xaidash.models) is not an edge; xaidash.models.runs, above store, is
+    assert found == {
+        "xaidash.models.runs",
+        "xaidash.models.runs.store",
+        "xaidash.models.bundle",
+        "xaidash.data",
+        "xaidash.models.registry",
+    }
     ring = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}
     assert [c for c in _components(ring) if len(c) > 1] == [{"a", "b", "c"}]
     assert _cycle_in({"a", "b", "c"}, ring) == ["a (line 1) -> b", "b (line 1) -> c", "c (line 1) -> a"]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from xaidash.data.formatting import fmt_number
-from xaidash.explainers.metrics.deletion import CURVE_STEPS
+from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.scoring import curves_legend
 
 BEST = "★"

@@ -25,7 +25,7 @@ from xaidash.dashboard.components.explain_tables import metrics_legend, metrics_
 from xaidash.dashboard.components.images import to_pil
 from xaidash.data.registry import ImageSplit
 from xaidash.explainers.dataset import report as R
-from xaidash.explainers.metrics.deletion import CURVE_STEPS
+from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.scoring import METRICS
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run

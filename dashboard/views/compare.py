@@ -40,8 +40,8 @@ from xaidash.explainers.comparison.compare import (
     sanity_figure,
     sanity_tokens_html,
 )
-from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.params import ExplainError
+from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.registry import MethodSpec
 from xaidash.explainers.samples import pick_test_sample
 from xaidash.explainers.scoring import METRICS, curves_legend, metric_meaning, unit_words

@@ -225,7 +225,7 @@ def _background(bundle: ModelBundle, job: DatasetJob) -> torch.Tensor | None:
 def disagreement(maps: Sequence[np.ndarray]) -> float:
     """1 - mean pairwise Spearman rank correlation of one sample's maps by several methods; NaN with fewer
     than two methods or when no pair can be ranked (constant maps, different lengths)."""
-    from xaidash.explainers.metrics._common import nanmean, spearman
+    from xaidash.explainers.map_arrays import nanmean, spearman
 
     rhos = [
         spearman(a, b) if np.asarray(a).size == np.asarray(b).size else float("nan")

@@ -18,9 +18,9 @@ import pandas as pd
 
 from xaidash.data.modalities import IMAGE
 from xaidash.explainers.dataset.explain import DEFAULT_CHUNK
-from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.metrics.spread import spread
 from xaidash.explainers.modalities import adapter_of
+from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.samples import DEFAULT_BACKGROUND
 from xaidash.explainers.scoring import METRICS
 

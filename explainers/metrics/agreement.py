@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from xaidash.explainers.metrics._common import Attributions, nanmean, spearman
+from xaidash.explainers.map_arrays import Attributions, nanmean, spearman
 from xaidash.explainers.metrics.maps import flat_maps
 from xaidash.explainers.params import ExplainError
 

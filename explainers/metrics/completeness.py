@@ -28,7 +28,7 @@ from xaidash.explainers.baselines import (
 )
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.guard import evaluating
-from xaidash.explainers.metrics._common import Attributions, target_tensor
+from xaidash.explainers.map_arrays import Attributions, target_tensor
 from xaidash.explainers.metrics.maps import flat_maps
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError

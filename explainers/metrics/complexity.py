@@ -13,7 +13,7 @@ import math
 import numpy as np
 import torch
 
-from xaidash.explainers.metrics._common import Attributions
+from xaidash.explainers.map_arrays import Attributions
 from xaidash.explainers.metrics.maps import magnitudes
 
 

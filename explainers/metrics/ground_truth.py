@@ -18,7 +18,7 @@ import torch
 from scipy.ndimage import binary_dilation
 from skimage.morphology import disk
 
-from xaidash.explainers.metrics._common import Attributions, image_maps, word_maps
+from xaidash.explainers.map_arrays import Attributions, image_maps, word_maps
 from xaidash.explainers.params import ExplainError
 
 

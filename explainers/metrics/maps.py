@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.metrics._common import Attributions, grid_magnitudes, image_maps, row_magnitudes, word_maps
+from xaidash.explainers.map_arrays import Attributions, grid_magnitudes, image_maps, row_magnitudes, word_maps
 from xaidash.explainers.modalities import adapter_of
 
 

@@ -27,13 +27,13 @@ from xaidash.data.specs import Registry, Spec
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.metrics.completeness import completeness_gap
 from xaidash.explainers.metrics.complexity import complexity, sparseness
-from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.metrics.ground_truth import energy_in_mask, pointing_game, rationale_energy, rationale_pointing
 from xaidash.explainers.metrics.random_logit import random_logit
 from xaidash.explainers.metrics.road import road_curve
 from xaidash.explainers.metrics.robustness import infidelity_score
 from xaidash.explainers.metrics.stability import COMPARE_NEIGHBOURS, Stability, stability
 from xaidash.explainers.modalities import ExplainingModality, adapter_of
+from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.registry import MethodSpec
 from xaidash.models.bundle import ModelBundle
 

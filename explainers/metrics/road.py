@@ -27,9 +27,9 @@ from scipy.sparse.linalg import spsolve
 
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.guard import evaluating
-from xaidash.explainers.metrics._common import Attributions, image_batch, image_maps, target_tensor
-from xaidash.explainers.metrics.deletion import _ranks
+from xaidash.explainers.map_arrays import Attributions, image_batch, image_maps, target_tensor
 from xaidash.explainers.params import ExplainError
+from xaidash.explainers.perturbation_curves import ranks as _ranks
 from xaidash.models.bundle import ModelBundle
 
 ROAD_STEPS = 9  # 10%, 20%, ... 90% removed, as in Rong et al.

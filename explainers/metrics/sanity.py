@@ -25,7 +25,7 @@ from torch import nn
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.guard import evaluating
-from xaidash.explainers.metrics._common import map_ssim, nanmean, spearman
+from xaidash.explainers.map_arrays import map_ssim, nanmean, spearman
 from xaidash.explainers.metrics.spread import is_constant, spread
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError

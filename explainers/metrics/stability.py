@@ -23,7 +23,7 @@ import torch
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.guard import evaluating
-from xaidash.explainers.metrics._common import image_batch, image_maps, target_tensor
+from xaidash.explainers.map_arrays import image_batch, image_maps, target_tensor
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 

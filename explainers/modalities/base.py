@@ -20,10 +20,10 @@ from xaidash.data.errors import ExplainError
 from xaidash.data.modalities import Modality
 from xaidash.data.specs import Registry
 from xaidash.explainers.inspection.attention import TokenLayout
+from xaidash.explainers.perturbation_curves import CurveResult, Mode
 from xaidash.models.bundle import ModelBundle
 
 if TYPE_CHECKING:
-    from xaidash.explainers.metrics.deletion import CurveResult, Mode
     from xaidash.explainers.registry import MethodOutput
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,13 +19,12 @@ from xaidash.data.registry import ImageSplit, load_split
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.png import png_bytes
 from xaidash.explainers.inspection.attention import LEADING, TokenLayout, query_row
+from xaidash.explainers.map_arrays import grid_magnitudes, image_batch, image_maps, map_ssim
 from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, extend
 from xaidash.explainers.modalities.image_files import load_image_and_note
+from xaidash.explainers.perturbation_curves import CurveResult, Mode, perturbation_curve
 from xaidash.explainers.registry import MethodOutput
 from xaidash.models.bundle import ModelBundle
-
-if TYPE_CHECKING:
-    from xaidash.explainers.metrics.deletion import CurveResult, Mode
 
 COLORBAR_MIN_WIDTH = 320  # px: the colour bar under a saved map is at least this wide, its text 14 px
 COLORBAR_HEIGHT = 40
@@ -138,30 +137,20 @@ class ImageAdapter(ExplainingModality, ImageModality):
         return draw_map(values, signed, scale, display, background, upscale)
 
     # ---- metrics -----------------------------------------------------------------------------------------------
-    # The metric helpers are imported where they are used: the metrics package also holds the metrics that call
-    # `explain`, which asks this adapter.
     def metric_inputs(self, bundle: ModelBundle, inputs: Any) -> torch.Tensor:
         """Images (N, C, H, W) in [0, 1] as float32 on the model's device, shape-checked."""
-        from xaidash.explainers.metrics._common import image_batch
-
         return image_batch(bundle, inputs)
 
     def metric_maps(self, attributions: Any) -> list[np.ndarray]:
         """One (H, W) map per image (per-channel maps summed)."""
-        from xaidash.explainers.metrics._common import image_maps
-
         return list(image_maps(attributions))
 
     def magnitudes(self, attributions: Any, device: torch.device | None) -> list[torch.Tensor]:
         """|map| of every image as one (N, H*W) tensor on `device`."""
-        from xaidash.explainers.metrics._common import grid_magnitudes
-
         return grid_magnitudes(attributions, device)
 
     def map_similarity(self, a: np.ndarray, b: np.ndarray) -> float:
         """SSIM of |a| and |b|, each scaled by its max; NaN for a map smaller than SSIM's 7x7 window."""
-        from xaidash.explainers.metrics._common import map_ssim
-
         value = map_ssim(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
         return float("nan") if value is None else value
 
@@ -169,8 +158,6 @@ class ImageAdapter(ExplainingModality, ImageModality):
         self, bundle: ModelBundle, raw: Any, attributions: Any, *, mode: Mode, steps: int, batch_size: int = 256
     ) -> CurveResult:
         """Pixels moved from the image to a black substrate (deletion) or from a blurred copy into it (insertion)."""
-        from xaidash.explainers.metrics.deletion import perturbation_curve
-
         return perturbation_curve(bundle, raw, attributions, mode=mode, steps=steps, batch_size=batch_size)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,13 +17,12 @@ from xaidash.data.paths import is_file
 from xaidash.data.tokenizer import split_words
 from xaidash.explainers.figures.html_parts import highlight_tokens
 from xaidash.explainers.inspection.attention import TokenLayout, query_row
+from xaidash.explainers.map_arrays import row_magnitudes, spearman, word_maps
 from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, extend
 from xaidash.explainers.params import check_text_length
+from xaidash.explainers.perturbation_curves import CurveResult, Mode, text_perturbation_curve
 from xaidash.explainers.registry import MethodOutput
 from xaidash.models.bundle import ModelBundle
-
-if TYPE_CHECKING:
-    from xaidash.explainers.metrics.deletion import CurveResult, Mode
 
 LONGEST_PATH = 4096  # a --input longer than this (or with a line break) is the text itself, never a file name
 
@@ -160,35 +159,25 @@ class TextAdapter(SequenceAdapter, TextModality):
         return Maps(maps, words)
 
     # ---- metrics -----------------------------------------------------------------------------------------------
-    # The metric helpers are imported where they are used: the metrics package also holds the metrics that call
-    # `explain`, which asks this adapter.
     def metric_inputs(self, bundle: ModelBundle, inputs: Any) -> list[str]:
         return self.as_batch(inputs)
 
     def metric_maps(self, attributions: Any) -> list[np.ndarray]:
         """One 1-D array of word scores per text."""
-        from xaidash.explainers.metrics._common import word_maps
-
         return word_maps(attributions)
 
     def magnitudes(self, attributions: Any, device: torch.device | None) -> list[torch.Tensor]:
         """|map| of each text as its own row on the CPU (texts differ in length)."""
-        from xaidash.explainers.metrics._common import row_magnitudes
-
         return row_magnitudes(self.metric_maps(attributions))
 
     def map_similarity(self, a: np.ndarray, b: np.ndarray) -> float:
         """Spearman rank correlation of the word scores (a text's map is too short for SSIM)."""
-        from xaidash.explainers.metrics._common import spearman
-
         return spearman(a, b)
 
     def perturbation_curve(
         self, bundle: ModelBundle, raw: Any, attributions: Any, *, mode: Mode, steps: int, batch_size: int = 256
     ) -> CurveResult:
         """Words removed from the text (deletion) or put back into an empty one (insertion), most relevant first."""
-        from xaidash.explainers.metrics.deletion import text_perturbation_curve
-
         return text_perturbation_curve(bundle, raw, attributions, mode=mode, steps=steps, batch_size=batch_size)
 
 

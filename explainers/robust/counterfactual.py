@@ -253,6 +253,45 @@ def _join(words: Sequence[str | None], tail: Sequence[str]) -> str:
     return " ".join([w for w in words if w is not None] + list(tail))
 
 
+def _greedy_edits(
+    bundle: ModelBundle,
+    words: list[str | None],
+    tail: list[str],
+    k: int,
+    pool: list[str],
+    max_edits: int,
+    deletions: bool,
+    batch_size: int,
+) -> tuple[list[str | None], list[Edit]]:
+    """Word edits, one at a time, each the deletion or substitution (from `pool`) that raises class k's margin most,
+    until the model predicts k or `max_edits` are made; every candidate of a round scored in shared batched passes."""
+    edits: list[Edit] = []
+    margin = float(_margins(bundle, [_join(words, tail)], k, batch_size)[0])
+    while margin <= 0 and len(edits) < max_edits:
+        touched = {e.position for e in edits}
+        options: list[tuple[int, str | None]] = []
+        for pos, w in enumerate(words):
+            if w is None or pos in touched:
+                continue
+            if deletions:
+                options.append((pos, None))
+            options.extend((pos, c) for c in pool if c != w)
+        if not options:
+            break
+        rows = []
+        for pos, new in options:
+            trial = list(words)
+            trial[pos] = new
+            rows.append(_join(trial, tail))
+        scores = _margins(bundle, rows, k, batch_size)
+        j = int(np.argmax(scores))
+        pos, new = options[j]
+        edits.append(Edit(pos, str(words[pos]), new))
+        words[pos] = new
+        margin = float(scores[j])
+    return words, edits
+
+
 def text_counterfactual(
     bundle: ModelBundle,
     text: str,
@@ -287,31 +326,7 @@ def text_counterfactual(
         if vocab:  # the words that most favour class k on their own: tried at every position
             alone = _margins(bundle, vocab, k, batch_size)
             pool = [vocab[j] for j in np.argsort(-alone, kind="stable")[: max(1, int(candidates))]]
-        words: list[str | None] = list(original)
-        edits: list[Edit] = []
-        margin = float(_margins(bundle, [_join(words, tail)], k, batch_size)[0])
-        while margin <= 0 and len(edits) < int(max_edits):
-            touched = {e.position for e in edits}
-            options: list[tuple[int, str | None]] = []
-            for pos, w in enumerate(words):
-                if w is None or pos in touched:
-                    continue
-                if deletions:
-                    options.append((pos, None))
-                options.extend((pos, c) for c in pool if c != w)
-            if not options:
-                break
-            rows = []
-            for pos, new in options:
-                trial = list(words)
-                trial[pos] = new
-                rows.append(_join(trial, tail))
-            scores = _margins(bundle, rows, k, batch_size)
-            j = int(np.argmax(scores))
-            pos, new = options[j]
-            edits.append(Edit(pos, str(words[pos]), new))
-            words[pos] = new
-            margin = float(scores[j])
+        words, edits = _greedy_edits(bundle, list(original), tail, k, pool, int(max_edits), deletions, batch_size)
     edited = _join(words, tail)
     after = bundle.predict_proba([edited])[0].numpy()
     found = int(np.argmax(after)) == k

@@ -16,7 +16,7 @@ from xaidash.data.tokenizer import WordVocab
 from xaidash.explainers import explain, list_methods
 from xaidash.explainers import metrics as M
 from xaidash.explainers.comparison.compare import compare_methods
-from xaidash.explainers.metrics.deletion import text_perturbation_curve
+from xaidash.explainers.perturbation_curves import text_perturbation_curve
 from xaidash.explainers.registry import MethodSpec, get_method
 from xaidash.explainers.samples import background_samples, default_background
 from xaidash.explainers.scoring import explain_and_score, input_metrics

@@ -17,7 +17,7 @@ from xaidash.explainers.cli import main
 from xaidash.explainers.dataset.report import stored_figures
 from xaidash.explainers.dataset.store import open_store
 from xaidash.explainers.figures.report import MethodResult, MethodSetting, ReportSettings, session_report
-from xaidash.explainers.metrics.deletion import CURVE_STEPS
+from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.scoring import explain_and_score
 from xaidash.models.runs.store import Run, load_bundle
 
