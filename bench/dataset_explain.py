@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from xaidash.explainers.cli import parse_params
     from xaidash.explainers.dataset.explain import DatasetJob, explain_dataset
+    from xaidash.explainers.params import parse_params
     from xaidash.explainers.registry import get_method
     from xaidash.models.runs.store import Run, load_bundle, resolve_run
 

@@ -7,7 +7,7 @@ see `data.transforms`); text splits hold raw strings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 import torch
 
 from xaidash.data.errors import DatasetError
+from xaidash.data.specs import Registry, Spec
 
 Modality = Literal["image", "text"]
 SplitName = Literal["train", "test"]
@@ -95,12 +96,16 @@ class Loader(Protocol):
 
 
 @dataclass
-class DatasetSource:
+class DatasetSource(Spec):
     """A registered data set: its info, a loader, and how to tell whether it is available."""
 
     info: DatasetInfo
     loader: Loader
     is_available: Callable[[Path], bool] = field(default=lambda root: True)
+
+    @property
+    def id(self) -> str:
+        return self.info.name
 
     def load(self, split: SplitName = "train", root: Path | None = None, download: bool | None = None) -> Split:
         """One split from `root` (default: the data root). `download=None` downloads what is missing
@@ -114,42 +119,47 @@ class DatasetSource:
         return self.loader(split, Path(root) if root else data_root(), download)
 
 
-_REGISTRY: dict[str, DatasetSource] = {}
-# Parametrised sources such as "imagefolder:<path>": prefix -> factory(argument) -> source.
-_FACTORIES: dict[str, Callable[[str], DatasetSource]] = {}
+@dataclass(frozen=True)
+class DatasetFactory(Spec):
+    """A parametrised data set such as 'imagefolder:<path>': `id` is the prefix, `build(argument)` its source."""
+
+    id: str
+    build: Callable[[str], DatasetSource]
+
+
+def _unknown(name: Hashable, known: list[str]) -> str:
+    named = ", ".join(known) + ", " + ", ".join(f"{p}:<path>" for p in list_factories())
+    return f"Unknown dataset {name!r}. Known: {named}."
+
+
+DATASETS: Registry[DatasetSource] = Registry("dataset", error=DatasetError, unknown=_unknown)
+# Parametrised sources, by prefix ("imagefolder" for "imagefolder:<path>").
+FACTORIES: Registry[DatasetFactory] = Registry("dataset factory", error=DatasetError)
 
 
 def register(source: DatasetSource) -> DatasetSource:
-    if source.info.name in _REGISTRY:
-        raise ValueError(f"dataset {source.info.name!r} registered twice")
-    _REGISTRY[source.info.name] = source
-    return source
+    return DATASETS.register(source)
 
 
 def register_factory(prefix: str, factory: Callable[[str], DatasetSource]) -> None:
-    _FACTORIES[prefix] = factory
+    FACTORIES.register(DatasetFactory(prefix, factory))
 
 
 def list_factories() -> list[str]:
     """Prefixes of parametrised data sets, e.g. 'imagefolder' for 'imagefolder:<path>'."""
-    return sorted(_FACTORIES)
+    return sorted(f.id for f in FACTORIES)
 
 
 def list_datasets() -> list[DatasetInfo]:
     """The named (not parametrised) data sets, in registration order."""
-    return [s.info for s in _REGISTRY.values()]
+    return [s.info for s in DATASETS]
 
 
 def get_source(name: str) -> DatasetSource:
     """The source for a name such as 'mnist' or 'imagefolder:/data/pets'."""
-    if ":" in name:
-        prefix, arg = name.split(":", 1)
-        if prefix in _FACTORIES:
-            return _FACTORIES[prefix](arg)
-    if name not in _REGISTRY:
-        known = ", ".join(sorted(_REGISTRY)) + ", " + ", ".join(f"{p}:<path>" for p in sorted(_FACTORIES))
-        raise DatasetError(f"Unknown dataset {name!r}. Known: {known}.")
-    return _REGISTRY[name]
+    prefix, sep, arg = name.partition(":")
+    factory = FACTORIES.find(prefix) if sep else None
+    return factory.build(arg) if factory is not None else DATASETS.get(name)
 
 
 def get_info(name: str) -> DatasetInfo:

@@ -27,7 +27,7 @@ from xaidash.explainers.figures.scales import SCALE_MODES
 from xaidash.explainers.inputs import resolve_sample
 from xaidash.explainers.modalities import ADAPTERS, adapter_of
 from xaidash.explainers.modalities.image_files import FITS
-from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, Param
+from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, parse_params
 from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods, methods_for
 from xaidash.explainers.samples import DEFAULT_BACKGROUND, background_samples, default_background
@@ -37,42 +37,6 @@ from xaidash.models.device import device_arg
 
 # --display: the displays of every modality that offers a choice (each model's own default when not given)
 DISPLAYS = tuple(dict.fromkeys(d for a in ADAPTERS for d in a.displays if len(a.displays) > 1))
-
-
-def parse_params(items: list[str] | None, methods: list[MethodSpec]) -> dict[str, dict[str, Any]]:
-    """`method.name=value` for one method, or `name=value` for every chosen method that declares `name`.
-
-    Values stay strings except choices, which are matched to the declared choice by text (so
-    `occlusion.window=5` finds the integer choice 5); `explain` coerces and range-checks the rest.
-    """
-    out: dict[str, dict[str, Any]] = {m.id: {} for m in methods}
-    by_id = {m.id: m for m in methods}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ExplainError(f"--param {item!r}: write method.name=value or name=value.")
-        method_id, dot, name = key.rpartition(".")
-        if dot and method_id not in by_id:
-            raise ExplainError(
-                f"--param {item!r}: {method_id!r} is not one of the chosen methods ({', '.join(by_id)})."
-            )
-        targets = [by_id[method_id]] if dot else [m for m in methods if any(p.name == name for p in m.params)]
-        if not targets:
-            raise ExplainError(f"--param {item!r}: no chosen method has a parameter {name!r}.")
-        for m in targets:
-            declared = {p.name: p for p in m.params}
-            if name not in declared:
-                raise ExplainError(f"{m.id} has no parameter {name!r}; it takes: {', '.join(declared) or 'none'}.")
-            out[m.id][name] = _match_choice(declared[name], value)
-    return out
-
-
-def _match_choice(param: Param, value: str) -> Any:
-    if param.kind == "choice":
-        for choice in param.choices:
-            if str(choice) == value:
-                return choice
-    return value
 
 
 def _target(spec: str | None, bundle: ModelBundle) -> int | None:

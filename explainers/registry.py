@@ -13,12 +13,14 @@ add up to, and how many model passes one call makes. Nothing else decides these 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
 
+from xaidash.data.modalities import modality_of
+from xaidash.data.specs import LayerChoices, Registry, Spec
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.models.bundle import ModelBundle
 
@@ -203,7 +205,7 @@ def _never_raises(applies: Applies) -> Applies:
 
 
 @dataclass(frozen=True)
-class MethodSpec:
+class MethodSpec(Spec):
     id: str
     label: str
     modalities: tuple[str, ...]
@@ -247,28 +249,11 @@ class MethodSpec:
         if reason:
             raise ExplainError(f"{self.label} does not apply to {bundle.spec.name}: {reason}")
 
-    def resolve_params(self, bundle: ModelBundle, given: dict[str, Any]) -> dict[str, Any]:
-        """Defaults filled in and every value checked; unknown names are refused."""
-        known = {p.name: p for p in self.params}
-        unknown = set(given) - set(known)
-        if unknown:
-            raise ExplainError(
-                f"{self.id} has no parameter {', '.join(sorted(unknown))}; it takes: {', '.join(known) or 'none'}."
-            )
-        out = {}
-        for name, p in known.items():
-            value = given.get(name, p.default)
-            if p.kind == "layer":
-                value = value or bundle.spec.last_conv
-                layers = layer_choices(bundle)
-                if value not in layers:
-                    raise ExplainError(
-                        f"Layer {value!r} is not a conv layer of {bundle.spec.name}; pick one of {', '.join(layers)}."
-                    )
-            else:
-                value = p.coerce(value)
-            out[name] = value
-        return out
+    def resolve_params(  # type: ignore[override]  # a classifier method's 'layer' is one of its model's
+        self, bundle: ModelBundle, given: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Defaults filled in and every value checked (a layer against the model's); unknown names are refused."""
+        return super().resolve_params(given, layer_choices(bundle))
 
     def supports(self, bundle: ModelBundle) -> bool:
         try:
@@ -278,12 +263,9 @@ class MethodSpec:
             return False
 
 
-def layer_choices(bundle: ModelBundle) -> list[str]:
-    return list(bundle.spec.conv_layers)
-
-
-# One id may have an image and a text implementation (e.g. 'ig'): keyed by (id, modality).
-_REGISTRY: dict[tuple[str, str], MethodSpec] = {}
+def layer_choices(bundle: ModelBundle) -> LayerChoices:
+    """The layers a 'layer' parameter may take on this model: its conv feature maps, the last one by default."""
+    return LayerChoices(tuple(bundle.spec.conv_layers), bundle.spec.last_conv, bundle.spec.name)
 
 
 # A declared reference reads these params of the method.
@@ -293,8 +275,8 @@ _REFERENCE_PARAMS: dict[str, str] = {"baseline": "baseline", "background": "back
 def _check_facts(spec: MethodSpec) -> None:
     """Facts that contradict each other are a programming error, caught when the method registers."""
     where = f"method {spec.id!r}"
-    if "image" in spec.modalities and spec.passes is None and spec.passes_on_model is None:
-        raise ValueError(f"{where} must declare its model passes (every image method is benchmarked)")
+    if any(modality_of(m).spatial for m in spec.modalities) and spec.passes is None and spec.passes_on_model is None:
+        raise ValueError(f"{where} must declare its model passes (every method on images is benchmarked)")
     c = spec.completeness
     if c is None:
         return
@@ -307,44 +289,47 @@ def _check_facts(spec: MethodSpec) -> None:
         raise ValueError(f"{where}: reference {c.reference!r} needs a {needed!r} parameter")
 
 
+def _unknown(key: Hashable, known: list[str]) -> str:
+    method_id, modality = key if isinstance(key, tuple) else (key, None)
+    where = f" for {modality} models" if modality else ""
+    names = sorted({s.id for s in list_methods(modality)})
+    return f"Unknown method {method_id!r}{where}. Known: {', '.join(names)}."
+
+
+# One id may have an image and a text implementation (e.g. 'ig'): found under (id, modality) for each.
+METHODS: Registry[MethodSpec] = Registry(
+    "method",
+    keys=lambda s: ((s.id, m) for m in s.modalities),
+    error=ExplainError,
+    unknown=_unknown,
+    check=_check_facts,
+)
+
+
 def register(spec: MethodSpec) -> MethodSpec:
-    _check_facts(spec)
-    for modality in spec.modalities:
-        if (spec.id, modality) in _REGISTRY:
-            raise ValueError(f"method {spec.id!r} registered twice for {modality}")
-        _REGISTRY[(spec.id, modality)] = spec
-    return spec
+    return METHODS.register(spec)
 
 
 def get_method(method_id: str, modality: str | None = None) -> MethodSpec:
     """The method registered under this id (for this modality when given)."""
-    found = [s for (i, m), s in _REGISTRY.items() if i == method_id and (modality is None or m == modality)]
+    if modality is not None:
+        return METHODS.get((method_id, modality))
+    found = METHODS.all(lambda s: s.id == method_id)
     if not found:
-        known = sorted({i for (i, m) in _REGISTRY if modality is None or m == modality})
-        where = f" for {modality} models" if modality else ""
-        raise ExplainError(f"Unknown method {method_id!r}{where}. Known: {', '.join(known)}.")
+        raise ExplainError(METHODS.unknown_message(method_id))
     return found[0]
 
 
 def list_methods(modality: str | None = None) -> list[MethodSpec]:
     """Registered methods (each spec once), in registration order."""
-    out: list[MethodSpec] = []
-    for (_, m), s in _REGISTRY.items():
-        if (modality is None or m == modality) and s not in out:
-            out.append(s)
-    return out
+    return METHODS.all(None if modality is None else lambda s: modality in s.modalities)
 
 
 def featured_methods(modality: str, *, among: Iterable[str] | None = None, limit: int | None = None) -> list[str]:
     """Ids of the featured methods for this modality, by `featured` rank (lowest first): the default choice
     wherever methods are picked for the user. among: only these ids (e.g. those usable on a model or on two);
     limit: at most this many."""
-    allowed = None if among is None else set(among)
-    ranked = sorted(
-        (s for s in list_methods(modality) if s.featured is not None and (allowed is None or s.id in allowed)),
-        key=lambda s: (s.featured, s.id),
-    )
-    return [s.id for s in ranked][:limit]
+    return [s.id for s in METHODS.featured(lambda s: modality in s.modalities, among=among, limit=limit)]
 
 
 def methods_for(bundle: ModelBundle) -> list[MethodSpec]:

@@ -16,7 +16,7 @@ Conventions every zoo model follows:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from torch import nn
 
 from xaidash.data.errors import XaidashError
 from xaidash.data.registry import DatasetInfo
+from xaidash.data.specs import Registry, Spec
 from xaidash.models.training.recipes import Recipe, recipe_for
 
 Modality = Literal["image", "text"]
@@ -104,7 +105,7 @@ DROPOUT = ModelOption("float", 0.0, 1.0, maximum_open=True, help="dropout probab
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(Spec):
     name: str
     modality: Modality
     build: Callable[..., nn.Module]  # build(info: DatasetInfo, **options) -> nn.Module
@@ -167,29 +168,28 @@ class ModelSpec:
             raise ModelError(f"{self.name} does not fit dataset {info.name}: {reason}")
 
 
-_REGISTRY: dict[str, ModelSpec] = {}
+def _unknown(name: Hashable, known: list[str]) -> str:
+    return f"Unknown model {name!r}. Known: {', '.join(s.name for s in MODELS)}."
+
+
+MODELS: Registry[ModelSpec] = Registry("model", keys=lambda s: (s.name,), error=ModelError, unknown=_unknown)
 
 
 def register(spec: ModelSpec) -> ModelSpec:
-    if spec.name in _REGISTRY:
-        raise ValueError(f"model {spec.name!r} registered twice")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return MODELS.register(spec)
 
 
 def list_models() -> list[ModelSpec]:
-    return list(_REGISTRY.values())
+    return MODELS.all()
 
 
 def get_spec(name: str) -> ModelSpec:
-    if name not in _REGISTRY:
-        raise ModelError(f"Unknown model {name!r}. Known: {', '.join(_REGISTRY)}.")
-    return _REGISTRY[name]
+    return MODELS.get(name)
 
 
 def models_for(info: DatasetInfo) -> list[ModelSpec]:
     """The models that can be trained on this data set."""
-    return [s for s in _REGISTRY.values() if s.modality == info.modality and not s.fits(info)]
+    return MODELS.all(lambda s: s.modality == info.modality and not s.fits(info))
 
 
 def build_model(name: str, info: DatasetInfo, **options: Any) -> nn.Module:

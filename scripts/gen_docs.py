@@ -264,8 +264,7 @@ def datasets_block() -> str:
             for i in infos
         ),
     )
-    factories = getattr(data, "_FACTORIES", {})
-    own = [f"`{factory_syntax(p, factories[p]) if p in factories else p + ':<path>'}`" for p in data.list_factories()]
+    own = [f"`{factory_syntax(p, data.FACTORIES.get(p).build)}`" for p in data.list_factories()]
     if own:
         lines += ["", "Your own data, read from a path: " + ", ".join(own) + "."]
     return "\n".join(lines) + "\n"

@@ -123,7 +123,7 @@ def _attack_section(bkey: str, bundle: ModelBundle, raw: Any, choice: Any, key: 
         cols = st.columns(len(spec.params))
         for col, p in zip(cols, spec.params, strict=True):
             with col:
-                own[p.name] = param_widget(p, bundle, f"{key}_{spec.id}_{p.name}")
+                own[p.name] = param_widget(p, f"{key}_{spec.id}_{p.name}")
     params = {"epsilon": levels / 255, **own}
     methods = list(choice.methods)
     cache_key = (

@@ -10,13 +10,8 @@ import streamlit as st
 
 from xaidash.dashboard.components.generate_answer import shown_token
 from xaidash.dashboard.components.generate_compute import Target
-from xaidash.explainers.language.registry import (
-    PromptMethodSpec,
-    featured_prompt_methods,
-    get_prompt_method,
-    list_prompt_methods,
-)
-from xaidash.explainers.params import Param
+from xaidash.dashboard.components.params import param_controls
+from xaidash.explainers.language.registry import featured_prompt_methods, get_prompt_method, list_prompt_methods
 from xaidash.models.language.generate import Generation
 from xaidash.models.language.model import LanguageModel
 
@@ -134,33 +129,6 @@ def pick_target(generation: Generation, lm: LanguageModel, key: str = "gen_targe
     )
 
 
-def param_widget(p: Param, key: str) -> Any:
-    """One control for one declared parameter."""
-    label = p.name.replace("_", " ")
-    bounds: dict[str, Any] = {}
-    if p.kind in ("int", "float"):
-        cast = int if p.kind == "int" else float
-        if p.min is not None:
-            bounds["min_value"] = cast(p.min)
-        if p.max is not None:
-            bounds["max_value"] = cast(p.max)
-        value = cast(p.default)
-        step = 1 if p.kind == "int" else (0.01 if abs(float(p.default)) < 1 else 0.1)
-        return cast(st.number_input(label, value=value, step=step, help=p.help or None, key=key, **bounds))
-    if p.kind == "bool":
-        return bool(st.checkbox(label, value=bool(p.default), help=p.help or None, key=key))
-    if p.kind == "choice":
-        choices = list(p.choices)
-        return st.selectbox(label, choices, index=choices.index(p.default) if p.default in choices else 0, key=key)
-    return p.default  # a kind without a control here keeps its default
-
-
-def method_params(spec: PromptMethodSpec, key: str) -> dict[str, Any]:
-    if spec.description:
-        st.caption(spec.description)
-    return {p.name: param_widget(p, f"{key}_{spec.id}_{p.name}") for p in spec.params}
-
-
 def pick_methods(key: str = "gen_methods") -> dict[str, dict[str, Any]]:
     """The methods to run (the featured ones by default) and each one's parameters: {method id: params}."""
     specs = {s.id: s for s in list_prompt_methods()}
@@ -182,5 +150,5 @@ def pick_methods(key: str = "gen_methods") -> dict[str, dict[str, Any]]:
         for m in chosen:
             spec = get_prompt_method(m)
             st.markdown(f"**{spec.label}**")
-            out[m] = method_params(spec, key)
+            out[m] = param_controls(spec, key)
     return out

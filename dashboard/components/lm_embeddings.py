@@ -39,7 +39,6 @@ from xaidash.explainers.language.embeddings import (
     sentence_representations,
     token_representations,
 )
-from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
 
 Mode = Literal["sentence", "token"]
@@ -151,8 +150,8 @@ def _sentence_count(dataset: str, column: Any) -> int:
 def _projection_params(method: str, columns: list[Any]) -> tuple[tuple[str, Any], ...]:
     params = {}
     for col, param in zip(columns, PARAMS[method], strict=False):
-        with col:  # no parameter of a projection is a layer: the bundle param_widget takes for those is not read
-            params[param.name] = param_widget(param, cast(ModelBundle, None), key=f"emb_lm_{method}_{param.name}")
+        with col:
+            params[param.name] = param_widget(param, key=f"emb_lm_{method}_{param.name}")
     return tuple(sorted(params.items()))
 
 

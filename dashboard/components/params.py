@@ -1,14 +1,26 @@
-"""Widgets for a method's parameters, built from its declared schema (`explainers.params.Param`)."""
+"""Widgets for declared parameters (`data.specs.Param`): the one control of a parameter wherever a page offers it,
+for classifier and prompt methods, attacks and projections alike."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import streamlit as st
 
-from xaidash.explainers.params import Param
-from xaidash.explainers.registry import MethodSpec, layer_choices
-from xaidash.models.bundle import ModelBundle
+from xaidash.data.specs import LayerChoices, Param
+
+
+class ParamSpec(Protocol):
+    """What `param_controls` reads of a spec (a classifier or a prompt method)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def params(self) -> tuple[Param, ...]: ...
 
 
 def _number_bounds(p: Param, cast: type) -> dict[str, Any]:
@@ -20,8 +32,9 @@ def _number_bounds(p: Param, cast: type) -> dict[str, Any]:
     return out
 
 
-def param_widget(p: Param, bundle: ModelBundle, key: str) -> Any:
-    """One widget for one parameter; returns its value."""
+def param_widget(p: Param, key: str, layers: LayerChoices | None = None) -> Any:
+    """One widget for one parameter; returns its value. A 'layer' parameter picks one of `layers` (the model's),
+    its widget kept per model so that another run's model never inherits the choice."""
     label = p.name.replace("_", " ")
     if p.kind == "int":
         return int(
@@ -47,25 +60,21 @@ def param_widget(p: Param, bundle: ModelBundle, key: str) -> Any:
         index = choices.index(p.default) if p.default in choices else 0
         return st.selectbox(label, choices, index=index, help=p.help or None, key=key)
     if p.kind == "layer":
-        layers = layer_choices(bundle)
-        default = p.default or bundle.spec.last_conv
-        index = layers.index(default) if default in layers else max(0, len(layers) - 1)
-        return st.selectbox(label, layers, index=index, help=p.help or None, key=key)
+        if layers is None:
+            raise ValueError(f"parameter {p.name!r} picks a layer: pass the model's LayerChoices")
+        paths = list(layers.paths)
+        default = p.default or layers.default
+        index = paths.index(default) if default in paths else max(0, len(paths) - 1)
+        return st.selectbox(label, paths, index=index, help=p.help or None, key=f"{key}_{layers.owner}")
     raise ValueError(f"unknown parameter kind {p.kind!r}")
 
 
-def param_controls(method: MethodSpec, bundle: ModelBundle, key: str) -> dict[str, Any]:
-    """Widgets for every parameter of `method` (call inside an expander); {name: value}."""
-    if method.description:
-        st.caption(method.description)
-    if not method.params:
+def param_controls(spec: ParamSpec, key: str, layers: LayerChoices | None = None) -> dict[str, Any]:
+    """Widgets for every parameter of `spec` (call inside an expander); {name: value}. `layers`: what a 'layer'
+    parameter may take on the model (`explainers.registry.layer_choices`)."""
+    if spec.description:
+        st.caption(spec.description)
+    if not spec.params:
         st.caption("This method has no parameters.")
         return {}
-    return {
-        p.name: param_widget(p, bundle, _widget_key(p, bundle, f"{key}_{method.id}_{p.name}")) for p in method.params
-    }
-
-
-def _widget_key(p: Param, bundle: ModelBundle, key: str) -> str:
-    """A layer is a name in one model: its choice is kept per model, so another run's model never inherits it."""
-    return f"{key}_{bundle.spec.name}" if p.kind == "layer" else key
+    return {p.name: param_widget(p, f"{key}_{spec.id}_{p.name}", layers) for p in spec.params}

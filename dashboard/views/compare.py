@@ -42,7 +42,7 @@ from xaidash.explainers.comparison.compare import (
 )
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.perturbation_curves import CURVE_STEPS
-from xaidash.explainers.registry import MethodSpec
+from xaidash.explainers.registry import MethodSpec, layer_choices
 from xaidash.explainers.samples import pick_test_sample
 from xaidash.explainers.scoring import METRICS, curves_legend, metric_meaning, unit_words
 from xaidash.models.bundle import ModelBundle
@@ -198,7 +198,7 @@ def method_params(bundle: ModelBundle, by_id: dict[str, MethodSpec], methods: li
         cols = st.columns(min(3, len(methods)))
         for j, m in enumerate(methods):
             with cols[j % len(cols)].expander(f"{by_id[m].label} parameters"):
-                params[m] = param_controls(by_id[m], bundle, "compare")
+                params[m] = param_controls(by_id[m], "compare", layer_choices(bundle))
     return params
 
 

@@ -121,7 +121,7 @@ def projection_params(bundle: ModelBundle, method: str) -> tuple[dict[str, Any],
     params = {}
     for col, param in zip(pcols, PARAMS[method], strict=False):  # one column more than parameters
         with col:
-            params[param.name] = param_widget(param, bundle, key=f"emb_{method}_{param.name}")
+            params[param.name] = param_widget(param, key=f"emb_{method}_{param.name}")
     colour = pcols[-1].radio("Colour by", ["true", "predicted", "correct"], horizontal=True, key="emb_colour")
     return params, colour
 

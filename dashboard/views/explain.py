@@ -41,7 +41,7 @@ from xaidash.explainers.figures.report import (
 )
 from xaidash.explainers.inputs import TextCoverage, text_coverage
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
-from xaidash.explainers.registry import MethodSpec
+from xaidash.explainers.registry import MethodSpec, layer_choices
 from xaidash.explainers.scoring import METRICS, ScoredExplanation, explain_and_score, unit_words
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
@@ -141,7 +141,7 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
             cols = st.columns(min(3, len(chosen)))
             for j, m in enumerate(chosen):
                 with cols[j % len(cols)].expander(f"{by_id[m].label} parameters"):
-                    params[m] = param_controls(by_id[m], bundle, "explain")
+                    params[m] = param_controls(by_id[m], "explain", layer_choices(bundle))
     target = None if target_name == "predicted class" else list(info.classes).index(target_name)
     return Choice(chosen, by_id, params, str(target_name), target, bool(shared), str(display), bool(with_metrics))
 

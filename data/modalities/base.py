@@ -32,6 +32,9 @@ class Modality(Spec):
     `label` the plural people read ("images"); `unit` / `units` what one value of a map scores ("pixel", "word").
 
     Facts (read instead of a modality's name): `augmentations` the training augmentations that apply to it;
+    `generic_training` the training settings (name, value) of a model that declares no recipe for this kind of
+    data, untested, moderate and stable (`models.training.recipes.generic_recipe`; empty where models of this kind
+    are not trained here);
     `spatial` whether inputs lie on a 2-D grid (convolution feature maps, first-layer filters, receptive fields,
     NHWC layout, Grad-CAM layers); `tokenized` whether a tokenizer turns inputs into ids (and pads them);
     `gallery_open` whether a page opens its picture gallery of test samples by default; `sources` the ways a page
@@ -45,6 +48,7 @@ class Modality(Spec):
     units: str
     sample: str  # one input in words: "image", "text", "prompt"
     augmentations: tuple[str, ...] = ("none",)
+    generic_training: tuple[tuple[str, Any], ...] = ()
     spatial: bool = False
     tokenized: bool = False
     gallery_open: bool = False

@@ -67,6 +67,13 @@ IMAGE = MODALITIES.register(
         units="pixels",
         sample="image",
         augmentations=("none", "shift", "flip", "shift+flip"),
+        generic_training=(
+            ("epochs", 5),
+            ("batch_size", 128),
+            ("lr", 2e-3),
+            ("augment", "shift"),
+            ("weight_decay", 0.01),
+        ),
         spatial=True,
         gallery_open=True,
         sources=("upload",),

@@ -56,6 +56,7 @@ TEXT = MODALITIES.register(
         unit="word",
         units="words",
         sample="text",
+        generic_training=(("epochs", 5), ("batch_size", 64), ("lr", 2e-3), ("weight_decay", 0.01)),
         tokenized=True,
         sources=("type", "upload"),
         upload_types=("txt", "csv"),

@@ -9,7 +9,7 @@ source is one `register(...)` call.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from xaidash.data.errors import DatasetError
+from xaidash.data.specs import Registry, Spec
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
@@ -61,7 +63,7 @@ Load = Callable[[str, ModelBundle, int, int], ConceptExamples]
 
 
 @dataclass(frozen=True)
-class ConceptSource:
+class ConceptSource(Spec):
     """kind: the prefix; argument: how the part after `KIND:` is written; modalities: the models it serves;
     upload: the page offers a file upload for it (the page writes the files to a folder and passes its path)."""
 
@@ -74,28 +76,29 @@ class ConceptSource:
     upload: bool = False
 
 
-_SOURCES: dict[str, ConceptSource] = {}
+def _unknown(kind: Hashable, known: list[str]) -> str:
+    return f"Unknown concept source {kind!r}; known: {', '.join(f'{s.kind}:' for s in SOURCES)}."
+
+
+SOURCES: Registry[ConceptSource] = Registry(
+    "concept source", keys=lambda s: (s.kind,), error=ExplainError, unknown=_unknown
+)
 
 
 def register(source: ConceptSource) -> ConceptSource:
-    if source.kind in _SOURCES:
-        raise ValueError(f"concept source {source.kind!r} registered twice")
-    _SOURCES[source.kind] = source
-    return source
+    return SOURCES.register(source)
 
 
 def list_sources(modality: str | None = None) -> list[ConceptSource]:
-    return [s for s in _SOURCES.values() if modality is None or modality in s.modalities]
+    return SOURCES.all(None if modality is None else lambda s: modality in s.modalities)
 
 
 def get_source(kind: str) -> ConceptSource:
-    if kind not in _SOURCES:
-        raise ExplainError(f"Unknown concept source {kind!r}; known: {', '.join(f'{k}:' for k in _SOURCES)}.")
-    return _SOURCES[kind]
+    return SOURCES.get(kind)
 
 
 def sources_help() -> str:
-    return "; ".join(f"{s.kind}:{s.argument} ({s.help})" for s in _SOURCES.values())
+    return "; ".join(f"{s.kind}:{s.argument} ({s.help})" for s in SOURCES)
 
 
 def load_concept(spec: str, bundle: ModelBundle, examples: int, seed: int = 0) -> ConceptExamples:
@@ -131,13 +134,15 @@ def pick(n: int, k: int, seed: int) -> list[int]:
 # --- the built-in sources -------------------------------------------------------------------------------------
 
 
-def _image_split(bundle: ModelBundle, dataset: str, split: str) -> Any:
-    from xaidash.data.registry import ImageSplit
+def _model_split(bundle: ModelBundle, dataset: str, split: str) -> Any:
+    """A split of `dataset`, refused when it does not hold the kind of input the model reads."""
     from xaidash.data.registry import get_source as get_dataset
 
     loaded = get_dataset(dataset).load(split)  # type: ignore[arg-type]
-    if not isinstance(loaded, ImageSplit) and bundle.modality == "image":
-        raise ExplainError(f"Data set {dataset} holds texts; this model reads images.")
+    try:
+        bundle.adapter.check_split(loaded, dataset)
+    except DatasetError as e:
+        raise ExplainError(str(e)) from None
     return loaded
 
 
@@ -167,7 +172,7 @@ def _load_dataset_class(arg: str, bundle: ModelBundle, examples: int, seed: int)
             cls = info.classes[int(cls)]
         else:
             raise ExplainError(f"Data set {name} has no class {cls!r}; its classes: {', '.join(info.classes)}.")
-    loaded = _image_split(bundle, name, split)
+    loaded = _model_split(bundle, name, split)
     index = torch.nonzero(loaded.labels == info.classes.index(cls)).flatten().tolist()
     chosen = [index[i] for i in pick(len(index), examples, seed)]
     label = f"{name}:{cls}"
@@ -232,7 +237,7 @@ def _load_gallery(arg: str, bundle: ModelBundle, examples: int, seed: int) -> Co
         raise ExplainError(
             f"gallery:{arg}: write the test-split indices separated by commas, e.g. gallery:3,17,42."
         ) from None
-    split = _image_split(bundle, bundle.info.name, "test")
+    split = _model_split(bundle, bundle.info.name, "test")
     outside = [i for i in indices if not 0 <= i < len(split)]
     if outside:
         raise ExplainError(

@@ -8,7 +8,7 @@ and which snapshots it sums over (`Scorer.snapshots`): the run's epoch checkpoin
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from xaidash.data.specs import Registry, Spec
 from xaidash.explainers.params import ExplainError
 from xaidash.models.runs.store import Run
 
@@ -59,12 +60,12 @@ class Scorer(Protocol):
 
 
 @dataclass(frozen=True)
-class InfluenceMethodSpec:
+class InfluenceMethodSpec(Spec):
     id: str
     label: str
     description: str
     units: str
-    featured: int | None
+    featured: int | None = field(kw_only=True)  # required: every method says whether it is picked by default
     scorer: Scorer = field(compare=False, repr=False)
     # Why it does not apply to a run (None: it does); see `applies`.
     check: Callable[[Run], str | None] = field(compare=False, repr=False, default=lambda run: None)
@@ -78,24 +79,25 @@ class InfluenceMethodSpec:
         return self.check(run)
 
 
-_METHODS: dict[str, InfluenceMethodSpec] = {}
+def _unknown(method_id: Hashable, known: list[str]) -> str:
+    return f"Unknown influence method {method_id!r}; known: {', '.join(s.id for s in list_influence_methods())}."
+
+
+INFLUENCE_METHODS: Registry[InfluenceMethodSpec] = Registry("influence method", error=ExplainError, unknown=_unknown)
 
 
 def register(spec: InfluenceMethodSpec) -> InfluenceMethodSpec:
-    _METHODS[spec.id] = spec
-    return spec
+    return INFLUENCE_METHODS.register(spec)
 
 
 def list_influence_methods() -> list[InfluenceMethodSpec]:
     """Every method, featured first (by rank), then by id."""
-    return sorted(_METHODS.values(), key=lambda s: (s.featured is None, s.featured or 0, s.id))
+    rest = sorted(INFLUENCE_METHODS.all(lambda s: s.featured is None), key=lambda s: s.id)
+    return [*INFLUENCE_METHODS.featured(), *rest]
 
 
 def get_influence_method(id: str) -> InfluenceMethodSpec:
-    if id not in _METHODS:
-        known = ", ".join(s.id for s in list_influence_methods())
-        raise ExplainError(f"Unknown influence method {id!r}; known: {known}.")
-    return _METHODS[id]
+    return INFLUENCE_METHODS.get(id)
 
 
 def influence_methods_for(run: Run) -> list[tuple[InfluenceMethodSpec, str | None]]:

@@ -29,17 +29,18 @@ import json
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from xaidash.data import specs
 from xaidash.data.atomic import atomic_write, atomic_write_json
+from xaidash.data.specs import LayerChoices, Registry, Spec
 from xaidash.explainers.params import ExplainError, Param
 
-METHODS: tuple[str, ...] = ("umap", "tsne", "pca")
-LABELS = {"umap": "UMAP", "tsne": "t-SNE", "pca": "PCA"}
 SEED = 0
 PCA_DIMS = 50  # wider features are reduced to this many principal components before UMAP and t-SNE
 EXACT_UMAP_MAX = 2000  # up to this many points UMAP runs seeded on one thread (bit-identical refits)
@@ -50,35 +51,6 @@ TSNE_BH_MAX = 15_000
 # Part of the cache key of UMAP and t-SNE maps: what changes how a map is computed changes the key.
 ENGINE = {"umap": f"pca{PCA_DIMS}-exactknn-v2", "tsne": f"pca{PCA_DIMS}-exactknn-opentsne-v3", "pca": "v1"}
 KNN_BLOCK_BYTES = 1 << 27  # distances held at once per block of query rows (128 MiB)
-PARAMS: dict[str, tuple[Param, ...]] = {
-    "umap": (
-        Param(
-            "n_neighbors",
-            "int",
-            15,
-            "Neighbours that define local structure: small keeps detail, large keeps the global layout.",
-            min=2,
-            max=200,
-        ),
-        Param("min_dist", "float", 0.1, "How tightly points may pack together in the map.", min=0.0, max=1.0),
-    ),
-    "tsne": (
-        Param(
-            "perplexity",
-            "float",
-            30.0,
-            "About the number of neighbours each point keeps close; must be below N.",
-            min=2.0,
-            max=100.0,
-        ),
-    ),
-    "pca": (
-        Param(
-            "x_component", "int", 1, "Principal component on the horizontal axis (1 = most variance).", min=1, max=50
-        ),
-        Param("y_component", "int", 2, "Principal component on the vertical axis.", min=1, max=50),
-    ),
-}
 TSNE_NOTE = (
     "t-SNE keeps neighbours together but not distances: the distances between clusters and the sizes "
     "of clusters in this map carry no meaning."
@@ -93,17 +65,85 @@ _FITTED_MAX = 4
 _LOCK = threading.Lock()
 
 
-def resolve_params(method: str, given: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ProjectionSpec(Spec):
+    """One way to map features to 2-D: `id` as the caches and the pages name it, `label` as people read it."""
+
+    id: str
+    label: str
+    params: tuple[Param, ...] = ()
+
+    def resolve_params(
+        self, given: Mapping[str, Any] | None = None, layers: LayerChoices | None = None
+    ) -> dict[str, Any]:
+        """Defaults filled in and each value checked; an unknown name is refused naming the projection's label."""
+        return specs.resolve_params(self.label, self.params, given, layers)
+
+
+def _unknown(method: Hashable, known: list[str]) -> str:
+    return f"Unknown projection {method!r}: choose one of {', '.join(METHODS)}."
+
+
+PROJECTIONS: Registry[ProjectionSpec] = Registry("projection", error=ExplainError, unknown=_unknown)
+PROJECTIONS.register(
+    ProjectionSpec(
+        "umap",
+        "UMAP",
+        (
+            Param(
+                "n_neighbors",
+                "int",
+                15,
+                "Neighbours that define local structure: small keeps detail, large keeps the global layout.",
+                min=2,
+                max=200,
+            ),
+            Param("min_dist", "float", 0.1, "How tightly points may pack together in the map.", min=0.0, max=1.0),
+        ),
+    )
+)
+PROJECTIONS.register(
+    ProjectionSpec(
+        "tsne",
+        "t-SNE",
+        (
+            Param(
+                "perplexity",
+                "float",
+                30.0,
+                "About the number of neighbours each point keeps close; must be below N.",
+                min=2.0,
+                max=100.0,
+            ),
+        ),
+    )
+)
+PROJECTIONS.register(
+    ProjectionSpec(
+        "pca",
+        "PCA",
+        (
+            Param(
+                "x_component",
+                "int",
+                1,
+                "Principal component on the horizontal axis (1 = most variance).",
+                min=1,
+                max=50,
+            ),
+            Param("y_component", "int", 2, "Principal component on the vertical axis.", min=1, max=50),
+        ),
+    )
+)
+# What the pages read by id: the projections in order, their labels and their parameters.
+METHODS: tuple[str, ...] = tuple(s.id for s in PROJECTIONS)
+LABELS: dict[str, str] = {s.id: s.label for s in PROJECTIONS}
+PARAMS: dict[str, tuple[Param, ...]] = {s.id: s.params for s in PROJECTIONS}
+
+
+def resolve_params(method: str, given: Mapping[str, Any]) -> dict[str, Any]:
     """Defaults filled in and each value checked; unknown names and methods are refused."""
-    if method not in PARAMS:
-        raise ExplainError(f"Unknown projection {method!r}: choose one of {', '.join(METHODS)}.")
-    known = {p.name: p for p in PARAMS[method]}
-    unknown = set(given) - set(known)
-    if unknown:
-        raise ExplainError(
-            f"{LABELS[method]} has no parameter {', '.join(sorted(unknown))}; it takes {', '.join(known)}."
-        )
-    return {name: p.coerce(given.get(name, p.default)) for name, p in known.items()}
+    return PROJECTIONS.get(method).resolve_params(given)
 
 
 def features_digest(features: np.ndarray) -> str:

@@ -17,17 +17,17 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from xaidash.data.argtypes import float_range, int_range
-from xaidash.explainers.cli import check_out_folder, make_out_folder, one_line_errors, parse_params
+from xaidash.explainers.cli import check_out_folder, make_out_folder, one_line_errors
 from xaidash.explainers.figures.map_figure import MapFigure
 from xaidash.explainers.language import api
 from xaidash.explainers.language import figures as F
 from xaidash.explainers.language.registry import PromptMethodSpec, PromptTask, get_prompt_method, list_prompt_methods
-from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError
+from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, parse_params
 from xaidash.models.device import device_arg
 from xaidash.models.language.generate import Generation
 from xaidash.models.language.model import LanguageModel
@@ -255,7 +255,7 @@ def _generate(args: argparse.Namespace) -> int:
 
     text = read_prompt(args.prompt, args.prompt_file)
     chosen = chosen_methods(args.explain)
-    params = parse_params(args.param, cast(Any, chosen))
+    params = parse_params(args.param, chosen)
     for spec in chosen:  # a bad value is said now, not after the model has loaded and generated
         spec.resolve_params(params[spec.id])
     targeted = [

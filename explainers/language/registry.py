@@ -13,19 +13,20 @@ teacher-forced after the prompt), or with a contrast token the difference log p(
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from xaidash.data.modalities import PROMPT
+from xaidash.data.specs import Registry, Spec
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import Completeness
 from xaidash.models.language.model import LanguageModel
 from xaidash.models.language.prompt import Prompt
 
 FeatureUnit = Literal["token", "word"]
-MODALITY = "causal_lm"
 
 
 @dataclass
@@ -82,7 +83,7 @@ Output = Literal["log_probability", "attention"]
 
 
 @dataclass(frozen=True)
-class PromptMethodSpec:
+class PromptMethodSpec(Spec):
     id: str
     label: str
     compute: Callable[[PromptTask, dict[str, Any]], PromptResult]
@@ -102,55 +103,45 @@ class PromptMethodSpec:
 
     @property
     def modalities(self) -> tuple[str, ...]:
-        return (MODALITY,)
+        return (PROMPT.id,)
 
     @property
     def target_dependent(self) -> bool:
         return self.output != "attention"
 
-    def resolve_params(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        known = {p.name: p for p in self.params}
-        unknown = set(given) - set(known)
-        if unknown:
-            raise ExplainError(
-                f"{self.id} has no parameter {', '.join(sorted(unknown))}; it takes: {', '.join(known) or 'none'}."
-            )
-        return {name: p.coerce(given.get(name, p.default)) for name, p in known.items()}
-
     def rows_for(self, params: Mapping[str, Any], features: int, tokens: int, steps: int) -> int:
         return int(self.passes(dict(params), features, tokens, steps))
 
 
-_REGISTRY: dict[str, PromptMethodSpec] = {}
+def _check_facts(spec: PromptMethodSpec) -> None:
+    if spec.completeness is not None and spec.output == "attention":
+        raise ValueError(f"prompt method {spec.id!r} explains no output, so its values cannot add up to one")
+
+
+def _unknown(method_id: Hashable, known: list[str]) -> str:
+    return f"Unknown prompt method {method_id!r}. Known: {', '.join(s.id for s in PROMPT_METHODS)}."
+
+
+PROMPT_METHODS: Registry[PromptMethodSpec] = Registry(
+    "prompt method", error=ExplainError, unknown=_unknown, check=_check_facts
+)
 
 
 def register(spec: PromptMethodSpec) -> PromptMethodSpec:
-    if spec.id in _REGISTRY:
-        raise ValueError(f"prompt method {spec.id!r} registered twice")
-    if spec.completeness is not None and spec.output == "attention":
-        raise ValueError(f"prompt method {spec.id!r} explains no output, so its values cannot add up to one")
-    _REGISTRY[spec.id] = spec
-    return spec
+    return PROMPT_METHODS.register(spec)
 
 
 def list_prompt_methods() -> list[PromptMethodSpec]:
     """Registered methods, in registration order (`explainers.language.api` imports every method module)."""
-    return list(_REGISTRY.values())
+    return PROMPT_METHODS.all()
 
 
 def get_prompt_method(method_id: str) -> PromptMethodSpec:
-    if method_id not in _REGISTRY:
-        raise ExplainError(f"Unknown prompt method {method_id!r}. Known: {', '.join(_REGISTRY)}.")
-    return _REGISTRY[method_id]
+    return PROMPT_METHODS.get(method_id)
 
 
 def featured_prompt_methods(limit: int | None = None, among: Iterable[str] | None = None) -> list[str]:
-    allowed = None if among is None else set(among)
-    ranked = sorted(
-        (s for s in list_prompt_methods() if s.featured is not None and (allowed is None or s.id in allowed)),
-        key=lambda s: (s.featured, s.id),
-    )
-    return [s.id for s in ranked][:limit]
+    return [s.id for s in PROMPT_METHODS.featured(among=among, limit=limit)]
 
 
 def total_of(per_step: np.ndarray, span: Sequence[int]) -> np.ndarray:

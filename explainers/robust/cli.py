@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from xaidash.data.argtypes import int_range
-from xaidash.explainers.cli import _match_choice, make_out_folder, one_line_errors
+from xaidash.explainers.cli import make_out_folder, one_line_errors
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.robust.attack import AttackResult, attack, class_index
@@ -54,7 +54,7 @@ def attack_params(spec: AttackSpec, items: list[str] | None, steps: int | None) 
             raise ExplainError(
                 f"--param {item!r}: {spec.label} takes {', '.join(f'{n}=VALUE' for n in declared) or 'no parameters'}."
             )
-        out[name] = _match_choice(declared[name], value)
+        out[name] = declared[name].match_choice(value)
     if steps is not None:
         if "steps" not in declared:
             raise ExplainError(f"--steps: {spec.label} takes one step; leave --steps out or use an iterative attack.")

@@ -5,12 +5,13 @@ name. An attack is one `register(AttackSpec(...))` in a module imported by this 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from xaidash.data.specs import LayerChoices, Registry, Spec, resolve_params
 from xaidash.explainers.params import ExplainError, Param
 
 # The budget is an L-infinity radius in the raw image's own units: a pixel value in [0, 1] before normalisation.
@@ -57,7 +58,7 @@ class AttackTask:
 
 
 @dataclass(frozen=True)
-class AttackSpec:
+class AttackSpec(Spec):
     """One attack. `run(task, params)` returns the perturbed images (N, C, H, W) within `task.epsilon` of
     `task.x` (L-infinity) and inside the pixel range; `params` are the attack's own (the budget is `EPSILON`,
     shared by all). `library`: the call it makes, named for the docs and the equivalence tests."""
@@ -72,40 +73,34 @@ class AttackSpec:
     targeted: bool = True  # can be aimed at a chosen class (the counterfactual needs that)
     iterative: bool = False  # several gradient steps (what a counterfactual search prefers)
 
-    def resolve_params(self, params: dict[str, Any] | None) -> dict[str, Any]:
-        """Every declared parameter, from `params` or its default, coerced and range-checked; ExplainError for
-        an unknown name."""
-        given = dict(params or {})
-        declared = {p.name: p for p in self.params}
-        unknown = sorted(set(given) - set(declared))
-        if unknown:
-            raise ExplainError(
-                f"{self.label} has no parameter {', '.join(unknown)}; it takes: {', '.join(declared) or 'none'}."
-            )
-        return {p.name: p.coerce(given.get(p.name, p.default)) for p in self.params}
+    def resolve_params(
+        self, given: Mapping[str, Any] | None = None, layers: LayerChoices | None = None
+    ) -> dict[str, Any]:
+        """Every declared parameter, from `given` or its default, coerced and range-checked; ExplainError (naming
+        the attack by its label) for an unknown name."""
+        return resolve_params(self.label, self.params, given, layers)
 
 
-_REGISTRY: dict[str, AttackSpec] = {}
+def _unknown(attack_id: Hashable, known: list[str]) -> str:
+    return f"Unknown attack {attack_id!r}; choose one of {', '.join(s.id for s in ATTACKS) or 'none'}."
+
+
+ATTACKS: Registry[AttackSpec] = Registry("attack", error=ExplainError, unknown=_unknown)
 
 
 def register(spec: AttackSpec) -> AttackSpec:
-    if spec.id in _REGISTRY:
-        raise ValueError(f"attack {spec.id!r} is registered twice")
-    _REGISTRY[spec.id] = spec
-    return spec
+    return ATTACKS.register(spec)
 
 
 def list_attacks(modality: str | None = None) -> list[AttackSpec]:
     """Every registered attack (for `modality` only: those that apply to it), in registration order."""
-    return [s for s in _REGISTRY.values() if modality is None or modality in s.modalities]
+    return ATTACKS.all(None if modality is None else lambda s: modality in s.modalities)
 
 
 def get_attack(attack_id: str, modality: str | None = None) -> AttackSpec:
     """The attack `attack_id`; ExplainError naming the ones there are, or saying it does not apply to `modality`
     (text models: the counterfactual's word edits are their option)."""
-    spec = _REGISTRY.get(str(attack_id))
-    if spec is None:
-        raise ExplainError(f"Unknown attack {attack_id!r}; choose one of {', '.join(_REGISTRY) or 'none'}.")
+    spec = ATTACKS.get(str(attack_id))
     if modality is not None and modality not in spec.modalities:
         raise ExplainError(f"{spec.label} applies to {'/'.join(spec.modalities)} models, not {modality}. {text_note()}")
     return spec

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from xaidash.data.modalities import modality_of
 from xaidash.data.registry import DatasetInfo
 
 Optimizer = Literal["adam", "adamw", "sgd"]
@@ -100,11 +101,10 @@ def lr_note(recipe: Recipe, batch_size: int, optimizer: Optimizer) -> str:
     )
 
 
-# Untested fallbacks for a model that declares nothing for this kind of data: moderate, stable settings.
-GENERIC: dict[str, Recipe] = {
-    "image": Recipe(epochs=5, batch_size=128, lr=2e-3, augment="shift", weight_decay=0.01),
-    "text": Recipe(epochs=5, batch_size=64, lr=2e-3, weight_decay=0.01),
-}
+def generic_recipe(info: DatasetInfo) -> Recipe:
+    """The untested fallback for a model that declares nothing for this kind of data: the moderate, stable settings
+    its modality declares (`Modality.generic_training`)."""
+    return Recipe(**dict(modality_of(info.modality).generic_training))
 
 
 def data_keys(info: DatasetInfo) -> tuple[str, ...]:
@@ -118,4 +118,4 @@ def recipe_for(recipes: Mapping[str, Recipe], info: DatasetInfo) -> tuple[str, R
     for key in data_keys(info):
         if key in recipes:
             return key, recipes[key]
-    return "generic", GENERIC[info.modality]
+    return "generic", generic_recipe(info)

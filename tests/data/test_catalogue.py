@@ -73,6 +73,6 @@ def test_a_source_that_cannot_say_is_unavailable_not_fatal(monkeypatch):
         raise PermissionError("data root not readable")
 
     source = get_source("mnist")
-    monkeypatch.setitem(registry._REGISTRY, "mnist", replace(source, is_available=broken))
+    monkeypatch.setitem(registry.DATASETS._entries, "mnist", replace(source, is_available=broken))
     assert dataset_status(source.info) == "unavailable"
     assert {r["name"]: r["status"] for r in datasets_table()}["mnist"] == "unavailable"

@@ -200,7 +200,7 @@ def test_out_of_memory_fails_with_a_clear_error_recorded_in_the_run(monkeypatch)
         def forward(self, x):
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setitem(registry._REGISTRY, "mlp", replace(registry.get_spec("mlp"), build=OOMOnForward))
+    monkeypatch.setitem(registry.MODELS._entries, "mlp", replace(registry.get_spec("mlp"), build=OOMOnForward))
     result = train(quick(batch_size=4096))
     assert result.state == "failed"
     assert "Out of memory" in result.error and "batch size" in result.error

@@ -19,7 +19,7 @@ from xaidash.models.runs.store import list_runs
 from xaidash.models.training.config import TrainConfig
 from xaidash.models.training.data import split_indices
 from xaidash.models.training.engine import train
-from xaidash.models.training.recipes import GENERIC, SETTINGS, Recipe, recipe_for
+from xaidash.models.training.recipes import SETTINGS, Recipe, generic_recipe, recipe_for
 from xaidash.models.training.session import setup_run
 
 BUILT_IN = ("shapes", "cues", "digits")
@@ -47,7 +47,7 @@ def test_every_model_declares_recipes_for_data_it_fits(spec) -> None:
 @pytest.mark.parametrize("name", [*BUILT_IN, *OFFLINE_FILES, "cifar10"])
 def test_each_data_set_has_one_recommended_model(name: str) -> None:
     info = get_info(name)
-    recommended = [s.name for s in models_for(info) if s.recipes.get(name, GENERIC["image"]).recommended]
+    recommended = [s.name for s in models_for(info) if s.recipes.get(name, generic_recipe(info)).recommended]
     assert len(recommended) == 1, (name, recommended)
     assert recommended_model(info).name == recommended[0]
 
@@ -82,7 +82,8 @@ def test_recipe_lookup_takes_the_most_specific_key() -> None:
     folder = DatasetInfo("imagefolder:/tmp/pets?size=64", "image", ("cat", "dog"), (3, 64, 64))
     assert recipe_for(recipes, folder) == ("imagefolder", b)
     assert recipe_for(recipes, get_info("digits")) == ("image", c)
-    assert recipe_for({}, get_info("cues")) == ("generic", GENERIC["text"])
+    assert recipe_for({}, get_info("cues")) == ("generic", Recipe(5, 64, 2e-3, weight_decay=0.01))
+    assert recipe_for({}, get_info("digits")) == ("generic", Recipe(5, 128, 2e-3, augment="shift", weight_decay=0.01))
 
 
 def test_with_recipe_fills_only_the_settings_left_open() -> None:
@@ -146,7 +147,7 @@ def test_resume_keeps_the_runs_own_settings_when_the_recipe_changes(monkeypatch)
     before = first.run.config()["train"]
     spec = get_spec("mlp")
     changed = {**spec.recipes, "digits": replace(spec.recipes["digits"], lr=0.5, batch_size=7, augment="flip")}
-    monkeypatch.setitem(registry._REGISTRY, "mlp", replace(spec, recipes=changed))
+    monkeypatch.setitem(registry.MODELS._entries, "mlp", replace(spec, recipes=changed))
     resumed = train(TrainConfig(epochs=2, device="cpu"), resume=first.run.id)
     assert resumed.state == "completed" and resumed.epochs_done == 2
     after = resumed.run.config()["train"]

@@ -122,6 +122,8 @@ def test_refusals_say_what_to_do(bundle, tmp_path):
         concept_report(bundle, [f"folder:{red}"], "ellipse", **FAST)
     with pytest.raises(ExplainError, match=r"no layer 'nope'; its layers: stem, layers\.0, layers\.1, layers\.2"):
         concept_report(bundle, [f"folder:{red}"], "circle", **{**FAST, "layers": ["nope"]})
+    with pytest.raises(ExplainError, match=r"^Data set cues holds texts; this model reads images\.$"):
+        concept_report(bundle, ["dataset:cues:positive"], "circle", **FAST)
     with pytest.raises(ExplainError, match="Unknown concept source 'foo'"):
         concept_report(bundle, ["foo:bar"], "circle", **FAST)
     with pytest.raises(ExplainError, match="text models"):
@@ -199,3 +201,5 @@ def test_text_model_with_a_text_file_concept(tmp_path, monkeypatch):
     assert all(len(r.scores) == 3 and 0 <= r.mean <= 1 for r in report.results)
     with pytest.raises(ExplainError, match="for image models"):
         concept_report(bundle, [f"folder:{tmp_path}"], "positive", random_count=3, examples=5)
+    with pytest.raises(ExplainError, match=r"^Data set shapes_colour holds images; this model reads texts\.$"):
+        concept_report(bundle, ["dataset:shapes_colour:circle"], "positive", random_count=3, examples=5)

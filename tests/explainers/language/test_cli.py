@@ -5,6 +5,7 @@ with one line and exit code 2. One slow test on the real SmolLM2: " France" prod
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +57,10 @@ FAKE = PromptMethodSpec(
 
 
 @pytest.fixture(autouse=True)
-def fake(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry._REGISTRY, FAKE.id, FAKE)
+def fake() -> Iterator[None]:
+    registry.PROMPT_METHODS.register(FAKE)
+    yield
+    registry.PROMPT_METHODS.unregister(FAKE)
 
 
 @pytest.fixture(scope="module")

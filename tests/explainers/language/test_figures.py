@@ -5,6 +5,7 @@ generated-token matrix, and the JSON and HTML reports (escaped, self-contained).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,9 +82,12 @@ FAKES = (
 
 
 @pytest.fixture
-def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+def fakes() -> Iterator[None]:
     for spec in FAKES:
-        monkeypatch.setitem(registry._REGISTRY, spec.id, spec)
+        registry.PROMPT_METHODS.register(spec)
+    yield
+    for spec in FAKES:
+        registry.PROMPT_METHODS.unregister(spec)
 
 
 @pytest.fixture(scope="module")
