@@ -15,6 +15,7 @@ from typing import Any
 
 from torch import nn
 
+from xaidash.data.specs import Registry, Spec
 from xaidash.models.external.options import ImportOptions
 from xaidash.models.registry import Modality, ModelError, ModelSpec
 
@@ -58,7 +59,7 @@ class Rebuilt:
 
 
 @dataclass(frozen=True)
-class ImportSource:
+class ImportSource(Spec):
     """A kind of external model: `prefix:ARGUMENT` on the command line."""
 
     prefix: str
@@ -73,33 +74,34 @@ class ImportSource:
     check: Callable[[str, ImportOptions], None] = field(default=lambda argument, options: None)
 
 
-_SOURCES: dict[str, ImportSource] = {}
+def _unknown(key: object, known: list[str]) -> str:
+    return f"Unknown import source {key!r}: use one of {', '.join(f'{p}:' for p in known)}."
+
+
+SOURCES: Registry[ImportSource] = Registry(
+    "import source", keys=lambda s: (s.prefix,), error=ModelError, unknown=_unknown
+)
 
 
 def register(source: ImportSource) -> ImportSource:
-    if source.prefix in _SOURCES:
-        raise ValueError(f"import source {source.prefix!r} registered twice")
-    _SOURCES[source.prefix] = source
-    return source
+    return SOURCES.register(source)
 
 
 def list_sources() -> list[ImportSource]:
-    return list(_SOURCES.values())
+    return SOURCES.all()
 
 
 def get_source(prefix: str) -> ImportSource:
-    if prefix not in _SOURCES:
-        raise ModelError(f"Unknown import source {prefix!r}: use one of {', '.join(f'{p}:' for p in _SOURCES)}.")
-    return _SOURCES[prefix]
+    return SOURCES.get(prefix)
 
 
 def parse_source(text: str) -> tuple[ImportSource, str]:
     """'hf:./folder' -> (the hf source, './folder'); a message naming the known prefixes otherwise."""
     prefix, sep, argument = str(text).partition(":")
-    usage = "; ".join(f"{s.prefix}:{s.argument}" for s in _SOURCES.values())
-    if not sep or prefix not in _SOURCES:
+    source = SOURCES.find(prefix) if sep else None
+    if source is None:
+        usage = "; ".join(f"{s.prefix}:{s.argument}" for s in SOURCES)
         raise ModelError(f"{text!r} names no import source: write one of {usage}.")
     if not argument.strip():
-        source = _SOURCES[prefix]
         raise ModelError(f"{prefix}: needs {source.argument} after the colon ({source.help}).")
-    return _SOURCES[prefix], argument.strip()
+    return source, argument.strip()
