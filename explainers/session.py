@@ -2,7 +2,8 @@
 `guard.py`), reusing a cache when the caller has one, reporting progress, and keeping one method's failure from
 stopping the others. Every caller that runs several methods goes through `run_session`: `xaidash explain`, the
 Explain, Compare and Side by side pages, the whole-data-set engines (`explain_session` for classifiers) and the
-Generate page and `xaidash generate` (prompt methods, `explainers/language/api.explain_prompt`).
+Generate page and `xaidash generate` (prompt methods on a model-free query: `explainers/language/api.prompt_session`).
+A page computes each method on its leased replica of the model (`lease`), and only the methods its cache lacks.
 
 `run_session` knows nothing of models or inputs: it takes the methods and one `compute(method)` per caller. A
 method's result, or the one line that says why it failed, is an `Outcome`; a classifier's session gives each
@@ -28,7 +29,7 @@ from xaidash.models.bundle import ModelBundle
 
 T = TypeVar("T")
 M = TypeVar("M")
-Progress = Callable[[float, str], None]
+Progress = Callable[[float, str], object]  # (fraction done, message); what it returns is ignored (a page's bar)
 # lease(method): the model a computed method runs on, held while it runs (a page's leased replica); the session's
 # own model when a caller gives none. A method taken from the cache leases nothing.
 Lease = Callable[[str], AbstractContextManager[M]]
@@ -103,8 +104,9 @@ def run_session(
 @dataclass
 class MethodResult:
     """One method's part of a classifier's session, what a report is built from: its explanation of every input (or
-    the error that stopped it), its per-input metrics and the metrics it could not compute, whether it came from a
-    cache, its wall time, and which model it explained ("A", or "B" beside it on Side by side)."""
+    the error that stopped it, and the exception a page shows with its details), its per-input metrics and the metrics
+    it could not compute, whether it came from a cache, its wall time, and which model it explained ("A", or "B"
+    beside it on Side by side)."""
 
     method: str
     explanation: Explanation | None = None
