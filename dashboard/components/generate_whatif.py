@@ -14,7 +14,7 @@ from xaidash.dashboard.components.generate_compute import (
     explanation_of,
     generation_of,
     prompt_of,
-    task_of,
+    query_of,
 )
 from xaidash.dashboard.components.generate_prompt import PromptSettings
 from xaidash.dashboard.errors import guard
@@ -54,10 +54,10 @@ def _side(
     st.caption(f"Prompt: {generation.prompt.text}")
     answer_view(generation, marked=target.span)
     with guard(get_prompt_method(method).label):
-        explanation, _ = explanation_of(ctx, generation.prompt, generation.ids, target, method, params)
-        task = task_of(ctx.lm, generation.prompt, generation.ids, target)
-        fig = prompt_figures(task, {method: explanation})[method]
-        st.caption(f"{fig.label}: which prompt {task.unit}s produced {target_label(task)}")
+        query = query_of(ctx, generation.prompt, generation.ids, target)
+        explanation, _ = explanation_of(ctx, query, method, params)
+        fig = prompt_figures(query, {method: explanation})[method]
+        st.caption(f"{fig.label}: which prompt {query.unit}s produced {target_label(query)}")
         st.markdown(fig.tokens_html or "", unsafe_allow_html=True)
         st.markdown(fig.colorbar_html(), unsafe_allow_html=True)
         st.caption(fig.caption.text())

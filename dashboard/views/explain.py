@@ -7,7 +7,6 @@ explainers/figures/report.py, the same one `xaidash explain` writes), draw its c
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -30,19 +29,15 @@ from xaidash.dashboard.components.report_downloads import report_downloads
 from xaidash.dashboard.components.stored_maps import show_stored_sample
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
+from xaidash.data.modalities import GroundTruth
 from xaidash.explainers import featured_methods, list_methods, methods_for
-from xaidash.explainers.figures.report import (
-    TOP_K,
-    ExplainReport,
-    MethodResult,
-    MethodSetting,
-    ReportSettings,
-    session_report,
-)
+from xaidash.explainers.figures.report import TOP_K, ExplainReport, MethodSetting, ReportSettings, session_report
 from xaidash.explainers.inputs import TextCoverage, text_coverage
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.registry import MethodSpec, layer_choices
-from xaidash.explainers.scoring import METRICS, ScoredExplanation, explain_and_score, unit_words
+from xaidash.explainers.scoring import METRICS, unit_words
+from xaidash.explainers.session import MethodResult, Scoring, explain_session
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
 
@@ -121,9 +116,8 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
             f"per {unit_words(bundle.modality)[0]}) share one colour scale; a method in units of its own keeps its "
             "own. Off: each map on its own scale, saturating at its 99th percentile of |value|",
         )
-        display = "tokens"
-        if bundle.modality == "image":
-            display = map_display_choice(c4, "explain_display")
+        displays = adapter_of(bundle.modality).displays  # a choice only where the inputs offer several
+        display = map_display_choice(c4, "explain_display") if len(displays) > 1 else displays[0]
         with_metrics = c3.toggle(
             "Quality metrics",
             value=True,
@@ -160,40 +154,21 @@ def predict(bkey: str, bundle: ModelBundle, raw: Any) -> np.ndarray:
         raise  # unreachable: st.stop() raises
 
 
-def compute(
-    bkey: str,
-    bundle: ModelBundle,
-    raw: Any,
-    inputs: list[PickedInput],
-    method: str,
-    params: dict[str, Any],
-    target: int | None,
-    with_metrics: bool,
-) -> ScoredExplanation:
-    """One method's maps (and metrics) through the same function as `xaidash explain`; a method that needs
-    background samples gets the default set from `explain` itself."""
+def truth_of(inputs: list[PickedInput]) -> GroundTruth:
+    """The inputs' object masks (when every input has one) and rationales (when any has one), for the metrics."""
     given = [p.mask for p in inputs if p.mask is not None]
     masks = np.stack(given) if len(given) == len(inputs) else None
     rationales = [p.rationale for p in inputs] if any(p.rationale for p in inputs) else None
-    with leased_model(bkey, bundle) as replica:
-        return explain_and_score(
-            replica,
-            raw,
-            method,
-            params,
-            target,
-            with_metrics=with_metrics,
-            masks=masks,
-            rationales=rationales,
-            steps=CURVE_STEPS,
-        )
+    return GroundTruth(masks=masks, rationales=rationales)
 
 
 def explain_all(
     bkey: str, bundle: ModelBundle, raw: Any, inputs: list[PickedInput], choice: Choice
 ) -> tuple[list[MethodResult], dict[str, BaseException]]:
-    """Every chosen method, cached per method (changing one method's parameters recomputes that method only),
-    with a progress bar and a Cancel button; (results, the exceptions of the methods that failed).
+    """Every chosen method as one session through the same function as `xaidash explain`, cached per method
+    (changing one method's parameters recomputes that method only), each computed on a leased replica, with a
+    progress bar and a Cancel button; (results, the exceptions of the methods that failed). A method that needs
+    background samples gets the default set from `explain` itself.
 
     A click on Cancel reruns the page, which interrupts the work at the next method (or leaves the queue for the
     model at once); the rerun it causes stops here. Methods finished before the click stay cached."""
@@ -209,25 +184,23 @@ def explain_all(
         on_click=lambda: st.session_state.update(explain_cancelled=True),
         help="stop after the method being computed (methods already finished are kept)",
     )
-    cache = services.explanation_cache()
     input_keys = tuple(p.key for p in inputs)
-    results: list[MethodResult] = []
-    failures: dict[str, BaseException] = {}
     bar = st.progress(0.0, text="Explaining…")
-    for j, m in enumerate(choice.methods):
-        label = choice.specs[m].label
-        bar.progress(j / len(choice.methods), text=f"Explaining with {label} ({j + 1}/{len(choice.methods)})…")
-        params = choice.params.get(m, {})
-        work = functools.partial(compute, bkey, bundle, raw, inputs, m, params, choice.target, choice.with_metrics)
-        try:
-            value, hit = cache.get_or_compute((bkey, input_keys, *choice.method_key(m)), work)
-            results.append(MethodResult(m, value.explanation, value.metrics, value.metric_errors, cached=hit))
-        except Exception as err:  # noqa: BLE001 - one method failing must not hide the others
-            failures[m] = err
-            results.append(MethodResult(m, error=f"{type(err).__name__}: {err}"))
+    results = explain_session(
+        bundle,
+        raw,
+        {m: choice.params.get(m, {}) for m in choice.methods},
+        target=choice.target,
+        scoring=Scoring(page="explain" if choice.with_metrics else None, truth=truth_of(inputs), steps=CURVE_STEPS),
+        cache=services.explanation_cache(),
+        key=lambda m: (bkey, input_keys, *choice.method_key(m)),
+        lease=lambda m: leased_model(bkey, bundle),
+        progress=lambda fraction, text: bar.progress(fraction, text=text),
+        label=lambda m: choice.specs[m].label,
+    )
     bar.empty()
     cancel_slot.empty()
-    return results, failures
+    return results, {r.method: r.exception for r in results if r.exception is not None}
 
 
 @st.cache_resource(show_spinner=False)

@@ -15,7 +15,7 @@ from xaidash.dashboard.components.generate_compute import (
     generation_of,
     loaded_or_stop,
     prompt_of,
-    task_of,
+    query_of,
 )
 from xaidash.dashboard.components.generate_inside import INSIDE_KEY
 from xaidash.dashboard.components.generate_maps import MapsRequest, make_request, maps_section, rows_sentence
@@ -115,9 +115,9 @@ def explain_section(ctx: LMContext, generation: Generation) -> tuple[Target, dic
     methods = pick_methods()
     ready = False
     with guard("Explanation settings"):
-        task = task_of(ctx.lm, generation.prompt, generation.ids, target)
+        query = query_of(ctx, generation.prompt, generation.ids, target)  # built once, then read from the cache
         if methods:
-            st.caption(rows_sentence(task, methods))
+            st.caption(rows_sentence(query, methods))
             ready = True
     pressed = st.button("Run", type="primary", icon=":material/science:", key="gen_run", disabled=not ready)
     if pressed:

@@ -37,11 +37,12 @@ from xaidash.explainers.comparison.side_by_side import (
     split_predictions,
     top_classes,
 )
-from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.figures.legend import map_legend
 from xaidash.explainers.figures.report import ExplainReport, RunInfo
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.registry import MethodSpec, featured_methods
 from xaidash.explainers.scoring import unit_words
+from xaidash.explainers.session import MethodResult, run_session
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.quality import accuracy_warning, run_warning
 from xaidash.models.runs.store import Run
@@ -54,7 +55,7 @@ MAP_PX = 320  # small maps are enlarged by a whole factor (nearest neighbour) un
 MAP_SHOWN_PX = 400  # drawn at most this wide (narrower when the column is), two maps a row: over 200 px at 1024 px
 INPUT_PX = 112
 
-Outcome = tuple[Explanation | None, BaseException | None]  # one model's maps of the inputs, or why there are none
+Sides = dict[str, MethodResult]  # one method's maps of the inputs by model "A" and by model "B" (or their errors)
 
 
 @dataclass
@@ -265,9 +266,8 @@ def controls(pair: Pair) -> Choice:
             "weight); maps in relative "
             "units (the CAM family, guided backprop) always get one scale per model",
         )
-        display = "tokens"
-        if bundle_a.modality == "image":
-            display = map_display_choice(c3, f"{KEY}_display")
+        displays = adapter_of(bundle_a.modality).displays  # a choice only where the inputs offer several
+        display = map_display_choice(c3, f"{KEY}_display") if len(displays) > 1 else displays[0]
         if skipped:
             st.caption(
                 "Not available for both models: " + "; ".join(f"{label} ({why})" for label, why in skipped.items())
@@ -312,37 +312,47 @@ def predict_both(pair: Pair, raw: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def explained(
-    bundle: ModelBundle, model_key: str, raw: Any, input_keys: tuple[str, ...], method: str, target: int | None
-) -> Outcome:
-    """(Explanation or None, error or None), cached for every session per model, inputs, method and target."""
-    cache = services.explanation_cache()
-    key = ("side_by_side", model_key, input_keys, method, target)
+    bundle: ModelBundle,
+    model_key: str,
+    who: str,
+    raw: Any,
+    input_keys: tuple[str, ...],
+    method: str,
+    target: int | None,
+) -> MethodResult:
+    """One model's maps (or why there are none), cached for every session per model, inputs, method and target and
+    computed on a leased replica."""
+    return explain_one(
+        bundle,
+        raw,
+        method,
+        target,
+        run=who,
+        cache=services.explanation_cache(),
+        key=("side_by_side", model_key, input_keys, method, target),
+        lease=lambda _method: leased_model(model_key, bundle),
+    )
 
-    def compute() -> Explanation:
-        with leased_model(model_key, bundle) as replica:
-            return explain_one(replica, raw, method, target)
 
-    try:
-        value, _ = cache.get_or_compute(key, compute)
-        return value, None
-    except Exception as err:  # noqa: BLE001 - one model failing must not hide the other's maps
-        return None, err
+def explain_both(pair: Pair, raw: Any, input_keys: tuple[str, ...], choice: Choice) -> dict[str, Sides]:
+    """Every chosen method on both models as one session, with a progress bar: results[method]["A" or "B"]; one
+    model failing does not hide the other's maps."""
 
-
-def explain_both(pair: Pair, raw: Any, input_keys: tuple[str, ...], choice: Choice) -> dict[str, dict[str, Outcome]]:
-    """Every chosen method on both models, with a progress bar: results[method]["A" or "B"]."""
-    results: dict[str, dict[str, Outcome]] = {}
-    bar = st.progress(0.0, text="Explaining…")
-    for j, m in enumerate(choice.methods):
-        bar.progress(
-            j / len(choice.methods), text=f"Explaining with {choice.specs[m].label} ({j + 1}/{len(choice.methods)})…"
-        )
-        results[m] = {
-            "A": explained(pair.a, pair.key_a, raw, input_keys, m, choice.target),
-            "B": explained(pair.b, pair.key_b, raw, input_keys, m, choice.target),
+    def both(m: str) -> Sides:
+        return {
+            "A": explained(pair.a, pair.key_a, "A", raw, input_keys, m, choice.target),
+            "B": explained(pair.b, pair.key_b, "B", raw, input_keys, m, choice.target),
         }
+
+    bar = st.progress(0.0, text="Explaining…")
+    outcomes = run_session(
+        choice.methods,
+        both,
+        label=lambda m: choice.specs[m].label,
+        progress=lambda fraction, text: bar.progress(fraction, text=text),
+    )
     bar.empty()
-    return results
+    return {o.method: o.value for o in outcomes if o.value is not None}
 
 
 def results_header(n_inputs: int, differ_here: np.ndarray, choice: Choice) -> None:
@@ -369,22 +379,20 @@ def results_header(n_inputs: int, differ_here: np.ndarray, choice: Choice) -> No
     )
 
 
-def _why(err: BaseException | None) -> str | None:
-    return None if err is None else f"{type(err).__name__}: {err}"
-
-
 def build_report(
     pair: Pair,
     inputs: list[PickedInput],
     input_keys: tuple[str, ...],
     probs: tuple[np.ndarray, np.ndarray],
-    results: dict[str, dict[str, Outcome]],
+    results: dict[str, Sides],
     choice: Choice,
 ) -> ExplainReport:
     """Both models' maps as one report (cached per models, inputs, methods, target, scale and display): the
     `MapFigure`s the rows draw and the downloads."""
     pairs = [
-        PairExplanation(m, results[m]["A"][0], results[m]["B"][0], *(_why(results[m][k][1]) for k in ("A", "B")))
+        PairExplanation(
+            m, results[m]["A"].explanation, results[m]["B"].explanation, results[m]["A"].error, results[m]["B"].error
+        )
         for m in choice.methods
     ]
     calibrated = (probs[0].tobytes(), probs[1].tobytes())  # the probabilities change with the sidebar's switch
@@ -401,7 +409,7 @@ def build_report(
             probs,
             pairs,
             shared=choice.shared,
-            display=choice.display if pair.a.modality == "image" else "overlay",
+            display=choice.display,
             target=choice.target,
             upscale=MAP_PX,
         ),
@@ -422,7 +430,7 @@ def draw_map(report: ExplainReport, i: int, method: str, who: str) -> None:
     fig = report.figure(i, method, who)
     if fig is None:
         return
-    width = min(fig.map_width, MAP_SHOWN_PX) if fig.modality == "image" else MAP_SHOWN_PX
+    width = min(fig.map_width, MAP_SHOWN_PX) if fig.map_width else MAP_SHOWN_PX  # a picture's own width, at most
     map_card(
         fig,
         key=f"{KEY}_card_{i}_{method}_{who}",
@@ -435,8 +443,10 @@ def draw_map(report: ExplainReport, i: int, method: str, who: str) -> None:
     )
 
 
-def input_head(pair: Pair, p: PickedInput, probs_a: np.ndarray, probs_b: np.ndarray, differ: bool) -> None:
-    """The input (its image or text), whether the models agree on it, and both models' predictions."""
+def input_head(
+    pair: Pair, p: PickedInput, picture: bool, probs_a: np.ndarray, probs_b: np.ndarray, differ: bool
+) -> None:
+    """The input (its picture, or its text), whether the models agree on it, and both models' predictions."""
     classes = pair.a.info.classes
     truth = f" · true: **{classes[p.label]}**" if p.label is not None else ""
     pred_a, pred_b = classes[int(probs_a.argmax())], classes[int(probs_b.argmax())]
@@ -445,7 +455,7 @@ def input_head(pair: Pair, p: PickedInput, probs_a: np.ndarray, probs_b: np.ndar
         head += f" · A: **{pred_a}**, B: **{pred_b}**"
     else:
         head = f":green-background[:material/check: Both agree] **{p.name}**{truth} · both: **{pred_a}**"
-    if pair.a.modality == "image":
+    if picture:
         c0, c1 = st.columns([1, 5], vertical_alignment="center")
         c0.image(to_pil(p.raw, INPUT_PX), width=INPUT_PX)
         c1.markdown(head)
@@ -459,12 +469,10 @@ def input_head(pair: Pair, p: PickedInput, probs_a: np.ndarray, probs_b: np.ndar
         prediction_block(probs_b, p.label, f"B · {pair.name_b}", classes)
 
 
-def method_row(
-    report: ExplainReport, i: int, spec: MethodSpec, outcomes: dict[str, Outcome], choice: Choice, modality: str
-) -> None:
+def method_row(report: ExplainReport, i: int, spec: MethodSpec, sides: Sides, choice: Choice, modality: str) -> None:
     """One method's maps of one input by both models, with the row's scale and what the values mean (or the
     error of a model whose maps failed)."""
-    (ea, err_a), (eb, err_b) = outcomes["A"], outcomes["B"]
+    (ea, err_a), (eb, err_b) = ((sides[k].explanation, sides[k].exception) for k in ("A", "B"))
     rs = row_scale(
         spec,
         ea.item(i) if ea is not None else None,
@@ -507,7 +515,7 @@ def main() -> None:
     report = build_report(pair, inputs, input_keys, (probs_a, probs_b), results, choice)
     for i, p in enumerate(inputs):
         with st.container(border=True):
-            input_head(pair, p, probs_a[i], probs_b[i], bool(differ_here[i]))
+            input_head(pair, p, report.inputs[i].image is not None, probs_a[i], probs_b[i], bool(differ_here[i]))
             for m in choice.methods:
                 method_row(report, i, choice.specs[m], results[m], choice, bundle_a.modality)
     report_downloads(report, KEY, "side_by_side")

@@ -1,10 +1,10 @@
 """Several methods on one sample of inputs, compared: what the dashboard's Compare page shows.
 
-A plain function (no Streamlit) that explains the sample with every method, scores each
-explanation per input (`scoring.input_metrics`), averages the scores into a table with their
-spread over the inputs (`metrics.spread`), counts the maps that are constant (they rank nothing),
-says why a cell has no value, marks the best method per metric, measures how much the methods
-agree and runs the sanity check, reporting progress through a callback.
+A plain function (no Streamlit) that explains the sample with every method and scores each explanation per input
+as one session (`session.explain_session`, with the metrics the registry declares for Compare), averages the scores
+into a table with their spread over the inputs (`metrics.spread`), counts the maps that are constant (they rank
+nothing), says why a cell has no value, marks the best method per metric, measures how much the methods agree and
+runs the sanity check, reporting progress through a callback.
 """
 
 from __future__ import annotations
@@ -20,23 +20,19 @@ import pandas as pd
 import torch
 from PIL import Image
 
-from xaidash.explainers.api import explain
+from xaidash.data.modalities import GroundTruth
 from xaidash.explainers.comparison.ranking import comparison_ranking, ranking_notes
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.figures import render
-from xaidash.explainers.figures.report import (
-    ExplainReport,
-    MethodResult,
-    MethodSetting,
-    ReportSettings,
-    session_report,
-)
+from xaidash.explainers.figures.report import ExplainReport, MethodSetting, ReportSettings, session_report
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.metrics.registry import REGISTRY
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import get_method
 from xaidash.explainers.samples import Sample
-from xaidash.explainers.scoring import METRICS, input_metrics
+from xaidash.explainers.scoring import METRICS, ScoredExplanation
+from xaidash.explainers.session import MethodResult, Outcome, Scoring, explain_session
 from xaidash.models.bundle import ModelBundle
 
 Progress = Callable[[float, str], None]
@@ -201,6 +197,120 @@ def _empty(n: int) -> dict[str, Any]:
     return {"mean": nan, "low": nan, "high": nan, "minimum": nan, "maximum": nan, "n": n, "valid": 0, "undefined": n}
 
 
+class _Ticker:
+    """Compare's progress as a fraction of its units of work: two per method (explained, scored), one per method for
+    the sanity check, and one for the agreement."""
+
+    def __init__(self, report: Progress | None, units: int) -> None:
+        self.report = report or (lambda fraction, message: None)
+        self.units, self.done = units, 0
+
+    def at(self, done: int, message: str) -> None:
+        self.done = done
+        self.report(min(1.0, done / self.units), message)
+
+    def tick(self, message: str) -> None:
+        self.at(self.done + 1, message)
+
+
+@dataclass
+class _Scored:
+    """Each method's explanation of the sample, its per-input scores, and what failed."""
+
+    explanations: dict[str, Explanation] = field(default_factory=dict)
+    per_input: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    constant_maps: dict[str, int] = field(default_factory=dict)
+
+
+def _explain_and_score(
+    bundle: ModelBundle,
+    sample: Sample,
+    methods: Sequence[str],
+    params: dict[str, dict[str, Any]],
+    how: Scoring,
+    ticker: _Ticker,
+    **explain: Any,
+) -> _Scored:
+    """Every method explained and scored as one session (targets: the predicted classes); a method that fails is
+    kept as its error and the others go on. `explain`: the background, batch size and seed."""
+    from xaidash.explainers import metrics as M
+
+    index = {m: j for j, m in enumerate(methods)}
+
+    def started(fraction: float, message: str) -> None:
+        if fraction < 1.0:  # the session's closing call: the steps after it say their own
+            m = methods[round(fraction * len(methods))]
+            ticker.at(2 * index[m], f"Explaining with {m}…")
+
+    def finished(outcome: Outcome[ScoredExplanation]) -> None:
+        ticker.done = 2 * index[outcome.method] + 2
+        if outcome.ok:
+            ticker.at(ticker.done, f"Scored {outcome.method}")
+
+    results = explain_session(
+        bundle,
+        sample.raw,
+        {m: params.get(m, {}) for m in methods},
+        scoring=how,
+        progress=started,
+        done=finished,
+        **explain,
+    )
+    out = _Scored()
+    for r in results:
+        e = r.explanation
+        if e is None:
+            out.errors[r.method] = r.error or ""
+            continue
+        out.explanations[r.method] = e
+        out.constant_maps[r.method] = sum(1 for i in range(len(e)) if M.is_constant(e.item(i)))
+        out.per_input[r.method] = {k: list(v) for k, v in r.metrics.items()} | {"seconds": [e.seconds] * len(e)}
+        out.errors.update({f"{r.method}: {name}": msg for name, msg in r.metric_errors.items()})
+    return out
+
+
+def _means(per_input: dict[str, dict[str, list[float]]]) -> pd.DataFrame:
+    """methods x metrics: each metric's mean over the inputs (the one timing of the batch for seconds)."""
+    columns = [c for c in METRICS if any(c in v for v in per_input.values())]
+    rows = {
+        m: {c: (_mean(v[c]) if c != "seconds" else float(v[c][0])) if c in v else float("nan") for c in columns}
+        for m, v in per_input.items()
+    }
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+    table.index.name = "method"
+    return table
+
+
+def _sanity(
+    bundle: ModelBundle,
+    sample: Sample,
+    scored: _Scored,
+    params: dict[str, dict[str, Any]],
+    background: torch.Tensor | None,
+    inputs: int | None,
+    steps: int,
+    **explain: Any,
+) -> Any:
+    """The cascading randomisation test on the first `inputs` inputs (None: all of them, and then the trained
+    model's maps are reused); its failures join `scored.errors`."""
+    from xaidash.explainers import metrics as M
+
+    k = len(sample) if inputs is None else max(1, min(inputs, len(sample)))
+    result = M.cascading_randomization(
+        bundle,
+        sample.raw[:k],
+        list(scored.explanations),
+        params={m: params.get(m, {}) for m in scored.explanations},
+        max_steps=steps,
+        trained=scored.explanations if k == len(sample) and background is None else None,
+        **explain,
+    )
+    for m, msg in result.errors.items():
+        scored.errors[f"{m}: sanity check"] = msg
+    return result
+
+
 def compare_methods(
     bundle: ModelBundle,
     sample: Sample,
@@ -229,104 +339,39 @@ def compare_methods(
     for m in methods:
         get_method(m, bundle.modality).check(bundle)
     params = params or {}
-    report = progress or (lambda fraction, message: None)
+    ticker = _Ticker(progress, 2 * len(methods) + (len(methods) if sanity else 0) + 1)
     t0 = time.perf_counter()
-    units = 2 * len(methods) + (len(methods) if sanity else 0) + 1
-    done = 0
-
-    def tick(message: str) -> None:
-        nonlocal done
-        done += 1
-        report(min(1.0, done / units), message)
-
     probabilities = bundle.predict_proba(sample.raw).numpy()
-    explanations: dict[str, Explanation] = {}
-    per_input: dict[str, dict[str, list[float]]] = {}
-    errors: dict[str, str] = {}
-    constant_maps: dict[str, int] = {}
-    rationales = sample.rationales
-    for m in methods:
-        report(done / units, f"Explaining with {m}…")
-        try:
-            e = explain(
-                bundle,
-                sample.raw,
-                None,
-                m,
-                batch_size=batch_size,
-                background=background,
-                seed=seed,
-                **params.get(m, {}),
-            )
-        except Exception as err:  # noqa: BLE001 - one method failing must not stop the others
-            errors[m] = f"{type(err).__name__}: {err}"
-            done += 2
-            continue
-        explanations[m] = e
-        constant_maps[m] = sum(1 for i in range(len(e)) if M.is_constant(e.item(i)))
-        tick(f"Scoring {m}…")
-        values, metric_errors = input_metrics(
-            bundle,
-            sample.raw,
-            e,
-            masks=sample.masks,
-            rationales=rationales,
-            background=background,
-            steps=steps,
-            seed=seed,
-            page="compare",  # the costly metrics too (robustness, ROAD, random logit): see the metric registry
-            batch_size=batch_size,
-        )
-        values["seconds"] = [e.seconds] * len(e)
-        per_input[m] = values
-        for name, msg in metric_errors.items():
-            errors[f"{m}: {name}"] = msg
-        tick(f"Scored {m}")
-
-    columns = [c for c in METRICS if any(c in v for v in per_input.values())]
-    rows = {
-        m: {c: (_mean(v[c]) if c != "seconds" else float(v[c][0])) if c in v else float("nan") for c in columns}
-        for m, v in per_input.items()
-    }
-    table = pd.DataFrame.from_dict(rows, orient="index", columns=columns)
-    table.index.name = "method"
-    summary, best = summarise(bundle, per_input, columns, constant_maps, errors)
-
-    agreement = M.agreement_matrix(explanations) if len(explanations) >= 2 else None
-    tick("Agreement computed")
-
+    # page="compare": the costly metrics too (robustness, ROAD, random logit), as the metric registry declares them
+    how = Scoring(page="compare", truth=GroundTruth(sample.masks, sample.rationales), steps=steps)
+    scored = _explain_and_score(
+        bundle, sample, methods, params, how, ticker, background=background, batch_size=batch_size, seed=seed
+    )
+    table = _means(scored.per_input)
+    summary, best = summarise(bundle, scored.per_input, list(table.columns), scored.constant_maps, scored.errors)
+    agreement = M.agreement_matrix(scored.explanations) if len(scored.explanations) >= 2 else None
+    ticker.tick("Agreement computed")
     sanity_result = None
-    if sanity and explanations:
-        k = len(sample) if sanity_inputs is None else max(1, min(sanity_inputs, len(sample)))
-        subset = sample.raw[:k]
-        report(done / units, "Sanity check: randomising the model's layers…")
-        sanity_result = M.cascading_randomization(
-            bundle,
-            subset,
-            list(explanations),
-            params={m: params.get(m, {}) for m in explanations},
-            max_steps=sanity_steps,
-            batch_size=batch_size,
-            seed=seed,
-            trained=explanations if k == len(sample) and background is None else None,
+    if sanity and scored.explanations:
+        ticker.at(ticker.done, "Sanity check: randomising the model's layers…")
+        sanity_result = _sanity(
+            bundle, sample, scored, params, background, sanity_inputs, sanity_steps, batch_size=batch_size, seed=seed
         )
-        for m, msg in sanity_result.errors.items():
-            errors[f"{m}: sanity check"] = msg
-        done += len(methods) - 1
-        tick("Sanity check done")
-    report(1.0, "Done")
+        ticker.done += len(methods) - 1
+        ticker.tick("Sanity check done")
+    ticker.report(1.0, "Done")
     return Comparison(
         list(methods),
-        explanations,
-        per_input,
+        scored.explanations,
+        scored.per_input,
         table,
         agreement,
         sanity_result,
-        errors,
+        scored.errors,
         sample,
         seconds=time.perf_counter() - t0,
         summary=summary,
-        constant_maps=constant_maps,
+        constant_maps=scored.constant_maps,
         best=best,
         probabilities=probabilities,
         params={m: dict(params.get(m, {})) for m in methods},
@@ -365,7 +410,7 @@ def comparison_report(
         ],
         target=None,
         target_name="predicted class",
-        display="overlay" if bundle.modality == "image" else "tokens",
+        display=adapter_of(bundle.modality).display(),
         metrics=True,
         steps=result.steps,
         seed=result.seed,

@@ -7,20 +7,20 @@ Plain functions for the "Side by side" page (and anyone else): no Streamlit here
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from xaidash.data.registry import Split, TextSplit
+from xaidash.data.modalities import modality_of
+from xaidash.data.registry import Split
 from xaidash.explainers.comparison.across_training import epoch_validation
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.figures.legend import map_legend
 from xaidash.explainers.figures.report import (
     ExplainReport,
-    MethodResult,
     MethodSetting,
     ReportInput,
     ReportSettings,
@@ -30,12 +30,11 @@ from xaidash.explainers.figures.report import (
 )
 from xaidash.explainers.figures.scales import robust_scale
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods
-from xaidash.explainers.scoring import explain_and_score
+from xaidash.explainers.session import Cache, Lease, MethodResult, explain_session
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.quality import run_warning
-from xaidash.models.runs.store import WEIGHTS, Run, list_runs, load_bundle, run_liveness
+from xaidash.models.runs.store import USABLE_STATES, WEIGHTS, Run, list_runs, load_bundle, run_liveness
 
-USABLE_STATES = ("completed", "stopped", "imported")  # as the dashboard's run selection: weights that stay put
 FAINT = 0.2  # on a shared scale, a map whose largest |value| is below this fraction of it is nearly invisible
 
 
@@ -50,8 +49,8 @@ class InputSpec:
     classes: tuple[str, ...]
 
     def kind(self) -> str:
-        """'3x32x32 images' or 'texts'."""
-        return "texts" if self.modality == "text" else f"{'x'.join(map(str, self.input_shape))} images"
+        """'3x32x32 images' or 'texts', in the modality's words."""
+        return modality_of(self.modality).describe(self.input_shape)
 
     def describe(self) -> str:
         """'3x32x32 images of shapes', 'texts of cues', '3x224x224 images (no data set)'."""
@@ -71,13 +70,16 @@ def input_spec(run: Run) -> InputSpec:
 
 
 def unusable_reason(run: Run) -> str | None:
-    """None when the run holds weights that stay put (finished, stopped or imported); else why not, in a few words."""
+    """None when the run holds a model worth opening (`Run.usable`: weights that stay put and are finite, as the
+    dashboard's run selection asks); else why not, in a few words."""
+    if run.usable:
+        return None
     state = run_liveness(run).state  # a 'running' run whose process is gone is interrupted, not training
     if not run.file(WEIGHTS).exists():
         return f"has no weights yet (state: {state})"
     if state not in USABLE_STATES:
         return "is still training" if state == "running" else f"is {state}"
-    return None
+    return "holds NaN or infinite weights"
 
 
 def _classes_text(classes: Sequence[str]) -> str:
@@ -98,8 +100,9 @@ def incompatibility(a: Run, b: Run) -> str | None:
         return f"is unreadable ({e})"
     if sb.modality != sa.modality:
         return f"takes {sb.kind()}, not {sa.kind()}"
-    if sa.modality == "image" and sb.input_shape != sa.input_shape:
-        return f"takes {sb.kind()}, not {sa.kind()} (images are never resized behind your back)"
+    inputs = modality_of(sa.modality)
+    if not inputs.same_inputs(sa.input_shape, sb.input_shape):
+        return f"takes {sb.kind()}, not {sa.kind()} ({inputs.label} are never resized behind your back)"
     if sa.dataset and sb.dataset and sa.dataset != sb.dataset:
         return f"was trained on {sb.dataset}, not {sa.dataset}: its classes and test set differ"
     if sb.classes != sa.classes:
@@ -361,9 +364,7 @@ def split_predictions(bundle: ModelBundle, split: Split, limit: int | None = Non
     """Class probabilities (N, classes) of one model for the first `limit` samples of a data set split (model A's
     test split for model B, whose own data set may be none: an imported model that takes the same input)."""
     n = len(split) if limit is None else min(len(split), limit)
-    if isinstance(split, TextSplit):
-        return bundle.predict_proba(split.texts[:n]).numpy()
-    return bundle.predict_proba(split.batch(range(n))).numpy()
+    return bundle.predict_proba(bundle.adapter.items(split, range(n))).numpy()
 
 
 @dataclass
@@ -384,10 +385,27 @@ def explain_one(
     target: int | None = None,
     params: dict[str, Any] | None = None,
     seed: int = 0,
-) -> Explanation:
-    """One model's maps through `explain_and_score` (the Explain page's path), without metrics; `target` None
-    explains each input's predicted class."""
-    return explain_and_score(bundle, raw, method, params, target, with_metrics=False, seed=seed).explanation
+    *,
+    run: str = "A",
+    cache: Cache | None = None,
+    key: Hashable | None = None,
+    lease: Lease[ModelBundle] | None = None,
+) -> MethodResult:
+    """One model's maps as a session of one method (`explain_session`, the Explain page's path), without metrics;
+    `target` None explains each input's predicted class. A failure is kept as its message (and exception); with a
+    `cache`, the maps are kept under `key`, computed on `lease(method)` when given."""
+    (result,) = explain_session(
+        bundle,
+        raw,
+        {method: dict(params or {})},
+        target=target,
+        seed=seed,
+        cache=cache,
+        key=None if key is None else (lambda _method: key),
+        lease=lease,
+        run=run,
+    )
+    return result
 
 
 def explain_pair(
@@ -401,13 +419,8 @@ def explain_pair(
 ) -> PairExplanation:
     """The same method, parameters, seed and inputs on both models; `target` None: each model explains its own
     predicted class. A failure on one model is kept as its message and the other's maps are still returned."""
-    out: dict[str, Any] = {}
-    for side, bundle in (("a", a), ("b", b)):
-        try:
-            out[side] = explain_one(bundle, raw, method, target, params, seed)
-        except Exception as e:  # noqa: BLE001 - one model failing must not hide the other's maps
-            out[side], out[f"error_{side}"] = None, f"{type(e).__name__}: {e}"
-    return PairExplanation(method, out["a"], out["b"], out.get("error_a"), out.get("error_b"))
+    ra, rb = (explain_one(bundle, raw, method, target, params, seed, run=k) for k, bundle in (("A", a), ("B", b)))
+    return PairExplanation(method, ra.explanation, rb.explanation, ra.error, rb.error)
 
 
 def pair_report(

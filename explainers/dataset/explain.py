@@ -21,7 +21,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from xaidash.explainers.dataset.store import (
     read_manifest,
 )
 from xaidash.explainers.params import ExplainError
+from xaidash.explainers.session import MethodResult, Outcome, Scoring, explain_session
 from xaidash.models.bundle import ModelBundle
 
 DEFAULT_CHUNK = 64
@@ -143,23 +144,12 @@ class ChunkComputer:
         self.background = _background(self.bundle, job)
 
     def compute(self, start: int, stop: int, methods: Sequence[str] | None = None) -> ChunkResult:
-        from xaidash.data.registry import TextSplit
         from xaidash.explainers.guard import evaluating
-        from xaidash.explainers.scoring import explain_and_score
 
         began = time.perf_counter()
         bundle, split, job = self.bundle, self.split, self.job
         idx = list(range(start, stop))
-        raw: torch.Tensor | list[str]
-        masks, rationales = None, None
-        if isinstance(split, TextSplit):
-            raw = [split.texts[i] for i in idx]
-            if split.rationales:
-                rationales = [list(split.rationales[i] or []) for i in idx]
-        else:
-            raw = split.batch(idx).float()
-            if split.masks is not None:
-                masks = split.masks[start:stop].cpu().numpy().astype(bool)
+        raw = bundle.adapter.items(split, idx)
         labels = np.asarray(split.labels[start:stop].cpu().numpy(), dtype=np.int64)
         known = (labels >= 0) & (labels < bundle.info.num_classes)
         labels = np.where(known, labels, -1)
@@ -176,38 +166,47 @@ class ChunkComputer:
             probs=probs_all.gather(1, preds[:, None])[:, 0].numpy().astype(np.float64),
             losses=np.where(known, losses, np.nan).astype(np.float64),
         )
-        for method in job.methods if methods is None else methods:
-            scored = explain_and_score(
-                bundle,
-                raw,
-                method,
-                job.params.get(method, {}),
-                preds.tolist(),
-                with_metrics=job.with_metrics,
-                masks=masks,
-                rationales=rationales,
-                background=self.background,
-                steps=job.steps,
-                batch_size=job.batch_size,
-                seed=job.seed,
-            )
-            e = scored.explanation
-            n = len(idx)
-            maps: np.ndarray | list[np.ndarray]
-            maps = [np.asarray(a, np.float32) for a in e.attributions] if e.tokens is not None else e.attributions
-            result.shards.append(
-                MethodShard(
-                    method=method,
-                    index=np.asarray(idx, dtype=np.int64),
-                    maps=maps,
-                    metrics={k: np.asarray(v, dtype=np.float64) for k, v in scored.metrics.items()},
-                    seconds=np.full(n, e.seconds / max(n, 1)),
-                    words=e.tokens,
-                    metric_errors=scored.metric_errors or None,
-                )
-            )
+        chosen = job.methods if methods is None else methods
+        scoring = Scoring("explain" if job.with_metrics else None, bundle.adapter.ground_truth(split, idx), job.steps)
+        for r in explain_session(
+            bundle,
+            raw,
+            {m: job.params.get(m, {}) for m in chosen},
+            target=preds.tolist(),
+            scoring=scoring,
+            background=self.background,
+            batch_size=job.batch_size,
+            seed=job.seed,
+            done=_stop_at_failure,
+        ):
+            result.shards.append(_shard(r, idx))
         result.seconds = time.perf_counter() - began
         return result
+
+
+def _stop_at_failure(outcome: Outcome[Any]) -> None:
+    """A method that fails ends its chunk at once with its error (the store keeps no half-explained chunk; the
+    next run resumes it)."""
+    if outcome.exception is not None:
+        raise outcome.exception
+
+
+def _shard(result: MethodResult, idx: list[int]) -> MethodShard:
+    """One method's maps, metrics and per-sample seconds of a chunk, as the store writes them."""
+    e = result.explanation
+    assert e is not None  # a method that failed ended the chunk (`_stop_at_failure`)
+    n = len(idx)
+    maps: np.ndarray | list[np.ndarray]
+    maps = [np.asarray(a, np.float32) for a in e.attributions] if e.tokens is not None else e.attributions
+    return MethodShard(
+        method=result.method,
+        index=np.asarray(idx, dtype=np.int64),
+        maps=maps,
+        metrics={k: np.asarray(v, dtype=np.float64) for k, v in result.metrics.items()},
+        seconds=np.full(n, e.seconds / max(n, 1)),
+        words=e.tokens,
+        metric_errors=dict(result.metric_errors) or None,
+    )
 
 
 def _background(bundle: ModelBundle, job: DatasetJob) -> torch.Tensor | None:
@@ -477,7 +476,3 @@ def summary(outcome: DatasetOutcome) -> str:
         if shown:
             parts.append(f"{method}: " + ", ".join(shown) + ".")
     return " ".join(parts)
-
-
-def job_fields(job: DatasetJob) -> dict[str, Any]:
-    return asdict(job)

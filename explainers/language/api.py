@@ -3,33 +3,31 @@
 lm = load_language_model(run)
 prompt = build_prompt(lm, "What is the capital of France?")
 answer = generate(lm, prompt)
-task = make_task(lm, prompt, answer.ids, span=(5, 6))      # the 6th generated token, e.g. " Paris"
-maps = explain_prompt(task, {"feature_ablation": {}, "layer_ig": {"steps": 16}})
+query = make_query(lm, prompt, answer.ids, span=(5, 6))   # the 6th generated token, e.g. " Paris"
+maps = explain_prompt(lm, query, {"feature_ablation": {}, "layer_ig": {"steps": 16}})
+
+The query (explainers/language/query.py) holds no model: it is built once and is a cache key; each method runs on
+(lm, query) in the one guarded call (`explainers.guard.guarded`: eval mode, every module's train/eval flag and the
+caller's random states restored, seeded with the query's seed), and several methods run as one session
+(`explainers.session.run_session`: a method that fails is reported and the others go on).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
 import xaidash.explainers.language.methods  # noqa: F401  (registers every prompt method)
-from xaidash.explainers.language.registry import (
-    FeatureUnit,
-    PromptMethodSpec,
-    PromptTask,
-    get_prompt_method,
-    list_prompt_methods,
-)
+from xaidash.explainers.guard import guarded
+from xaidash.explainers.language.query import PromptQuery
+from xaidash.explainers.language.registry import PromptMethodSpec, get_prompt_method, list_prompt_methods
 from xaidash.explainers.params import ExplainError
+from xaidash.explainers.session import Cache, Lease, Outcome, Progress, own, run_session
 from xaidash.models.language.model import LanguageModel
-from xaidash.models.language.prompt import Prompt, word_groups
-
-DEFAULT_BATCH = 32
 
 
 @dataclass
@@ -60,107 +58,80 @@ class PromptExplanation:
         }
 
 
-def features_of(prompt: Prompt, unit: FeatureUnit = "token", include_template: bool = False) -> list[list[int]]:
-    """Prompt positions grouped into features: the user's tokens or words (template and special tokens left out),
-    or with `include_template` every prompt token (captum's default)."""
-    if include_template:
-        return [[p] for p in range(len(prompt.ids))]
-    if unit == "word":
-        return word_groups(prompt)
-    return [[p] for p in prompt.features]
-
-
-def make_task(
-    lm: LanguageModel,
-    prompt: Prompt,
-    target_ids: Sequence[int],
-    *,
-    span: tuple[int, int] | None = None,
-    contrast: int | None = None,
-    unit: FeatureUnit = "token",
-    include_template: bool = False,
-    baseline_id: int = 0,
-    batch_size: int = DEFAULT_BATCH,
-    seed: int = 0,
-) -> PromptTask:
-    """A task explaining steps span=[start, stop) of `target_ids` (default: all of them); only the steps up to
-    `stop` are read. ExplainError for a span outside the answer, a contrast on a span of several steps, or a contrast
-    equal to the target."""
-    ids = tuple(int(i) for i in target_ids)
-    if not ids:
-        raise ExplainError("There is no generated token to explain: generate an answer first.")
-    start, stop = span if span is not None else (0, len(ids))
-    if not 0 <= start < stop <= len(ids):
-        raise ExplainError(f"Steps {start}-{stop} are outside the answer's {len(ids)} tokens.")
-    if contrast is not None:
-        if stop - start != 1:
-            raise ExplainError("A contrast token compares one generated token with another: pick a single token.")
-        if int(contrast) == ids[start]:
-            raise ExplainError("The contrast token is the generated token itself: pick another one.")
-        if not 0 <= int(contrast) < lm.vocab_size:
-            raise ExplainError(f"Contrast token id {contrast} is outside the vocabulary (0-{lm.vocab_size - 1}).")
-    if not 0 <= int(baseline_id) < lm.vocab_size:
-        raise ExplainError(f"Baseline token id {baseline_id} is outside the vocabulary (0-{lm.vocab_size - 1}).")
-    groups = features_of(prompt, unit, include_template)
-    labels = ["".join(prompt.tokens[p] for p in g) for g in groups]
-    return PromptTask(
-        lm=lm,
-        prompt=prompt,
-        target_ids=ids[:stop],
-        span=(int(start), int(stop)),
-        features=groups,
-        labels=labels,
-        contrast=None if contrast is None else int(contrast),
-        baseline_id=int(baseline_id),
-        batch_size=max(1, int(batch_size)),
-        seed=int(seed),
-        unit="token" if include_template else unit,
-    )
-
-
-def planned_rows(task: PromptTask, methods: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
-    """The model rows each method would run on this task, before running it (the page says it for long prompts)."""
+def planned_rows(query: PromptQuery, methods: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """The model rows each method would run on this query, before running it (the page says it for long prompts)."""
     out = {}
     for method_id, given in methods.items():
         spec = get_prompt_method(method_id)
-        out[method_id] = spec.rows_for(spec.resolve_params(given), task.n_features, len(task.prompt), task.n_steps)
+        out[method_id] = spec.rows_for(spec.resolve_params(given), query.n_features, len(query.prompt), query.n_steps)
     return out
 
 
-def explain_prompt(task: PromptTask, methods: Mapping[str, Mapping[str, Any]]) -> dict[str, PromptExplanation]:
-    """Each method's attributions of the task's target to its features (method id -> explanation, in order)."""
-    out: dict[str, PromptExplanation] = {}
-    for method_id, given in methods.items():
-        spec = get_prompt_method(method_id)
-        out[method_id] = run_method(spec, task, spec.resolve_params(given))
-    return out
+def prompt_session(
+    lm: LanguageModel,
+    query: PromptQuery,
+    methods: Mapping[str, Mapping[str, Any]],
+    *,
+    lease: Lease[LanguageModel] | None = None,
+    cache: Cache | None = None,
+    key: Callable[[str], Hashable] | None = None,
+    progress: Progress | None = None,
+    done: Callable[[Outcome[PromptExplanation]], None] | None = None,
+) -> list[Outcome[PromptExplanation]]:
+    """Each method (id -> its parameters) on the query, in order, as a `run_session`: a method that fails is
+    reported in its `Outcome` and the others go on. A computed method runs on `lease(method)` when given (a page's
+    leased replica of `lm`), else on `lm`."""
+    held = lease or own(lm)
+
+    def compute(method_id: str) -> PromptExplanation:
+        with held(method_id) as model:
+            return run_method(model, query, method_id, methods[method_id])
+
+    return run_session(
+        list(methods),
+        compute,
+        label=lambda m: get_prompt_method(m).label,
+        cache=cache,
+        key=key,
+        progress=progress,
+        done=done,
+    )
 
 
-def run_method(spec: PromptMethodSpec, task: PromptTask, params: dict[str, Any]) -> PromptExplanation:
-    torch.manual_seed(task.seed)
-    np.random.seed(task.seed % 2**32)
-    was_training = task.lm.model.training
-    task.lm.model.eval()
+def explain_prompt(
+    lm: LanguageModel, query: PromptQuery, methods: Mapping[str, Mapping[str, Any]]
+) -> dict[str, PromptExplanation]:
+    """Each method's attributions of the query's target to its features (method id -> explanation, in order); the
+    first method that failed raises its error (`prompt_session` keeps the others' answers)."""
+    outcomes = prompt_session(lm, query, methods)
+    for outcome in outcomes:
+        if outcome.exception is not None:
+            raise outcome.exception
+    return {o.method: o.value for o in outcomes if o.value is not None}
+
+
+def run_method(lm: LanguageModel, query: PromptQuery, method_id: str, given: Mapping[str, Any]) -> PromptExplanation:
+    """One method on the query, its parameters checked, in the guarded call seeded with the query's seed."""
+    spec = get_prompt_method(method_id)
+    params = spec.resolve_params(given)
     started = time.perf_counter()
-    try:
-        result = spec.compute(task, params)
-    finally:
-        task.lm.model.train(was_training)
+    with guarded(lm.model, query.seed, lm.device):
+        result = spec.compute(lm, query, params)
     seconds = time.perf_counter() - started
     values = np.asarray(result.attributions, dtype=np.float32).reshape(-1)
-    if values.shape[0] != task.n_features:
-        raise ExplainError(f"{spec.label} returned {values.shape[0]} values for {task.n_features} features.")
+    if values.shape[0] != query.n_features:
+        raise ExplainError(f"{spec.label} returned {values.shape[0]} values for {query.n_features} features.")
     per_step = None if result.per_step is None else np.asarray(result.per_step, dtype=np.float32)
     return PromptExplanation(
         method=spec.id,
         params=params,
-        labels=list(task.labels),
+        labels=list(query.labels),
         attributions=values,
         per_step=per_step,
         seconds=seconds,
         rows=int(result.rows),
         batch=int(result.batch),
-        device=str(task.lm.device),
+        device=str(lm.device),
         diagnostics=dict(result.diagnostics),
     )
 

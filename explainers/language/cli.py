@@ -26,8 +26,10 @@ from xaidash.explainers.cli import check_out_folder, make_out_folder, one_line_e
 from xaidash.explainers.figures.map_figure import MapFigure
 from xaidash.explainers.language import api
 from xaidash.explainers.language import figures as F
-from xaidash.explainers.language.registry import PromptMethodSpec, PromptTask, get_prompt_method, list_prompt_methods
+from xaidash.explainers.language.query import DEFAULT_BATCH, PromptQuery, make_query
+from xaidash.explainers.language.registry import PromptMethodSpec, get_prompt_method, list_prompt_methods
 from xaidash.explainers.params import MAX_BATCH_SIZE, ExplainError, parse_params
+from xaidash.explainers.session import Outcome
 from xaidash.models.device import device_arg
 from xaidash.models.language.generate import Generation
 from xaidash.models.language.model import LanguageModel
@@ -214,11 +216,13 @@ def attribution_lines(spec: PromptMethodSpec, e: api.PromptExplanation, fig: Map
     return lines
 
 
-def _faithfulness(task: PromptTask, explanations: dict[str, api.PromptExplanation]) -> dict[str, Any] | None:
+def _faithfulness(
+    lm: LanguageModel, query: PromptQuery, explanations: dict[str, api.PromptExplanation]
+) -> dict[str, Any] | None:
     from xaidash.explainers.language.faithfulness import deletion_insertion
 
     try:
-        return dict(deletion_insertion(task, explanations))
+        return dict(deletion_insertion(lm, query, explanations))
     except ExplainError as err:  # a metric that cannot be computed is said; the maps are still written
         print(f"faithfulness: not computed: {err}", file=sys.stderr)
         return None
@@ -305,7 +309,7 @@ def _generate(args: argparse.Namespace) -> int:
     span = target_span(args, generation)
     contrast = contrast_id(lm, args.contrast) if args.contrast is not None else None
     print("\n".join(steps_table(generation, span)))
-    task = api.make_task(
+    query = make_query(
         lm,
         prompt,
         generation.ids,
@@ -316,12 +320,19 @@ def _generate(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         seed=args.seed,
     )
-    return _explain(generation, task, chosen, params, out, report_path, args.metrics)
+    return _explain(generation, lm, query, chosen, params, out, report_path, args.metrics)
+
+
+def _say_failed(outcome: Outcome[Any]) -> None:
+    """One line on stderr for a method that failed; the others go on."""
+    if outcome.error is not None:
+        print(f"{outcome.method}: failed: {outcome.error}", file=sys.stderr)
 
 
 def _explain(
     generation: Generation,
-    task: PromptTask,
+    lm: LanguageModel,
+    query: PromptQuery,
     chosen: Sequence[PromptMethodSpec],
     params: dict[str, dict[str, Any]],
     out: Path | None,
@@ -329,33 +340,28 @@ def _explain(
     metrics: bool = False,
 ) -> int:
     wanted = {s.id: params[s.id] for s in chosen}
-    planned = api.planned_rows(task, wanted)
+    planned = api.planned_rows(query, wanted)
     print(
-        f"\nexplaining {F.target_label(task)} by {task.n_features} prompt {task.unit}s; model rows per method: "
+        f"\nexplaining {F.target_label(query)} by {query.n_features} prompt {query.unit}s; model rows per method: "
         + ", ".join(f"{m} {n:,}" for m, n in planned.items()),
         file=sys.stderr,
     )
-    explanations: dict[str, api.PromptExplanation] = {}
-    failed = 0
-    for spec in chosen:
-        try:
-            explanations[spec.id] = api.explain_prompt(task, {spec.id: wanted[spec.id]})[spec.id]
-        except Exception as err:  # noqa: BLE001 - report it and go on with the other methods
-            failed += 1
-            print(f"{spec.id}: failed: {type(err).__name__}: {err}", file=sys.stderr)
+    outcomes = api.prompt_session(lm, query, wanted, done=_say_failed)
+    explanations = {o.method: o.value for o in outcomes if o.value is not None}
+    failed = sum(not o.ok for o in outcomes)
     if not explanations:
         return 1
-    faithfulness = _faithfulness(task, explanations) if metrics else None
-    figures = F.prompt_figures(task, explanations)
-    width = min(24, max(len(F.quoted(t)) for t in task.labels))
+    faithfulness = _faithfulness(lm, query, explanations) if metrics else None
+    figures = F.prompt_figures(query, explanations)
+    width = min(24, max(len(F.quoted(t)) for t in query.labels))
     for m, e in explanations.items():
         print()
         print("\n".join(attribution_lines(get_prompt_method(m), e, figures[m], width)))
     if faithfulness is not None:
         print("\n" + "\n".join(faithfulness_lines(faithfulness)))
-    report = F.prompt_report(generation, task, explanations, faithfulness)
+    report = F.prompt_report(generation, query, explanations, faithfulness)
     if out is not None:
-        _write_out(out, task, report, explanations)
+        _write_out(out, query, report, explanations)
         print(f"\nwritten to {out}")
     if report_path is not None:
         _write_html(report_path, report)
@@ -364,7 +370,7 @@ def _explain(
 
 
 def _write_out(
-    out: Path, task: PromptTask, report: dict[str, Any], explanations: dict[str, api.PromptExplanation]
+    out: Path, query: PromptQuery, report: dict[str, Any], explanations: dict[str, api.PromptExplanation]
 ) -> None:
     import io
 
@@ -382,7 +388,7 @@ def _write_out(
             (out / folder).mkdir(exist_ok=True)
         for m, e in explanations.items():
             atomic_write_bytes(out / "attributions" / f"{m}.npy", npy(e.attributions))
-            spec = F.matrix_spec(task, e)
+            spec = F.matrix_spec(query, e)
             if spec is not None and e.per_step is not None:
                 atomic_write_bytes(out / "matrix" / f"{m}.npy", npy(e.per_step))
                 atomic_write_json(out / "matrix" / f"{m}.vl.json", spec)
@@ -477,7 +483,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--batch-size",
         type=int_range(1, MAX_BATCH_SIZE),
-        default=api.DEFAULT_BATCH,
-        help=f"model rows per forward pass (default {api.DEFAULT_BATCH}; halved on out-of-memory)",
+        default=DEFAULT_BATCH,
+        help=f"model rows per forward pass (default {DEFAULT_BATCH}; halved on out-of-memory)",
     )
     p.set_defaults(func=_cmd_generate)

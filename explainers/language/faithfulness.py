@@ -2,7 +2,7 @@
 `explainers/metrics/deletion.py` draws them for images), read on the explained output's log-probability.
 
 Features are ranked by attribution, highest first (ties: prompt order). Deletion replaces the top k features with
-the baseline token (`task.baseline_id`, what the perturbation methods hide a feature with) for k = 0 .. n features;
+the baseline token (`query.baseline_id`, what the perturbation methods hide a feature with) for k = 0 .. n features;
 insertion starts from the prompt with every feature hidden and shows the top k. The area under each curve over the
 fraction of features moved (trapezoid rule, fractions 0 to 1) is the score, in the output's unit (nats): a low
 deletion AUC and a high insertion AUC mean the order found the features the output depends on. A random order,
@@ -23,9 +23,10 @@ import numpy as np
 import torch
 
 from xaidash.explainers.language.api import PromptExplanation
-from xaidash.explainers.language.registry import PromptTask
+from xaidash.explainers.language.query import PromptQuery
 from xaidash.explainers.language.scoring import explained, masked_rows, score_rows
 from xaidash.explainers.params import ExplainError
+from xaidash.models.language.model import LanguageModel
 
 RANDOM = "random"  # the key of the random-order baseline in `deletion_insertion`'s answer
 RANDOM_SEEDS = 5
@@ -103,29 +104,30 @@ def _auc(curves: np.ndarray, fractions: np.ndarray) -> np.ndarray:
 
 
 def deletion_insertion(
-    task: PromptTask,
+    lm: LanguageModel,
+    query: PromptQuery,
     explanations: Mapping[str, PromptExplanation],
     steps: int | None = None,
     seeds: int = RANDOM_SEEDS,
 ) -> dict[str, FaithfulnessScore]:
-    """Deletion and insertion curves of each explanation's order against the task's explained output, and the
-    random baseline under `RANDOM` (its curves averaged over `seeds` random orders drawn from `task.seed`).
+    """Deletion and insertion curves of each explanation's order against the query's explained output, and the
+    random baseline under `RANDOM` (its curves averaged over `seeds` random orders drawn from `query.seed`).
     `steps`: points per curve minus one (default: one point per feature)."""
-    n = task.n_features
+    n = query.n_features
     if n == 0:
         raise ExplainError("The prompt has no features to delete or insert.")
     for name, e in explanations.items():
         if np.asarray(e.attributions).reshape(-1).shape[0] != n:
-            raise ExplainError(f"{name} has {np.asarray(e.attributions).size} values for the task's {n} features.")
+            raise ExplainError(f"{name} has {np.asarray(e.attributions).size} values for the query's {n} features.")
     counts = curve_counts(n, steps)
     fractions = counts / n
-    rng = np.random.default_rng(task.seed)
+    rng = np.random.default_rng(query.seed)
     orders = {name: ranked(np.asarray(e.attributions).reshape(-1)) for name, e in explanations.items()}
     random_orders = [rng.permutation(n) for _ in range(max(1, int(seeds)))]
     every = [*orders.values(), *random_orders]
     masks = [m for order in every for m in _masks(order, counts, n)]
-    scores, _ = score_rows(task, masked_rows(task, torch.cat(masks)))
-    values = explained(task, scores).double().cpu().numpy().reshape(len(every), 2, len(counts))
+    scores, _ = score_rows(lm, query, masked_rows(lm, query, torch.cat(masks)))
+    values = explained(query, scores).double().cpu().numpy().reshape(len(every), 2, len(counts))
     out: dict[str, FaithfulnessScore] = {}
     for k, (name, order) in enumerate(orders.items()):
         out[name] = _score(name, fractions, counts, values[k], order)

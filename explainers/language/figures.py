@@ -38,7 +38,8 @@ from xaidash.explainers.figures.map_figure import (
 )
 from xaidash.explainers.figures.scales import ColourScale, ScaleMode, is_clipped, map_scales, robust_scale
 from xaidash.explainers.language.api import PromptExplanation
-from xaidash.explainers.language.registry import PromptMethodSpec, PromptTask, get_prompt_method
+from xaidash.explainers.language.query import PromptQuery
+from xaidash.explainers.language.registry import PromptMethodSpec, get_prompt_method
 from xaidash.models.language.generate import Generation
 
 REPORT_FORMAT = 1
@@ -50,18 +51,18 @@ def quoted(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r") + "'"
 
 
-def target_tokens(task: PromptTask) -> str:
+def target_tokens(task: PromptQuery) -> str:
     """The explained tokens' text (the span's tokens joined)."""
     start, stop = task.span
-    return "".join(task.lm.token_text(list(task.target_ids[start:stop])))
+    return "".join(task.steps[start:stop])
 
 
-def target_label(task: PromptTask) -> str:
+def target_label(task: PromptQuery) -> str:
     """The explained output: "log p(' Paris')", a span's "log p(' Paris.')" (its tokens' log-probabilities
     summed), or with a contrast "log p(' Paris') − log p(' London')"."""
     label = f"log p({quoted(target_tokens(task))})"
     if task.contrast is not None:
-        label += f" − log p({quoted(task.lm.token_text([task.contrast])[0])})"
+        label += f" − log p({quoted(task.contrast_text or '')})"
     return label
 
 
@@ -78,7 +79,7 @@ def completeness_of(spec: PromptMethodSpec, explanation: PromptExplanation) -> t
 
 
 def prompt_figures(
-    task: PromptTask,
+    task: PromptQuery,
     explanations: Mapping[str, PromptExplanation],
     *,
     scale_mode: ScaleMode = "percentile",
@@ -125,9 +126,9 @@ def top_features(labels: Sequence[str], values: Any, k: int = TOP_FEATURES) -> l
 # ---- the prompt x generated-token matrix ---------------------------------------------------------------------------
 
 
-def step_labels(task: PromptTask) -> list[str]:
+def step_labels(task: PromptQuery) -> list[str]:
     """The generated tokens the task reads, in order (the matrix's rows)."""
-    return task.lm.token_text(list(task.target_ids))
+    return list(task.steps)
 
 
 def matrix_scale(spec: PromptMethodSpec, per_step: Any, unit: str) -> ColourScale:
@@ -147,7 +148,7 @@ def _labelled(labels: Sequence[str]) -> str:
     return f"{json.dumps([quoted(t) for t in labels])}[datum.value]"
 
 
-def matrix_spec(task: PromptTask, explanation: PromptExplanation) -> dict[str, Any] | None:
+def matrix_spec(task: PromptQuery, explanation: PromptExplanation) -> dict[str, Any] | None:
     """The prompt x generated-token matrix of one method as a Vega-Lite heatmap (None when the method made no
     per-step rows): prompt features across, generated tokens down, the value as colour on the same scale as
     `matrix_html`, exact values in the tooltip."""
@@ -259,7 +260,7 @@ def _generation_json(generation: Generation) -> dict[str, Any]:
 
 def prompt_report(
     generation: Generation,
-    task: PromptTask,
+    task: PromptQuery,
     explanations: Mapping[str, PromptExplanation],
     faithfulness: Mapping[str, Any] | None = None,
     *,
@@ -284,8 +285,8 @@ def prompt_report(
     return {
         "format": REPORT_FORMAT,
         "source": "xaidash generate",
-        "model": task.lm.name,
-        "device": str(task.lm.device),
+        "model": task.model,
+        "device": next((e.device for e in explanations.values()), None),
         "prompt": {
             "text": prompt.text,
             "rendered": prompt.rendered,
@@ -300,9 +301,7 @@ def prompt_report(
             "span": [start, stop],
             "text": target_tokens(task),
             "ids": list(task.target_ids[start:stop]),
-            "contrast": None
-            if task.contrast is None
-            else {"id": task.contrast, "text": task.lm.token_text([task.contrast])[0]},
+            "contrast": None if task.contrast is None else {"id": task.contrast, "text": task.contrast_text},
             "label": target_label(task),
         },
         "features": {

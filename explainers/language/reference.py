@@ -1,13 +1,13 @@
-"""captum's own call for each prompt method, on the same prompt, features and target as a `PromptTask`: what the
+"""captum's own call for each prompt method, on the same prompt, features and target as a `PromptQuery`: what the
 tests check xaidash's methods against and what `bench/llm_explain_speed.py` times.
 
 captum's `LLMAttribution(<Method>(model), tokenizer)` (feature ablation, Shapley value sampling, LIME, KernelSHAP)
 and `LLMGradientAttribution(<Layer method>(model, embedding), tokenizer)` (layer IG, input x gradient) take a
-`TextTokenInput`, whose features are every token or the tokens whose ids are not skipped. The task's features are
+`TextTokenInput`, whose features are every token or the tokens whose ids are not skipped. The query's features are
 positions (the user's tokens, template left out) or groups of them (words), so `FeatureInput` is a TextTokenInput
-over the task's ids with its interpretable mask set by position (captum's own `to_model_input` then hides them) and,
+over the query's ids with its interpretable mask set by position (captum's own `to_model_input` then hides them) and,
 for words, hides each group's positions together. The explained output of a span starting after step 0 is read
-with the generated tokens before it appended to the input (not features), as the task reads it teacher-forced.
+with the generated tokens before it appended to the input (not features), as the query reads it teacher-forced.
 
 captum's default call decodes the target token by token over the model's cache (`forward_in_tokens=True,
 use_cached_outputs=True`). Under transformers 5.24 that path is wrong from the second target token on:
@@ -36,8 +36,9 @@ from captum.attr import (
     TextTokenInput,
 )
 
-from xaidash.explainers.language.registry import PromptTask
+from xaidash.explainers.language.query import PromptQuery
 from xaidash.explainers.params import ExplainError
+from xaidash.models.language.model import LanguageModel
 
 # method id -> captum class; per-step support as captum's LLMAttribution gives it (token_attr), else one call per step
 PERTURBATION = {
@@ -88,10 +89,10 @@ def has_reference(method_id: str) -> bool:
     return method_id in PERTURBATION or method_id in GRADIENT
 
 
-def captum_input(task: PromptTask, context: Sequence[int] = ()) -> FeatureInput:
-    """The task's prompt (then `context`, generated tokens read before the target, not features) as captum's input."""
-    ids = list(task.prompt.ids) + [int(i) for i in context]
-    return FeatureInput(ids, task.features, task.labels, task.lm.tokenizer, task.baseline_id)
+def captum_input(lm: LanguageModel, query: PromptQuery, context: Sequence[int] = ()) -> FeatureInput:
+    """The query's prompt (then `context`, generated tokens read before the target, not features) as captum's input."""
+    ids = list(query.prompt.ids) + [int(i) for i in context]
+    return FeatureInput(ids, query.features, query.labels, lm.tokenizer, query.baseline_id)
 
 
 def _kwargs(method_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,7 +104,8 @@ def _kwargs(method_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _attribute(
-    task: PromptTask,
+    lm: LanguageModel,
+    query: PromptQuery,
     method_id: str,
     params: Mapping[str, Any],
     context: Sequence[int],
@@ -111,12 +113,11 @@ def _attribute(
     forward_in_tokens: bool,
     use_cached_outputs: bool,
 ) -> Any:
-    """captum's LLMAttributionResult for `target` read after the prompt and `context`, from the task's seed."""
-    lm = task.lm
-    inp = captum_input(task, context)
+    """captum's LLMAttributionResult for `target` read after the prompt and `context`, from the query's seed."""
+    inp = captum_input(lm, query, context)
     target_ids = torch.tensor([int(t) for t in target], dtype=torch.long)
     kwargs = _kwargs(method_id, params)
-    torch.manual_seed(task.seed)
+    torch.manual_seed(query.seed)
     if method_id in PERTURBATION:
         attr = LLMAttribution(PERTURBATION[method_id](lm.model), lm.tokenizer)
         return attr.attribute(
@@ -128,44 +129,47 @@ def _attribute(
     raise ExplainError(f"No captum reference call for prompt method {method_id!r}.")
 
 
-def _by_feature(task: PromptTask, values: torch.Tensor, method_id: str) -> np.ndarray:
+def _by_feature(query: PromptQuery, values: torch.Tensor, method_id: str) -> np.ndarray:
     """(..., n) captum values per feature; gradient methods give one per feature position: summed per group."""
     out = values.detach().double().cpu().numpy()
-    if method_id not in GRADIENT or all(len(g) == 1 for g in task.features):
+    if method_id not in GRADIENT or all(len(g) == 1 for g in query.features):
         return out
-    positions = sorted(p for g in task.features for p in g)
+    positions = sorted(p for g in query.features for p in g)
     column = {p: i for i, p in enumerate(positions)}
-    return np.stack([out[..., [column[p] for p in g]].sum(-1) for g in task.features], axis=-1)
+    return np.stack([out[..., [column[p] for p in g]].sum(-1) for g in query.features], axis=-1)
 
 
 def reference_attributions(
-    task: PromptTask,
+    lm: LanguageModel,
+    query: PromptQuery,
     method_id: str,
     params: Mapping[str, Any] | None = None,
     *,
     forward_in_tokens: bool = False,
     use_cached_outputs: bool = False,
 ) -> np.ndarray:
-    """(n_features,) captum's attributions of the task's explained output (its span's log-probabilities summed);
+    """(n_features,) captum's attributions of the query's explained output (its span's log-probabilities summed);
     by default in one pass per row (captum's forward_in_tokens=False; see the module's note on its cached default).
     A contrast has no captum call."""
-    if task.contrast is not None:
+    if query.contrast is not None:
         raise ExplainError("captum's LLMAttribution has no contrast target: compare two targets' calls instead.")
-    start, stop = task.span
+    start, stop = query.span
     result = _attribute(
-        task,
+        lm,
+        query,
         method_id,
         params or {},
-        task.target_ids[:start],
-        task.target_ids[start:stop],
+        query.target_ids[:start],
+        query.target_ids[start:stop],
         forward_in_tokens,
         use_cached_outputs,
     )
-    return _by_feature(task, result.seq_attr, method_id)
+    return _by_feature(query, result.seq_attr, method_id)
 
 
 def reference_per_step(
-    task: PromptTask,
+    lm: LanguageModel,
+    query: PromptQuery,
     method_id: str,
     params: Mapping[str, Any] | None = None,
     *,
@@ -174,16 +178,18 @@ def reference_per_step(
 ) -> np.ndarray:
     """(n_steps, n_features) captum's attributions of each generated step's log-probability: its token_attr where
     the method makes one (feature ablation, Shapley sampling, gradients), else one call per step (LIME, KernelSHAP),
-    each from the task's seed."""
-    if task.contrast is not None:
+    each from the query's seed."""
+    if query.contrast is not None:
         raise ExplainError("captum's LLMAttribution has no contrast target: compare two targets' calls instead.")
     params = params or {}
-    ids = task.target_ids
+    ids = query.target_ids
     if method_id in TOKEN_ATTR:
-        result = _attribute(task, method_id, params, (), ids, forward_in_tokens, use_cached_outputs)
-        return _by_feature(task, result.token_attr, method_id)
+        result = _attribute(lm, query, method_id, params, (), ids, forward_in_tokens, use_cached_outputs)
+        return _by_feature(query, result.token_attr, method_id)
     rows = [
-        _attribute(task, method_id, params, ids[:j], ids[j : j + 1], forward_in_tokens, use_cached_outputs).seq_attr
+        _attribute(
+            lm, query, method_id, params, ids[:j], ids[j : j + 1], forward_in_tokens, use_cached_outputs
+        ).seq_attr
         for j in range(len(ids))
     ]
-    return _by_feature(task, torch.stack(rows), method_id)
+    return _by_feature(query, torch.stack(rows), method_id)

@@ -1,8 +1,9 @@
 """Registry of prompt attribution methods: which prompt tokens (or words) produced a generated token.
 
 A method is one module in `explainers/language/` that calls `register(PromptMethodSpec(...))`; its
-`compute(task, params)` returns a `PromptResult`, and `explainers/language/api.explain_prompt` does the rest
-(validation, seeding, timing, the prompt x generated-token matrix). Every fact other code needs (its unit, what its
+`compute(lm, query, params)` returns a `PromptResult` (explainers/language/query.py), and
+`explainers/language/api.explain_prompt` does the rest (validation, the guarded call, timing, the prompt x
+generated-token matrix). Every fact other code needs (its unit, what its
 values add up to, how many model passes it makes for a prompt of n features) is declared on the spec, as for the
 image and text methods in `explainers/registry.py`, so the Generate page, `xaidash generate --explain` and the
 contract tests pick a new method up with no code of their own.
@@ -21,60 +22,10 @@ import numpy as np
 
 from xaidash.data.modalities import PROMPT
 from xaidash.data.specs import Registry, Spec
+from xaidash.explainers.language.query import PromptQuery, PromptResult
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import Completeness
 from xaidash.models.language.model import LanguageModel
-from xaidash.models.language.prompt import Prompt
-
-FeatureUnit = Literal["token", "word"]
-
-
-@dataclass
-class PromptTask:
-    """What a method explains.
-
-    prompt: the model input (template included); target_ids: the generated tokens read after it, teacher-forced
-    (every step up to the last explained one); span: the steps [start, stop) whose summed log-probability is the
-    explained output; contrast: a token id whose log-probability at step `span[0]` is subtracted ("why this token
-    rather than that one"; one-step spans only); features: prompt positions grouped into the units perturbed
-    (tokens or words; template and special tokens left out unless asked for); labels: one text per feature;
-    baseline_id: the token that replaces a hidden feature (captum's TextTokenInput default, 0, unless chosen);
-    batch_size: rows per forward pass (halved on out-of-memory)."""
-
-    lm: LanguageModel
-    prompt: Prompt
-    target_ids: tuple[int, ...]
-    span: tuple[int, int]
-    features: list[list[int]]
-    labels: list[str]
-    contrast: int | None = None
-    baseline_id: int = 0
-    batch_size: int = 32
-    seed: int = 0
-    unit: FeatureUnit = "token"
-
-    @property
-    def n_features(self) -> int:
-        return len(self.features)
-
-    @property
-    def n_steps(self) -> int:
-        return len(self.target_ids)
-
-
-@dataclass
-class PromptResult:
-    """attributions: (n_features,) for the explained output; per_step: (n_steps, n_features) one row per
-    generated step's own log-probability (None when the method made no such rows: gradient methods make them only
-    when asked, at one backward pass per step); rows: model rows run (forward, or forward+backward for gradients);
-    batch: the rows per pass it ran at; diagnostics: name -> value."""
-
-    attributions: np.ndarray
-    per_step: np.ndarray | None = None
-    rows: int = 0
-    batch: int = 0
-    diagnostics: dict[str, float] = field(default_factory=dict)
-
 
 # (resolved params, features, prompt tokens, target steps) -> model rows one call runs (forward-only for
 # perturbations, forward+backward for gradients): what the page says before running a method on a long prompt.
@@ -86,7 +37,7 @@ Output = Literal["log_probability", "attention"]
 class PromptMethodSpec(Spec):
     id: str
     label: str
-    compute: Callable[[PromptTask, dict[str, Any]], PromptResult]
+    compute: Callable[[LanguageModel, PromptQuery, dict[str, Any]], PromptResult]
     passes: Passes
     output: Output = field(kw_only=True)
     family: str = "perturbation"  # perturbation | shap | gradient | attention (the legend's wording)

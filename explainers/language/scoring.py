@@ -3,7 +3,7 @@ its rows of token ids here and gets back the teacher-forced log-probability of e
 
 captum's `LLMAttribution` runs one perturbed prompt per forward pass and, by default, decodes the target token by
 token; here every row is read in one pass over [row ; target_ids[:-1]] (all steps teacher-forced at once, as captum's
-`forward_in_tokens=False`), `task.batch_size` rows per pass, halved on out-of-memory (`explainers/batching.py`).
+`forward_in_tokens=False`), `query.batch_size` rows per pass, halved on out-of-memory (`explainers/batching.py`).
 
 The key-value cache of the unchanged prefix is reused where that is exact: a causal model's keys and values at
 positions before the first position a row changes depend on those tokens alone, so the prompt is run once (one row),
@@ -24,9 +24,10 @@ import numpy as np
 import torch
 
 from xaidash.explainers.batching import rows_per_pass, run_halving
-from xaidash.explainers.language.registry import PromptTask
+from xaidash.explainers.language.query import PromptQuery
 from xaidash.explainers.params import ExplainError
 from xaidash.models.language.generate import cache_of
+from xaidash.models.language.model import LanguageModel
 
 __all__ = [
     "EXPLAINED",
@@ -46,65 +47,64 @@ PASS_OVERHEAD = {"cpu": 25.0, "other": 2048.0}
 Prefix = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: (keys, values) of the whole prompt, batch 1
 
 
-def masked_rows(task: PromptTask, keep: torch.Tensor) -> torch.Tensor:
+def masked_rows(lm: LanguageModel, query: PromptQuery, keep: torch.Tensor) -> torch.Tensor:
     """Token rows (R, len(prompt)) on the model's device from feature masks `keep` (R, n_features): every position of
-    a feature whose mask is 0 becomes `task.baseline_id` (as captum's TextTokenInput does with its baseline), the
+    a feature whose mask is 0 becomes `query.baseline_id` (as captum's TextTokenInput does with its baseline), the
     other positions (template included) keep the prompt's tokens."""
-    device = task.lm.device
+    device = lm.device
     keep = keep.to(device=device).bool()
-    if keep.ndim != 2 or keep.shape[1] != task.n_features:
-        raise ExplainError(f"Feature masks must be (rows, {task.n_features}), not {tuple(keep.shape)}.")
-    owner = torch.full((len(task.prompt.ids),), -1, dtype=torch.long)
-    for f, group in enumerate(task.features):
+    if keep.ndim != 2 or keep.shape[1] != query.n_features:
+        raise ExplainError(f"Feature masks must be (rows, {query.n_features}), not {tuple(keep.shape)}.")
+    owner = torch.full((len(query.prompt.ids),), -1, dtype=torch.long)
+    for f, group in enumerate(query.features):
         owner[list(group)] = f
     owner = owner.to(device)
-    prompt = torch.tensor(task.prompt.ids, dtype=torch.long, device=device)
+    prompt = torch.tensor(query.prompt.ids, dtype=torch.long, device=device)
     featured = owner >= 0
     hidden = torch.zeros(keep.shape[0], len(prompt), dtype=torch.bool, device=device)
     hidden[:, featured] = ~keep[:, owner[featured]]
-    return torch.where(hidden, torch.full_like(prompt, task.baseline_id), prompt.expand(keep.shape[0], -1))
+    return torch.where(hidden, torch.full_like(prompt, query.baseline_id), prompt.expand(keep.shape[0], -1))
 
 
-def step_log_probs(task: PromptTask, logits: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+def step_log_probs(query: PromptQuery, logits: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
     """(N, n_steps) log p(target_ids[j]) from the logits (N, n_steps, V) that predict each step, with step `span[0]`
-    replaced by log p(target) - log p(contrast) when the task has a contrast: the one reading of a task's target,
+    replaced by log p(target) - log p(contrast) when the query has a contrast: the one reading of a query's target,
     for the scorer's passes and the gradient methods' (whose autograd it keeps: no in-place change of the gather)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     if targets is None:
-        targets = torch.tensor(task.target_ids, dtype=torch.long, device=logits.device)
+        targets = torch.tensor(query.target_ids, dtype=torch.long, device=logits.device)
     picked = logp.gather(2, targets.view(1, -1, 1).expand(len(logp), -1, 1))[..., 0]
-    if task.contrast is not None:
-        at = task.span[0]
+    if query.contrast is not None:
+        at = query.span[0]
         picked = picked.clone()
-        picked[:, at] = picked[:, at] - logp[:, at, task.contrast]
+        picked[:, at] = picked[:, at] - logp[:, at, query.contrast]
     return picked
 
 
-def explained(task: PromptTask, scores: torch.Tensor) -> torch.Tensor:
+def explained(query: PromptQuery, scores: torch.Tensor) -> torch.Tensor:
     """(R,) the explained output of each row from `score_rows`'s (R, n_steps): the span's steps summed (with a
     contrast, the span is one step and its column already holds log p(target) - log p(contrast))."""
-    start, stop = task.span
+    start, stop = query.span
     return scores[:, start:stop].sum(dim=1)
 
 
 @torch.no_grad()
-def score_rows(task: PromptTask, rows: torch.Tensor) -> tuple[torch.Tensor, int]:
+def score_rows(lm: LanguageModel, query: PromptQuery, rows: torch.Tensor) -> tuple[torch.Tensor, int]:
     """log p(target_ids[j] | row, target_ids[:j]) for each row (R, len(prompt)) of token ids and each step j, with
-    step `span[0]` replaced by log p(target) - log p(contrast) when the task has a contrast.
+    step `span[0]` replaced by log p(target) - log p(contrast) when the query has a contrast.
 
     Returns ((R, n_steps) float32 on the model's device, the most rows one pass ran). Identical rows are scored once;
-    passes hold at most `task.batch_size` rows (64 on a CPU; halved on out-of-memory), fewer where a shorter pass
+    passes hold at most `query.batch_size` rows (64 on a CPU; halved on out-of-memory), fewer where a shorter pass
     over a longer cached prefix costs less (`passes`)."""
-    lm = task.lm
     device = lm.device
-    length, steps = len(task.prompt.ids), task.n_steps
+    length, steps = len(query.prompt.ids), query.n_steps
     rows = torch.as_tensor(rows).to(device=device, dtype=torch.long)
     if rows.ndim != 2 or rows.shape[1] != length:
         raise ExplainError(f"Rows to score must be (rows, {length}) token ids, not {tuple(rows.shape)}.")
     if rows.shape[0] == 0:
         return torch.zeros(0, steps, device=device), 0
-    prompt = torch.tensor(task.prompt.ids, dtype=torch.long, device=device)
-    targets = torch.tensor(task.target_ids, dtype=torch.long, device=device)
+    prompt = torch.tensor(query.prompt.ids, dtype=torch.long, device=device)
+    targets = torch.tensor(query.target_ids, dtype=torch.long, device=device)
 
     unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
     changed = unique != prompt
@@ -123,12 +123,12 @@ def score_rows(task: PromptTask, rows: torch.Tensor) -> tuple[torch.Tensor, int]
     def run(size: int) -> tuple[torch.Tensor, int]:
         out, largest = [], 0
         for a, b in passes(starts, size, tokens, overhead):
-            out.append(_score_chunk(lm.model, ordered[a:b], starts[a], prefix, targets, task))
+            out.append(_score_chunk(lm.model, ordered[a:b], starts[a], prefix, targets, query))
             largest = max(largest, b - a)
         return torch.cat(out), largest
 
     (scored, largest), _ = run_halving(
-        run, rows_per_pass(task.batch_size, device), what="the perturbed prompts' scores"
+        run, rows_per_pass(query.batch_size, device), what="the perturbed prompts' scores"
     )
     by_unique = torch.empty_like(scored)
     by_unique[order] = scored
@@ -185,7 +185,7 @@ def _expanded(prefix: Prefix, reuse: int, batch: int) -> Any:
 
 
 def _score_chunk(
-    model: Any, chunk: torch.Tensor, reuse: int, prefix: Prefix | None, targets: torch.Tensor, task: PromptTask
+    model: Any, chunk: torch.Tensor, reuse: int, prefix: Prefix | None, targets: torch.Tensor, query: PromptQuery
 ) -> torch.Tensor:
     """(b, n_steps) teacher-forced log-probabilities of the target for `chunk`'s rows, running positions from
     `reuse` on over the cached prefix."""
@@ -202,7 +202,7 @@ def _score_chunk(
         use_cache=cache is not None,
         logits_to_keep=steps,  # the unembedding only where a target step is read
     )
-    return step_log_probs(task, out.logits[:, -steps:], targets)
+    return step_log_probs(query, out.logits[:, -steps:], targets)
 
 
 # --- captum's samplers over the batched scorer ---------------------------------------------------------------
@@ -224,7 +224,9 @@ class Sampled:
     empty: torch.Tensor | None  # the same with every feature hidden (each None when the draws did not make it)
 
 
-def captum_sampled(task: PromptTask, attribute: Attribute, outputs: Sequence[int | None]) -> Sampled:
+def captum_sampled(
+    lm: LanguageModel, query: PromptQuery, attribute: Attribute, outputs: Sequence[int | None]
+) -> Sampled:
     """Run a captum perturbation method (Shapley value sampling, LIME, KernelSHAP) on scores from `score_rows`.
 
     These methods draw their perturbations without looking at the scores, so the call is made first with a
@@ -236,7 +238,7 @@ def captum_sampled(task: PromptTask, attribute: Attribute, outputs: Sequence[int
     """
     index: dict[bytes, int] = {}
     masks: list[np.ndarray] = []
-    width = task.n_steps
+    width = query.n_steps
 
     def shaped(k: int, output: int | None) -> tuple[int, ...]:
         return (k,) if output is not None else (k, width)
@@ -248,10 +250,10 @@ def captum_sampled(task: PromptTask, attribute: Attribute, outputs: Sequence[int
                 masks.append(np.frombuffer(row, dtype=np.uint8))
         return torch.zeros(shaped(mask.shape[0], outputs[0]))
 
-    _seeded(task, attribute, record)
+    _seeded(query, attribute, record)
     keep = torch.from_numpy(np.stack(masks).astype(np.int64))
-    scores, batch = score_rows(task, masked_rows(task, keep))
-    table = torch.cat([scores, explained(task, scores)[:, None]], dim=1).float().cpu()  # (U, n_steps + 1)
+    scores, batch = score_rows(lm, query, masked_rows(lm, query, keep))
+    table = torch.cat([scores, explained(query, scores)[:, None]], dim=1).float().cpu()  # (U, n_steps + 1)
 
     results = []
     for output in outputs:
@@ -260,26 +262,28 @@ def captum_sampled(task: PromptTask, attribute: Attribute, outputs: Sequence[int
         def lookup(mask: torch.Tensor, column: torch.Tensor = column) -> torch.Tensor:
             return column[[index[row] for row in _mask_bytes(mask)]]
 
-        results.append(_seeded(task, attribute, lookup).detach().float().cpu())
-    full, empty = (index.get(np.full(task.n_features, v, dtype=np.uint8).tobytes()) for v in (1, 0))
+        results.append(_seeded(query, attribute, lookup).detach().float().cpu())
+    full, empty = (index.get(np.full(query.n_features, v, dtype=np.uint8).tobytes()) for v in (1, 0))
     return Sampled(
         results, len(masks), batch, None if full is None else table[full], None if empty is None else table[empty]
     )
 
 
-def fitted(task: PromptTask, method: Callable[[Any], Any], samples: int) -> tuple[Sampled, np.ndarray, np.ndarray]:
+def fitted(
+    lm: LanguageModel, query: PromptQuery, method: Callable[[Any], Any], samples: int
+) -> tuple[Sampled, np.ndarray, np.ndarray]:
     """A captum method that fits a surrogate on `samples` random coalitions (LIME, KernelSHAP: `method(forward)` is
     its instance), run through `captum_sampled` once for the explained output and once per answer step (the same
     draws, no extra model rows): (what it sampled, the explained output's fit (n_features,), the per-step fits
     (n_steps, n_features))."""
-    n = task.n_features
+    n = query.n_features
 
     def attribute(forward: Any) -> torch.Tensor:
         return method(forward).attribute(
             torch.ones(1, n, dtype=torch.long), n_samples=samples, perturbations_per_eval=samples
         )
 
-    out = captum_sampled(task, attribute, [EXPLAINED, *range(task.n_steps)])
+    out = captum_sampled(lm, query, attribute, [EXPLAINED, *range(query.n_steps)])
     fits = [a.reshape(n).double().numpy() for a in out.attributions]
     return out, fits[0], np.stack(fits[1:])
 
@@ -289,9 +293,9 @@ def _mask_bytes(mask: torch.Tensor) -> list[bytes]:
     return [row.tobytes() for row in flat]
 
 
-def _seeded(task: PromptTask, attribute: Attribute, forward: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-    """The call from `task.seed` (captum draws from torch's global generator), quiet about captum's fits."""
-    torch.manual_seed(task.seed)
+def _seeded(query: PromptQuery, attribute: Attribute, forward: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """The call from `query.seed` (captum draws from torch's global generator), quiet about captum's fits."""
+    torch.manual_seed(query.seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return attribute(forward)

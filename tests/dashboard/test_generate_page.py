@@ -16,7 +16,9 @@ from tiny_lm import save_tiny_folder
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components import generate_compute, quickstart
-from xaidash.explainers.language.api import make_task, planned_rows
+from xaidash.explainers.language import query as query_module
+from xaidash.explainers.language.api import planned_rows
+from xaidash.explainers.language.query import make_query
 from xaidash.explainers.language.registry import featured_prompt_methods, get_prompt_method
 from xaidash.models.language.convert import import_language_model
 from xaidash.models.language.generate import generate
@@ -68,13 +70,13 @@ def test_generate_explain_matrix_faithfulness_and_logit_lens(
     root: Path, lm_runs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
-    real = generate_compute.explain_prompt
+    real = generate_compute.run_method
 
-    def counted(task, methods):
-        calls.extend(methods)
-        return real(task, methods)
+    def counted(lm, query, method, params):
+        calls.append(method)
+        return real(lm, query, method, params)
 
-    monkeypatch.setattr(generate_compute, "explain_prompt", counted)
+    monkeypatch.setattr(generate_compute, "run_method", counted)
     at = generate_page()
     assert not at.error, texts(at.error)
     # The answer is the model's greedy answer: compare with a direct call.
@@ -88,7 +90,7 @@ def test_generate_explain_matrix_faithfulness_and_logit_lens(
     methods = featured_prompt_methods(limit=3)
     assert at.multiselect(key="gen_methods").value == methods
     span = at.select_slider(key="gen_target_span").value
-    task = make_task(lm, prompt, answer.ids, span=(span[0], span[1] + 1))
+    task = make_query(lm, prompt, answer.ids, span=(span[0], span[1] + 1))
     rows = planned_rows(task, {m: {} for m in methods})
     planned = next(c for c in texts(at.caption) if c.startswith("This will run"))
     assert f"This will run {sum(rows.values()):,} model rows over {task.n_features} features" in planned
@@ -113,6 +115,28 @@ def test_generate_explain_matrix_faithfulness_and_logit_lens(
     at.run()
     assert_ok(at)
     assert calls == methods and len([c for c in texts(at.caption) if c.startswith("strongest:")]) == len(methods)
+
+
+def test_a_click_builds_the_query_once(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model-free query is built once for an answer and target (the rows sentence, the Run click's maps and the
+    faithfulness curves, then every rerun, all read it from the cache), never once per use."""
+    built: list[tuple[int, int]] = []
+    real = query_module.PromptQuery.__init__
+
+    def counted(self, *args, **kwargs) -> None:
+        real(self, *args, **kwargs)
+        built.append(self.span)
+
+    monkeypatch.setattr(query_module.PromptQuery, "__init__", counted)
+    at = generate_page("which city is the capital of spain ?")  # a prompt of its own: nothing cached before
+    assert len(built) == 1  # the rows sentence under the methods asked for it
+    at.button(key="gen_run").click().run()
+    assert_ok(at)
+    assert not at.error, texts(at.error)
+    assert any(c.startswith("strongest:") for c in texts(at.caption))
+    at.run()
+    assert_ok(at)
+    assert len(built) == 1
 
 
 def test_an_empty_prompt_is_one_clear_line(root: Path) -> None:

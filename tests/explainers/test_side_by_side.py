@@ -99,7 +99,8 @@ def test_imported_models_linked_or_with_the_same_classes_are_compatible(runs, tm
 def test_runs_without_settled_weights_are_refused(runs, tmp_path):
     running = _imported_copy(runs["vit"], tmp_path / "running", "shapes")
     running.update_summary(state="running")
-    assert incompatibility(runs["resnet"], running) == "is interrupted"  # no live process writes it
+    # No live process writes it: interrupted, its last weights stay put, usable as the sidebar's runs (Run.usable).
+    assert incompatibility(runs["resnet"], running) is None
     lock = RunLock.acquire(running.path, heartbeat=False)  # a live trainer
     try:
         assert incompatibility(runs["resnet"], running) == "is still training"

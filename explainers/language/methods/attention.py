@@ -16,28 +16,30 @@ import numpy as np
 import torch
 
 from xaidash.explainers.language.inside import causal_rollout, decoder_attention
-from xaidash.explainers.language.registry import PromptMethodSpec, PromptResult, PromptTask, register
+from xaidash.explainers.language.query import PromptQuery, PromptResult
+from xaidash.explainers.language.registry import PromptMethodSpec, register
+from xaidash.models.language.model import LanguageModel
 
 
-def _sequence(task: PromptTask) -> list[int]:
-    return list(task.prompt.ids) + list(task.target_ids[:-1])
+def _sequence(query: PromptQuery) -> list[int]:
+    return list(query.prompt.ids) + list(query.target_ids[:-1])
 
 
-def _from_matrix(task: PromptTask, matrix: np.ndarray) -> PromptResult:
+def _from_matrix(query: PromptQuery, matrix: np.ndarray) -> PromptResult:
     """PromptResult from a (T, T) query x key matrix: each step's query row summed over each feature's positions;
     the explained output's values are the span's rows averaged (weights of several queries do not add up)."""
-    queries = len(task.prompt.ids) - 1 + np.arange(task.n_steps)
+    queries = len(query.prompt.ids) - 1 + np.arange(query.n_steps)
     rows = matrix[queries]
-    per_step = np.stack([rows[:, g].sum(1) for g in task.features], axis=1)
-    start, stop = task.span
+    per_step = np.stack([rows[:, list(g)].sum(1) for g in query.features], axis=1)
+    start, stop = query.span
     return PromptResult(attributions=per_step[start:stop].mean(0), per_step=per_step, rows=1, batch=1)
 
 
 def _method(
     combine: Callable[[list[torch.Tensor]], np.ndarray],
-) -> Callable[[PromptTask, dict[str, Any]], PromptResult]:
-    def compute(task: PromptTask, params: dict[str, Any]) -> PromptResult:
-        return _from_matrix(task, combine(decoder_attention(task.lm, _sequence(task))))
+) -> Callable[[LanguageModel, PromptQuery, dict[str, Any]], PromptResult]:
+    def compute(lm: LanguageModel, query: PromptQuery, params: dict[str, Any]) -> PromptResult:
+        return _from_matrix(query, combine(decoder_attention(lm, _sequence(query))))
 
     return compute
 

@@ -13,8 +13,10 @@ from typing import Any
 
 import torch
 
-from xaidash.explainers.language.registry import PromptMethodSpec, PromptResult, PromptTask, register, total_of
+from xaidash.explainers.language.query import PromptQuery, PromptResult
+from xaidash.explainers.language.registry import PromptMethodSpec, register, total_of
 from xaidash.explainers.language.scoring import masked_rows, score_rows
+from xaidash.models.language.model import LanguageModel
 
 
 def ablation_masks(n_features: int) -> torch.Tensor:
@@ -24,13 +26,13 @@ def ablation_masks(n_features: int) -> torch.Tensor:
     return keep
 
 
-def _compute(task: PromptTask, params: dict[str, Any]) -> PromptResult:
-    scores, batch = score_rows(task, masked_rows(task, ablation_masks(task.n_features)))
+def _compute(lm: LanguageModel, query: PromptQuery, params: dict[str, Any]) -> PromptResult:
+    scores, batch = score_rows(lm, query, masked_rows(lm, query, ablation_masks(query.n_features)))
     per_step = (scores[:1] - scores[1:]).T.double().cpu().numpy()  # (n_steps, n_features)
     return PromptResult(
-        attributions=total_of(per_step, task.span),
+        attributions=total_of(per_step, query.span),
         per_step=per_step,
-        rows=task.n_features + 1,
+        rows=query.n_features + 1,
         batch=batch,
     )
 

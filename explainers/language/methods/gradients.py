@@ -24,94 +24,96 @@ import torch
 from captum.attr import InputXGradient, IntegratedGradients
 
 from xaidash.explainers.batching import rows_per_pass, run_halving
-from xaidash.explainers.language.registry import PromptMethodSpec, PromptResult, PromptTask, register
+from xaidash.explainers.language.query import PromptQuery, PromptResult
+from xaidash.explainers.language.registry import PromptMethodSpec, register
 from xaidash.explainers.language.scoring import explained, step_log_probs
 from xaidash.explainers.methods._path import IG_TOLERANCE, RAISE, refined_path, refinement_passes, step_budget
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import OUTPUT_CHANGE, STEPS_USED, Completeness, relative_gap
+from xaidash.models.language.model import LanguageModel
 
 GAP = "convergence_delta"  # |sum of attributions - (f(prompt) - f(baseline))|
 MAX_STEPS = 512
 
 
-def sequence_ids(task: PromptTask) -> torch.Tensor:
+def sequence_ids(lm: LanguageModel, query: PromptQuery) -> torch.Tensor:
     """(1, P + n_steps - 1) ids the target is read from teacher-forced: the prompt, then every generated step but
     the last (whose log-probability is read at the position before it)."""
-    ids = list(task.prompt.ids) + list(task.target_ids[:-1])
-    return torch.tensor([ids], dtype=torch.long, device=task.lm.device)
+    ids = list(query.prompt.ids) + list(query.target_ids[:-1])
+    return torch.tensor([ids], dtype=torch.long, device=lm.device)
 
 
-def output_columns(task: PromptTask, logits: torch.Tensor) -> torch.Tensor:
+def output_columns(query: PromptQuery, logits: torch.Tensor) -> torch.Tensor:
     """(N, n_steps + 1) from the logits (N, n_steps, V) of the last n_steps positions: each step's log-probability
     of its generated token (with a contrast, the span's step holds log p(target) - log p(contrast), as in
     `scoring.score_rows`), then the explained output (the span's columns summed)."""
-    steps = step_log_probs(task, logits)
-    return torch.cat([steps, explained(task, steps)[:, None]], dim=1)
+    steps = step_log_probs(query, logits)
+    return torch.cat([steps, explained(query, steps)[:, None]], dim=1)
 
 
-def embeddings_forward(task: PromptTask) -> Callable[[torch.Tensor], torch.Tensor]:
+def embeddings_forward(lm: LanguageModel, query: PromptQuery) -> Callable[[torch.Tensor], torch.Tensor]:
     """embeddings (N, T, D) -> output columns (N, n_steps + 1) (`output_columns`), only the last n_steps positions'
     logits computed (`logits_to_keep`): the vocabulary projection of the prompt positions is never needed."""
-    model, keep = task.lm.model, task.n_steps
+    model, keep = lm.model, query.n_steps
 
     def forward(embeds: torch.Tensor) -> torch.Tensor:
         out = model(inputs_embeds=embeds, use_cache=False, logits_to_keep=keep)
-        return output_columns(task, out.logits)
+        return output_columns(query, out.logits)
 
     return forward
 
 
-def feature_positions(task: PromptTask) -> list[int]:
-    return sorted({p for group in task.features for p in group})
+def feature_positions(query: PromptQuery) -> list[int]:
+    return sorted({p for group in query.features for p in group})
 
 
-def embeddings_of(task: PromptTask) -> tuple[torch.Tensor, torch.Tensor]:
+def embeddings_of(lm: LanguageModel, query: PromptQuery) -> tuple[torch.Tensor, torch.Tensor]:
     """(input, baseline) embeddings (1, T, D): the baseline has the baseline token's embedding at feature positions
     and the input's own everywhere else (template and generated tokens)."""
-    layer = task.lm.embedding()
-    ids = sequence_ids(task)
+    layer = lm.embedding()
+    ids = sequence_ids(lm, query)
     with torch.no_grad():
         embeds = layer(ids).detach()
         base = embeds.clone()
-        positions = torch.tensor(feature_positions(task), device=ids.device)
-        base[:, positions] = layer(torch.tensor([task.baseline_id], device=ids.device)).to(base.dtype)
+        positions = torch.tensor(feature_positions(query), device=ids.device)
+        base[:, positions] = layer(torch.tensor([query.baseline_id], device=ids.device)).to(base.dtype)
     return embeds, base
 
 
-def grouped(task: PromptTask, per_position: torch.Tensor) -> np.ndarray:
+def grouped(query: PromptQuery, per_position: torch.Tensor) -> np.ndarray:
     """(K, T) values per sequence position -> (K, n_features): each feature's positions summed."""
     values = per_position.detach().double().cpu().numpy()
-    return np.stack([values[:, g].sum(1) for g in task.features], axis=1)
+    return np.stack([values[:, list(g)].sum(1) for g in query.features], axis=1)
 
 
-def targets_of(task: PromptTask, per_step: bool) -> list[int]:
+def targets_of(query: PromptQuery, per_step: bool) -> list[int]:
     """The output columns one call attributes: the explained output alone, or every step, from which the explained
     output is then summed (IG and input x gradient are linear in the output)."""
-    return list(range(task.n_steps)) if per_step else [task.n_steps]
+    return list(range(query.n_steps)) if per_step else [query.n_steps]
 
 
-def explained_of(task: PromptTask, rows: np.ndarray, per_step: bool) -> tuple[np.ndarray, np.ndarray | None]:
+def explained_of(query: PromptQuery, rows: np.ndarray, per_step: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """(attributions of the explained output, per-step matrix or None) from the rows of `targets_of`."""
     if not per_step:
         return rows[0], None
-    return rows[task.span[0] : task.span[1]].sum(0), rows
+    return rows[query.span[0] : query.span[1]].sum(0), rows
 
 
-def _attribute(task: PromptTask, make: Callable[[int], torch.Tensor]) -> tuple[torch.Tensor, int]:
+def _attribute(lm: LanguageModel, query: PromptQuery, make: Callable[[int], torch.Tensor]) -> tuple[torch.Tensor, int]:
     """make(rows per pass) with gradients on, under out-of-memory halving. captum asks autograd for the gradient of
     the embeddings alone, so no weight gradient is computed or stored."""
     with torch.enable_grad():
-        return run_halving(make, rows_per_pass(task.batch_size, task.lm.device), what="the prompt's gradients")
+        return run_halving(make, rows_per_pass(query.batch_size, lm.device), what="the prompt's gradients")
 
 
 # --- Layer integrated gradients -------------------------------------------------------------
 
 
-def _layer_ig(task: PromptTask, params: dict[str, Any]) -> PromptResult:
+def _layer_ig(lm: LanguageModel, query: PromptQuery, params: dict[str, Any]) -> PromptResult:
     steps, per_step = int(params["steps"]), bool(params["per_step"])
-    forward = embeddings_forward(task)
-    embeds, base = embeddings_of(task)
-    targets = targets_of(task, per_step)
+    forward = embeddings_forward(lm, query)
+    embeds, base = embeddings_of(lm, query)
+    targets = targets_of(query, per_step)
     ig = IntegratedGradients(forward, multiply_by_inputs=True)
 
     def run(batch: int) -> torch.Tensor:
@@ -124,16 +126,16 @@ def _layer_ig(task: PromptTask, params: dict[str, Any]) -> PromptResult:
             internal_batch_size=max(batch, k),
         )
 
-    attr, batch = _attribute(task, run)
-    rows = grouped(task, attr.float().sum(-1))  # summed over the embedding dimension, then over each feature
-    total, matrix = explained_of(task, rows, per_step)
+    attr, batch = _attribute(lm, query, run)
+    rows = grouped(query, attr.float().sum(-1))  # summed over the embedding dimension, then over each feature
+    total, matrix = explained_of(query, rows, per_step)
     with torch.no_grad():
         ends = forward(torch.cat([embeds, base]))[:, -1].double().cpu().numpy()
     change = float(ends[0] - ends[1])
     passes = steps * len(targets) + 2
     used = steps
     if params["refine"] and relative_gap(float(total.sum()) - change, change) > IG_TOLERANCE:
-        total, used = _refined(task, embeds, base, change, steps, batch)
+        total, used = _refined(lm, query, embeds, base, change, steps, batch)
         passes += sum(refinement_passes(steps, used))
     return PromptResult(
         attributions=total,
@@ -145,13 +147,19 @@ def _layer_ig(task: PromptTask, params: dict[str, Any]) -> PromptResult:
 
 
 def _refined(
-    task: PromptTask, embeds: torch.Tensor, base: torch.Tensor, change: float, steps: int, batch: int
+    lm: LanguageModel,
+    query: PromptQuery,
+    embeds: torch.Tensor,
+    base: torch.Tensor,
+    change: float,
+    steps: int,
+    batch: int,
 ) -> tuple[np.ndarray, int]:
     """The explained output's IG integrated again on an adaptively split path (`_path.refined_path`, shared with
     the image and text IG): the same straight line, split where the output turns sharply (an attention head
     switching keys), which Gauss-Legendre points spread evenly miss."""
-    forward, diff = embeddings_forward(task), embeds - base
-    column = task.n_steps
+    forward, diff = embeddings_forward(lm, query), embeds - base
+    column = query.n_steps
 
     def run(alphas: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         a = alphas.to(device=diff.device, dtype=diff.dtype).view(-1, 1, 1)
@@ -169,7 +177,7 @@ def _refined(
     attr, used = refined_path(
         integrand, lambda alphas: run(alphas, False)[0], change, steps=steps, tolerance=IG_TOLERANCE, rows=batch
     )
-    return grouped(task, attr[None])[0], used
+    return grouped(query, attr[None])[0], used
 
 
 def _ig_rows(params: dict[str, Any], features: int, tokens: int, steps: int) -> int:
@@ -231,11 +239,11 @@ register(
 # --- Input x gradient -------------------------------------------------------------------------
 
 
-def _input_x_gradient(task: PromptTask, params: dict[str, Any]) -> PromptResult:
+def _input_x_gradient(lm: LanguageModel, query: PromptQuery, params: dict[str, Any]) -> PromptResult:
     per_step = bool(params["per_step"])
-    embeds, _ = embeddings_of(task)
-    targets = targets_of(task, per_step)
-    ixg = InputXGradient(embeddings_forward(task))
+    embeds, _ = embeddings_of(lm, query)
+    targets = targets_of(query, per_step)
+    ixg = InputXGradient(embeddings_forward(lm, query))
 
     def run(batch: int) -> torch.Tensor:
         # One row per attributed column: a single batched forward and backward (captum has no internal batching
@@ -246,8 +254,8 @@ def _input_x_gradient(task: PromptTask, params: dict[str, Any]) -> PromptResult:
         ]
         return torch.cat(out)
 
-    attr, batch = _attribute(task, run)
-    total, matrix = explained_of(task, grouped(task, attr.float().sum(-1)), per_step)
+    attr, batch = _attribute(lm, query, run)
+    total, matrix = explained_of(query, grouped(query, attr.float().sum(-1)), per_step)
     return PromptResult(attributions=total, per_step=matrix, rows=len(targets), batch=batch)
 
 

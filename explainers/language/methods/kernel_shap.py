@@ -2,7 +2,7 @@
 (the full and the empty prompt first, then coalitions whose size is drawn from the Shapley kernel and whose members
 are uniform, hidden features replaced by the baseline token; a linear regression weighted 1e6 on the first two),
 with every coalition scored in shared batched passes (`scoring.captum_sampled`: captum's own draws and fit from the
-task's seed, so the same draws give the same values as captum's call).
+query's seed, so the same draws give the same values as captum's call).
 
 The heavy weights on the full and empty prompts make the values add up to f(prompt) - f(every feature hidden)
 nearly exactly (diagnostic `additivity_gap`). The per-step matrix fits one more regression per generated step on
@@ -15,17 +15,19 @@ from typing import Any
 
 from captum.attr import KernelShap
 
-from xaidash.explainers.language.registry import PromptMethodSpec, PromptResult, PromptTask, register
+from xaidash.explainers.language.query import PromptQuery, PromptResult
+from xaidash.explainers.language.registry import PromptMethodSpec, register
 from xaidash.explainers.language.scoring import EXPLAINED, fitted
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import OUTPUT_CHANGE, Completeness
+from xaidash.models.language.model import LanguageModel
 
 GAP = "additivity_gap"  # |sum of attributions - (f(prompt) - f(every feature hidden))|
 DEFAULT_SAMPLES = 50
 
 
-def _compute(task: PromptTask, params: dict[str, Any]) -> PromptResult:
-    out, total, per_step = fitted(task, KernelShap, int(params["n_samples"]))
+def _compute(lm: LanguageModel, query: PromptQuery, params: dict[str, Any]) -> PromptResult:
+    out, total, per_step = fitted(lm, query, KernelShap, int(params["n_samples"]))
     assert out.full is not None and out.empty is not None  # KernelShap's second sample is the empty prompt
     change = float(out.full[EXPLAINED] - out.empty[EXPLAINED])
     return PromptResult(

@@ -1,7 +1,7 @@
 """LIME on the prompt's features: captum's `Lime` with its defaults, as captum's `LLMAttribution(Lime)` runs it
 (each feature kept with probability 1/2, hidden ones replaced by the baseline token; samples weighted by an
 exponential kernel of their cosine distance to the full prompt, width 1; a Lasso fit, alpha 0.01), with every
-sample scored in shared batched passes (`scoring.captum_sampled`: captum's own draws, kernel and fit from the task's
+sample scored in shared batched passes (`scoring.captum_sampled`: captum's own draws, kernel and fit from the query's
 seed, so the same draws give the same values as captum's call).
 
 The per-step matrix fits one more Lasso per generated step on the same samples (a fit takes milliseconds; the
@@ -14,15 +14,17 @@ from typing import Any
 
 from captum.attr import Lime
 
-from xaidash.explainers.language.registry import PromptMethodSpec, PromptResult, PromptTask, register
+from xaidash.explainers.language.query import PromptQuery, PromptResult
+from xaidash.explainers.language.registry import PromptMethodSpec, register
 from xaidash.explainers.language.scoring import fitted
 from xaidash.explainers.params import Param
+from xaidash.models.language.model import LanguageModel
 
 DEFAULT_SAMPLES = 50
 
 
-def _compute(task: PromptTask, params: dict[str, Any]) -> PromptResult:
-    out, total, per_step = fitted(task, Lime, int(params["n_samples"]))
+def _compute(lm: LanguageModel, query: PromptQuery, params: dict[str, Any]) -> PromptResult:
+    out, total, per_step = fitted(lm, query, Lime, int(params["n_samples"]))
     return PromptResult(
         attributions=total,
         per_step=per_step,

@@ -2,7 +2,7 @@
 features, each added in turn to the prompt with every feature hidden by the baseline token; a feature's value is
 its mean marginal change of the log-probability), as captum's `LLMAttribution(ShapleyValueSampling)` runs it, with
 every row scored in shared batched passes (`scoring.captum_sampled`: captum's own permutations and sums, from the
-task's seed, so the same draws give the same values as captum's call).
+query's seed, so the same draws give the same values as captum's call).
 
 Each permutation's marginal changes add up to f(prompt) - f(every feature hidden) exactly, so the values keep the
 efficiency promise at any number of samples (diagnostic `additivity_gap`: float rounding only).
@@ -15,27 +15,29 @@ from typing import Any
 import torch
 from captum.attr import ShapleyValueSampling
 
-from xaidash.explainers.language.registry import PromptMethodSpec, PromptResult, PromptTask, register, total_of
+from xaidash.explainers.language.query import PromptQuery, PromptResult
+from xaidash.explainers.language.registry import PromptMethodSpec, register, total_of
 from xaidash.explainers.language.scoring import EXPLAINED, captum_sampled
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import OUTPUT_CHANGE, Completeness
+from xaidash.models.language.model import LanguageModel
 
 GAP = "additivity_gap"  # |sum of attributions - (f(prompt) - f(every feature hidden))|
 DEFAULT_SAMPLES = 25  # captum's default
 EVAL_ROWS = 4096  # masks per forward call captum makes (only looked up: the model passes are batched elsewhere)
 
 
-def _compute(task: PromptTask, params: dict[str, Any]) -> PromptResult:
-    n, samples = task.n_features, int(params["n_samples"])
+def _compute(lm: LanguageModel, query: PromptQuery, params: dict[str, Any]) -> PromptResult:
+    n, samples = query.n_features, int(params["n_samples"])
 
     def attribute(forward: Any) -> torch.Tensor:
         return ShapleyValueSampling(forward).attribute(
             torch.ones(1, n, dtype=torch.long), n_samples=samples, perturbations_per_eval=EVAL_ROWS
         )
 
-    out = captum_sampled(task, attribute, [None])
-    per_step = out.attributions[0].reshape(task.n_steps, n).double().numpy()
-    total = total_of(per_step, task.span)
+    out = captum_sampled(lm, query, attribute, [None])
+    per_step = out.attributions[0].reshape(query.n_steps, n).double().numpy()
+    total = total_of(per_step, query.span)
     assert out.full is not None and out.empty is not None  # every permutation starts from the empty prompt
     change = float(out.full[EXPLAINED] - out.empty[EXPLAINED])
     return PromptResult(

@@ -9,7 +9,8 @@ import torch
 from tiny_lm import tiny_lm
 
 from xaidash.explainers.inspection.attention import rollout
-from xaidash.explainers.language.api import explain_prompt, make_task
+from xaidash.explainers.language.api import explain_prompt
+from xaidash.explainers.language.query import make_query
 from xaidash.explainers.language.registry import get_prompt_method
 from xaidash.models.language.prompt import build_prompt
 
@@ -30,8 +31,8 @@ def setup(request):
 
 def test_last_layer_rows_are_the_models_weights(setup):
     lm, prompt, answer, weights = setup
-    task = make_task(lm, prompt, answer, span=(1, 3), include_template=True)
-    e = explain_prompt(task, {"attention_last": {}})["attention_last"]
+    task = make_query(lm, prompt, answer, span=(1, 3), include_template=True)
+    e = explain_prompt(lm, task, {"attention_last": {}})["attention_last"]
     queries = len(prompt.ids) - 1 + np.arange(task.n_steps)  # the span's end: 3 steps read
     expected = weights[-1].mean(0).numpy()[queries][:, : len(prompt.ids)]  # every prompt position is a feature
     np.testing.assert_allclose(e.per_step, expected, atol=1e-6)
@@ -44,8 +45,8 @@ def test_last_layer_rows_are_the_models_weights(setup):
 
 def test_rollout_rows_follow_the_causal_mask(setup):
     lm, prompt, answer, weights = setup
-    task = make_task(lm, prompt, answer)  # the user's tokens only: each feature one position
-    e = explain_prompt(task, {"attention_rollout": {}})["attention_rollout"]
+    task = make_query(lm, prompt, answer)  # the user's tokens only: each feature one position
+    e = explain_prompt(lm, task, {"attention_rollout": {}})["attention_rollout"]
     rolled = rollout([w.mean(0)[None] for w in weights])[0].numpy()
     assert rolled.shape == (len(prompt.ids) + len(answer) - 1,) * 2
     np.testing.assert_allclose(np.triu(rolled, 1), 0, atol=1e-7)
@@ -57,10 +58,10 @@ def test_rollout_rows_follow_the_causal_mask(setup):
 
 def test_word_features_sum_their_tokens(setup):
     lm, prompt, answer, _ = setup
-    tokens = make_task(lm, prompt, answer, span=(0, 1))
-    words = make_task(lm, prompt, answer, span=(0, 1), unit="word")
-    by_token = explain_prompt(tokens, {"attention_last": {}})["attention_last"].attributions
-    by_word = explain_prompt(words, {"attention_last": {}})["attention_last"].attributions
+    tokens = make_query(lm, prompt, answer, span=(0, 1))
+    words = make_query(lm, prompt, answer, span=(0, 1), unit="word")
+    by_token = explain_prompt(lm, tokens, {"attention_last": {}})["attention_last"].attributions
+    by_word = explain_prompt(lm, words, {"attention_last": {}})["attention_last"].attributions
     position = {p: i for i, p in enumerate(prompt.features)}
     for value, group in zip(by_word, words.features, strict=True):
         assert value == pytest.approx(sum(by_token[position[p]] for p in group), abs=1e-6)
@@ -68,11 +69,11 @@ def test_word_features_sum_their_tokens(setup):
 
 def test_the_weights_do_not_depend_on_a_contrast(setup):
     lm, prompt, answer, _ = setup
-    plain = make_task(lm, prompt, answer, span=(0, 1))
-    contrast = make_task(lm, prompt, answer, span=(0, 1), contrast=answer[1])
+    plain = make_query(lm, prompt, answer, span=(0, 1))
+    contrast = make_query(lm, prompt, answer, span=(0, 1), contrast=answer[1])
     for method in ("attention_last", "attention_rollout"):
-        a = explain_prompt(plain, {method: {}})[method]
-        b = explain_prompt(contrast, {method: {}})[method]
+        a = explain_prompt(lm, plain, {method: {}})[method]
+        b = explain_prompt(lm, contrast, {method: {}})[method]
         np.testing.assert_array_equal(a.attributions, b.attributions)
         assert a.rows == 1
 

@@ -16,11 +16,13 @@ from tiny_lm import save_tiny_folder
 from xaidash.dashboard.cli import main
 from xaidash.explainers.language import registry
 from xaidash.explainers.language.cli import find_text, parse_span
-from xaidash.explainers.language.registry import PromptMethodSpec, PromptResult, PromptTask
+from xaidash.explainers.language.query import PromptQuery, PromptResult
+from xaidash.explainers.language.registry import PromptMethodSpec
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.models.language.convert import import_language_model
 from xaidash.models.language.generate import Generation, Step, generate
 from xaidash.models.language.loading import load_language_model
+from xaidash.models.language.model import LanguageModel
 from xaidash.models.language.prompt import build_prompt
 from xaidash.models.runs.store import Run
 
@@ -28,10 +30,10 @@ PROMPT = "what is the capital of france ?"
 
 
 @torch.no_grad()
-def _occlusion(task: PromptTask, params: dict) -> PromptResult:
+def _occlusion(lm: LanguageModel, task: PromptQuery, params: dict) -> PromptResult:
     """Each feature replaced by the baseline token: the explained output's drop (computed here the plain way, one row
     per feature, so the CLI's numbers can be checked against it)."""
-    lm, n = task.lm, len(task.prompt.ids)
+    n = len(task.prompt.ids)
     ids = list(task.prompt.ids) + list(task.target_ids[:-1])
     rows = [ids] + [[task.baseline_id if p in g else t for p, t in enumerate(ids)] for g in task.features]
     logp = torch.log_softmax(lm.logits(torch.tensor(rows)), dim=-1)
@@ -132,10 +134,10 @@ def test_explaining_prints_each_feature_and_writes_the_files(runs: Run, capsys, 
     lm = load_language_model(runs, device="cpu")
     prompt = build_prompt(lm, PROMPT)
     answer = generate(lm, prompt, max_new_tokens=3)
-    from xaidash.explainers.language.api import make_task
+    from xaidash.explainers.language.query import make_query
 
-    task = make_task(lm, prompt, answer.ids, span=(1, 2))
-    assert np.allclose(values, 2 * _occlusion(task, {"gain": 1.0}).attributions, atol=1e-5)
+    task = make_query(lm, prompt, answer.ids, span=(1, 2))
+    assert np.allclose(values, 2 * _occlusion(lm, task, {"gain": 1.0}).attributions, atol=1e-5)
     assert method["figure"]["scores"] == pytest.approx(values.tolist(), abs=1e-6) and method["params"] == {"gain": 2.0}
     assert report["target"]["span"] == [1, 2] and report["features"]["labels"] == prompt.feature_tokens()
     # Every feature's value printed beside it, then the strongest first.

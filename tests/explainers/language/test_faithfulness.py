@@ -10,20 +10,25 @@ import pytest
 import torch
 from tiny_lm import tiny_lm
 
-from xaidash.explainers.language.api import PromptExplanation, explain_prompt, make_task
+from xaidash.explainers.language.api import PromptExplanation, explain_prompt
 from xaidash.explainers.language.faithfulness import RANDOM, curve_counts, deletion_insertion
+from xaidash.explainers.language.query import make_query
 from xaidash.explainers.language.scoring import explained, masked_rows, score_rows
 from xaidash.explainers.params import ExplainError
 from xaidash.models.language.prompt import build_prompt
 
 
 @pytest.fixture(scope="module")
-def task():
+def lm():
     torch.set_num_threads(1)
-    lm = tiny_lm("llama")
+    return tiny_lm("llama")
+
+
+@pytest.fixture(scope="module")
+def task(lm):
     prompt = build_prompt(lm, "the capital of france ?")  # 5 features: every order can be tried
     answer = [lm.tokenizer.convert_tokens_to_ids(w) for w in ("paris", "is", "a", "city")]
-    return make_task(lm, prompt, answer, span=(1, 3))
+    return make_query(lm, prompt, answer, span=(1, 3))
 
 
 def _given(task, values) -> PromptExplanation:
@@ -31,12 +36,12 @@ def _given(task, values) -> PromptExplanation:
     return PromptExplanation("given", {}, list(task.labels), values, None, 0.0, 0, 0, "cpu")
 
 
-def _subset_outputs(task) -> dict[frozenset[int], float]:
+def _subset_outputs(lm, task) -> dict[frozenset[int], float]:
     """The explained output with each subset of features hidden (every point of every curve)."""
     n = task.n_features
     subsets = [frozenset(s) for k in range(n + 1) for s in itertools.combinations(range(n), k)]
     keep = torch.tensor([[0 if f in s else 1 for f in range(n)] for s in subsets])
-    values = explained(task, score_rows(task, masked_rows(task, keep))[0]).double().numpy()
+    values = explained(task, score_rows(lm, task, masked_rows(lm, task, keep))[0]).double().numpy()
     return dict(zip(subsets, values, strict=True))
 
 
@@ -45,11 +50,11 @@ def _deletion_auc(order, hidden: dict[frozenset[int], float], n: int) -> float:
     return float(np.trapezoid(curve, np.arange(n + 1) / n))
 
 
-def test_curves_shapes_and_end_points(task):
-    methods = explain_prompt(task, {"feature_ablation": {}, "attention_last": {}})
-    scores = deletion_insertion(task, methods)
+def test_curves_shapes_and_end_points(lm, task):
+    methods = explain_prompt(lm, task, {"feature_ablation": {}, "attention_last": {}})
+    scores = deletion_insertion(lm, task, methods)
     assert list(scores) == ["feature_ablation", "attention_last", RANDOM]
-    hidden = _subset_outputs(task)
+    hidden = _subset_outputs(lm, task)
     n = task.n_features
     full, empty = hidden[frozenset()], hidden[frozenset(range(n))]
     for s in scores.values():
@@ -67,37 +72,37 @@ def test_curves_shapes_and_end_points(task):
     assert scores[RANDOM].to_dict()["seeds"] == 5
 
 
-def test_fewer_points(task):
-    scores = deletion_insertion(task, {"given": _given(task, np.arange(task.n_features))}, steps=2, seeds=2)
+def test_fewer_points(lm, task):
+    scores = deletion_insertion(lm, task, {"given": _given(task, np.arange(task.n_features))}, steps=2, seeds=2)
     assert scores["given"].counts.tolist() == curve_counts(task.n_features, 2).tolist() == [0, 2, 5]
     assert scores["given"].order == list(range(task.n_features))[::-1]
 
 
-def test_the_best_order_beats_chance_and_the_worst_loses(task):
+def test_the_best_order_beats_chance_and_the_worst_loses(lm, task):
     """Among every order of the 5 features, the one deleting best, given as attributions, gets the lowest deletion
     AUC there is, below the random orders' mean; the reverse ranking of the worst gets the highest."""
     n = task.n_features
-    hidden = _subset_outputs(task)
+    hidden = _subset_outputs(lm, task)
     aucs = {order: _deletion_auc(order, hidden, n) for order in itertools.permutations(range(n))}
     best, worst = min(aucs, key=aucs.__getitem__), max(aucs, key=aucs.__getitem__)
     as_values = {name: np.argsort(order).astype(float) * -1 for name, order in (("best", best), ("worst", worst))}
-    scores = deletion_insertion(task, {k: _given(task, v) for k, v in as_values.items()})
+    scores = deletion_insertion(lm, task, {k: _given(task, v) for k, v in as_values.items()})
     assert scores["best"].order == list(best) and scores["worst"].order == list(worst)
     assert scores["best"].deletion_auc == pytest.approx(aucs[best], abs=1e-5)
     assert scores["worst"].deletion_auc == pytest.approx(aucs[worst], abs=1e-5)
     assert scores["best"].deletion_auc < scores[RANDOM].deletion_auc < scores["worst"].deletion_auc
 
 
-def test_feature_ablation_beats_chance_and_its_reverse(task):
-    ablation = explain_prompt(task, {"feature_ablation": {}})["feature_ablation"]
+def test_feature_ablation_beats_chance_and_its_reverse(lm, task):
+    ablation = explain_prompt(lm, task, {"feature_ablation": {}})["feature_ablation"]
     reverse = _given(task, -ablation.attributions)
-    scores = deletion_insertion(task, {"ablation": ablation, "reverse": reverse})
+    scores = deletion_insertion(lm, task, {"ablation": ablation, "reverse": reverse})
     assert scores["ablation"].deletion_auc < scores[RANDOM].deletion_auc < scores["reverse"].deletion_auc
     assert scores["ablation"].insertion_auc > scores[RANDOM].insertion_auc > scores["reverse"].insertion_auc
 
 
-def test_refusals(task):
+def test_refusals(lm, task):
     with pytest.raises(ExplainError, match="values"):
-        deletion_insertion(task, {"short": _given(task, [1.0, 2.0])})
+        deletion_insertion(lm, task, {"short": _given(task, [1.0, 2.0])})
     with pytest.raises(ExplainError, match="step"):
-        deletion_insertion(task, {"given": _given(task, np.arange(task.n_features))}, steps=0)
+        deletion_insertion(lm, task, {"given": _given(task, np.arange(task.n_features))}, steps=0)

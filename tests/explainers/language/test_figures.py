@@ -15,16 +15,18 @@ from tiny_lm import tiny_lm
 from xaidash.explainers.figures.scales import robust_scale
 from xaidash.explainers.language import api, registry
 from xaidash.explainers.language import figures as F
-from xaidash.explainers.language.registry import PromptMethodSpec, PromptResult, PromptTask
+from xaidash.explainers.language.query import PromptQuery, PromptResult, make_query
+from xaidash.explainers.language.registry import PromptMethodSpec
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import OUTPUT_CHANGE, Completeness
 from xaidash.models.language.generate import generate
+from xaidash.models.language.model import LanguageModel
 from xaidash.models.language.prompt import build_prompt
 
 GAP = "gap"
 
 
-def _ramp(task: PromptTask, params: dict) -> PromptResult:
+def _ramp(lm: LanguageModel, task: PromptQuery, params: dict) -> PromptResult:
     """Values -1 .. 2 (times `gain`) over the features, and a per-step matrix whose span rows sum to them."""
     values = np.linspace(-1.0, 2.0, task.n_features) * params["gain"]
     per_step = np.zeros((task.n_steps, task.n_features))
@@ -33,7 +35,7 @@ def _ramp(task: PromptTask, params: dict) -> PromptResult:
     return PromptResult(values, per_step, rows=task.n_features + 1, batch=4)
 
 
-def _shap(task: PromptTask, params: dict) -> PromptResult:
+def _shap(lm: LanguageModel, task: PromptQuery, params: dict) -> PromptResult:
     """Values that add up to `change`, reported off by `gap`."""
     values = np.full(task.n_features, params["change"] / task.n_features)
     return PromptResult(
@@ -41,7 +43,7 @@ def _shap(task: PromptTask, params: dict) -> PromptResult:
     )
 
 
-def _attention(task: PromptTask, params: dict) -> PromptResult:
+def _attention(lm: LanguageModel, task: PromptQuery, params: dict) -> PromptResult:
     return PromptResult(np.linspace(0.0, 0.5, task.n_features), None, rows=1, batch=1)
 
 
@@ -97,9 +99,9 @@ def answer():
     return lm, prompt, generate(lm, prompt, max_new_tokens=4)
 
 
-def _task(answer, **kw) -> PromptTask:
+def _task(answer, **kw) -> PromptQuery:
     lm, prompt, generation = answer
-    return api.make_task(lm, prompt, generation.ids, **{"span": (1, 2), **kw})
+    return make_query(lm, prompt, generation.ids, **{"span": (1, 2), **kw})
 
 
 def test_legends_speak_of_log_probability_per_prompt_unit(fakes) -> None:
@@ -120,7 +122,7 @@ def test_legends_speak_of_log_probability_per_prompt_unit(fakes) -> None:
 
 def test_figures_hold_the_features_values_and_a_caption_naming_the_target(fakes, answer) -> None:
     task = _task(answer)
-    explained = api.explain_prompt(task, {"fake_ablation": {"gain": 3.0}, "fake_shap": {"gap": 0.5}})
+    explained = api.explain_prompt(answer[0], task, {"fake_ablation": {"gain": 3.0}, "fake_shap": {"gap": 0.5}})
     figs = F.prompt_figures(task, explained)
     fig = figs["fake_ablation"]
     token = answer[0].token_text([answer[2].ids[1]])[0]
@@ -133,7 +135,9 @@ def test_figures_hold_the_features_values_and_a_caption_naming_the_target(fakes,
     # A completeness promise that fails is said with the gap; one that holds says nothing.
     shap = figs["fake_shap"].caption
     assert shap.incomplete and "off by 25%" in shap.completeness_text() and shap.completeness_text().startswith("⚠")
-    held = F.prompt_figures(task, api.explain_prompt(task, {"fake_shap": {"gap": 0.001}}))["fake_shap"].caption
+    held = F.prompt_figures(task, api.explain_prompt(answer[0], task, {"fake_shap": {"gap": 0.001}}))[
+        "fake_shap"
+    ].caption
     assert not held.incomplete and held.completeness == ""
     assert figs["fake_ablation"].caption.completeness == ""
 
@@ -142,7 +146,7 @@ def test_a_contrast_and_a_span_are_named_in_the_caption(fakes, answer) -> None:
     lm, _, generation = answer
     other = next(i for i in range(lm.vocab_size) if i != generation.ids[1])
     task = _task(answer, contrast=other)
-    fig = F.prompt_figures(task, api.explain_prompt(task, {"fake_ablation": {}}))["fake_ablation"]
+    fig = F.prompt_figures(task, api.explain_prompt(answer[0], task, {"fake_ablation": {}}))["fake_ablation"]
     assert (
         fig.caption.target == f"log p('{lm.token_text([generation.ids[1]])[0]}') − log p('{lm.token_text([other])[0]}')"
     )
@@ -154,7 +158,7 @@ def test_a_contrast_and_a_span_are_named_in_the_caption(fakes, answer) -> None:
 def test_scales_are_per_map_or_shared_within_a_legend_group(fakes, answer) -> None:
     task = _task(answer)
     methods = {"fake_ablation": {"gain": 10.0}, "fake_shap": {"change": 2.0}, "fake_shap2": {"change": 8.0}}
-    explained = api.explain_prompt(task, methods)
+    explained = api.explain_prompt(answer[0], task, methods)
     own = F.prompt_figures(task, explained)
     for m, fig in own.items():
         assert fig.scale == pytest.approx(robust_scale(explained[m].attributions)) and fig.caption.note == ""
@@ -166,7 +170,7 @@ def test_scales_are_per_map_or_shared_within_a_legend_group(fakes, answer) -> No
 
 def test_the_matrix_is_a_labelled_heatmap_on_one_colour_scale(fakes, answer) -> None:
     task = _task(answer, span=(2, 3))
-    explained = api.explain_prompt(task, {"fake_ablation": {"gain": 2.0}, "fake_shap": {}})
+    explained = api.explain_prompt(answer[0], task, {"fake_ablation": {"gain": 2.0}, "fake_shap": {}})
     assert F.matrix_spec(task, explained["fake_shap"]) is None  # no per-step rows, no matrix
     spec = F.matrix_spec(task, explained["fake_ablation"])
     assert spec is not None
@@ -196,8 +200,8 @@ def test_the_report_is_plain_json_and_its_page_is_escaped_and_offline(fakes) -> 
     lm = tiny_lm("llama", seed=1)
     prompt = build_prompt(lm, "what is <script>alert(1)</script> the capital ?")
     generation = generate(lm, prompt, max_new_tokens=3)
-    task = api.make_task(lm, prompt, generation.ids, span=(0, 1))
-    explained = api.explain_prompt(task, {"fake_ablation": {}, "fake_shap": {"gap": 1.0}})
+    task = make_query(lm, prompt, generation.ids, span=(0, 1))
+    explained = api.explain_prompt(lm, task, {"fake_ablation": {}, "fake_shap": {"gap": 1.0}})
     faith = {"fake_ablation": {"deletion_auc": np.float32(0.25), "curve": Curve(0.5, np.arange(3.0))}}
     report = F.prompt_report(generation, task, explained, faith)
     text = json.dumps(report, allow_nan=False)  # plain JSON: no NumPy values, no NaN

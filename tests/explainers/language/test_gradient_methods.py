@@ -9,7 +9,8 @@ import torch
 from captum.attr import LayerGradientXActivation, LayerIntegratedGradients, LLMGradientAttribution, TextTokenInput
 from tiny_lm import tiny_lm
 
-from xaidash.explainers.language.api import explain_prompt, make_task
+from xaidash.explainers.language.api import explain_prompt
+from xaidash.explainers.language.query import make_query
 from xaidash.explainers.language.registry import get_prompt_method, total_of
 from xaidash.explainers.language.scoring import explained, masked_rows, score_rows
 from xaidash.explainers.params import ExplainError
@@ -45,8 +46,8 @@ def _captum(lm, prompt, answer, method, skip=None, **kwargs):
 
 
 def test_layer_ig_equals_captums_call_on_every_token(lm, prompt, answer):
-    task = make_task(lm, prompt, answer, include_template=True)
-    ours = explain_prompt(task, {"layer_ig": {"steps": 16, "per_step": True}})["layer_ig"]
+    task = make_query(lm, prompt, answer, include_template=True)
+    ours = explain_prompt(lm, task, {"layer_ig": {"steps": 16, "per_step": True}})["layer_ig"]
     theirs = _captum(lm, prompt, answer, LayerIntegratedGradients(lm.model, lm.embedding()), n_steps=16)
     scale = np.abs(theirs).max()
     assert scale > 0
@@ -56,8 +57,8 @@ def test_layer_ig_equals_captums_call_on_every_token(lm, prompt, answer):
 
 def test_layer_ig_keeps_the_template_as_captum_skips_it(lm, prompt, answer):
     """Features are the user's tokens: the template keeps its tokens on the path (captum: skip_tokens by id)."""
-    task = make_task(lm, prompt, answer, span=(2, 3))
-    ours = explain_prompt(task, {"layer_ig": {"steps": 8, "per_step": True}})["layer_ig"]
+    task = make_query(lm, prompt, answer, span=(2, 3))
+    ours = explain_prompt(lm, task, {"layer_ig": {"steps": 8, "per_step": True}})["layer_ig"]
     theirs = _captum(lm, prompt, answer[:3], LayerIntegratedGradients(lm.model, lm.embedding()), TEMPLATE, n_steps=8)
     scale = np.abs(theirs).max()
     np.testing.assert_allclose(ours.per_step, theirs, atol=1e-4 * scale)
@@ -65,8 +66,8 @@ def test_layer_ig_keeps_the_template_as_captum_skips_it(lm, prompt, answer):
 
 
 def test_input_x_gradient_equals_captums_call(lm, prompt, answer):
-    task = make_task(lm, prompt, answer, include_template=True)
-    ours = explain_prompt(task, {"input_x_gradient": {"per_step": True}})["input_x_gradient"]
+    task = make_query(lm, prompt, answer, include_template=True)
+    ours = explain_prompt(lm, task, {"input_x_gradient": {"per_step": True}})["input_x_gradient"]
     theirs = _captum(lm, prompt, answer, LayerGradientXActivation(lm.model, lm.embedding()))
     scale = np.abs(theirs).max()
     assert scale > 0
@@ -78,10 +79,10 @@ def test_input_x_gradient_equals_captums_call(lm, prompt, answer):
 def test_layer_ig_is_complete_against_the_baseline_prompt(lm, prompt, answer, contrast):
     """The values add up to f(prompt) - f(prompt with every feature at the baseline token), that change read
     independently by the perturbation methods' scorer."""
-    task = make_task(lm, prompt, answer, span=(1, 2), contrast=answer[3] if contrast else None)
-    e = explain_prompt(task, {"layer_ig": {"steps": 32}})["layer_ig"]
+    task = make_query(lm, prompt, answer, span=(1, 2), contrast=answer[3] if contrast else None)
+    e = explain_prompt(lm, task, {"layer_ig": {"steps": 32}})["layer_ig"]
     keep = torch.tensor([[1] * task.n_features, [0] * task.n_features])
-    ends = explained(task, score_rows(task, masked_rows(task, keep))[0]).double().numpy()
+    ends = explained(task, score_rows(lm, task, masked_rows(lm, task, keep))[0]).double().numpy()
     change = ends[0] - ends[1]
     assert e.diagnostics[OUTPUT_CHANGE] == pytest.approx(change, abs=1e-5)
     assert abs(change) > 1e-3
@@ -92,9 +93,9 @@ def test_layer_ig_is_complete_against_the_baseline_prompt(lm, prompt, answer, co
 
 
 def test_refinement_closes_a_gap_the_points_asked_leave(lm, prompt, answer):
-    task = make_task(lm, prompt, answer, span=(0, 1))
-    plain = explain_prompt(task, {"layer_ig": {"steps": 2}})["layer_ig"]
-    refined = explain_prompt(task, {"layer_ig": {"steps": 2, "refine": True}})["layer_ig"]
+    task = make_query(lm, prompt, answer, span=(0, 1))
+    plain = explain_prompt(lm, task, {"layer_ig": {"steps": 2}})["layer_ig"]
+    refined = explain_prompt(lm, task, {"layer_ig": {"steps": 2, "refine": True}})["layer_ig"]
     change = plain.diagnostics[OUTPUT_CHANGE]
     before = relative_gap(plain.diagnostics["convergence_delta"], change)
     after = relative_gap(refined.diagnostics["convergence_delta"], change)
@@ -109,9 +110,9 @@ def test_refinement_closes_a_gap_the_points_asked_leave(lm, prompt, answer):
 @pytest.mark.parametrize("contrast", [False, True])
 def test_per_step_rows_add_up_to_the_explained_output(lm, prompt, answer, method, contrast):
     span = (1, 2) if contrast else (1, 3)
-    task = make_task(lm, prompt, answer, span=span, contrast=answer[0] if contrast else None)
-    alone = explain_prompt(task, {method: {}})[method]
-    rows = explain_prompt(task, {method: {"per_step": True}})[method]
+    task = make_query(lm, prompt, answer, span=span, contrast=answer[0] if contrast else None)
+    alone = explain_prompt(lm, task, {method: {}})[method]
+    rows = explain_prompt(lm, task, {method: {"per_step": True}})[method]
     assert alone.per_step is None and rows.per_step is not None
     assert rows.per_step.shape == (task.n_steps, task.n_features)
     scale = np.abs(alone.attributions).max()
@@ -143,8 +144,8 @@ def test_smollm2_layer_ig_equals_captums_call(tmp_path_factory):
     real = smollm2_lm(tmp_path_factory)
     prompt = build_prompt(real, "The capital of France is", chat=False)
     paris = real.tokenizer.encode(" Paris", add_special_tokens=False)
-    task = make_task(real, prompt, paris, include_template=True)
-    ours = explain_prompt(task, {"layer_ig": {"steps": 16}})["layer_ig"]
+    task = make_query(real, prompt, paris, include_template=True)
+    ours = explain_prompt(real, task, {"layer_ig": {"steps": 16}})["layer_ig"]
     theirs = _captum(real, prompt, paris, LayerIntegratedGradients(real.model, real.embedding()), n_steps=16)
     np.testing.assert_allclose(ours.attributions, theirs[0], atol=1e-3 * np.abs(theirs).max())
     assert ours.diagnostics[OUTPUT_CHANGE] != 0

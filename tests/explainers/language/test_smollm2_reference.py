@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from smollm2_run import smollm2_lm
 
-from xaidash.explainers.language.api import explain_prompt, make_task
+from xaidash.explainers.language.api import explain_prompt
+from xaidash.explainers.language.query import PromptQuery, make_query
 from xaidash.explainers.language.reference import reference_attributions
-from xaidash.explainers.language.registry import PromptTask
 from xaidash.models.language.generate import generate
 from xaidash.models.language.model import LanguageModel
 from xaidash.models.language.prompt import build_prompt
@@ -29,29 +29,31 @@ def lm(tmp_path_factory: pytest.TempPathFactory) -> LanguageModel:
 
 
 @pytest.fixture(scope="module")
-def paris(lm: LanguageModel) -> PromptTask:
-    """The task explaining the answer's " Paris" (the steps before it read teacher-forced)."""
+def paris(lm: LanguageModel) -> PromptQuery:
+    """The query explaining the answer's " Paris" (the steps before it read teacher-forced)."""
     prompt = build_prompt(lm, QUESTION)
     answer = generate(lm, prompt, max_new_tokens=8)
     assert " Paris" in answer.text
     step = next(i for i, s in enumerate(answer.steps) if s.token == " Paris")
-    return make_task(lm, prompt, answer.ids, span=(step, step + 1))
+    return make_query(lm, prompt, answer.ids, span=(step, step + 1))
 
 
-def test_feature_ablation_of_paris_equals_captums_and_france_produced_the_answers_france(paris: PromptTask) -> None:
-    ours = explain_prompt(paris, {"feature_ablation": {}})["feature_ablation"]
-    ref = reference_attributions(paris, "feature_ablation")
+def test_feature_ablation_of_paris_equals_captums_and_france_produced_the_answers_france(
+    lm: LanguageModel, paris: PromptQuery
+) -> None:
+    ours = explain_prompt(lm, paris, {"feature_ablation": {}})["feature_ablation"]
+    ref = reference_attributions(lm, paris, "feature_ablation")
     assert np.abs(ref).max() > 0.1
     np.testing.assert_allclose(ours.attributions, ref, atol=ATOL)
     assert ours.rows == paris.n_features + 1
     # The answer "The capital of France is Paris." already names France before " Paris" (read teacher-forced), so
     # the prompt's " France" shows on the answer's own " France" (the same rows give every step's values).
-    france = paris.lm.token_text(paris.target_ids).index(" France")
+    france = lm.token_text(paris.target_ids).index(" France")
     assert ours.per_step is not None
     assert paris.labels[int(np.argmax(ours.per_step[france]))] == " France"
 
 
-def test_the_chat_template_is_not_among_the_features(paris: PromptTask) -> None:
+def test_the_chat_template_is_not_among_the_features(paris: PromptQuery) -> None:
     assert "".join(paris.labels) == QUESTION  # the user's tokens, nothing of the template around them
     assert "assistant" in paris.prompt.rendered and len(paris.prompt) > 2 * paris.n_features
 
@@ -60,23 +62,27 @@ def test_the_chat_template_is_not_among_the_features(paris: PromptTask) -> None:
     ("method", "params"),
     [("shapley_sampling", {"n_samples": 2}), ("kernel_shap", {"n_samples": 10}), ("lime", {"n_samples": 10})],
 )
-def test_sampling_methods_equal_captums_with_the_same_draws(paris: PromptTask, method: str, params: dict) -> None:
-    ours = explain_prompt(paris, {method: params})[method]
-    ref = reference_attributions(paris, method, params)
+def test_sampling_methods_equal_captums_with_the_same_draws(
+    lm: LanguageModel, paris: PromptQuery, method: str, params: dict
+) -> None:
+    ours = explain_prompt(lm, paris, {method: params})[method]
+    ref = reference_attributions(lm, paris, method, params)
     assert np.abs(ref).max() > 0.1
     np.testing.assert_allclose(ours.attributions, ref, atol=ATOL)
 
 
-def test_paris_rather_than_london_is_the_difference_of_their_attributions(paris: PromptTask) -> None:
-    lm, step = paris.lm, paris.span[0]
+def test_paris_rather_than_london_is_the_difference_of_their_attributions(
+    lm: LanguageModel, paris: PromptQuery
+) -> None:
+    step = paris.span[0]
     london = lm.tokenizer(" London", add_special_tokens=False)["input_ids"]
     assert len(london) == 1
     other = list(paris.target_ids)
     other[step] = london[0]
-    contrast = make_task(lm, paris.prompt, paris.target_ids, span=paris.span, contrast=london[0])
-    got = explain_prompt(contrast, {"feature_ablation": {}})["feature_ablation"].attributions
-    own = explain_prompt(paris, {"feature_ablation": {}})["feature_ablation"].attributions
-    theirs = explain_prompt(make_task(lm, paris.prompt, other, span=paris.span), {"feature_ablation": {}})
+    contrast = make_query(lm, paris.prompt, paris.target_ids, span=paris.span, contrast=london[0])
+    got = explain_prompt(lm, contrast, {"feature_ablation": {}})["feature_ablation"].attributions
+    own = explain_prompt(lm, paris, {"feature_ablation": {}})["feature_ablation"].attributions
+    theirs = explain_prompt(lm, make_query(lm, paris.prompt, other, span=paris.span), {"feature_ablation": {}})
     expected = own - theirs["feature_ablation"].attributions
     assert np.abs(expected).max() > 0.1
     np.testing.assert_allclose(got, expected, atol=ATOL)
