@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     bundle = load_bundle(Run(run_path), device=args.device)
     specs = [get_method(m.strip(), bundle.modality) for m in args.methods.split(",") if m.strip()]
     given = parse_params(args.param, specs)
-    params = {s.id: s.resolve_params(bundle, given.get(s.id, {})) for s in specs}
+    params = {s.id: s.resolve_for(bundle, given.get(s.id, {})) for s in specs}
     from xaidash.data.registry import load_split
 
     split_size = len(load_split(bundle.info.name, "test"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from xaidash.data.errors import ExplainError, XaidashError
 
@@ -126,16 +126,19 @@ class Spec:
 
     params: tuple[Param, ...] = ()
     featured: int | None = None
+    # How a refusal of a parameter names the entry: by its `id` (methods: "ig has no parameter x"), or by its
+    # `label` where people know it by that (attacks, projections: "t-SNE has no parameter x").
+    names_params_by: ClassVar[str] = "id"
 
     def resolve_params(
         self, given: Mapping[str, Any] | None = None, layers: LayerChoices | None = None
     ) -> dict[str, Any]:
         """`given` checked against the declared parameters, defaults filled in (see `resolve_params`)."""
-        return resolve_params(_owner(self), self.params, given, layers)
+        return resolve_params(self._owner(), self.params, given, layers)
 
-
-def _owner(spec: Spec) -> str:
-    return str(getattr(spec, "id", None) or getattr(spec, "name", None) or getattr(spec, "label", "this entry"))
+    def _owner(self) -> str:
+        named = getattr(self, self.names_params_by, None)
+        return str(named or getattr(self, "id", None) or getattr(self, "name", None) or getattr(self, "label", "it"))
 
 
 S = TypeVar("S", bound=Spec)

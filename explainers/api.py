@@ -59,7 +59,7 @@ def explain(
         raise ExplainError(f"batch_size={batch_size}: it must be between 1 and {MAX_BATCH_SIZE}.")
     spec = get_method(method, bundle.modality)
     spec.check(bundle)
-    resolved = spec.resolve_params(bundle, params)
+    resolved = spec.resolve_for(bundle, params)
     adapter = adapter_of(bundle.modality)
     raw = adapter.checked(bundle, inputs)
     background = resolve_background(bundle, spec.needs_background(resolved), background)

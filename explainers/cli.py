@@ -117,7 +117,7 @@ def _needs_background(spec: MethodSpec, bundle: ModelBundle, params: dict[str, A
     """Whether the method with these (unchecked) params compares against background samples; a bad
     parameter is reported when the method runs, so it counts as no."""
     try:
-        return spec.needs_background(spec.resolve_params(bundle, params))
+        return spec.needs_background(spec.resolve_for(bundle, params))
     except ExplainError:
         return False
 
@@ -325,7 +325,7 @@ def _explain_dataset(
     resolved = {}
     for spec in chosen:  # every method checked before the first chunk, not after an hour
         spec.check(bundle)
-        resolved[spec.id] = spec.resolve_params(bundle, params.get(spec.id, {}))
+        resolved[spec.id] = spec.resolve_for(bundle, params.get(spec.id, {}))
     job = DatasetJob(
         run_path=str(run_path),
         split=split_name,

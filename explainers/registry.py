@@ -234,7 +234,7 @@ class MethodSpec(Spec):
 
     def count_passes(self, bundle: ModelBundle, params: dict[str, Any], n: int, background: int) -> tuple[int, int]:
         """(forward+backward, forward-only) model passes of one `explain` call on n inputs sharing one target."""
-        resolved = self.resolve_params(bundle, params)
+        resolved = self.resolve_for(bundle, params)
         hw = (int(bundle.info.input_shape[1]), int(bundle.info.input_shape[2]))
         if self.passes_on_model is not None:
             return self.passes_on_model(bundle, resolved, n, background, hw)
@@ -249,11 +249,10 @@ class MethodSpec(Spec):
         if reason:
             raise ExplainError(f"{self.label} does not apply to {bundle.spec.name}: {reason}")
 
-    def resolve_params(  # type: ignore[override]  # a classifier method's 'layer' is one of its model's
-        self, bundle: ModelBundle, given: Mapping[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """Defaults filled in and every value checked (a layer against the model's); unknown names are refused."""
-        return super().resolve_params(given, layer_choices(bundle))
+    def resolve_for(self, bundle: ModelBundle, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """`resolve_params` on one model: defaults filled in and every value checked, a 'layer' against the model's
+        conv layers (`layer_choices`); unknown names are refused."""
+        return self.resolve_params(given, layer_choices(bundle))
 
     def supports(self, bundle: ModelBundle) -> bool:
         try:

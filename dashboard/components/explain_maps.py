@@ -4,6 +4,7 @@ come from explainers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import streamlit as st
@@ -114,14 +115,25 @@ def ood_hint(score: ood.OODScore | None) -> None:
         st.caption(score.summary())
 
 
-def map_display_choice(container: Any, key: str) -> str:
-    """How image maps are shown, the same control on every page that draws them (MapFigure's two displays)."""
+# What each display of a map looks like, for the control's help.
+DISPLAY_HELP = {
+    "overlay": "the map over a grey copy of the input (opacity grows with |value|)",
+    "heatmap": "the map alone",
+    "tokens": "the words highlighted",
+}
+
+
+def map_display_choice(container: Any, key: str, displays: Sequence[str]) -> str:
+    """How maps are shown, the same control on every page that draws them: a choice among the `displays` the
+    inputs' modality adapter offers, or its only one (no control)."""
+    if len(displays) < 2:
+        return displays[0]
     return str(
         container.radio(
             "Show maps as",
-            ["overlay", "heatmap"],
+            list(displays),
             horizontal=True,
             key=key,
-            help="overlay: the map over a grey copy of the input (opacity grows with |value|); heatmap: the map alone",
+            help="; ".join(f"{d}: {DISPLAY_HELP.get(d, d)}" for d in displays),
         )
     )

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from xaidash.explainers.figures.html_parts import colorbar_html
+from xaidash.explainers.figures.html_parts import colorbar_html, hex_colour
 from xaidash.explainers.figures.scales import ColourScale
 from xaidash.models.language.generate import Generation
 
@@ -27,17 +27,13 @@ def shown_token(token: str) -> str:
     return text if text else "∅"
 
 
-def _hex(rgb: np.ndarray) -> str:
-    return "#" + "".join(f"{round(float(c) * 255):02x}" for c in rgb)
-
-
 def chip(token: str, prob: float, rgb: np.ndarray, title: str, marked: bool = False) -> str:
     luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
     fg = "#000" if luminance > 0.5 else "#fff"
     border = "2px solid #f0a000" if marked else "1px solid #9aa"
     return (
         f'<span title="{html.escape(title, quote=True)}" style="white-space:pre;display:inline-block;margin:2px 1px;'
-        f"padding:1px 4px;border-radius:4px;border:{border};background:{_hex(rgb)};color:{fg};"
+        f"padding:1px 4px;border-radius:4px;border:{border};background:{hex_colour(rgb)};color:{fg};"
         f'font-size:15px;font-family:monospace">{html.escape(shown_token(token))}</span>'
     )
 

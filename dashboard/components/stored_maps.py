@@ -23,8 +23,8 @@ from xaidash.dashboard.components.dataset_report import (
 from xaidash.dashboard.components.explain_maps import map_card, map_display_choice
 from xaidash.dashboard.components.explain_tables import metrics_legend, metrics_table
 from xaidash.dashboard.components.images import to_pil
-from xaidash.data.registry import ImageSplit
 from xaidash.explainers.dataset import report as R
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.scoring import METRICS
 from xaidash.models.bundle import ModelBundle
@@ -105,12 +105,12 @@ def _banner(bundle: ModelBundle, manifest: dict[str, Any], split: str, index: in
         st.button("Close the stored view", on_click=_close, key="explain_stored_close", type="tertiary")
 
 
-def _sample_header(data: Any, split: str, index: int, row: Any, x: Any) -> str:
+def _sample_header(data: Any, split: str, index: int, row: Any, x: Any, displays: tuple[str, ...]) -> str:
     """The sample (its picture, or its text), its classes, loss and the methods' disagreement; the display the
     maps are drawn with (a picture's overlay or heat map, as chosen here; a text's tokens)."""
     image = x is not None
     mark = " ✓" if bool(row["correct"]) else " ✗"
-    display = "tokens"
+    display = displays[0]
     with st.container(horizontal=True, gap="medium"):
         if image:
             st.image(to_pil(x, 224), width=200)
@@ -126,9 +126,8 @@ def _sample_header(data: Any, split: str, index: int, row: Any, x: Any) -> str:
                 f"loss {float(row['loss']):.3f} (cross-entropy of the true class)"
                 + (f" · disagreement between the methods {dis:.3f} (1 − mean Spearman ρ)" if np.isfinite(dis) else "")
             )
-            if image:
-                display = map_display_choice(st, "explain_stored_display")
-    return display if image else "overlay"
+            display = map_display_choice(st, "explain_stored_display", displays)
+    return display
 
 
 def _draw(
@@ -145,9 +144,10 @@ def _draw(
     info = bundle.info
     _banner(bundle, manifest, split, index, methods)
     data = services.dataset_split(info.name, split)
-    x = data.image(index).float() if isinstance(data, ImageSplit) else None
+    adapter = adapter_of(bundle.modality)
+    x = adapter.item(data, index) if adapter.pictured else None
     with st.container(border=True):
-        display = _sample_header(data, split, index, row, x)
+        display = _sample_header(data, split, index, row, x, adapter.displays)
         st.caption(
             "**Colour scale:** each map on its own scale, saturating at its 99th percentile of |value|. Signed maps: "
             "red/white/blue around 0; unsigned maps: dark to bright (never red-blue)."

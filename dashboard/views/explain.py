@@ -116,8 +116,7 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
             f"per {unit_words(bundle.modality)[0]}) share one colour scale; a method in units of its own keeps its "
             "own. Off: each map on its own scale, saturating at its 99th percentile of |value|",
         )
-        displays = adapter_of(bundle.modality).displays  # a choice only where the inputs offer several
-        display = map_display_choice(c4, "explain_display") if len(displays) > 1 else displays[0]
+        display = map_display_choice(c4, "explain_display", adapter_of(bundle.modality).displays)
         with_metrics = c3.toggle(
             "Quality metrics",
             value=True,

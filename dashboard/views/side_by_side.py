@@ -266,8 +266,7 @@ def controls(pair: Pair) -> Choice:
             "weight); maps in relative "
             "units (the CAM family, guided backprop) always get one scale per model",
         )
-        displays = adapter_of(bundle_a.modality).displays  # a choice only where the inputs offer several
-        display = map_display_choice(c3, f"{KEY}_display") if len(displays) > 1 else displays[0]
+        display = map_display_choice(c3, f"{KEY}_display", adapter_of(bundle_a.modality).displays)
         if skipped:
             st.caption(
                 "Not available for both models: " + "; ".join(f"{label} ({why})" for label, why in skipped.items())

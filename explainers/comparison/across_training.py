@@ -47,14 +47,14 @@ class TrainingExplanations:
 
     def shared_scale(self, method: str) -> float:
         """One colour scale for a method's row, as the Explain page picks one: the high percentile of |value|
-        (`render.robust_scale`) over the maps of every epoch together (1.0 when they are all zero); values
+        (`scales.robust_scale`) over the maps of every epoch together (1.0 when they are all zero); values
         beyond it saturate (see `clipped`)."""
         values = [np.asarray(e.explanations[method].item(0)).ravel() for e in self.epochs if method in e.explanations]
         return (robust_scale(np.concatenate(values)) if values else 0.0) or 1.0
 
     def clipped(self, method: str) -> bool:
         """Whether some value of the method's row lies beyond `shared_scale` (its end colours are '≥'/'≤'):
-        `render.is_clipped`, the one rule."""
+        `scales.is_clipped`, the one rule."""
         values = [np.asarray(e.explanations[method].item(0)).ravel() for e in self.epochs if method in e.explanations]
         return bool(values) and is_clipped(np.concatenate(values), self.shared_scale(method))
 

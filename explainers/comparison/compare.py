@@ -24,7 +24,9 @@ from xaidash.data.modalities import GroundTruth
 from xaidash.explainers.comparison.ranking import comparison_ranking, ranking_notes
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.figures import render
+from xaidash.explainers.figures.html_parts import scaled_tokens_html
 from xaidash.explainers.figures.report import ExplainReport, MethodSetting, ReportSettings, session_report
+from xaidash.explainers.figures.scales import ColourScale, is_clipped, robust_scale
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
 from xaidash.explainers.metrics.registry import REGISTRY
 from xaidash.explainers.modalities import adapter_of
@@ -95,9 +97,9 @@ def sanity_figure(values: Any, image: Any = None) -> Image.Image:
     """One image map of the sanity check as the Compare page draws it: its |values| on its own scale (the 99th
     percentile, '≥' when brighter pixels are clipped) over a grey copy of `image`, with the colour bar below."""
     mag = np.abs(np.asarray(values, dtype=np.float32))
-    top = render.robust_scale(mag) or 1.0
+    top = robust_scale(mag) or 1.0
     label = "|attribution|, own scale"
-    scale = render.ColourScale(0.0, top, label, clipped=render.is_clipped(mag, top))
+    scale = ColourScale(0.0, top, label, clipped=is_clipped(mag, top))
     return render.scaled_map(
         mag, scale, image=image, upscale=SANITY_MAP_PX, bar_width=SANITY_MAP_PX, font_size=SANITY_FONT_PX
     )
@@ -107,9 +109,9 @@ def sanity_tokens_html(values: Any, words: Sequence[str]) -> str:
     """One text map of the sanity check: the words coloured by its signed values on its own scale (the 99th
     percentile of |value|), with the colour bar below."""
     v = np.asarray(values, dtype=np.float32).reshape(-1)
-    top = render.robust_scale(v) or 1.0
-    scale = render.ColourScale(-top, top, "attribution, this map's own scale", True, clipped=render.is_clipped(v, top))
-    return render.scaled_tokens_html(list(words), v, scale)
+    top = robust_scale(v) or 1.0
+    scale = ColourScale(-top, top, "attribution, this map's own scale", True, clipped=is_clipped(v, top))
+    return scaled_tokens_html(list(words), v, scale)
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -20,13 +20,7 @@ import matplotlib
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-# Read as `render.<name>` by callers written before the scale policy and the HTML had modules of their own
-# (explainers/comparison/compare.py, explainers/robust/figures.py, explainers/modalities/text.py).
-from xaidash.explainers.figures.html_parts import highlight_tokens as highlight_tokens
-from xaidash.explainers.figures.html_parts import scaled_tokens_html as scaled_tokens_html
 from xaidash.explainers.figures.scales import ColourScale, as_array, colorize, normalize_values, tick_text
-from xaidash.explainers.figures.scales import is_clipped as is_clipped
-from xaidash.explainers.figures.scales import robust_scale as robust_scale
 from xaidash.explainers.params import ExplainError
 
 DEFAULT_UPSCALE = 224  # small images (28x28) are enlarged until their shorter side reaches this

@@ -32,13 +32,12 @@ from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from xaidash.data import specs
 from xaidash.data.atomic import atomic_write, atomic_write_json
-from xaidash.data.specs import LayerChoices, Registry, Spec
+from xaidash.data.specs import Registry, Spec
 from xaidash.explainers.params import ExplainError, Param
 
 SEED = 0
@@ -73,11 +72,7 @@ class ProjectionSpec(Spec):
     label: str
     params: tuple[Param, ...] = ()
 
-    def resolve_params(
-        self, given: Mapping[str, Any] | None = None, layers: LayerChoices | None = None
-    ) -> dict[str, Any]:
-        """Defaults filled in and each value checked; an unknown name is refused naming the projection's label."""
-        return specs.resolve_params(self.label, self.params, given, layers)
+    names_params_by: ClassVar[str] = "label"  # refusals name the attack or projection as people know it
 
 
 def _unknown(method: Hashable, known: list[str]) -> str:

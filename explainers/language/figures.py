@@ -238,26 +238,6 @@ def matrix_html(labels: Sequence[str], steps: Sequence[str], per_step: Any, scal
 # ---- the report ----------------------------------------------------------------------------------------------------
 
 
-def _generation_json(generation: Generation) -> dict[str, Any]:
-    return {
-        "text": generation.text,
-        "stopped": generation.stopped,
-        "seconds": round(generation.seconds, 4),
-        "sample": generation.sample,
-        "seed": generation.seed,
-        "temperature": generation.temperature,
-        "steps": [
-            {
-                "id": s.id,
-                "token": s.token,
-                "probability": s.prob,
-                "alternatives": [{"token": t, "id": i, "probability": p} for t, i, p in s.alternatives],
-            }
-            for s in generation.steps
-        ],
-    }
-
-
 def prompt_report(
     generation: Generation,
     task: PromptQuery,
@@ -296,7 +276,7 @@ def prompt_report(
             "ids": list(prompt.ids),
             "features": list(prompt.features),
         },
-        "generation": _generation_json(generation),
+        "generation": generation.to_json(),
         "target": {
             "span": [start, stop],
             "text": target_tokens(task),

@@ -5,13 +5,13 @@ name. An attack is one `register(AttackSpec(...))` in a module imported by this 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
-from xaidash.data.specs import LayerChoices, Registry, Spec, resolve_params
+from xaidash.data.specs import Registry, Spec
 from xaidash.explainers.params import ExplainError, Param
 
 # The budget is an L-infinity radius in the raw image's own units: a pixel value in [0, 1] before normalisation.
@@ -73,12 +73,7 @@ class AttackSpec(Spec):
     targeted: bool = True  # can be aimed at a chosen class (the counterfactual needs that)
     iterative: bool = False  # several gradient steps (what a counterfactual search prefers)
 
-    def resolve_params(
-        self, given: Mapping[str, Any] | None = None, layers: LayerChoices | None = None
-    ) -> dict[str, Any]:
-        """Every declared parameter, from `given` or its default, coerced and range-checked; ExplainError (naming
-        the attack by its label) for an unknown name."""
-        return resolve_params(self.label, self.params, given, layers)
+    names_params_by: ClassVar[str] = "label"  # refusals name the attack or projection as people know it
 
 
 def _unknown(attack_id: Hashable, known: list[str]) -> str:

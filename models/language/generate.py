@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -24,6 +25,14 @@ class Step:
     token: str
     prob: float
     alternatives: tuple[tuple[str, int, float], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "token": self.token,
+            "probability": self.prob,
+            "alternatives": [{"token": t, "id": i, "probability": p} for t, i, p in self.alternatives],
+        }
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,18 @@ class Generation:
 
     def span_text(self, start: int, stop: int) -> str:
         return "".join(s.token for s in self.steps[start:stop])
+
+    def to_json(self) -> dict[str, Any]:
+        """The answer as a report keeps it: its text, why it stopped, its time and settings, and every step."""
+        return {
+            "text": self.text,
+            "stopped": self.stopped,
+            "seconds": round(self.seconds, 4),
+            "sample": self.sample,
+            "seed": self.seed,
+            "temperature": self.temperature,
+            "steps": [s.to_json() for s in self.steps],
+        }
 
 
 def cache_of(out: object) -> object:

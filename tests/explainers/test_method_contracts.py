@@ -191,7 +191,7 @@ def _cheapest_model(spec: MethodSpec, modality: str) -> ModelBundle:
 def test_defaults_resolve_and_run(method: str, modality: str) -> None:
     spec = get_method(method, modality)
     bundle = _cheapest_model(spec, modality)
-    resolved = spec.resolve_params(bundle, {})
+    resolved = spec.resolve_for(bundle, {})
     assert list(resolved) == [p.name for p in spec.params]
     for p in spec.params:
         expected = (p.default or bundle.spec.last_conv) if p.kind == "layer" else p.default

@@ -83,8 +83,8 @@ def test_needs_background_values():
     assert get_method("shap_deep", "image").needs_background({"background_size": 1})
     for method in ("ig", "deeplift"):
         spec = get_method(method, "image")
-        assert spec.needs_background(spec.resolve_params(fresh_bundle("mlp"), {"baseline": "mean"}))
-        assert not spec.needs_background(spec.resolve_params(fresh_bundle("mlp"), {}))
+        assert spec.needs_background(spec.resolve_for(fresh_bundle("mlp"), {"baseline": "mean"}))
+        assert not spec.needs_background(spec.resolve_for(fresh_bundle("mlp"), {}))
     assert not get_method("ig", "text").needs_background({"steps": 8})
 
 
