@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from captum._utils.gradient import compute_layer_gradients_and_eval
 
+from xaidash.explainers.guard import evaluating
 from xaidash.explainers.methods._common import batch_slices, grad_leaf, per_slice
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext, MethodOutput
@@ -107,19 +108,6 @@ def channels_kept(bundle: ModelBundle, path: str, keep: list[torch.Tensor | None
         handle.remove()
 
 
-@contextmanager
-def probing(model: torch.nn.Module) -> Iterator[None]:
-    """The model in eval mode for a probe pass made outside `explain()` (applies, pass counts): batch-norm
-    statistics untouched; every module's train/eval flag as it was afterwards (what `api.evaluating` does)."""
-    modes = [(m, m.training) for m in model.modules()]
-    model.eval()
-    try:
-        yield
-    finally:
-        for m, training in modes:
-            m.training = training
-
-
 def weighted_maps(weights: torch.Tensor, acts: torch.Tensor) -> torch.Tensor:
     """sum_k weights[n, k] * acts[n, k] -> (N, h, w): the map every channel-weighting CAM ends with."""
     return torch.einsum("nk,nkhw->nhw", weights.to(acts.dtype), acts)
@@ -147,7 +135,7 @@ def layer_shape(bundle: ModelBundle, path: str) -> tuple[int, int, int]:
         store: list[torch.Tensor] = []
         handle = bundle.layer(path).register_forward_hook(lambda m, i, out: store.append(_first(out)))
         try:
-            with probing(bundle.model):
+            with evaluating(bundle.model):  # a probe pass outside explain(): batch-norm statistics untouched
                 bundle.model(bundle.prepare(torch.zeros(1, *shape)))
         finally:
             handle.remove()

@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from xaidash.explainers.methods._cam_core import LAYER, conv_applies, maps_and_grads, probing
+from xaidash.explainers.guard import evaluating
+from xaidash.explainers.methods._cam_core import LAYER, conv_applies, maps_and_grads
 from xaidash.explainers.methods._common import per_input, per_slice, quiet_hook_notices
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
@@ -63,7 +64,7 @@ def _applies(bundle: ModelBundle) -> str | None:
     if path not in known:  # one forward and backward pass of a random input, the first time
         raw = torch.rand(1, *bundle.info.input_shape, generator=torch.Generator().manual_seed(0))
         ctx = MethodContext(bundle, bundle.prepare(raw), torch.zeros(1, dtype=torch.long, device=bundle.device), raw)
-        with quiet_hook_notices(), probing(bundle.model):
+        with quiet_hook_notices(), evaluating(bundle.model):
             known[path] = blank(*maps_and_grads(ctx, path, slice(0, 1)))
     return _refusal(path) if known[path] else None
 

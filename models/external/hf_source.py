@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xaidash.data.modalities import IMAGE, TEXT
 from xaidash.data.paths import offline
 from xaidash.models.external.hf_models import quiet_transformers, wrap_image, wrap_text
 from xaidash.models.external.linking import image_probe, text_probe
@@ -205,7 +206,7 @@ def _load_image(found: _Found, hf: Any) -> Loaded:
         files.append(lambda run: processor.save_pretrained(str(run / HF_FOLDER)))
     return Loaded(
         model=model,
-        modality="image",
+        modality=IMAGE.id,
         name=found.name,
         num_classes=int(config.num_labels),
         record=found.record,
@@ -227,7 +228,7 @@ def _load_text(found: _Found, hf: Any) -> Loaded:
     hf_tokenizer = tokenizer._tok
     return Loaded(
         model=model,
-        modality="text",
+        modality=TEXT.id,
         name=found.name,
         num_classes=int(config.num_labels),
         record=found.record,
