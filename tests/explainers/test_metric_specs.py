@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from image_bundles import fresh_bundle
 
 import xaidash.explainers  # noqa: F401  (registers methods)
 from xaidash.data.registry import get_source
@@ -26,9 +27,7 @@ TEXTS = ["not bad at all , a wonderful cast", "a dull and slow film"]
 
 @pytest.fixture(scope="module")
 def image_bundle() -> ModelBundle:
-    torch.manual_seed(0)
-    info = get_source("shapes").info
-    return ModelBundle(build_model("resnet_small", info).eval(), get_spec("resnet_small"), info, torch.device("cpu"))
+    return fresh_bundle("resnet_small", get_source("shapes").info)
 
 
 @pytest.fixture(scope="module")
