@@ -33,3 +33,24 @@ def settle(page: Any, timeout: float = 180.0) -> None:
             return
         time.sleep(0.4)
     raise AssertionError(f"page still running after {timeout} s")
+
+
+def open_expander(expander: Any, timeout: float = 30.0) -> None:
+    """Open a Streamlit expander (a `stExpander` locator) and wait until it has finished opening.
+
+    Streamlit animates the expander's height for about half a second and its content slides about 100 px down
+    meanwhile. A click on a widget inside during that time can press on the widget and release on the line above it,
+    which the browser counts as no click at all; under load the press and the release are far enough apart for that
+    (the influence browser test's "Find training samples" was pressed, never clicked, and the server never heard of
+    it). AssertionError after `timeout` seconds."""
+    expander.locator("summary").click()
+    details = expander.locator("details")
+    deadline = time.time() + timeout
+    quiet = 0
+    while time.time() < deadline:
+        opened = details.evaluate("d => d.open && !d.style.height && d.getAnimations().length === 0")
+        quiet = quiet + 1 if opened else 0
+        if quiet >= 2:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the expander did not finish opening in {timeout} s")
