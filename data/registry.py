@@ -17,7 +17,8 @@ import torch
 from xaidash.data.errors import DatasetError
 from xaidash.data.specs import Registry, Spec
 
-Modality = Literal["image", "text"]
+# The id of the data set's input adapter in xaidash.data.modalities (image, text, ...): a new adapter adds no literal here.
+Modality = str
 SplitName = Literal["train", "test"]
 
 

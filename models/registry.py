@@ -28,7 +28,8 @@ from xaidash.data.registry import DatasetInfo
 from xaidash.data.specs import Registry, Spec
 from xaidash.models.training.recipes import Recipe, recipe_for
 
-Modality = Literal["image", "text"]
+# The id of the model's input adapter in xaidash.data.modalities (image, text, ...): a new adapter adds no literal here.
+Modality = str
 
 
 class ModelError(XaidashError):
