@@ -130,7 +130,10 @@ def completeness_sentence(check: CompletenessCheck | None) -> tuple[str, bool]:
     raised = f"steps raised {check.steps_asked} → {check.steps_used}" if check.raised else ""
     if check.holds:
         if check.absorbed and check.gap > check.tolerance:
-            return f"values differ from {check.adds_up_to} by {_percent(check.gap)} of it: what {check.absorbed} absorb", False
+            return (
+                f"values differ from {check.adds_up_to} by {_percent(check.gap)} of it: what {check.absorbed} absorb",
+                False,
+            )
         return (f"{raised} to reach gap {_percent(check.gap)}" if raised else ""), False
     within = f"(tolerance {_percent(check.tolerance)})"
     did = f"; {raised}, the most allowed" if raised else ""

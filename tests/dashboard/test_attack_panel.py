@@ -47,7 +47,7 @@ def test_attack_and_counterfactual_on_an_image_run(runs) -> None:
     assert_ok(at)
     said = [w.value for w in at.warning] + [s.value for s in at.success]
     assert any(
-        v.startswith("None found within") or v.startswith("Minimal adversarial example: ") and " at ε = " in v
+        v.startswith("None found within") or (v.startswith("Minimal adversarial example: ") and " at ε = " in v)
         for v in said
     ), said
     if any(v.startswith("Minimal adversarial example") for v in said):  # 1/255 is never a change a person sees
@@ -69,6 +69,6 @@ def test_text_run_gets_the_counterfactual(runs) -> None:
     assert_ok(at)
     said = [w.value for w in at.warning] + [s.value for s in at.success]
     assert any(
-        v.startswith("None found within") or v.startswith("Counterfactual: ") and "word edit" in v for v in said
+        v.startswith("None found within") or (v.startswith("Counterfactual: ") and "word edit" in v) for v in said
     ), said
     assert not [r for r in at.radio if r.key == "attack_0_cf_search"], "text has one search: no choice"

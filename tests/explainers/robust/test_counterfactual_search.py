@@ -83,7 +83,7 @@ def test_the_patch_search_finds_a_visible_change_inside_one_patch(sensitive) -> 
     said = cf.summary()
     assert said.startswith("Patch counterfactual: ") and f"{h}×{w} px patch" in said and "visible" in said
     assert cf.to_json()["patch"] == {"top": top, "left": left, "height": h, "width": w}
-    assert [s.text() for s in steps][0].startswith("PGD run 1 of at most ") and "patch" in steps[0].detail
+    assert steps[0].text().startswith("PGD run 1 of at most ") and "patch" in steps[0].detail
     # the difference image reads in grey levels, its scale the whole range
     fig = perturbation_figure(cf.result)
     assert fig.scale == pytest.approx(255.0) and "grey levels" in fig.legend.units
