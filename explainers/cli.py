@@ -369,26 +369,15 @@ def _explain_dataset(
     return 0
 
 
-_REFERENCES = {
-    "baseline": "the baseline",
-    "background": "the background's mean",
-    "hidden": "every superpixel hidden",
-    "padding_embedding": "padding embeddings",
-    "padding_tokens": "all padding",
-}
-
-
 def _facts(spec: MethodSpec) -> str:
-    """What the method explains and what its attributions add up to, from its spec."""
+    """What the method explains and what its attributions add up to, in its spec's declared words."""
     what = {"attention": "attention weights", "activations": "a layer's activations, no class"}.get(
         spec.output, f"explains the {spec.output}"
     )
     c = spec.completeness
     if c is None:
         return what
-    if c.reference == "zero":
-        return f"{what}; sums to f(x) itself, one value per {c.unit}"
-    return f"{what}; sums to f(x) - f({_REFERENCES[c.reference]}), one value per {c.unit}"
+    return f"{what}; sums to {c.total}, one value per {c.unit}"
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:

@@ -97,6 +97,18 @@ Reference = Literal[
     "baseline_embedding",
     "zero",
 ]
+# What the values add up to at each reference, as every legend, caption, warning and `xaidash methods` words it
+# (f: the explained output; x: the input, or a language model's prompt). `Completeness.total` reads it.
+TOTALS: dict[str, str] = {
+    "baseline": "f(x) − f(baseline)",
+    "background": "f(x) − E[f(background)] (the mean output over the background samples)",
+    "hidden": "f(x) − f(every superpixel hidden)",
+    "padding_embedding": "f(x) − f(every word piece's embedding set to padding)",
+    "padding_tokens": "f(x) − f(every word piece replaced by padding)",
+    "masked_prompt": "f(prompt) − f(every feature replaced by the baseline token)",
+    "baseline_embedding": "f(prompt) − f(every feature's embedding set to the baseline token's)",
+    "zero": "f(x)",
+}
 # The granularity of one attribution: the map repeats a superpixel's value over its pixels, so a
 # per-superpixel sum takes each value once.
 Unit = Literal["pixel", "superpixel", "word", "token"]
@@ -127,10 +139,20 @@ class CompletenessCheck:
     change: float
     steps_asked: int | None = None
     steps_used: int | None = None
+    adds_up_to: str = "f(x) − f(reference)"  # the declared total before any absorbed share (`Completeness`)
+    absorbed: str = ""  # what takes a share of it on the way (LRP: "the biases"); "" for none
 
     @property
     def holds(self) -> bool:
+        """The promise holds: the gap is within the tolerance, or (a total less an absorbed share) is finite, since
+        the gap then is that share, not a miss."""
+        if self.absorbed:
+            return math.isfinite(self.gap)
         return math.isfinite(self.gap) and self.gap <= self.tolerance
+
+    @property
+    def total(self) -> str:
+        return f"{self.adds_up_to} less what {self.absorbed} absorb" if self.absorbed else self.adds_up_to
 
     @property
     def raised(self) -> bool:
@@ -141,15 +163,24 @@ class CompletenessCheck:
 @dataclass(frozen=True)
 class Completeness:
     """Completeness (efficiency for Shapley values): one value per `unit` summed equals
-    f(x) - f(reference) for the spec's `output`. `diagnostic` names the method's own report of
-    that gap, |sum - (f(x) - f(reference))|, when it makes one; a method with one also reports
-    OUTPUT_CHANGE, and the promise is taken to hold for an input when the gap is at most `tolerance`
-    of that change (`check`)."""
+    f(x) - f(reference) for the spec's `output` (`total`: the words every caption uses). `diagnostic` names the
+    method's own report of that gap, |sum - (f(x) - f(reference))|, when it makes one; a method with one also
+    reports OUTPUT_CHANGE, and the promise is taken to hold for an input when the gap is at most `tolerance`
+    of that change (`check`). `absorbed`: what takes a share of the output on the way back (LRP: "the biases",
+    which keep the relevance their term carries): the values then add up to f(x) less that share, and the gap
+    diagnostic measures the share, said beside the map rather than warned about."""
 
     reference: Reference
     unit: Unit
     diagnostic: str | None = None
     tolerance: float = COMPLETENESS_TOLERANCE
+    absorbed: str = ""
+
+    @property
+    def total(self) -> str:
+        """What the values add up to, in words: 'f(x) − f(baseline)', 'f(x) less what the biases absorb'."""
+        base = TOTALS[self.reference]
+        return f"{base} less what {self.absorbed} absorb" if self.absorbed else base
 
     def check(
         self, diagnostics: Mapping[str, Sequence[float]], index: int, params: Mapping[str, Any] | None = None
@@ -171,6 +202,8 @@ class Completeness:
             change=change,
             steps_asked=None if used is None or asked is None else int(asked),
             steps_used=None if used is None or index >= len(used) else int(used[index]),
+            adds_up_to=TOTALS[self.reference],
+            absorbed=self.absorbed,
         )
 
 
@@ -283,6 +316,8 @@ def _check_facts(spec: MethodSpec) -> None:
         raise ValueError(f"{where} explains no output, so its attributions cannot add up to one")
     if not 0 < c.tolerance < 1:
         raise ValueError(f"{where}: completeness tolerance {c.tolerance} is not a share of the change in (0, 1)")
+    if c.reference not in TOTALS:
+        raise ValueError(f"{where}: reference {c.reference!r} has no words for what the values add up to (TOTALS)")
     needed = _REFERENCE_PARAMS.get(c.reference)
     if needed and needed not in {p.name for p in spec.params}:
         raise ValueError(f"{where}: reference {c.reference!r} needs a {needed!r} parameter")

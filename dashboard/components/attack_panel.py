@@ -1,8 +1,10 @@
 """Explain's "What would change the answer" panel, drawn per input: an attack from the registry within a budget in
 grey levels (the perturbed input, the perturbation with its colour bar, the new prediction, and the chosen methods'
-maps before and after with their rank correlation), and a counterfactual (the smallest budget, or for text the
-fewest word edits, that makes the model answer a class the user picks). Computed on a button, cached per run,
-input and settings; drawing only: the work is explainers.robust's."""
+maps before and after with their rank correlation), and the smallest change that makes the model answer a class the
+user picks, by the searches the model's inputs allow (explainers/robust/searches.py: for images a minimal
+adversarial example, a change of every pixel usually too small to see, or a patch counterfactual a person can see;
+for text the fewest word edits), each named by its declared facts, with a progress bar of its model runs.
+Computed on a button, cached per run, input and settings; drawing only: the work is explainers.robust's."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from xaidash.explainers.robust.counterfactual import DEFAULT_BUDGET, DEFAULT_EDI
 from xaidash.explainers.robust.explanation_change import TOP_SHARE, MapChange
 from xaidash.explainers.robust.figures import change_figures, perturbation_figure
 from xaidash.explainers.robust.registry import text_note
+from xaidash.explainers.robust.searches import PATCH, PERTURBATION, SEARCHES, VISIBLE_LEVELS, SearchStep, searches
 from xaidash.models.bundle import ModelBundle
 
 MAX_LEVELS = 32  # the attack's budget slider: 1..32 grey levels (/255)
@@ -173,35 +176,84 @@ def _edited_html(cf: Counterfactual) -> str:
     return "<p style='line-height:1.9'>" + " ".join(parts) + "</p>"
 
 
+def _search_choice(bundle: ModelBundle, key: str) -> str:
+    """The search to run: a choice among those the model's inputs allow (their declared labels), or the one."""
+    allowed = searches(bundle.modality)
+    if len(allowed) == 1:
+        return allowed[0]
+    return str(
+        st.radio(
+            "Search",
+            allowed,
+            format_func=lambda s: SEARCHES[s].choice,
+            key=f"{key}_cf_search",
+            help="; ".join(f"{SEARCHES[s].name}: changes {SEARCHES[s].changes}" for s in allowed),
+        )
+    )
+
+
+def _budget(search: str, key: str, column: Any) -> float | None:
+    """The search's budget control: the largest ε (/255) for a pixel budget, the most word edits for text; a patch
+    grows through its declared sizes."""
+    if search == PERTURBATION:
+        levels = column.slider(
+            "Budget: largest ε tried (/255)", 1, CF_MAX_LEVELS, round(DEFAULT_BUDGET * 255), key=f"{key}_cf_budget"
+        )
+        return int(levels) / 255
+    if search == PATCH:
+        column.caption(f"{SEARCHES[PATCH].changes}; up to half the image's side.")
+        return None
+    return int(column.number_input("Budget: most word edits", 1, 20, DEFAULT_EDITS, key=f"{key}_cf_edits"))
+
+
+def _run_search(bkey: str, bundle: ModelBundle, raw: Any, to: int, search: str, budget: float | None) -> Counterfactual:
+    """The search with a progress bar of its model runs ('PGD run 3 of at most 9 · ε = 12.8/255')."""
+    bar = st.progress(0.0, text=f"Looking for a {SEARCHES[search].name}…")
+
+    def progress(step: SearchStep) -> None:
+        bar.progress(step.fraction, text=f"Looking for a {SEARCHES[search].name}: {step.text()}")
+
+    try:
+        with leased_model(bkey, bundle) as replica:
+            return counterfactual(replica, raw, to, budget=budget, search=search, progress=progress)
+    finally:
+        bar.empty()
+
+
+def _found(cf: Counterfactual, key: str) -> None:
+    st.success(cf.summary(), icon=":material/check_circle:")
+    change = cf.change
+    if change is not None and not change.visible:
+        st.info(
+            f"This is an adversarial example, not a change a person sees: no pixel moved by {VISIBLE_LEVELS}/255 or "
+            f"more, so the two images look the same. For a change you can see, choose “{SEARCHES[PATCH].choice}”.",
+            icon=":material/visibility_off:",
+        )
+    if cf.note:
+        st.caption(cf.note)
+    if cf.result is not None:
+        _images_row(cf.result, f"{key}_cf")
+    elif cf.text is not None:
+        st.markdown(_edited_html(cf), unsafe_allow_html=True)
+
+
 def _counterfactual_section(bkey: str, bundle: ModelBundle, raw: Any, report: ExplainReport, i: int, key: str) -> None:
-    st.markdown("**Counterfactual**: the smallest change that makes the model answer another class.")
+    names = " or ".join(SEARCHES[s].name for s in searches(bundle.modality))
+    st.markdown(f"**{names[0].upper() + names[1:]}**: the smallest change that makes the model answer another class.")
     classes = list(bundle.info.classes)
     pred = report.inputs[i].predictions["A"][0].cls
     others = [k for k in range(len(classes)) if k != pred]
+    search = _search_choice(bundle, key)
     c1, c2 = st.columns([1, 2])
     to = int(c1.selectbox("Class to reach", others, format_func=lambda k: classes[k], key=f"{key}_cf_to"))
-    if adapter_of(bundle.modality).attackable:  # a budget in pixel levels; else in word edits
-        levels = int(
-            c2.slider(
-                "Budget: largest ε tried (/255)", 1, CF_MAX_LEVELS, round(DEFAULT_BUDGET * 255), key=f"{key}_cf_budget"
-            )
-        )
-        budget: float = levels / 255
-    else:
-        budget = int(c2.number_input("Budget: most word edits", 1, 20, DEFAULT_EDITS, key=f"{key}_cf_edits"))
-    cache_key = (bkey, services.content_key(raw), "counterfactual", to, budget)
+    budget = _budget(search, key, c2)
+    cache_key = (bkey, services.content_key(raw), "counterfactual", search, to, budget)
     cache = _results()
-    if st.button("Find counterfactual", key=f"{key}_cf_run", icon=":material/alt_route:"):
-
-        def work() -> Counterfactual:
-            with leased_model(bkey, bundle) as replica:
-                return counterfactual(replica, raw, to, budget=budget)
-
+    if st.button(f"Find the {SEARCHES[search].name}", key=f"{key}_cf_run", icon=":material/alt_route:"):
         try:
-            with st.spinner("Searching…"):
-                cache.get_or_compute(cache_key, work)
+            cache.get_or_compute(cache_key, lambda: _run_search(bkey, bundle, raw, to, search, budget))
         except Exception as err:  # noqa: BLE001 - said on the page
-            show_error(err, "Counterfactual failed")
+            show_error(err, f"The {SEARCHES[search].name} search failed")
             return
     cf = cache.get(cache_key)
     if cf is None:
@@ -209,13 +261,7 @@ def _counterfactual_section(bkey: str, bundle: ModelBundle, raw: Any, report: Ex
     if not cf.found:
         st.warning(cf.summary(), icon=":material/block:")
         return
-    st.success(cf.summary(), icon=":material/check_circle:")
-    if cf.note:
-        st.caption(cf.note)
-    if cf.result is not None:
-        _images_row(cf.result, f"{key}_cf")
-    elif cf.text is not None:
-        st.markdown(_edited_html(cf), unsafe_allow_html=True)
+    _found(cf, key)
 
 
 def attack_panel(report: ExplainReport, i: int, choice: Any) -> None:

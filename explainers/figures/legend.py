@@ -89,7 +89,10 @@ def map_legend(spec: LegendFacts, modality: str = "image", unit: str | None = No
         per = per_given or c.unit
         units = f"{out} contribution per {per}"
         group = f"{out}|{per}|sum"
-        meaning = f"red = raises the target's {out}, blue = lowers it, white = no effect; the values add up to f(x) − f(reference)"
+        meaning = (
+            f"red = raises the target's {out}, blue = lowers it, white = no effect; "
+            f"the values add up to {c.total} (f: the target's {out})"
+        )
     elif spec.family == "perturbation":
         region = words.region or unit
         units = f"Δ {out} per {region}"

@@ -9,8 +9,8 @@ CLI, Compare's and Side by side's reports all build through it (`map_figure` for
 the dashboard's `map_card` draws any of them.
 
 A method that declares what its values add up to (`MethodSpec.completeness`) is held to it: the caption says so
-when the method's own check fails (`Caption.incomplete`, "⚠ values do not add up to f(x) − f(reference): off by
-35% ..."), and what the method did to keep it ("steps raised 50 → 296 to reach gap 0.8%"), so every page, the CLI's
+when the method's own check fails (`Caption.incomplete`, "⚠ values do not add up to f(x) − f(baseline): off by
+35% ...", the total in the words the method's `Completeness.total` declares), and what the method did to keep it ("steps raised 50 → 296 to reach gap 0.8%"), so every page, the CLI's
 report and the HTML report show it with the map.
 """
 
@@ -120,18 +120,25 @@ def _percent(gap: float) -> str:
 
 
 def completeness_sentence(check: CompletenessCheck | None) -> tuple[str, bool]:
-    """What a map says about its method's completeness promise (its values add up to f(x) − f(reference)), from
-    the method's own check: (sentence, whether the promise fails). Nothing when it holds as asked; what was done
-    when the method raised its steps to keep it; a warning with the gap when it does not hold."""
+    """What a map says about its method's completeness promise (its values add up to the total it declares, in
+    its words: `check.total`), from the method's own check: (sentence, whether the promise fails). Nothing when
+    it holds as asked; what was done when the method raised its steps to keep it; for a total less an absorbed
+    share (LRP's biases), that share when it is larger than the tolerance; a warning with the gap when the
+    promise does not hold."""
     if check is None:
         return "", False
     raised = f"steps raised {check.steps_asked} → {check.steps_used}" if check.raised else ""
     if check.holds:
+        if check.absorbed and check.gap > check.tolerance:
+            return (
+                f"values differ from {check.adds_up_to} by {_percent(check.gap)} of it: what {check.absorbed} absorb",
+                False,
+            )
         return (f"{raised} to reach gap {_percent(check.gap)}" if raised else ""), False
     within = f"(tolerance {_percent(check.tolerance)})"
     did = f"; {raised}, the most allowed" if raised else ""
     return (
-        f"values do not add up to f(x) − f(reference): off by {_percent(check.gap)} of it {within}{did}",
+        f"values do not add up to {check.total}: off by {_percent(check.gap)} of it {within}{did}",
         True,
     )
 

@@ -142,7 +142,9 @@ register(
         output="logit",
         passes=per_input(fwd_bwd=1),
         applies=_applies,
-        completeness=Completeness(reference="zero", unit="pixel", diagnostic=GAP, tolerance=0.05),
+        completeness=Completeness(
+            reference="zero", unit="pixel", diagnostic=GAP, tolerance=0.05, absorbed="the biases"
+        ),
         description=(
             "Layer-wise relevance propagation (zennit): the target's logit is passed back layer by layer by "
             "per-layer rules, so the relevance of the pixels adds up to the logit, less what biases absorb. "

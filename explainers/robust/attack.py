@@ -106,6 +106,7 @@ class AttackResult:
     target: int | None
     seconds: float
     device: str
+    region: tuple[int, int, int, int] | None = None  # (top, left, height, width) the attack was confined to
 
     @property
     def perturbation(self) -> np.ndarray:
@@ -176,6 +177,9 @@ class AttackResult:
             "seconds": self.seconds,
             "device": self.device,
             "units": "pixel values in [0, 1] before normalisation",
+            "region": None
+            if self.region is None
+            else dict(zip(("top", "left", "height", "width"), self.region, strict=True)),
         }
 
 
@@ -196,9 +200,11 @@ def attack(
     params: dict[str, Any] | None = None,
     *,
     seed: int = 0,
+    region: tuple[int, int, int, int] | None = None,
 ) -> AttackResult:
     """Attack one image (C, H, W) in [0, 1]: away from its predicted class (`target` None), or towards `target`.
-    `params`: `epsilon` (the L-infinity budget in pixel units, default 8/255) and the attack's own parameters."""
+    `params`: `epsilon` (the L-infinity budget in pixel units, default 8/255) and the attack's own parameters.
+    `region` (top, left, height, width): only the pixels inside it may change (None: every pixel)."""
     given = dict(params or {})
     eps = check_epsilon(given.pop("epsilon", EPSILON.default))
     spec = get_attack(attack_id, bundle.modality)
@@ -220,7 +226,9 @@ def attack(
         label = torch.tensor([pred if k is None else k], device=x.device)
         synchronize(x.device)
         start = time.perf_counter()
-        adv = run_attack(spec, AttackTask(forward, x, label, eps, targeted=k is not None, seed=seed), resolved)
+        mask = None if region is None else region_mask(x, region)
+        task = AttackTask(forward, x, label, eps, targeted=k is not None, seed=seed, mask=mask)
+        adv = run_attack(spec, task, resolved)
         synchronize(x.device)
         seconds = time.perf_counter() - start
         with torch.no_grad():
@@ -238,7 +246,22 @@ def attack(
         target=k,
         seconds=seconds,
         device=str(x.device),
+        region=region,
     )
+
+
+def region_mask(x: torch.Tensor, region: tuple[int, int, int, int]) -> torch.Tensor:
+    """1 inside `region` (top, left, height, width) of images `x` (N, C, H, W), 0 elsewhere; ExplainError for a
+    region that does not lie inside the image."""
+    top, left, h, w = (int(v) for v in region)
+    height, width = x.shape[-2:]
+    if h < 1 or w < 1 or top < 0 or left < 0 or top + h > height or left + w > width:
+        raise ExplainError(
+            f"Region {region} (top, left, height, width) does not lie inside the {height}×{width} image."
+        )
+    mask = torch.zeros_like(x)
+    mask[..., top : top + h, left : left + w] = 1.0
+    return mask
 
 
 def class_index(bundle: ModelBundle, name: str | int, what: str = "--to") -> int:

@@ -21,7 +21,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 def _fgsm(task: AttackTask, params: dict[str, Any]) -> torch.Tensor:
     lo, hi = PIXEL_RANGE
     attack = FGSM(task.forward, loss_func=cross_entropy, lower_bound=lo, upper_bound=hi)
-    return attack.perturb(task.x, task.epsilon, task.target, targeted=task.targeted)
+    return attack.perturb(task.x, task.epsilon, task.target, targeted=task.targeted, mask=task.mask)
 
 
 def _pgd(task: AttackTask, params: dict[str, Any]) -> torch.Tensor:
@@ -39,6 +39,7 @@ def _pgd(task: AttackTask, params: dict[str, Any]) -> torch.Tensor:
             targeted=task.targeted,
             random_start=bool(params["random_start"]),
             norm="Linf",
+            mask=task.mask,
         )
 
 

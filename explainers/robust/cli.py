@@ -1,5 +1,6 @@
 """`xaidash attack` (an attack within a pixel budget, and how the chosen methods' maps move under it) and
-`xaidash counterfactual` (the smallest change that makes the model answer a chosen class).
+`xaidash counterfactual` (the smallest change that makes the model answer a chosen class: for images a minimal
+adversarial example, or with `--search patch` a patch counterfactual a person can see; for text word edits).
 
 `attack --out DIR` writes attack.json, original.png and perturbed.png (the images at the model's size, 8-bit),
 perturbation.png (the perturbation with its colour bar in grey levels) and, per --explain method,
@@ -29,6 +30,7 @@ from xaidash.explainers.robust.counterfactual import (
     counterfactual_attacks,
 )
 from xaidash.explainers.robust.registry import EPSILON, AttackSpec, check_epsilon, get_attack, list_attacks, text_note
+from xaidash.explainers.robust.searches import PATCH, PERTURBATION, SEARCHES, searches
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import device_arg
 
@@ -153,7 +155,20 @@ def _counterfactual(args: argparse.Namespace) -> int:
     run, bundle, sample = _load(args)
     to = class_index(bundle, args.to, "--to")
     cf: Counterfactual
-    if adapter_of(bundle.modality).attackable:
+    search = args.search or searches(bundle.modality)[0]
+    if search not in searches(bundle.modality):
+        raise ExplainError(
+            f"--search {search}: {bundle.modality} models take "
+            + ", ".join(f"{s} ({SEARCHES[s].name})" for s in searches(bundle.modality))
+            + "."
+        )
+    if search == PATCH:
+        attack_id = args.attack or counterfactual_attacks(bundle.modality)[0]
+        share = None if args.budget is None else parse_budget(args.budget, "--budget")
+        cf = counterfactual(
+            bundle, sample.raw, to, budget=share, search=PATCH, attack_id=attack_id, steps=args.steps, seed=args.seed
+        )
+    elif search == PERTURBATION:
         budget_eps = DEFAULT_BUDGET if args.budget is None else parse_budget(args.budget, "--budget")
         attack_id = args.attack or counterfactual_attacks(bundle.modality)[0]
         cf = counterfactual(
@@ -249,18 +264,29 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     c = sub.add_parser(
         "counterfactual",
-        help="the smallest change that makes the model predict a class you pick",
-        description="Images: a targeted attack with a bisection over epsilon gives the smallest budget (pixel "
-        "units) found at which the model predicts --to, or says none was found within --budget. Text: the fewest "
-        "word deletions or substitutions from the model's vocabulary (greedy), or none within --budget edits. "
-        "Exit code 1 when none was found.",
+        help="the smallest change that makes the model predict a class you pick (images: a minimal adversarial "
+        "example, or a patch counterfactual you can see)",
+        description="Images, --search perturbation (default): a minimal adversarial example: a targeted attack with "
+        "a bisection over epsilon gives the smallest budget (pixel units) found at which the model predicts --to, "
+        "usually a change of every pixel too small to see (the summary says whether any pixel moved by 16/255 or "
+        "more). Images, --search patch: a patch counterfactual: the same attack with no limit on the pixel values "
+        "but confined to one square patch where the class's gradient is largest, grown until the model predicts "
+        "--to (--budget: the largest patch side as a share of the image's, default 0.5). Text: the fewest word "
+        "deletions or substitutions from the model's vocabulary (greedy), or none within --budget edits. Exit code 1 "
+        "when none was found.",
     )
     _common(c)
     c.add_argument("--to", required=True, help="the class to reach (index or name)")
     c.add_argument(
         "--budget",
-        help=f"images: the largest epsilon tried, as 0.1 or 25/255 (default {DEFAULT_BUDGET}); text: the most word "
-        f"edits (default {DEFAULT_EDITS})",
+        help=f"images: the largest epsilon tried, as 0.1 or 25/255 (default {DEFAULT_BUDGET}); with --search patch "
+        f"the largest patch side as a share of the image's (default 0.5); text: the most word edits (default "
+        f"{DEFAULT_EDITS})",
+    )
+    c.add_argument(
+        "--search",
+        choices=[PERTURBATION, PATCH],
+        help="images: perturbation (a minimal adversarial example, the default) or patch (a patch counterfactual)",
     )
     c.add_argument(
         "--attack", choices=counterfactual_attacks("image"), help="images: the targeted attack (default: PGD)"

@@ -1,18 +1,28 @@
-"""Counterfactuals: the smallest change that makes the model answer a class the user picks.
+"""The smallest change that makes the model answer a class the user picks, by one of three searches whose declared
+facts (`SEARCHES`: what the result is called, what it changes) every page, the CLI and the JSON name it by.
 
-Images: a targeted attack (PGD by default, any registered attack that can aim) at the whole budget first; when it
-does not reach the class, none is found within the budget; when it does, a bisection over epsilon finds the
-smallest budget at which it still does. Attacks are not monotonic in epsilon, so this is the smallest found, not a
-proven minimum.
+Images, `PERTURBATION`: a targeted attack (PGD by default, any registered attack that can aim) at the whole budget
+first; when it does not reach the class, none is found within the budget; when it does, a bisection over epsilon
+finds the smallest budget at which it still does. Attacks are not monotonic in epsilon, so this is the smallest
+found, not a proven minimum. The result is a minimal adversarial example: a change spread over every pixel,
+usually far below what a person sees (`visible_change` measures it), not a counterfactual a person can look at.
 
-Text: the fewest word deletions or substitutions from the model's vocabulary, by greedy search: each step scores
-every single edit of the current text (each read word deleted, or replaced by one of the vocabulary words that
-most favour the class) in shared batched passes (`batching.run_halving`, `rows_per_pass`) and keeps the edit that
-raises the class's margin most, until the model predicts the class or `max_edits` is spent. No library searches
-word edits against a PyTorch classifier with a given vocabulary, so this is written here."""
+Images, `PATCH`: a counterfactual a person can see: the same targeted attack with no budget on the pixel values
+(ε = 1) but confined to one square patch, placed where the gradient of the class's margin is largest, grown
+(`PATCH_SIDES`) until the model answers the class or the largest patch is spent.
+
+Text, `EDITS`: the fewest word deletions or substitutions from the model's vocabulary, by greedy search: each step
+scores every single edit of the current text (each read word deleted, or replaced by one of the vocabulary words
+that most favour the class) in shared batched passes (`batching.run_halving`, `rows_per_pass`) and keeps the edit
+that raises the class's margin most, until the model predicts the class or `max_edits` is spent. No library
+searches word edits against a PyTorch classifier with a given vocabulary, so this is written here.
+
+Each search reports its progress before every model run it makes (`progress`: a `SearchStep`, e.g. "PGD run 3 of
+at most 9 · ε = 12.8/255"), so a page can draw a progress bar instead of a spinner."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -25,10 +35,23 @@ import torch
 from xaidash.data.tokenizer import split_words
 from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.guard import evaluating
-from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError, check_text_length
-from xaidash.explainers.robust.attack import AttackResult, attack
+from xaidash.explainers.robust.attack import AttackResult, attack, pixel_forward, raw_image
 from xaidash.explainers.robust.registry import check_epsilon, get_attack, list_attacks
+from xaidash.explainers.robust.searches import (
+    EDITS,
+    PATCH,
+    PATCH_SIDES,
+    PERTURBATION,
+    SEARCHES,
+    VISIBLE_LEVELS,
+    Progress,
+    SearchStep,
+    VisibleChange,
+    quiet,
+    searches,
+    visible_change,
+)
 from xaidash.models.bundle import ModelBundle
 
 DEFAULT_BUDGET = 0.1  # pixel units: 25.5/255
@@ -38,9 +61,6 @@ MAX_PROBES = 12
 DEFAULT_EDITS = 5
 DEFAULT_CANDIDATES = 20  # vocabulary words tried at each position
 VOCABULARY_LIMIT = 5000  # the most frequent words of the vocabulary scored as candidates
-
-
-PERTURBATION, EDITS = "perturbation", "word edits"  # how a counterfactual is looked for (`Counterfactual.search`)
 
 
 @dataclass(frozen=True)
@@ -66,7 +86,7 @@ class Counterfactual:
     target: int
     classes: tuple[str, ...]
     found: bool
-    budget: float  # images: the largest epsilon allowed; text: the most edits allowed
+    budget: float  # PERTURBATION: the largest epsilon allowed; PATCH: the largest patch side (px); text: most edits
     probs_before: np.ndarray = field(repr=False)
     probs_after: np.ndarray | None = field(default=None, repr=False)
     seconds: float = 0.0
@@ -79,6 +99,17 @@ class Counterfactual:
     edits: tuple[Edit, ...] = ()
     text: str | None = None
     note: str = ""
+    patch: tuple[int, int, int, int] | None = None  # PATCH: (top, left, height, width) of the patch changed
+
+    @property
+    def name(self) -> str:
+        """What the result is: 'minimal adversarial example', 'patch counterfactual', 'counterfactual'."""
+        return SEARCHES[self.search].name
+
+    @property
+    def change(self) -> VisibleChange | None:
+        """Images: how much the image changed, as a person would judge it (None for text or when none was found)."""
+        return None if self.result is None else visible_change(self.result)
 
     @property
     def target_name(self) -> str:
@@ -91,23 +122,36 @@ class Counterfactual:
     def budget_text(self) -> str:
         if self.search == PERTURBATION:
             return f"ε ≤ {self.budget:.4f} ({self.budget * 255:.1f}/255)"
+        if self.search == PATCH:
+            return f"a patch of {int(self.budget)}×{int(self.budget)} px"
         return f"{int(self.budget)} word edit{'s' if self.budget != 1 else ''}"
 
     def summary(self) -> str:
-        """One line: what was found and its cost, or that none was found within the budget."""
+        """One line naming what was found (`name`) and its cost, or that none was found within the budget."""
         before = self.classes[self.pred_before]
         if not self.found:
-            return f"None found within {self.budget_text()}: the model still does not predict {self.target_name} (now {before})."
+            return (
+                f"None found within {self.budget_text()}: no {self.name} makes the model predict "
+                f"{self.target_name} (now {before})."
+            )
         p = float(self.probs_after[self.target]) if self.probs_after is not None else float("nan")
-        if self.search == PERTURBATION and self.result is not None:
+        name = self.name[0].upper() + self.name[1:]
+        change = self.change
+        if self.search == PERTURBATION and self.result is not None and change is not None:
             eps = float(self.epsilon or 0.0)
             return (
-                f"{before} → {self.target_name} ({p:.1%}) at ε = {eps:.4f} ({eps * 255:.1f}/255): "
-                f"L∞ {self.result.linf:.4f}, L2 {self.result.l2:.3f}; {self.probes} {self.attack} runs, {self.seconds:.2f} s"
+                f"{name}: {before} → {self.target_name} ({p:.1%}) at ε = {eps:.4f} ({eps * 255:.1f}/255): "
+                f"{change.text()}; {self.probes} {self.attack} run{'s' if self.probes != 1 else ''}, {self.seconds:.2f} s"
+            )
+        if self.search == PATCH and self.patch is not None and change is not None:
+            top, left, h, w = self.patch
+            return (
+                f"{name}: {before} → {self.target_name} ({p:.1%}) by changing the {h}×{w} px patch at "
+                f"row {top}, column {left}: {change.text()}; {self.probes} {self.attack} run{'s' if self.probes != 1 else ''}, {self.seconds:.2f} s"
             )
         n = len(self.edits)
         return (
-            f"{before} → {self.target_name} ({p:.1%}) with {n} word edit{'s' if n != 1 else ''}: "
+            f"{name}: {before} → {self.target_name} ({p:.1%}) with {n} word edit{'s' if n != 1 else ''}: "
             + "; ".join(e.text() for e in self.edits)
             + f" ({self.seconds:.2f} s)"
         )
@@ -123,8 +167,11 @@ class Counterfactual:
             "probabilities_after": None if self.probs_after is None else [float(v) for v in self.probs_after],
             "seconds": self.seconds,
             "note": self.note,
+            "search": self.search,
+            "name": self.name,
         }
-        if self.search == PERTURBATION:
+        if self.search != EDITS:
+            change = self.change
             out.update(
                 attack=self.attack,
                 probes=self.probes,
@@ -132,6 +179,13 @@ class Counterfactual:
                 epsilon_255=None if self.epsilon is None else self.epsilon * 255,
                 linf=None if self.result is None else self.result.linf,
                 l2=None if self.result is None else self.result.l2,
+                linf_255=None if change is None else change.linf_levels,
+                changed_share=None if change is None else change.changed,
+                visible=None if change is None else change.visible,
+                visible_levels=VISIBLE_LEVELS,
+                patch=None
+                if self.patch is None
+                else dict(zip(("top", "left", "height", "width"), self.patch, strict=True)),
             )
         else:
             out.update(
@@ -170,8 +224,10 @@ def image_counterfactual(
     steps: int = DEFAULT_STEPS,
     tolerance: float = TOLERANCE,
     seed: int = 0,
+    progress: Progress = quiet,
 ) -> Counterfactual:
-    """The smallest L-infinity budget (pixel units) at which a targeted attack makes the model predict `to`."""
+    """The smallest L-infinity budget (pixel units) at which a targeted attack makes the model predict `to`: a
+    minimal adversarial example. `progress` hears of each attack run before it starts."""
     budget = check_epsilon(budget, "budget")
     attack_id = attack_id or counterfactual_attacks(bundle.modality)[0]
     spec = get_attack(attack_id, bundle.modality)
@@ -179,8 +235,13 @@ def image_counterfactual(
     before = bundle.predict_proba(torch.as_tensor(raw)[None] if torch.as_tensor(raw).dim() == 3 else raw)[0].numpy()
     k = _check_target(bundle, to, int(np.argmax(before)))
     start = time.perf_counter()
+    # the bisection halves the bracket until it is narrower than the tolerance, within MAX_PROBES runs in all
+    runs = 1 + min(MAX_PROBES - 1, max(0, math.ceil(math.log2(budget / tolerance))))
+    done = [0]
 
     def probe(eps: float) -> AttackResult:
+        done[0] += 1
+        progress(SearchStep(done[0], runs, f"{spec.label} run", f"ε = {eps * 255:.1f}/255"))
         return attack(bundle, raw, k, spec.id, {"epsilon": eps, **own}, seed=seed)
 
     best = probe(budget)
@@ -211,6 +272,78 @@ def image_counterfactual(
         probes=probes,
         attack=spec.label,
         note=f"targeted {spec.label}" + (f", {steps} steps per run" if own else "") + "; bisection over ε",
+    )
+
+
+def _patch_at(saliency: torch.Tensor, side: int) -> tuple[int, int, int, int]:
+    """The side × side window with the largest summed saliency (H, W): (top, left, side, side)."""
+    sums = torch.nn.functional.avg_pool2d(saliency[None, None], side, stride=1)[0, 0]
+    j = int(torch.argmax(sums))
+    return j // sums.shape[1], j % sums.shape[1], side, side
+
+
+def _margin_saliency(bundle: ModelBundle, x: torch.Tensor, k: int, pred: int) -> torch.Tensor:
+    """|∂(logit k − logit pred) / ∂ pixel|, summed over channels (H, W): where a change moves the answer most."""
+    forward = pixel_forward(bundle)
+    probe = x.detach().clone().requires_grad_(True)
+    with torch.enable_grad(), evaluating(bundle.model):
+        out = forward(probe)
+        (grad,) = torch.autograd.grad(out[0, k] - out[0, pred], probe)
+    return grad.detach()[0].abs().sum(0).float().cpu()
+
+
+def patch_counterfactual(
+    bundle: ModelBundle,
+    raw: Any,
+    to: int,
+    *,
+    attack_id: str | None = None,
+    steps: int = DEFAULT_STEPS,
+    sides: Sequence[float] = PATCH_SIDES,
+    seed: int = 0,
+    progress: Progress = quiet,
+) -> Counterfactual:
+    """The smallest square patch (from `sides`, shares of the image's shorter side) that a targeted attack with no
+    budget on the pixel values changes so that the model predicts `to`: a counterfactual a person can see."""
+    attack_id = attack_id or counterfactual_attacks(bundle.modality)[0]
+    spec = get_attack(attack_id, bundle.modality)
+    own = {"steps": steps} if any(p.name == "steps" for p in spec.params) else {}
+    x = raw_image(bundle, raw)
+    before = bundle.predict_proba(x)[0].numpy()
+    k = _check_target(bundle, to, int(np.argmax(before)))
+    short = min(int(x.shape[-2]), int(x.shape[-1]))
+    pixels = sorted({max(1, min(short, round(f * short))) for f in sides})
+    if not pixels:
+        raise ExplainError("Give at least one patch size to try.")
+    start = time.perf_counter()
+    saliency = _margin_saliency(bundle, x, k, int(np.argmax(before)))
+    best: AttackResult | None = None
+    for i, side in enumerate(pixels, 1):
+        region = _patch_at(saliency, side)
+        progress(SearchStep(i, len(pixels), f"{spec.label} run", f"patch {side}×{side} px"))
+        best = attack(bundle, x[0], k, spec.id, {"epsilon": 1.0, **own}, seed=seed, region=region)
+        if best.reached:
+            break
+    assert best is not None
+    return Counterfactual(
+        modality=bundle.modality,
+        search=PATCH,
+        target=k,
+        classes=tuple(str(c) for c in bundle.info.classes),
+        found=best.reached,
+        budget=float(pixels[-1]),
+        probs_before=before,
+        probs_after=best.probs_after if best.reached else None,
+        seconds=time.perf_counter() - start,
+        result=best if best.reached else None,
+        epsilon=1.0 if best.reached else None,
+        probes=i,
+        attack=spec.label,
+        note=f"targeted {spec.label}"
+        + (f", {steps} steps per run" if own else "")
+        + "; any pixel value inside the patch; the patch placed where the class's gradient is largest, grown "
+        + f"through {', '.join(f'{p}' for p in pixels)} px",
+        patch=best.region if best.reached else None,
     )
 
 
@@ -262,6 +395,7 @@ def _greedy_edits(
     max_edits: int,
     deletions: bool,
     batch_size: int,
+    progress: Progress = quiet,
 ) -> tuple[list[str | None], list[Edit]]:
     """Word edits, one at a time, each the deletion or substitution (from `pool`) that raises class k's margin most,
     until the model predicts k or `max_edits` are made; every candidate of a round scored in shared batched passes."""
@@ -278,6 +412,7 @@ def _greedy_edits(
             options.extend((pos, c) for c in pool if c != w)
         if not options:
             break
+        progress(SearchStep(len(edits) + 1, max_edits, "word edit", f"{len(options):,} edits scored"))
         rows = []
         for pos, new in options:
             trial = list(words)
@@ -302,6 +437,7 @@ def text_counterfactual(
     deletions: bool = True,
     substitutions: bool = True,
     batch_size: int = 256,
+    progress: Progress = quiet,
 ) -> Counterfactual:
     """The fewest word edits (greedy: fewer may exist) that make the model predict `to` for `text`."""
     if not str(text).strip():
@@ -326,7 +462,9 @@ def text_counterfactual(
         if vocab:  # the words that most favour class k on their own: tried at every position
             alone = _margins(bundle, vocab, k, batch_size)
             pool = [vocab[j] for j in np.argsort(-alone, kind="stable")[: max(1, int(candidates))]]
-        words, edits = _greedy_edits(bundle, list(original), tail, k, pool, int(max_edits), deletions, batch_size)
+        words, edits = _greedy_edits(
+            bundle, list(original), tail, k, pool, int(max_edits), deletions, batch_size, progress
+        )
     edited = _join(words, tail)
     after = bundle.predict_proba([edited])[0].numpy()
     found = int(np.argmax(after)) == k
@@ -357,13 +495,26 @@ def counterfactual(
     to: int,
     *,
     budget: float | None = None,
+    search: str | None = None,
     **options: Any,
 ) -> Counterfactual:
-    """`image_counterfactual` (budget: the largest epsilon, pixel units) where the model's inputs can be perturbed
-    within a pixel budget (its modality adapter's `attackable`), else `text_counterfactual` (budget: the most word
-    edits)."""
-    if adapter_of(bundle.modality).attackable:
+    """The change of `raw` that makes the model predict `to`, by `search` (one of `searches(bundle.modality)`, the
+    first by default): `image_counterfactual` (PERTURBATION; budget: the largest epsilon, pixel units),
+    `patch_counterfactual` (PATCH; budget: the largest patch's side as a share of the image's shorter side) or
+    `text_counterfactual` (EDITS; budget: the most word edits). `options` go to that search (`progress` too)."""
+    allowed = searches(bundle.modality)
+    search = search or allowed[0]
+    if search not in allowed:
+        names = ", ".join(f"{s} ({SEARCHES[s].name})" for s in allowed)
+        raise ExplainError(f"Search {search!r} does not apply to {bundle.modality} models; choose {names}.")
+    if search == PERTURBATION:
         return image_counterfactual(bundle, raw, to, budget=DEFAULT_BUDGET if budget is None else budget, **options)
+    if search == PATCH:
+        if budget is not None:
+            if not 0 < float(budget) <= 1:
+                raise ExplainError(f"Patch budget {budget}: give the largest side as a share in (0, 1] of the image's.")
+            options["sides"] = [f for f in PATCH_SIDES if f < float(budget)] + [float(budget)]
+        return patch_counterfactual(bundle, raw, to, **options)
     if budget is not None:
         options["max_edits"] = int(budget)
     return text_counterfactual(bundle, str(raw), to, **options)

@@ -47,7 +47,8 @@ def check_epsilon(value: Any, name: str = "epsilon") -> float:
 class AttackTask:
     """What an attack gets: `forward` maps raw images in [0, 1] (N, C, H, W) to logits (normalisation inside, so
     the budget is in pixel units); `x` the raw images on the device; `target` (N,) long: the class to move away
-    from (untargeted) or towards (`targeted`); `epsilon` the L-infinity budget; `seed` for random starts."""
+    from (untargeted) or towards (`targeted`); `epsilon` the L-infinity budget; `seed` for random starts; `mask`
+    (shaped like `x`, 0 or 1): where the attack may change pixels (None: everywhere), e.g. one patch."""
 
     forward: Callable[[torch.Tensor], torch.Tensor]
     x: torch.Tensor
@@ -55,6 +56,7 @@ class AttackTask:
     epsilon: float
     targeted: bool = False
     seed: int = 0
+    mask: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The attack panel in a real browser: open Explain on the trained shapes run, open "What would change the
 answer", run PGD at 8/255 and see the flipped prediction with the perturbation's colour bar and the maps before and
-after, then find a counterfactual. Saves a 1440 px screenshot of the panel (copied to $XAIDASH_SCREENS_DIR as attack-panel-1440.png when set)."""
+after, then find a minimal adversarial example and a patch counterfactual. Saves a 1440 px screenshot of the panel (copied to $XAIDASH_SCREENS_DIR as attack-panel-1440.png when set)."""
 
 from __future__ import annotations
 
@@ -37,10 +37,16 @@ def test_pgd_flips_the_prediction_in_the_panel(trained_shapes_run, tmp_path: Pat
             assert "→" in verdict.inner_text()
             assert panel.get_by_text("grey levels (/255)").count() >= 1, "the perturbation's colour bar and units"
             assert panel.get_by_text("Spearman ρ").count() >= 1
-            panel.get_by_role("button", name="Find counterfactual").click()
+            panel.get_by_role("button", name="Find the minimal adversarial example").click()
             settle(page)
-            found = panel.get_by_text("at ε =").or_(panel.get_by_text("None found within")).first
+            found = panel.get_by_text("Minimal adversarial example:").or_(panel.get_by_text("None found within")).first
             found.wait_for()
+            panel.get_by_text("Smallest patch", exact=False).first.click()  # the search a person can see
+            settle(page)
+            panel.get_by_role("button", name="Find the patch counterfactual").click()
+            settle(page)
+            patch = panel.get_by_text("Patch counterfactual:").or_(panel.get_by_text("None found within a patch"))
+            patch.first.wait_for()
             # A viewport taller than the panel: Chromium paints only what is in view, so the whole panel must be.
             page.set_viewport_size({"width": 1440, "height": 4200})
             panel.scroll_into_view_if_needed()

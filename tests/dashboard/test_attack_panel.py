@@ -8,6 +8,7 @@ from app_pages import assert_ok, make_app, open_page, texts
 from streamlit.testing.v1 import AppTest
 
 from xaidash.explainers.robust import list_attacks
+from xaidash.explainers.robust.searches import PATCH, SEARCHES, searches
 
 PANEL = "What would change the answer"
 
@@ -36,11 +37,28 @@ def test_attack_and_counterfactual_on_an_image_run(runs) -> None:
     assert any(m.label == "Spearman ρ" for m in at.metric)
     assert any("Saliency: before" in c for c in captions) and any("Saliency: after" in c for c in captions)
 
+    # the image searches are offered by their declared names: a minimal adversarial example or a patch you can see
+    search = at.radio(key="attack_0_cf_search")
+    assert list(search.options) == [SEARCHES[s].choice for s in searches("image")]
+    assert "Minimal adversarial example or patch counterfactual" in " ".join(texts(at.markdown))
+    assert at.button(key="attack_0_cf_run").label == "Find the minimal adversarial example"
     at.slider(key="attack_0_cf_budget").set_value(1).run()
     at.button(key="attack_0_cf_run").click().run()
     assert_ok(at)
     said = [w.value for w in at.warning] + [s.value for s in at.success]
-    assert any(v.startswith("None found within") or " at ε = " in v for v in said), said
+    assert any(
+        v.startswith("None found within") or (v.startswith("Minimal adversarial example: ") and " at ε = " in v)
+        for v in said
+    ), said
+    if any(v.startswith("Minimal adversarial example") for v in said):  # 1/255 is never a change a person sees
+        assert any("not a change a person sees" in i.value for i in at.info), [i.value for i in at.info]
+
+    search.set_value(PATCH).run()
+    assert at.button(key="attack_0_cf_run").label == "Find the patch counterfactual"
+    at.button(key="attack_0_cf_run").click().run()
+    assert_ok(at)
+    said = [w.value for w in at.warning] + [s.value for s in at.success]
+    assert any(v.startswith(("Patch counterfactual: ", "None found within a patch of")) for v in said), said
 
 
 def test_text_run_gets_the_counterfactual(runs) -> None:
@@ -50,4 +68,7 @@ def test_text_run_gets_the_counterfactual(runs) -> None:
     at.button(key="attack_0_cf_run").click().run()
     assert_ok(at)
     said = [w.value for w in at.warning] + [s.value for s in at.success]
-    assert any(v.startswith("None found within") or "word edit" in v for v in said), said
+    assert any(
+        v.startswith("None found within") or (v.startswith("Counterfactual: ") and "word edit" in v) for v in said
+    ), said
+    assert not [r for r in at.radio if r.key == "attack_0_cf_search"], "text has one search: no choice"

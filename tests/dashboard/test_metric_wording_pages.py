@@ -123,5 +123,5 @@ def test_model_page_across_training_maps_carry_the_completeness_note(wording_run
     cards = [c for c in texts(at.caption) if c.startswith("val acc ")]
     assert len(cards) == 2, texts(at.caption)
     for card in cards:
-        assert "⚠ values do not add up to f(x) − f(reference): off by 35%" in card, card
+        assert "⚠ values do not add up to f(x) − f(baseline): off by 35%" in card, card
         assert "steps raised 32 → 256, the most allowed" in card

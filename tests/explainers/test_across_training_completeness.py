@@ -50,7 +50,7 @@ def test_across_training_captions_carry_a_broken_promise_and_raised_steps() -> N
     (_, broken), (_, raised), (_, kept) = result.figures("ig", CLASSES)
     assert broken.caption.incomplete
     text = broken.caption.text()
-    assert "⚠ values do not add up to f(x) − f(reference): off by 35%" in text
+    assert "⚠ values do not add up to f(x) − f(baseline): off by 35%" in text
     assert "steps raised 50 → 400, the most allowed" in text
     assert "target square" in text and broken.caption.note == "one scale for every epoch shown"
     assert broken.to_json()["caption"]["incomplete"] is True

@@ -187,7 +187,10 @@ def test_text_ig_that_cannot_keep_its_promise_says_so_in_its_caption() -> None:
     assert failing, "a path this sharp needs more than 32 points"
     for fig in failing:
         text = fig.caption.text()
-        assert fig.caption.incomplete and "⚠ values do not add up to f(x) − f(reference)" in text
+        assert (
+            fig.caption.incomplete
+            and "⚠ values do not add up to f(x) − f(every word piece's embedding set to padding)" in text
+        )
         assert "steps raised 4 → 32, the most allowed" in text
         assert fig.to_json()["caption"]["incomplete"] is True
 

@@ -63,6 +63,27 @@ def test_attack_writes_the_verdict_maps_and_json(trained_shapes_run, tmp_path: P
     data = json.loads((cf / "counterfactual.json").read_text())
     assert code == (0 if data["found"] else 1)
     assert data["target"]["name"] == "triangle" and data["summary"] in printed.out
+    assert data["name"] == "minimal adversarial example" and data["search"] == "perturbation"
+    assert data["summary"].startswith(("Minimal adversarial example: ", "None found within"))
+
+    patch = tmp_path / "patch"
+    code = _run(
+        [
+            "counterfactual",
+            *("--run", str(run.path), "--input", "dataset:0", "--to", "triangle", "--steps", "5"),
+            *("--search", "patch", "--out", str(patch)),
+        ]
+    )
+    printed = capsys.readouterr()
+    data = json.loads((patch / "counterfactual.json").read_text())
+    assert code == (0 if data["found"] else 1) and data["name"] == "patch counterfactual"
+    assert data["summary"] in printed.out
+    if data["found"]:
+        assert data["summary"].startswith("Patch counterfactual: ") and data["visible"] is True
+        assert set(data["patch"]) == {"top", "left", "height", "width"}
+        assert Image.open(patch / "perturbation.png").height > 224  # the difference image with its colour bar
+    else:
+        assert data["summary"].startswith("None found within a patch of")
 
     # Refusals: one line each, no traceback.
     for bad, says in (

@@ -81,9 +81,14 @@ def test_text_counterfactual_reaches_the_class_with_word_edits(cues_cnn: ModelBu
     i = int(np.argmax(probs.max(1)))  # a confidently predicted sentence
     text, pred = test.texts[i], int(probs[i].argmax())
     to = 1 - pred
-    cf = counterfactual(cues_cnn, text, to, budget=5)
+    steps: list = []
+    cf = counterfactual(cues_cnn, text, to, budget=5, progress=steps.append)
     assert cf.found, cf.summary()
     assert 1 <= len(cf.edits) <= 5
+    # a real counterfactual keeps its name; each greedy round is reported before it is scored
+    assert cf.name == "counterfactual" and cf.summary().startswith("Counterfactual: ")
+    assert [s.run for s in steps] == list(range(1, len(cf.edits) + 1)) and all(s.runs == 5 for s in steps)
+    assert steps[0].text().startswith("word edit 1 of at most 5 · ")
     assert int(cues_cnn.predict_proba([cf.text])[0].argmax()) == to
     vocab = set(cues_cnn.tokenizer.itos)
     assert all(e.new is None or e.new in vocab for e in cf.edits)
