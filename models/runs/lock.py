@@ -103,7 +103,7 @@ def leftover_temporaries(folder: Path) -> list[Path]:
     writes (WRITER_FILES), of its per-epoch checkpoints and of its lock's heartbeat. Other writers' (calibration,
     caches under the run folder, which write without the lock) are theirs: never listed here."""
     folder = Path(folder)
-    patterns = [f".{name}.*.tmp" for name in (*WRITER_FILES, LOCK)] + [f"{CHECKPOINTS}/.*.tmp"]
+    patterns = [f".{name}.*.tmp" for name in WRITER_FILES] + [f"{LOCK}.*.tmp", f"{CHECKPOINTS}/.*.tmp"]
     return sorted({tmp for pattern in patterns for tmp in folder.glob(pattern)})
 
 
