@@ -103,8 +103,19 @@ def leftover_temporaries(folder: Path) -> list[Path]:
     writes (WRITER_FILES), of its per-epoch checkpoints and of its lock's heartbeat. Other writers' (calibration,
     caches under the run folder, which write without the lock) are theirs: never listed here."""
     folder = Path(folder)
-    patterns = [f".{name}.*.tmp" for name in WRITER_FILES] + [f"{LOCK}.*.tmp", f"{CHECKPOINTS}/.*.tmp"]
-    return sorted({tmp for pattern in patterns for tmp in folder.glob(pattern)})
+    prefixes = (*(f".{name}." for name in WRITER_FILES), f"{LOCK}.")
+    found = [folder / name for name in _names(folder) if name.endswith(".tmp") and name.startswith(prefixes)]
+    checkpoints = folder / CHECKPOINTS
+    found += [checkpoints / name for name in _names(checkpoints) if name.startswith(".") and name.endswith(".tmp")]
+    return sorted(found)
+
+
+def _names(folder: Path) -> list[str]:
+    """The names in `folder` (one directory read: runs are listed on every page); none when it is absent."""
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
 
 
 def remove_leftover_temporaries(folder: Path) -> list[Path]:

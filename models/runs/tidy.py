@@ -18,14 +18,16 @@ its state from the lock.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from xaidash.models.registry import ModelError
+from xaidash.models.runs.files import CHECKPOINTS
 from xaidash.models.runs.lock import RunLock, RunLocked, leftover_temporaries, read_lock
-from xaidash.models.runs.store import Run
+from xaidash.models.runs.store import SUMMARY, Run
 
 INTERRUPTED = "interrupted"
 
@@ -41,18 +43,46 @@ class Settled:
         return bool(self.removed) or self.interrupted_at is not None
 
 
-def _says_running(run: Run) -> bool:
+# Runs found with nothing to settle, by (folder, checkpoints) modification times: a temporary file or a new summary
+# changes one of them (summary.json is replaced by a rename in the folder), so a clean run is not read again until
+# then. A run found `running` is always read again: its writer may die without a trace in its folder.
+_clean: dict[Path, tuple[int, int]] = {}
+COARSE_NS = 2_000_000_000  # a folder changed this recently is not remembered (file systems with 1-2 s timestamps)
+
+
+def _stamp(folder: Path) -> tuple[int, int] | None:
     try:
-        return run.summary().get("state") == "running"
-    except ModelError:  # a damaged summary is reported by whoever reads it; nothing to settle here
+        mtime = folder.stat().st_mtime_ns
+    except OSError:
+        return None
+    try:
+        return mtime, (folder / CHECKPOINTS).stat().st_mtime_ns
+    except OSError:
+        return mtime, -1
+
+
+def _says_running(run: Run) -> bool:
+    """Whether summary.json says `running` (read raw: every listing asks this of every run; a damaged summary is
+    reported by whoever reads it, and has nothing to settle)."""
+    try:
+        summary = json.loads(run.file(SUMMARY).read_bytes())
+    except (OSError, ValueError, RecursionError):
         return False
+    return isinstance(summary, dict) and summary.get("state") == "running"
 
 
 def settle_run(run: Run) -> Settled:
     """Clear up after `run`'s dead writer (see the module's docstring); an empty Settled when there is nothing to
     do, a live process holds its lock, or the folder cannot be written. Never raises for the folder's state."""
     done = Settled()
+    stamp = _stamp(run.path)
+    if stamp is not None and _clean.get(run.path) == stamp:
+        return done  # found clean before, and neither the folder nor its checkpoints changed since
     if not leftover_temporaries(run.path) and not _says_running(run):
+        if stamp is not None and time.time_ns() - max(stamp) > COARSE_NS:
+            if len(_clean) > 4096:
+                _clean.clear()
+            _clean[run.path] = stamp
         return done
     if read_lock(run.path) is not None:  # a live writer (or another reader settling it right now)
         return done

@@ -53,9 +53,7 @@ def left_behind(pid: int, *, weights: bool = False) -> Run:
 
 def writer_temporaries(run: Run) -> list[str]:
     return sorted(
-        str(p.relative_to(run.path))
-        for p in run.path.rglob("*.tmp")
-        if not p.name.startswith((".calibration", ".fc-"))
+        str(p.relative_to(run.path)) for p in run.path.rglob("*.tmp") if not p.name.startswith((".calibration", ".fc-"))
     )
 
 
@@ -174,3 +172,17 @@ def test_sigkill_in_the_middle_of_a_checkpoint_write_leaves_nothing_after_the_ne
     assert s["state"] == "interrupted" and before - 1 <= datetime.fromisoformat(s["interrupted_at"]).timestamp()
     assert s["epochs_done"] == 1 and run.progress().can_resume
     assert settle_run(run).interrupted_at is None  # nothing left to settle
+
+
+def test_a_run_found_clean_is_looked_at_again_once_its_folder_changes():
+    run = Run.create("digits", "mlp")
+    run.write_config({"model": "mlp", "dataset": "digits", "train": {"epochs": 3}, "created": time.time()})
+    run.update_summary(state="completed", epochs_done=3, epochs=3)
+    (run.path / "checkpoints").mkdir()
+    old = time.time() - 60
+    for folder in (run.path, run.path / "checkpoints"):
+        os.utime(folder, (old, old))
+    list_runs()  # clean: remembered by the folders' times
+    (run.path / CHECKPOINT_TMP).write_bytes(b"half")  # SIGKILL while a resume (since dead) wrote a checkpoint
+    list_runs()
+    assert writer_temporaries(run) == [] and recorded(run)["state"] == "completed"
