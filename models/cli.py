@@ -244,7 +244,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if not rows:
         print(f"No runs under {runs_root()}. Train one: xaidash train --dataset shapes --model resnet_small")
         return 0
-    cols = ["run", "model", "dataset", "state", "epochs", "val acc", "test acc", "device", "date"]
+    cols = ["run", "model", "dataset", "state", "epochs", "val acc", "test acc", "quality", "device", "date"]
     widths = {c: max(len(c), *(len(r.get(c, "")) for r in rows)) for c in cols}
     print("  ".join(c.ljust(widths[c]) for c in cols))
     for r in rows:
