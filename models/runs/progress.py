@@ -1,6 +1,6 @@
 """Where a run stands and whether training can go on, read from its folder alone (never from a page's memory).
 
-`run_progress(run)` (also `Run.progress()`) answers what a Resume or "train N more epochs" button needs:
+`run_progress(run)` answers what a Resume or "train N more epochs" button needs:
 
 - `state`: the run's state as a fact (`run_liveness`): running (a live process holds its lock: `owner_pid`,
   `owner_host`), interrupted (its writer is gone), stopped, completed, failed, imported, or '?' (no summary);

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -49,9 +49,7 @@ from xaidash.models.runs.checkpoint import load_weights, nonfinite_tensors
 from xaidash.models.runs.files import CHECKPOINTS, CONFIG, CONFUSION, METRICS, SUMMARY, VOCAB, WEIGHTS
 from xaidash.models.runs.files import STATE as STATE  # re-exported: the engine and the pages import it from here
 from xaidash.models.runs.lock import RunLocked, read_lock, writer_of
-
-if TYPE_CHECKING:
-    from xaidash.models.runs.progress import RunProgress
+from xaidash.models.runs.tidy import settle_run
 
 # What a run holds (`Run.kind`), told by a key of its config.json: a model imported from elsewhere records its
 # `source`, a generative language model its `language_model`; a classifier trained here has neither.
@@ -280,13 +278,6 @@ class Run:
             return self.vocab()
         return None
 
-    def progress(self) -> RunProgress:
-        """Where the run stands and whether it can be resumed or trained on, from its folder
-        (models/runs/progress.py). ModelError when its config.json is missing or damaged."""
-        from xaidash.models.runs.progress import run_progress
-
-        return run_progress(self)
-
     def vocab(self) -> Any:
         """vocab.json as a WordVocab, checked against its schema: ModelError naming the file and the field."""
         from xaidash.data.tokenizer import WordVocab
@@ -361,9 +352,7 @@ def list_runs(root: Path | None = None) -> list[Run]:
 def _settled(run: Run) -> Run:
     """`run`, its folder cleared up first when its writer died mid-run (models/runs/tidy.py): listed, opened and
     resumed runs never keep a dead writer's temporary files or a `running` summary."""
-    from xaidash.models.runs.tidy import settle_run  # tidy builds on this module
-
-    settle_run(run)
+    settle_run(run.path)
     return run
 
 

@@ -24,10 +24,11 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from xaidash.models.runs.files import CHECKPOINTS
+from xaidash.data.atomic import atomic_write_json
+from xaidash.models.runs.files import CHECKPOINTS, SUMMARY
 from xaidash.models.runs.lock import RunLock, RunLocked, leftover_temporaries, read_lock
-from xaidash.models.runs.store import SUMMARY, Run
 
 INTERRUPTED = "interrupted"
 
@@ -61,46 +62,56 @@ def _stamp(folder: Path) -> tuple[int, int] | None:
         return mtime, -1
 
 
-def _says_running(run: Run) -> bool:
-    """Whether summary.json says `running` (read raw: every listing asks this of every run; a damaged summary is
-    reported by whoever reads it, and has nothing to settle)."""
+def _summary(folder: Path) -> dict[str, Any] | None:
+    """summary.json, read raw (every listing asks this of every run); None when absent or damaged (whoever reads it
+    reports that: nothing to settle)."""
     try:
-        summary = json.loads(run.file(SUMMARY).read_bytes())
+        summary = json.loads((folder / SUMMARY).read_bytes())
     except (OSError, ValueError, RecursionError):
-        return False
-    return isinstance(summary, dict) and summary.get("state") == "running"
+        return None
+    return summary if isinstance(summary, dict) else None
 
 
-def settle_run(run: Run) -> Settled:
-    """Clear up after `run`'s dead writer (see the module's docstring); an empty Settled when there is nothing to
-    do, a live process holds its lock, or the folder cannot be written. Never raises for the folder's state."""
+def _says_running(folder: Path) -> bool:
+    summary = _summary(folder)
+    return summary is not None and summary.get("state") == "running"
+
+
+def settle_run(folder: Path) -> Settled:
+    """Clear up after the dead writer of the run in `folder` (see the module's docstring); an empty Settled when
+    there is nothing to do, a live process holds its lock, or the folder cannot be written. Never raises for the
+    folder's state."""
+    folder = Path(folder)
     done = Settled()
-    stamp = _stamp(run.path)
-    if stamp is not None and _clean.get(run.path) == stamp:
+    stamp = _stamp(folder)
+    if stamp is not None and _clean.get(folder) == stamp:
         return done  # found clean before, and neither the folder nor its checkpoints changed since
-    if not leftover_temporaries(run.path) and not _says_running(run):
+    if not leftover_temporaries(folder) and not _says_running(folder):
         if stamp is not None and time.time_ns() - max(stamp) > COARSE_NS:
             if len(_clean) > 4096:
                 _clean.clear()
-            _clean[run.path] = stamp
+            _clean[folder] = stamp
         return done
-    if read_lock(run.path) is not None:  # a live writer (or another reader settling it right now)
+    if read_lock(folder) is not None:  # a live writer (or another reader settling it right now)
         return done
     try:
-        before = run.path.stat()
-        lock = RunLock.acquire(run.path, run.id, heartbeat=False, tidy=True)
+        before = folder.stat()
+        lock = RunLock.acquire(folder, folder.name, heartbeat=False, tidy=True)
     except (RunLocked, OSError):
         return done
     try:
         done.removed = lock.removed
-        if _says_running(run):  # read again under the lock: a writer may have ended it meanwhile
+        summary = _summary(folder)  # read again under the lock: a writer may have ended it meanwhile
+        if summary is not None and summary.get("state") == "running":
             when = datetime.now(UTC).isoformat(timespec="seconds")
             with contextlib.suppress(OSError):
-                run.update_summary(state=INTERRUPTED, interrupted_at=when)
+                atomic_write_json(
+                    folder / SUMMARY, {**summary, "state": INTERRUPTED, "interrupted_at": when, "updated": time.time()}
+                )
                 done.interrupted_at = when
     finally:
         lock.release()
         # The folder's time orders the runs (newest first): clearing up is no activity of the run.
         with contextlib.suppress(OSError):
-            os.utime(run.path, ns=(before.st_atime_ns, before.st_mtime_ns))
+            os.utime(folder, ns=(before.st_atime_ns, before.st_mtime_ns))
     return done

@@ -19,6 +19,7 @@ from train_configs import quick
 
 from xaidash.dashboard.cli import main
 from xaidash.models.runs.lock import LOCK, RunLock, RunLocked, read_lock_file
+from xaidash.models.runs.progress import run_progress
 from xaidash.models.runs.store import SUMMARY, WEIGHTS, Run, list_runs, resolve_run, run_liveness, runs_root
 from xaidash.models.runs.tidy import settle_run
 from xaidash.models.training.engine import train
@@ -170,8 +171,8 @@ def test_sigkill_in_the_middle_of_a_checkpoint_write_leaves_nothing_after_the_ne
     assert writer_temporaries(run) == [] and not (run.path / LOCK).exists()
     s = recorded(run)
     assert s["state"] == "interrupted" and before - 1 <= datetime.fromisoformat(s["interrupted_at"]).timestamp()
-    assert s["epochs_done"] == 1 and run.progress().can_resume
-    assert settle_run(run).interrupted_at is None  # nothing left to settle
+    assert s["epochs_done"] == 1 and run_progress(run).can_resume
+    assert settle_run(run.path).interrupted_at is None  # nothing left to settle
 
 
 def test_a_run_found_clean_is_looked_at_again_once_its_folder_changes():
