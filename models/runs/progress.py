@@ -95,12 +95,13 @@ def run_progress(run: Run) -> RunProgress:
     steps = summary.get("steps_per_epoch")
     blocker = _blocker(run, config, summary, live.state, live.owner, live.has_weights)
     resumable = not blocker and planned is not None and done < planned
+    resume = RESUME_HINT.format(id=run.id)
     if blocker or resumable:
         why = blocker
     elif planned is None:
-        why = f"Run {run.id} does not record its planned epochs: say how many in all with {RESUME_HINT.format(id=run.id)} --epochs N."
+        why = f"Run {run.id} does not record its planned epochs: say how many in all with {resume} --epochs N."
     else:
-        why = f"All {planned} planned epochs are done: train more with {RESUME_HINT.format(id=run.id)} --epochs {done + 1} (or more)."
+        why = f"All {planned} planned epochs are done: train more with {resume} --epochs {done + 1} (or more)."
     return RunProgress(
         run_id=run.id,
         state=live.state,

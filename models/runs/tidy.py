@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from xaidash.data.atomic import atomic_write_json
-from xaidash.models.runs.files import CHECKPOINTS, SUMMARY
+from xaidash.models.runs.files import CHECKPOINTS, SUMMARY, WEIGHTS
 from xaidash.models.runs.lock import RunLock, RunLocked, leftover_temporaries, read_lock
 
 INTERRUPTED = "interrupted"
@@ -105,9 +105,15 @@ def settle_run(folder: Path) -> Settled:
         if summary is not None and summary.get("state") == "running":
             when = datetime.now(UTC).isoformat(timespec="seconds")
             with contextlib.suppress(OSError):
-                atomic_write_json(
-                    folder / SUMMARY, {**summary, "state": INTERRUPTED, "interrupted_at": when, "updated": time.time()}
-                )
+                kept = summary.get("kept") if (folder / WEIGHTS).exists() else "nothing"  # not "nothing yet"
+                settled = {
+                    **summary,
+                    "state": INTERRUPTED,
+                    "interrupted_at": when,
+                    "kept": kept,
+                    "updated": time.time(),
+                }
+                atomic_write_json(folder / SUMMARY, settled)
                 done.interrupted_at = when
     finally:
         lock.release()

@@ -101,6 +101,7 @@ def test_a_run_killed_before_its_first_checkpoint_without_a_lock_is_marked_inter
     list_runs()
     s = recorded(run)
     assert s["state"] == "interrupted" and "interrupted_at" in s and s["epochs"] == 3  # the rest is kept
+    assert s["kept"] == "nothing"  # no longer "nothing yet": nothing more is coming
     again = s["interrupted_at"]
     list_runs()
     assert recorded(run)["interrupted_at"] == again  # found once: the time is not moved by later listings
