@@ -48,7 +48,7 @@ from xaidash.models.runs import schema as run_schema
 from xaidash.models.runs.checkpoint import load_weights, nonfinite_tensors
 from xaidash.models.runs.files import CHECKPOINTS, CONFIG, CONFUSION, METRICS, SUMMARY, VOCAB, WEIGHTS
 from xaidash.models.runs.files import STATE as STATE  # re-exported: the engine and the pages import it from here
-from xaidash.models.runs.lock import RunLocked, read_lock, writer_of
+from xaidash.models.runs.lock import RunLocked, writer_of
 from xaidash.models.runs.tidy import settle_run
 
 # What a run holds (`Run.kind`), told by a key of its config.json: a model imported from elsewhere records its
@@ -503,7 +503,7 @@ def delete_run(run: str | Path, root: Path | None = None) -> None:
     """Remove a run folder inside the runs root: only a run (it has its config.json), never one a live process
     is training (RunLocked). A stale lock (its owner gone: an interrupted run) does not protect the folder."""
     r = resolve_run(run, root)
-    owner = read_lock(r.path)
+    owner = writer_of(r.path)
     if owner is not None:
         raise RunLocked(f"Run {r.id} is being trained by process {owner['pid']}: stop it first, then delete it.")
     shutil.rmtree(r.path)
