@@ -48,7 +48,7 @@ def made_run(state: str, *, done: int = 0, partial: int = 0, weights: bool = Tru
 
 
 def test_a_completed_run_can_be_trained_on_to_more_epochs_and_the_engine_agrees():
-    first = train(quick(epochs=1))
+    first = train(quick(epochs=1, max_train_samples=300))
     p = run_progress(first.run)
     assert isinstance(p, RunProgress) and p.run_id == first.run.id
     assert (p.state, p.epochs_done, p.partial_steps, p.epochs_planned) == ("completed", 1, 0, 1)

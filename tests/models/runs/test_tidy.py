@@ -24,6 +24,8 @@ from xaidash.models.runs.store import SUMMARY, WEIGHTS, Run, list_runs, resolve_
 from xaidash.models.runs.tidy import settle_run
 from xaidash.models.training.engine import train
 
+pytestmark = pytest.mark.faults
+
 CHECKPOINT_TMP = "checkpoints/.epoch_001.safetensors.k3x9q2.tmp"
 
 
@@ -156,6 +158,7 @@ train(quick(epochs=3, max_train_samples=300))
 """
 
 
+@pytest.mark.slow  # a fresh interpreter trains (about 10 s on 2 cores)
 def test_sigkill_in_the_middle_of_a_checkpoint_write_leaves_nothing_after_the_next_listing(capsys):
     support = os.path.join(os.path.dirname(__file__), "..", "..", "support")
     env = {**os.environ, "XAIDASH_RUNS": str(runs_root()), "OMP_NUM_THREADS": "1"}
