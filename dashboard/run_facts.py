@@ -13,8 +13,8 @@ from typing import Any
 from xaidash.dashboard.jobs import JobSnapshot
 from xaidash.data.formatting import percent, plural
 from xaidash.models.registry import ModelError
-from xaidash.models.runs.quality import run_warning
-from xaidash.models.runs.store import WEIGHTS, Run, RunKind, run_liveness, weights_problem
+from xaidash.models.runs.quality import problem_badge, quality_label, run_warning
+from xaidash.models.runs.store import WEIGHTS, Run, RunKind, run_liveness
 
 
 def run_kind(run: Run) -> RunKind | None:
@@ -84,15 +84,6 @@ def state_word(run: Run, summary: dict[str, Any]) -> str:
     return run_liveness(run, summary).state
 
 
-def problem_badge(run: Run, summary: dict[str, Any] | None = None) -> str | None:
-    """A few words for a run whose maps are noise ('training failed', 'NaN weights'), shown above every map and in
-    the runs table; the full sentence is `weights_problem`."""
-    s = run.summary() if summary is None else summary
-    if s.get("state") == "failed":
-        return "training failed"
-    return "NaN/inf weights" if weights_problem(run, s) else None
-
-
 def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
     """One row of the runs table (accuracies as percentages, so the column sorts by number)."""
     try:
@@ -106,8 +97,7 @@ def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
             "epochs": epochs_text(c, s),
             "val acc": None if acc_val is None else 100 * acc_val,
             "test acc": None if acc_test is None else 100 * acc_test,
-            # A run still training is judged when it ends: its first epochs are near chance by nature.
-            "quality": _quality(run, s),
+            "quality": quality_label(run, s),  # every run gets a verdict: a blank cell read as "not known"
         }  # no date column: the run's id starts with its creation time
     except Exception as e:  # noqa: BLE001 - a damaged run must still be listed (and deletable)
         return {"run": run.id, "model": "?", "data set": "?", "state": f"unreadable: {e}"}

@@ -244,7 +244,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if not rows:
         print(f"No runs under {runs_root()}. Train one: xaidash train --dataset shapes --model resnet_small")
         return 0
-    cols = ["run", "model", "dataset", "state", "epochs", "val acc", "test acc", "device", "date"]
+    cols = ["run", "model", "dataset", "state", "epochs", "val acc", "test acc", "quality", "device", "date"]
     widths = {c: max(len(c), *(len(r.get(c, "")) for r in rows)) for c in cols}
     print("  ".join(c.ljust(widths[c]) for c in cols))
     for r in rows:
@@ -395,9 +395,12 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 def _add_runs(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser(
         "runs",
-        help="list training runs with their final metrics",
+        help="list training runs with their state, final metrics and quality",
         description="List runs with their state: running (a live process trains it), interrupted (the process that "
-        "trained it is gone: resume it with xaidash train --resume RUN, or delete it), stopped, completed, failed.",
+        "trained it is gone: resume it with xaidash train --resume RUN, or delete it; its summary.json is marked so, "
+        "with interrupted_at, and the temporary files of its unfinished writes are removed), stopped, completed, "
+        "failed; and their quality: good, poor (near chance or far below its recipe), training failed, NaN/inf "
+        "weights.",
     )
     r.add_argument("--delete", metavar="RUN", help="delete a run folder")
     r.add_argument(

@@ -16,13 +16,14 @@ import streamlit as st
 from xaidash.dashboard.jobs import JobSnapshot
 from xaidash.dashboard.run_facts import has_weights, run_row
 from xaidash.dashboard.state import RUN_KEY, select_run, selected_run
+from xaidash.models.runs.quality import QUALITY_HELP
 from xaidash.models.runs.store import Run, list_runs, run_liveness
 
 PENDING = "xai_pending_run"  # clicked, but no weights yet: becomes the selected run when it has them
 COLUMNS = {
     "val acc": st.column_config.NumberColumn("val acc", format="%.1f%%", help="validation accuracy"),
     "test acc": st.column_config.NumberColumn("test acc", format="%.1f%%", help="test accuracy (after training)"),
-    "quality": st.column_config.TextColumn("quality", help="⚠ poor: near chance or far below its recipe"),
+    "quality": st.column_config.TextColumn("quality", help=QUALITY_HELP),
     "epochs": st.column_config.TextColumn(
         "epochs", width=140, help="complete epochs / planned (+ steps of a partial epoch)"
     ),

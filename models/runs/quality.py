@@ -5,6 +5,9 @@ a model whose training failed or whose weights hold NaN is noise (`runstore.weig
 chance (the majority class's share when the test labels are known, else 1/classes), or far below
 what its recipe reached where it was tested, gets a sentence saying so; every page that shows
 explanations of the run shows that sentence.
+
+`quality_label` is the verdict in a few words for the runs tables (the dashboard's and `xaidash runs`): every run
+gets one, a good run too (`✓ good`: a blank cell read as "not known"), a run still training once it ends.
 """
 
 from __future__ import annotations
@@ -14,12 +17,29 @@ from typing import Any
 import numpy as np
 
 from xaidash.data.formatting import percent
-from xaidash.models.runs.store import Run, weights_problem
+from xaidash.models.runs.store import Run, run_liveness, weights_problem
 
 # How far above chance a model must be (as a share of the way from chance to 100%) not to count as untrained.
 ABOVE_CHANCE = 0.25
 # How far below its recipe's measured accuracy a run may land before it is flagged.
 BELOW_RECIPE = 0.10
+# The quality cell of the runs tables (`quality_label`).
+GOOD = "✓ good"
+POOR = "⚠ poor"
+PENDING = "when it ends"  # a run still training: its first epochs are near chance by nature
+UNMEASURED = "not measured"  # no accuracy: a model imported or a language model, or a run stopped before any
+QUALITY_HELP = (
+    f"{GOOD}: well above chance and not far below what its recipe reached; {POOR}: near chance or far below its "
+    "recipe (its explanations show an untrained model); ⚠ training failed or ⚠ NaN/inf weights: its maps are noise; "
+    f"'{PENDING}': judged when its training ends; '{UNMEASURED}': no accuracy recorded (imported models)"
+)
+
+
+def measured_accuracy(summary: dict[str, Any]) -> float | None:
+    """The accuracy a run is judged by: its test accuracy, else (not tested: interrupted, or stopped before its
+    test) its last validation accuracy."""
+    acc = summary.get("test_acc")
+    return summary.get("val_acc") if acc is None else acc
 
 
 def chance_accuracy(summary: dict[str, Any], num_classes: int, confusion: np.ndarray | None = None) -> float:
@@ -37,7 +57,7 @@ def accuracy_warning(
     config: dict[str, Any], summary: dict[str, Any], confusion: np.ndarray | None = None
 ) -> str | None:
     """One sentence when the run's model is too poor to explain meaningfully, else None."""
-    acc = summary.get("test_acc", summary.get("val_acc"))
+    acc = measured_accuracy(summary)
     if acc is None:
         return None
     chance = chance_accuracy(summary, len(config.get("classes", [])) or 2, confusion)
@@ -67,3 +87,26 @@ def run_warning(run: Run) -> str | None:
         return accuracy_warning(run.config(), summary, run.confusion(summary))
     except Exception:  # noqa: BLE001 - a damaged run is reported elsewhere; no warning is better than a crash here
         return None
+
+
+def problem_badge(run: Run, summary: dict[str, Any] | None = None) -> str | None:
+    """A few words for a run whose maps are noise ('training failed', 'NaN/inf weights'), shown above every map and
+    in the runs tables; the full sentence is `weights_problem`."""
+    s = run.summary() if summary is None else summary
+    if s.get("state") == "failed":
+        return "training failed"
+    return "NaN/inf weights" if weights_problem(run, s) else None
+
+
+def quality_label(run: Run, summary: dict[str, Any] | None = None) -> str:
+    """The quality cell of a run: '⚠ training failed' or '⚠ NaN/inf weights' (`problem_badge`), else 'when it ends'
+    while it trains, 'not measured' without an accuracy, '⚠ poor' (`accuracy_warning`) or '✓ good'."""
+    s = run.summary() if summary is None else summary
+    badge = problem_badge(run, s)
+    if badge:
+        return f"⚠ {badge}"
+    if run_liveness(run, s).state == "running":
+        return PENDING
+    if measured_accuracy(s) is None:
+        return UNMEASURED
+    return POOR if accuracy_warning(run.config(), s, run.confusion(s)) else GOOD

@@ -140,6 +140,7 @@ SUMMARY = {
     "type": "object",
     "properties": {
         "state": {"type": "string"},
+        "interrupted_at": {"type": "string"},  # when its writer was found gone (ISO 8601; runs/tidy.py)
         "compiled": {"type": "string"},  # what the steps ran as (--compile), or why they fell back to eager
         "error": {"type": ["string", "null"]},
         "epochs_done": {**_count, "maximum": MAX_EPOCHS},

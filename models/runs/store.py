@@ -17,7 +17,9 @@ Every write is atomic (temporary file, then rename); nothing is ever unpickled.
 A summary's `running` is what the writer said, not a fact: `run_liveness` checks the run's lock (its owner's
 pid on this host, its heartbeat from another) and reports a run whose writer is gone as `interrupted`, with
 what it kept and how to go on. Every place that shows a state (xaidash runs, the runs table, the sidebar)
-reads it from there; summary.json itself is only written by the run's writer.
+reads it from there. Listing, opening or resuming a run whose writer is gone also makes its folder say so
+(models/runs/tidy.py): its `running` summary becomes `interrupted` with `interrupted_at`, and the temporary files of
+the write the writer was in the middle of are removed.
 """
 
 from __future__ import annotations
@@ -44,17 +46,11 @@ from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
 from xaidash.models.runs import schema as run_schema
 from xaidash.models.runs.checkpoint import load_weights, nonfinite_tensors
-from xaidash.models.runs.lock import RunLocked, read_lock
+from xaidash.models.runs.files import CHECKPOINTS, CONFIG, CONFUSION, METRICS, SUMMARY, VOCAB, WEIGHTS
+from xaidash.models.runs.files import STATE as STATE  # re-exported: the engine and the pages import it from here
+from xaidash.models.runs.lock import RunLocked, writer_of
+from xaidash.models.runs.tidy import settle_run
 
-CONFIG, METRICS, SUMMARY, WEIGHTS, STATE, VOCAB, CONFUSION = (
-    "config.json",
-    "metrics.jsonl",
-    "summary.json",
-    "model.safetensors",
-    "train_state.safetensors",
-    "vocab.json",
-    "confusion.npy",
-)
 # What a run holds (`Run.kind`), told by a key of its config.json: a model imported from elsewhere records its
 # `source`, a generative language model its `language_model`; a classifier trained here has neither.
 RunKind = Literal["trained", "imported", "language_model"]
@@ -151,12 +147,12 @@ class Run:
         return self.path / name
 
     def checkpoint_path(self, epoch: int) -> Path:
-        return self.path / "checkpoints" / f"epoch_{epoch:03d}.safetensors"
+        return self.path / CHECKPOINTS / f"epoch_{epoch:03d}.safetensors"
 
     def checkpoints(self) -> list[tuple[int, Path]]:
         """(epoch, path) of every per-epoch checkpoint, in order."""
         out = []
-        for p in sorted((self.path / "checkpoints").glob("epoch_*.safetensors")):
+        for p in sorted((self.path / CHECKPOINTS).glob("epoch_*.safetensors")):
             m = re.match(r"epoch_(\d+)\.safetensors$", p.name)
             if m:
                 out.append((int(m.group(1)), p))
@@ -202,6 +198,8 @@ class Run:
         if "confusion" in fields:
             fields.update(self._store_confusion(fields.pop("confusion")))
         summary = {**self.summary(), **fields, "updated": time.time()}
+        if summary.get("state") != "interrupted":  # a resumed run is no longer interrupted
+            summary.pop("interrupted_at", None)
         atomic_write_json(self.file(SUMMARY), summary)
         return summary
 
@@ -338,17 +336,24 @@ def resolve_run(run: str | Path, root: Path | None = None) -> Run:
         text = path.name
     folder = _run_in_root(text, root)
     if (folder / CONFIG).is_file():
-        return Run(folder)
+        return _settled(Run(folder))
     raise ModelError(f"Run {text!r} not found (looked in {root}). List runs with: xaidash runs")
 
 
 def list_runs(root: Path | None = None) -> list[Run]:
-    """Runs newest first (folders without a config are ignored)."""
+    """Runs newest first (folders without a config are ignored), each settled first (`_settled`)."""
     root = Path(root) if root else runs_root()
     if not root.is_dir():
         return []
-    runs = [Run(p) for p in root.iterdir() if _has_config(p)]
+    runs = [_settled(Run(p)) for p in root.iterdir() if _has_config(p)]
     return sorted(runs, key=_mtime, reverse=True)
+
+
+def _settled(run: Run) -> Run:
+    """`run`, its folder cleared up first when its writer died mid-run (models/runs/tidy.py): listed, opened and
+    resumed runs never keep a dead writer's temporary files or a `running` summary."""
+    settle_run(run.path)
+    return run
 
 
 def _has_config(folder: Path) -> bool:
@@ -392,16 +397,22 @@ class Liveness:
 
 
 def run_liveness(run: Run, summary: dict[str, Any] | None = None) -> Liveness:
-    """Check a run's recorded state against its lock (see the module's docstring). Never writes."""
+    """Check a run's recorded state against its lock (see the module's docstring). Never writes.
+
+    A live writer makes the run `running` whatever its summary says (a stopped or finished run being resumed says
+    so before its new summary is written); a `running` summary without one is `interrupted`, as is a summary the
+    store already marked so (`settle_run`)."""
     s = run.summary() if summary is None else summary
     recorded = str(s.get("state", "?"))
-    owner = read_lock(run.path) if recorded == "running" else None
+    owner = writer_of(run.path)
     has_weights = run.file(WEIGHTS).exists()
     checkpoints = run.checkpoints()
     epoch = checkpoints[-1][0] if checkpoints else None
     kept = str(s.get("kept") or ("nothing yet" if not has_weights else "weights"))
-    if recorded != "running" or owner is not None:
-        return Liveness(recorded, owner, has_weights, epoch, kept, "")
+    if owner is not None:
+        return Liveness("running", owner, has_weights, epoch, kept, "")
+    if recorded not in ("running", "interrupted"):
+        return Liveness(recorded, None, has_weights, epoch, kept, "")
     if has_weights:
         advice = (
             f"Its training process is gone; it has {kept}"
@@ -492,7 +503,7 @@ def delete_run(run: str | Path, root: Path | None = None) -> None:
     """Remove a run folder inside the runs root: only a run (it has its config.json), never one a live process
     is training (RunLocked). A stale lock (its owner gone: an interrupted run) does not protect the folder."""
     r = resolve_run(run, root)
-    owner = read_lock(r.path)
+    owner = writer_of(r.path)
     if owner is not None:
         raise RunLocked(f"Run {r.id} is being trained by process {owner['pid']}: stop it first, then delete it.")
     shutil.rmtree(r.path)

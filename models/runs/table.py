@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from xaidash.data.formatting import MISSING, percent
+from xaidash.models.runs.quality import quality_label
 from xaidash.models.runs.store import CONFIG, Run, list_runs, run_liveness
 
 
@@ -20,7 +21,8 @@ def epochs_cell(summary: dict[str, Any], epochs: int | str) -> str:
 
 
 def runs_table(root: Path | None = None) -> list[dict[str, str]]:
-    """One row of strings per run, newest first: run, model, dataset, state, epochs, accuracies, device, date."""
+    """One row of strings per run, newest first: run, model, dataset, state, epochs, accuracies, quality
+    (`quality_label`), device, date."""
     rows = []
     for r in list_runs(root):
         try:  # a damaged run must not hide the others
@@ -44,6 +46,7 @@ def _run_row(r: Run) -> dict[str, str]:
         "epochs": epochs_cell(s, c.get("train", {}).get("epochs") or "?"),
         "val acc": percent(s.get("val_acc")),
         "test acc": percent(s.get("test_acc")),
+        "quality": quality_label(r, s),
         "device": c.get("device", "?"),
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
     }
@@ -59,6 +62,7 @@ def _imported_row(r: Run, c: dict[str, Any], s: dict[str, Any]) -> dict[str, str
         "epochs": MISSING,
         "val acc": MISSING,
         "test acc": MISSING,
+        "quality": quality_label(r, s),  # "not measured", unless its weights hold NaN
         "device": MISSING,
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
     }

@@ -96,7 +96,7 @@ def test_run_rows_flag_poor_runs_and_survive_damage(tmp_path):
     poor = written_run(tmp_path, state="completed", epochs_done=5, test_acc=0.26)
     damaged = Run.create("shapes", "mlp", tmp_path)
     damaged.file("config.json").write_text("{ torn")
-    assert run_row(good)["quality"] == "" and run_row(good)["test acc"] == pytest.approx(99.0)
+    assert run_row(good)["quality"] == "✓ good" and run_row(good)["test acc"] == pytest.approx(99.0)
     assert run_row(poor)["quality"] == "⚠ poor"
     assert run_row(damaged)["state"].startswith("unreadable")
 

@@ -208,7 +208,8 @@ def test_sigkill_leaves_an_interrupted_run_that_resumes_or_is_deleted(capsys):
         resolve_run("latest")
     with pytest.raises(ModelError, match="no checkpoint to resume from"):
         train(TrainConfig(device="cpu"), resume=run.id)
-    assert run.summary()["state"] == "running"  # the refused resume wrote nothing
+    # The listing settled the folder (issue 29); the refused resume wrote nothing over it.
+    assert run.summary()["state"] == "interrupted" and "interrupted_at" in run.summary()
     delete_run(run.id)
 
     late = start_training()

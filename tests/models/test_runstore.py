@@ -72,6 +72,7 @@ def test_runs_table_has_one_row_per_run_and_survives_a_damaged_one():
         "epochs": "3/3",
         "val acc": "91.2%",
         "test acc": "–",
+        "quality": "✓ good",
         "device": "cpu",
         "date": "?",
     }

@@ -76,8 +76,8 @@ def test_a_run_whose_process_died_reads_interrupted_and_its_job_failed() -> None
     snap = manager.find_queue(queue.id).jobs[0]
     assert snap.id == job.id and snap.state == "failed" and "SIGKILL" in (snap.error or "")
     (run,) = list_runs()
-    # The run itself is fine up to its last checkpoint: left as the process left it, it reads interrupted.
-    assert run.summary()["state"] == "running"
+    # The run itself is fine up to its last checkpoint: listed once its process is gone, its folder says interrupted.
+    assert run.summary()["state"] == "interrupted" and "interrupted_at" in run.summary()
     assert run_liveness(run).state == "interrupted"
 
 
