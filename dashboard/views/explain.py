@@ -26,6 +26,7 @@ from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_controls
 from xaidash.dashboard.components.report_downloads import report_downloads
+from xaidash.dashboard.components.session_results import results_sentence, shown_results, start_results, with_results
 from xaidash.dashboard.components.stored_maps import show_stored_sample
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
@@ -364,9 +365,11 @@ def main() -> None:
     scale_caption(choice, bundle.modality)
     if ood_reason:
         st.caption(ood_reason)
+    start_results()  # the panels below register what they show, for the downloads
     for i in range(len(inputs)):
         input_block(report, i, probs[i], choice, failures, coverage[i])
-    report_downloads(report, "explain", "explanations")
+    parts = shown_results()
+    report_downloads(lambda: with_results(report, parts), "explain", "explanations", results_sentence(parts))
 
 
 main()

@@ -58,7 +58,9 @@ def test_result_json_keeps_every_field_property_and_to_json() -> None:
     assert data["inner"][0] == {"score": 1.2, "added_later": "appears", "doubled": 2.5}
     assert data["small"] == [0.0, 1.0, 2.0, 3.0]
     assert data["image"] == {"file": "arrays/result.image.npy", "shape": [3, 40, 40], "dtype": "float32"}
-    assert r.image.size > INLINE and np.array_equal(np.load(__import__("io").BytesIO(files[data["image"]["file"]])), r.image)
+    assert r.image.size > INLINE and np.array_equal(
+        np.load(__import__("io").BytesIO(files[data["image"]["file"]])), r.image
+    )
 
 
 def test_document_envelope_and_writer(tmp_path: Path) -> None:
@@ -119,7 +121,17 @@ def test_concepts_out_is_a_folder(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("XAIDASH_RUNS", str(tmp_path / "runs"))
     run = make_run(tmp_path / "runs", "shapes", "resnet_small", epochs=1)
     out = tmp_path / "tcav"
-    argv = ["concepts", "--run", run.id, "--concept", "dataset:shapes:square", "--class", "circle", "--layers", "layers.2"]
+    argv = [
+        "concepts",
+        "--run",
+        run.id,
+        "--concept",
+        "dataset:shapes:square",
+        "--class",
+        "circle",
+        "--layers",
+        "layers.2",
+    ]
     argv += ["--random-sets", "2", "--examples", "8", "--inputs", "8", "--quiet"]
     assert main([*argv, "--out", str(out)]) == 0, capsys.readouterr().err
     data = json.loads((out / "concepts.json").read_text())
@@ -143,7 +155,9 @@ def test_counterfactual_out_has_the_envelope_and_every_field(tmp_path: Path, mon
     code = main(["counterfactual", "--run", str(run), "--input", text, "--to", "0", "--budget", "2", "--out", str(out)])
     if code == 2:  # a tiny model may already predict the class asked for
         assert "already predicts" in capsys.readouterr().err
-        code = main(["counterfactual", "--run", str(run), "--input", text, "--to", "1", "--budget", "2", "--out", str(out)])
+        code = main(
+            ["counterfactual", "--run", str(run), "--input", text, "--to", "1", "--budget", "2", "--out", str(out)]
+        )
     assert code in (0, 1)
     data = json.loads((out / "counterfactual.json").read_text())
     _envelope(data, "counterfactual", data["run"])
