@@ -16,7 +16,7 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.attack_panel import attack_panel
-from xaidash.dashboard.components.calibration_view import session_temperature, temperature_caption
+from xaidash.dashboard.components.calibration_view import probability_note, session_temperature, temperature_caption
 from xaidash.dashboard.components.charts import topk_chart
 from xaidash.dashboard.components.explain_maps import error_card, map_card, map_display_choice, ood_hint, ood_scores
 from xaidash.dashboard.components.explain_tables import diagnostics_table, metrics_legend, metrics_table
@@ -140,11 +140,13 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
     return Choice(chosen, by_id, params, str(target_name), target, bool(shared), str(display), bool(with_metrics))
 
 
-def predict(bkey: str, bundle: ModelBundle, raw: Any) -> np.ndarray:
+def predict(run: Run, bkey: str, bundle: ModelBundle, raw: Any) -> np.ndarray:
     """Class probabilities (N, classes) of the inputs (calibrated with the run's temperature when the sidebar's
-    switch is on); the page stops with the error when prediction fails."""
+    switch is on, which is said either way); the page stops with the error when prediction fails."""
     t = session_temperature(bundle.run_dir)
     temperature_caption(t)
+    if note := probability_note(run, t):
+        st.caption(note)
     try:
         with leased_model(bkey, bundle) as replica:
             return replica.predict_proba(raw, temperature=t).numpy()
@@ -354,7 +356,7 @@ def main() -> None:
         st.info("Pick at least one method.")
         st.stop()
     raw = bundle.adapter.batch([p.raw for p in inputs])
-    probs = predict(bkey, bundle, raw)
+    probs = predict(run, bkey, bundle, raw)
     results, failures = explain_all(bkey, bundle, raw, inputs, choice)
     with leased_model(bkey, bundle) as replica:
         ood, ood_reason = ood_scores(replica, bkey, raw)
