@@ -172,7 +172,8 @@ def page_for(kind: RunKind, near: str | None = None) -> PageInfo | None:
     """The page a run of `kind` opens on when the page `near` cannot use it: of the pages that can (Home aside), one
     in `near`'s section first, then in menu order (a language model near Explain: Generate; a classifier near
     Generate: Explain)."""
-    section = PAGES.find(near).section if near and PAGES.find(near) else None
+    here = PAGES.find(near) if near else None
+    section = here.section if here is not None else None
     usable = [p for p in in_menu_order() if kind in p.runs and p.section != TOP]
     return next((p for p in usable if p.section == section), usable[0] if usable else None)
 

@@ -82,17 +82,21 @@ def uncalibrated_reason(run: Run) -> str:
 
 
 def probability_note(run: Run, t: float | None) -> str:
-    """What a page says beside plain (uncalibrated) probabilities about the sidebar's switch ('' when calibrated)."""
+    """One line a page shows beside class probabilities: calibrated (with T) or plain softmax, and how to get
+    calibrated ones with the sidebar's switch."""
     if t is not None:
-        return ""
-    if saved_temperature(run) is not None:
+        return f"Probabilities calibrated (T = {t:.2f}): the sidebar's “Calibrated probabilities” is on."
+    saved = saved_temperature(run)
+    if saved is not None:
         return (
-            "Probabilities: plain softmax. This run has a fitted temperature: switch on “Calibrated probabilities” in "
-            "the sidebar to show calibrated ones."
+            f"Probabilities: plain softmax. Calibrated ones (T = {saved:.2f}): switch on “Calibrated probabilities” "
+            "in the sidebar."
         )
+    if refusal_or_none(run) is not None:
+        return "Probabilities: plain softmax (calibration does not apply to this run: see the sidebar)."
     return (
-        "Probabilities: plain softmax, not calibrated (a model's 90% need not mean right 9 times in 10). "
-        f"{uncalibrated_reason(run)} Then switch on “Calibrated probabilities” in the sidebar."
+        "Probabilities: plain softmax, not calibrated (90% need not mean right 9 times in 10). Measure calibration "
+        "on the Train page, then switch on “Calibrated probabilities” in the sidebar."
     )
 
 

@@ -140,13 +140,12 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
     return Choice(chosen, by_id, params, str(target_name), target, bool(shared), str(display), bool(with_metrics))
 
 
-def predict(run: Run, bkey: str, bundle: ModelBundle, raw: Any) -> np.ndarray:
+def predict(bkey: str, bundle: ModelBundle, raw: Any) -> np.ndarray:
     """Class probabilities (N, classes) of the inputs (calibrated with the run's temperature when the sidebar's
-    switch is on, which is said either way); the page stops with the error when prediction fails."""
+    switch is on; each input's chart says which, `probability_note`); the page stops with the error when prediction
+    fails."""
     t = session_temperature(bundle.run_dir)
     temperature_caption(t)
-    if note := probability_note(run, t):
-        st.caption(note)
     try:
         with leased_model(bkey, bundle) as replica:
             return replica.predict_proba(raw, temperature=t).numpy()
@@ -279,9 +278,12 @@ def scale_caption(choice: Choice, modality: str) -> None:
     )
 
 
-def input_header(report: ExplainReport, i: int, probs: np.ndarray, coverage: TextCoverage | None = None) -> None:
+def input_header(
+    report: ExplainReport, i: int, probs: np.ndarray, coverage: TextCoverage | None = None, note: str = ""
+) -> None:
     """The input, its name, true and predicted class, the out-of-distribution hint and the top-k chart. A text
-    shows only the words the model reads (and says how many of how many: the maps explain those alone)."""
+    shows only the words the model reads (and says how many of how many: the maps explain those alone); `note`: which
+    probabilities the chart shows (plain or calibrated, and how to switch)."""
     inp = report.inputs[i]
     classes = report.run.classes
     top = inp.predictions["A"][0]
@@ -300,6 +302,8 @@ def input_header(report: ExplainReport, i: int, probs: np.ndarray, coverage: Tex
             ood_hint(inp.ood)
         with st.container(width=300):
             st.altair_chart(topk_chart(probs, classes, TOP_K, inp.label), width="stretch")
+            if note:
+                st.caption(note)
 
 
 def input_tables(report: ExplainReport, i: int, with_metrics: bool) -> None:
@@ -325,10 +329,11 @@ def input_block(
     choice: Choice,
     failures: dict,
     coverage: TextCoverage | None = None,
+    note: str = "",
 ) -> None:
     """Per input: the header, the map cards (rows that wrap), the tables."""
     with st.container(border=True):
-        input_header(report, i, probs, coverage)
+        input_header(report, i, probs, coverage, note)
         with st.container(horizontal=True, gap="small"):
             for e in report.for_input(i):
                 if e.figure is None:
@@ -356,7 +361,8 @@ def main() -> None:
         st.info("Pick at least one method.")
         st.stop()
     raw = bundle.adapter.batch([p.raw for p in inputs])
-    probs = predict(run, bkey, bundle, raw)
+    probs = predict(bkey, bundle, raw)
+    note = probability_note(run, session_temperature(bundle.run_dir))
     results, failures = explain_all(bkey, bundle, raw, inputs, choice)
     with leased_model(bkey, bundle) as replica:
         ood, ood_reason = ood_scores(replica, bkey, raw)
@@ -369,7 +375,7 @@ def main() -> None:
         st.caption(ood_reason)
     start_results()  # the panels below register what they show, for the downloads
     for i in range(len(inputs)):
-        input_block(report, i, probs[i], choice, failures, coverage[i])
+        input_block(report, i, probs[i], choice, failures, coverage[i], note)
     parts = shown_results()
     report_downloads(lambda: with_results(report, parts), "explain", "explanations", results_sentence(parts))
 

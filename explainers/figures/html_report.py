@@ -62,6 +62,7 @@ blockquote{margin:0;padding:6px 12px;border-left:4px solid #d0d7de;background:#f
 .metrics td.best{font-weight:600}
 details{margin-top:8px}
 .extra{border-top:1px solid #d0d7de;margin-top:12px;padding-top:4px}
+.extra.training_samples .card{width:150px}
 """
 
 

@@ -67,7 +67,7 @@ def test_sidebar_switch_calibrates_explains_probabilities(shapes_copy):
     plain_class, plain_pct = _prediction(at)
     plain_chart = _charts(at)
     assert not any("calibrated, T =" in str(c.value) for c in at.caption)
-    assert any("has a fitted temperature: switch on" in str(c.value) for c in at.main.caption)
+    assert any(f"Calibrated ones (T = {cal.temperature:.2f}): switch on" in str(c.value) for c in at.main.caption)
     switch = _toggles(at)
     assert switch, "the run has a saved temperature: the sidebar offers the switch"
     switch[0].set_value(True).run()

@@ -38,4 +38,6 @@ def test_a_part_that_fails_is_a_note() -> None:
         raise RuntimeError("gone")
 
     made = with_results(report, {(0, "training_samples"): broken})
-    assert made.extras == [] and made.notes == ["Input 1: the training samples could not be added to the report (gone)."]
+    assert made.extras == [] and made.notes == [
+        "Input 1: the training samples could not be added to the report (gone)."
+    ]
