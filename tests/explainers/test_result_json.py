@@ -163,3 +163,15 @@ def test_counterfactual_out_has_the_envelope_and_every_field(tmp_path: Path, mon
     _envelope(data, "counterfactual", data["run"])
     assert data["request"]["inputs"]["input"] == text and data["request"]["parameters"]["budget"] == "2"
     assert {"found", "summary", "search", "original_words", "probs_before", "target_name"} <= set(data)
+
+
+def test_self_influence_out_writes_the_top_rows(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("XAIDASH_RUNS", str(tmp_path / "runs"))
+    run = make_run(tmp_path / "runs", "cues", "text_cnn", epochs=2)
+    out = tmp_path / "self"
+    assert main(["influence", "--run", run.id, "--self", "-k", "3", "--out", str(out), "--device", "cpu"]) == 0
+    data = json.loads((out / "self_influence.json").read_text())
+    _envelope(data, "influence", run.id)
+    assert data["request"]["inputs"] == {"self": True} and data["status"]["complete"] is True
+    assert [r["rank"] for r in data["ranking"]] == [1, 2, 3] and data["classes"] == list(run.info.classes)
+    assert data["ranking"][0]["score"] >= data["ranking"][2]["score"]
