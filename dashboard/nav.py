@@ -168,6 +168,16 @@ def page_path(name: str) -> str:
     return f"{VIEWS.name}/{page_info(name).file}"
 
 
+def page_for(kind: RunKind, near: str | None = None) -> PageInfo | None:
+    """The page a run of `kind` opens on when the page `near` cannot use it: of the pages that can (Home aside), one
+    in `near`'s section first, then in menu order (a language model near Explain: Generate; a classifier near
+    Generate: Explain)."""
+    here = PAGES.find(near) if near else None
+    section = here.section if here is not None else None
+    usable = [p for p in in_menu_order() if kind in p.runs and p.section != TOP]
+    return next((p for p in usable if p.section == section), usable[0] if usable else None)
+
+
 def in_menu_order() -> list[PageInfo]:
     """Every page as the sidebar lists it: section by section, each section's pages in registration order."""
     return sorted(PAGES, key=lambda p: SECTIONS.index(p.section))  # a stable sort: registration order within each

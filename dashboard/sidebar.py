@@ -10,7 +10,7 @@ from xaidash.dashboard.components.calibration_view import calibration_toggle
 from xaidash.dashboard.components.job_status import job_line
 from xaidash.dashboard.components.quality import show_run_warning
 from xaidash.dashboard.components.quickstart import select_demo_run_when_done
-from xaidash.dashboard.components.run_picker import run_picker
+from xaidash.dashboard.components.run_picker import run_link_notice, run_picker
 from xaidash.dashboard.run_facts import epochs_text, run_kind, state_word
 from xaidash.dashboard.state import Slot, current_page, page_runs, slot_of
 from xaidash.data.formatting import percent
@@ -82,6 +82,7 @@ def _selected_run(runs: tuple[RunKind, ...]) -> None:
 
 def render_sidebar() -> None:
     select_demo_run_when_done()
+    run_link_notice()  # in the main area, above the page: what a `?run=` link could not do (said once, not here too)
     with st.sidebar:
         st.subheader("Run")
         _selected_run(page_runs(current_page()))

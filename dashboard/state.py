@@ -24,6 +24,7 @@ RUN_KEY = "xai_selected_run"  # the classifier run
 LM_KEY = "xai_selected_lm"  # the language-model run
 LAST_KIND_KEY = "xai_last_kind"  # the kind picked last ("classifier" or "language"): what Attention and Embeddings show
 MISSING_KEY = "xai_missing_run"  # a `?run=` link's run that does not exist, until the user picks a run
+ELSEWHERE_KEY = "xai_link_elsewhere"  # a `?run=` link's run of a kind the page it opened cannot use
 # The session's run a page works on: its classifier, its language model, or either (the one picked last).
 Slot = Literal["classifier", "language", "any"]
 
@@ -78,6 +79,7 @@ def select_run(run_id: str | None) -> None:
         if run_id is not None:
             st.session_state[LAST_KIND_KEY] = "classifier"
     st.session_state.pop(MISSING_KEY, None)  # the user chose: the refused link is history
+    st.session_state.pop(ELSEWHERE_KEY, None)
 
 
 def _selected_of(kind: Literal["classifier", "language"]) -> Run | None:
@@ -110,18 +112,19 @@ def selected_run(kind: Slot = "classifier") -> Run | None:
 
 def apply_run_link() -> None:
     """A link with `?run=<id>` (Home's quick-start results) selects that run, then the parameter is dropped
-    so the page's address does not pin the run."""
+    so the page's address does not pin the run. A run that does not exist, or one of a kind this page cannot use, is
+    remembered for `run_picker.run_link_notice` to say (once, on the page, until the user picks a run)."""
     wanted = st.query_params.get("run")
     if not wanted:
         return
     del st.query_params["run"]
-    if any(r.id == wanted for r in list_runs()):  # only a run listed under the runs root: never a path
-        select_run(wanted)
+    found = _find(wanted)  # only a run listed under the runs root: never a path
+    if found is None:
+        st.session_state[MISSING_KEY] = str(wanted)
         return
-    st.session_state[MISSING_KEY] = str(wanted)
-    message = missing_run_notice()
-    if message:
-        st.warning(message, icon=":material/link_off:")
+    select_run(wanted)
+    if (run_kind(found) or "trained") not in page_runs(current_page()):  # filed for its own pages: say where
+        st.session_state[ELSEWHERE_KEY] = wanted
 
 
 def missing_run_notice(short: bool = False) -> str | None:

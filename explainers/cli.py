@@ -11,7 +11,6 @@ on stderr; the others go on.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from xaidash.data.argtypes import float_range, int_range
 from xaidash.data.modalities import GroundTruth
 from xaidash.explainers.dataset.explain import DEFAULT_CHUNK, ENGINES, parse_dataset_range
 from xaidash.explainers.figures.report import ExplainReport, MethodSetting, ReportSettings, session_report
+from xaidash.explainers.figures.result_json import check_out_folder, make_out_folder
 from xaidash.explainers.figures.scales import SCALE_MODES
 from xaidash.explainers.inputs import ResolvedInput, resolve_sample
 from xaidash.explainers.modalities import ADAPTERS, adapter_of
@@ -88,29 +88,6 @@ def _write_html(report: Any, path: str) -> bool:
         print(f"error: cannot write the HTML report to {target}: {why}", file=sys.stderr)
         return False
     return True
-
-
-def check_out_folder(out: Path) -> None:
-    """ExplainError when --out cannot become a folder we write into: it is a file, lies under a file, or its
-    nearest existing folder is not writable. Creates nothing (a refusal later leaves no folder behind)."""
-    if out.exists() and not out.is_dir():
-        raise ExplainError(f"--out {out} is a file: give a folder (it is created when missing).")
-    existing = out
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ExplainError(f"--out {out}: {existing} is a file, so no folder can be made under it.")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ExplainError(f"--out {out}: the folder {existing} is not writable; give a folder you can write to.")
-
-
-def make_out_folder(out: Path) -> None:
-    """Create --out; ExplainError with the system's reason when that fails (/proc, a read-only disk)."""
-    check_out_folder(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ExplainError(f"--out {out}: cannot create the folder ({err.strerror or err}).") from None
 
 
 def _needs_background(spec: MethodSpec, bundle: ModelBundle, params: dict[str, Any]) -> bool:

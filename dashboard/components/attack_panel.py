@@ -19,6 +19,7 @@ from xaidash.dashboard.components.explain_maps import map_card
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_widget
+from xaidash.dashboard.components.session_results import record_result
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
 from xaidash.explainers.figures.report import ExplainReport
@@ -30,6 +31,7 @@ from xaidash.explainers.robust.explanation_change import TOP_SHARE, MapChange
 from xaidash.explainers.robust.figures import change_figures, perturbation_figure
 from xaidash.explainers.robust.registry import text_note
 from xaidash.explainers.robust.searches import PATCH, PERTURBATION, SEARCHES, VISIBLE_LEVELS, SearchStep, searches
+from xaidash.explainers.session_extras import attack_extra, counterfactual_extra
 from xaidash.models.bundle import ModelBundle
 
 MAX_LEVELS = 32  # the attack's budget slider: 1..32 grey levels (/255)
@@ -153,6 +155,11 @@ def _attack_section(bkey: str, bundle: ModelBundle, raw: Any, choice: Any, key: 
     if done is None:
         return
     result, changes = done
+    i, display = (
+        int(key.rsplit("_", 1)[1]),
+        choice.display if choice.display != "tokens" else "overlay",
+    )  # key: attack_<i>
+    record_result(i, "attack", lambda: attack_extra(i, result, changes, display))  # into the session's report
     _verdict(result)
     _images_row(result, key)
     _changes(changes, result, choice.display if choice.display != "tokens" else "overlay", key)
@@ -258,6 +265,7 @@ def _counterfactual_section(bkey: str, bundle: ModelBundle, raw: Any, report: Ex
     cf = cache.get(cache_key)
     if cf is None:
         return
+    record_result(i, "counterfactual", lambda: counterfactual_extra(i, cf))  # into the session's report
     if not cf.found:
         st.warning(cf.summary(), icon=":material/block:")
         return

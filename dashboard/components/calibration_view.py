@@ -13,6 +13,8 @@ import streamlit as st
 from xaidash.dashboard import services
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.errors import show_error
+from xaidash.dashboard.nav import page_path
+from xaidash.dashboard.state import current_page
 from xaidash.models.calibration import CalibrationScores
 from xaidash.models.calibration_run import (
     Calibration,
@@ -31,9 +33,14 @@ PANEL_PX = 230  # two panels side by side fit the Train page's results column at
 
 
 def calibration_toggle(run: Run) -> None:
-    """The sidebar's switch, drawn only when the selected run has a temperature saved for its current weights."""
+    """The sidebar's switch for the selected classifier run: on or off where the run has a temperature saved for its
+    current weights, else shown switched off and disabled with one line saying why and where to measure it."""
     t = saved_temperature(run)
     if t is None:
+        st.toggle(TOGGLE_LABEL, value=False, disabled=True, key=f"{TOGGLE}_off", help=HOW_IT_WORKS)
+        st.caption(uncalibrated_reason(run))
+        if current_page() != "train" and refusal_or_none(run) is None:
+            st.page_link(page_path("train"), label="Measure calibration on Train", icon=":material/straighten:")
         return
     on = st.toggle(
         TOGGLE_LABEL,
@@ -43,6 +50,54 @@ def calibration_toggle(run: Run) -> None:
         "probabilities (Explain, Side by side); the predicted class and the maps do not change",
     )
     st.session_state[ON] = bool(on)
+
+
+HOW_IT_WORKS = (
+    "temperature scaling: softmax(logits / T) with a T fitted on the run's held-out samples, so a probability of "
+    "80% means right about 80% of the time; the pages that show class probabilities (Explain, Side by side) use it "
+    "when on, the predicted class and the maps do not change"
+)
+WHERE = "Train page → Calibration → “Measure calibration”"
+
+
+def refusal_or_none(run: Run) -> str | None:
+    try:
+        return refusal(run)
+    except Exception as err:  # noqa: BLE001 - an unreadable run: no link to measure it
+        return str(err)
+
+
+def uncalibrated_reason(run: Run) -> str:
+    """One line: why the run has no usable temperature, and where to measure one when it can have one."""
+    try:
+        why = refusal(run)
+        if why:
+            return f"Not available: {why}"
+        cal = load_calibration(run)
+    except Exception:  # noqa: BLE001 - a damaged calibration.json: measuring again writes it afresh
+        return f"Off: the saved calibration cannot be read; measure it again on the {WHERE}."
+    if cal is not None and stale_reason(run, cal):
+        return f"Off: the saved temperature belongs to older weights; measure again on the {WHERE}."
+    return f"Off until calibration is measured: {WHERE} (a few seconds)."
+
+
+def probability_note(run: Run, t: float | None) -> str:
+    """One line a page shows beside class probabilities: calibrated (with T) or plain softmax, and how to get
+    calibrated ones with the sidebar's switch."""
+    if t is not None:
+        return f"Probabilities calibrated (T = {t:.2f}): the sidebar's “Calibrated probabilities” is on."
+    saved = saved_temperature(run)
+    if saved is not None:
+        return (
+            f"Probabilities: plain softmax. Calibrated ones (T = {saved:.2f}): switch on “Calibrated probabilities” "
+            "in the sidebar."
+        )
+    if refusal_or_none(run) is not None:
+        return "Probabilities: plain softmax (calibration does not apply to this run: see the sidebar)."
+    return (
+        "Probabilities: plain softmax, not calibrated (90% need not mean right 9 times in 10). Measure calibration "
+        "on the Train page, then switch on “Calibrated probabilities” in the sidebar."
+    )
 
 
 def session_temperature(run_dir: Path | str | None) -> float | None:

@@ -16,6 +16,7 @@ import torch
 from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.model_queue import leased_model
+from xaidash.dashboard.components.session_results import record_result
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.state import selected_run
@@ -23,6 +24,7 @@ from xaidash.data.registry import ImageSplit, Split
 from xaidash.explainers.figures.report import ExplainReport
 from xaidash.explainers.influence.api import InfluenceResult, TrainingSample, explain_influence
 from xaidash.explainers.influence.registry import InfluenceMethodSpec, influence_methods_for
+from xaidash.explainers.session_extras import influence_extra
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.runs.store import Run
 
@@ -186,7 +188,16 @@ def influence_panel(report: ExplainReport, i: int, target: int | None) -> None:
         except Exception as e:  # noqa: BLE001 - one panel failing must not hide the maps above
             show_error(e, "Training samples")
             return
+        done, split = result, _train_split(run)  # cached: _draw reads the same split
+        record_result(i, "training_samples", lambda: influence_extra(i, done, classes, split))
         _draw(result, run)
+
+
+def _train_split(run: Run) -> Split | None:
+    try:
+        return services.dataset_split(run.info.name, "train")
+    except Exception:  # noqa: BLE001 - the report's table still lists indices, scores and labels
+        return None
 
 
 def _draw(result: InfluenceResult, run: Run) -> None:

@@ -11,9 +11,12 @@ import streamlit as st
 from xaidash.explainers.figures.report import ExplainReport
 
 
-def report_downloads(report: ExplainReport | Callable[[], ExplainReport], key: str, name: str = "explanations") -> None:
+def report_downloads(
+    report: ExplainReport | Callable[[], ExplainReport], key: str, name: str = "explanations", includes: str = ""
+) -> None:
     """Three download buttons in a row: zip, HTML and JSON of `report` (or of what `report()` builds, called once
-    per download), file names `<name>.zip/.html/.json`."""
+    per download), file names `<name>.zip/.html/.json`; `includes`: a sentence on what the report holds beyond the
+    maps (the attacks, counterfactuals and training samples the Explain page computed)."""
     made: list[ExplainReport] = []
 
     def get() -> ExplainReport:
@@ -24,6 +27,7 @@ def report_downloads(report: ExplainReport | Callable[[], ExplainReport], key: s
     st.caption(
         "Downloads: the report as one page that opens offline in any browser (.html), everything in one zip "
         "(report.json, the inputs, every map with its colour bar as PNG, the attributions), or report.json alone."
+        + (f" {includes}" if includes else "")
     )
     row = st.container(horizontal=True, vertical_alignment="top")
     row.download_button(

@@ -10,10 +10,20 @@ from collections import Counter
 
 import streamlit as st
 
-from xaidash.dashboard.nav import CLASSIFIERS
-from xaidash.dashboard.run_facts import picker_label
-from xaidash.dashboard.state import missing_run_notice, runs_for, select_run, selected_run, slot_of
-from xaidash.models.runs.store import Run, RunKind
+from xaidash.dashboard.nav import CLASSIFIERS, page_for, page_info, page_path
+from xaidash.dashboard.run_facts import picker_label, run_kind
+from xaidash.dashboard.state import (
+    ELSEWHERE_KEY,
+    current_page,
+    missing_run_notice,
+    page_runs,
+    run_label,
+    runs_for,
+    select_run,
+    selected_run,
+    slot_of,
+)
+from xaidash.models.runs.store import Run, RunKind, list_runs
 
 PICKER_KEY = "xai_run_picker"
 
@@ -52,7 +62,35 @@ def run_picker(kinds: tuple[RunKind, ...] = CLASSIFIERS) -> Run | None:
             help="the run every page works on: model · data set · test accuracy · created; ⚠ flags a run too poor "
             "to explain (training failed, NaN weights, accuracy near chance or far below its recipe)",
         )
-    notice = missing_run_notice(short=True)
-    if notice:
-        st.warning(notice, icon=":material/link_off:")
     return current
+
+
+def run_link_notice() -> None:
+    """On the page (once: not again in the sidebar), what a `?run=` link could not do, until the user picks a run:
+    the run does not exist (and which run is shown instead), or it is of a kind this page cannot use (and the page
+    that opens it, linked)."""
+    missing = missing_run_notice()
+    if missing:
+        st.warning(missing, icon=":material/link_off:")
+    wanted = st.session_state.get(ELSEWHERE_KEY)
+    run = next((r for r in list_runs() if r.id == wanted), None) if wanted else None
+    here = current_page()
+    kind = run_kind(run) if run is not None else None
+    if run is None or kind is None or kind in page_runs(here):
+        return
+    target = page_for(kind, near=here)
+    title = page_info(here).title if here else "This page"
+    shown = selected_run(slot_of(page_runs(here)))
+    instead = f"it shows `{shown.id}` instead" if shown is not None else "no run of its kind exists yet"
+    opens = f" It opens on {target.title}." if target is not None else ""
+    st.warning(
+        f"The link's run `{run.id}` ({run_label(run)}) is not one {title} works on: {instead}.{opens}",
+        icon=":material/swap_horiz:",
+    )
+    if target is not None:
+        st.page_link(
+            page_path(target.name),
+            label=f"Open {run.id} on {target.title}",
+            icon=target.icon,
+            query_params={"run": run.id},
+        )

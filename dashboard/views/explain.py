@@ -16,7 +16,7 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.attack_panel import attack_panel
-from xaidash.dashboard.components.calibration_view import session_temperature, temperature_caption
+from xaidash.dashboard.components.calibration_view import probability_note, session_temperature, temperature_caption
 from xaidash.dashboard.components.charts import topk_chart
 from xaidash.dashboard.components.explain_maps import error_card, map_card, map_display_choice, ood_hint, ood_scores
 from xaidash.dashboard.components.explain_tables import diagnostics_table, metrics_legend, metrics_table
@@ -26,6 +26,7 @@ from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_controls
 from xaidash.dashboard.components.report_downloads import report_downloads
+from xaidash.dashboard.components.session_results import results_sentence, shown_results, start_results, with_results
 from xaidash.dashboard.components.stored_maps import show_stored_sample
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
@@ -141,7 +142,8 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
 
 def predict(bkey: str, bundle: ModelBundle, raw: Any) -> np.ndarray:
     """Class probabilities (N, classes) of the inputs (calibrated with the run's temperature when the sidebar's
-    switch is on); the page stops with the error when prediction fails."""
+    switch is on; each input's chart says which, `probability_note`); the page stops with the error when prediction
+    fails."""
     t = session_temperature(bundle.run_dir)
     temperature_caption(t)
     try:
@@ -276,9 +278,12 @@ def scale_caption(choice: Choice, modality: str) -> None:
     )
 
 
-def input_header(report: ExplainReport, i: int, probs: np.ndarray, coverage: TextCoverage | None = None) -> None:
+def input_header(
+    report: ExplainReport, i: int, probs: np.ndarray, coverage: TextCoverage | None = None, note: str = ""
+) -> None:
     """The input, its name, true and predicted class, the out-of-distribution hint and the top-k chart. A text
-    shows only the words the model reads (and says how many of how many: the maps explain those alone)."""
+    shows only the words the model reads (and says how many of how many: the maps explain those alone); `note`: which
+    probabilities the chart shows (plain or calibrated, and how to switch)."""
     inp = report.inputs[i]
     classes = report.run.classes
     top = inp.predictions["A"][0]
@@ -297,6 +302,8 @@ def input_header(report: ExplainReport, i: int, probs: np.ndarray, coverage: Tex
             ood_hint(inp.ood)
         with st.container(width=300):
             st.altair_chart(topk_chart(probs, classes, TOP_K, inp.label), width="stretch")
+            if note:
+                st.caption(note)
 
 
 def input_tables(report: ExplainReport, i: int, with_metrics: bool) -> None:
@@ -322,10 +329,11 @@ def input_block(
     choice: Choice,
     failures: dict,
     coverage: TextCoverage | None = None,
+    note: str = "",
 ) -> None:
     """Per input: the header, the map cards (rows that wrap), the tables."""
     with st.container(border=True):
-        input_header(report, i, probs, coverage)
+        input_header(report, i, probs, coverage, note)
         with st.container(horizontal=True, gap="small"):
             for e in report.for_input(i):
                 if e.figure is None:
@@ -354,6 +362,7 @@ def main() -> None:
         st.stop()
     raw = bundle.adapter.batch([p.raw for p in inputs])
     probs = predict(bkey, bundle, raw)
+    note = probability_note(run, session_temperature(bundle.run_dir))
     results, failures = explain_all(bkey, bundle, raw, inputs, choice)
     with leased_model(bkey, bundle) as replica:
         ood, ood_reason = ood_scores(replica, bkey, raw)
@@ -364,9 +373,11 @@ def main() -> None:
     scale_caption(choice, bundle.modality)
     if ood_reason:
         st.caption(ood_reason)
+    start_results()  # the panels below register what they show, for the downloads
     for i in range(len(inputs)):
-        input_block(report, i, probs[i], choice, failures, coverage[i])
-    report_downloads(report, "explain", "explanations")
+        input_block(report, i, probs[i], choice, failures, coverage[i], note)
+    parts = shown_results()
+    report_downloads(lambda: with_results(report, parts), "explain", "explanations", results_sentence(parts))
 
 
 main()

@@ -1,14 +1,13 @@
-"""`xaidash concepts`: TCAV for one class of a run; prints a table and, with --out, writes the report as JSON."""
+"""`xaidash concepts`: TCAV for one class of a run; prints a table and, with --out DIR, writes DIR/concepts.json (the
+report with every result's fields, the run, the concepts and the parameters: explainers/figures/result_json.py)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from xaidash.data.argtypes import int_range
-from xaidash.data.atomic import atomic_write_json
 from xaidash.explainers.cli import one_line_errors
 from xaidash.explainers.concepts.api import (
     DEFAULT_EXAMPLES,
@@ -19,7 +18,10 @@ from xaidash.explainers.concepts.api import (
     concept_report,
 )
 from xaidash.explainers.concepts.sources import MIN_EXAMPLES, sources_help
+from xaidash.explainers.figures.result_json import check_result_folder, parameters_of, result_document, write_result
 from xaidash.explainers.params import ExplainError
+
+RESULT_JSON = "concepts.json"
 
 
 def report_table(report: ConceptReport) -> str:
@@ -46,8 +48,8 @@ def _concepts(args: argparse.Namespace) -> int:
     from xaidash.models.runs.store import load_bundle, resolve_run, weights_problem
 
     out = Path(args.out).expanduser() if args.out else None
-    if out is not None and (out.is_dir() or not os.access(out.parent if out.parent.exists() else Path("."), os.W_OK)):
-        raise ExplainError(f"--out {out}: give a JSON file path in a writable folder.")
+    if out is not None:
+        check_result_folder(out, RESULT_JSON)  # before the CAVs are trained: a bad folder is said at once
     run = resolve_run(args.run)
     if problem := weights_problem(run):
         raise ExplainError(f"{problem} No concepts tested.")
@@ -84,9 +86,15 @@ def _concepts(args: argparse.Namespace) -> int:
         "only significant rows are findings."
     )
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out, report.to_json())
-        print(f"wrote {out}")
+        document, files = result_document(
+            "concepts",
+            report,
+            run=report.run,
+            inputs={"concepts": list(args.concept), "class": args.target, "inputs_from": args.inputs_from},
+            parameters=parameters_of(args, leave_out=("run", "concept", "target", "inputs_from", "quiet")),
+        )
+        write_result(out, RESULT_JSON, document, files)
+        print(f"wrote {out / RESULT_JSON}")
     return 0
 
 
@@ -130,6 +138,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--inputs-from", help="the class's inputs from this concept source instead of the test split")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
-    p.add_argument("--out", help="write the report as JSON to this file")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help=f"write {RESULT_JSON} into this folder (created): every result with its scores, the run and the parameters",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=lambda args: one_line_errors(_concepts, args))

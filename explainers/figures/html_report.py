@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from xaidash.data.formatting import fmt_number
 from xaidash.explainers.figures.html_parts import esc
 from xaidash.explainers.figures.png import data_uri
+from xaidash.explainers.figures.report_extras import extras_html
 from xaidash.explainers.figures.scales import tick_text
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ blockquote{margin:0;padding:6px 12px;border-left:4px solid #d0d7de;background:#f
 .legend{font-size:12px;color:#57606a;margin-top:4px}
 .metrics td.best{font-weight:600}
 details{margin-top:8px}
+.extra{border-top:1px solid #d0d7de;margin-top:12px;padding-top:4px}
+.extra.training_samples .card{width:150px}
 """
 
 
@@ -260,7 +263,8 @@ def _input_section(report: ExplainReport, i: int) -> str:
     return (
         f'<section class="input" id="input-{i}"><h2>Input {i + 1}: {esc(inp.name)}</h2>'
         f'<div class="head">{shown}<div><div>{esc(inp.name)}{truth}</div>{_predictions(report, i)}{ood}</div></div>'
-        f'<div class="maps">{cards}</div>{_metrics_table(report, i)}{_diagnostics(report, i)}</section>'
+        f'<div class="maps">{cards}</div>{_metrics_table(report, i)}{_diagnostics(report, i)}'
+        f"{extras_html([x for x in report.extras if x.input == i])}</section>"
     )
 
 

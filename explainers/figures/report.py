@@ -28,6 +28,7 @@ from xaidash.explainers.figures.jsonable import jsonable
 from xaidash.explainers.figures.map_figure import MapFigure, explanation_figures
 from xaidash.explainers.figures.png import input_png
 from xaidash.explainers.figures.render import DEFAULT_UPSCALE, image_hwc
+from xaidash.explainers.figures.report_extras import ReportExtra
 from xaidash.explainers.figures.report_files import REPORT_JSON
 from xaidash.explainers.figures.scales import SCALE_MODES
 from xaidash.explainers.inspection.ood import OODScore
@@ -335,6 +336,7 @@ class ExplainReport:
     explanations: list[ScoredMap]
     notes: list[str] = field(default_factory=list)
     source: str = ""
+    extras: list[ReportExtra] = field(default_factory=list)  # attacks, counterfactuals, training samples computed
 
     @property
     def run(self) -> RunInfo:
@@ -394,6 +396,8 @@ class ExplainReport:
                 out[name] = report_files.text_map_page(fig, self.inputs[e.input].name).encode("utf-8")
             if values_file is not None and fig.figure_png is not None:
                 out[values_file] = report_files.npy_bytes(fig.values)
+        for x in self.extras:
+            out.update(x.all_files())
         return out
 
     # -- the format
@@ -414,6 +418,7 @@ class ExplainReport:
                 "explanations": [e.to_json(self.map_file(e), self.attribution_file(e)) for e in self.explanations],
                 "metric_info": metric_info,
                 "notes": list(self.notes),
+                "extras": [x.to_json() for x in self.extras],
             }
         )
 
@@ -445,6 +450,7 @@ class ExplainReport:
             explanations,
             list(d.get("notes") or []),
             str(d.get("source", "")),
+            [ReportExtra.from_json(x, files) for x in d.get("extras") or []],
         )
 
     # -- the writers (explainers/figures/report_files.py, html_report.py)

@@ -11,12 +11,15 @@ from typing import Any
 
 from xaidash.data.argtypes import int_range
 from xaidash.explainers.cli import _target, one_line_errors
+from xaidash.explainers.figures.result_json import check_result_folder, parameters_of, result_document, write_result
 from xaidash.explainers.inputs import resolve_sample
 from xaidash.explainers.modalities.image_files import FITS
 from xaidash.explainers.params import ExplainError
 from xaidash.models.device import device_arg
 
 EXPORTS = (".csv", ".json")
+QUERY_JSON = "influence.json"  # --input --out DIR
+SELF_JSON = "self_influence.json"  # --self --out DIR
 
 
 def _class(names: list[str], k: int) -> str:
@@ -35,10 +38,20 @@ def _rows(samples: list[Any], names: list[str]) -> list[str]:
     return out
 
 
+def _out(args: argparse.Namespace, name: str) -> Path | None:
+    """--out DIR, checked before any work (a bad folder is one line, not a lost computation)."""
+    if args.out is None:
+        return None
+    out = Path(args.out).expanduser()
+    check_result_folder(out, name)
+    return out
+
+
 def _query(args: argparse.Namespace) -> int:
     from xaidash.explainers.influence.api import explain_influence
     from xaidash.models.runs.store import load_bundle, resolve_run
 
+    out = _out(args, QUERY_JSON)
     run = resolve_run(args.run)
     bundle = load_bundle(run, device=args.device)
     sample = resolve_sample(args.input, bundle, fit=args.fit)
@@ -63,6 +76,18 @@ def _query(args: argparse.Namespace) -> int:
     if result.proponents:
         first = result.proponents[0].index
         print(f"open one: xaidash explain --run {run.id} --input dataset:train:{first} --out DIR")
+    if out is not None:
+        prediction = {"class": pred, "name": _class(names, pred), "probability": float(probs[pred])}
+        document, files = result_document(
+            "influence",
+            result,
+            run=run.id,
+            inputs={"input": args.input, "description": sample.description},
+            parameters=parameters_of(args, leave_out=("run", "input")),
+            extra={"target_name": _class(names, result.target), "prediction": prediction, "classes": names},
+        )
+        write_result(out, QUERY_JSON, document, files)
+        print(f"wrote {out / QUERY_JSON}")
     return 0
 
 
@@ -108,6 +133,7 @@ def _self(args: argparse.Namespace) -> int:
     from xaidash.models.runs.store import resolve_run
 
     export = _check_export(args.export)
+    out = _out(args, SELF_JSON)
     run = resolve_run(args.run)
     stop = threading.Event()
     try:
@@ -144,6 +170,17 @@ def _self(args: argparse.Namespace) -> int:
     if export is not None:
         _export(frame, export, names)
         print(f"wrote {export}")
+    if out is not None:
+        document, files = result_document(
+            "influence",
+            {"status": status, "ranking": frame.head(args.k).to_dict(orient="records")},
+            run=run.id,
+            inputs={"self": True},
+            parameters=parameters_of(args, leave_out=("run", "input")),
+            extra={"classes": names, "rows": f"the top {args.k} of {len(frame):,} by self-influence (--export: all)"},
+        )
+        write_result(out, SELF_JSON, document, files)
+        print(f"wrote {out / SELF_JSON}")
     return 0
 
 
@@ -197,6 +234,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "-k", type=int_range(1, 200), default=8, help="proponents and opponents shown; with --self, rows printed"
     )
     p.add_argument("--export", metavar="F.csv|F.json", help="with --self: write the whole ranked table")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help=f"write the result as JSON into this folder (created): {QUERY_JSON} with the proponents and opponents "
+        f"and their scores (--input), or {SELF_JSON} with the top -k rows (--self); with the run, input and parameters",
+    )
     p.add_argument("--device", type=device_arg, default="auto", help="auto (default), cpu, cuda, cuda:1, mps")
     p.add_argument("--fit", choices=FITS, default="crop", help="how an image file is brought to the model's size")
     p.set_defaults(func=_cmd)

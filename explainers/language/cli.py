@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from xaidash.data.argtypes import float_range, int_range
-from xaidash.explainers.cli import check_out_folder, make_out_folder, one_line_errors
+from xaidash.explainers.cli import one_line_errors
 from xaidash.explainers.figures.map_figure import MapFigure
+from xaidash.explainers.figures.result_json import check_out_folder, parameters_of, result_document, write_result
 from xaidash.explainers.language import api
 from xaidash.explainers.language import figures as F
 from xaidash.explainers.language.query import DEFAULT_BATCH, PromptQuery, make_query
@@ -320,7 +321,12 @@ def _generate(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         seed=args.seed,
     )
-    return _explain(generation, lm, query, chosen, params, out, report_path, args.metrics)
+    request = {
+        "run": run.id,
+        "inputs": {"prompt": text, "prompt_file": args.prompt_file},
+        "parameters": parameters_of(args, leave_out=("run", "prompt", "prompt_file")),
+    }
+    return _explain(generation, lm, query, chosen, params, out, report_path, args.metrics, request)
 
 
 def _say_failed(outcome: Outcome[Any]) -> None:
@@ -338,6 +344,7 @@ def _explain(
     out: Path | None,
     report_path: Path | None,
     metrics: bool = False,
+    request: dict[str, Any] | None = None,
 ) -> int:
     wanted = {s.id: params[s.id] for s in chosen}
     planned = api.planned_rows(query, wanted)
@@ -361,7 +368,7 @@ def _explain(
         print("\n" + "\n".join(faithfulness_lines(faithfulness)))
     report = F.prompt_report(generation, query, explanations, faithfulness)
     if out is not None:
-        _write_out(out, query, report, explanations)
+        _write_out(out, query, report, explanations, request or {})
         print(f"\nwritten to {out}")
     if report_path is not None:
         _write_html(report_path, report)
@@ -370,31 +377,32 @@ def _explain(
 
 
 def _write_out(
-    out: Path, query: PromptQuery, report: dict[str, Any], explanations: dict[str, api.PromptExplanation]
+    out: Path,
+    query: PromptQuery,
+    report: dict[str, Any],
+    explanations: dict[str, api.PromptExplanation],
+    request: dict[str, Any],
 ) -> None:
-    import io
+    """report.json (the prompt report under the result documents' envelope: schema, the run, the prompt and every
+    parameter), the attributions and the matrices, through the one writer of result documents."""
+    from xaidash.explainers.figures.jsonable import jsonable
+    from xaidash.explainers.figures.report_files import json_text, npy_bytes
 
-    from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
-
-    make_out_folder(out)
-
-    def npy(a: np.ndarray) -> bytes:
-        buffer = io.BytesIO()
-        np.save(buffer, np.asarray(a, np.float32))
-        return buffer.getvalue()
-
-    try:
-        for folder in ("attributions", "matrix"):
-            (out / folder).mkdir(exist_ok=True)
-        for m, e in explanations.items():
-            atomic_write_bytes(out / "attributions" / f"{m}.npy", npy(e.attributions))
-            spec = F.matrix_spec(query, e)
-            if spec is not None and e.per_step is not None:
-                atomic_write_bytes(out / "matrix" / f"{m}.npy", npy(e.per_step))
-                atomic_write_json(out / "matrix" / f"{m}.vl.json", spec)
-        atomic_write_json(out / "report.json", report)
-    except OSError as err:
-        raise ExplainError(f"Cannot write into {out}: {err.strerror or err}.") from None
+    files: dict[str, bytes] = {}
+    for m, e in explanations.items():
+        files[f"attributions/{m}.npy"] = npy_bytes(e.attributions)
+        spec = F.matrix_spec(query, e)
+        if spec is not None and e.per_step is not None:
+            files[f"matrix/{m}.npy"] = npy_bytes(e.per_step)
+            files[f"matrix/{m}.vl.json"] = json_text(jsonable(spec)).encode("utf-8")
+    document, arrays = result_document(
+        "generate",
+        report,
+        run=request.get("run"),
+        inputs=request.get("inputs", {}),
+        parameters=request.get("parameters", {}),
+    )
+    write_result(out, "report.json", document, {**files, **arrays})
 
 
 def _write_html(path: Path, report: dict[str, Any]) -> None:

@@ -5,7 +5,9 @@ adversarial example, or with `--search patch` a patch counterfactual a person ca
 `attack --out DIR` writes attack.json, original.png and perturbed.png (the images at the model's size, 8-bit),
 perturbation.png (the perturbation with its colour bar in grey levels) and, per --explain method,
 maps/<method>_before.png and maps/<method>_after.png (each with its colour bar, one shared scale).
-`counterfactual --out DIR` writes counterfactual.json, and for images the same three PNGs."""
+`counterfactual --out DIR` writes counterfactual.json, and for images the same three PNGs. Both JSON files are
+result documents (explainers/figures/result_json.py): every field of the result, the run, input and parameters,
+and the arrays (the images, the maps) as arrays/*.npy."""
 
 from __future__ import annotations
 
@@ -16,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from xaidash.data.argtypes import int_range
-from xaidash.explainers.cli import make_out_folder, one_line_errors
+from xaidash.explainers.cli import one_line_errors
+from xaidash.explainers.figures.result_json import (
+    check_out_folder,
+    make_out_folder,
+    parameters_of,
+    result_document,
+    write_result,
+)
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.robust.attack import AttackResult, attack, class_index
@@ -69,8 +78,6 @@ def _load(args: argparse.Namespace) -> tuple[Any, ModelBundle, Any]:
     from xaidash.models.runs.store import load_bundle, resolve_run, weights_problem
 
     if args.out is not None:
-        from xaidash.explainers.cli import check_out_folder
-
         check_out_folder(Path(args.out).expanduser())  # before a model is loaded: a bad --out is said at once
     run = resolve_run(args.run)
     if problem := weights_problem(run):
@@ -91,8 +98,19 @@ def _write_images(out: Path, result: AttackResult) -> None:
         atomic_write_bytes(out / "perturbation.png", fig.figure_png)
 
 
+def _document(command: str, args: argparse.Namespace, run: Any, sample: Any, result: Any, **extra: Any) -> Any:
+    return result_document(
+        command,
+        result,
+        run=run.id,
+        inputs={"input": args.input, "description": sample.description},
+        parameters=parameters_of(args, leave_out=("run", "input")),
+        extra={"run": run.id, "input": sample.description, **extra},
+    )
+
+
 def _attack(args: argparse.Namespace) -> int:
-    from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
+    from xaidash.data.atomic import atomic_write_bytes
     from xaidash.explainers.robust.explanation_change import TOP_SHARE, explanation_change
 
     run, bundle, sample = _load(args)
@@ -133,15 +151,10 @@ def _attack(args: argparse.Namespace) -> int:
                     for name, fig in zip(("before", "after"), figs or (), strict=False):
                         if fig.figure_png is not None:
                             atomic_write_bytes(out / "maps" / f"{c.method}_{name}.png", fig.figure_png)
-            atomic_write_json(
-                out / "attack.json",
-                {
-                    "run": run.id,
-                    "input": sample.description,
-                    "library": spec.library,
-                    **result.to_json(),
-                    "explanations": [c.to_json() for c in changes],
-                },
+            write_result(
+                out,
+                "attack.json",
+                *_document("attack", args, run, sample, result, library=spec.library, explanations=changes),
             )
         except OSError as err:
             raise ExplainError(f"Cannot write into {out}: {err.strerror or err}.") from None
@@ -150,8 +163,6 @@ def _attack(args: argparse.Namespace) -> int:
 
 
 def _counterfactual(args: argparse.Namespace) -> int:
-    from xaidash.data.atomic import atomic_write_json
-
     run, bundle, sample = _load(args)
     to = class_index(bundle, args.to, "--to")
     cf: Counterfactual
@@ -196,7 +207,7 @@ def _counterfactual(args: argparse.Namespace) -> int:
         try:
             if cf.result is not None:
                 _write_images(out, cf.result)
-            atomic_write_json(out / "counterfactual.json", {"run": run.id, "input": sample.description, **cf.to_json()})
+            write_result(out, "counterfactual.json", *_document("counterfactual", args, run, sample, cf))
         except OSError as err:
             raise ExplainError(f"Cannot write into {out}: {err.strerror or err}.") from None
         print(f"written to {out}")

@@ -35,7 +35,8 @@ def _toggles(at) -> list:
 
 def test_train_section_measures_and_draws(shapes_copy):
     at = open_page(make_app(shapes_copy.id), "views/train.py")
-    assert not _toggles(at)  # no temperature saved yet: no switch
+    off = _toggles(at)  # no temperature saved yet: the switch is shown off and disabled, saying why (issue 29)
+    assert len(off) == 1 and off[0].disabled and not off[0].value
     button = next(b for b in at.button if b.label == "Measure calibration")
     button.click().run()
     assert_ok(at)
@@ -48,7 +49,7 @@ def test_train_section_measures_and_draws(shapes_copy):
     assert any("How to read it" in str(c.value) for c in at.caption)
     # the next visit reads the saved fit: no button press needed, and the sidebar offers the switch
     at = open_page(make_app(shapes_copy.id), "views/train.py")
-    assert "Before: ECE" in _charts(at) and _toggles(at)
+    assert "Before: ECE" in _charts(at) and _toggles(at) and not _toggles(at)[0].disabled
 
 
 def _prediction(at) -> tuple[str, int]:
@@ -66,6 +67,7 @@ def test_sidebar_switch_calibrates_explains_probabilities(shapes_copy):
     plain_class, plain_pct = _prediction(at)
     plain_chart = _charts(at)
     assert not any("calibrated, T =" in str(c.value) for c in at.caption)
+    assert any(f"Calibrated ones (T = {cal.temperature:.2f}): switch on" in str(c.value) for c in at.main.caption)
     switch = _toggles(at)
     assert switch, "the run has a saved temperature: the sidebar offers the switch"
     switch[0].set_value(True).run()

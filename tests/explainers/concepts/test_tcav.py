@@ -170,13 +170,13 @@ def test_cli_prints_the_table_and_writes_json(tmp_path, monkeypatch, capsys):
     run = make_run(tmp_path / "runs", "shapes_colour", "resnet_small", epochs=1)
     monkeypatch.setenv("XAIDASH_RUNS", str(tmp_path / "runs"))
     red = red_folder(tmp_path / "red", n=8)
-    out = tmp_path / "out" / "tcav.json"
+    out = tmp_path / "out"  # --out names a folder (issue 29): concepts.json is written into it
     argv = ["concepts", "--run", run.id, "--concept", f"folder:{red}", "--class", "circle", "--layers", "layers.2"]
     code = main([*argv, "--random-sets", "3", "--examples", "8", "--inputs", "10", "--out", str(out), "--quiet"])
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "layer" in printed and "p (Bonferroni)" in printed and "layers.2" in printed
-    data = json.loads(out.read_text())
+    data = json.loads((out / "concepts.json").read_text())
     assert data["target"] == "circle" and len(data["results"]) == 1
     assert {"mean", "std", "min", "max", "p_value", "p_adjusted", "significant", "verdict"} <= set(data["results"][0])
     assert main([*argv[:5], "--class", "ellipse", "--quiet"]) == 2

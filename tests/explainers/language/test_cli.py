@@ -129,6 +129,10 @@ def test_explaining_prints_each_feature_and_writes_the_files(runs: Run, capsys, 
     assert code == 0, err
     assert "fake_occlusion 8" in err  # the rows each method will run, said before it runs (7 features + 1)
     report = json.loads((out_dir / "report.json").read_text())
+    assert report["schema"] == "xaidash.generate" and report["schema_version"] == 1  # the result documents' envelope
+    asked = report["request"]
+    assert asked["run"] == runs.id and asked["inputs"]["prompt"] == PROMPT
+    assert asked["parameters"]["max_new_tokens"] == 3 and asked["parameters"]["target_step"] == 1
     method = report["methods"]["fake_occlusion"]
     values = np.load(out_dir / "attributions" / "fake_occlusion.npy")
     lm = load_language_model(runs, device="cpu")

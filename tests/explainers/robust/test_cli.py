@@ -33,6 +33,9 @@ def test_attack_writes_the_verdict_maps_and_json(trained_shapes_run, tmp_path: P
     assert data["attack"] == "pgd" and data["linf"] <= 8 / 255 + 1e-6 and data["params"]["steps"] == 5
     assert [e["method"] for e in data["explanations"]] == ["saliency", "gradcam"]
     assert "captum.robust.PGD" in data["library"]
+    assert data["schema"] == "xaidash.attack" and data["request"]["parameters"]["epsilon"] == "8/255"
+    assert data["original"]["file"] == "arrays/result.original.npy" and (out / data["original"]["file"]).is_file()
+    assert data["flipped"] in (True, False) and data["classes"] == list(run.info.classes)
     for name in (
         "original.png",
         "perturbed.png",
