@@ -30,7 +30,7 @@ def test_attack_and_counterfactual_go_into_the_report(runs) -> None:
     assert attack.kind == "attack" and attack.title.startswith("Attack: ") and attack.figures
     assert "Saliency: before" in [f.title for f in attack.figures]
     cf = parts[(0, "counterfactual")]()
-    assert cf.title.startswith("Counterfactual: towards ") and cf.data["found"] in (True, False)
+    assert cf.title.startswith("Minimal adversarial example: towards ") and cf.data["found"] in (True, False)
 
 
 def test_a_part_that_fails_is_a_note() -> None:

@@ -74,7 +74,7 @@ def test_html_has_a_section_per_result_under_its_input(report: ExplainReport) ->
     first, second = page.split('id="input-1"')
     assert "Attack: PGD, ε = 4/255" in first and "circle (90.0%) → square (65.0%)" in first
     assert "Grad-CAM: failed (no conv layer)" in first and "Perturbation" in first
-    assert "Counterfactual: towards square" in first and "3 pgd runs" in first
+    assert "Minimal adversarial example: towards square" in first and "3 pgd runs" in first
     assert "Training samples behind this prediction" in second and "Training samples" not in first
     assert "supporting 2" in second and "flipped from circle" in second and "train #17" in second
     assert "&lt;b&gt;tri&lt;/b&gt;" in second and "<b>tri</b>" not in second  # class names escaped
