@@ -109,10 +109,10 @@ def show_results(report: dict[str, Any]) -> None:
         text = f"**{r['concept']}** at `{r['layer']}`: "
         if r.get("flags"):
             test = "significant" if r["significant"] else "not significant"
-            reasons = " ".join(f"{f[0].upper()}{f[1:]}" for f in r["flags"])
+            reasons = "\n".join(f"- {f[0].upper()}{f[1:]}" for f in r["flags"])
             st.warning(
-                text + f"flagged: no finding. {reasons} (The test alone: {test}, score {r['mean']:.2f} vs random "
-                f"{r['random_mean']:.2f}, p = {r['p_adjusted']:.2g}.)",
+                text + f"flagged: no finding (the test alone: {test}, score {r['mean']:.2f} vs random "
+                f"{r['random_mean']:.2f}, p = {r['p_adjusted']:.2g}).\n{reasons}",
                 icon=":material/flag:",
             )
         elif r["significant"]:

@@ -40,7 +40,7 @@ def circular_flag(concept: ConceptExamples, target: str) -> tuple[str, ...]:
         return ()
     amount = "all" if same == len(origin.classes) else f"{same} of {len(origin.classes)}"
     return (
-        f"circular: {amount} of its examples are {origin.dataset}'s class “{target}”, the class being tested, so "
+        f"circular: {amount} of its examples are class “{target}” of {origin.dataset}, the class being tested, so "
         "the test compares the class with random examples and says nothing about a concept; pick examples that "
         "show a property (a colour, a texture, a part), not the class.",
     )
