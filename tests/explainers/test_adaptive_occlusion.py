@@ -1,6 +1,6 @@
-"""Adaptive occlusion: the shrinking search finds the region that changes the prediction, its passes are the ones
-it declares, it runs through the one session (the CLI), and on a trained shapes model its map finds the true
-object (the data set's ground-truth masks) far better than a random map."""
+"""Adaptive occlusion: the shrinking search finds the region (a rectangle of pixels, a span of words) that changes
+the prediction, its passes are the ones it declares, it runs through the one session (the CLI), and on a trained
+shapes model its map finds the true object (the data set's ground-truth masks) far better than a random map."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_no_rectangle_changes_the_prediction_is_said_and_the_map_is_flat():
 def test_declared_facts_and_passes():
     spec = get_method("adaptive_occlusion", "image")
     assert spec in list_methods("image") and spec.family == "perturbation" and spec.output == "probability"
-    assert spec.modalities == ("image",)  # rectangles of pixels: no text implementation
+    assert spec.modalities == ("image",)  # rectangles; the text search is its own registration
     assert spec.count_passes(toy_bundle(), {"steps": 5}, 3, 0) == (0, 3 * (2 + 4 * 5))
     seen = []
     bundle = toy_bundle()
@@ -119,3 +119,30 @@ def test_on_shapes_the_map_finds_the_true_object(trained_shapes):
     assert np.mean(e.diagnostics["changed"]) >= 0.75
     assert point > random_point + 0.4, (point, random_point)
     assert iou > random_iou + 0.1, (iou, random_iou)
+
+
+def test_on_text_the_search_finds_the_words_the_model_reads():
+    from xaidash.data.registry import get_info
+    from xaidash.data.tokenizer import WordVocab
+
+    texts = ["a b c good d e f", "x y good z"]
+    vocab = WordVocab.build(texts)
+    good = vocab.encode(["good"])[0][0].item()
+
+    class GoodWord(torch.nn.Module):
+        """'pos' is 4 logits ahead when the word 'good' is read, else 4 behind."""
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            z = (ids == good).any(1).float()
+            return torch.stack([8 * z - 4, torch.zeros_like(z)], 1)
+
+    info = get_info("cues")
+    bundle = ModelBundle(GoodWord().eval(), get_spec("text_cnn"), info, torch.device("cpu"), tokenizer=vocab)
+    e = explain(bundle, texts, [0, 0], "adaptive_occlusion", steps=12)
+    assert get_method("adaptive_occlusion", "text").modalities == ("text",)
+    assert e.diagnostics["changed"] == [1.0, 1.0]
+    for i in range(len(texts)):
+        values = e.item(i)
+        assert e.tokens[i][int(np.argmax(values))] == "good", (e.tokens[i], values)
+        assert (values == values.max()).sum() == 1  # the shortest span: that one word
+    assert e.diagnostics["region_share"] == pytest.approx([1 / 7, 1 / 4])
