@@ -235,7 +235,8 @@ register(
         description=(
             "Hides the whole image, then shrinks the hidden rectangle side by side while hiding it still changes "
             "the prediction, to the smallest region that does; brightest there, fading over the larger rectangles "
-            "the search passed through. 2 + 4 x steps forward passes per image."
+            "the search passed through; flat, with the diagnostic changed = 0, when hiding the whole image does "
+            "not change it. 2 + 4 x steps forward passes per image."
         ),
     )
 )
@@ -253,7 +254,8 @@ register(
         description=(
             "Hides every word (padding ids), then shrinks the hidden span from either end while hiding it still "
             "changes the prediction, to the shortest span that does; brightest there, fading over the longer "
-            "spans the search passed through. 2 + 2 x steps forward passes per text."
+            "spans the search passed through; flat, with the diagnostic changed = 0, when hiding every word does "
+            "not change it. 2 + 2 x steps forward passes per text."
         ),
     )
 )
