@@ -9,7 +9,16 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from xaidash.explainers.concepts.flags import flag_kind
+
 RANDOM_LABEL = "random vs random"
+
+
+def _state(r: dict[str, Any]) -> str:
+    """A result's state in two words: a flag outranks the test (a flagged result is no finding)."""
+    if r.get("flags"):
+        return "flagged"
+    return "significant" if r["significant"] else "not significant"
 
 
 def score_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -17,7 +26,7 @@ def score_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     randoms: dict[str, list[float]] = {}
     for r in results:
-        label = f"{r['concept']} ({'significant' if r['significant'] else 'not significant'})"
+        label = f"{r['concept']} ({_state(r)})"
         rows += [{"layer": r["layer"], "concept": label, "score": s, "kind": "concept"} for s in r["scores"]]
         randoms.setdefault(r["layer"], list(r["random_scores"]))
     for layer, scores in randoms.items():  # once per layer, after its concepts
@@ -73,6 +82,7 @@ def results_table(results: list[dict[str, Any]]) -> pd.DataFrame:
                 "p (Bonferroni)": f"{r['p_adjusted']:.2g}",
                 "CAV accuracy": f"{r['cav_accuracy']:.2f}" if r.get("cav_accuracy") is not None else "–",
                 "result": r["verdict"],
+                "flags": "; ".join(flag_kind(f) for f in r.get("flags", [])) or "–",
             }
             for r in results
         ]
@@ -85,17 +95,27 @@ HOW_TO_READ = (
     "The black tick and bar are the mean ± 1 std over the random sets; grey dots are random sets scored against "
     "each other, what chance gives. A concept is a finding only if the two-sided t-test against the random "
     "scores is significant after the Bonferroni correction (p < α); then a mean above the random ones says the "
-    "class uses it, below says it counts against the class. 'Not significant' means no finding, whatever the mean."
+    "class uses it, below says it counts against the class. 'Not significant' means no finding, whatever the mean. "
+    "'Flagged' means no finding either, whatever p: the concept is made of the tested class itself (circular), or "
+    "its CAV barely tells the concept from random examples (near chance)."
 )
 
 
 def show_results(report: dict[str, Any]) -> None:
     results = report["results"]
-    findings = [r for r in results if r["significant"]]
+    findings = [r for r in results if r.get("finding", r["significant"])]
     st.subheader(f"Class “{report['target']}”")
     for r in results:
         text = f"**{r['concept']}** at `{r['layer']}`: "
-        if r["significant"]:
+        if r.get("flags"):
+            test = "significant" if r["significant"] else "not significant"
+            reasons = "\n".join(f"- {f[0].upper()}{f[1:]}" for f in r["flags"])
+            st.warning(
+                text + f"flagged: no finding (the test alone: {test}, score {r['mean']:.2f} vs random "
+                f"{r['random_mean']:.2f}, p = {r['p_adjusted']:.2g}).\n{reasons}",
+                icon=":material/flag:",
+            )
+        elif r["significant"]:
             st.success(
                 text
                 + f"{r['verdict']} (score {r['mean']:.2f} vs random {r['random_mean']:.2f}, p = {r['p_adjusted']:.2g})",

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from xaidash.explainers.concepts.flags import accuracy_flag, circular_flag
 from xaidash.explainers.concepts.layers import check_layers
 from xaidash.explainers.concepts.randoms import random_pool, random_sets
 from xaidash.explainers.concepts.significance import ALPHA, ConceptResult, judge
@@ -91,6 +92,11 @@ def _unique_names(found: list[ConceptExamples]) -> None:
             c.name = f"{c.name} #{seen[c.name]}"
 
 
+def _dataset_of(concept: ConceptExamples) -> str | None:
+    """The data set the concept's examples come from, when its source knows (a folder's files: None)."""
+    return concept.origin.dataset if concept.origin is not None else None
+
+
 def concept_report(
     bundle: ModelBundle,
     concepts: list[str],
@@ -131,6 +137,7 @@ def concept_report(
     targets = class_inputs(bundle, index, inputs, seed, inputs_from)
     scores = tcav_scores(bundle, found, randoms, targets.inputs, index, chosen_layers, seed, progress)
     tests = len(found) * len(chosen_layers)
+    target_name = bundle.info.classes[index]
     results = [
         judge(
             c.name,
@@ -140,15 +147,19 @@ def concept_report(
             tests,
             scores.accuracy[layer][c.name],
             alpha,
+            flags=circular_flag(c, target_name) + accuracy_flag(scores.accuracy[layer][c.name]),
         )
         for layer in chosen_layers
         for c in found
     ]
     return ConceptReport(
         run=bundle.run_dir.name if bundle.run_dir else bundle.spec.name,
-        target=bundle.info.classes[index],
+        target=target_name,
         layers=chosen_layers,
-        concepts=[{"name": c.name, "spec": c.spec, "examples": len(c), "notes": c.notes} for c in found],
+        concepts=[
+            {"name": c.name, "spec": c.spec, "examples": len(c), "notes": c.notes, "dataset": _dataset_of(c)}
+            for c in found
+        ],
         random_sets=random_count,
         examples=size,
         inputs=len(targets),

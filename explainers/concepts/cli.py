@@ -81,9 +81,12 @@ def _concepts(args: argparse.Namespace) -> int:
     print(report_table(report))
     for note in report.notes:
         print(f"note: {note}")
+    for r in report.results:
+        for flag in r.flags:
+            print(f"flag: {r.concept} at {r.layer}: {flag}")
     print(
         "A score is the share of the class's inputs whose class logit grows along the concept's direction; "
-        "only significant rows are findings."
+        "only significant rows without a flag are findings."
     )
     if out is not None:
         document, files = result_document(

@@ -2,7 +2,8 @@
 
 A concept's TCAV scores, one per random counter-example set, are compared with the scores random sets get
 against each other (random-vs-random) by a two-sided t-test (scipy.stats.ttest_ind); with several concepts or
-layers the p-value is Bonferroni-corrected over all of them. A result that is not significant is no finding.
+layers the p-value is Bonferroni-corrected over all of them. A result that is not significant is no finding, nor is
+one that carries a flag (flags.py: a concept made of the tested class, a CAV near chance), whatever its p-value.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ class ConceptResult:
     significant: bool
     cav_accuracy: float  # mean held-out accuracy of the concept's CAV classifiers (0.5: no better than chance)
     alpha: float = ALPHA
+    flags: tuple[str, ...] = ()  # plain sentences on why the result is no finding whatever the test (flags.py)
+
+    @property
+    def finding(self) -> bool:
+        """Significant and not flagged: the only results that say something about the concept."""
+        return self.significant and not self.flags
 
     @property
     def mean(self) -> float:
@@ -49,6 +56,8 @@ class ConceptResult:
 
     @property
     def verdict(self) -> str:
+        if self.flags:
+            return "flagged: no finding"
         if not self.significant:
             return "not significant: no finding"
         return "significant: the class uses this concept" if self.mean > self.random_mean else "significant: against"
@@ -57,6 +66,8 @@ class ConceptResult:
         out = asdict(self)
         out.update(
             scores=list(self.scores),
+            flags=list(self.flags),
+            finding=self.finding,
             random_scores=list(self.random_scores),
             mean=self.mean,
             std=self.std,
@@ -95,9 +106,10 @@ def judge(
     tests: int,
     cav_accuracy: float,
     alpha: float = ALPHA,
+    flags: tuple[str, ...] = (),
 ) -> ConceptResult:
     p = t_test(scores, random_scores)
     adjusted = bonferroni(p, tests)
     return ConceptResult(
-        concept, layer, tuple(scores), tuple(random_scores), p, adjusted, adjusted < alpha, cav_accuracy, alpha
+        concept, layer, tuple(scores), tuple(random_scores), p, adjusted, adjusted < alpha, cav_accuracy, alpha, flags
     )

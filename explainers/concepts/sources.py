@@ -26,6 +26,18 @@ MIN_EXAMPLES = 5  # below this a linear CAV over thousands of activations is noi
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".gif", ".tif", ".tiff")
 
 
+@dataclass(frozen=True)
+class ConceptOrigin:
+    """What a source knows about where its examples come from: the data set and each example's class there (the
+    facts flags.circular_flag decides from). Sources of files (folders, text files) know neither: no origin."""
+
+    dataset: str
+    classes: tuple[str, ...]  # one per example, in the examples' order
+
+    def subset(self, indices: Sequence[int]) -> ConceptOrigin:
+        return ConceptOrigin(self.dataset, tuple(self.classes[i] for i in indices))
+
+
 @dataclass
 class ConceptExamples:
     """A concept's examples as the model reads them raw: images (N, C, H, W) in [0, 1], or texts."""
@@ -34,6 +46,7 @@ class ConceptExamples:
     spec: str  # the KIND:ARGUMENT it was read from
     inputs: torch.Tensor | list[str]
     notes: list[str] = field(default_factory=list)
+    origin: ConceptOrigin | None = None
 
     def __len__(self) -> int:
         return len(self.inputs)
@@ -44,7 +57,8 @@ class ConceptExamples:
             if isinstance(self.inputs, list)
             else self.inputs[torch.as_tensor(list(indices), dtype=torch.long)]
         )
-        return ConceptExamples(name or self.name, self.spec, picked, list(self.notes))
+        origin = self.origin.subset(indices) if self.origin is not None else None
+        return ConceptExamples(name or self.name, self.spec, picked, list(self.notes), origin)
 
     def content_hash(self) -> str:
         """A hash of the examples themselves (not of where they came from): the CAV cache's key."""
@@ -176,10 +190,11 @@ def _load_dataset_class(arg: str, bundle: ModelBundle, examples: int, seed: int)
     index = torch.nonzero(loaded.labels == info.classes.index(cls)).flatten().tolist()
     chosen = [index[i] for i in pick(len(index), examples, seed)]
     label = f"{name}:{cls}"
+    origin = ConceptOrigin(name, (cls,) * len(chosen))
     if isinstance(loaded, TextSplit):
-        return ConceptExamples(label, f"dataset:{arg}", [loaded.texts[i] for i in chosen])
+        return ConceptExamples(label, f"dataset:{arg}", [loaded.texts[i] for i in chosen], origin=origin)
     images = _fit_images(loaded.batch(chosen), bundle, f"Data set {name}") if chosen else loaded.batch([])
-    return ConceptExamples(label, f"dataset:{arg}", images)
+    return ConceptExamples(label, f"dataset:{arg}", images, origin=origin)
 
 
 def read_image_folder(folder: Path, bundle: ModelBundle) -> tuple[torch.Tensor, list[str]]:
@@ -244,9 +259,11 @@ def _load_gallery(arg: str, bundle: ModelBundle, examples: int, seed: int) -> Co
             f"gallery:{arg}: the test split has {len(split)} samples (0..{len(split) - 1}); {outside[:5]} are outside."
         )
     name = f"gallery ({len(indices)} picked)"
+    classes = bundle.info.classes
+    origin = ConceptOrigin(bundle.info.name, tuple(classes[int(split.labels[i])] for i in indices))
     if isinstance(split, TextSplit):
-        return ConceptExamples(name, f"gallery:{arg}", [split.texts[i] for i in indices])
-    return ConceptExamples(name, f"gallery:{arg}", split.batch(indices))
+        return ConceptExamples(name, f"gallery:{arg}", [split.texts[i] for i in indices], origin=origin)
+    return ConceptExamples(name, f"gallery:{arg}", split.batch(indices), origin=origin)
 
 
 register(

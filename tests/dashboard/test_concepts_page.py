@@ -44,3 +44,19 @@ def test_a_bad_concept_is_a_message_not_a_traceback(run, monkeypatch):
     at.button[-1].click().run(timeout=120)
     assert not at.exception, [e.value for e in at.exception]
     assert any("needs at least 5" in e for e in texts(at.error)), texts(at.error)
+
+
+def test_a_concept_made_of_the_tested_class_is_flagged_not_green(run, monkeypatch):
+    at = open_run_page(run, "concepts", monkeypatch, concepts_chosen=["dataset:shapes_colour:circle:train"])
+    tested = next(s for s in at.selectbox if s.label == "Class to test")
+    assert tested.value == "circle"  # the concept's own class
+    at.slider(key="concepts_random_sets").set_value(3)
+    at.slider(key="concepts_examples").set_value(8)
+    at.button[-1].click().run(timeout=120)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.success, texts(at.success)  # never green, whatever the t-test says
+    shown = "\n".join(texts(at.warning)).lower()
+    assert "flagged: no finding" in shown and "circular" in shown and "the class being tested" in shown, shown
+    table = at.dataframe[0].value
+    assert list(table["result"]) == ["flagged: no finding"] and "flags" in table.columns
+    assert "0 findings" in "\n".join(texts(at.caption))
