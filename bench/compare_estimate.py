@@ -72,14 +72,14 @@ def run_case(bundle: Any, case: Case, times: Any) -> Case:
         cheapest_method,
         estimate_compare,
         measure_metric_seconds,
-        measure_sanity,
+        probe_method,
     )
     from xaidash.explainers.samples import pick_test_sample
 
     t0 = time.perf_counter()
-    sanity_s = {m: measure_sanity(bundle, m, {}, 3) for m in case.methods} if case.sanity else {}
-    probe_method = cheapest_method(bundle, case.methods, times)
-    metric_s = measure_metric_seconds(bundle, probe_method, 16) if probe_method else {}
+    probes = {m: probe_method(bundle, m, {}, 3 if case.sanity else None) for m in case.methods}
+    cheap = cheapest_method(bundle, case.methods, times)
+    metric_s = measure_metric_seconds(bundle, cheap, 16) if cheap else {}
     case.probe_s = time.perf_counter() - t0
     e = estimate_compare(
         bundle,
@@ -90,7 +90,7 @@ def run_case(bundle: Any, case: Case, times: Any) -> Case:
         metrics=case.metrics,
         sanity=case.sanity,
         sanity_steps=3,
-        sanity_seconds=sanity_s,
+        probes=probes,
         metric_seconds=metric_s,
     )
     case.estimate_s = e.seconds

@@ -14,13 +14,14 @@ from xaidash.data.formatting import duration_text
 from xaidash.explainers.comparison.estimate import (
     METRIC_PROBE_INPUTS,
     SANITY_PROBE_INPUTS,
+    MethodProbe,
     PassTimes,
     cheapest_method,
     cost_words,
     estimate_compare,
     measure_metric_seconds,
     measure_pass_times,
-    measure_sanity,
+    probe_method,
 )
 from xaidash.explainers.metrics.registry import metrics_for
 from xaidash.explainers.scoring import metric_meaning
@@ -57,12 +58,14 @@ def _pass_times(bkey: str, _bundle: ModelBundle) -> PassTimes:
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def _sanity_seconds(bkey: str, _bundle: ModelBundle, method: str, params_json: str, steps: int) -> float | None:
-    """One method's sanity check per input, timed once per model, method, parameters and steps (None: it failed:
-    the estimate then prices it from its declared passes)."""
+def _probe(
+    bkey: str, _bundle: ModelBundle, method: str, params_json: str, sanity_steps: int | None
+) -> MethodProbe | None:
+    """One method timed once per model, method, parameters and sanity steps (None: it failed: the estimate then
+    prices it from its declared passes)."""
     try:
         with leased_model(bkey, _bundle) as replica:
-            return measure_sanity(replica, method, json.loads(params_json), steps)
+            return probe_method(replica, method, json.loads(params_json), sanity_steps)
     except Exception:  # noqa: BLE001 - the comparison itself reports the method's error
         return None
 
@@ -92,8 +95,7 @@ def expected_time(
     sanity_steps: int,
 ) -> None:
     """The run's expected time before its button (`labels`: the chosen methods' labels by id): the methods' and
-    metrics' declared passes priced by this model's measured time per row, the sanity check by timing each method's
-    on two probe inputs."""
+    metrics' costs measured on probe inputs (declared passes where a probe fails)."""
     methods = list(labels)
     if not methods or inputs < 1:
         return
@@ -102,14 +104,12 @@ def expected_time(
             times = _pass_times(bkey, bundle)
             probe = cheapest_method(bundle, methods, times)
             metric_s = _metric_seconds(bkey, bundle, probe, steps) if probe else {}
-            sanity_s = (
-                {
-                    m: _sanity_seconds(bkey, bundle, m, json.dumps(params.get(m, {}), sort_keys=True), sanity_steps)
-                    for m in methods
-                }
-                if sanity
-                else {}
-            )
+            probes = {
+                m: _probe(
+                    bkey, bundle, m, json.dumps(params.get(m, {}), sort_keys=True), sanity_steps if sanity else None
+                )
+                for m in methods
+            }
     except Exception as err:  # noqa: BLE001 - no estimate is better than no page
         st.caption(f"No time estimate: {err}")
         return
@@ -124,7 +124,7 @@ def expected_time(
         sanity=sanity,
         sanity_inputs=sanity_inputs,
         sanity_steps=sanity_steps,
-        sanity_seconds={m: v for m, v in sanity_s.items() if v is not None},
+        probes={m: v for m, v in probes.items() if v is not None},
         metric_seconds=metric_s,
     )
     parts = f"maps {duration_text(e.maps)}, metrics {duration_text(e.metrics)}" + (
@@ -140,8 +140,8 @@ def expected_time(
         f"{len(methods)} methods.{missing}"
     )
     st.caption(
-        f"Priced on {bundle.device} from the methods' declared model passes at this model's measured "
-        f"{1e3 * times.forward:.2g} ms per forward row and {1e3 * times.backward:.2g} ms per forward+backward row, "
-        f"each metric timed on {METRIC_PROBE_INPUTS} probe inputs (a recomputed map at its method's price), the "
-        f"sanity check on {SANITY_PROBE_INPUTS} per method; measured once per model and kept."
+        f"Priced on {bundle.device}: each method's maps and sanity check timed on {SANITY_PROBE_INPUTS} probe inputs "
+        f"(a method that fails there at its declared model passes: {1e3 * times.forward:.2g} ms per forward row, "
+        f"{1e3 * times.backward:.2g} ms per forward+backward row here), each metric on {METRIC_PROBE_INPUTS} (a "
+        "recomputed map at its method's price); measured once per model and settings and kept."
     )

@@ -52,8 +52,8 @@ from xaidash.models.runs.store import Run
 
 # Inputs by default: enough that the sanity check's mean correlation moves little between random draws
 # (resnet_small on shapes, six draws: Grad-CAM after the first randomised layer from -0.82 to 0.69 with the
-# sanity check on 2 inputs, from -0.24 to 0.17 on 16; see the README), while the default run stays well under
-# a minute on a 2-core CPU (about 25 s measured under load).
+# sanity check on 2 inputs, from -0.24 to 0.17 on 16; see the README), while the default run stays about a
+# minute on a 2-core CPU (38 to 65 s measured under load; docs/dashboard.md, bench/compare_estimate.py).
 DEFAULT_INPUTS = 16
 DEFAULT_SANITY_STEPS = 3
 # Ground-truth metrics noted under the metrics table, in its order; a hit metric is 1 or 0 per input, its mean a share.

@@ -80,7 +80,7 @@ def measure_pass_times(bundle: ModelBundle, rows: int = PROBE_ROWS, repeats: int
             torch.autograd.grad(out.sum(), wrt)
 
         imputed = 0.0
-        if bundle.adapter.spatial:
+        if bundle.adapter.spatial and isinstance(raw, torch.Tensor):
             images = np.asarray(raw.cpu(), dtype=np.float64)
             removed = np.random.default_rng(0).random((n, *images.shape[-2:])) < 0.45  # ROAD's mean share removed
             imputed = _median_time(lambda: noisy_linear_imputation(images, removed), torch.device("cpu"), repeats) / n
@@ -139,28 +139,46 @@ def cheapest_method(bundle: ModelBundle, methods: Sequence[str], times: PassTime
 SANITY_PROBE_INPUTS = 2  # inputs a method's sanity check is timed on (a randomised model's maps vary in cost)
 
 
-def measure_sanity(
-    bundle: ModelBundle, method: str, params: Mapping[str, Any], steps: int, inputs: int = SANITY_PROBE_INPUTS
-) -> float:
-    """Seconds per input of `method`'s cascading randomisation with `steps` steps, timed on `inputs` test inputs
-    (its trained maps computed first, as Compare reuses them). Measured, not declared: a randomised model's maps can
-    cost several times the trained model's (IG refines nearly every path there: 7x on resnet_small / shapes)."""
+@dataclass(frozen=True)
+class MethodProbe:
+    """One method timed on a few probe inputs: seconds per input of its maps of the trained model, and of its
+    sanity check (the cascade of randomised models; None when not timed)."""
+
+    maps: float
+    sanity: float | None = None
+
+
+def probe_method(
+    bundle: ModelBundle,
+    method: str,
+    params: Mapping[str, Any],
+    sanity_steps: int | None,
+    inputs: int = SANITY_PROBE_INPUTS,
+) -> MethodProbe:
+    """`method` timed on `inputs` test inputs: its maps, then (with `sanity_steps`) its cascading randomisation with
+    those steps, the trained maps reused as Compare does. Measured, not declared: a path method refines where its
+    promise fails, and a randomised model's maps can cost several times the trained model's (IG refines nearly
+    every path there: 7x on resnet_small / shapes)."""
     from xaidash.explainers.api import explain
     from xaidash.explainers.metrics.sanity import cascading_randomization
 
     raw = pick_test_sample(bundle, n=inputs, seed=0).raw
+    t0 = time.perf_counter()
     trained = explain(bundle, raw, None, method, **dict(params))
+    maps = (time.perf_counter() - t0) / len(trained)
+    if sanity_steps is None:
+        return MethodProbe(maps)
     t0 = time.perf_counter()
     cascading_randomization(
         bundle,
         raw,
         [method],
         params={method: dict(params)},
-        max_steps=steps,
+        max_steps=sanity_steps,
         keep_maps=False,
         trained={method: trained},
     )
-    return (time.perf_counter() - t0) / len(trained)
+    return MethodProbe(maps, (time.perf_counter() - t0) / len(trained))
 
 
 @dataclass
@@ -219,13 +237,14 @@ def estimate_compare(
     sanity: bool = True,
     sanity_inputs: int | None = None,
     sanity_steps: int = 3,
-    sanity_seconds: Mapping[str, float] | None = None,
+    probes: Mapping[str, MethodProbe] | None = None,
     metric_seconds: Mapping[str, float] | None = None,
 ) -> Estimate:
     """The expected seconds of `compare_methods` with these settings on n inputs: each method's maps, the chosen
-    metrics' passes and recomputed maps, and the sanity check on `sanity_inputs` inputs: each method's measured
-    seconds per input (`sanity_seconds`, from `measure_sanity`), else `sanity_steps` recomputations of its maps at
-    their declared price, plus the trained model's maps when not every input is checked. A metric's own passes are
+    metrics' passes and recomputed maps, and the sanity check on `sanity_inputs` inputs. A method's map is priced at
+    its measured seconds per input where `probes` has it (`probe_method`), else at its declared passes; its sanity
+    check at its measured seconds per input, else `sanity_steps` recomputations of its maps; plus the trained
+    model's maps when not every input is checked. A metric's own passes are
     priced at its measured seconds per input where `metric_seconds` has them (`measure_metric_seconds`), else at
     its declared rows' price."""
     chosen = [m for m in metrics_for("compare", bundle.modality) if metrics is None or m.id in metrics]
@@ -238,7 +257,9 @@ def estimate_compare(
     k = n if sanity_inputs is None else max(1, min(sanity_inputs, n))
     out = Estimate(maps=times.price(forward=n))  # the predictions of the sample
     for m in methods:
-        one = method_seconds(bundle, m, params.get(m, {}), n, times)
+        probe = (probes or {}).get(m)
+        declared = method_seconds(bundle, m, params.get(m, {}), n, times)
+        one = probe.maps * n if probe is not None else declared
         if one is None:
             out.unpriced.append(m)
             continue
@@ -246,8 +267,7 @@ def estimate_compare(
         out.maps += one
         out.metrics += n * per_input_metrics + n * maps_per_input * per_input
         if sanity:
-            measured = (sanity_seconds or {}).get(m)
-            cascade = measured if measured is not None else per_input * sanity_steps
+            cascade = probe.sanity if probe is not None and probe.sanity is not None else per_input * sanity_steps
             out.sanity += k * (cascade + (per_input if k < n else 0.0))
         out.per_method[m] = one
     return out

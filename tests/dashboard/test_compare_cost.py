@@ -13,9 +13,7 @@ TIMEOUT = 300
 
 def test_compare_prices_the_run_before_its_button_and_offers_costly_metrics_unticked(tmp_path, monkeypatch):
     run = make_run(tmp_path / "runs", "shapes", "resnet_small", epochs=1)
-    at = open_run_page(
-        run, "compare", monkeypatch, TIMEOUT, compare_methods=["saliency", "ig"], compare_sanity_steps=1
-    )
+    at = open_run_page(run, "compare", monkeypatch, TIMEOUT, compare_methods=["saliency", "ig"], compare_sanity_steps=1)
     assert_ok(at)
     boxes = {b.key: b for b in at.checkbox}
     for spec in metrics_for("compare", "image"):

@@ -11,12 +11,13 @@ import torch
 from xaidash.data.registry import get_source
 from xaidash.explainers.comparison.compare import compare_methods
 from xaidash.explainers.comparison.estimate import (
+    MethodProbe,
     PassTimes,
     cost_words,
     estimate_compare,
     measure_pass_times,
-    measure_sanity,
     metric_cost,
+    probe_method,
 )
 from xaidash.explainers.metrics.registry import REGISTRY, metrics_for
 from xaidash.explainers.registry import get_method
@@ -66,7 +67,7 @@ def test_the_estimate_is_the_declared_passes_priced_per_row(image_bundle):
     recomputed = {m: 4 * methods[m] for m in methods}  # 4 neighbours' maps per input, at the method's own price
     assert e.metrics == pytest.approx(2 * n * rows + sum(recomputed.values()))
     assert e.sanity == 0 and not e.unpriced
-    # The sanity check: measured seconds per input where given, else its steps at the method's declared price.
+    # The sanity check: measured seconds per input where probed, else its steps at the method's declared price.
     with_sanity = estimate_compare(
         image_bundle,
         ["saliency", "ig"],
@@ -77,7 +78,7 @@ def test_the_estimate_is_the_declared_passes_priced_per_row(image_bundle):
         sanity=True,
         sanity_inputs=4,
         sanity_steps=3,
-        sanity_seconds={"ig": 0.5},
+        probes={"ig": MethodProbe(maps=methods["ig"] / n, sanity=0.5)},
     )
     assert with_sanity.sanity == pytest.approx(4 * (0.5 + methods["ig"] / n) + 4 * (4 * methods["saliency"] / n))
 
@@ -85,8 +86,14 @@ def test_the_estimate_is_the_declared_passes_priced_per_row(image_bundle):
 def test_the_probe_measures_this_model(image_bundle):
     times = measure_pass_times(image_bundle, rows=4, repeats=1)
     assert times.rows == 4 and 0 < times.forward < times.backward and times.imputed > 0
-    per_input = measure_sanity(image_bundle, "saliency", {}, steps=1, inputs=2)
-    assert 0 < per_input < 5
+    probe = probe_method(image_bundle, "saliency", {}, sanity_steps=1, inputs=2)
+    assert 0 < probe.maps < 5 and probe.sanity is not None and 0 < probe.sanity < 5
+    assert probe_method(image_bundle, "saliency", {}, sanity_steps=None, inputs=2).sanity is None
+    # A probed method is priced at its measured time instead of its declared passes.
+    probed = estimate_compare(
+        image_bundle, ["saliency"], {}, 4, TIMES, metrics=[], sanity=False, probes={"saliency": probe}
+    )
+    assert probed.per_method["saliency"] == pytest.approx(4 * probe.maps)
 
 
 def test_compare_scores_only_the_chosen_metrics(image_bundle):
