@@ -39,11 +39,12 @@ def metric_choice(modality: str, steps: int) -> list[str]:
     cols = st.columns(2)  # two to a row: 'ROAD MoRF · 10 forward passes + 10 imputations' is read whole
     chosen = []
     for j, spec in enumerate(offered):
+        cost = cost_words(spec, steps)
         ticked = cols[j % 2].checkbox(
-            f"{spec.title} · {cost_words(spec, steps)}",
+            f"{spec.title} · {cost}",
             value=not spec.recomputes_maps,
             key=f"compare_metric_{spec.id}",
-            help=f"{metric_meaning(spec.id, modality)} ({spec.better})",
+            help=f"{metric_meaning(spec.id, modality)} ({spec.better}). Cost per input beyond its map: {cost}.",
         )
         if ticked:
             chosen.append(spec.id)
