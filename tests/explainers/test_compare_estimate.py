@@ -85,7 +85,7 @@ def test_the_estimate_is_the_declared_passes_priced_per_row(image_bundle):
 
 def test_the_probe_measures_this_model(image_bundle):
     times = measure_pass_times(image_bundle, rows=4, repeats=1)
-    assert times.rows == 4 and 0 < times.forward < times.backward and times.imputed > 0
+    assert times.rows == 4 and min(times.forward, times.backward, times.imputed) > 0  # no order: a shared CPU
     probe = probe_method(image_bundle, "saliency", {}, sanity_steps=1, inputs=2)
     assert 0 < probe.maps < 5 and probe.sanity is not None and 0 < probe.sanity < 5
     assert probe_method(image_bundle, "saliency", {}, sanity_steps=None, inputs=2).sanity is None
