@@ -8,7 +8,7 @@ modality's adapter lists, keeping those that apply to the data at hand (masks, r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,12 +69,14 @@ def input_metrics(
     seed: int = 0,
     page: str = "explain",
     batch_size: int = 256,
+    only: Collection[str] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, str]]:
     """Per-input quality metrics of one explanation of `raw` ({metric: one value per input}) and
     {metric: error} for those that could not be computed; a metric that does not apply is left out.
     `background` and `seed` are what `explain` got (None: the default background, as `explain` loads it).
     `page`: which page's metrics ('explain': the cheap ones and the curves; 'compare': the costly ones too, as
-    the metric registry declares them). The model runs in eval mode; its train/eval flags are restored after."""
+    the metric registry declares them); `only`: just these of them (None: all). The model runs in eval mode; its
+    train/eval flags are restored after."""
     truth = GroundTruth(masks, None if rationales is None else [None if r is None else list(r) for r in rationales])
     ctx = MetricContext(
         bundle=bundle,
@@ -92,7 +94,7 @@ def input_metrics(
     errors: dict[str, str] = {}
     with evaluating(bundle.model):
         for metric in metrics_for(page, bundle.modality):
-            if not metric.applies(ctx):
+            if (only is not None and metric.id not in only) or not metric.applies(ctx):
                 continue
             try:
                 values[metric.id] = metric.compute(ctx)
@@ -125,9 +127,11 @@ def explain_and_score(
     batch_size: int = 256,
     seed: int = 0,
     page: str = "explain",
+    metrics: Collection[str] | None = None,
 ) -> ScoredExplanation:
     """`explain` with one method, then (with_metrics) its per-input metrics, those the metric registry declares for
-    `page` ('explain', or 'compare' with the costly ones): what every session runs per method."""
+    `page` ('explain', or 'compare' with the costly ones; `metrics`: only these of them): what every session runs
+    per method."""
     e = explain(bundle, raw, target, method, batch_size=batch_size, background=background, seed=seed, **(params or {}))
     if not with_metrics:
         return ScoredExplanation(e)
@@ -142,5 +146,6 @@ def explain_and_score(
         seed=seed,
         page=page,
         batch_size=batch_size,
+        only=metrics,
     )
     return ScoredExplanation(e, values, errors)

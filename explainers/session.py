@@ -122,12 +122,13 @@ class MethodResult:
 @dataclass(frozen=True)
 class Scoring:
     """How a classifier's session scores its maps: `page` says which metrics (those the metric registry declares
-    for 'explain' or 'compare'; None: none), `truth` the inputs' ground truth, `steps` the deletion and insertion
-    curves' points."""
+    for 'explain' or 'compare'; None: none), `metrics` which of those (None: every one), `truth` the inputs' ground
+    truth, `steps` the deletion and insertion curves' points."""
 
     page: str | None = "explain"
     truth: GroundTruth = field(default_factory=GroundTruth)
     steps: int = CURVE_STEPS
+    metrics: frozenset[str] | None = None  # only these of the page's metrics (Compare's choice); None: all of them
 
 
 def explain_session(
@@ -170,6 +171,7 @@ def explain_session(
                 batch_size=batch_size,
                 seed=seed,
                 page=how.page or "explain",
+                metrics=how.metrics,
             )
 
     outcomes = run_session(list(methods), compute, label=label, cache=cache, key=key, progress=progress, done=done)

@@ -1,8 +1,9 @@
 """Compare training runs, as TensorBoard's run overlay: curves of several runs on the same axes, their final
 metrics in one table and their settings side by side, with the settings that differ highlighted.
 
-The runs picked by default are the session's run and its best partner of the same data set and modality
-(`comparison.side_by_side.default_comparison`: measured good runs first, never a text run beside an image
+The runs picked by default are the session's run (in any state) and its best partner
+(`comparison.side_by_side.default_comparison`: a usable run of the same data set and modality, good before
+unmeasured before poor, the same model spec first, then the higher accuracy; never a text run beside an image
 run); a poor run is flagged wherever it is offered."""
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ def compare_runs_section() -> None:
         format_func=lambda i: run_label(by_id[i]) + (f" · {flags[i]}" if flags.get(i) else ""),
         key=KEY,
         help="two or more runs: their curves on the same axes, their final metrics and settings side by side (by "
-        "default the selected run and the best run of the same data set; ⚠ poor: near chance or far below its "
-        "recipe)",
+        "default the selected run and its best partner: a usable run of the same data set, good before unmeasured "
+        "before poor, the same model first, then the higher accuracy; ⚠ poor: near chance or far below its recipe)",
     )
     if len(picked_ids) < 2:
         alone = len(picked_ids) == 1 and default == picked_ids

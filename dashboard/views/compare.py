@@ -15,6 +15,7 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.charts import matrix_heatmap
+from xaidash.dashboard.components.compare_cost import expected_time, metric_choice
 from xaidash.dashboard.components.dataset_report import VIEW_KEY, VIEWS, dataset_report
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import stop_without_dataset
@@ -33,6 +34,7 @@ from xaidash.dashboard.state import require_bundle
 from xaidash.data.modalities import modality_of
 from xaidash.explainers import featured_methods, methods_for
 from xaidash.explainers.comparison.compare import (
+    SANITY_MAP_PX,
     Comparison,
     compare_methods,
     comparison_report,
@@ -50,8 +52,8 @@ from xaidash.models.runs.store import Run
 
 # Inputs by default: enough that the sanity check's mean correlation moves little between random draws
 # (resnet_small on shapes, six draws: Grad-CAM after the first randomised layer from -0.82 to 0.69 with the
-# sanity check on 2 inputs, from -0.24 to 0.17 on 16; see the README), while the default run stays well under
-# a minute on a 2-core CPU (about 25 s measured under load).
+# sanity check on 2 inputs, from -0.24 to 0.17 on 16; see the README), while the default run stays about a
+# minute on a 2-core CPU (38 to 65 s measured under load; docs/dashboard.md, bench/compare_estimate.py).
 DEFAULT_INPUTS = 16
 DEFAULT_SANITY_STEPS = 3
 # Ground-truth metrics noted under the metrics table, in its order; a hit metric is 1 or 0 per input, its mean a share.
@@ -74,6 +76,7 @@ class Settings:
     sanity: bool
     sanity_inputs: int
     sanity_steps: int
+    metrics: list[str]
     go: bool
 
     def cache_key(self, bkey: str) -> tuple[Any, ...]:
@@ -90,6 +93,7 @@ class Settings:
             self.sanity,
             self.sanity_inputs,
             self.sanity_steps,
+            tuple(self.metrics),
         )
 
     def report_settings(self) -> dict[str, str]:
@@ -99,7 +103,21 @@ class Settings:
             if self.how == "random sample"
             else self.indices_text
         )
-        return {"inputs": sample_text, "sanity check": "on" if self.sanity else "off"}
+        return {
+            "inputs": sample_text,
+            "sanity check": "on" if self.sanity else "off",
+            "metrics": ", ".join(METRICS[m][0] for m in self.metrics if m in METRICS) or "none",
+        }
+
+    @property
+    def inputs(self) -> int:
+        """How many inputs the run explains (the chosen indices counted; unparseable ones count as none)."""
+        if self.how == "random sample":
+            return self.n
+        try:
+            return len(parse_indices(self.indices_text))
+        except ExplainError:
+            return 0
 
 
 def header() -> tuple[Run, ModelBundle]:
@@ -202,18 +220,36 @@ def method_params(bundle: ModelBundle, by_id: dict[str, MethodSpec], methods: li
     return params
 
 
-def controls(bundle: ModelBundle, by_id: dict[str, MethodSpec]) -> Settings:
-    """The controls and the Compare button; the page stops when no method is picked."""
+def controls(bkey: str, bundle: ModelBundle, by_id: dict[str, MethodSpec]) -> Settings:
+    """The controls, the expected time and the Compare button; the page stops when no method is picked."""
     with st.container(border=True):
         methods = pick_methods(bundle, by_id)
         how, n, seed, indices_text = sample_controls()
         steps, sanity, sanity_inputs, sanity_steps = check_controls()
+        metrics = metric_choice(bundle.modality, steps)
         params = method_params(bundle, by_id, methods)
-        go = st.button("Compare", type="primary", icon=":material/play_arrow:", disabled=not methods, key="compare_go")
+        settings = Settings(
+            methods, params, how, n, seed, indices_text, steps, sanity, sanity_inputs, sanity_steps, metrics, False
+        )
+        expected_time(
+            bkey,
+            bundle,
+            {m: by_id[m].label for m in methods},
+            params,
+            settings.inputs,
+            metrics=metrics,
+            steps=steps,
+            sanity=sanity,
+            sanity_inputs=sanity_inputs,
+            sanity_steps=sanity_steps,
+        )
+        settings.go = st.button(
+            "Compare", type="primary", icon=":material/play_arrow:", disabled=not methods, key="compare_go"
+        )
     if not methods:
         st.info("Pick at least one method.")
         st.stop()
-    return Settings(methods, params, how, n, seed, indices_text, steps, sanity, sanity_inputs, sanity_steps, go)
+    return settings
 
 
 def parse_indices(text: str) -> list[int]:
@@ -245,6 +281,7 @@ def compute(bkey: str, bundle: ModelBundle, settings: Settings) -> Comparison:
                 sanity_inputs=settings.sanity_inputs,
                 sanity_steps=settings.sanity_steps,
                 progress=show_progress,
+                metrics=settings.metrics,
             )
     except Exception as err:  # noqa: BLE001
         bar.empty()
@@ -284,7 +321,7 @@ def metric_notes(result: Comparison, n_inputs: int, shown: list[str], modality: 
     run's `modality` (`scoring.metric_meaning`, `curves_legend`: words for text, pixels for images)."""
     notes = [
         f"Mean over the {n_inputs} inputs ± half the width of its 95% confidence interval (t); ★ and green: the best "
-        'mean per column (↑ higher is better, ↓ lower is better); "(of k)": only k inputs had a value.'
+        'mean per metric (↑ higher is better, ↓ lower is better); "(of k)": only k inputs had a value.'
     ]
     if any(c in result.metrics for c in ("deletion_auc", "insertion_auc")):
         notes.append(curves_legend(modality, result.steps))
@@ -321,7 +358,14 @@ def metrics_section(result: Comparison, labels: dict[str, str], modality: str) -
     text, style = metrics_table(
         summary, shown, list(result.metrics.columns), METRICS, result.best, labels, result.constant_maps, n_inputs
     )
-    st.dataframe(text.style.apply(lambda _: style, axis=None), width="stretch")
+    # Metrics as rows, methods as columns: a dozen metric columns ran past a 1440 px window, a few methods fit.
+    text, style = text.T, style.T
+    text.index.name = style.index.name = "metric"
+    st.dataframe(
+        text.style.apply(lambda _: style, axis=None),
+        width="stretch",
+        height=35 * (len(text) + 1) + 3,
+    )
     st.caption(metric_notes(result, n_inputs, shown, modality))
     ranges = {c: metric_range(c) for c in result.metrics.columns}
     charts = metric_spread_charts(result.per_input, summary, METRICS, labels, shown, ranges)
@@ -394,7 +438,8 @@ def sanity_maps(result: Comparison, by_id: dict[str, MethodSpec], modality: str)
         st.markdown(f"**{by_id[m].label if m in by_id else m}**: first input, trained → randomised")
         cols = st.columns(len(maps) + (1 if pictured else 0))
         if pictured:
-            cols[0].image(to_pil(first_input, 112), caption="input", width="stretch")
+            picture = to_pil(first_input, SANITY_MAP_PX)
+            cols[0].image(picture, caption="input", width=picture.width)
             cols = cols[1:]
         for k, (col, a) in enumerate(zip(cols, maps, strict=True)):
             step = steps_of.iloc[k] if k < len(steps_of) else None
@@ -404,7 +449,8 @@ def sanity_maps(result: Comparison, by_id: dict[str, MethodSpec], modality: str)
                 rho = (step.get("values") or [float("nan")])[0]
                 caption += " · constant map: no ρ" if np.ptp(first) == 0 or np.isnan(rho) else f" · ρ={rho:.2f}"
             if pictured:
-                col.image(sanity_figure(first, image=first_input), caption=caption, width="stretch")
+                figure = sanity_figure(first, image=first_input)
+                col.image(figure, caption=caption, width=figure.width)  # its own size: the bar's text stays 13 px
             else:
                 col.caption(caption)
                 tokens = result.explanations[m].tokens
@@ -444,7 +490,7 @@ def main() -> None:
     bkey = services.run_key(run)
     whole_data_set_view(run, bundle)
     by_id = {m.id: m for m in methods_for(bundle)}
-    settings = controls(bundle, by_id)
+    settings = controls(bkey, bundle, by_id)
     result = comparison(bkey, bundle, settings)
     labels = {m: by_id[m].label if m in by_id else m for m in result.methods}
     result_caption(result, settings.go)

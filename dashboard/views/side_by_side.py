@@ -131,8 +131,9 @@ def pick_model_b(run: Run, spec_a: InputSpec) -> ModelChoice:
                 list(by_key),
                 format_func=lambda k: choice_label(by_key[k]),
                 key=f"{KEY}_b_{run.id}",
-                help="other runs that take the same input (of the same data set and measured good first; poor ones "
-                "flagged), and this run's weights after earlier epochs",
+                help="other runs that take the same input (of the same data set with usable weights first, measured good "
+                "before unmeasured before poor, the same model first, then the higher accuracy; poor ones flagged), "
+                "and this run's weights after earlier epochs",
             )
             choice_b = by_key[str(pick)]
             if choice_b.warning:

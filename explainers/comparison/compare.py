@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,8 +55,10 @@ def metric_range(metric: str) -> tuple[float | None, float | None]:
 # (resnet_small on shapes, six random draws: with 2 inputs Grad-CAM's correlation after the first randomised
 # layer ranged from -0.82 to 0.69; on 16 inputs from -0.24 to 0.17).
 SANITY_INPUTS: int | None = None
-SANITY_MAP_PX = 160  # a sanity-check map and its colour bar, drawn five to a row
-SANITY_FONT_PX = 19  # its bar's text: still about 11 px where a 1024 px window shows the map 100 px wide
+# A sanity-check map and its colour bar, drawn at least this wide and shown at their own width (never stretched to
+# the column: stretched, a 160 px drawing put 24 px text under a map at 1440 px); narrower columns shrink them.
+SANITY_MAP_PX = 200
+SANITY_FONT_PX = 13  # its bar's text, as the Explain page's colour bars: 13 px wherever the map is shown whole
 
 
 @dataclass
@@ -327,10 +329,12 @@ def compare_methods(
     batch_size: int = 256,
     seed: int = 0,
     progress: Progress | None = None,
+    metrics: Collection[str] | None = None,
 ) -> Comparison:
     """Explain `sample` with every method (targets: the predicted classes), score each explanation, measure
     how much the methods agree, and (optionally) run the cascading randomisation test on the first
-    `sanity_inputs` inputs (None: all of them; the trained model's maps are then reused).
+    `sanity_inputs` inputs (None: all of them; the trained model's maps are then reused). `metrics`: which of the
+    metrics the registry declares for Compare to score (None: every one).
 
     A method that fails is reported in `errors` and left out of the tables; the others go on.
     """
@@ -345,7 +349,8 @@ def compare_methods(
     t0 = time.perf_counter()
     probabilities = bundle.predict_proba(sample.raw).numpy()
     # page="compare": the costly metrics too (robustness, ROAD, random logit), as the metric registry declares them
-    how = Scoring(page="compare", truth=GroundTruth(sample.masks, sample.rationales), steps=steps)
+    chosen = None if metrics is None else frozenset(metrics)
+    how = Scoring(page="compare", truth=GroundTruth(sample.masks, sample.rationales), steps=steps, metrics=chosen)
     scored = _explain_and_score(
         bundle, sample, methods, params, how, ticker, background=background, batch_size=batch_size, seed=seed
     )

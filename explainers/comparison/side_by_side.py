@@ -7,8 +7,9 @@ Plain functions for the "Side by side" page (and anyone else): no Streamlit here
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -118,25 +119,49 @@ UNMEASURED_FLAG = "accuracy not measured"
 
 @dataclass(frozen=True)
 class RankedRun:
-    """A run as a partner of another: whether it reads the same data set and modality, and its quality."""
+    """A run as a partner of another: whether it reads the same data set and modality and is the same model spec,
+    whether it holds weights worth opening (`Run.usable`), and its quality (rank and measured accuracy)."""
 
     run: Run
     same_data: bool
     quality: int  # GOOD, UNMEASURED or POOR
     warning: str | None  # models/runs/quality.run_warning's sentence for a POOR run
+    same_model: bool = False
+    usable: bool = True
+    accuracy: float | None = None  # the test accuracy (validation when no test was run), None when never measured
+    facts: tuple[str | None, str | None, str | None] = (None, None, None)  # (data set, modality, model spec)
 
     @property
     def flag(self) -> str:
         """'⚠ poor' / 'accuracy not measured' / '': what a label offering this run adds."""
         return {POOR: POOR_FLAG, UNMEASURED: UNMEASURED_FLAG}.get(self.quality, "")
 
+    def beside(self, anchor: tuple[str | None, str | None, str | None] | None) -> RankedRun:
+        """This run as a partner of a run with `anchor`'s facts (None: no anchor, every run counts as the same data)."""
+        same = anchor is None or (anchor[0] is not None and self.facts[:2] == anchor[:2])
+        same_model = anchor is not None and same and self.facts[2] is not None and self.facts[2] == anchor[2]
+        return replace(self, same_data=same, same_model=same_model)
 
-def _data_and_modality(run: Run) -> tuple[str | None, str | None]:
+    def preference(self) -> tuple[bool, bool, int, bool, float]:
+        """The sort key of `rank_partners` (smaller first): the same data set and modality; usable; good before
+        unmeasured before poor; the same model spec; the higher measured accuracy."""
+        acc = self.accuracy if self.accuracy is not None and math.isfinite(self.accuracy) else -1.0
+        return (not self.same_data, not self.usable, self.quality, not self.same_model, -acc)
+
+
+def _facts(run: Run) -> tuple[str | None, str | None, str | None]:
+    """(data set, modality, model spec) from the run's config; (None, None, None) for a damaged run."""
     try:
         config = run.config()
     except Exception:  # noqa: BLE001 - a damaged run matches nothing
-        return None, None
-    return config.get("dataset"), config.get("modality")
+        return None, None, None
+    return config.get("dataset"), config.get("modality"), config.get("model")
+
+
+def _accuracy(summary: dict[str, Any]) -> float | None:
+    acc = summary.get("test_acc")
+    acc = summary.get("val_acc") if acc is None else acc
+    return float(acc) if isinstance(acc, int | float) else None
 
 
 def run_quality(run: Run) -> tuple[int, str | None]:
@@ -149,47 +174,54 @@ def run_quality(run: Run) -> tuple[int, str | None]:
         summary = run.summary()
     except Exception:  # noqa: BLE001 - unreadable: nothing known about it
         return UNMEASURED, None
-    return (GOOD if summary.get("test_acc", summary.get("val_acc")) is not None else UNMEASURED), None
+    return (GOOD if _accuracy(summary) is not None else UNMEASURED), None
+
+
+def ranked_run(run: Run) -> RankedRun:
+    """Everything `rank_partners` weighs about one run, read once (as the partner of no run in particular)."""
+    quality, warning = run_quality(run)
+    try:
+        accuracy = _accuracy(run.summary())
+    except Exception:  # noqa: BLE001 - unreadable: never measured as far as we know
+        accuracy = None
+    return RankedRun(run, True, quality, warning, usable=run.usable, accuracy=accuracy, facts=_facts(run))
 
 
 def rank_partners(anchor: Run | None, runs: Sequence[Run]) -> list[RankedRun]:
-    """`runs` (less `anchor`) in the order to offer them beside `anchor`: those of the same data set and modality
-    first, and within each group the runs measured good, then those never measured (imports), then the poor ones;
-    newest first otherwise (the order of `runs`, as `list_runs` gives it). With no anchor every run counts as the
-    same data. The one ranking Side by side's Model B and Train's Compare runs use for their defaults."""
-    key = _data_and_modality(anchor) if anchor is not None else None
-    ranked = []
-    for r in runs:
-        if anchor is not None and r.path.resolve() == anchor.path.resolve():
-            continue
-        quality, warning = run_quality(r)
-        same = key is None or (key[0] is not None and _data_and_modality(r) == key)
-        ranked.append(RankedRun(r, same, quality, warning))
-    return sorted(ranked, key=lambda x: (not x.same_data, x.quality))  # stable: newest first within a rank
+    """`runs` (less `anchor`) in the order to offer them beside `anchor`, by `RankedRun.preference`: those of the
+    same data set and modality first; within them the usable runs (`Run.usable`); then the runs measured good,
+    then those never measured (imports), then the poor ones; within each, the same model spec as `anchor` first
+    and the higher measured accuracy first; newest first otherwise (the order of `runs`, as `list_runs` gives it).
+    With no anchor every run counts as the same data. The one ranking Side by side's Model B and Train's Compare
+    runs use for their defaults."""
+    key = _facts(anchor) if anchor is not None else None
+    ranked = [ranked_run(r).beside(key) for r in runs if anchor is None or r.path.resolve() != anchor.path.resolve()]
+    return sorted(ranked, key=RankedRun.preference)  # stable: newest first among equals
 
 
 def default_comparison(
     runs: Sequence[Run], anchor: Run | None = None, ranked: Sequence[RankedRun] | None = None
 ) -> list[Run]:
-    """The two runs to compare by default: `anchor` (else the best-ranked run that has a partner of its own data set
-    and modality) and its best partner of the same data set and modality; just the anchor when it has none (a text
-    run is never paired with an image run), [] when there are no runs. `ranked`: `rank_partners(None, runs)` when
-    the caller has it already (each run's quality is read once either way)."""
-    ranked = list(rank_partners(None, runs) if ranked is None else ranked)  # by quality, newest first within
-    data = {r.run.path.resolve(): _data_and_modality(r.run) for r in ranked}
+    """The two runs to compare by default: `anchor` (any run, a stopped or interrupted one too; else the best-ranked
+    run that has a partner of its own data set and modality) and its best partner by `rank_partners`' order among
+    the usable runs of the same data set and modality (a usable good run of the same model spec with the highest
+    accuracy, then other models by quality and accuracy); just the anchor when it has none (a text run is never
+    paired with an image run), [] when there are no runs. `ranked`: `rank_partners(None, runs)` when the caller
+    has it already (each run's quality is read once either way)."""
+    ranked = list(rank_partners(None, runs) if ranked is None else ranked)
+    known = {r.run.path.resolve(): r for r in ranked}
 
     def best_partner(run: Run) -> Run | None:
-        own = data.get(run.path.resolve()) or _data_and_modality(run)
+        own = known[run.path.resolve()].facts if run.path.resolve() in known else _facts(run)
         if own[0] is None:
             return None
-        return next(
-            (r.run for r in ranked if r.run.path.resolve() != run.path.resolve() and data[r.run.path.resolve()] == own),
-            None,
-        )
+        beside = [r.beside(own) for p, r in known.items() if p != run.path.resolve()]
+        best = min(beside, key=RankedRun.preference, default=None)
+        return best.run if best is not None and best.same_data and best.usable else None
 
     if anchor is None:
         for candidate in ranked:
-            if candidate.quality == POOR:
+            if candidate.quality == POOR or not candidate.usable:
                 break
             partner = best_partner(candidate.run)
             if partner is not None:

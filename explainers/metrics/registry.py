@@ -29,7 +29,7 @@ from xaidash.explainers.metrics.completeness import completeness_gap
 from xaidash.explainers.metrics.complexity import complexity, sparseness
 from xaidash.explainers.metrics.ground_truth import energy_in_mask, pointing_game, rationale_energy, rationale_pointing
 from xaidash.explainers.metrics.random_logit import random_logit
-from xaidash.explainers.metrics.road import road_curve
+from xaidash.explainers.metrics.road import ROAD_STEPS, road_curve
 from xaidash.explainers.metrics.robustness import infidelity_score
 from xaidash.explainers.metrics.stability import COMPARE_NEIGHBOURS, Stability, stability
 from xaidash.explainers.modalities import ExplainingModality, adapter_of
@@ -68,6 +68,26 @@ def _always(ctx: MetricContext) -> bool:
 
 
 @dataclass(frozen=True)
+class MetricPasses:
+    """What scoring one input costs beyond its map, declared per input: `forward` rows through the model without
+    gradients, `backward` rows with them (forward + backward), `imputed` images filled by ROAD's noisy linear
+    imputation, and `maps` explanations of the input recomputed with the map's own method (each costs what the
+    method's map did, so IG's cost scales them). `shared`: metrics with the same key compute their recomputed maps
+    once between them (max-sensitivity and local Lipschitz read the same neighbours). Compare prices these with
+    the model's measured time per row (`comparison.estimate`)."""
+
+    forward: float = 0.0
+    backward: float = 0.0
+    imputed: float = 0.0
+    maps: float = 0.0
+    shared: str = ""
+
+
+def _map_only(steps: int) -> MetricPasses:
+    return MetricPasses()
+
+
+@dataclass(frozen=True)
 class MetricSpec(Spec):
     """One metric's declared facts. `better`: 'lower is better' / 'higher is better'; `meaning`: what one value
     says, with {unit}/{units} for the modality's word; `unit`: the unit of a value ('' when a share or
@@ -86,10 +106,18 @@ class MetricSpec(Spec):
     pages: tuple[str, ...] = PAGES
     score: Callable[[MetricContext], Any] = field(kw_only=True)
     when: Callable[[MetricContext], bool] = field(default=_always, kw_only=True)
+    # the curves' steps -> what it costs per input beyond the map
+    passes: Callable[[int], MetricPasses] = field(default=_map_only, kw_only=True)
 
     @property
     def lower_is_better(self) -> bool:
         return self.better.startswith("lower")
+
+    @property
+    def recomputes_maps(self) -> bool:
+        """Whether scoring a map explains its input again with the map's method: its cost is a multiple of the
+        method's own (IG's max-sensitivity took 23 s where Grad-CAM's took 0.3 s), so Compare offers it unticked."""
+        return self.passes(CURVE_STEPS).maps > 0
 
     def applies(self, ctx: MetricContext) -> bool:
         """Whether this metric can score `ctx`'s explanation (its ground truth given, its method's promise made)."""
@@ -162,8 +190,18 @@ def _complexity(ctx: MetricContext) -> Any:
     return complexity(ctx.explanation, ctx.bundle.device)
 
 
+INFIDELITY_SAMPLES = 16  # noisy copies per input (captum's infidelity), declared as its passes below
+
+
 def _infidelity(ctx: MetricContext) -> Any:
-    return infidelity_score(ctx.bundle, ctx.raw, ctx.explanation, batch_size=ctx.batch_size, seed=ctx.seed)
+    return infidelity_score(
+        ctx.bundle,
+        ctx.raw,
+        ctx.explanation,
+        n_perturb_samples=INFIDELITY_SAMPLES,
+        batch_size=ctx.batch_size,
+        seed=ctx.seed,
+    )
 
 
 def _stability(ctx: MetricContext) -> Stability:
@@ -200,6 +238,30 @@ def _seconds(ctx: MetricContext) -> Any:
     return [ctx.explanation.seconds] * len(ctx.explanation)  # one timing for the whole batch
 
 
+def _curve_passes(steps: int) -> MetricPasses:
+    return MetricPasses(forward=steps + 1)  # the curve's points, 0% to 100% of the {units}
+
+
+def _road_passes(steps: int) -> MetricPasses:
+    return MetricPasses(forward=ROAD_STEPS + 1, imputed=ROAD_STEPS + 1)  # 0% to 90%, each point an imputed image
+
+
+def _completeness_passes(steps: int) -> MetricPasses:
+    return MetricPasses(forward=2)  # f(x) and f(reference)
+
+
+def _infidelity_passes(steps: int) -> MetricPasses:
+    return MetricPasses(forward=INFIDELITY_SAMPLES + 1)  # the noisy copies and the input
+
+
+def _stability_passes(steps: int) -> MetricPasses:
+    return MetricPasses(maps=COMPARE_NEIGHBOURS, shared="stability")  # the map of every neighbour
+
+
+def _random_logit_passes(steps: int) -> MetricPasses:
+    return MetricPasses(maps=1)  # the map for another class
+
+
 LOWER, HIGHER = "lower is better", "higher is better"
 _COMPARE = ("compare",)
 
@@ -214,6 +276,7 @@ _SPECS = (
         (0.0, 1.0),
         cost="costly",
         score=_deletion,
+        passes=_curve_passes,
     ),
     MetricSpec(
         "insertion_auc",
@@ -224,6 +287,7 @@ _SPECS = (
         (0.0, 1.0),
         cost="costly",
         score=_insertion,
+        passes=_curve_passes,
     ),
     MetricSpec(
         "road_morf",
@@ -236,6 +300,7 @@ _SPECS = (
         cost="costly",
         pages=_COMPARE,
         score=_road_morf,
+        passes=_road_passes,
     ),
     MetricSpec(
         "road_lerf",
@@ -248,6 +313,7 @@ _SPECS = (
         cost="costly",
         pages=_COMPARE,
         score=_road_lerf,
+        passes=_road_passes,
     ),
     MetricSpec(
         "pointing_game",
@@ -298,6 +364,7 @@ _SPECS = (
         (0.0, None),
         cost="costly",
         score=_completeness_gap,
+        passes=_completeness_passes,
         when=_declares_completeness,
     ),
     MetricSpec(
@@ -332,6 +399,7 @@ _SPECS = (
         cost="costly",
         pages=_COMPARE,
         score=_infidelity,
+        passes=_infidelity_passes,
     ),
     MetricSpec(
         "max_sensitivity",
@@ -343,6 +411,7 @@ _SPECS = (
         cost="costly",
         pages=_COMPARE,
         score=_max_sensitivity,
+        passes=_stability_passes,
     ),
     MetricSpec(
         "local_lipschitz",
@@ -356,6 +425,7 @@ _SPECS = (
         cost="costly",
         pages=_COMPARE,
         score=_local_lipschitz,
+        passes=_stability_passes,
     ),
     MetricSpec(
         "random_logit",
@@ -368,6 +438,7 @@ _SPECS = (
         cost="costly",
         pages=_COMPARE,
         score=_random_logit,
+        passes=_random_logit_passes,
     ),
     MetricSpec(
         "seconds",

@@ -20,7 +20,7 @@ from xaidash.explainers.comparison.side_by_side import (
     partners,
     rank_partners,
 )
-from xaidash.models.runs.store import Run
+from xaidash.models.runs.store import WEIGHTS, Run
 
 make_app = functools.partial(_make_app, timeout=120)
 CHANCE_ACC = 0.249  # 4 classes: an untrained model
@@ -60,7 +60,6 @@ def test_an_import_without_accuracy_comes_after_measured_runs(runs, tmp_path):
     from xaidash.data.registry import get_info
     from xaidash.models.external.options import ImportOptions
     from xaidash.models.external.runs import import_model
-    from xaidash.models.runs.store import WEIGHTS
 
     root = tmp_path / "runs"
     for key in ("anchor", "good_old"):
@@ -105,3 +104,30 @@ def test_train_compare_runs_defaults_to_the_same_data_set_and_flags_poor_runs(ru
     assert pick.format_func(runs["poor_new"].id).endswith(POOR_FLAG)
     assert not pick.format_func(runs["good_old"].id).endswith(POOR_FLAG)
     assert_ok(at)
+
+
+def test_a_stopped_run_is_paired_with_its_best_sibling_of_the_same_model(tmp_path):
+    """Issue 29: a stopped resnet_small was paired with a newer vit_tiny instead of its 99.9% resnet_small sibling.
+    The partner is the usable run of the same model spec on the same data set with the best measured accuracy,
+    then other models by quality; a stopped run is fine as the subject."""
+    root = tmp_path / "runs"
+    sibling_low = make_run(root, "shapes", "resnet_small", epochs=1)
+    sibling_best = make_run(root, "shapes", "resnet_small", epochs=1)
+    other_model = make_run(root, "shapes", "mlp", epochs=1)
+    still_training = make_run(root, "shapes", "resnet_small", epochs=1)
+    stopped = make_run(root, "shapes", "resnet_small", epochs=1)
+    sibling_low.update_summary(test_acc=0.95)
+    sibling_best.update_summary(test_acc=0.999)
+    other_model.update_summary(test_acc=0.99)  # newer than the siblings and good: still after them
+    still_training.file(WEIGHTS).unlink()  # no weights yet: not usable, however high its last validation
+    still_training.update_summary(test_acc=None, val_acc=0.9999)
+    stopped.update_summary(state="stopped", test_acc=None, val_acc=0.62)
+    newest_first = [stopped, still_training, other_model, sibling_best, sibling_low]
+    assert default_comparison(newest_first, stopped) == [stopped, sibling_best]
+    ranked = rank_partners(stopped, newest_first)
+    assert [r.run.id for r in ranked] == [sibling_best.id, sibling_low.id, other_model.id, still_training.id]
+    assert [(r.same_model, r.usable) for r in ranked] == [(True, True), (True, True), (False, True), (True, False)]
+    # Without the same model spec among the usable runs, the best other model.
+    assert default_comparison([stopped, still_training, other_model], stopped) == [stopped, other_model]
+    # Side by side's Model B follows the same order.
+    assert partners(stopped, newest_first).runs[0].run.id == sibling_best.id

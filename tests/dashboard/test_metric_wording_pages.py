@@ -56,7 +56,7 @@ def test_compare_on_a_text_run_words_its_metrics_in_words(wording_runs, monkeypa
     notes = next(c for c in texts(at.caption) if c.startswith("Mean over the 3 inputs"))
     assert "the most relevant words are removed / added" in notes, notes
     assert "Completeness gap: |sum of attributions" in notes
-    assert "Rationale pointing ↑" in at.dataframe[0].value.columns  # cues has rationales: their notes say words
+    assert "Rationale pointing ↑" in at.dataframe[0].value.index  # cues has rationales: their notes say words
     assert "Rationale pointing: share of inputs for which the top-scoring word lies in the rationale" in notes
     assert not _pixel_lines(_words(at)), _pixel_lines(_words(at))
 

@@ -294,20 +294,20 @@ def test_compare_metrics_agreement_and_sanity(runs):
     at.number_input(key="compare_sanity_steps").set_value(2)
     button(at, "Compare").click().run()
     assert_ok(at)
-    table = at.dataframe[0].value
-    assert list(table.index) == ["Saliency", "Input x Gradient", "Integrated Gradients"]
+    table = at.dataframe[0].value  # metrics as rows, methods as columns (issue 29: it fits a 1440 px window)
+    assert list(table.columns) == ["Saliency", "Input x Gradient", "Integrated Gradients"]
     assert {"Deletion AUC ↓", "Insertion AUC ↑", "Pointing game ↑", "Energy in mask ↑", "Runtime (s) ↓"} <= set(
-        table.columns
+        table.index
     )
-    assert "Constant maps" in table.columns
+    assert "Constant maps" in table.index
     # Only the path method (IG) has a reference: the others say n/a and why, never None.
-    gap = table["Completeness gap ↓"]
+    gap = table.loc["Completeness gap ↓"]
     assert gap["Integrated Gradients"][0].isdigit() or gap["Integrated Gradients"].startswith("★")
     assert all(gap[m] == "n/a: no declared total" for m in ("Saliency", "Input x Gradient"))
     assert not table.isin(["None", "nan"]).any().any()
-    # Means come with their spread, and the best method per column is marked.
-    assert "±" in table["Deletion AUC ↓"].iloc[0]
-    assert sum(str(v).startswith("★") for v in table["Insertion AUC ↑"]) >= 1
+    # Means come with their spread, and the best method per metric (row) is marked.
+    assert "±" in table.loc["Deletion AUC ↓"].iloc[0]
+    assert sum(str(v).startswith("★") for v in table.loc["Insertion AUC ↑"]) >= 1
     assert [s.value for s in at.subheader][:4] == ["Metrics", "Ranking", "Agreement", "Sanity check"]
     assert len(list(at.image)) >= 3 * 3  # trained + 2 randomised maps per method
     # methods x steps: mean ± interval [min, max] over the inputs
