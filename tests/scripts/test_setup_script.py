@@ -53,7 +53,12 @@ def _setup(repo: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProc
     log = repo / ".venv" / "pip.log"
     log.unlink(missing_ok=True)
     done = subprocess.run(
-        ["bash", "scripts/setup.sh", *args], cwd=repo, env={**environ, **env}, capture_output=True, text=True, timeout=60
+        ["bash", "scripts/setup.sh", *args],
+        cwd=repo,
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     return done, log.read_text().splitlines() if log.exists() else []
 
