@@ -150,9 +150,13 @@ def deletion_insertion(
 
 
 def beats_random(score: FaithfulnessScore, chance: FaithfulnessScore) -> tuple[bool, bool]:
-    """(deletion, insertion): whether an order's curve beats the random orders' mean (a lower deletion AUC, a
-    higher insertion AUC)."""
-    return score.deletion_auc < chance.deletion_auc, score.insertion_auc > chance.insertion_auc
+    """(deletion, insertion): whether an order's curve beats the random orders beyond their spread: a deletion AUC
+    below their mean by more than their standard deviation, an insertion AUC above it by more (a difference the
+    random orders make among themselves is no evidence)."""
+    return (
+        score.deletion_auc < chance.deletion_auc - chance.deletion_auc_std,
+        score.insertion_auc > chance.insertion_auc + chance.insertion_auc_std,
+    )
 
 
 def chance_verdict(scores: Mapping[str, FaithfulnessScore]) -> str:
@@ -168,11 +172,12 @@ def chance_verdict(scores: Mapping[str, FaithfulnessScore]) -> str:
     which = (
         "on neither deletion nor insertion"
         if not any(d or i for d, i in wins)
-        else "on deletion and insertion together (each beats it on one curve at most)"
+        else "on deletion and insertion together (each on one curve at most)"
     )
     return (
-        f"No map here beats a random order {which}: for this target these maps are not more faithful than chance. "
-        "Try another target token (a content word of the answer), or more steps or samples in the method settings."
+        f"No map here beats the random orders by more than their own spread {which}: for this target these maps "
+        "are not more faithful than chance. Try another target token (a content word of the answer), or more steps "
+        "or samples in the method settings."
     )
 
 

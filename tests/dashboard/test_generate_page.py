@@ -220,6 +220,30 @@ def test_the_default_target_and_a_click_on_a_token_of_the_answer(root: Path, lm_
     assert at.select_slider(key=SPAN).value == (0, 0)
 
 
+def test_maps_no_better_than_chance_are_said_beside_the_table(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When no method's order beats the random orders beyond their spread, one sentence beside the table says the
+    maps are not more faithful than chance for this target (the curves here: a method level with chance)."""
+    import numpy as np
+
+    from xaidash.dashboard.components import generate_maps
+    from xaidash.explainers.language.faithfulness import RANDOM, FaithfulnessScore, chance_verdict
+
+    def level(name: str) -> FaithfulnessScore:
+        f = np.array([0.0, 1.0])
+        return FaithfulnessScore(name, f, np.array([0, 1]), f, f, -1.6, -1.56, [0], 5, 0.1, 0.1)
+
+    def scored(ctx, query, explanations):
+        return {**{m: level(m) for m in explanations}, RANDOM: level(RANDOM)}
+
+    monkeypatch.setattr(generate_maps, "faithfulness_of", scored)
+    at = generate_page()
+    at.multiselect(key="gen_methods").set_value(featured_prompt_methods(limit=1)).run()
+    at.button(key="gen_run").click().run()
+    assert_ok(at)
+    said = chance_verdict(scored(None, None, {featured_prompt_methods(limit=1)[0]: None}))
+    assert said and said in texts(at.warning), texts(at.warning)
+
+
 def test_what_if_shows_both_answers_and_maps(root: Path) -> None:
     at = generate_page()
     at.text_area(key="gen_whatif_text").set_value("what is the capital of italy ?").run()
