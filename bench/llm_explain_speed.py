@@ -115,6 +115,7 @@ def method_params(method: str, args: argparse.Namespace) -> dict[str, Any]:
             method, args.shap_samples
         ),
         "steps": args.ig_steps,
+        "refine": False,  # the path captum integrates: the points asked, never refined
     }
     return spec.resolve_params({p.name: given[p.name] for p in spec.params if p.name in given})
 

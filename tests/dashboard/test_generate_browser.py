@@ -124,7 +124,7 @@ def test_ask_pick_a_token_see_three_maps_and_the_logit_lens(served, browser) -> 
     def outlined() -> str:
         return page.locator('span[style*="2px solid #f0a000"]').first.inner_text()
 
-    pills = page.locator('[data-testid="stButtonGroup"]').get_by_role("button")
+    pills = page.locator('[data-testid="stButtonGroup"]').get_by_role("radio")  # st.pills: a radio group
     assert pills.count() >= 2
     before = outlined()
     first = pills.first if picked.split(": ", 1)[0] != "0" else pills.nth(1)
