@@ -2,10 +2,10 @@
 
 A filler token (a stop word, punctuation, whitespace, a special token) is a poor default: "What is the largest planet
 in the solar system?" answered in 32 tokens ended on " the", whose maps no method made more faithful than a random
-order. The default is the answer's first content token the prompt does not already hold (" Jupiter" in "The largest
-planet in our solar system is Jupiter", " Paris" in "The capital of France is Paris."), else its first content token,
-else its first token that is not blank. What counts as filler is declared here alone (`is_content`), by text, so it
-holds for any tokenizer: a content token's text, stripped, is letters and digits only and not a stop word.
+order. The default is the answer's first content token the prompt does not already hold (" Neptune" in SmolLM2's "The
+largest planet in the solar system is Neptune, ...", " Paris" in "The capital of France is Paris."), else its first
+content token, else its first token that is not blank. What counts as filler is declared here alone (`is_content`), by
+text, so it holds for any tokenizer: a content token's text, stripped, is letters and digits only and not a stop word.
 
 `matching_span` finds an explained span again in another answer (the What-if comparison): at the same steps when the
 text there is the same, else at the nearest place the same text occurs (said so), else nowhere (said so).

@@ -37,20 +37,20 @@ def _generation(question: str, tokens: list[str], stopped: bool = False) -> Gene
     return Generation(prompt, tuple(steps), "end of text" if stopped else "max new tokens", 0.1, False, None, 1.0)
 
 
-# SmolLM2's greedy answer to the issue's question, cut at 32 tokens: the old rule (the last word-like token) picked
-# step 31, " the".
+# SmolLM2's greedy answer to the issue's question, cut at 32 tokens (wrong, but what it writes): the old rule (the
+# last word-like token) picked step 31, " the".
 PLANET = [
-    *["The", " largest", " planet", " in", " our", " solar", " system", " is", " Jupiter", "."],
-    *[" It", " is", " a", " gas", " giant", ",", " primarily", " composed", " of", " hydrogen", " and"],
-    *[" helium", ".", " Jupiter", " is", " also", " the", " largest", " planet", " in", " terms", " of", " the"],
+    *["The", " largest", " planet", " in", " the", " solar", " system", " is", " Neptune", ",", " but", " it", "'s"],
+    *[" actually", " a", " planet", " in", " its", " own", " right", ".", " Neptune", " is", " the", " eighth"],
+    *[" planet", " from", " the", " Sun", " and", " is", " the"],
 ]
 
 
 def test_the_issue_answer_defaults_to_its_new_content_word_not_a_filler() -> None:
-    gen = _generation("What is the largest planet in the solar system?", PLANET[:32])
+    gen = _generation("What is the largest planet in the solar system?", PLANET)
+    assert len(gen.steps) == 32 and gen.steps[31].token == " the"
     picked = default_target(gen, {EOS})
-    assert gen.steps[picked.step].token == " Jupiter" and picked.why == NEW_CONTENT
-    assert picked.step == 8
+    assert (picked.step, gen.steps[picked.step].token, picked.why) == (8, " Neptune", NEW_CONTENT)
 
 
 def test_paris_is_picked_in_the_capital_answer() -> None:
