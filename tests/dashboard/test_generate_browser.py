@@ -121,8 +121,12 @@ def test_ask_pick_a_token_see_three_maps_and_the_logit_lens(served, browser) -> 
         assert "Paris" in picked, picked  # the default: the answer's first content word the question lacks
 
     # Click a token of the answer: the slider and the answer's outline follow, then click the default back.
-    def outlined() -> str:
-        return page.locator('span[style*="2px solid #f0a000"]').first.inner_text()
+    def outlined() -> list[str]:  # "step k: token" of the answer's chips drawn with the picked token's orange border
+        return page.evaluate(
+            "() => [...document.querySelectorAll('span[title^=\"step \"]')]"
+            ".filter(s => getComputedStyle(s).borderTopColor === 'rgb(240, 160, 0)')"
+            ".map(s => s.title.split(':')[0] + ': ' + s.innerText)"
+        )
 
     pills = page.locator('[data-testid="stButtonGroup"]').get_by_role("radio")  # st.pills: a radio group
     assert pills.count() >= 2
@@ -133,8 +137,9 @@ def test_ask_pick_a_token_see_three_maps_and_the_logit_lens(served, browser) -> 
     settle(page)
     now = thumb().get_attribute("aria-valuetext") or ""
     assert now != picked and now.endswith(clicked), (now, clicked)
+    assert len(outlined()) == 1 and outlined() != before
     if real:
-        assert outlined() == "The" != before
+        assert outlined() == ["step 0: The"]
     save(page, "generate_token_clicked", folder)
     pills.nth(int(picked.split(": ", 1)[0])).click()
     settle(page)
