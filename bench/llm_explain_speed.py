@@ -92,7 +92,7 @@ class Report:
 
 def load_lm(args: argparse.Namespace, device: torch.device, scratch: Path) -> Any:
     """The run named by --run (an id in the runs root or a run folder), else SmolLM2 imported into `scratch`."""
-    from xaidash.models.language.convert import import_language_model
+    from xaidash.models.language.convert import convert_time_text, import_language_model
     from xaidash.models.language.loading import load_language_model
     from xaidash.models.runs.store import Run, resolve_run
 
@@ -100,7 +100,7 @@ def load_lm(args: argparse.Namespace, device: torch.device, scratch: Path) -> An
         path = Path(args.run)
         run = Run(path) if (path / "config.json").is_file() else resolve_run(args.run)
     else:
-        print("importing smollm2 into a temporary runs root (about 20-30 s)")
+        print(f"importing smollm2 into a temporary runs root ({convert_time_text()})")
         run = import_language_model("smollm2", root=scratch)
     return load_language_model(run, device=str(device))
 
@@ -115,6 +115,7 @@ def method_params(method: str, args: argparse.Namespace) -> dict[str, Any]:
             method, args.shap_samples
         ),
         "steps": args.ig_steps,
+        "refine": False,  # the path captum integrates: the points asked, never refined
     }
     return spec.resolve_params({p.name: given[p.name] for p in spec.params if p.name in given})
 

@@ -21,12 +21,13 @@ from xaidash.dashboard.components.generate_compute import (
     query_of,
 )
 from xaidash.dashboard.errors import guard, show_error
-from xaidash.explainers.language.api import PromptExplanation, planned_rows
+from xaidash.explainers.language.api import PromptExplanation, planned_extra_rows, planned_rows
 from xaidash.explainers.language.faithfulness import (
     DELETION_DIRECTION,
     INSERTION_DIRECTION,
     RANDOM,
     FaithfulnessScore,
+    chance_verdict,
 )
 from xaidash.explainers.language.figures import matrix_spec, prompt_figures, quoted, target_label, top_features
 from xaidash.explainers.language.query import PromptQuery
@@ -67,9 +68,16 @@ def make_request(
 
 def rows_sentence(query: PromptQuery, methods: Mapping[str, Mapping[str, Any]]) -> str:
     """'This will run 1,234 model rows: Feature ablation 12 · Shapley value sampling 1,200 · …'."""
-    rows = planned_rows(query, methods)
-    parts = " · ".join(f"{get_prompt_method(m).label} {n:,}" for m, n in rows.items())
-    return f"This will run {sum(rows.values()):,} model rows over {query.n_features} features: {parts}."
+    rows, extra = planned_rows(query, methods), planned_extra_rows(query, methods)
+
+    def part(m: str) -> str:
+        spec = get_prompt_method(m)
+        more = f" (up to {extra[m]:,} more {spec.extra_when})" if extra.get(m) else ""
+        return f"{spec.label} {rows[m]:,}{more}"
+
+    return f"This will run {sum(rows.values()):,} model rows over {query.n_features} features: " + (
+        " · ".join(part(m) for m in rows) + "."
+    )
 
 
 def compute_maps(ctx: LMContext, query: PromptQuery, request: MapsRequest) -> dict[str, PromptExplanation]:
@@ -211,7 +219,8 @@ def faithfulness_section(ctx: LMContext, query: PromptQuery, explanations: Mappi
     )
     with guard("Deletion and insertion"):
         scores = faithfulness_of(ctx, query, explanations)
-        st.dataframe(
+        table, verdict = st.columns([3, 2])
+        table.dataframe(
             faithfulness_table(scores),
             hide_index=True,
             width="content",
@@ -220,6 +229,9 @@ def faithfulness_section(ctx: LMContext, query: PromptQuery, explanations: Mappi
                 "insertion AUC": st.column_config.NumberColumn(format="%.3f", help=INSERTION_DIRECTION),
             },
         )
+        sentence = chance_verdict(scores)
+        if sentence:
+            verdict.warning(sentence, icon=":material/casino:")
         st.altair_chart(curves_chart(scores), width="content")
 
 

@@ -20,6 +20,7 @@ from xaidash.dashboard.components.generate_prompt import PromptSettings
 from xaidash.dashboard.errors import guard
 from xaidash.explainers.language.figures import prompt_figures, target_label
 from xaidash.explainers.language.registry import get_prompt_method
+from xaidash.explainers.language.targets import matching_span
 from xaidash.models.language.generate import Generation
 
 WHATIF_KEY = "gen_whatif"
@@ -33,26 +34,34 @@ class WhatIf:
     params: tuple[tuple[str, Any], ...]
 
 
-def matching_target(original: Generation, target: Target, edited: Generation) -> Target:
-    """The same token in the edited answer where it occurs (its first occurrence), else the same step (the last
-    one when the edited answer is shorter); a contrast is kept when it still differs from the token."""
-    width = target.span[1] - target.span[0]
-    wanted = original.ids[target.span[0] : target.span[1]]
-    ids = edited.ids
-    start = next((k for k in range(len(ids) - width + 1) if ids[k : k + width] == wanted), None)
-    if start is None:
-        start = max(0, min(target.span[0], len(ids) - width))
-    stop = min(len(ids), start + width)
-    contrast = target.contrast if width == 1 and target.contrast != ids[start] else None
-    return Target((start, stop), contrast, target.unit, target.include_template)
+def matching_target(original: Generation, target: Target, edited: Generation) -> tuple[Target | None, str]:
+    """The original's explained token in the edited answer (`targets.matching_span`: the same steps when the text
+    there is the same, else its nearest occurrence, else none) and what to tell the reader; a contrast is kept
+    when it still differs from the token."""
+    found = matching_span([s.token for s in original.steps], target.span, [s.token for s in edited.steps])
+    if found.span is None:
+        return None, found.note
+    start, stop = found.span
+    contrast = target.contrast if stop - start == 1 and target.contrast != edited.ids[start] else None
+    return Target((start, stop), contrast, target.unit, target.include_template), found.note
 
 
 def _side(
-    ctx: LMContext, generation: Generation, target: Target, method: str, params: dict[str, Any], title: str
+    ctx: LMContext,
+    generation: Generation,
+    target: Target | None,
+    method: str,
+    params: dict[str, Any],
+    title: str,
+    note: str = "",
 ) -> None:
     st.markdown(f"**{title}**")
     st.caption(f"Prompt: {generation.prompt.text}")
-    answer_view(generation, marked=target.span)
+    answer_view(generation, marked=None if target is None else target.span)
+    if note:
+        st.info(note, icon=":material/compare_arrows:" if target is not None else ":material/block:")
+    if target is None:
+        return
     with guard(get_prompt_method(method).label):
         query = query_of(ctx, generation.prompt, generation.ids, target)
         explanation, _ = explanation_of(ctx, query, method, params)
@@ -74,8 +83,9 @@ def whatif_section(
     the new answer has it) with one method, beside the original."""
     st.caption(
         "Change a word of the prompt and see whether the answer, and what produced it, change. The edited answer "
-        f"is explained at the same token where it still writes it ({shown_token(generation.span_text(*target.span))!r}),"
-        " else at the same step. Each side has its own colour scale."
+        f"is explained at the same token, {shown_token(generation.span_text(*target.span))!r}: at the same step "
+        "when it writes it there, else where it writes it nearest (said so); when it does not write it at all, "
+        "nothing is explained for it. Each side has its own colour scale."
     )
     if st.session_state.get(f"{WHATIF_KEY}_seed") != generation.prompt.text:  # a new answer: start from its prompt
         st.session_state[f"{WHATIF_KEY}_seed"] = generation.prompt.text
@@ -105,4 +115,5 @@ def whatif_section(
         with left:
             _side(ctx, generation, target, asked.method, dict(asked.params), "Original")
         with right:
-            _side(ctx, other, matching_target(generation, target, other), asked.method, dict(asked.params), "Edited")
+            matched, note = matching_target(generation, target, other)
+            _side(ctx, other, matched, asked.method, dict(asked.params), "Edited", note)

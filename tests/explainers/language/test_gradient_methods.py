@@ -13,6 +13,7 @@ from xaidash.explainers.language.api import explain_prompt
 from xaidash.explainers.language.query import make_query
 from xaidash.explainers.language.registry import get_prompt_method, total_of
 from xaidash.explainers.language.scoring import explained, masked_rows, score_rows
+from xaidash.explainers.methods._path import IG_TOLERANCE
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import OUTPUT_CHANGE, relative_gap
 from xaidash.models.language.prompt import build_prompt
@@ -47,7 +48,7 @@ def _captum(lm, prompt, answer, method, skip=None, **kwargs):
 
 def test_layer_ig_equals_captums_call_on_every_token(lm, prompt, answer):
     task = make_query(lm, prompt, answer, include_template=True)
-    ours = explain_prompt(lm, task, {"layer_ig": {"steps": 16, "per_step": True}})["layer_ig"]
+    ours = explain_prompt(lm, task, {"layer_ig": {"steps": 16, "per_step": True, "refine": False}})["layer_ig"]
     theirs = _captum(lm, prompt, answer, LayerIntegratedGradients(lm.model, lm.embedding()), n_steps=16)
     scale = np.abs(theirs).max()
     assert scale > 0
@@ -58,7 +59,7 @@ def test_layer_ig_equals_captums_call_on_every_token(lm, prompt, answer):
 def test_layer_ig_keeps_the_template_as_captum_skips_it(lm, prompt, answer):
     """Features are the user's tokens: the template keeps its tokens on the path (captum: skip_tokens by id)."""
     task = make_query(lm, prompt, answer, span=(2, 3))
-    ours = explain_prompt(lm, task, {"layer_ig": {"steps": 8, "per_step": True}})["layer_ig"]
+    ours = explain_prompt(lm, task, {"layer_ig": {"steps": 8, "per_step": True, "refine": False}})["layer_ig"]
     theirs = _captum(lm, prompt, answer[:3], LayerIntegratedGradients(lm.model, lm.embedding()), TEMPLATE, n_steps=8)
     scale = np.abs(theirs).max()
     np.testing.assert_allclose(ours.per_step, theirs, atol=1e-4 * scale)
@@ -94,7 +95,7 @@ def test_layer_ig_is_complete_against_the_baseline_prompt(lm, prompt, answer, co
 
 def test_refinement_closes_a_gap_the_points_asked_leave(lm, prompt, answer):
     task = make_query(lm, prompt, answer, span=(0, 1))
-    plain = explain_prompt(lm, task, {"layer_ig": {"steps": 2}})["layer_ig"]
+    plain = explain_prompt(lm, task, {"layer_ig": {"steps": 2, "refine": False}})["layer_ig"]
     refined = explain_prompt(lm, task, {"layer_ig": {"steps": 2, "refine": True}})["layer_ig"]
     change = plain.diagnostics[OUTPUT_CHANGE]
     before = relative_gap(plain.diagnostics["convergence_delta"], change)
@@ -104,6 +105,24 @@ def test_refinement_closes_a_gap_the_points_asked_leave(lm, prompt, answer):
         assert refined.diagnostics["steps"] > 2 and refined.rows > plain.rows
     else:
         assert refined.diagnostics["steps"] == 2
+
+
+def test_refinement_runs_by_default_where_the_gap_is_over_tolerance(lm, prompt, answer):
+    """The Generate page's layer IG (its parameters' defaults) refines the path where the points asked miss the
+    output's change by more than 1%, rather than show the miss; the rows it ran stay within what was declared."""
+    task = make_query(lm, prompt, answer, span=(0, 1))
+    spec = get_prompt_method("layer_ig")
+    assert spec.resolve_params({})["refine"] is True
+    plain = explain_prompt(lm, task, {"layer_ig": {"steps": 2, "refine": False}})["layer_ig"]
+    default = explain_prompt(lm, task, {"layer_ig": {"steps": 2}})["layer_ig"]
+    change = plain.diagnostics[OUTPUT_CHANGE]
+    assert relative_gap(plain.diagnostics["convergence_delta"], change) > IG_TOLERANCE  # the points asked miss it
+    assert relative_gap(default.diagnostics["convergence_delta"], change) <= IG_TOLERANCE
+    assert default.diagnostics["steps"] > 2
+    resolved = spec.resolve_params({"steps": 2})
+    least = spec.rows_for(resolved, task.n_features, len(prompt), task.n_steps)
+    most = least + spec.extra_rows_for(resolved, task.n_features, len(prompt), task.n_steps)
+    assert plain.rows == least < default.rows <= most
 
 
 @pytest.mark.parametrize("method", ["layer_ig", "input_x_gradient"])
@@ -145,7 +164,7 @@ def test_smollm2_layer_ig_equals_captums_call(tmp_path_factory):
     prompt = build_prompt(real, "The capital of France is", chat=False)
     paris = real.tokenizer.encode(" Paris", add_special_tokens=False)
     task = make_query(real, prompt, paris, include_template=True)
-    ours = explain_prompt(real, task, {"layer_ig": {"steps": 16}})["layer_ig"]
+    ours = explain_prompt(real, task, {"layer_ig": {"steps": 16, "refine": False}})["layer_ig"]
     theirs = _captum(real, prompt, paris, LayerIntegratedGradients(real.model, real.embedding()), n_steps=16)
     np.testing.assert_allclose(ours.attributions, theirs[0], atol=1e-3 * np.abs(theirs).max())
     assert ours.diagnostics[OUTPUT_CHANGE] != 0
