@@ -294,9 +294,20 @@ def restore_checkpoint(session: TrainingSession) -> None:
     run_schema.check(extra, run_schema.TRAIN_STATE, run.file(STATE))  # a negative epoch would loop forever
     session.start_epoch = int(extra.get("epoch", 0))
     session.skip_steps = min(int(extra.get("partial_steps", 0)), session.steps_per_epoch - 1)
-    session.records = [r for r in session.records if not (r.get("kind") == "epoch" and r.get("partial_steps"))]
+    # A stopped epoch's record is replaced by the whole epoch's; an extended run's old test record by its new one.
+    session.records = [
+        r
+        for r in session.records
+        if not (r.get("kind") == "epoch" and r.get("partial_steps")) and r.get("kind") != "test"
+    ]
     session.step = session.start_epoch * session.steps_per_epoch + session.skip_steps
     session.generator = torch.Generator().manual_seed(cfg.seed + session.start_epoch)
+    # The restored optimizer state holds the learning rate the run stopped at; cosine's recursive form would
+    # scale that again at each fast-forwarded step (a resumed run went on at a fraction of its rate, an extended
+    # one at the floor). From the schedule's start value, the fast-forward lands where the schedule, planned over
+    # this session's total (the old epochs plus any added), has it.
+    for group in session.optimizer.param_groups:
+        group["lr"] = group.get("initial_lr", session.settings.lr)
     with warnings.catch_warnings():  # fast-forwarding the schedule, not skipping an optimizer step
         warnings.simplefilter("ignore", UserWarning)
         for _ in range(session.step):
