@@ -218,9 +218,7 @@ def _open_session(
     """The rest of setup_run, under the run's lock: data, model, optimizer, schedule, restored state, config."""
     generator = seed_everything(cfg.seed)  # alike on every rank: the same initial weights
     data = prepare_data(cfg, settings, source, device, run, resume_vocab=resumed is not None, dist=dist)
-    options = dict(cfg.model_options)
-    if data.tokenizer is not None and spec.tokenizer is None:
-        options.update(vocab_size=len(data.tokenizer), pad_id=data.tokenizer.pad_id)
+    options = build_options(cfg, spec, data.tokenizer)
     model = spec.build(data.info, **options).to(device)
     channels_last = cfg.channels_last and uses_channels_last(model, data.info.modality)
     if channels_last:
@@ -262,6 +260,14 @@ def _open_session(
     if dist.main:
         _write_config(session)
     return session
+
+
+def build_options(cfg: TrainConfig, spec: ModelSpec, tokenizer: Any) -> dict[str, Any]:
+    """The model's build options: the config's, plus the vocabulary a tokenizer built here gives a text model."""
+    options = dict(cfg.model_options)
+    if tokenizer is not None and spec.tokenizer is None:
+        options.update(vocab_size=len(tokenizer), pad_id=tokenizer.pad_id)
+    return options
 
 
 def _rank_generator(generator: torch.Generator, seed: int, dist: DistContext) -> torch.Generator:

@@ -151,8 +151,8 @@ def test_a_click_on_a_row_selects_the_run_for_every_page(runs):
     click_row(at, "train_runs_table", runs["image"])
     assert at.session_state["xai_selected_run"] == runs["image"]
     assert "**mlp** on **shapes**" in texts(at.sidebar.markdown)
-    # The selected run's settings as a two-column table.
-    settings = next(d.value for d in at.dataframe if list(d.value.columns) == ["setting", "value"])
+    # The selected run's settings as a two-column table (a static one: its cells wrap).
+    settings = next(d.value for d in at.table if list(d.value.columns) == ["setting", "value"])
     rows = dict(zip(settings["setting"], settings["value"], strict=True))
     assert rows["model"] == "mlp" and rows["data set"] == "shapes" and rows["state"] == "completed"
     # Home's table selects the same way, and shows the session's run as selected.
