@@ -14,7 +14,8 @@ its weight), so the bar moves at the pace of the work, never backwards, and reac
 ends. The remaining time is the current run's own estimate plus each queued run priced by its own model: its
 planned steps times its probe's seconds per step (`training.probe`, measured before the queue trains), scaled by
 what the running (or last) job measured against its own probe (the machine's load, validation), plus the start-up
-and test evaluation a run took here. Without probes, queued runs are priced at the current run's time per step.
+and test evaluation a run took here and the loading of its own data set. Without probes, queued runs are priced at
+the current run's time per step.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ DONE_STATES = ("completed", "stopped", "failed", "cancelled")  # cancelled: queu
 TrainFn = Callable[..., TrainResult]
 PlanFn = Callable[[TrainConfig], "int | RunPlan"]  # the steps alone, or the steps and a probe's seconds per step
 MIN_PROGRESS_FOR_ETA = 0.02  # a queue's remaining time is extrapolated once this share of its steps is done
+# A job's pace is measured over its last step records (about 20 an epoch): on a shared machine the load changes
+# within minutes (a run's average since its start priced the next runs at a load long gone, by 2x and more).
+RECENT_RECORDS = 20
 
 
 class JobBusy(ModelError):
@@ -78,6 +82,7 @@ class JobSnapshot:
     queue_size: int = 1
     planned_steps: int | None = None  # the steps it will take, known before it starts (None: not planned yet)
     probe_step_s: float | None = None  # one step of its model on a probe batch, measured before the queue trained
+    load_s: float = 0.0  # loading its data set took this long in the planning process (its trainer loads it again)
     began: float | None = None  # when the trainer got it (after the queue's planning)
     startup_s: float | None = None  # from then to its first training event (process, data, model)
     train_elapsed_s: float | None = None  # the trainer's own clock at its last event (training and validation)
@@ -102,8 +107,13 @@ class JobSnapshot:
 
     @property
     def measured_step_s(self) -> float | None:
-        """Seconds per step as this job measured them: its own estimate while it trains, else its trainer's clock
-        over its steps (validation included in both)."""
+        """Seconds per step as this job measured them: over its last RECENT_RECORDS step records (the trainer's
+        clock, validation included), else its own estimate while it trains, else its clock over all its steps."""
+        clock = [(r["step"], r["elapsed_s"]) for r in self.history if r.get("elapsed_s") and r.get("step")]
+        if len(clock) >= 2:
+            (s0, t0), (s1, t1) = clock[-min(len(clock), RECENT_RECORDS)], clock[-1]
+            if s1 > s0 and t1 > t0:
+                return (t1 - t0) / (s1 - s0)
         if self.active and self.eta_s is not None and self.total_steps > self.step:
             return self.eta_s / (self.total_steps - self.step)
         if self.train_elapsed_s and self.step:
@@ -201,18 +211,33 @@ class QueueSnapshot:
 
     @property
     def overhead_s(self) -> float:
-        """A run's seconds outside its steps, as measured here: the mean over the jobs that ended (start-up and
-        test evaluation), else the current job's start-up, else 0."""
-        ended = [o for j in self.jobs if j.state in ("completed", "stopped") and (o := j.overhead_s) is not None]
+        """A run's seconds outside its steps and its data's loading, as measured here: the mean over the jobs that
+        ended (start-up and test evaluation), else the current job's start-up, else 0."""
+        ended = [
+            max(0.0, o - j.load_s)
+            for j in self.jobs
+            if j.state in ("completed", "stopped") and (o := j.overhead_s) is not None
+        ]
         if ended:
             return sum(ended) / len(ended)
         current = self.current
-        return (current.startup_s or 0.0) if current is not None else 0.0
+        return max(0.0, (current.startup_s or 0.0) - current.load_s) if current is not None else 0.0
+
+    @property
+    def finish_s(self) -> float:
+        """A run's seconds after its last step (test evaluation, files, the process's exit): the mean over the
+        jobs that ended, else 0."""
+        ends = [
+            max(0.0, o - j.startup_s)
+            for j in self.jobs
+            if j.state in ("completed", "stopped") and (o := j.overhead_s) is not None and j.startup_s is not None
+        ]
+        return sum(ends) / len(ends) if ends else 0.0
 
     def price_s(self, job: JobSnapshot) -> float | None:
         """The seconds a job that has not started its steps will take: its planned steps at its own model's pace
-        (its probe, scaled), plus a run's overhead; at the current run's pace when either has no probe. None when
-        nothing is measured yet."""
+        (its probe, scaled), plus a run's overhead and its data's loading; at the current run's pace when either has
+        no probe. None when nothing is measured yet."""
         if job.planned_steps is None:
             return None
         scale = self.scale
@@ -221,7 +246,7 @@ class QueueSnapshot:
         else:
             current = self.current
             per_step = current.measured_step_s if current is not None else None
-        return job.planned_steps * per_step + self.overhead_s if per_step else None
+        return job.planned_steps * per_step + self.overhead_s + job.load_s if per_step else None
 
     @property
     def eta_s(self) -> float | None:
@@ -235,7 +260,7 @@ class QueueSnapshot:
             if job.state in DONE_STATES:
                 continue
             if job.active and job.eta_s is not None and job.total_steps > job.step:
-                left += job.eta_s
+                left += ((job.total_steps - job.step) * (job.measured_step_s or 0.0) or job.eta_s) + self.finish_s
                 continue
             price = self.price_s(job)
             if price is None:
@@ -278,6 +303,7 @@ class Job:
         self._finished: float | None = None
         self._planned: int | None = None
         self._probe_s: float | None = None
+        self._load_s = 0.0
         self._began: float | None = None  # when the worker handed it to the trainer (after the queue's planning)
         self._first_event: float | None = None  # when its first training event came (its start-up's end)
         self._train_elapsed: float | None = None
@@ -299,6 +325,7 @@ class Job:
         with self._lock:
             self._planned = plan.steps if plan is not None else None
             self._probe_s = plan.step_s if plan is not None else None
+            self._load_s = plan.load_s if plan is not None else 0.0
 
     def mark_starting(self) -> bool:
         """Claim the job for training: False when it was cancelled (it must not run)."""
@@ -402,6 +429,7 @@ class Job:
                 queue_size=self.size,
                 planned_steps=self._planned,
                 probe_step_s=self._probe_s,
+                load_s=self._load_s,
                 began=self._began,
                 startup_s=self._first_event - self._began
                 if self._first_event is not None and self._began is not None

@@ -91,7 +91,8 @@ def schedule_note(
     was = lr_at(settings, per_epoch * planned, step)
     return (
         f"Its {settings.schedule} schedule is planned again over {to} epochs and goes on at step {step:,} of "
-        f"{per_epoch * to:,}: the learning rate returns to {now:.2g} (it was {was:.2g}) and anneals to the new end."
+        f"{per_epoch * to:,}, where the learning rate is {now:.2g} ({was:.2g} on its plan of {planned} epochs); "
+        "it then follows the longer schedule to its end."
     )
 
 

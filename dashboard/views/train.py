@@ -48,6 +48,7 @@ from xaidash.models.runs.store import Run, delete_run, list_runs, runs_root
 
 manager = services.job_manager()
 FOLLOWING = "train_following"  # the run this session's job panel shows running elsewhere: a full rerun at its end
+PANEL_TIMER = "train_panel_timer"  # the job panel's redraw interval as this page run set it (None: no timer)
 
 
 st.title("Train")
@@ -97,6 +98,10 @@ def job_panel() -> None:
         return
     if job.active:
         st.session_state[WATCHING] = job.id
+        if st.session_state.get(PANEL_TIMER) != 1.0:
+            # Started from inside this panel (Resume, more epochs: a click in a fragment reruns the fragment alone),
+            # so the page ran without the timers that follow a job: run it whole once to set them.
+            st.rerun(scope="app")
     elif st.session_state.get(WATCHING) is not None:
         # The job just ended: rerun the whole page once so the runs table and the sidebar show the new run,
         # selected when this session started it and it kept weights (its details below hold its curves).
@@ -232,7 +237,8 @@ st.subheader("Training job")
 # While a job trains: its progress line every second, its curves every few (redrawing charts costs the
 # browser and the server CPU time that a small machine's trainer needs).
 # A run of this panel's job that another process trains (the command line resumed it): every few seconds.
-st.fragment(job_panel, run_every=1.0 if manager.busy() else 3.0 if st.session_state.get(FOLLOWING) else None)()
+st.session_state[PANEL_TIMER] = 1.0 if manager.busy() else 3.0 if st.session_state.get(FOLLOWING) else None
+st.fragment(job_panel, run_every=st.session_state[PANEL_TIMER])()
 if manager.busy():
     st.fragment(job_curves, run_every=4.0)()
 

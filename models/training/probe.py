@@ -28,17 +28,20 @@ from xaidash.models.training.demo import planned_steps
 from xaidash.models.training.optimizer import make_optimizer
 from xaidash.models.training.session import build_options
 
-PROBE_STEPS = 3  # timed steps after one untimed (the first pays for allocations and lazy initialisation)
+PROBE_STEPS = 5  # timed steps after one untimed (the first pays for allocations and lazy initialisation)
 _cache: dict[tuple[object, ...], float] = {}
+_loads: dict[str, float] = {}
 _lock = threading.Lock()
 
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A run before it trains: its optimizer steps and one step's seconds on a probe batch (None: not measured)."""
+    """A run before it trains: its optimizer steps, one step's seconds on a probe batch (None: not measured) and
+    the seconds loading its data set took here (a new training process loads it again; 0 when unknown)."""
 
     steps: int
     step_s: float | None = None
+    load_s: float = 0.0
 
     @property
     def seconds(self) -> float | None:
@@ -47,8 +50,25 @@ class RunPlan:
 
 
 def plan_run(cfg: TrainConfig) -> RunPlan:
-    """`cfg`'s steps and its model's seconds per step here (the dashboard's queue plans each run with it)."""
-    return RunPlan(planned_steps(cfg), step_seconds(cfg))
+    """`cfg`'s steps, its model's seconds per step here and its data's loading time (the dashboard's queue plans
+    each run with it)."""
+    load_s = load_seconds(cfg.dataset)
+    return RunPlan(planned_steps(cfg), step_seconds(cfg), load_s)
+
+
+def load_seconds(dataset: str) -> float:
+    """Seconds the first load of `dataset`'s train and test splits took in this process (remembered; about 0 when
+    something here had loaded them before: built-in sets are cached per process, so that is all it can tell)."""
+    with _lock:
+        if dataset in _loads:
+            return _loads[dataset]
+    source = get_source(dataset)
+    start = time.perf_counter()
+    source.load("train")
+    source.load("test")
+    seconds = time.perf_counter() - start
+    with _lock:
+        return _loads.setdefault(dataset, seconds)
 
 
 def step_seconds(cfg: TrainConfig) -> float:
@@ -58,8 +78,8 @@ def step_seconds(cfg: TrainConfig) -> float:
     settings = cfg.settings()
     device = pick_device(cfg.device)
     options = json.dumps(cfg.model_options, sort_keys=True, default=str)
-    key = (cfg.model, cfg.dataset, settings.batch_size, settings.optimizer, cfg.amp, options, str(device))
-    key += (torch.get_num_threads(),)
+    threads = torch.get_num_threads()
+    key = (cfg.model, cfg.dataset, settings.batch_size, settings.optimizer, cfg.amp, options, str(device), threads)
     with _lock:
         if key in _cache:
             return _cache[key]

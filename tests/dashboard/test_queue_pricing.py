@@ -79,3 +79,46 @@ def test_the_probe_tells_the_demo_models_apart():
     finally:
         torch.set_num_threads(threads)
     assert min(resnet, vit) > 3 * text  # the text transformer's steps cost a fraction of the image models'
+
+
+def test_each_queued_run_pays_the_loading_of_its_own_data_set():
+    # Run 1's 26 s outside its steps were 20 s of loading its data; run 3's data loads in 2 s.
+    queue = queue_of([RunPlan(20, 0.1, 20.0), RunPlan(40, 0.5, 0.0), RunPlan(100, 0.05, 2.0)])
+    first = queue.jobs[0]
+    first.mark_starting()
+    first._began = time.time() - 30.0
+    step(first, 20, 20, eta=0.0, elapsed=4.0)
+    first._finish("completed", None)
+    snap = queue.snapshot()
+    assert snap.overhead_s == pytest.approx(6.0, abs=0.5)
+    assert snap.price_s(snap.jobs[2]) == pytest.approx(100 * 0.1 + 6.0 + 2.0, abs=0.5)
+
+
+def test_the_pace_is_the_recent_one_when_the_load_changes():
+    # Run 1 went at 1 s a step for its first 10 steps (a loaded machine), then at 0.1 s: the recent pace counts.
+    queue = queue_of([RunPlan(100, 0.1), RunPlan(40, 0.5), RunPlan(100, 0.05)])
+    queue.jobs[0].mark_starting()
+    step(queue.jobs[0], 10, 100, eta=90.0, elapsed=10.0)
+    for n in range(12, 52, 2):
+        step(queue.jobs[0], n, 100, eta=40.0, elapsed=10.0 + 0.1 * (n - 10))
+    snap = queue.snapshot()
+    assert snap.jobs[0].measured_step_s == pytest.approx(0.1)
+    assert snap.scale == pytest.approx(1.0)
+    assert snap.eta_s == pytest.approx(50 * 0.1 + 40 * 0.5 + 100 * 0.05)  # at its average pace: 50 x 0.28
+
+
+def test_the_current_run_is_priced_with_the_end_a_run_took_here():
+    # Run 1: 6 s from its hand-over to its first step, 4 s of steps, then 20 s of test evaluation and exit.
+    queue = queue_of([RunPlan(20, 0.1), RunPlan(40, 0.5), RunPlan(100, 0.05)])
+    first = queue.jobs[0]
+    first.mark_starting()
+    first._began = time.time() - 30.0
+    first._first_event = first._began + 6.0
+    step(first, 20, 20, eta=0.0, elapsed=4.0)
+    first._finish("completed", None)
+    second = queue.jobs[1]
+    second.mark_starting()
+    step(second, 20, 40, eta=10.0, elapsed=10.0)
+    snap = queue.snapshot()
+    assert snap.finish_s == pytest.approx(20.0, abs=0.5)
+    assert snap.eta_s == pytest.approx(10.0 + 20.0 + (100 * 0.05 * 1.0 + 26.0), abs=1.0)
