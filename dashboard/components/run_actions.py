@@ -62,7 +62,12 @@ def state_message(state: FolderState) -> None:
         who = f"process {state.owner_pid}" if state.owner_pid else "another process"
         st.info(f"Running elsewhere ({who}): {state.progress()}. This panel follows it.", icon=":material/autorenew:")
     elif state.state == "completed":
-        took = f" in {duration_text(state.train_seconds)}" if state.train_seconds is not None else ""
+        # train_seconds is the last session's: a resumed or extended run's earlier sessions are not in it.
+        took = (
+            f" in {duration_text(state.train_seconds)} (its last training session)"
+            if state.train_seconds is not None
+            else ""
+        )
         st.success(
             f"Finished{took}: test accuracy {percent(state.test_acc)} ({state.progress()}).",
             icon=":material/check_circle:",

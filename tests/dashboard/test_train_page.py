@@ -394,6 +394,9 @@ def test_the_job_panel_draws_the_run_from_its_folder_when_another_process_resume
     at.run()
     at.run()
     assert_ok(at)
-    assert any("Finished in 12s: test accuracy 90.0% (5 of 5 epochs done)" in v for v in texts(at.success))
+    assert any(
+        "Finished in 12s (its last training session): test accuracy 90.0% (5 of 5 epochs done)" in v
+        for v in texts(at.success)
+    )
     labels = [b.label for b in at.button]
     assert "Resume" not in labels and "Train 2 more epochs" in labels
