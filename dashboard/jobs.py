@@ -11,7 +11,11 @@ current run after its step and cancels the ones still waiting.
 A queue's progress counts steps: before the first run trains, the worker asks `plan_fn` how many steps each
 run will take, and each run weighs its share of that total (a run's own progress, step / its steps, times
 its weight), so the bar moves at the pace of the work, never backwards, and reaches 100% when the last run
-ends; the remaining time is the current run's own estimate plus the queued runs' steps at its time per step.
+ends. The remaining time is the current run's own estimate plus each queued run priced by its own model: its
+planned steps times its probe's seconds per step (`training.probe`, measured before the queue trains), scaled by
+what the running (or last) job measured against its own probe (the machine's load, validation), plus the start-up
+and test evaluation a run took here and the loading of its own data set. Without probes, queued runs are priced at
+the current run's time per step.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from xaidash.models.registry import ModelError, get_spec
 from xaidash.models.runs.store import resolve_run
 from xaidash.models.training.config import TrainConfig, TrainEvent, TrainResult
 from xaidash.models.training.engine import train
+from xaidash.models.training.probe import RunPlan
 from xaidash.models.training.process import TrainingProcessDied
 
 log = logging.getLogger(__name__)
@@ -39,8 +44,11 @@ log = logging.getLogger(__name__)
 ACTIVE_STATES = ("starting", "running")
 DONE_STATES = ("completed", "stopped", "failed", "cancelled")  # cancelled: queued, never started (a stop came first)
 TrainFn = Callable[..., TrainResult]
-PlanFn = Callable[[TrainConfig], int]
+PlanFn = Callable[[TrainConfig], "int | RunPlan"]  # the steps alone, or the steps and a probe's seconds per step
 MIN_PROGRESS_FOR_ETA = 0.02  # a queue's remaining time is extrapolated once this share of its steps is done
+# A job's pace is measured over its last step records (about 20 an epoch): on a shared machine the load changes
+# within minutes (a run's average since its start priced the next runs at a load long gone, by 2x and more).
+RECENT_RECORDS = 20
 
 
 class JobBusy(ModelError):
@@ -73,6 +81,11 @@ class JobSnapshot:
     queue_position: int = 1  # 1-based place in its queue
     queue_size: int = 1
     planned_steps: int | None = None  # the steps it will take, known before it starts (None: not planned yet)
+    probe_step_s: float | None = None  # one step of its model on a probe batch, measured before the queue trained
+    load_s: float = 0.0  # loading its data set took this long in the planning process (its trainer loads it again)
+    began: float | None = None  # when the trainer got it (after the queue's planning)
+    startup_s: float | None = None  # from then to its first training event (process, data, model)
+    train_elapsed_s: float | None = None  # the trainer's own clock at its last event (training and validation)
 
     @property
     def active(self) -> bool:
@@ -91,6 +104,29 @@ class JobSnapshot:
     @property
     def label(self) -> str:
         return f"{self.config.get('model', '?')} on {self.config.get('dataset', '?')}"
+
+    @property
+    def measured_step_s(self) -> float | None:
+        """Seconds per step as this job measured them: over its last RECENT_RECORDS step records (the trainer's
+        clock, validation included), else its own estimate while it trains, else its clock over all its steps."""
+        clock = [(r["step"], r["elapsed_s"]) for r in self.history if r.get("elapsed_s") and r.get("step")]
+        if len(clock) >= 2:
+            (s0, t0), (s1, t1) = clock[-min(len(clock), RECENT_RECORDS)], clock[-1]
+            if s1 > s0 and t1 > t0:
+                return (t1 - t0) / (s1 - s0)
+        if self.active and self.eta_s is not None and self.total_steps > self.step:
+            return self.eta_s / (self.total_steps - self.step)
+        if self.train_elapsed_s and self.step:
+            return self.train_elapsed_s / self.step
+        return None
+
+    @property
+    def overhead_s(self) -> float | None:
+        """The seconds a run spends outside its training steps: start-up and, once it ended, its test evaluation
+        and files (its time since its start-up ended, less its trainer's clock); while it trains, its start-up."""
+        if self.state in DONE_STATES and self.finished and self.began and self.train_elapsed_s is not None:
+            return max(0.0, self.finished - self.began - self.train_elapsed_s)
+        return self.startup_s
 
 
 @dataclass(frozen=True)
@@ -164,17 +200,75 @@ class QueueSnapshot:
         return max(0.0, end - self.started)
 
     @property
+    def scale(self) -> float | None:
+        """Measured seconds per probe second: the latest job that has both a probe and a measured pace (the load
+        on the machine, validation passes and the trainer's threads are what it corrects the probes for)."""
+        for job in reversed([j for j in self.jobs if j.started is not None]):
+            measured = job.measured_step_s
+            if measured and job.probe_step_s:
+                return measured / job.probe_step_s
+        return None
+
+    @property
+    def overhead_s(self) -> float:
+        """A run's seconds outside its steps and its data's loading, as measured here: the mean over the jobs that
+        ended (start-up and test evaluation), else the current job's start-up, else 0."""
+        ended = [
+            max(0.0, o - j.load_s)
+            for j in self.jobs
+            if j.state in ("completed", "stopped") and (o := j.overhead_s) is not None
+        ]
+        if ended:
+            return sum(ended) / len(ended)
+        current = self.current
+        return max(0.0, (current.startup_s or 0.0) - current.load_s) if current is not None else 0.0
+
+    @property
+    def finish_s(self) -> float:
+        """A run's seconds after its last step (test evaluation, files, the process's exit): the mean over the
+        jobs that ended, else 0."""
+        ends = [
+            max(0.0, o - j.startup_s)
+            for j in self.jobs
+            if j.state in ("completed", "stopped") and (o := j.overhead_s) is not None and j.startup_s is not None
+        ]
+        return sum(ends) / len(ends) if ends else 0.0
+
+    def price_s(self, job: JobSnapshot) -> float | None:
+        """The seconds a job that has not started its steps will take: its planned steps at its own model's pace
+        (its probe, scaled), plus a run's overhead and its data's loading; at the current run's pace when either has
+        no probe. None when nothing is measured yet."""
+        if job.planned_steps is None:
+            return None
+        scale = self.scale
+        if scale is not None and job.probe_step_s:
+            per_step: float | None = job.probe_step_s * scale
+        else:
+            current = self.current
+            per_step = current.measured_step_s if current is not None else None
+        return job.planned_steps * per_step + self.overhead_s + job.load_s if per_step else None
+
+    @property
     def eta_s(self) -> float | None:
-        """Seconds left: the current run's own estimate plus the queued runs' planned steps at its time per step
-        (models differ: the queue's average pace over-estimated by minutes under load); between runs, or before
-        the current run has measured its speed, the queue's pace so far (start-ups included), once a little is done."""
+        """Seconds left: the current run's own estimate plus each queued run priced by its own model (`price_s`);
+        before anything is measured, or for a run with no plan, the queue's pace so far (start-ups included), once
+        a little is done."""
         if self.finished:
             return None
-        current = self.current
-        if current is not None and current.eta_s is not None and current.total_steps > current.step:
-            per_step = current.eta_s / (current.total_steps - current.step)
-            waiting = sum(w for j, w in zip(self.jobs, self.weights, strict=True) if j.queued)
-            return current.eta_s + per_step * waiting
+        left = 0.0
+        for job in self.jobs:
+            if job.state in DONE_STATES:
+                continue
+            if job.active and job.eta_s is not None and job.total_steps > job.step:
+                left += ((job.total_steps - job.step) * (job.measured_step_s or 0.0) or job.eta_s) + self.finish_s
+                continue
+            price = self.price_s(job)
+            if price is None:
+                return self._pace_eta()
+            left += max(0.0, price - job.elapsed_s) if job.active else price  # a starting job: part is behind it
+        return left
+
+    def _pace_eta(self) -> float | None:
         p = self.progress
         if p < MIN_PROGRESS_FOR_ETA or p >= 1.0:
             return None
@@ -208,18 +302,30 @@ class Job:
         self._started: float | None = None
         self._finished: float | None = None
         self._planned: int | None = None
+        self._probe_s: float | None = None
+        self._load_s = 0.0
+        self._began: float | None = None  # when the worker handed it to the trainer (after the queue's planning)
+        self._first_event: float | None = None  # when its first training event came (its start-up's end)
+        self._train_elapsed: float | None = None
 
-    def plan(self, plan_fn: PlanFn) -> int | None:
-        """The steps this job will take (None when the plan fails: the engine will say why)."""
+    def plan(self, plan_fn: PlanFn) -> RunPlan | None:
+        """The steps this job will take, with its probe's seconds per step when `plan_fn` measures them (None when
+        the plan fails: the engine will say why; a resumed run has steps behind it and is not planned)."""
+        if self.resume is not None:
+            return None
         try:
-            steps = int(plan_fn(self.cfg)) if self.resume is None else None  # a resumed run has steps behind it
+            planned = plan_fn(self.cfg)
         except Exception:  # noqa: BLE001 - planning is a best guess; training reports real errors
             return None
-        return steps if steps and steps > 0 else None
+        plan = planned if isinstance(planned, RunPlan) else RunPlan(int(planned))
+        return plan if plan.steps > 0 else None
 
-    def set_plan(self, steps: int | None) -> None:
+    def set_plan(self, plan: RunPlan | int | None) -> None:
+        plan = RunPlan(plan) if isinstance(plan, int) else plan
         with self._lock:
-            self._planned = steps
+            self._planned = plan.steps if plan is not None else None
+            self._probe_s = plan.step_s if plan is not None else None
+            self._load_s = plan.load_s if plan is not None else 0.0
 
     def mark_starting(self) -> bool:
         """Claim the job for training: False when it was cancelled (it must not run)."""
@@ -244,6 +350,10 @@ class Job:
             if event.kind in ("start", "step", "epoch"):
                 self._state = "running"
                 self._last = event
+                if self._first_event is None:
+                    self._first_event = time.time()
+            if event.kind in ("step", "epoch"):  # the end event's clock includes the test evaluation
+                self._train_elapsed = event.elapsed_s
             if event.kind in ("step", "epoch"):
                 # The message stays: an epoch record says when a stop cut the epoch short.
                 record = {
@@ -264,6 +374,8 @@ class Job:
         """Train, then record how it ended. Never raises; does nothing for a cancelled job."""
         if not self.mark_starting():
             return
+        with self._lock:
+            self._began = time.time()
         try:
             more = {"resume": self.resume} if self.resume else {}
             result = train_fn(self.cfg, callbacks=[self.on_event], stop=self.stop_event, **more)
@@ -316,6 +428,13 @@ class Job:
                 queue_position=self.position,
                 queue_size=self.size,
                 planned_steps=self._planned,
+                probe_step_s=self._probe_s,
+                load_s=self._load_s,
+                began=self._began,
+                startup_s=self._first_event - self._began
+                if self._first_event is not None and self._began is not None
+                else None,
+                train_elapsed_s=self._train_elapsed,
             )
 
 

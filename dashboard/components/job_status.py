@@ -1,15 +1,18 @@
-"""How the pages word a training job's progress: one line for the sidebar, the progress text, the end message.
+"""How the pages word a training job's progress: one line for the sidebar, the progress text, the end message;
+and a run's state as its folder says it is (`folder_state`), which Train's job panel draws once the job has ended.
 
 Shared so the sidebar, Home and Train say the same thing about the same job.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from xaidash.dashboard import services
 from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
-from xaidash.dashboard.run_facts import kept_sentence
+from xaidash.dashboard.run_facts import kept_sentence, planned_epochs
 from xaidash.data.formatting import duration_text, percent
-from xaidash.models.runs.store import resolve_run
+from xaidash.models.runs.store import Run, resolve_run, run_liveness
 
 
 def stop_training() -> None:
@@ -80,3 +83,68 @@ def kept_by(job: JobSnapshot) -> str:
 
 def stopped_message(job: JobSnapshot) -> str:
     return f"Stopped after {duration_text(job.elapsed_s)}. Kept: {kept_by(job)}."
+
+
+@dataclass(frozen=True)
+class FolderState:
+    """A run as its folder says it is now, whoever trains it (this server, the command line, another machine):
+    summary.json checked against the run's lock."""
+
+    state: str  # running | interrupted | stopped | completed | failed (| imported, ?)
+    owner_pid: int | None  # the live process writing it, while one does
+    epochs_done: int
+    epochs: int | None  # planned
+    partial_steps: int
+    steps_per_epoch: int | None
+    kept: str
+    has_weights: bool
+    test_acc: float | None
+    train_seconds: float | None
+    error: str | None
+    advice: str  # an interrupted run's way on ('' otherwise)
+
+    @property
+    def epochs_left(self) -> bool:
+        return self.epochs is None or self.epochs_done < self.epochs
+
+    @property
+    def resumable(self) -> bool:
+        """Stopped or interrupted with weights and epochs of its plan left: Resume finishes its plan."""
+        return self.state in ("stopped", "interrupted") and self.has_weights and self.epochs_left
+
+    @property
+    def extendable(self) -> bool:
+        """Holds weights and no process writes it: it can train more epochs from its last checkpoint."""
+        return self.state in ("completed", "stopped", "interrupted") and self.has_weights
+
+    def progress(self) -> str:
+        """'epoch 3 of 6 done' or 'epoch 1 of 6 done, 21 of 43 steps of epoch 2'."""
+        planned = f" of {self.epochs}" if self.epochs else ""
+        text = f"{self.epochs_done}{planned} epochs done"
+        if self.partial_steps:
+            text += f", {self.partial_steps} of {self.steps_per_epoch or '?'} steps of epoch {self.epochs_done + 1}"
+        return text
+
+
+def folder_state(run: Run) -> FolderState:
+    """The run's state from its folder (summary.json and its lock), never from what this page remembers.
+
+    The one place the Train page reads it: the run store's own state-of-a-run API replaces this body when it
+    lands; until then the existing `run_liveness` and summary give everything needed."""
+    summary = run.summary()
+    live = run_liveness(run, summary)
+    epochs = planned_epochs(run.config(), summary)
+    return FolderState(
+        state=live.state,
+        owner_pid=int(live.owner["pid"]) if live.owner else None,
+        epochs_done=int(summary.get("epochs_done") or 0),
+        epochs=epochs,
+        partial_steps=int(summary.get("partial_steps") or 0),
+        steps_per_epoch=int(summary["steps_per_epoch"]) if summary.get("steps_per_epoch") else None,
+        kept=kept_sentence(summary) if live.state != "interrupted" else live.kept,
+        has_weights=live.has_weights,
+        test_acc=summary.get("test_acc"),
+        train_seconds=summary.get("train_seconds"),
+        error=summary.get("error"),
+        advice=live.advice,
+    )

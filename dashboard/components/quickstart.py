@@ -4,8 +4,9 @@ background, with their progress, then lists them with their accuracy and links t
 The job manager is shared by every session, so the progress survives page changes and reloads; the
 session that pressed the button also gets the first demo run selected when the queue ends. Below it, "Get SmolLM2"
 converts the built-in language model into a run in the background (`smollm2_panel`). The progress
-counts steps across the three runs (planned before the first one trains: `training.demo.planned_steps`),
-with the time left (the current run's estimate, the queued runs at its time per step). Once demo runs exist
+counts steps across the three runs (planned before the first one trains: `training.probe.plan_run`, which also
+times a few steps of each run's model on a batch of its data), with the time left (the current run's estimate,
+each queued run at its own model's measured pace: `jobs.QueueSnapshot.eta_s`). Once demo runs exist
 in the run store, Home lists them, whatever trained since (it reads the store, not the last job).
 """
 
@@ -29,7 +30,8 @@ from xaidash.models.registry import get_spec
 from xaidash.models.runs.quality import run_warning
 from xaidash.models.runs.store import Run, list_runs, resolve_run
 from xaidash.models.training.config import TrainConfig
-from xaidash.models.training.demo import DEMO_RUNS, QUICK_START_TIME, latest_demo_runs, planned_steps
+from xaidash.models.training.demo import DEMO_RUNS, QUICK_START_TIME, latest_demo_runs
+from xaidash.models.training.probe import plan_run
 
 NAME = "Quick start"
 STARTED = "quickstart_queue"  # the queue this session started: its first run gets selected when it ends
@@ -60,7 +62,7 @@ def plan_line(cfg: TrainConfig) -> str:
 
 def start() -> None:
     try:
-        queue = services.job_manager().start_queue(demo_configs(), name=NAME, plan_fn=planned_steps)
+        queue = services.job_manager().start_queue(demo_configs(), name=NAME, plan_fn=plan_run)
     except USER_ERRORS as e:
         show_error(e, "Quick start not started")
         return

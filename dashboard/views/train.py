@@ -1,9 +1,8 @@
-"""Train: settings from the model's recipe, a background job with live curves and a Stop button that says
-what the run kept, the runs table (a click selects a run) and a comparison of runs."""
+"""Train: settings from the model's recipe, a background job with live curves and a Stop button, the job's run as its
+folder says it is once the job has ended (with Resume and "Train N more epochs"), the runs table (a click selects a
+run) and a comparison of runs."""
 
 from __future__ import annotations
-
-from dataclasses import fields
 
 import numpy as np
 import pandas as pd
@@ -22,38 +21,34 @@ from xaidash.dashboard.components.charts import (
 from xaidash.dashboard.components.compare_runs import compare_runs_section
 from xaidash.dashboard.components.curves import curve_controls, show_curves
 from xaidash.dashboard.components.job_status import (
+    FolderState,
+    folder_state,
     progress_text,
     queue_prefix,
     stop_training,
     stopped_message,
 )
 from xaidash.dashboard.components.quality import show_run_warning
+from xaidash.dashboard.components.run_actions import (
+    STARTED,
+    WATCHING,
+    flash,
+    run_actions,
+    show_flash,
+    state_message,
+)
 from xaidash.dashboard.components.runs_table import runs_table
 from xaidash.dashboard.components.train_form import choose_dataset, choose_model, restore_fields, settings_form
 from xaidash.dashboard.errors import USER_ERRORS, guard, show_error
 from xaidash.dashboard.jobs import JobSnapshot
-from xaidash.dashboard.run_facts import epochs_text, has_weights, settings_rows
+from xaidash.dashboard.run_facts import has_weights, planned_epochs, settings_rows
 from xaidash.dashboard.state import RUN_KEY, select_run
-from xaidash.data.formatting import duration_text, percent
-from xaidash.models.runs.store import Run, delete_run, list_runs, run_liveness, runs_root
-from xaidash.models.training.config import TrainConfig
+from xaidash.data.formatting import percent
+from xaidash.models.runs.store import Run, delete_run, list_runs, runs_root
 
 manager = services.job_manager()
-FLASH = "train_flash"
-WATCHING = "train_watching"  # the job whose end this session still has to show (a full rerun)
-STARTED = "train_started_job"  # the job this session started: its run is selected when it completes
-
-
-def flash(kind: str, message: str) -> None:
-    st.session_state[FLASH] = (kind, message)
-
-
-def show_flash() -> None:
-    kind, message = st.session_state.pop(FLASH, (None, None))
-    if kind == "success":
-        st.success(message, icon=":material/check_circle:")
-    elif kind == "error":
-        st.error(message, icon=":material/error:")
+FOLLOWING = "train_following"  # the run this session's job panel shows running elsewhere: a full rerun at its end
+PANEL_TIMER = "train_panel_timer"  # the job panel's redraw interval as this page run set it (None: no timer)
 
 
 st.title("Train")
@@ -84,6 +79,18 @@ def job_run(job: JobSnapshot) -> Run | None:
     return next((r for r in list_runs() if r.id == job.run_id), None)
 
 
+def ended_run_state(job: JobSnapshot) -> tuple[Run, FolderState] | None:
+    """The ended job's run and its state as the folder has it now (None before it had a folder, or when the
+    folder is gone or unreadable: the job's own record is all there is)."""
+    run = job_run(job)
+    if run is None:
+        return None
+    try:
+        return run, folder_state(run)
+    except USER_ERRORS:
+        return None
+
+
 def job_panel() -> None:
     job = manager.current()
     if job is None:
@@ -91,15 +98,21 @@ def job_panel() -> None:
         return
     if job.active:
         st.session_state[WATCHING] = job.id
+        if st.session_state.get(PANEL_TIMER) != 1.0:
+            # Started from inside this panel (Resume, more epochs: a click in a fragment reruns the fragment alone),
+            # so the page ran without the timers that follow a job: run it whole once to set them.
+            st.rerun(scope="app")
     elif st.session_state.get(WATCHING) is not None:
         # The job just ended: rerun the whole page once so the runs table and the sidebar show the new run,
-        # selected when this session started it and it completed.
+        # selected when this session started it and it kept weights (its details below hold its curves).
         st.session_state[WATCHING] = None
-        if st.session_state.get(STARTED) == job.id and job.state == "completed" and job.run_id:
+        if st.session_state.get(STARTED) == job.id and job.state in ("completed", "stopped") and job.run_id:
             select_run(job.run_id)
         st.rerun(scope="app")
     queue = manager.find_queue(job.queue_id) if job.queue_size > 1 else None
-    epochs = f"{job.epochs} epochs" if job.epochs else "epochs from its recipe"
+    ended = None if job.active else ended_run_state(job)
+    planned = ended[1].epochs if ended is not None else job.epochs
+    epochs = f"{planned} epochs" if planned else "epochs from its recipe"
     batch = job.config.get("batch_size")
     st.markdown(
         queue_prefix(job, queue.name if queue is not None else "")
@@ -108,40 +121,57 @@ def job_panel() -> None:
         + (f" · run `{job.run_id}`" if job.run_id else "")
     )
     if job.active:
-        st.progress(job.progress, text=progress_text(job))
-        st.button(
-            "Stop",
-            icon=":material/stop:",
-            key="train_stop",
-            on_click=stop_training,
-            disabled=job.stop_requested,
-            help="stop after the current step: the run keeps what it has trained so far"
-            + ("; the runs still queued are cancelled" if queue is not None else ""),
-        )
-        if job.stop_requested:
-            st.caption("Stopping after the current step…")
-    elif job.state == "completed":
-        st.success(
-            f"Finished in {duration_text(job.elapsed_s)}: test accuracy {percent(job.test_acc)}.",
-            icon=":material/check_circle:",
-        )
+        live_job(job, queue is not None)
+    elif ended is not None:
+        ended_job(*ended)
     elif job.state == "stopped":
         st.warning(stopped_message(job), icon=":material/stop_circle:")
     else:
         st.error(f"Training failed: {job.error}", icon=":material/error:")
-    if not job.active:
-        job_curves()
-    run = job_run(job) if not job.active else None
-    if run is not None and st.session_state.get(RUN_KEY) != run.id and has_weights(run):
-        st.button(
-            "Use this run",
-            key=f"job_use_{run.id}",
-            on_click=select_run,
-            args=(run.id,),
-            type="primary",
-            icon=":material/check:",
-            help="select it for every page (its results are under Runs below)",
-        )
+
+
+def live_job(job: JobSnapshot, queued: bool) -> None:
+    """The job this server trains: its progress and the Stop button (its curves: `job_curves`, on their timer)."""
+    st.progress(job.progress, text=progress_text(job))
+    st.button(
+        "Stop",
+        icon=":material/stop:",
+        key="train_stop",
+        on_click=stop_training,
+        disabled=job.stop_requested,
+        help="stop after the current step: the run keeps what it has trained so far"
+        + ("; the runs still queued are cancelled" if queued else ""),
+    )
+    if job.stop_requested:
+        st.caption("Stopping after the current step…")
+
+
+def ended_job(run: Run, state: FolderState) -> None:
+    """The ended job's run from its folder: running elsewhere (the command line resumed it), interrupted, stopped,
+    finished; the way on; its curves unless its details below show them."""
+    following = st.session_state.get(FOLLOWING)
+    if state.state == "running" and following != run.id:
+        st.session_state[FOLLOWING] = run.id
+        st.rerun(scope="app")  # the panel's timer is set per page run: it follows the run from now on
+    elif (
+        state.state != "running" and following == run.id
+    ):  # what ran elsewhere has ended: the runs table and the sidebar must say so too
+        st.session_state.pop(FOLLOWING, None)
+        st.rerun(scope="app")
+    state_message(state)
+    run_actions(run, state, key="job")
+    if st.session_state.get(RUN_KEY) != run.id:
+        show_curves({run.id: run.metrics()}, curve_controls("job_curves"), empty_note="This run logged no curves.")
+        if has_weights(run) and state.state != "running":
+            st.button(
+                "Use this run",
+                key=f"job_use_{run.id}",
+                on_click=select_run,
+                args=(run.id,),
+                type="primary",
+                icon=":material/check:",
+                help="select it for every page (its results are under Runs below)",
+            )
 
 
 def run_results(run: Run) -> None:
@@ -152,7 +182,14 @@ def run_results(run: Run) -> None:
     m1.metric("Test accuracy", percent(s.get("test_acc")))
     m2.metric("Test loss", f"{s['test_loss']:.4f}" if s.get("test_loss") is not None else "–")
     m3.metric("Validation accuracy", percent(s.get("val_acc")))
-    m4.metric("Epochs", epochs_text(c, s), help="complete epochs / planned (+ steps of a partial epoch)")
+    done, planned, partial = int(s.get("epochs_done") or 0), planned_epochs(c, s), int(s.get("partial_steps") or 0)
+    # The steps of a stopped epoch go in a line below: in a quarter of the column "1/6 (+21/43 steps)" was cut.
+    m4.metric("Epochs", f"{done}/{planned}" if planned else str(done), help="complete epochs / planned")
+    if partial:
+        st.caption(
+            f"Plus {partial} of {s.get('steps_per_epoch', '?')} steps of epoch {done + 1}: the weights are from the "
+            "stop inside it."
+        )
     matrix = run.confusion(s)
     if matrix is not None:
         confusion_view(run.id, matrix, run.info.classes)
@@ -199,7 +236,9 @@ def job_curves() -> None:
 st.subheader("Training job")
 # While a job trains: its progress line every second, its curves every few (redrawing charts costs the
 # browser and the server CPU time that a small machine's trainer needs).
-st.fragment(job_panel, run_every=1.0 if manager.busy() else None)()
+# A run of this panel's job that another process trains (the command line resumed it): every few seconds.
+st.session_state[PANEL_TIMER] = 1.0 if manager.busy() else 3.0 if st.session_state.get(FOLLOWING) else None
+st.fragment(job_panel, run_every=st.session_state[PANEL_TIMER])()
 if manager.busy():
     st.fragment(job_curves, run_every=4.0)()
 
@@ -221,53 +260,30 @@ def delete_callback(run_id: str) -> None:
     flash("success", f"Deleted run {run_id}.")
 
 
-def start_from_run(run_id: str, resume: bool) -> None:
-    """Resume an interrupted run from its last checkpoint, or train a new run with its settings."""
-    try:
-        config = Run(runs_root() / run_id).config()
-        known = {f.name for f in fields(TrainConfig)}
-        settings = {k: v for k, v in (config.get("train") or {}).items() if k in known}
-        job = manager.start(TrainConfig(**settings), resume=run_id if resume else None)
-    except USER_ERRORS as e:
-        flash("error", f"Could not {'resume' if resume else 'restart'} {run_id}: {e}")
-        return
-    st.session_state[WATCHING] = st.session_state[STARTED] = job.id
-
-
-def interrupted_actions(run: Run, advice: str, resumable: bool) -> None:
-    """An interrupted run: what it has, and the way on (resume from its checkpoint, or restart / delete)."""
-    st.warning(f"Interrupted: {advice}", icon=":material/report:")
-    busy = manager.busy()
-    label, key, icon, why = (
-        ("Resume", "resume", ":material/play_arrow:", "continue from its last checkpoint with its own settings")
-        if resumable
-        else ("Restart with its settings", "restart", ":material/replay:", "train a new run with the same settings")
-    )
-    st.button(
-        label,
-        key=f"train_{key}_{run.id}",
-        on_click=start_from_run,
-        args=(run.id, resumable),
-        disabled=busy,
-        icon=icon,
-        type="primary" if resumable else "secondary",
-        help=why + ("" if resumable else " (delete this one below)") + (" (a job is training now)" if busy else ""),
-    )
+def in_job_panel(run: Run) -> JobSnapshot | None:
+    """This server's job of `run` (the job panel above shows it, live or ended), if it is the current one."""
+    job = manager.current()
+    return job if job is not None and job.run_id == run.id else None
 
 
 def run_details(run: Run) -> None:
-    """The focused run: its settings as a table, its curves, its results, and deleting it."""
+    """The focused run: its state and way on (unless the job panel above shows them), its settings as a table, its
+    results, its curves (unless the job panel draws them live), and deleting it."""
     s = run.summary()
-    if s.get("error"):
-        st.error(s["error"])
-    live = run_liveness(run, s)
-    if live.interrupted:
-        interrupted_actions(run, live.advice, live.resumable)
+    state = folder_state(run)
+    job = in_job_panel(run)
+    if job is None:
+        if state.state in ("interrupted", "running"):
+            state_message(state)
+        elif s.get("error"):
+            st.error(s["error"])
+        run_actions(run, state, key="run")
     left, right = st.columns([2, 3])
     with left:
         st.markdown(f"**Settings of `{run.id}`**")
+        # A static table: its cells wrap (a data grid cut "weights after 21 of 43 steps o…" at 1440 px).
         table = pd.DataFrame(settings_rows(run), columns=["setting", "value"])
-        st.dataframe(table, hide_index=True, width="stretch", height=35 * (len(table) + 1) + 3)
+        st.table(table, hide_index=True)
         d1, d2 = st.columns([3, 2], vertical_alignment="bottom")
         confirm = d1.checkbox("Yes, delete this run", key="train_confirm_delete", help=f"delete {run.id} and its files")
         d2.button(
@@ -279,9 +295,12 @@ def run_details(run: Run) -> None:
             icon=":material/delete:",
         )
     with right:
-        if live.state in ("completed", "stopped") or (live.interrupted and s.get("val_acc") is not None):
+        if state.state in ("completed", "stopped") or (state.state == "interrupted" and s.get("val_acc") is not None):
             run_results(run)
-    show_curves({run.id: run.metrics()}, curve_controls("run_curves"), empty_note="This run logged no curves.")
+    if job is not None and job.active:
+        st.caption("Its curves are drawn live in the Training job panel above.")
+    else:
+        show_curves({run.id: run.metrics()}, curve_controls("run_curves"), empty_note="This run logged no curves.")
 
 
 def runs_panel() -> None:

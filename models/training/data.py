@@ -14,7 +14,7 @@ import torch
 from xaidash.data.atomic import atomic_write_json
 from xaidash.data.registry import DatasetInfo, DatasetSource, Split, TextSplit, get_source
 from xaidash.data.tokenizer import Tokenizer, WordVocab
-from xaidash.models.registry import ModelError, get_spec
+from xaidash.models.registry import ModelError, ModelSpec, get_spec
 from xaidash.models.runs.store import VOCAB, Run
 from xaidash.models.training.batches import LoaderData, TensorData, image_tensors, text_tensors
 from xaidash.models.training.config import TrainConfig
@@ -153,6 +153,35 @@ def _apply_noise(
         atomic_write_json(run.file(LABEL_NOISE), {"seed": seed, "train_samples": len(samples), "flipped": rows})
 
 
+def run_tokenizer(
+    spec: ModelSpec, train_split: Split, train_idx: torch.Tensor, run: Run | None, resume_vocab: bool, save: bool
+) -> Tokenizer | None:
+    """A text model's tokenizer: its own, the run's saved vocabulary when resuming, or one built from the training
+    texts (saved into `run` when `save`); None for inputs read without one."""
+    if not isinstance(train_split, TextSplit):
+        return None
+    if spec.tokenizer is not None:
+        return spec.tokenizer()
+    if resume_vocab and run is not None and run.file(VOCAB).exists():
+        return run.vocab()  # checked: a damaged vocab.json is named, not a traceback
+    vocab = WordVocab.build([train_split.texts[i] for i in train_idx.tolist()])  # alike on every rank
+    if save and run is not None:
+        vocab.save(run.file(VOCAB))
+    return vocab
+
+
+def split_data(
+    split: Split, idx: torch.Tensor | None, info: DatasetInfo, tokenizer: Any, device: torch.device, workers: int
+) -> TensorData | LoaderData:
+    """Samples `idx` of a split (all when None) as the training loop reads them: device tensors, or a DataLoader
+    for image folders too large to hold."""
+    if isinstance(split, TextSplit):
+        return text_tensors(split, tokenizer, device, idx)
+    if split.in_memory:
+        return image_tensors(split, info, device, idx)
+    return LoaderData(split, info, device, list(range(len(split))) if idx is None else idx.tolist(), workers)
+
+
 def prepare_data(
     cfg: TrainConfig,
     settings: TrainSettings,
@@ -174,24 +203,10 @@ def prepare_data(
     train_idx, val_idx = split_indices(len(train_split), cfg.seed, settings.max_train_samples, cfg.val_fraction)
     n_val = len(val_idx)
 
-    tokenizer: Tokenizer | None = None
-    if isinstance(train_split, TextSplit):
-        if spec.tokenizer is not None:
-            tokenizer = spec.tokenizer()
-        elif resume_vocab and run.file(VOCAB).exists():
-            tokenizer = run.vocab()  # checked: a damaged vocab.json is named, not a traceback
-        else:
-            vocab = WordVocab.build([train_split.texts[i] for i in train_idx.tolist()])  # alike on every rank
-            if dist.main:
-                vocab.save(run.file(VOCAB))
-            tokenizer = vocab
+    tokenizer = run_tokenizer(spec, train_split, train_idx, run, resume_vocab, save=dist.main)
 
     def make(split: Split, idx: torch.Tensor | None) -> TensorData | LoaderData:
-        if isinstance(split, TextSplit):
-            return text_tensors(split, tokenizer, device, idx)
-        if split.in_memory:
-            return image_tensors(split, info, device, idx)
-        return LoaderData(split, info, device, list(range(len(split))) if idx is None else idx.tolist(), cfg.workers)
+        return split_data(split, idx, info, tokenizer, device, cfg.workers)
 
     train = make(train_split, train_idx)
     if cfg.label_noise > 0:

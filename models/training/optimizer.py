@@ -34,3 +34,18 @@ def make_schedule(
     if s.schedule == "cosine":
         return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, total_steps), eta_min=lr * 0.01)
     return torch.optim.lr_scheduler.ConstantLR(opt, factor=1.0, total_iters=0)
+
+
+def lr_at(s: TrainSettings, total_steps: int, step: int) -> float:
+    """The learning rate of `s`'s schedule planned over `total_steps` steps, after `step` of them: where a resumed
+    or extended run goes on (what the Train page tells before it resumes one)."""
+    import warnings
+
+    params = [nn.Parameter(torch.zeros(1))]
+    optimizer = make_optimizer(s, 0.9, params, torch.device("cpu"))
+    schedule = make_schedule(s, optimizer, total_steps)
+    with warnings.catch_warnings():  # stepping the schedule alone, no optimizer step: the point is its value
+        warnings.simplefilter("ignore", UserWarning)
+        for _ in range(min(step, total_steps)):
+            schedule.step()
+    return float(optimizer.param_groups[0]["lr"])

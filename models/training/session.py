@@ -218,9 +218,7 @@ def _open_session(
     """The rest of setup_run, under the run's lock: data, model, optimizer, schedule, restored state, config."""
     generator = seed_everything(cfg.seed)  # alike on every rank: the same initial weights
     data = prepare_data(cfg, settings, source, device, run, resume_vocab=resumed is not None, dist=dist)
-    options = dict(cfg.model_options)
-    if data.tokenizer is not None and spec.tokenizer is None:
-        options.update(vocab_size=len(data.tokenizer), pad_id=data.tokenizer.pad_id)
+    options = build_options(cfg, spec, data.tokenizer)
     model = spec.build(data.info, **options).to(device)
     channels_last = cfg.channels_last and uses_channels_last(model, data.info.modality)
     if channels_last:
@@ -264,6 +262,14 @@ def _open_session(
     return session
 
 
+def build_options(cfg: TrainConfig, spec: ModelSpec, tokenizer: Any) -> dict[str, Any]:
+    """The model's build options: the config's, plus the vocabulary a tokenizer built here gives a text model."""
+    options = dict(cfg.model_options)
+    if tokenizer is not None and spec.tokenizer is None:
+        options.update(vocab_size=len(tokenizer), pad_id=tokenizer.pad_id)
+    return options
+
+
 def _rank_generator(generator: torch.Generator, seed: int, dist: DistContext) -> torch.Generator:
     """The generator of the random augmentations: each rank its own (the sample order comes from Shard, alike)."""
     return torch.Generator().manual_seed(seed + 7919 * dist.rank) if dist.active else generator
@@ -294,9 +300,20 @@ def restore_checkpoint(session: TrainingSession) -> None:
     run_schema.check(extra, run_schema.TRAIN_STATE, run.file(STATE))  # a negative epoch would loop forever
     session.start_epoch = int(extra.get("epoch", 0))
     session.skip_steps = min(int(extra.get("partial_steps", 0)), session.steps_per_epoch - 1)
-    session.records = [r for r in session.records if not (r.get("kind") == "epoch" and r.get("partial_steps"))]
+    # A stopped epoch's record is replaced by the whole epoch's; an extended run's old test record by its new one.
+    session.records = [
+        r
+        for r in session.records
+        if not (r.get("kind") == "epoch" and r.get("partial_steps")) and r.get("kind") != "test"
+    ]
     session.step = session.start_epoch * session.steps_per_epoch + session.skip_steps
     session.generator = torch.Generator().manual_seed(cfg.seed + session.start_epoch)
+    # The restored optimizer state holds the learning rate the run stopped at; cosine's recursive form would
+    # scale that again at each fast-forwarded step (a resumed run went on at a fraction of its rate, an extended
+    # one at the floor). From the schedule's start value, the fast-forward lands where the schedule, planned over
+    # this session's total (the old epochs plus any added), has it.
+    for group in session.optimizer.param_groups:
+        group["lr"] = group.get("initial_lr", session.settings.lr)
     with warnings.catch_warnings():  # fast-forwarding the schedule, not skipping an optimizer step
         warnings.simplefilter("ignore", UserWarning)
         for _ in range(session.step):

@@ -5,6 +5,7 @@ poor-accuracy warning on every page that shows a model."""
 from __future__ import annotations
 
 import functools
+import json
 import threading
 import time
 from dataclasses import asdict
@@ -151,8 +152,8 @@ def test_a_click_on_a_row_selects_the_run_for_every_page(runs):
     click_row(at, "train_runs_table", runs["image"])
     assert at.session_state["xai_selected_run"] == runs["image"]
     assert "**mlp** on **shapes**" in texts(at.sidebar.markdown)
-    # The selected run's settings as a two-column table.
-    settings = next(d.value for d in at.dataframe if list(d.value.columns) == ["setting", "value"])
+    # The selected run's settings as a two-column table (a static one: its cells wrap).
+    settings = next(d.value for d in at.table if list(d.value.columns) == ["setting", "value"])
     rows = dict(zip(settings["setting"], settings["value"], strict=True))
     assert rows["model"] == "mlp" and rows["data set"] == "shapes" and rows["state"] == "completed"
     # Home's table selects the same way, and shows the session's run as selected.
@@ -346,3 +347,56 @@ def test_a_poor_model_is_flagged_on_every_page_that_shows_it(runs, monkeypatch):
     good.run()
     good.switch_page("views/explain.py").run()
     assert not any("untrained" in w or "far below" in w for w in texts(good.warning))
+
+
+def test_the_job_panel_draws_the_run_from_its_folder_when_another_process_resumes_it(tmp_path, monkeypatch):
+    """The issue: after Stop, `xaidash train --resume` went on with the run while the page still said "Stopped",
+    then "Stopped" after it had finished. The panel reads the folder: running elsewhere, then finished."""
+    import socket
+    import subprocess
+
+    from xaidash.models.runs.lock import LOCK
+
+    root = tmp_path / "runs"
+    gate = threading.Event()
+    monkeypatch.setattr(job_manager(), "train_fn", stand_in_engine(root, gate))
+    at = open_page(make_app(), "views/train.py")
+    at.selectbox(key="train_dataset").set_value("digits").run()
+    at.selectbox(key="train_model").set_value("mlp").run()
+    button(at, "Start training").click().run()
+    assert gate.wait(10)
+    at.run()
+    button(at, "Stop").click().run()
+    job_manager().wait(10)
+    at.run()
+    at.run()
+    run = resolve_run(job_manager().current().run_id)
+    labels = [b.label for b in at.button]
+    assert "Resume" in labels and "Train 2 more epochs" in labels  # stopped: both ways on
+    # Another process (a terminal's `xaidash train --resume`) takes the run and trains it.
+    other = subprocess.Popen(["sleep", "120"])
+    try:
+        (run.path / LOCK).write_text(
+            json.dumps({"pid": other.pid, "host": socket.gethostname(), "started": time.time(), "token": "cli"})
+        )
+        run.update_summary(state="running", epochs_done=2, partial_steps=0, epochs=5)
+        at.run()
+        at.run()  # the panel starts following it
+        assert_ok(at)
+        assert any(f"Running elsewhere (process {other.pid}): 2 of 5 epochs done" in v for v in texts(at.info))
+        assert "Resume" not in [b.label for b in at.button]
+        assert not any(v.startswith("Stopped") for v in texts(at.warning))
+    finally:
+        other.kill()
+        other.wait()
+    (run.path / LOCK).unlink()
+    run.update_summary(state="completed", epochs_done=5, partial_steps=0, test_acc=0.9, train_seconds=12.0, kept="")
+    at.run()
+    at.run()
+    assert_ok(at)
+    assert any(
+        "Finished in 12s (its last training session): test accuracy 90.0% (5 of 5 epochs done)" in v
+        for v in texts(at.success)
+    )
+    labels = [b.label for b in at.button]
+    assert "Resume" not in labels and "Train 2 more epochs" in labels

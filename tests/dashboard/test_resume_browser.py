@@ -1,0 +1,111 @@
+"""Stopping a run on the Train page and taking it further there, in a real browser (`xaidash serve` + Chromium):
+after Stop the job panel says what the run's folder holds and offers Resume and "Train N more epochs"; Resume
+finishes its plan, N more epochs extend it; the curves are drawn once; the settings and metric cells are not cut."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from browser import CHROMIUM, FLAGS, require_browser
+
+pytestmark = pytest.mark.browser
+sync_api = require_browser()
+WAIT_MS = 240_000  # a run's end (its test evaluation, a rerun) on a loaded 2-core machine
+
+# An element whose text overflows its box (an ellipsis, a cut word): its content is wider than its box.
+CUT_CELLS = """(selector) => [...document.querySelectorAll(selector)]
+    .filter(el => el.getClientRects().length && el.scrollWidth > el.clientWidth + 1)
+    .map(el => el.innerText)"""
+
+
+def wait_idle(page, timeout: float = 180_000) -> None:
+    """Until Streamlit says the script is not running (its status widget is gone)."""
+    page.wait_for_timeout(500)
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+    page.wait_for_timeout(300)
+
+
+def pick_option(page, label: str, option: re.Pattern) -> None:
+    page.get_by_test_id("stSelectbox").filter(has_text=label).first.click()
+    page.get_by_role("option", name=option).click()
+    wait_idle(page)
+
+
+def fill(page, label: str, value: str) -> None:
+    field = page.get_by_role("spinbutton", name=label, exact=True)
+    field.fill(value)
+    field.press("Tab")
+    wait_idle(page)
+
+
+def summary(root: Path) -> dict:
+    from xaidash.models.runs.store import list_runs
+
+    (run,) = list_runs(root)
+    return {**run.summary(), "tests": [r for r in run.metrics() if r.get("kind") == "test"]}
+
+
+def assert_nothing_cut(page) -> None:
+    cut = page.evaluate(
+        CUT_CELLS, "[data-testid=stMetricValue] div, [data-testid=stTable] td, [data-testid=stTable] th"
+    )
+    assert cut == [], f"cells cut at 1440 px: {cut}"
+
+
+def test_a_stopped_run_resumes_and_trains_more_epochs_from_the_page(tmp_path: Path, serve_app):
+    root = tmp_path / "runs"
+    with serve_app(root, tmp_path / "server.log") as url, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 1600})
+        page.set_default_timeout(WAIT_MS)
+        try:
+            page.goto(f"{url}/train")
+            page.get_by_role("heading", name="Train", exact=True).wait_for()
+            wait_idle(page)
+            pick_option(page, "Data set", re.compile(r"^digits"))
+            pick_option(page, "Model", re.compile(r"^mlp"))
+            fill(page, "Epochs", "3")
+            fill(page, "Batch size", "1")  # about 1,300 steps an epoch: time to press Stop before the run ends
+            page.get_by_role("button", name="Start training").click()
+            page.get_by_text(re.compile(r"^Epoch 1/3 · step [1-9]")).first.wait_for()
+            page.get_by_role("button", name="Stop", exact=True).click()
+
+            # The job panel, from the run's folder: stopped inside epoch 1, and the ways on.
+            sync_api.expect(page.get_by_text(re.compile(r"^Stopped: [0-2] of 3 epochs done"))).to_be_visible(
+                timeout=WAIT_MS
+            )
+            wait_idle(page)
+            assert summary(root)["state"] == "stopped"
+            resume = page.get_by_role("button", name="Resume", exact=True)
+            more = page.get_by_role("button", name="Train 2 more epochs")
+            sync_api.expect(resume).to_be_visible(timeout=WAIT_MS)
+            sync_api.expect(more).to_be_visible()
+            assert page.get_by_text("Smoothing", exact=True).count() == 1  # the run's curves, once
+            assert_nothing_cut(page)
+            page.screenshot(path="/tmp/trainpage-after-stopped.png")
+
+            resume.click()
+            sync_api.expect(page.get_by_text(re.compile(r"^Finished in .*3 of 3 epochs done"))).to_be_visible(
+                timeout=WAIT_MS
+            )
+            wait_idle(page)
+            done = summary(root)
+            assert done["state"] == "completed" and done["epochs_done"] == 3 and len(done["tests"]) == 1
+            assert page.get_by_text("Smoothing", exact=True).count() == 1
+
+            fill(page, "More epochs", "1")
+            page.get_by_role("button", name="Train 1 more epoch", exact=True).click()
+            sync_api.expect(page.get_by_text(re.compile(r"^Finished in .*4 of 4 epochs done"))).to_be_visible(
+                timeout=WAIT_MS
+            )
+            wait_idle(page)
+            done = summary(root)
+            assert done["state"] == "completed" and done["epochs_done"] == 4 and done["epochs"] == 4
+            assert len(done["tests"]) == 1
+            assert_nothing_cut(page)
+            page.screenshot(path="/tmp/trainpage-after-extended.png")
+        finally:
+            page.screenshot(path=str(tmp_path / "resume.png"))
+            browser.close()
