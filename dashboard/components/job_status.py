@@ -12,8 +12,8 @@ from xaidash.dashboard import services
 from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
 from xaidash.dashboard.run_facts import kept_sentence, planned_epochs
 from xaidash.data.formatting import duration_text, percent
-from xaidash.models.runs.store import Run, resolve_run, run_liveness
 from xaidash.models.runs.progress import run_progress
+from xaidash.models.runs.store import Run, resolve_run, run_liveness
 
 
 def stop_training() -> None:
