@@ -143,11 +143,10 @@ def test_resuming_takes_the_run_on_and_drops_interrupted_at():
 # A real training in a fresh interpreter, killed with SIGKILL in the middle of writing its second epoch's checkpoint:
 # the temporary file is on disk, the rename never happens.
 KILLED_MID_WRITE = """
-import os, signal, sys
+import os, signal
 from xaidash.models.runs import checkpoint
 from xaidash.models.training.engine import train
-sys.path.insert(0, sys.argv[1])
-from train_configs import quick
+from train_configs import quick  # tests/support, on PYTHONPATH
 real = checkpoint.save_file
 def save_file(tensors, filename, metadata=None):
     real(tensors, filename, metadata=metadata)
@@ -161,10 +160,9 @@ train(quick(epochs=3, max_train_samples=300))
 @pytest.mark.slow  # a fresh interpreter trains (about 10 s on 2 cores)
 def test_sigkill_in_the_middle_of_a_checkpoint_write_leaves_nothing_after_the_next_listing(capsys):
     support = os.path.join(os.path.dirname(__file__), "..", "..", "support")
-    env = {**os.environ, "XAIDASH_RUNS": str(runs_root()), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", KILLED_MID_WRITE, support], env=env, capture_output=True, text=True, timeout=120
-    )
+    path = os.pathsep.join(p for p in (support, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "XAIDASH_RUNS": str(runs_root()), "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+    proc = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     run = Run(next(p for p in runs_root().iterdir() if p.is_dir()))
     assert [p.name for p in (run.path / "checkpoints").glob(".epoch_002.safetensors.*.tmp")]  # the fault happened
