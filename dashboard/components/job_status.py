@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 from xaidash.dashboard import services
 from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
-from xaidash.dashboard.run_facts import kept_sentence, planned_epochs
+from xaidash.dashboard.run_facts import kept_sentence
 from xaidash.data.formatting import duration_text, percent
 from xaidash.models.runs.progress import run_progress
-from xaidash.models.runs.store import Run, resolve_run, run_liveness
+from xaidash.models.runs.store import Run, resolve_run
 
 
 def stop_training() -> None:
@@ -131,13 +131,12 @@ def folder_state(run: Run) -> FolderState:
     """The run's state from its folder (summary.json, its training state and its lock), never from what this page
     remembers: the run store's `run_progress`, with the summary's results beside it."""
     summary = run.summary()
-    live = run_liveness(run, summary)
-    progress = run_progress(run)
+    progress = run_progress(run)  # reads the lock and the training state once; the summary for results only
     return FolderState(
         state=progress.state,
         owner_pid=progress.owner_pid,
         epochs_done=progress.epochs_done,
-        epochs=progress.epochs_planned or planned_epochs(run.config(), summary),
+        epochs=progress.epochs_planned,
         partial_steps=progress.partial_steps,
         steps_per_epoch=progress.steps_per_epoch,
         kept=kept_sentence(summary) if progress.state != "interrupted" else progress.kept,
@@ -145,5 +144,5 @@ def folder_state(run: Run) -> FolderState:
         test_acc=summary.get("test_acc"),
         train_seconds=summary.get("train_seconds"),
         error=summary.get("error"),
-        advice=live.advice,
+        advice=progress.advice,
     )

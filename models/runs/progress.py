@@ -44,6 +44,7 @@ class RunProgress:
     can_resume: bool  # train on to epochs_planned: xaidash train --resume ID
     can_extend: bool  # train on to a larger total: xaidash train --resume ID --epochs N (N >= min_epochs)
     why_not: str  # why it cannot be resumed, and what can be done instead ('' when can_resume)
+    advice: str = ""  # what to do with an interrupted run, as `run_liveness` words it ('' otherwise)
 
     @property
     def running_elsewhere(self) -> bool:
@@ -116,6 +117,7 @@ def run_progress(run: Run) -> RunProgress:
         can_resume=resumable,
         can_extend=not blocker,
         why_not=why,
+        advice=live.advice,
     )
 
 
