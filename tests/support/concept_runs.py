@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+# TCAV settings small enough for an untrained model in a unit test (one layer, 3 random sets, 8 examples).
+FAST = {"layers": ["layers.2"], "random_count": 3, "examples": 8, "inputs": 12}
+
 
 def write_images(folder: Path, images: np.ndarray) -> Path:
     """(N, 3, H, W) floats in [0, 1] as PNG files in `folder`."""

@@ -4,29 +4,14 @@ is then not about the concept). A flagged result is no finding, whatever its p-v
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 import torch
+from concept_runs import FAST
 
 import xaidash.explainers  # noqa: F401  (registers data sets and models)
-from xaidash.data.registry import get_info, load_split
+from xaidash.data.registry import load_split
 from xaidash.explainers.concepts import concept_report
 from xaidash.explainers.concepts.flags import MIN_CAV_ACCURACY, accuracy_flag
 from xaidash.explainers.concepts.significance import judge
-from xaidash.models import ModelBundle, build_model, get_spec
-
-FAST = {"layers": ["layers.2"], "random_count": 3, "examples": 8, "inputs": 12}
-
-
-@pytest.fixture
-def bundle(tmp_path: Path) -> ModelBundle:
-    info = get_info("shapes_colour")
-    torch.manual_seed(0)
-    model = build_model("resnet_small", info).eval()
-    run = tmp_path / "run"
-    run.mkdir()
-    return ModelBundle(model, get_spec("resnet_small"), info, torch.device("cpu"), run_dir=run)
 
 
 def test_a_concept_made_of_the_tested_class_is_flagged_and_no_finding(bundle):

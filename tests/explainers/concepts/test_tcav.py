@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from concept_runs import noise_folder, red_folder
+from concept_runs import FAST, noise_folder, red_folder
 
 import xaidash.explainers  # noqa: F401  (registers data sets and models)
-from xaidash.data.registry import get_info
 from xaidash.explainers.concepts import concept_report, list_sources
 from xaidash.explainers.concepts.api import class_inputs
 from xaidash.explainers.concepts.classifier import SeededLinearClassifier
@@ -21,19 +20,7 @@ from xaidash.explainers.concepts.randoms import random_pool, random_sets
 from xaidash.explainers.concepts.sources import load_concept
 from xaidash.explainers.concepts.tcav import activations, tcav_scores, train_cav
 from xaidash.explainers.params import ExplainError
-from xaidash.models import ModelBundle, build_model, get_spec
-
-FAST = {"layers": ["layers.2"], "random_count": 3, "examples": 8, "inputs": 12}
-
-
-@pytest.fixture
-def bundle(tmp_path: Path) -> ModelBundle:
-    info = get_info("shapes_colour")
-    torch.manual_seed(0)
-    model = build_model("resnet_small", info).eval()
-    run = tmp_path / "run"
-    run.mkdir()
-    return ModelBundle(model, get_spec("resnet_small"), info, torch.device("cpu"), run_dir=run)
+from xaidash.models import ModelBundle
 
 
 def cav_files(bundle: ModelBundle) -> dict[Path, int]:
