@@ -117,7 +117,17 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         return relevance.detach(), {GAP: total - logit, OUTPUT_CHANGE: logit}
 
     with torch.enable_grad(), composite.context(ctx.model) as modified:
+        _positive_batch_norm_eps(modified)
         return per_slice(len(ctx.x), ctx.batch_size, one_slice, what="LRP")
+
+
+def _positive_batch_norm_eps(model: nn.Module) -> None:
+    """zennit 1.0's BatchNorm merge leaves an identity BatchNorm with eps 0, which torch 2.11 refuses ("batch_norm
+    eps must be positive"; seen on the H200, 2026-11-27). The smallest positive float keeps it the identity
+    (running_var is 1), and the canonizer's removal restores the layer's own eps."""
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.eps == 0:
+            module.eps = torch.finfo(torch.float32).tiny
 
 
 register(

@@ -93,3 +93,15 @@ def test_lrp_refuses_attention_models_with_the_reason() -> None:
     assert reason is not None and "attention" in reason and "zennit" in reason
     with pytest.raises(ExplainError, match="does not apply to vit_tiny"):
         explain(bundle, _images(bundle, 1), [0], "lrp")
+
+
+def test_an_identity_batch_norm_with_eps_zero_gets_the_smallest_positive_eps() -> None:
+    # zennit 1.0 leaves merged BatchNorms as identities with eps 0, which torch 2.11 refuses to run
+    from xaidash.explainers.methods.lrp import _positive_batch_norm_eps
+
+    bn = torch.nn.BatchNorm2d(3).eval()
+    bn.eps = 0.0
+    x = torch.randn(2, 3, 4, 4)
+    _positive_batch_norm_eps(torch.nn.Sequential(bn))
+    assert 0 < bn.eps < 1e-30
+    torch.testing.assert_close(bn(x), x)
