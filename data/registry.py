@@ -2,7 +2,8 @@
 
 A source declares what the data is (`DatasetInfo`) and loads its splits. Image splits
 hold float images in [0, 1] (not normalised: normalisation belongs to the model input,
-see `data.transforms`); text splits hold raw strings.
+see `data.transforms`); text splits hold raw strings; table splits hold raw rows (each column in its own units,
+categories as codes), which the table adapter standardises and one-hot encodes for the model.
 """
 
 from __future__ import annotations
@@ -23,6 +24,39 @@ SplitName = Literal["train", "test"]
 
 
 @dataclass(frozen=True)
+class TableColumn:
+    """One column of a table as a model reads it. Numeric columns carry the training split's range (sliders, grids,
+    counterfactual bounds), mean and std (the model standardises with them) and median; a categorical column its
+    categories (code i means `categories[i]`) and, in `median`, its most frequent code."""
+
+    name: str
+    kind: Literal["numeric", "categorical"] = "numeric"
+    categories: tuple[str, ...] = ()
+    low: float = 0.0
+    high: float = 0.0
+    mean: float = 0.0
+    std: float = 1.0
+    median: float = 0.0
+    integer: bool = False  # whole numbers only (counts, years): grids and edits stay on them
+
+    @property
+    def categorical(self) -> bool:
+        return self.kind == "categorical"
+
+    @property
+    def width(self) -> int:
+        """Positions it takes in the model's input: one, or one per category (one-hot)."""
+        return len(self.categories) if self.categorical else 1
+
+    def value_text(self, value: float) -> str:
+        """A raw value as people read it: a category's name, or the number."""
+        if self.categorical:
+            code = round(value)
+            return self.categories[code] if 0 <= code < len(self.categories) else f"code {code}"
+        return f"{round(value)}" if self.integer else f"{value:.4g}"
+
+
+@dataclass(frozen=True)
 class DatasetInfo:
     """What a data set is. `input_shape` is (C, H, W) for images and () for text."""
 
@@ -36,6 +70,8 @@ class DatasetInfo:
     builtin: bool = False  # generated or shipped with a dependency: always works offline
     has_masks: bool = False  # images: per-pixel ground truth of the object
     has_rationales: bool = False  # text: indices of the words that set the label
+    columns: tuple[TableColumn, ...] = ()  # tables: the columns, in the order of a row's values
+    truth_columns: tuple[str, ...] = ()  # tables: the columns known to set the label (a generated table)
     source_url: str = ""
 
     @property
@@ -89,7 +125,20 @@ class TextSplit:
         return len(self.texts)
 
 
-Split = ImageSplit | TextSplit
+@dataclass
+class TableSplit:
+    """Raw rows (N, F) float32, each column in its own units and a categorical column as its category's code; labels
+    (N,); the rows' ids where the file had an id column."""
+
+    rows: torch.Tensor
+    labels: torch.Tensor
+    ids: list[str] | None = None
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+
+Split = ImageSplit | TextSplit | TableSplit
 
 
 class Loader(Protocol):

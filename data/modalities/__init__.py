@@ -13,17 +13,20 @@ adapter here (plus its explaining half), its data sets and its models.
 from xaidash.data.modalities.base import MODALITIES, GroundTruth, Modality, modality_of
 from xaidash.data.modalities.image import IMAGE, ImageModality
 from xaidash.data.modalities.prompt import PROMPT, PromptModality
+from xaidash.data.modalities.table import TABLE, TableModality
 from xaidash.data.modalities.text import TEXT, TextModality
 
 __all__ = [
     "IMAGE",
     "MODALITIES",
     "PROMPT",
+    "TABLE",
     "TEXT",
     "GroundTruth",
     "ImageModality",
     "Modality",
     "PromptModality",
+    "TableModality",
     "TextModality",
     "modality_of",
 ]

@@ -24,12 +24,31 @@ MAX_EPOCHS = 100_000
 _count = {"type": "integer", "minimum": 0}
 _fraction = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
 
+# A table's columns (data/registry.py TableColumn): what a model standardises and one-hot encodes with.
+MAX_COLUMNS = 5000
+TABLE_COLUMN = {
+    "type": "object",
+    "required": ["name", "kind"],
+    "properties": {
+        "name": {"type": "string"},
+        "kind": {"enum": ["numeric", "categorical"]},
+        "categories": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_CLASSES},
+        "low": {"type": "number"},
+        "high": {"type": "number"},
+        "mean": {"type": "number"},
+        "std": {"type": "number", "exclusiveMinimum": 0},
+        "median": {"type": "number"},
+        "integer": {"type": "boolean"},
+    },
+    "additionalProperties": False,
+}
+
 DATASET_INFO = {
     "type": "object",
     "required": ["name", "modality", "classes"],
     "properties": {
         "name": {"type": "string"},
-        "modality": {"enum": ["image", "text"]},
+        "modality": {"enum": ["image", "text", "table"]},
         "classes": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_CLASSES},
         "input_shape": {
             "type": ["array", "null"],
@@ -43,6 +62,8 @@ DATASET_INFO = {
         "has_masks": {"type": "boolean"},
         "has_rationales": {"type": "boolean"},
         "source_url": {"type": "string"},
+        "columns": {"type": "array", "items": TABLE_COLUMN, "maxItems": MAX_COLUMNS},
+        "truth_columns": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_COLUMNS},
     },
     # Every key becomes a DatasetInfo field (store.info_from_json): an unknown one is damage, not a newer version's
     # addition (tests/models/test_damaged_runs.py checks these keys are DatasetInfo's fields).

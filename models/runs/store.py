@@ -40,7 +40,7 @@ from typing import Any, Literal
 import numpy as np
 
 from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
-from xaidash.data.registry import DatasetInfo
+from xaidash.data.registry import DatasetInfo, TableColumn
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
@@ -91,6 +91,9 @@ def info_from_json(obj: dict[str, Any]) -> DatasetInfo:
     """The DatasetInfo a config.json's dataset_info describes, as `Run.config` returns it (its schema,
     schema.DATASET_INFO, requires the DatasetInfo fields that have no default and refuses every other key)."""
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in obj.items()}  # JSON lists -> tuples
+    fields["columns"] = tuple(
+        TableColumn(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()}) for c in obj.get("columns", ())
+    )
     return DatasetInfo(**fields)
 
 

@@ -1,0 +1,138 @@
+"""Built-in tables, offline: scikit-learn's bundled breast cancer and wine tables, and `planted`, a generated table
+whose label is set by three known columns (two of them through their product), the rest noise, so every method can
+be checked against the truth as `shapes` is for images. Each has a stratified 80/20 train/test split (seed 0)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from xaidash.data.registry import DatasetInfo, Loader, SplitName, TableSplit, register
+from xaidash.data.sets._common import stratified_indices
+from xaidash.data.sets._tables import TableSource, as_rows, table_columns
+
+PLANTED_ROWS = 2000
+PLANTED_SEED = 7
+PLANTED_TRUTH = ("x0", "x1", "x2")
+PLANTED_NOISE = ("x3", "x4", "x5", "x6", "x7")
+PLANTED_GROUPS = ("red", "green", "blue")
+
+
+@lru_cache(maxsize=1)
+def planted_table() -> tuple[np.ndarray, np.ndarray]:
+    """(rows, labels): x0..x7 with different scales, a categorical `group`; label 1 where x0 * x1 + x2 > 0.
+    x0 ~ N(0, 1), x1 ~ U(-2, 2), x2 ~ N(5, 2) shifted so its threshold is 5, the noise columns on scales from 0.1 to
+    100 (standardisation has to matter), `group` uniform over three categories and unrelated to the label."""
+    rng = np.random.default_rng(PLANTED_SEED)
+    n = PLANTED_ROWS
+    x0 = rng.normal(0.0, 1.0, n)
+    x1 = rng.uniform(-2.0, 2.0, n)
+    x2 = rng.normal(5.0, 2.0, n)
+    noise = [rng.normal(0.0, s, n) for s in (1.0, 0.1, 10.0, 100.0)] + [rng.integers(0, 50, n).astype(float)]
+    group = rng.integers(0, len(PLANTED_GROUPS), n).astype(float)
+    labels = (x0 * x1 + (x2 - 5.0) > 0).astype(np.int64)
+    return np.stack([x0, x1, x2, *noise, group], axis=1), labels
+
+
+def _sklearn_table(loader_name: str) -> Callable[[], tuple[np.ndarray, np.ndarray, list[str]]]:
+    @lru_cache(maxsize=1)
+    def load() -> tuple[np.ndarray, np.ndarray, list[str]]:
+        import sklearn.datasets  # imported on use: keeps `import data.sets` light
+
+        bunch = getattr(sklearn.datasets, loader_name)()
+        return bunch.data, bunch.target.astype(np.int64), [str(n) for n in bunch.feature_names]
+
+    return load
+
+
+_breast_cancer = _sklearn_table("load_breast_cancer")
+_wine = _sklearn_table("load_wine")
+
+
+def _planted() -> tuple[np.ndarray, np.ndarray, list[str]]:
+    rows, labels = planted_table()
+    return rows, labels, [*PLANTED_TRUTH, *PLANTED_NOISE, "group"]
+
+
+Read = Callable[[], tuple[np.ndarray, np.ndarray, list[str]]]
+
+
+def _loader(read: Read) -> Loader:
+    def load(split: SplitName, root: Path, download: bool) -> TableSplit:
+        rows, labels, _ = read()
+        idx = stratified_indices(labels, split)
+        return TableSplit(rows=as_rows(rows[idx]), labels=torch.from_numpy(labels[idx].copy()))
+
+    return load
+
+
+def _info(
+    name: str,
+    read: Read,
+    classes: tuple[str, ...],
+    description: str,
+    truth: tuple[str, ...] = (),
+    url: str = "",
+    categories: dict[int, tuple[str, ...]] | None = None,
+) -> Callable[[], DatasetInfo]:
+    def make() -> DatasetInfo:
+        rows, labels, names = read()
+        train = rows[stratified_indices(labels, "train")]
+        columns = table_columns(train, names, categories)
+        return DatasetInfo(
+            name=name,
+            modality="table",
+            classes=classes,
+            input_shape=(len(columns),),
+            description=description,
+            builtin=True,
+            columns=columns,
+            truth_columns=truth,
+            source_url=url,
+        )
+
+    return make
+
+
+def _register(
+    name: str,
+    read: Read,
+    classes: tuple[str, ...],
+    description: str,
+    truth: tuple[str, ...] = (),
+    url: str = "",
+    categories: dict[int, tuple[str, ...]] | None = None,
+) -> None:
+    register(TableSource(name, _info(name, read, classes, description, truth, url, categories), _loader(read)))
+
+
+_register(
+    "breast_cancer",
+    _breast_cancer,
+    ("malignant", "benign"),
+    "scikit-learn's Wisconsin breast cancer table: 30 measurements of cell nuclei per biopsy, malignant or benign; "
+    "455 train / 114 test rows (stratified, seed 0); works offline.",
+    url="https://archive.ics.uci.edu/dataset/17/breast+cancer+wisconsin+diagnostic",
+)
+_register(
+    "wine",
+    _wine,
+    ("cultivar 1", "cultivar 2", "cultivar 3"),
+    "scikit-learn's wine table: 13 chemical measurements of wines from three cultivars; 142 train / 36 test rows "
+    "(stratified, seed 0); works offline.",
+    url="https://archive.ics.uci.edu/dataset/109/wine",
+)
+_register(
+    "planted",
+    _planted,
+    ("negative", "positive"),
+    "Generated table with known truth: the label is positive where x0 * x1 + (x2 - 5) > 0 (x0 and x1 interact), "
+    "x3..x7 and the categorical `group` are noise on scales from 0.1 to 100; 1,600 train / 400 test rows; "
+    "works offline.",
+    truth=PLANTED_TRUTH,
+    categories={8: PLANTED_GROUPS},
+)
