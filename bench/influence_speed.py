@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 def _bench(run_dir: Path, args: argparse.Namespace) -> int:
     import torch
 
-    from xaidash.data.registry import TextSplit, load_split
+    from xaidash.data.registry import load_split
     from xaidash.explainers.influence import explain_influence, run_self_influence
     from xaidash.explainers.influence.training_set import training_data
     from xaidash.models.runs.store import Run, load_bundle
@@ -97,7 +97,7 @@ def _bench(run_dir: Path, args: argparse.Namespace) -> int:
 
     test = load_split(bundle.info.name, "test")
     n_q = min(args.queries, len(test))
-    raws: list[Any] = [test.texts[i] if isinstance(test, TextSplit) else test.image(i) for i in range(n_q)]
+    raws: list[Any] = [bundle.adapter.item(test, i) for i in range(n_q)]
     started = time.perf_counter()
     results = [explain_influence(bundle, run, raw, method="tracin_fast", k=8) for raw in raws]
     ours_query = (time.perf_counter() - started) / n_q

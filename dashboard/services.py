@@ -26,6 +26,7 @@ import torch
 from xaidash.dashboard.jobs import JobManager
 from xaidash.dashboard.replicas import ReplicaPool
 from xaidash.data.errors import DatasetError
+from xaidash.data.modalities.base import held_inputs
 from xaidash.data.registry import ImageSplit, Split, TextSplit, load_split
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.language.convert import import_language_model
@@ -141,18 +142,18 @@ def dataset_split(name: str, split: str) -> Split:
 
 
 def image_split(name: str, split: str) -> ImageSplit:
-    """`dataset_split` of a data set of images (DatasetError when it holds texts)."""
+    """`dataset_split` of a data set of images (DatasetError when it holds another kind of input)."""
     data = dataset_split(name, split)
     if not isinstance(data, ImageSplit):
-        raise DatasetError(f"{name} holds texts, not images.")
+        raise DatasetError(f"{name} holds {held_inputs(name)}, not images.")
     return data
 
 
 def text_split(name: str, split: str) -> TextSplit:
-    """`dataset_split` of a data set of texts (DatasetError when it holds images)."""
+    """`dataset_split` of a data set of texts (DatasetError when it holds another kind of input)."""
     data = dataset_split(name, split)
     if not isinstance(data, TextSplit):
-        raise DatasetError(f"{name} holds images, not texts.")
+        raise DatasetError(f"{name} holds {held_inputs(name)}, not texts.")
     return data
 
 
@@ -162,9 +163,7 @@ def test_predictions(key: str, _bundle_obj: ModelBundle, limit: int = GALLERY_LI
     split = dataset_split(_bundle_obj.info.name, "test")
     n = min(len(split), limit)
     with lease(key, _bundle_obj) as bundle:
-        if isinstance(split, TextSplit):
-            return bundle.predict_proba(split.texts[:n]).numpy()
-        return bundle.predict_proba(split.batch(range(n))).numpy()
+        return bundle.predict_proba(bundle.adapter.items(split, range(n))).numpy()
 
 
 def content_key(value: Any) -> str:

@@ -23,7 +23,7 @@ import torch
 
 from xaidash.data.atomic import atomic_write_json
 from xaidash.data.errors import DatasetError
-from xaidash.data.registry import Split, TextSplit, get_source
+from xaidash.data.registry import Split, get_source
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.calibration import N_BINS, CalibrationScores, calibration_scores, fit_temperature
 from xaidash.models.registry import ModelError
@@ -163,8 +163,7 @@ def split_logits_of(bundle: ModelBundle, data: Split, indices: list[int]) -> tup
     out = []
     for i in range(0, len(indices), CHUNK):
         part = indices[i : i + CHUNK]
-        raw: Any = [data.texts[j] for j in part] if isinstance(data, TextSplit) else data.batch(part)
-        out.append(bundle.logits(bundle.prepare(raw)).cpu())
+        out.append(bundle.logits(bundle.prepare(bundle.adapter.items(data, part))).cpu())
     logits = torch.cat(out) if out else torch.empty(0, bundle.info.num_classes)
     return logits, torch.as_tensor(data.labels)[indices].long()
 

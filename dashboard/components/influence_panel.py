@@ -20,7 +20,8 @@ from xaidash.dashboard.components.session_results import record_result
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.state import selected_run
-from xaidash.data.registry import ImageSplit, Split
+from xaidash.data.modalities import modality_of
+from xaidash.data.registry import Split
 from xaidash.explainers.figures.report import ExplainReport
 from xaidash.explainers.influence.api import InfluenceResult, TrainingSample, explain_influence
 from xaidash.explainers.influence.registry import InfluenceMethodSpec, influence_methods_for
@@ -98,15 +99,15 @@ def _gallery(title: str, caption: str, samples: list[TrainingSample], split: Spl
     if not samples:
         st.caption("None found.")
         return
-    width = 128 if isinstance(split, ImageSplit) or split is None else 240
+    adapter = modality_of(run.info.modality)
+    width = 128 if adapter.pictured or split is None else 240
     with st.container(horizontal=True, gap="small"):
         for s in samples:
             with st.container(width=width, border=True, gap="small"):
-                if isinstance(split, ImageSplit):
-                    st.image(to_pil(split.image(s.index), 96), width="stretch")
+                if split is not None and adapter.pictured:
+                    st.image(to_pil(adapter.item(split, s.index), 96), width="stretch")
                 elif split is not None:
-                    text = split.texts[s.index]
-                    st.markdown(f"> {text[:TEXT_CHARS]}{'…' if len(text) > TEXT_CHARS else ''}")
+                    st.markdown(f"> {adapter.one_line(adapter.item(split, s.index), run.info, TEXT_CHARS)}")
                 _link(run, s.index)
                 score, facts = sample_caption(s, classes)
                 st.markdown(score)

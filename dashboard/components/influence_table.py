@@ -15,7 +15,8 @@ from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.nav import page_info
-from xaidash.data.registry import ImageSplit, Split
+from xaidash.data.modalities import modality_of
+from xaidash.data.registry import DatasetInfo, Split
 from xaidash.explainers.figures.png import data_uri, png_bytes
 from xaidash.explainers.influence.flags import export_rows, read_flags, set_flag
 from xaidash.models.runs.store import Run
@@ -31,16 +32,21 @@ def _class(classes: tuple[str, ...], k: Any) -> str:
     return classes[k] if 0 <= k < len(classes) else f"class {k}"
 
 
-def _thumbnail(split: Split, index: int) -> str | None:
-    if not isinstance(split, ImageSplit):
-        return None
-    return data_uri(png_bytes(to_pil(split.image(index), 64)))
+def _samples(split: Split, info: DatasetInfo, indices: list[int]) -> list[str | None]:
+    """Each sample as its cell shows it: a picture's thumbnail (a data URI), else the input in a line."""
+    adapter = modality_of(info.modality)
+    raws = [adapter.item(split, i) for i in indices]
+    if adapter.pictured:
+        return [data_uri(png_bytes(to_pil(raw, 64))) for raw in raws]
+    return [adapter.one_line(raw, info, TEXT_CHARS) for raw in raws]
 
 
 def display_frame(
-    table: pd.DataFrame, split: Split | None, classes: tuple[str, ...], flags: dict[int, str], run_id: str
+    table: pd.DataFrame, split: Split | None, info: DatasetInfo, flags: dict[int, str], run_id: str
 ) -> pd.DataFrame:
-    """The rows as shown: rank, sample (thumbnail or text), labels as names, prediction, score, flag and note."""
+    """The rows as shown: rank, sample (thumbnail, text or a row's values), labels as names, prediction, score,
+    flag and note."""
+    classes = info.classes
     out = pd.DataFrame(
         {
             "rank": table["rank"].astype(int).to_numpy(),
@@ -48,12 +54,8 @@ def display_frame(
         }
     )
     indices = out["index"].tolist()
-    if isinstance(split, ImageSplit):
-        out["sample"] = [_thumbnail(split, i) for i in indices]
-    elif split is not None:
-        out["sample"] = [
-            split.texts[i][:TEXT_CHARS] + ("…" if len(split.texts[i]) > TEXT_CHARS else "") for i in indices
-        ]
+    if split is not None:
+        out["sample"] = _samples(split, info, indices)
     out["trained as"] = [_class(classes, v) for v in table["label"]]
     out["data set label"] = [
         _class(classes, d) + ("" if int(d) == int(lab) else " ⚠")
@@ -90,7 +92,6 @@ def _save_edits(run: Run, before: pd.DataFrame, after: pd.DataFrame) -> int:
 
 def ranked_table(run: Run, method: str, table: pd.DataFrame, units: str) -> None:
     """One page of the ranking, editable flags, and the page controls."""
-    classes = tuple(run.info.classes)
     try:
         flags = read_flags(run)
     except Exception as e:  # noqa: BLE001 - a damaged flags file is named; the ranking still shows
@@ -110,7 +111,7 @@ def ranked_table(run: Run, method: str, table: pd.DataFrame, units: str) -> None
         "⚠ = the data set's label differs from the one the model was trained with."
     )
     shown = rows.iloc[(page - 1) * PAGE_ROWS : page * PAGE_ROWS]
-    frame = display_frame(shown, split, classes, flags, run.id)
+    frame = display_frame(shown, split, run.info, flags, run.id)
     columns: dict[str, Any] = {
         "rank": st.column_config.NumberColumn("rank", help="1 = highest self-influence", width="small"),
         "index": st.column_config.NumberColumn("train #", help="index in the train split", width="small"),
@@ -131,7 +132,7 @@ def ranked_table(run: Run, method: str, table: pd.DataFrame, units: str) -> None
         "mislabelled": st.column_config.CheckboxColumn("mislabelled?", help="flag the sample (saved with the run)"),
         "note": st.column_config.TextColumn("note", help="optional: what the label should be, why"),
     }
-    if isinstance(split, ImageSplit):
+    if split is not None and modality_of(run.info.modality).pictured:
         columns["sample"] = st.column_config.ImageColumn("sample", width="small")
     elif split is not None:
         columns["sample"] = st.column_config.TextColumn("sample", width="large")

@@ -23,8 +23,8 @@ from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
-from xaidash.data.modalities import Modality
-from xaidash.data.registry import DatasetInfo, ImageSplit, Split
+from xaidash.data.modalities import Modality, modality_of
+from xaidash.data.registry import DatasetInfo, Split
 from xaidash.explainers.modalities.image_files import FITS, load_image
 from xaidash.explainers.params import MAX_TEXT_CHARS, ExplainError
 from xaidash.models.bundle import ModelBundle
@@ -128,12 +128,13 @@ class _Tested:
 def _tiles(t: _Tested, shown: list[int], chosen: list[int], pick_key: str, max_inputs: int) -> None:
     """One gallery page: picture tiles that pick a sample when clicked, or a table of texts."""
     info, split, labels, preds = t.info, t.split, t.labels, t.preds
-    if not isinstance(split, ImageSplit):
+    adapter = modality_of(info.modality)
+    if not adapter.pictured:  # texts, rows: one line each in a table
         st.dataframe(
             pd.DataFrame(
                 {
                     "index": shown,
-                    "text": [split.texts[i] for i in shown],
+                    adapter.sample: [adapter.one_line(adapter.item(split, i), info, MAX_TEXT_CHARS) for i in shown],
                     "true": [_class_name(info, int(labels[i])) for i in shown],
                     "predicted": [_class_name(info, int(preds[i])) for i in shown],
                     "probability": [float(t.probs[i, preds[i]]) for i in shown],
@@ -148,7 +149,7 @@ def _tiles(t: _Tested, shown: list[int], chosen: list[int], pick_key: str, max_i
             mark = "✓" if preds[i] == labels[i] else "✗"
             picked = i in chosen
             with st.container(width=112, gap=None, border=picked):
-                st.image(to_pil(split.image(i), 128), width="stretch")
+                st.image(to_pil(adapter.item(split, i), 128), width="stretch")
                 st.button(
                     f"{'☑' if picked else '☐'} #{i} {_class_name(info, int(labels[i]))} {mark}",
                     key=f"{pick_key}_pick_{i}",
@@ -490,10 +491,10 @@ def _training_sample(bundle: ModelBundle, key: str) -> list[PickedInput]:
         f"{_as_trained(info, split, index)}. Opened from a link (the influence gallery or the Training data page); pick "
         "another input source above to go back to the test set."
     )
-    if isinstance(split, ImageSplit):
-        st.image(to_pil(split.image(index), 128), caption=f"train #{index}", width=128)
+    if bundle.adapter.pictured:
+        st.image(to_pil(bundle.adapter.item(split, index), 128), caption=f"train #{index}", width=128)
     else:
-        st.markdown(f"> {split.texts[index]}")
+        st.markdown(f"> {bundle.adapter.one_line(bundle.adapter.item(split, index), info, MAX_TEXT_CHARS)}")
     return [_sample(bundle.adapter, split, index, label, f"train #{index}")]
 
 

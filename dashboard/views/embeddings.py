@@ -37,8 +37,10 @@ from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.run_facts import run_kind
 from xaidash.dashboard.state import require_bundle, selected_run
-from xaidash.data.registry import ImageSplit, Split, TextSplit
+from xaidash.data.modalities import modality_of
+from xaidash.data.registry import DatasetInfo, Split
 from xaidash.explainers.inspection.projection import LABELS, NO_TRANSFORM, PARAMS, Projection, project
+from xaidash.explainers.params import MAX_TEXT_CHARS
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.activations import (
     CACHE_FOLDER,
@@ -259,21 +261,22 @@ def samples_frame(proj: Projection, samples: Samples, classes: tuple[str, ...]) 
     )
 
 
-def add_tooltips(points: pd.DataFrame, dataset: str, split_of: dict[str, Split | None]) -> None:
-    """Each point's thumbnail (images) or its text, cut at `TEXT_TIP` characters, for the tooltips."""
-    if isinstance(split_of["test"], ImageSplit):
+def add_tooltips(points: pd.DataFrame, info: DatasetInfo, split_of: dict[str, Split | None]) -> None:
+    """Each point's thumbnail (pictures) or its input in a line (a text, a row's values), cut at `TEXT_TIP`
+    characters, for the tooltips."""
+    adapter = modality_of(info.modality)
+    if adapter.pictured:
         points["image"] = np.concatenate(
             [
-                _thumbnails(dataset, name, tuple(int(i) for i in points["index"][points["split"] == name]))
+                _thumbnails(info.name, name, tuple(int(i) for i in points["index"][points["split"] == name]))
                 for name in ("test", "train")
                 if (points["split"] == name).any()
             ]
         )  # points are sorted by row, and rows hold the test samples first
     else:
-        texts = {name: data.texts for name, data in split_of.items() if isinstance(data, TextSplit)}
         points["text"] = [
-            t if len(t) <= TEXT_TIP else t[:TEXT_TIP] + "…"
-            for t in (texts[s][int(i)] for s, i in zip(points["split"], points["index"], strict=True))
+            adapter.one_line(adapter.item(data, int(i)), info, TEXT_TIP) if data is not None else ""
+            for data, i in ((split_of.get(str(s)), i) for s, i in zip(points["split"], points["index"], strict=True))
         ]
 
 
@@ -356,7 +359,7 @@ def map_caption(proj: Projection, samples: Samples, method: str, total: int, dra
 
 
 def selected_sample(
-    event: Any, samples: Samples, split_of: dict[str, Split | None], classes: tuple[str, ...], total: int
+    event: Any, samples: Samples, split_of: dict[str, Split | None], info: DatasetInfo, total: int
 ) -> None:
     """The clicked sample: its image or text, true and predicted class, and (test samples) a button that opens
     it on the Explain page."""
@@ -368,10 +371,12 @@ def selected_sample(
     data = split_of[split_name]
     st.subheader(f"{'Test' if split_name == 'test' else 'Training'} sample #{index}")
     left, right = st.columns([1, 3])
-    if isinstance(data, ImageSplit):
-        left.image(to_pil(data.image(index), 112), width=112)
-    elif isinstance(data, TextSplit):
-        right.write(data.texts[index])
+    adapter = modality_of(info.modality)
+    if data is not None and adapter.pictured:
+        left.image(to_pil(adapter.item(data, index), 112), width=112)
+    elif data is not None:
+        right.write(adapter.one_line(adapter.item(data, index), info, MAX_TEXT_CHARS))
+    classes = info.classes
     right.markdown(f"true **{classes[samples.labels[row]]}**, predicted **{classes[samples.preds[row]]}**")
     if split_name != "test":
         right.caption("The Explain page's gallery lists the test split: training samples are shown here only.")
@@ -398,11 +403,11 @@ def main() -> None:
     density = density_frame(df, choice.colour) if len(df) > INTERACTIVE_MAX else None
     points = df.iloc[interactive_rows(len(df))].reset_index(drop=True)
     split_of = {"test": split, "train": choice.train_split}
-    add_tooltips(points, bundle.info.name, split_of)
+    add_tooltips(points, bundle.info, split_of)
     placed = place_inputs(bundle, bundle_key, proj, samples, choice, classes)
     event = draw_map(points, density, placed, map_title(samples, choice, names, len(df)), proj, choice)
     map_caption(proj, samples, choice.method, len(df), len(points), density is not None)
-    selected_sample(event, samples, split_of, classes, len(df))
+    selected_sample(event, samples, split_of, bundle.info, len(df))
 
 
 main()

@@ -85,6 +85,11 @@ class Modality(Spec):
         """What a model reads, in words: '3x32x32 images', 'texts'."""
         return self.label
 
+    def one_line(self, raw: Any, info: DatasetInfo, chars: int = 200) -> str:
+        """One raw input in a line of at most `chars` characters (a table's cell, a card): a text's start, a row's
+        values; a picture by its size (pages show pictures themselves)."""
+        return cut(str(raw), chars)
+
     def same_inputs(self, a: Sequence[int], b: Sequence[int]) -> bool:
         """Whether two models of this modality read the same inputs (images: the same shape)."""
         return True
@@ -105,6 +110,25 @@ class Modality(Spec):
     def check_split(self, split: Split, dataset: str) -> None:
         """DatasetError when a loaded split does not hold this kind of input."""
         raise NotImplementedError
+
+    def wrong_split(self, dataset: str, reader: str = "this model") -> DatasetError:
+        """The refusal of a data set of another kind: 'Data set cues holds texts; this model reads images.'"""
+        return DatasetError(f"Data set {dataset} holds {held_inputs(dataset)}; {reader} reads {self.label}.")
+
+
+def held_inputs(dataset: str) -> str:
+    """What a data set holds, in its adapter's words ('images', 'texts', 'rows'); 'other inputs' when unknown."""
+    from xaidash.data.registry import get_info
+
+    try:
+        return modality_of(get_info(dataset).modality).label
+    except Exception:  # noqa: BLE001 - only words for a refusal: a data set that cannot say stays unnamed
+        return "other inputs"
+
+
+def cut(text: str, chars: int) -> str:
+    """`text` cut to its first `chars` characters, an ellipsis marking the cut."""
+    return text if len(text) <= chars else text[: max(0, chars - 1)] + "…"
 
 
 def _unknown(key: object, known: list[str]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from xaidash.data.errors import DatasetError, ExplainError
+from xaidash.data.errors import ExplainError
 from xaidash.data.modalities.base import MODALITIES, GroundTruth, Modality
 from xaidash.data.registry import DatasetInfo, ImageSplit, Split
 from xaidash.data.transforms import normalize
@@ -36,6 +36,9 @@ class ImageModality(Modality):
     def describe(self, input_shape: Sequence[int]) -> str:
         return f"{'x'.join(map(str, input_shape))} images" if input_shape else "images"
 
+    def one_line(self, raw: Any, info: DatasetInfo, chars: int = 200) -> str:
+        return f"{'x'.join(map(str, tuple(torch.as_tensor(raw).shape)))} image"[:chars]
+
     def same_inputs(self, a: Sequence[int], b: Sequence[int]) -> bool:
         return tuple(a) == tuple(b)
 
@@ -56,7 +59,7 @@ class ImageModality(Modality):
 
     def check_split(self, split: Split, dataset: str) -> None:
         if not isinstance(split, ImageSplit):
-            raise DatasetError(f"Data set {dataset} holds texts; this model reads images.")
+            raise self.wrong_split(dataset)
 
 
 IMAGE = MODALITIES.register(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xaidash.data.errors import DatasetError, ExplainError
+from xaidash.data.errors import ExplainError
 from xaidash.data.modalities.base import MODALITIES, Modality
 from xaidash.data.registry import Split, TextSplit
 
@@ -30,7 +30,7 @@ class PromptModality(Modality):
 
     def check_split(self, split: Split, dataset: str) -> None:
         if not isinstance(split, TextSplit):
-            raise DatasetError(f"Data set {dataset} holds images; a language model reads texts.")
+            raise self.wrong_split(dataset, "a language model")
 
 
 PROMPT = MODALITIES.register(

@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from xaidash.data.errors import DatasetError, ExplainError
-from xaidash.data.modalities.base import MODALITIES, Modality
+from xaidash.data.errors import ExplainError
+from xaidash.data.modalities.base import MODALITIES, Modality, cut
 from xaidash.data.registry import DatasetInfo, Split, TableColumn, TableSplit
 
 
@@ -82,6 +82,11 @@ class TableModality(Modality):
     def describe(self, input_shape: Sequence[int]) -> str:
         return f"rows of {input_shape[0]} columns" if input_shape else "table rows"
 
+    def one_line(self, raw: Any, info: DatasetInfo, chars: int = 200) -> str:
+        """'mean radius 17.99, mean texture 10.38, …': each column's value in its own units (a category by name)."""
+        values = self.as_batch(raw)[0].tolist()
+        return cut(", ".join(f"{c.name} {c.value_text(v)}" for c, v in zip(info.columns, values, strict=False)), chars)
+
     def same_inputs(self, a: Sequence[int], b: Sequence[int]) -> bool:
         return tuple(a) == tuple(b)
 
@@ -95,7 +100,7 @@ class TableModality(Modality):
 
     def check_split(self, split: Split, dataset: str) -> None:
         if not isinstance(split, TableSplit):
-            raise DatasetError(f"Data set {dataset} does not hold table rows; this model reads rows of a table.")
+            raise self.wrong_split(dataset)
 
 
 TABLE = MODALITIES.register(

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from xaidash.data.errors import DatasetError, ExplainError
+from xaidash.data.errors import ExplainError
 from xaidash.data.modalities.base import MODALITIES, GroundTruth, Modality
 from xaidash.data.registry import DatasetInfo, Split, TextSplit
 
@@ -46,7 +46,7 @@ class TextModality(Modality):
 
     def check_split(self, split: Split, dataset: str) -> None:
         if not isinstance(split, TextSplit):
-            raise DatasetError(f"Data set {dataset} holds images; this model reads texts.")
+            raise self.wrong_split(dataset)
 
 
 TEXT = MODALITIES.register(

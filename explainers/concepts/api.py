@@ -69,7 +69,7 @@ def class_inputs(bundle: ModelBundle, target: int, count: int, seed: int, inputs
         return load_concept(inputs_from, bundle, count, seed)
     if reason := bundle.no_dataset_reason("TCAV on the class's test examples"):
         raise ExplainError(f"{reason} Or give the class's inputs with --inputs folder:PATH.")
-    from xaidash.data.registry import TextSplit, get_source
+    from xaidash.data.registry import get_source
 
     split = get_source(bundle.info.name).load("test")
     index = torch.nonzero(split.labels == target).flatten().tolist()
@@ -78,10 +78,7 @@ def class_inputs(bundle: ModelBundle, target: int, count: int, seed: int, inputs
             f"The test split has {len(index)} examples of this class; TCAV needs at least {MIN_EXAMPLES}."
         )
     chosen = [index[i] for i in pick(len(index), count, seed)]
-    name = bundle.info.classes[target]
-    if isinstance(split, TextSplit):
-        return ConceptExamples(name, "test split", [split.texts[i] for i in chosen])
-    return ConceptExamples(name, "test split", split.batch(chosen))
+    return ConceptExamples(bundle.info.classes[target], "test split", bundle.adapter.items(split, chosen))
 
 
 def _unique_names(found: list[ConceptExamples]) -> None:

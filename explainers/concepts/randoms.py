@@ -25,13 +25,15 @@ def random_pool(bundle: ModelBundle, pool: str | None, need: int, seed: int) -> 
             "counter-examples from: give a folder of varied images the model might see (--random folder:PATH, "
             f"at least {need} images), or import the model again with --dataset NAME."
         )
-    from xaidash.data.registry import TextSplit, get_source
+    from xaidash.data.registry import get_source
 
     split = get_source(bundle.info.name).load("train")
-    if isinstance(split, TextSplit):
-        return ConceptExamples("random", f"dataset:{bundle.info.name}", list(split.texts))
+    if len(split) == 0:
+        raise ExplainError(
+            f"The train split of {bundle.info.name} is empty: there is nothing to draw random sets from."
+        )
     chosen = pick(len(split), min(len(split), need), seed)  # only what the sets need is read (image folders)
-    return ConceptExamples("random", f"dataset:{bundle.info.name}", split.batch(chosen))
+    return ConceptExamples("random", f"dataset:{bundle.info.name}", bundle.adapter.items(split, chosen))
 
 
 def random_sets(pool: ConceptExamples, count: int, size: int, seed: int) -> list[ConceptExamples]:

@@ -6,11 +6,13 @@ examples search; its own training data is unknown)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from xaidash.data.errors import DatasetError
-from xaidash.data.registry import Split, TextSplit, get_source
+from xaidash.data.modalities import Modality, modality_of
+from xaidash.data.registry import Split, get_source
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.registry import ModelError
@@ -25,19 +27,16 @@ class TrainingData:
 
     samples: TrainingSamples
     split: Split
+    adapter: Modality
     note: str = ""
 
     def __len__(self) -> int:
         return len(self.samples)
 
-    def raw(self, positions: list[int]) -> torch.Tensor | list[str]:
-        """The raw inputs (images (n, C, H, W) in [0, 1], or texts) at these positions."""
-        index = [int(self.samples.indices[p]) for p in positions]
-        if isinstance(self.split, TextSplit):
-            return [self.split.texts[i] for i in index]
-        if self.split.images is not None:
-            return self.split.images[index].float()
-        return torch.stack([self.split.image(i).float() for i in index])
+    def raw(self, positions: list[int]) -> Any:
+        """The raw inputs at these positions, as the data set's adapter reads them (images (n, C, H, W) in [0, 1],
+        texts, table rows (n, F))."""
+        return self.adapter.items(self.split, [int(self.samples.indices[p]) for p in positions])
 
     def inputs(self, bundle: ModelBundle, start: int, stop: int) -> torch.Tensor:
         """Positions start..stop-1 as the model reads them (prepared, on the bundle's device)."""
@@ -54,16 +53,19 @@ def training_data(run: Run) -> TrainingData:
     if not name:
         raise ExplainError(f"Run {run.id} has no training data set, so no training samples to score.")
     try:
-        split = get_source(str(name)).load("train")
+        source = get_source(str(name))
+        split = source.load("train")
     except DatasetError as e:
         raise ExplainError(f"Cannot load the training split of {name}: {e}") from None
     if len(split) == 0:
         raise ExplainError(f"The training split of {name} is empty.")
+    adapter = modality_of(source.info.modality)
     if run.kind == "imported":  # its training data is unknown; the linked set's train split stands in
         labels = split.labels.long()
         samples = TrainingSamples(torch.arange(len(split)), labels, labels)
-        return TrainingData(samples, split, f"imported model: the whole train split of {name} (not its training data)")
+        note = f"imported model: the whole train split of {name} (not its training data)"
+        return TrainingData(samples, split, adapter, note)
     try:
-        return TrainingData(training_samples(run, split), split)
+        return TrainingData(training_samples(run, split), split, adapter)
     except ModelError as e:
         raise ExplainError(str(e)) from None

@@ -168,7 +168,7 @@ def reference(bundle: ModelBundle, n: int = REFERENCE_SIZE, k: int = K, split: s
     d = _distances(feats, feats)
     np.fill_diagonal(d, np.inf)
     knn = np.sort(d, axis=1)[:, k - 1]
-    probs = bundle.predict_proba(raw_batch(samples, acts.indices)).numpy()
+    probs = bundle.predict_proba(raw_batch(bundle, samples, acts.indices)).numpy()
     return OODReference(feats, knn, _entropy(probs), k, split, probs.shape[1])
 
 

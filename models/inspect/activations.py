@@ -166,11 +166,10 @@ def load_samples(bundle: ModelBundle, split: str = "test") -> Split:
         raise ModelError(f"Cannot load the {split} split of {bundle.info.name}: {e}") from e
 
 
-def raw_batch(split: Split, indices: np.ndarray) -> torch.Tensor | list[str]:
-    """Images (B, C, H, W) in [0, 1] or texts for these sample indices."""
-    if hasattr(split, "texts"):
-        return [split.texts[int(i)] for i in indices]
-    return split.batch([int(i) for i in indices]).float()
+def raw_batch(bundle: ModelBundle, split: Split, indices: np.ndarray) -> Any:
+    """These samples of a split as one batch of raw inputs, as the model's adapter reads them (images (B, C, H, W)
+    in [0, 1], texts, table rows (B, F))."""
+    return bundle.adapter.items(split, [int(i) for i in indices])
 
 
 def _slug(text: str) -> str:
@@ -235,7 +234,7 @@ def _read_features(
     try:
         for start in range(0, len(indices), batch_size):
             chunk = indices[start : start + batch_size]
-            x = bundle.prepare(raw_batch(data, chunk))
+            x = bundle.prepare(raw_batch(bundle, data, chunk))
             logits = model(x)
             value = reader.captured(layer, bundle.spec.name)
             mask = bundle.adapter.padding_mask(x, bundle.tokenizer)

@@ -87,13 +87,16 @@ def info_to_json(info: DatasetInfo) -> dict[str, Any]:
     return asdict(info)
 
 
+def _column(obj: dict[str, Any]) -> TableColumn:
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in obj.items()}
+    return TableColumn(**values)
+
+
 def info_from_json(obj: dict[str, Any]) -> DatasetInfo:
     """The DatasetInfo a config.json's dataset_info describes, as `Run.config` returns it (its schema,
     schema.DATASET_INFO, requires the DatasetInfo fields that have no default and refuses every other key)."""
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in obj.items()}  # JSON lists -> tuples
-    fields["columns"] = tuple(
-        TableColumn(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()}) for c in obj.get("columns", ())
-    )
+    fields["columns"] = tuple(_column(c) for c in obj.get("columns", ()))
     return DatasetInfo(**fields)
 
 

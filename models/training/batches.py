@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from xaidash.data.registry import DatasetInfo, ImageSplit, TextSplit
+from xaidash.data.modalities import Modality
+from xaidash.data.registry import DatasetInfo, ImageSplit, Split
 from xaidash.data.transforms import normalize
 from xaidash.models.registry import ModelError
 
@@ -58,7 +60,8 @@ class Shard:
 
 @dataclass
 class TensorData:
-    """Inputs (normalised images or token ids) and labels, already on the training device."""
+    """Inputs as the model reads them (normalised images, token ids, prepared table rows) and labels, on the training
+    device."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -93,7 +96,7 @@ class TensorData:
     def _text_batches(
         self, batch_size: int, shuffle: bool, generator: torch.Generator | None, shard: Shard | None
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        lengths = (self.x != 0).sum(1).cpu()  # padding id 0 (text_tensors checks)
+        lengths = (self.x != 0).sum(1).cpu()  # padding id 0 (prepared_tensors checks)
         if shuffle:
             if shard is None:
                 order = torch.randperm(len(lengths), generator=generator)
@@ -166,25 +169,28 @@ class LoaderData:
             yield x, torch.as_tensor(y).to(self.device, non_blocking=True)
 
 
-def image_tensors(
-    split: ImageSplit, info: DatasetInfo, device: torch.device, indices: torch.Tensor | None = None
+def prepared_tensors(
+    adapter: Modality,
+    split: Split,
+    info: DatasetInfo,
+    tokenizer: Any,
+    device: torch.device,
+    indices: torch.Tensor | None = None,
 ) -> TensorData:
-    if split.images is None:
-        raise ModelError("image_tensors needs an in-memory split (ImageSplit.images); stream this one with LoaderData.")
-    images = split.images if indices is None else split.images[indices]
-    labels = split.labels if indices is None else split.labels[indices]
-    keep_on_cpu = images.numel() * 4 > DEVICE_BYTES_LIMIT
-    x = normalize(images.float(), info)
-    return TensorData(x if keep_on_cpu else x.to(device), labels.long().to(device))
-
-
-def text_tensors(split: TextSplit, tokenizer, device: torch.device, indices: torch.Tensor | None = None) -> TensorData:
-    texts = split.texts if indices is None else [split.texts[i] for i in indices.tolist()]
-    labels = split.labels if indices is None else split.labels[indices]
-    if tokenizer.pad_id != 0:  # TensorData trims padding columns by looking for id 0
+    """Samples `indices` of an in-memory split (all when None) as the model reads them, prepared once by the
+    modality's adapter (normalised images, token ids, standardised and one-hot table rows) and held on the device
+    (on the CPU above DEVICE_BYTES_LIMIT, streamed from there batch by batch)."""
+    if adapter.tokenized and tokenizer.pad_id != 0:  # TensorData trims padding columns by looking for id 0
         raise ModelError(f"Tokenizers used for training must pad with id 0 (this one pads with {tokenizer.pad_id}).")
-    ids = tokenizer.encode(texts) if texts else torch.zeros(0, 1, dtype=torch.long)
-    return TensorData(ids.to(device), labels.long().to(device))
+    index = list(range(len(split))) if indices is None else indices.tolist()
+    labels = split.labels if indices is None else split.labels[indices]
+    cpu = torch.device("cpu")
+    if index:
+        x = adapter.prepare(adapter.items(split, index), info, tokenizer, cpu)
+    else:  # an empty split keeps the prepared shape (and dtype) of one sample
+        x = adapter.prepare(adapter.example(info, tokenizer, 1), info, tokenizer, cpu)[:0]
+    keep_on_cpu = x.numel() * x.element_size() > DEVICE_BYTES_LIMIT
+    return TensorData(x if keep_on_cpu else x.to(device), labels.long().to(device))
 
 
 def augment_images(x: torch.Tensor, shift: int, flip: bool, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -12,11 +12,12 @@ import numpy as np
 import torch
 
 from xaidash.data.atomic import atomic_write_json
-from xaidash.data.registry import DatasetInfo, DatasetSource, Split, TextSplit, get_source
+from xaidash.data.modalities import modality_of
+from xaidash.data.registry import DatasetInfo, DatasetSource, ImageSplit, Split, TextSplit, get_source
 from xaidash.data.tokenizer import Tokenizer, WordVocab
 from xaidash.models.registry import ModelError, ModelSpec, get_spec
 from xaidash.models.runs.store import VOCAB, Run
-from xaidash.models.training.batches import LoaderData, TensorData, image_tensors, text_tensors
+from xaidash.models.training.batches import LoaderData, TensorData, prepared_tensors
 from xaidash.models.training.config import TrainConfig
 from xaidash.models.training.distributed import SINGLE, DistContext
 from xaidash.models.training.recipes import TrainSettings
@@ -175,11 +176,9 @@ def split_data(
 ) -> TensorData | LoaderData:
     """Samples `idx` of a split (all when None) as the training loop reads them: device tensors, or a DataLoader
     for image folders too large to hold."""
-    if isinstance(split, TextSplit):
-        return text_tensors(split, tokenizer, device, idx)
-    if split.in_memory:
-        return image_tensors(split, info, device, idx)
-    return LoaderData(split, info, device, list(range(len(split))) if idx is None else idx.tolist(), workers)
+    if isinstance(split, ImageSplit) and not split.in_memory:  # a folder too large to hold: read as it trains
+        return LoaderData(split, info, device, list(range(len(split))) if idx is None else idx.tolist(), workers)
+    return prepared_tensors(modality_of(info.modality), split, info, tokenizer, device, idx)
 
 
 def prepare_data(

@@ -17,7 +17,7 @@ def test_ood_flags_noise_and_solid_colour_not_shapes(trained_shapes) -> None:
     ref = ood.reference(bundle, n=400)
     assert ref.features.shape[0] == 400 and np.allclose(np.linalg.norm(ref.features, axis=1), 1.0)
     assert 0 < ref.threshold < 2.0
-    test = raw_batch(load_samples(bundle, "test"), np.arange(40))
+    test = raw_batch(bundle, load_samples(bundle, "test"), np.arange(40))
     in_dist = ood.score(bundle, ref, test)
     assert sum(s.flagged for s in in_dist) <= 3, [s.distance for s in in_dist]  # about 1% by construction
     shape = in_dist[0] if not in_dist[0].flagged else next(s for s in in_dist if not s.flagged)

@@ -11,6 +11,7 @@ import pytest
 
 import xaidash.models  # noqa: F401  (registers the zoo)
 from xaidash.dashboard.cli import main
+from xaidash.data.modalities import MODALITIES
 from xaidash.data.registry import DatasetInfo, get_info, list_datasets, list_factories, load_split
 from xaidash.models import registry
 from xaidash.models.registry import ModelError, get_spec, list_models, models_for, recommended_model
@@ -34,7 +35,7 @@ def test_every_model_declares_recipes_for_data_it_fits(spec) -> None:
     names = {i.name: i for i in list_datasets()}
     assert spec.modality in spec.recipes, f"{spec.name} has no fallback recipe for {spec.modality} data"
     for key, recipe in spec.recipes.items():
-        assert key in names or key in list_factories() or key in ("image", "text"), key
+        assert key in names or key in list_factories() or key in MODALITIES, key
         if key in names:
             assert spec.fits(names[key]) is None and names[key].modality == spec.modality, (spec.name, key)
         assert recipe.epochs >= 1 and recipe.batch_size >= 1 and 0 < recipe.lr < 1 and recipe.max_train_samples >= 0
