@@ -1,0 +1,120 @@
+"""The global view's figures as PNG bytes (matplotlib's Agg canvas, no pyplot, encoded by explainers/figures/png.py):
+ICE curves coloured by each row's own value of the column with the partial dependence line over them and a rug of
+the rows' values; a pair's 2-D partial dependence; the permutation importances with their intervals. Every figure
+has a colour bar and its units on the axes."""
+
+from __future__ import annotations
+
+import re
+
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from PIL import Image
+
+from xaidash.explainers.figures.png import png_bytes
+from xaidash.explainers.tabular.api import GlobalReport
+from xaidash.explainers.tabular.importance import PermutationImportance
+from xaidash.explainers.tabular.pdp import PairResult, PDPResult
+
+MAX_CURVES = 300  # ICE curves drawn (a seeded pick beyond that: a thousand lines are one blot)
+DPI = 100
+LINE_CMAP = "viridis"
+MAP_CMAP = "magma"
+
+
+def _png(fig: Figure) -> bytes:
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return png_bytes(Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB"))
+
+
+def _ticks(ax: object, axis: str, grid: np.ndarray, labels: tuple[str, ...]) -> None:
+    """Category names at a categorical column's codes."""
+    if labels:
+        getattr(ax, f"set_{axis}ticks")(grid, labels, rotation=30 if axis == "x" else 0)
+
+
+def ice_png(result: PDPResult, *, centred: bool = False, seed: int = 0) -> bytes:
+    """ICE curves (plain or centred at the grid's first value), each coloured by its row's own value of the column,
+    the partial dependence over them in black, and the rows' values as a rug along the bottom."""
+    ice = result.centred_ice if centred else result.ice
+    pdp = result.centred_pdp if centred else result.pdp
+    shown = np.arange(len(ice))
+    if len(ice) > MAX_CURVES:
+        shown = np.sort(np.random.default_rng(seed).choice(len(ice), MAX_CURVES, replace=False))
+    fig = Figure(figsize=(7.0, 4.6), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    norm = matplotlib.colors.Normalize(float(result.data.min()), float(result.data.max()) or 1.0)
+    cmap = matplotlib.colormaps[LINE_CMAP]
+    for i in shown:
+        ax.plot(result.grid, ice[i], color=cmap(norm(result.data[i])), linewidth=0.6, alpha=0.45)
+    ax.plot(result.grid, pdp, color="black", linewidth=2.6, label="partial dependence (mean of the curves)")
+    rug = ax.get_xaxis_transform()  # x in data units, y in axes units: ticks along the bottom edge
+    ax.plot(result.data, np.full(len(result.data), 0.02), "|", color="0.25", markersize=9, transform=rug, alpha=0.5)
+    bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax)
+    bar.set_label(f"the row's own {result.column}" + (" (category code)" if result.labels else ""))
+    _ticks(ax, "x", result.grid, result.labels)
+    ax.set_xlabel(f"{result.column} (set to each value; ticks at the bottom: the rows' values)")
+    change = "change in " if centred else ""
+    ax.set_ylabel(f"{change}P({result.target})")
+    kind = "centred ICE" if centred else "ICE"
+    ax.set_title(f"{kind} of {result.column}: {len(ice)} rows ({len(shown)} drawn); {change}{result.units}", fontsize=9)
+    ax.legend(loc="best", fontsize=8)
+    return _png(fig)
+
+
+def pair_png(result: PairResult) -> bytes:
+    """The 2-D partial dependence as a coloured grid with its colour bar (the predicted probability)."""
+    fig = Figure(figsize=(6.6, 5.0), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    mesh = ax.pcolormesh(result.grid_b, result.grid_a, result.pdp, shading="nearest", cmap=MAP_CMAP)
+    bar = fig.colorbar(mesh, ax=ax)
+    bar.set_label(f"P({result.target}), mean over the rows")
+    _ticks(ax, "x", result.grid_b, result.labels_b)
+    _ticks(ax, "y", result.grid_a, result.labels_a)
+    ax.set_xlabel(result.columns[1])
+    ax.set_ylabel(result.columns[0])
+    ax.set_title(f"Partial dependence of {result.columns[0]} and {result.columns[1]}: {result.units}", fontsize=9)
+    return _png(fig)
+
+
+def importance_png(importance: PermutationImportance, limit: int = 30) -> bytes:
+    """The `limit` most important columns as bars (coloured by their value) with their 95 % intervals."""
+    ranked = importance.ranked()[:limit][::-1]  # the most important on top
+    means = np.array([c.mean for c in ranked])
+    low = means - np.array([c.low for c in ranked])
+    high = np.array([c.high for c in ranked]) - means
+    fig = Figure(figsize=(7.0, 1.2 + 0.28 * len(ranked)), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    top = float(np.abs(means).max()) or 1.0
+    norm = matplotlib.colors.Normalize(-top, top)
+    cmap = matplotlib.colormaps["coolwarm"]
+    ax.barh(np.arange(len(ranked)), means, xerr=np.vstack([low, high]), color=cmap(norm(means)), capsize=2)
+    ax.set_yticks(np.arange(len(ranked)), [c.column for c in ranked], fontsize=8)
+    ax.axvline(0.0, color="0.3", linewidth=0.8)
+    bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax)
+    bar.set_label(importance.units)
+    ax.set_xlabel(f"{importance.units}; whisker: 95 % interval over {importance.repeats} shuffles")
+    ax.set_title(
+        f"Permutation importance on {importance.rows} held-out rows (baseline {importance.scoring} "
+        f"{importance.baseline:.3f})",
+        fontsize=9,
+    )
+    return _png(fig)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "column"
+
+
+def figure_files(report: GlobalReport) -> dict[str, bytes]:
+    """Every figure of a report: file name -> PNG bytes."""
+    files = {"importance.png": importance_png(report.importance)}
+    for result in report.dependence:
+        files[f"ice_{_slug(result.column)}.png"] = ice_png(result)
+        files[f"ice_centred_{_slug(result.column)}.png"] = ice_png(result, centred=True)
+    if report.pair is not None:
+        files[f"pdp_{_slug(report.pair.columns[0])}_{_slug(report.pair.columns[1])}.png"] = pair_png(report.pair)
+    return files
