@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import numpy as np
 import torch
 
 from xaidash.data.errors import DatasetError
@@ -24,7 +25,7 @@ from xaidash.explainers.tabular.importance import (
     Scoring,
     permutation_importance,
 )
-from xaidash.explainers.tabular.passes import BATCH_ROWS, Predict, bundle_predict, probabilities
+from xaidash.explainers.tabular.passes import Predict, bundle_predict, default_batch_rows, probabilities
 from xaidash.explainers.tabular.pdp import PairResult, PDPResult, pair_dependence, partial_dependence, units_of
 from xaidash.explainers.tabular.request import column_indices, pair_indices, table_columns, target_index
 from xaidash.explainers.tabular.surrogate import DEFAULT_DEPTH, Surrogate, fit_surrogate
@@ -50,11 +51,11 @@ class GlobalOptions:
     grid_kind: GridKind = "even"
     pair_points: int = PAIR_POINTS
     repeats: int = DEFAULT_REPEATS
-    scoring: Scoring = "accuracy"
+    scoring: Scoring = "log_loss"
     surrogate_depth: int = DEFAULT_DEPTH
     tree_depth: int = DEFAULT_TREE_DEPTH
     seed: int = 0
-    batch_rows: int = BATCH_ROWS
+    batch_rows: int = 0  # rows per model pass; 0: the device's default (passes.default_batch_rows)
 
 
 @dataclass
@@ -162,6 +163,66 @@ def _check(options: GlobalOptions) -> None:
         raise ExplainError(f"The surrogate tree's depth must be 1..8 (readable rules), not {options.surrogate_depth}.")
 
 
+@dataclass
+class _NetworkSide:
+    """What the network's passes give: the rows swept, the importances, the dependence, and its predicted classes."""
+
+    rows: int
+    importance: PermutationImportance
+    dependence: list[PDPResult]
+    pair: PairResult | None
+    train_predicted: np.ndarray
+    test_predicted: np.ndarray
+
+
+def _network_side(
+    bundle: ModelBundle,
+    splits: _Splits,
+    chosen: list[int] | None,
+    pair: tuple[int, int] | None,
+    target: int,
+    options: GlobalOptions,
+    seconds: dict[str, float],
+    say: Progress,
+) -> _NetworkSide:
+    """Every pass through the network, on its device, in eval mode and seeded."""
+    columns = table_columns(bundle)
+    names, target_name = [c.name for c in columns], bundle.info.classes[target]
+    with guarded(bundle.model, options.seed, bundle.device), torch.no_grad():
+        predict = bundle_predict(bundle)
+        test = splits.test.rows.to(bundle.device, torch.float32)
+        picked = _sample(test, options.rows, options.seed).to(bundle.device)
+        rows, labels = test[picked], splits.test.labels.to(bundle.device)[picked]
+        say(0.05, f"permutation importance of {len(names)} columns over {len(rows)} rows")
+        start = time.perf_counter()
+        importance = permutation_importance(
+            predict,
+            rows,
+            labels,
+            names,
+            repeats=options.repeats,
+            seed=options.seed,
+            scoring=options.scoring,
+            batch_rows=options.batch_rows,
+        )
+        seconds["importance"] = time.perf_counter() - start
+        chosen = chosen or [names.index(c.column) for c in importance.ranked()[: options.top]]
+        say(0.4, f"partial dependence of {len(chosen)} columns" + (" and a pair" if pair else ""))
+        start = time.perf_counter()
+        dependence = _dependence(predict, rows, columns, chosen, target, target_name, options)
+        paired = _pair(predict, rows, columns, pair, target, target_name, options) if pair else None
+        seconds["partial_dependence"] = time.perf_counter() - start
+        train = splits.train.rows.to(bundle.device, torch.float32)
+        return _NetworkSide(
+            rows=len(rows),
+            importance=importance,
+            dependence=dependence,
+            pair=paired,
+            train_predicted=probabilities(predict, train, options.batch_rows).argmax(1).cpu().numpy(),
+            test_predicted=probabilities(predict, test, options.batch_rows).argmax(1).cpu().numpy(),
+        )
+
+
 def global_report(
     bundle: ModelBundle, options: GlobalOptions | None = None, progress: Progress | None = None
 ) -> GlobalReport:
@@ -174,51 +235,21 @@ def global_report(
     pair = pair_indices(columns, options.pair)
     target = target_index(bundle, options.target)
     _check(options)
-    classes, names = list(bundle.info.classes), [c.name for c in columns]
+    options = replace(options, batch_rows=options.batch_rows or default_batch_rows(bundle.device))
+    classes = list(bundle.info.classes)
     splits = _splits(bundle)
     seconds: dict[str, float] = {}
-    with guarded(bundle.model, options.seed, bundle.device), torch.no_grad():
-        predict = bundle_predict(bundle)
-        test = splits.test.rows.to(bundle.device, torch.float32)
-        labels = splits.test.labels.to(bundle.device)
-        picked = _sample(test, options.rows, options.seed).to(bundle.device)
-        rows = test[picked]
-        say(0.05, f"permutation importance of {len(names)} columns over {len(rows)} rows")
-        start = time.perf_counter()
-        importance = permutation_importance(
-            predict,
-            rows,
-            labels[picked],
-            names,
-            repeats=options.repeats,
-            seed=options.seed,
-            scoring=options.scoring,
-            batch_rows=options.batch_rows,
-        )
-        seconds["importance"] = time.perf_counter() - start
-        chosen = chosen or [names.index(c.column) for c in importance.ranked()[: options.top]]
-        say(0.4, f"partial dependence of {len(chosen)} columns" + (" and a pair" if pair else ""))
-        start = time.perf_counter()
-        dependence = _dependence(predict, rows, columns, chosen, target, classes[target], options)
-        paired = _pair(predict, rows, columns, pair, target, classes[target], options) if pair else None
-        seconds["partial_dependence"] = time.perf_counter() - start
-        test_predicted = probabilities(predict, test, options.batch_rows).argmax(1).cpu().numpy()
-        train_predicted = (
-            probabilities(predict, splits.train.rows.to(bundle.device, torch.float32), options.batch_rows)
-            .argmax(1)
-            .cpu()
-            .numpy()
-        )
+    net = _network_side(bundle, splits, chosen, pair, target, options, seconds, say)
     test_labels = splits.test.labels.numpy()
-    network_accuracy = float((test_predicted == test_labels).mean())
+    network_accuracy = float((net.test_predicted == test_labels).mean())
     say(0.7, "surrogate tree and glassbox models")
     start = time.perf_counter()
     train_rows, test_rows = splits.train.rows.double().numpy(), splits.test.rows.double().numpy()
     surrogate = fit_surrogate(
         train_rows,
-        train_predicted,
+        net.train_predicted,
         test_rows,
-        test_predicted,
+        net.test_predicted,
         test_labels,
         columns,
         classes,
@@ -230,7 +261,7 @@ def global_report(
         (test_rows, test_labels),
         columns,
         network_accuracy,
-        importance.means(),
+        net.importance.means(),
         tree_depth=options.tree_depth,
         seed=options.seed,
     )
@@ -243,12 +274,12 @@ def global_report(
         target_index=target,
         classes=classes,
         units=units_of(classes[target]),
-        rows=len(rows),
+        rows=net.rows,
         device=str(bundle.device),
         network_accuracy=network_accuracy,
-        importance=importance,
-        dependence=dependence,
-        pair=paired,
+        importance=net.importance,
+        dependence=net.dependence,
+        pair=net.pair,
         surrogate=surrogate,
         glassbox=glassbox,
         seconds=seconds,

@@ -146,7 +146,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help=f"grid points per column of the pair's map (default {PAIR_POINTS})",
     )
     p.add_argument("--repeats", type=int_range(1), default=DEFAULT_REPEATS, help="shuffles per column (default 10)")
-    p.add_argument("--scoring", choices=SCORINGS, default="accuracy", help="what permutation importance measures")
+    p.add_argument(
+        "--scoring",
+        choices=SCORINGS,
+        default="log_loss",
+        help="what permutation importance measures: the rise in log-loss of the true class (default) or the drop in accuracy",
+    )
     p.add_argument(
         "--depth", type=int_range(1, MAX_DEPTH), default=DEFAULT_DEPTH, help="surrogate tree depth (default 3)"
     )

@@ -10,6 +10,7 @@ import re
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import BoundaryNorm, Colormap, Normalize
 from matplotlib.figure import Figure
 from PIL import Image
 
@@ -36,6 +37,15 @@ def _ticks(ax: object, axis: str, grid: np.ndarray, labels: tuple[str, ...]) -> 
         getattr(ax, f"set_{axis}ticks")(grid, labels, rotation=30 if axis == "x" else 0)
 
 
+def _row_colours(result: PDPResult) -> tuple[Colormap, Normalize]:
+    """Each ICE curve's colour: its row's own value of the column (one colour per category for a categorical one)."""
+    if result.labels:
+        k = len(result.labels)
+        return matplotlib.colormaps["tab10"].resampled(k), BoundaryNorm(np.arange(k + 1) - 0.5, k)
+    low, high = float(result.data.min()), float(result.data.max())
+    return matplotlib.colormaps[LINE_CMAP], Normalize(low, high if high > low else low + 1.0)
+
+
 def ice_png(result: PDPResult, *, centred: bool = False, seed: int = 0) -> bytes:
     """ICE curves (plain or centred at the grid's first value), each coloured by its row's own value of the column,
     the partial dependence over them in black, and the rows' values as a rug along the bottom."""
@@ -44,24 +54,26 @@ def ice_png(result: PDPResult, *, centred: bool = False, seed: int = 0) -> bytes
     shown = np.arange(len(ice))
     if len(ice) > MAX_CURVES:
         shown = np.sort(np.random.default_rng(seed).choice(len(ice), MAX_CURVES, replace=False))
-    fig = Figure(figsize=(7.0, 4.6), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(7.0, 4.8), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
-    norm = matplotlib.colors.Normalize(float(result.data.min()), float(result.data.max()) or 1.0)
-    cmap = matplotlib.colormaps[LINE_CMAP]
+    cmap, norm = _row_colours(result)
     for i in shown:
         ax.plot(result.grid, ice[i], color=cmap(norm(result.data[i])), linewidth=0.6, alpha=0.45)
-    ax.plot(result.grid, pdp, color="black", linewidth=2.6, label="partial dependence (mean of the curves)")
+    ax.plot(result.grid, pdp, color="white", linewidth=4.2)  # a halo keeps the mean line readable over the curves
+    ax.plot(result.grid, pdp, color="black", linewidth=2.4, label="partial dependence (the mean of the curves)")
     rug = ax.get_xaxis_transform()  # x in data units, y in axes units: ticks along the bottom edge
     ax.plot(result.data, np.full(len(result.data), 0.02), "|", color="0.25", markersize=9, transform=rug, alpha=0.5)
     bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax)
-    bar.set_label(f"the row's own {result.column}" + (" (category code)" if result.labels else ""))
+    bar.set_label(f"the row's own {result.column}")
+    if result.labels:
+        bar.set_ticks([float(v) for v in result.grid], labels=list(result.labels))
     _ticks(ax, "x", result.grid, result.labels)
     ax.set_xlabel(f"{result.column} (set to each value; ticks at the bottom: the rows' values)")
     change = "change in " if centred else ""
-    ax.set_ylabel(f"{change}P({result.target})")
+    ax.set_ylabel(f"{change}P({result.target})" + (" from the first value" if centred else ""))
     kind = "centred ICE" if centred else "ICE"
     ax.set_title(f"{kind} of {result.column}: {len(ice)} rows ({len(shown)} drawn); {change}{result.units}", fontsize=9)
-    ax.legend(loc="best", fontsize=8)
+    fig.legend(loc="outside lower center", fontsize=8, frameon=False)
     return _png(fig)
 
 
@@ -89,7 +101,7 @@ def importance_png(importance: PermutationImportance, limit: int = 30) -> bytes:
     fig = Figure(figsize=(7.0, 1.2 + 0.28 * len(ranked)), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
     top = float(np.abs(means).max()) or 1.0
-    norm = matplotlib.colors.Normalize(-top, top)
+    norm = Normalize(-top, top)
     cmap = matplotlib.colormaps["coolwarm"]
     ax.barh(np.arange(len(ranked)), means, xerr=np.vstack([low, high]), color=cmap(norm(means)), capsize=2)
     ax.set_yticks(np.arange(len(ranked)), [c.column for c in ranked], fontsize=8)

@@ -58,7 +58,7 @@ class GlassboxComparison:
         return self.network_accuracy - next(m.accuracy for m in self.models if m.name == name)
 
 
-def _spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
+def _spearman(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float | None:
     if np.ptp(np.asarray(a, dtype=float)) == 0 or np.ptp(np.asarray(b, dtype=float)) == 0:
         return None
     return float(stats.spearmanr(a, b).statistic)
@@ -80,7 +80,7 @@ def compare_glassboxes(
     test: tuple[np.ndarray, np.ndarray],
     columns: Sequence[TableColumn],
     network_accuracy: float,
-    network_importance: Sequence[float],
+    network_importance: Sequence[float] | np.ndarray,
     *,
     tree_depth: int = DEFAULT_TREE_DEPTH,
     seed: int = 0,

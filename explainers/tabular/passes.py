@@ -10,7 +10,14 @@ import torch
 from xaidash.models.bundle import ModelBundle
 
 Predict = Callable[[torch.Tensor], torch.Tensor]  # raw rows (M, F) -> class probabilities (M, K), same device
-BATCH_ROWS = 65_536  # rows per model pass: large enough that a small MLP's pass is not launch-bound
+BATCH_ROWS = 65_536  # rows per model pass on an accelerator: large enough that a small MLP's pass is not launch-bound
+CPU_BATCH_ROWS = 4_096  # on a CPU the arithmetic dominates: passes whose activations stay in cache are faster
+
+
+def default_batch_rows(device: torch.device | str) -> int:
+    """Rows per pass on `device`: a few large passes on an accelerator, cache-sized ones on a CPU (measured on this
+    project's 2-core CPU: 4,096-row passes about 1.6x faster than 65,536-row ones for a tabular_mlp)."""
+    return CPU_BATCH_ROWS if torch.device(device).type == "cpu" else BATCH_ROWS
 
 
 def probabilities(predict: Predict, rows: torch.Tensor, batch_rows: int = BATCH_ROWS) -> torch.Tensor:
