@@ -28,6 +28,7 @@ from xaidash.explainers.tabular.importance import (
 from xaidash.explainers.tabular.passes import Predict, bundle_predict, default_batch_rows, probabilities
 from xaidash.explainers.tabular.pdp import PairResult, PDPResult, pair_dependence, partial_dependence, units_of
 from xaidash.explainers.tabular.request import column_indices, pair_indices, table_columns, target_index
+from xaidash.explainers.tabular.shap_global import DEFAULT_METHOD, GlobalShap, check_method, global_shap
 from xaidash.explainers.tabular.surrogate import DEFAULT_DEPTH, Surrogate, fit_surrogate
 from xaidash.models.bundle import ModelBundle
 
@@ -56,6 +57,8 @@ class GlobalOptions:
     tree_depth: int = DEFAULT_TREE_DEPTH
     seed: int = 0
     batch_rows: int = 0  # rows per model pass; 0: the device's default (passes.default_batch_rows)
+    shap_rows: int = 0  # rows explained for global SHAP (a seeded pick of the swept rows); 0: none
+    shap_method: str = DEFAULT_METHOD  # the table method whose per-row attributions global SHAP sums up
 
 
 @dataclass
@@ -77,6 +80,7 @@ class GlobalReport:
     pair: PairResult | None
     surrogate: Surrogate
     glassbox: GlassboxComparison
+    shap: GlobalShap | None = None
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -156,7 +160,14 @@ def _pair(
 
 
 def _check(options: GlobalOptions) -> None:
-    for name, low in (("rows", 1), ("top", 1), ("grid_points", 2), ("pair_points", 2), ("repeats", 1)):
+    for name, low in (
+        ("rows", 1),
+        ("top", 1),
+        ("grid_points", 2),
+        ("pair_points", 2),
+        ("repeats", 1),
+        ("shap_rows", 0),
+    ):
         if int(getattr(options, name)) < low:
             raise ExplainError(f"{name} must be at least {low}, not {getattr(options, name)}.")
     if not 1 <= options.surrogate_depth <= 8:
@@ -168,6 +179,8 @@ class _NetworkSide:
     """What the network's passes give: the rows swept, the importances, the dependence, and its predicted classes."""
 
     rows: int
+    swept: torch.Tensor  # the held-out rows swept and shuffled (raw, on the CPU)
+    chosen: list[int]
     importance: PermutationImportance
     dependence: list[PDPResult]
     pair: PairResult | None
@@ -215,6 +228,8 @@ def _network_side(
         train = splits.train.rows.to(bundle.device, torch.float32)
         return _NetworkSide(
             rows=len(rows),
+            swept=rows.cpu(),
+            chosen=chosen,
             importance=importance,
             dependence=dependence,
             pair=paired,
@@ -235,6 +250,8 @@ def global_report(
     pair = pair_indices(columns, options.pair)
     target = target_index(bundle, options.target)
     _check(options)
+    if options.shap_rows:
+        check_method(bundle, options.shap_method)
     options = replace(options, batch_rows=options.batch_rows or default_batch_rows(bundle.device))
     classes = list(bundle.info.classes)
     splits = _splits(bundle)
@@ -266,6 +283,13 @@ def global_report(
         seed=options.seed,
     )
     seconds["surrogate_and_glassbox"] = time.perf_counter() - start
+    shap = None
+    if options.shap_rows:
+        say(0.85, f"{options.shap_method} for {min(options.shap_rows, net.rows)} rows")
+        start = time.perf_counter()
+        picked = _sample(net.swept, options.shap_rows, options.seed)
+        shap = global_shap(bundle, net.swept[picked], target, net.chosen, method=options.shap_method, seed=options.seed)
+        seconds["shap"] = time.perf_counter() - start
     say(1.0, "done")
     return GlobalReport(
         model=bundle.spec.name,
@@ -282,5 +306,6 @@ def global_report(
         pair=net.pair,
         surrogate=surrogate,
         glassbox=glassbox,
+        shap=shap,
         seconds=seconds,
     )

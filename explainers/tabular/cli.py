@@ -16,6 +16,7 @@ from xaidash.explainers.params import ExplainError
 from xaidash.explainers.tabular.api import DEFAULT_ROWS, DEFAULT_TOP, PAIR_POINTS, GlobalOptions, GlobalReport
 from xaidash.explainers.tabular.grids import DEFAULT_POINTS, GRID_KINDS
 from xaidash.explainers.tabular.importance import DEFAULT_REPEATS, SCORINGS
+from xaidash.explainers.tabular.shap_global import DEFAULT_METHOD, DEFAULT_SHAP_ROWS
 from xaidash.explainers.tabular.surrogate import DEFAULT_DEPTH, MAX_DEPTH
 
 RESULT_JSON = "global.json"
@@ -61,6 +62,11 @@ def summary(report: GlobalReport) -> str:
         f"fidelity {s.fidelity:.3f} ({s.agree} of {s.held_out} held-out rows agree with the network)"
     )
     lines += [f"  {line}" for line in s.rules.rstrip().splitlines()]
+    if report.shap is not None:
+        g = report.shap
+        lines.append(f"Global {g.method} over {g.rows} rows, mean |attribution| ({g.units}):")
+        lines += [f"  {name:<{width}}  {value:.4f}" for name, value in g.ranked()[:LISTED]]
+        lines += [f"  {d.column}: interacts most with {d.colour_by}" for d in g.dependence if d.colour_by]
     return "\n".join(lines)
 
 
@@ -78,12 +84,14 @@ def _options(args: argparse.Namespace) -> GlobalOptions:
         scoring=args.scoring,
         surrogate_depth=args.depth,
         seed=args.seed,
+        shap_rows=args.shap_rows,
+        shap_method=args.shap_method,
     )
 
 
 def _global(args: argparse.Namespace) -> int:
     from xaidash.explainers.tabular.api import global_report
-    from xaidash.explainers.tabular.figures import figure_files
+    from xaidash.explainers.tabular.report_figures import figure_files
     from xaidash.models.runs.store import load_bundle, resolve_run, weights_problem
 
     out = Path(args.out).expanduser() if args.out else None
@@ -154,6 +162,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--depth", type=int_range(1, MAX_DEPTH), default=DEFAULT_DEPTH, help="surrogate tree depth (default 3)"
+    )
+    p.add_argument(
+        "--shap-rows",
+        type=int_range(0),
+        default=DEFAULT_SHAP_ROWS,
+        help=f"rows explained for global SHAP (mean |SHAP| and dependence plots; default {DEFAULT_SHAP_ROWS}, 0: none)",
+    )
+    p.add_argument(
+        "--shap-method", default=DEFAULT_METHOD, help=f"the table method global SHAP sums up (default {DEFAULT_METHOD})"
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")

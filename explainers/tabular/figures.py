@@ -5,8 +5,6 @@ has a colour bar and its units on the axes."""
 
 from __future__ import annotations
 
-import re
-
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -15,7 +13,6 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from xaidash.explainers.figures.png import png_bytes
-from xaidash.explainers.tabular.api import GlobalReport
 from xaidash.explainers.tabular.importance import PermutationImportance
 from xaidash.explainers.tabular.pdp import PairResult, PDPResult
 
@@ -25,25 +22,34 @@ LINE_CMAP = "viridis"
 MAP_CMAP = "magma"
 
 
-def _png(fig: Figure) -> bytes:
+def png_of(fig: Figure) -> bytes:
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     return png_bytes(Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB"))
 
 
-def _ticks(ax: object, axis: str, grid: np.ndarray, labels: tuple[str, ...]) -> None:
+def category_ticks(ax: object, axis: str, grid: np.ndarray, labels: tuple[str, ...]) -> None:
     """Category names at a categorical column's codes."""
     if labels:
         getattr(ax, f"set_{axis}ticks")(grid, labels, rotation=30 if axis == "x" else 0)
 
 
-def _row_colours(result: PDPResult) -> tuple[Colormap, Normalize]:
-    """Each ICE curve's colour: its row's own value of the column (one colour per category for a categorical one)."""
-    if result.labels:
-        k = len(result.labels)
-        return matplotlib.colormaps["tab10"].resampled(k), BoundaryNorm(np.arange(k + 1) - 0.5, k)
-    low, high = float(result.data.min()), float(result.data.max())
+def value_colours(data: np.ndarray, labels: tuple[str, ...]) -> tuple[Colormap, Normalize]:
+    """Colours for a column's raw values `data`: one per category for a categorical column (`labels`), else a
+    continuous map over the values' range."""
+    if labels:
+        k = len(labels)
+        return matplotlib.colormaps["tab10"].resampled(max(k, 2)), BoundaryNorm(np.arange(k + 1) - 0.5, max(k, 2))
+    low, high = float(np.min(data)), float(np.max(data))
     return matplotlib.colormaps[LINE_CMAP], Normalize(low, high if high > low else low + 1.0)
+
+
+def value_bar(fig: Figure, ax: object, cmap: Colormap, norm: Normalize, label: str, labels: tuple[str, ...]) -> None:
+    """The colour bar of `value_colours`, with category names at their codes."""
+    bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax)
+    bar.set_label(label)
+    if labels:
+        bar.set_ticks([float(v) for v in range(len(labels))], labels=list(labels))
 
 
 def ice_png(result: PDPResult, *, centred: bool = False, seed: int = 0) -> bytes:
@@ -56,25 +62,22 @@ def ice_png(result: PDPResult, *, centred: bool = False, seed: int = 0) -> bytes
         shown = np.sort(np.random.default_rng(seed).choice(len(ice), MAX_CURVES, replace=False))
     fig = Figure(figsize=(7.0, 4.8), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
-    cmap, norm = _row_colours(result)
+    cmap, norm = value_colours(result.data, result.labels)
     for i in shown:
         ax.plot(result.grid, ice[i], color=cmap(norm(result.data[i])), linewidth=0.6, alpha=0.45)
     ax.plot(result.grid, pdp, color="white", linewidth=4.2)  # a halo keeps the mean line readable over the curves
     ax.plot(result.grid, pdp, color="black", linewidth=2.4, label="partial dependence (the mean of the curves)")
     rug = ax.get_xaxis_transform()  # x in data units, y in axes units: ticks along the bottom edge
     ax.plot(result.data, np.full(len(result.data), 0.02), "|", color="0.25", markersize=9, transform=rug, alpha=0.5)
-    bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax)
-    bar.set_label(f"the row's own {result.column}")
-    if result.labels:
-        bar.set_ticks([float(v) for v in result.grid], labels=list(result.labels))
-    _ticks(ax, "x", result.grid, result.labels)
+    value_bar(fig, ax, cmap, norm, f"the row's own {result.column}", result.labels)
+    category_ticks(ax, "x", result.grid, result.labels)
     ax.set_xlabel(f"{result.column} (set to each value; ticks at the bottom: the rows' values)")
     change = "change in " if centred else ""
     ax.set_ylabel(f"{change}P({result.target})" + (" from the first value" if centred else ""))
     kind = "centred ICE" if centred else "ICE"
     ax.set_title(f"{kind} of {result.column}: {len(ice)} rows ({len(shown)} drawn); {change}{result.units}", fontsize=9)
     fig.legend(loc="outside lower center", fontsize=8, frameon=False)
-    return _png(fig)
+    return png_of(fig)
 
 
 def pair_png(result: PairResult) -> bytes:
@@ -84,12 +87,12 @@ def pair_png(result: PairResult) -> bytes:
     mesh = ax.pcolormesh(result.grid_b, result.grid_a, result.pdp, shading="nearest", cmap=MAP_CMAP)
     bar = fig.colorbar(mesh, ax=ax)
     bar.set_label(f"P({result.target}), mean over the rows")
-    _ticks(ax, "x", result.grid_b, result.labels_b)
-    _ticks(ax, "y", result.grid_a, result.labels_a)
+    category_ticks(ax, "x", result.grid_b, result.labels_b)
+    category_ticks(ax, "y", result.grid_a, result.labels_a)
     ax.set_xlabel(result.columns[1])
     ax.set_ylabel(result.columns[0])
     ax.set_title(f"Partial dependence of {result.columns[0]} and {result.columns[1]}: {result.units}", fontsize=9)
-    return _png(fig)
+    return png_of(fig)
 
 
 def importance_png(importance: PermutationImportance, limit: int = 30) -> bytes:
@@ -114,19 +117,4 @@ def importance_png(importance: PermutationImportance, limit: int = 30) -> bytes:
         f"{importance.baseline:.3f})",
         fontsize=9,
     )
-    return _png(fig)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "column"
-
-
-def figure_files(report: GlobalReport) -> dict[str, bytes]:
-    """Every figure of a report: file name -> PNG bytes."""
-    files = {"importance.png": importance_png(report.importance)}
-    for result in report.dependence:
-        files[f"ice_{_slug(result.column)}.png"] = ice_png(result)
-        files[f"ice_centred_{_slug(result.column)}.png"] = ice_png(result, centred=True)
-    if report.pair is not None:
-        files[f"pdp_{_slug(report.pair.columns[0])}_{_slug(report.pair.columns[1])}.png"] = pair_png(report.pair)
-    return files
+    return png_of(fig)

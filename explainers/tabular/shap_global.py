@@ -105,6 +105,13 @@ def summarise(
     )
 
 
+def check_method(bundle: ModelBundle, method: str) -> None:
+    """ExplainError in one line when `method` is not a method for this model's rows, before any work."""
+    from xaidash.explainers.registry import get_method
+
+    get_method(method, bundle.modality).check(bundle)
+
+
 def global_shap(
     bundle: ModelBundle,
     rows: torch.Tensor,
