@@ -28,7 +28,13 @@ from xaidash.explainers.tabular.importance import (
 from xaidash.explainers.tabular.passes import Predict, bundle_predict, default_batch_rows, probabilities
 from xaidash.explainers.tabular.pdp import PairResult, PDPResult, pair_dependence, partial_dependence, units_of
 from xaidash.explainers.tabular.request import column_indices, pair_indices, table_columns, target_index
-from xaidash.explainers.tabular.shap_global import DEFAULT_METHOD, GlobalShap, check_method, global_shap
+from xaidash.explainers.tabular.shap_global import (
+    DEFAULT_METHOD,
+    DEFAULT_SHAP_ROWS,
+    GlobalShap,
+    check_method,
+    global_shap,
+)
 from xaidash.explainers.tabular.surrogate import DEFAULT_DEPTH, Surrogate, fit_surrogate
 from xaidash.models.bundle import ModelBundle
 
@@ -57,7 +63,7 @@ class GlobalOptions:
     tree_depth: int = DEFAULT_TREE_DEPTH
     seed: int = 0
     batch_rows: int = 0  # rows per model pass; 0: the device's default (passes.default_batch_rows)
-    shap_rows: int = 0  # rows explained for global SHAP (a seeded pick of the swept rows); 0: none
+    shap_rows: int = DEFAULT_SHAP_ROWS  # rows explained for global SHAP (a seeded pick of the swept rows); 0: none
     shap_method: str = DEFAULT_METHOD  # the table method whose per-row attributions global SHAP sums up
 
 

@@ -24,7 +24,8 @@ from xaidash.explainers.tabular.pdp import partial_dependence
 def planted():
     torch.set_num_threads(1)
     bundle = fitted_bundle("planted")
-    return bundle, global_report(bundle, GlobalOptions(pair=("x0", "x1"), repeats=5, grid_points=20, pair_points=8))
+    options = GlobalOptions(pair=("x0", "x1"), repeats=5, grid_points=20, pair_points=8, shap_rows=60)
+    return bundle, global_report(bundle, options)
 
 
 def test_true_columns_rank_top(planted) -> None:
@@ -67,13 +68,24 @@ def test_surrogate_glassbox_and_json(planted) -> None:
     assert any(name.startswith("arrays/") for name in files), "the ICE curves (400 x 20) go to .npy files"
 
 
+def test_global_shap_finds_the_truth_and_the_interaction(planted) -> None:
+    bundle, report = planted
+    g = report.shap
+    assert g is not None and g.method == "shap_kernel" and g.rows == 60 and g.values.shape == (60, 9)
+    assert {c for c, _ in g.ranked()[:3]} == set(bundle.info.truth_columns)
+    by_column = {d.column: d for d in g.dependence}
+    assert set(by_column) == {d.column for d in report.dependence}
+    assert by_column["x0"].colour_by == "x1" and by_column["x1"].colour_by == "x0", "x0 * x1 sets the label"
+    assert g.units == "contribution to the predicted probability of class 'positive'"
+
+
 def test_default_target_and_named_target() -> None:
     bundle = fitted_bundle("planted")
-    report = global_report(bundle, GlobalOptions(columns=["group"], target="negative", repeats=1, rows=50))
+    report = global_report(bundle, GlobalOptions(columns=["group"], target="negative", repeats=1, rows=50, shap_rows=0))
     assert report.target == "negative" and report.target_index == 0
     g = report.dependence[0]
     assert g.labels == ("red", "green", "blue") and list(g.grid) == [0.0, 1.0, 2.0]
-    assert global_report(bundle, GlobalOptions(columns=["x0"], repeats=1, rows=20)).target == "positive"
+    assert global_report(bundle, GlobalOptions(columns=["x0"], repeats=1, rows=20, shap_rows=0)).target == "positive"
 
 
 @pytest.mark.parametrize(
@@ -86,6 +98,7 @@ def test_default_target_and_named_target() -> None:
         (GlobalOptions(target="maybe"), "Class 'maybe' is not one of the model's classes (negative, positive)"),
         (GlobalOptions(rows=0), "rows must be at least 1"),
         (GlobalOptions(surrogate_depth=12), "depth must be 1..8"),
+        (GlobalOptions(shap_method="gradcam"), "Unknown method 'gradcam' for table models"),
     ],
 )
 def test_bad_requests_are_one_line(options: GlobalOptions, message: str) -> None:

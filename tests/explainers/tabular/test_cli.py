@@ -25,7 +25,7 @@ def run_id(tmp_path: Path) -> str:
 def test_summary_figures_and_json(run_id: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "global"
     argv = ["global", "--run", run_id, "--columns", "x2,group", "--pair", "x0,x1", "--repeats", "3", "--grid", "12"]
-    assert main([*argv, "--pair-grid", "6", "--out", str(out), "--quiet"]) == 0
+    assert main([*argv, "--pair-grid", "6", "--shap-rows", "12", "--out", str(out), "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "Permutation importance (rise in log-loss of the true class (nats)" in text
     assert "x2" in text and "fidelity" in text and "logistic regression" in text and "|--- x2 <=" in text
@@ -40,6 +40,10 @@ def test_summary_figures_and_json(run_id: str, tmp_path: Path, capsys: pytest.Ca
             "ice_x2.png",
             "importance.png",
             "pdp_x0_x1.png",
+            "shap_dependence_group.png",
+            "shap_dependence_x2.png",
+            "shap_mean_abs.png",
+            "surrogate_tree.png",
         ]
     )
     for png in out.glob("*.png"):
@@ -56,6 +60,8 @@ def test_summary_figures_and_json(run_id: str, tmp_path: Path, capsys: pytest.Ca
     assert np.allclose(np.load(out / ice["file"]).mean(0), group["pdp"])
     assert doc["pair"]["columns"] == ["x0", "x1"] and np.asarray(doc["pair"]["pdp"]).shape == (6, 6)
     assert 0 < doc["surrogate"]["fidelity"] <= 1 and doc["units"] == "predicted probability of class 'positive'"
+    assert doc["shap"]["rows"] == 12 and doc["shap"]["method"] == "shap_kernel"
+    assert "Global shap_kernel over 12 rows" in text
     assert sorted(doc["figures"]) == sorted(p for p in written if p.endswith(".png"))
 
 
