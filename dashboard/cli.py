@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     from xaidash.explainers.influence.cli import add_commands as influence_commands
     from xaidash.explainers.language.cli import add_commands as generate_commands
     from xaidash.explainers.robust.cli import add_commands as robust_commands
+    from xaidash.explainers.tabular.cli import add_commands as global_commands
     from xaidash.models.cli import add_commands as model_commands
     from xaidash.models.external.cli import add_commands as import_commands
 
@@ -158,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     robust_commands(sub)
     concept_commands(sub)
     influence_commands(sub)
+    global_commands(sub)
     _add_serve(sub)
     return parser
 

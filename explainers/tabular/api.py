@@ -1,0 +1,317 @@
+"""The global view of a table model, one entry point for the page and `xaidash global`: permutation importance of every
+column, partial dependence and ICE of the chosen columns (by default the most important ones) and of a pair, a
+surrogate tree fitted to the network's predictions with its fidelity, and the glassbox references beside the
+network. Everything runs on the held-out (test) split's rows except the fits, which use the training split the
+network was trained on."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from xaidash.data.errors import DatasetError
+from xaidash.data.registry import TableColumn, TableSplit, load_split
+from xaidash.explainers.guard import guarded
+from xaidash.explainers.params import ExplainError
+from xaidash.explainers.tabular.glassbox import DEFAULT_TREE_DEPTH, GlassboxComparison, compare_glassboxes
+from xaidash.explainers.tabular.grids import DEFAULT_POINTS, GridKind, column_grid
+from xaidash.explainers.tabular.importance import (
+    DEFAULT_REPEATS,
+    PermutationImportance,
+    Scoring,
+    permutation_importance,
+)
+from xaidash.explainers.tabular.passes import Predict, bundle_predict, default_batch_rows, probabilities
+from xaidash.explainers.tabular.pdp import PairResult, PDPResult, pair_dependence, partial_dependence, units_of
+from xaidash.explainers.tabular.request import column_indices, pair_indices, table_columns, target_index
+from xaidash.explainers.tabular.shap_global import (
+    DEFAULT_METHOD,
+    DEFAULT_SHAP_ROWS,
+    GlobalShap,
+    check_method,
+    global_shap,
+)
+from xaidash.explainers.tabular.surrogate import DEFAULT_DEPTH, Surrogate, fit_surrogate
+from xaidash.models.bundle import ModelBundle
+
+DEFAULT_ROWS = 1000  # held-out rows swept by the partial dependence and shuffled by the importance
+DEFAULT_TOP = 4  # columns given a partial dependence plot when none are named: the most important ones
+PAIR_POINTS = 20  # grid points per column of a pair's map (20 x 20 values per row)
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class GlobalOptions:
+    """What a global report computes; the defaults are the page's and the command's."""
+
+    columns: Sequence[str] | None = None  # None: the `top` most important columns
+    pair: Sequence[str] | None = None  # two column names for a 2-D partial dependence, or None
+    target: str | int | None = None  # a class name or index; None: the second of two classes, else the first
+    rows: int = DEFAULT_ROWS
+    top: int = DEFAULT_TOP
+    grid_points: int = DEFAULT_POINTS
+    grid_kind: GridKind = "even"
+    pair_points: int = PAIR_POINTS
+    repeats: int = DEFAULT_REPEATS
+    scoring: Scoring = "log_loss"
+    surrogate_depth: int = DEFAULT_DEPTH
+    tree_depth: int = DEFAULT_TREE_DEPTH
+    seed: int = 0
+    batch_rows: int = 0  # rows per model pass; 0: the device's default (passes.default_batch_rows)
+    shap_rows: int = DEFAULT_SHAP_ROWS  # rows explained for global SHAP (a seeded pick of the swept rows); 0: none
+    shap_method: str = DEFAULT_METHOD  # the table method whose per-row attributions global SHAP sums up
+
+
+@dataclass
+class GlobalReport:
+    """Everything the global view shows. `rows` held-out rows were swept and shuffled; `units` is what a partial
+    dependence value is; `seconds` the time of each part."""
+
+    model: str
+    dataset: str
+    target: str
+    target_index: int
+    classes: list[str]
+    units: str
+    rows: int
+    device: str
+    network_accuracy: float
+    importance: PermutationImportance
+    dependence: list[PDPResult]
+    pair: PairResult | None
+    surrogate: Surrogate
+    glassbox: GlassboxComparison
+    shap: GlobalShap | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Splits:
+    train: TableSplit
+    test: TableSplit
+
+
+def _splits(bundle: ModelBundle) -> _Splits:
+    name = bundle.info.name
+    try:
+        train, test = load_split(name, "train"), load_split(name, "test")
+    except DatasetError as err:
+        raise ExplainError(f"Cannot load the splits of {name}: {err}") from None
+    if not isinstance(train, TableSplit) or not isinstance(test, TableSplit) or not len(train) or not len(test):
+        raise ExplainError(f"{name} has no table rows in both its training and test splits.")
+    return _Splits(train, test)
+
+
+def _sample(rows: torch.Tensor, count: int, seed: int) -> torch.Tensor:
+    """At most `count` of the rows, a seeded pick in their order."""
+    if count >= len(rows):
+        return torch.arange(len(rows))
+    return torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed))[:count].sort().values
+
+
+def _dependence(
+    predict: Predict,
+    rows: torch.Tensor,
+    columns: Sequence[TableColumn],
+    chosen: Sequence[int],
+    target: int,
+    target_name: str,
+    options: GlobalOptions,
+) -> list[PDPResult]:
+    out = []
+    for j in chosen:
+        grid, labels = column_grid(columns[j], rows[:, j], options.grid_points, options.grid_kind)
+        out.append(
+            partial_dependence(
+                predict,
+                rows,
+                j,
+                grid,
+                target,
+                name=columns[j].name,
+                target_name=target_name,
+                labels=labels,
+                batch_rows=options.batch_rows,
+            )
+        )
+    return out
+
+
+def _pair(
+    predict: Predict,
+    rows: torch.Tensor,
+    columns: Sequence[TableColumn],
+    pair: tuple[int, int],
+    target: int,
+    target_name: str,
+    options: GlobalOptions,
+) -> PairResult:
+    made = [column_grid(columns[j], rows[:, j], options.pair_points, options.grid_kind) for j in pair]
+    return pair_dependence(
+        predict,
+        rows,
+        pair,
+        (made[0][0], made[1][0]),
+        target,
+        names=(columns[pair[0]].name, columns[pair[1]].name),
+        target_name=target_name,
+        labels=(made[0][1], made[1][1]),
+        batch_rows=options.batch_rows,
+    )
+
+
+def _check(options: GlobalOptions) -> None:
+    for name, low in (
+        ("rows", 1),
+        ("top", 1),
+        ("grid_points", 2),
+        ("pair_points", 2),
+        ("repeats", 1),
+        ("shap_rows", 0),
+    ):
+        if int(getattr(options, name)) < low:
+            raise ExplainError(f"{name} must be at least {low}, not {getattr(options, name)}.")
+    if not 1 <= options.surrogate_depth <= 8:
+        raise ExplainError(f"The surrogate tree's depth must be 1..8 (readable rules), not {options.surrogate_depth}.")
+
+
+@dataclass
+class _NetworkSide:
+    """What the network's passes give: the rows swept, the importances, the dependence, and its predicted classes."""
+
+    rows: int
+    swept: torch.Tensor  # the held-out rows swept and shuffled (raw, on the CPU)
+    chosen: list[int]
+    importance: PermutationImportance
+    dependence: list[PDPResult]
+    pair: PairResult | None
+    train_predicted: np.ndarray
+    test_predicted: np.ndarray
+
+
+def _network_side(
+    bundle: ModelBundle,
+    splits: _Splits,
+    chosen: list[int] | None,
+    pair: tuple[int, int] | None,
+    target: int,
+    options: GlobalOptions,
+    seconds: dict[str, float],
+    say: Progress,
+) -> _NetworkSide:
+    """Every pass through the network, on its device, in eval mode and seeded."""
+    columns = table_columns(bundle)
+    names, target_name = [c.name for c in columns], bundle.info.classes[target]
+    with guarded(bundle.model, options.seed, bundle.device), torch.no_grad():
+        predict = bundle_predict(bundle)
+        test = splits.test.rows.to(bundle.device, torch.float32)
+        picked = _sample(test, options.rows, options.seed).to(bundle.device)
+        rows, labels = test[picked], splits.test.labels.to(bundle.device)[picked]
+        say(0.05, f"permutation importance of {len(names)} columns over {len(rows)} rows")
+        start = time.perf_counter()
+        importance = permutation_importance(
+            predict,
+            rows,
+            labels,
+            names,
+            repeats=options.repeats,
+            seed=options.seed,
+            scoring=options.scoring,
+            batch_rows=options.batch_rows,
+        )
+        seconds["importance"] = time.perf_counter() - start
+        chosen = chosen or [names.index(c.column) for c in importance.ranked()[: options.top]]
+        say(0.4, f"partial dependence of {len(chosen)} columns" + (" and a pair" if pair else ""))
+        start = time.perf_counter()
+        dependence = _dependence(predict, rows, columns, chosen, target, target_name, options)
+        paired = _pair(predict, rows, columns, pair, target, target_name, options) if pair else None
+        seconds["partial_dependence"] = time.perf_counter() - start
+        train = splits.train.rows.to(bundle.device, torch.float32)
+        return _NetworkSide(
+            rows=len(rows),
+            swept=rows.cpu(),
+            chosen=chosen,
+            importance=importance,
+            dependence=dependence,
+            pair=paired,
+            train_predicted=probabilities(predict, train, options.batch_rows).argmax(1).cpu().numpy(),
+            test_predicted=probabilities(predict, test, options.batch_rows).argmax(1).cpu().numpy(),
+        )
+
+
+def global_report(
+    bundle: ModelBundle, options: GlobalOptions | None = None, progress: Progress | None = None
+) -> GlobalReport:
+    """The global view of `bundle` (a model of table rows); see the module's docstring. ExplainError in one line for a
+    model that does not read table rows, an unknown column, a pair of one column, or a class out of range."""
+    options = options or GlobalOptions()
+    say = progress or (lambda fraction, text: None)
+    columns = table_columns(bundle)
+    chosen = column_indices(columns, options.columns)
+    pair = pair_indices(columns, options.pair)
+    target = target_index(bundle, options.target)
+    _check(options)
+    if options.shap_rows:
+        check_method(bundle, options.shap_method)
+    options = replace(options, batch_rows=options.batch_rows or default_batch_rows(bundle.device))
+    classes = list(bundle.info.classes)
+    splits = _splits(bundle)
+    seconds: dict[str, float] = {}
+    net = _network_side(bundle, splits, chosen, pair, target, options, seconds, say)
+    test_labels = splits.test.labels.numpy()
+    network_accuracy = float((net.test_predicted == test_labels).mean())
+    say(0.7, "surrogate tree and glassbox models")
+    start = time.perf_counter()
+    train_rows, test_rows = splits.train.rows.double().numpy(), splits.test.rows.double().numpy()
+    surrogate = fit_surrogate(
+        train_rows,
+        net.train_predicted,
+        test_rows,
+        net.test_predicted,
+        test_labels,
+        columns,
+        classes,
+        depth=options.surrogate_depth,
+        seed=options.seed,
+    )
+    glassbox = compare_glassboxes(
+        (train_rows, splits.train.labels.numpy()),
+        (test_rows, test_labels),
+        columns,
+        network_accuracy,
+        net.importance.means(),
+        tree_depth=options.tree_depth,
+        seed=options.seed,
+    )
+    seconds["surrogate_and_glassbox"] = time.perf_counter() - start
+    shap = None
+    if options.shap_rows:
+        say(0.85, f"{options.shap_method} for {min(options.shap_rows, net.rows)} rows")
+        start = time.perf_counter()
+        picked = _sample(net.swept, options.shap_rows, options.seed)
+        shap = global_shap(bundle, net.swept[picked], target, net.chosen, method=options.shap_method, seed=options.seed)
+        seconds["shap"] = time.perf_counter() - start
+    say(1.0, "done")
+    return GlobalReport(
+        model=bundle.spec.name,
+        dataset=bundle.info.name,
+        target=classes[target],
+        target_index=target,
+        classes=classes,
+        units=units_of(classes[target]),
+        rows=net.rows,
+        device=str(bundle.device),
+        network_accuracy=network_accuracy,
+        importance=net.importance,
+        dependence=net.dependence,
+        pair=net.pair,
+        surrogate=surrogate,
+        glassbox=glassbox,
+        shap=shap,
+        seconds=seconds,
+    )

@@ -1,0 +1,121 @@
+"""Glassbox references: models you can read, trained with scikit-learn on the same training split the network was
+trained on, scored on the same test split ("how much does the network gain over a model you can read?").
+
+- logistic regression on standardised numeric columns and one-hot categorical ones; a column's importance is the
+  sum over its encoded features of |coefficient| (averaged over the classes for more than two), comparable across
+  columns because the inputs are standardised;
+- a decision tree (depth `tree_depth`); a column's importance is the sum of its features' `feature_importances_`
+  (the impurity each split on it removes).
+
+Each glassbox's importances are compared with the network's permutation importance by Spearman's rank correlation:
+near 1, the readable model leans on the same columns as the network.
+
+They are fitted on demand for a report, not stored as runs: they are references for explaining the network, like the
+surrogate, and share its encoding of the columns (`encoding.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import Pipeline
+from sklearn.tree import DecisionTreeClassifier
+
+from xaidash.data.registry import TableColumn
+from xaidash.explainers.tabular.encoding import encoder, per_column
+
+DEFAULT_TREE_DEPTH = 5
+
+
+@dataclass
+class Glassbox:
+    """One glassbox model: its test accuracy, its own importance of each column (input order, what `importance_kind`
+    says) and the Spearman correlation of those with the network's permutation importance (None when either is
+    constant)."""
+
+    name: str
+    description: str
+    accuracy: float
+    importance_kind: str
+    importances: list[float]
+    spearman: float | None
+
+
+@dataclass
+class GlassboxComparison:
+    """The network's test accuracy beside each glassbox's, on the same split."""
+
+    network_accuracy: float
+    test_rows: int
+    train_rows: int
+    models: list[Glassbox]
+
+    def gain_over(self, name: str) -> float:
+        """The network's accuracy minus the named glassbox's (positive: the network does better)."""
+        return self.network_accuracy - next(m.accuracy for m in self.models if m.name == name)
+
+
+def _spearman(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float | None:
+    if np.ptp(np.asarray(a, dtype=float)) == 0 or np.ptp(np.asarray(b, dtype=float)) == 0:
+        return None
+    return float(stats.spearmanr(a, b).statistic)
+
+
+def _logistic(columns: Sequence[TableColumn], seed: int) -> Pipeline:
+    return Pipeline(
+        [("encode", encoder(columns, scale=True)), ("model", LogisticRegression(max_iter=2000, random_state=seed))]
+    )
+
+
+def _tree(columns: Sequence[TableColumn], depth: int, seed: int) -> Pipeline:
+    tree = DecisionTreeClassifier(max_depth=depth, random_state=seed)
+    return Pipeline([("encode", encoder(columns, scale=False)), ("model", tree)])
+
+
+def compare_glassboxes(
+    train: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    columns: Sequence[TableColumn],
+    network_accuracy: float,
+    network_importance: Sequence[float] | np.ndarray,
+    *,
+    tree_depth: int = DEFAULT_TREE_DEPTH,
+    seed: int = 0,
+) -> GlassboxComparison:
+    """Fit both glassboxes on `train` (raw rows, labels), score them on `test`, and compare their importances with
+    the network's permutation importance (one value per column, input order)."""
+    (x_train, y_train), (x_test, y_test) = train, test
+    logistic = _logistic(columns, seed).fit(x_train, y_train)
+    tree = _tree(columns, tree_depth, seed).fit(x_train, y_train)
+    coef = np.abs(logistic.named_steps["model"].coef_).mean(0)
+    found = [
+        (
+            "logistic regression",
+            "standardised numeric columns, one-hot categorical ones, L2 penalty (C=1)",
+            logistic,
+            "|coefficient| of the standardised inputs (summed over a column's one-hot features, averaged over classes)",
+            per_column(coef, columns),
+        ),
+        (
+            "decision tree",
+            f"depth {tree_depth}, numeric columns as they are, one-hot categorical ones",
+            tree,
+            "impurity decrease (feature_importances_, summed over a column's one-hot features)",
+            per_column(tree.named_steps["model"].feature_importances_, columns),
+        ),
+    ]
+    models = [
+        Glassbox(
+            name=name,
+            description=description,
+            accuracy=float((model.predict(x_test) == y_test).mean()),
+            importance_kind=kind,
+            importances=[float(v) for v in values],
+            spearman=_spearman(values, network_importance),
+        )
+        for name, description, model, kind, values in found
+    ]
+    return GlassboxComparison(float(network_accuracy), len(y_test), len(y_train), models)

@@ -1,0 +1,157 @@
+"""A global surrogate: a shallow scikit-learn decision tree fitted to the NETWORK's predicted classes on the training
+rows (not to the true labels), so its rules describe what the network does. Its fidelity is the share of held-out
+rows where the tree predicts the class the network predicts: a rule set is only a description of the network as far
+as that share goes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.pipeline import Pipeline
+from sklearn.tree import DecisionTreeClassifier, export_text
+
+from xaidash.data.registry import TableColumn
+from xaidash.explainers.tabular.encoding import encoded_names, encoded_owner, encoder
+
+DEFAULT_DEPTH = 3
+MAX_DEPTH = 8  # deeper trees are no longer readable as rules
+
+
+@dataclass
+class TreeNode:
+    """One node, for drawing: `split` is its test (a leaf's is ""), `condition` what holds on the way from its parent
+    (the root's is ""); `yes`/`no` the node where the test holds / fails; `counts` training rows per class reaching it
+    (by the network's predicted class), `predicted` the tree's class there."""
+
+    id: int
+    depth: int
+    parent: int | None
+    condition: str
+    split: str
+    column: str | None
+    threshold: float | None
+    yes: int | None
+    no: int | None
+    rows: int
+    counts: list[int]
+    predicted: str
+    purity: float
+
+
+@dataclass
+class Surrogate:
+    """The tree, how faithfully it follows the network, and its rules."""
+
+    depth: int
+    fidelity: float  # share of held-out rows where the tree and the network predict the same class
+    agree: int
+    held_out: int
+    train_fidelity: float  # the same on the rows it was fitted to
+    fitted_rows: int
+    accuracy: float  # the tree's accuracy on the held-out rows' true labels
+    rules: str  # sklearn.tree.export_text with column and category names
+    nodes: list[TreeNode]
+
+    def leaf_rules(self) -> list[str]:
+        """One line per leaf: the conditions on the path to it and its class."""
+        by_id = {n.id: n for n in self.nodes}
+        lines = []
+        for leaf in (n for n in self.nodes if n.yes is None):
+            path, node = [], leaf
+            while node.parent is not None:
+                path.append(node.condition)
+                node = by_id[node.parent]
+            conditions = " and ".join(reversed(path)) or "always"
+            lines.append(
+                f"if {conditions}: {leaf.predicted!r} ({leaf.rows} training rows, {leaf.purity:.0%} of them "
+                "predicted so by the network)"
+            )
+        return lines
+
+
+def _readable(name: str, column: TableColumn, threshold: float) -> tuple[str, str]:
+    """(what holds on the `yes` branch, on the `no` branch) of the test `name <= threshold`."""
+    if column.kind == "categorical":  # a one-hot feature `column=category` <= 0.5: the row is not of that category
+        category = name.split("=", 1)[1]
+        return f"{column.name} is not {category}", f"{column.name} is {category}"
+    return f"{column.name} <= {threshold:.4g}", f"{column.name} > {threshold:.4g}"
+
+
+def _nodes(tree: DecisionTreeClassifier, columns: Sequence[TableColumn], class_names: Sequence[str]) -> list[TreeNode]:
+    t, names, owner = tree.tree_, encoded_names(columns), encoded_owner(columns)
+    k = len(class_names)
+    nodes: list[TreeNode] = []
+    stack: list[tuple[int, int, int | None, str]] = [(0, 0, None, "")]
+    while stack:
+        i, depth, parent, condition = stack.pop()
+        counts = np.zeros(k, dtype=np.int64)
+        counts[tree.classes_] = np.rint(t.value[i, 0] / max(t.value[i, 0].sum(), 1e-12) * t.n_node_samples[i])
+        leaf = t.children_left[i] == -1
+        split, column, threshold, yes_no = "", None, None, ("", "")
+        if not leaf:
+            f, threshold = int(t.feature[i]), float(t.threshold[i])
+            column = columns[owner[f]].name
+            yes_no = _readable(names[f], columns[owner[f]], threshold)
+            split = f"{names[f]} <= {threshold:.4g}"
+        top = int(counts.argmax())
+        nodes.append(
+            TreeNode(
+                id=i,
+                depth=depth,
+                parent=parent,
+                condition=condition,
+                split=split,
+                column=column,
+                threshold=threshold,
+                yes=None if leaf else int(t.children_left[i]),
+                no=None if leaf else int(t.children_right[i]),
+                rows=int(t.n_node_samples[i]),
+                counts=[int(c) for c in counts],
+                predicted=class_names[top],
+                purity=float(counts[top] / max(counts.sum(), 1)),
+            )
+        )
+        if not leaf:
+            stack.append((int(t.children_right[i]), depth + 1, i, yes_no[1]))
+            stack.append((int(t.children_left[i]), depth + 1, i, yes_no[0]))
+    return sorted(nodes, key=lambda n: n.id)
+
+
+def fit_surrogate(
+    train_rows: np.ndarray,
+    train_predicted: np.ndarray,
+    test_rows: np.ndarray,
+    test_predicted: np.ndarray,
+    test_labels: np.ndarray,
+    columns: Sequence[TableColumn],
+    class_names: Sequence[str],
+    *,
+    depth: int = DEFAULT_DEPTH,
+    seed: int = 0,
+) -> Surrogate:
+    """A depth-`depth` tree fitted to the network's classes `train_predicted` on `train_rows` (raw values), scored
+    against the network's classes `test_predicted` on the held-out `test_rows`."""
+    model = Pipeline(
+        [
+            ("encode", encoder(columns, scale=False)),
+            ("tree", DecisionTreeClassifier(max_depth=depth, random_state=seed)),
+        ]
+    )
+    model.fit(train_rows, train_predicted)
+    tree: DecisionTreeClassifier = model.named_steps["tree"]
+    on_test = model.predict(test_rows)
+    agree = int((on_test == test_predicted).sum())
+    names = [class_names[c] for c in tree.classes_]
+    return Surrogate(
+        depth=int(depth),
+        fidelity=agree / max(len(test_rows), 1),
+        agree=agree,
+        held_out=len(test_rows),
+        train_fidelity=float((model.predict(train_rows) == train_predicted).mean()),
+        fitted_rows=len(train_rows),
+        accuracy=float((on_test == test_labels).mean()),
+        rules=export_text(tree, feature_names=encoded_names(columns), class_names=names, decimals=3),
+        nodes=_nodes(tree, columns, class_names),
+    )
