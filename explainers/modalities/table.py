@@ -245,5 +245,6 @@ TABLE_ADAPTER = ADAPTERS.register(
         map_files="png",
         stores_values=True,
         attackable=False,
+        counterfactuals=("column changes",),  # explainers/robust/searches.py COLUMNS
     )
 )
