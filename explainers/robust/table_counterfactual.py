@@ -58,7 +58,17 @@ def candidate_values(column: TableColumn, training: torch.Tensor | None, j: int)
         values = torch.linspace(column.low, column.high, QUANTILES, dtype=torch.float64)
     if column.integer:
         values = values.round()
-    return torch.unique(values.clamp(column.low, column.high)).float()
+    return torch.unique(values.float().clamp(*_inside(column)))
+
+
+def _inside(column: TableColumn) -> tuple[torch.Tensor, torch.Tensor]:
+    """The column's range as float32 ends that lie within it (rounding to float32 may step outside by one ulp)."""
+    low, high = torch.tensor(column.low, dtype=torch.float32), torch.tensor(column.high, dtype=torch.float32)
+    if float(low) < column.low:
+        low = torch.nextafter(low, torch.tensor(torch.inf))
+    if float(high) > column.high:
+        high = torch.nextafter(high, torch.tensor(-torch.inf))
+    return low, high
 
 
 def fixed_indices(info: DatasetInfo, fixed: Sequence[str]) -> set[int]:
@@ -133,7 +143,7 @@ def _pull_back(bundle: ModelBundle, row: torch.Tensor, best: torch.Tensor, k: in
             continue
         steps = torch.linspace(0.0, 1.0, PULL_BACK + 1, device=row.device)[:-1]  # 0: the old value (undone)
         values = row[j] + steps * (out[j] - row[j])
-        values = values.round() if c.integer else values
+        values = (values.round() if c.integer else values).clamp(*(v.to(row.device) for v in _inside(c)))
         tries = out.repeat(len(values), 1)
         tries[:, j] = values
         ok = margins(bundle, tries, k, batch_size) > 0
