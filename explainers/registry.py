@@ -111,7 +111,7 @@ TOTALS: dict[str, str] = {
 }
 # The granularity of one attribution: the map repeats a superpixel's value over its pixels, so a
 # per-superpixel sum takes each value once.
-Unit = Literal["pixel", "superpixel", "word", "token"]
+Unit = Literal["pixel", "superpixel", "word", "token", "column"]
 
 
 # Diagnostics a method that declares completeness reports beside its gap diagnostic, one value per input:

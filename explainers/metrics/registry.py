@@ -32,6 +32,7 @@ from xaidash.explainers.metrics.random_logit import random_logit
 from xaidash.explainers.metrics.road import ROAD_STEPS, road_curve
 from xaidash.explainers.metrics.robustness import infidelity_score
 from xaidash.explainers.metrics.stability import COMPARE_NEIGHBOURS, Stability, stability
+from xaidash.explainers.metrics.truth_columns import truth_recall
 from xaidash.explainers.modalities import ExplainingModality, adapter_of
 from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.registry import MethodSpec
@@ -172,6 +173,15 @@ def _rationale_pointing(ctx: MetricContext) -> Any:
 
 def _rationale_energy(ctx: MetricContext) -> Any:
     return rationale_energy(ctx.explanation, _rationales(ctx))
+
+
+def _has_truth_columns(ctx: MetricContext) -> bool:
+    return bool(ctx.bundle.info.truth_columns)
+
+
+def _truth_recall(ctx: MetricContext) -> Any:
+    info = ctx.bundle.info
+    return truth_recall(ctx.explanation, [c.name for c in info.columns], info.truth_columns)
 
 
 def _declares_completeness(ctx: MetricContext) -> bool:
@@ -354,6 +364,17 @@ _SPECS = (
         (0.0, 1.0),
         score=_rationale_energy,
         when=_has_rationales,
+    ),
+    MetricSpec(
+        "truth_recall",
+        "Truth columns found (top-k)",
+        HIGHER,
+        "share of the {units} that set the label (known for a generated table) among the k {units} of largest "
+        "|attribution|, k the number of those {units}",
+        "localisation",
+        (0.0, 1.0),
+        score=_truth_recall,
+        when=_has_truth_columns,
     ),
     MetricSpec(
         "completeness_gap",

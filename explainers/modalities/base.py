@@ -56,7 +56,9 @@ class ExplainingModality(Modality):
     legend's words (None: the map's unit); `gradient_unit` what a gradient is taken with respect to; `target`
     what a map explains ("class", or a generated "token"); `map_files` the report's file suffix for a drawn map
     ('png' or 'html'); `stores_values` whether a report keeps the map's values beside it as a .npy file (text
-    maps carry their scores in the JSON); `attackable` whether inputs can be perturbed within a pixel budget."""
+    maps carry their scores in the JSON); `attackable` whether inputs can be perturbed within a pixel budget;
+    `counterfactuals` the counterfactual searches its inputs allow when it names them (explainers/robust/searches.py;
+    empty: a pixel budget and a patch where `attackable`, else word edits)."""
 
     displays: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
@@ -66,6 +68,7 @@ class ExplainingModality(Modality):
     map_files: str = "png"
     stores_values: bool = True
     attackable: bool = False
+    counterfactuals: tuple[str, ...] = ()
 
     # ---- reading inputs ----------------------------------------------------------------------------------------
     def read_input(self, spec: str, bundle: ModelBundle, fit: str = "crop") -> tuple[Any, str]:

@@ -14,7 +14,7 @@ from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.robust.attack import AttackResult
 
 # How the change is looked for (`Counterfactual.search`).
-PERTURBATION, PATCH, EDITS = "perturbation", "patch", "word edits"
+PERTURBATION, PATCH, EDITS, COLUMNS = "perturbation", "patch", "word edits", "column changes"
 PATCH_SIDES = (0.125, 0.1875, 0.25, 0.375, 0.5)  # a patch's side as a share of the image's shorter side, in order
 # A change below this many grey levels on every pixel is taken as one a person does not see: L∞ budgets of 8/255
 # are the literature's "imperceptible" adversarial examples; at 16/255 a change starts to show on a smooth image.
@@ -43,13 +43,23 @@ SEARCHES: dict[str, SearchFacts] = {
         "one square patch by as much as needed, the smallest patch found, placed where the class's gradient is largest",
     ),
     EDITS: SearchFacts("counterfactual", "Fewest word edits", "the fewest words deleted or replaced (greedy)"),
+    COLUMNS: SearchFacts(
+        "counterfactual",
+        "Fewest changed columns",
+        "the fewest columns changed, each to a value the training data holds, columns marked fixed left alone "
+        "(beam search)",
+    ),
 }
 
 
 def searches(modality: str) -> list[str]:
-    """The searches a modality's inputs allow, the default first: a pixel budget and a patch where its adapter says
-    inputs can be perturbed within a pixel budget (`attackable`), else word edits."""
-    return [PERTURBATION, PATCH] if adapter_of(modality).attackable else [EDITS]
+    """The searches a modality's inputs allow, the default first: those its adapter declares (`counterfactuals`: a
+    table's column changes), else a pixel budget and a patch where inputs can be perturbed within a pixel budget
+    (`attackable`), else word edits."""
+    adapter = adapter_of(modality)
+    if adapter.counterfactuals:
+        return list(adapter.counterfactuals)
+    return [PERTURBATION, PATCH] if adapter.attackable else [EDITS]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import pytest
 import torch
 from image_bundles import fresh_bundle
 from model_state import model_state
+from table_bundles import split, untrained_bundle
 
 from xaidash.data.registry import get_info
 from xaidash.data.tokenizer import WordVocab, split_words
@@ -48,6 +49,8 @@ def bundle_of(name: str) -> ModelBundle:
     spec = get_spec(name)
     if spec.modality == "image":
         return fresh_bundle(name)
+    if spec.modality == "table":
+        return untrained_bundle()
     info = get_info("cues")
     if spec.tokenizer is not None:
         pytest.importorskip("transformers")
@@ -66,6 +69,8 @@ def bundle_of(name: str) -> ModelBundle:
 def inputs_for(bundle: ModelBundle) -> torch.Tensor | list[str]:
     if bundle.modality == "text":
         return list(TEXTS)
+    if bundle.modality == "table":
+        return split().rows[:3].clone()
     return torch.rand(3, *bundle.info.input_shape, generator=torch.Generator().manual_seed(1))
 
 
@@ -125,6 +130,9 @@ def test_shape_values_and_targets(method: str, modality: str, model: str) -> Non
         a = e.item(i)
         if modality == "image":
             assert a.shape == tuple(bundle.info.input_shape[1:])
+        elif modality == "table":
+            assert e.tokens is not None and len(e.tokens[i]) == len(bundle.info.columns)
+            assert a.shape == (len(bundle.info.columns),)
         else:
             assert e.tokens is not None
             assert e.tokens[i] == split_words(TEXTS[i])
@@ -157,7 +165,7 @@ def test_an_input_alone_and_in_a_batch_of_three_agree(method: str, modality: str
         np.testing.assert_allclose(
             alone.item(0), batch.item(i), rtol=1e-4, atol=1e-4 * scale, err_msg=f"input {i} alone vs in the batch"
         )
-        if modality == "text":
+        if modality != "image":
             assert alone.tokens == [batch.tokens[i]]
 
 
