@@ -38,7 +38,8 @@ from xaidash.data.registry import DatasetInfo, SplitName, TableColumn, TableSpli
 from xaidash.data.sets._common import NotedDatasetSource, stratified_indices
 from xaidash.data.sets._csv_read import RawTable, read_table
 from xaidash.data.sets._tables import as_rows, table_columns
-from xaidash.data.sets.user_data import _warn, csv_source as text_csv_source, parse_argument
+from xaidash.data.sets.user_data import _warn, parse_argument
+from xaidash.data.sets.user_data import csv_source as text_csv_source
 
 TABLE_OPTIONS = ("target", "id", "categorical", "numeric", "drop", "missing")
 TEXT_OPTIONS = ("text", "label")
@@ -138,7 +139,9 @@ def _target(path: Path, table: RawTable, opts: TableOptions, notes: list[str]) -
                 f"{path}: the target {opts.target!r} is missing on line {first} ({int((~keep).sum())} rows in all); "
                 "fill it in, remove those rows, or use missing=impute to leave them out."
             )
-        notes.append(f"Left out {int((~keep).sum())} row(s) without a target {opts.target!r} (the first on line {first}).")
+        notes.append(
+            f"Left out {int((~keep).sum())} row(s) without a target {opts.target!r} (the first on line {first})."
+        )
     kept = [v for v, k in zip(values, keep, strict=True) if k]
     if not kept:
         raise DatasetError(f"{path}: the target {opts.target!r} is empty on every row.")
@@ -174,7 +177,11 @@ class _Column:
 
 
 def _first_bad(path: Path, name: str, values: Sequence[str], lines: Sequence[int], why: str) -> DatasetError:
-    bad = [(v, line) for v, line in zip(values, lines, strict=True) if v.lower() not in MISSING_TOKENS and _number(v) is None]
+    bad = [
+        (v, line)
+        for v, line in zip(values, lines, strict=True)
+        if v.lower() not in MISSING_TOKENS and _number(v) is None
+    ]
     value, line = bad[0]
     more = f" and {len(bad) - 1:,} more" if len(bad) > 1 else ""
     return DatasetError(f"{path}: column {name!r} {why}: {value!r} on line {line}{more}.")
