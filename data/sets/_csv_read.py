@@ -126,7 +126,10 @@ def read_table(path: Path) -> RawTable:
             rows.append([f.strip() for f in fields])
             lines.append(reader.line_num)
     except csv.Error as err:
-        raise DatasetError(f"{path}: cannot read line {reader.line_num} as a table row ({err}).") from None
+        raise DatasetError(
+            f'{path}: cannot read line {reader.line_num} as a table row ({err}): is a quote (") left open? Close '
+            'it, or write a quote inside a value as two ("").'
+        ) from None
     if header is None:
         raise DatasetError(f"{path} is empty: a table needs a header line (the column names) and one line per row.")
     if len(header) < 2:
