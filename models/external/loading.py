@@ -37,7 +37,7 @@ def imported_spec(config: dict[str, Any]) -> ModelSpec:
         modality=config["modality"],
         build=_rebuilt_only,
         description=config.get("description", ""),
-        input_note=f"{'x'.join(map(str, shape))} images" if shape else "text, with its own tokenizer",
+        input_note=modality_of(config["modality"]).describe(shape) if shape else "text, with its own tokenizer",
         last_conv=layers.last_conv,
         conv_layers=tuple(layers.conv_layers),
         embedding=layers.embedding,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from xaidash.data.specs import Registry, Spec
@@ -31,6 +32,7 @@ class Loaded:
     record: what `rebuild` needs, JSON-able. files: writes the run folder needs besides the weights
       (a processor or tokenizer saved into it), each a function of the run folder.
     spec: the zoo spec for zoo models (its layers are known); None: layers are detected.
+    probe: see the field.
     """
 
     model: nn.Module
@@ -47,6 +49,9 @@ class Loaded:
     notes: list[str] = field(default_factory=list)
     spec: ModelSpec | None = None
     description: str = ""
+    # Inputs as the model reads them, made by the source from the linked data set (a table's prepared rows, through
+    # its adapter); None: the importer makes them (images of the settled shape, token ids from the tokenizer).
+    probe: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ CONFIG = {
     "then": {"required": ["modality"]},  # an imported run is rebuilt from its source and modality (models/external)
     "properties": {
         "model": {"type": "string", "minLength": 1},
-        "modality": {"enum": ["image", "text", "causal_lm"]},
+        "modality": {"enum": ["image", "text", "table", "causal_lm"]},
         # A generative language model's run (models/language): what it is and where it came from.
         "language_model": {
             "type": "object",
