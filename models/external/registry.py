@@ -77,6 +77,9 @@ class ImportSource(Spec):
     # (argument, options) -> None, or ModelError for options this source never takes (a zoo model's declared
     # option ranges); called by `import_model` before anything is loaded.
     check: Callable[[str, ImportOptions], None] = field(default=lambda argument, options: None)
+    # Why its models give no gradients ("" when they do): the imported run's spec carries it, so gradient and CAM
+    # methods are refused with this reason (a scikit-learn pipeline wrapped for side-by-side comparison).
+    no_gradients: str = ""
 
 
 def _unknown(key: object, known: list[str]) -> str:
