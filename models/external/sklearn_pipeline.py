@@ -86,9 +86,12 @@ def _key(value: Any) -> str:
 
 
 def class_order(pipeline: Any, info: DatasetInfo, where: str) -> list[int]:
-    """For each of the data set's classes, its column in the pipeline's predict_proba; refused when they differ."""
+    """For each of the data set's classes, its column in the pipeline's predict_proba: matched by name (numbers by
+    value), or by code when the pipeline was fitted on the codes 0..K-1 (a split's labels); refused otherwise."""
     theirs = [_key(c) for c in pipeline.classes_]
     ours = [_key(c) for c in info.classes]
+    if sorted(theirs) != sorted(ours) and theirs == [_key(i) for i in range(len(ours))]:
+        return list(range(len(ours)))  # fitted on the data set's label codes (load_split's labels): code i is class i
     if sorted(theirs) != sorted(ours):
         raise ModelError(
             f"{where} predicts classes {', '.join(map(str, pipeline.classes_))} but data set {info.name} has "
@@ -137,7 +140,10 @@ class PipelineModule(nn.Module):
         out: dict[str, np.ndarray] = {}
         for column, where in zip(self.columns, self.slices, strict=True):
             if not column.categorical:
-                out[column.name] = values[:, where.start] * column.std + column.mean
+                # Raw rows are float32: rounding back to float32 undoes the standardisation's rounding error (42 came
+                # back as 41.9999996, across a tree's threshold), and whole-number columns back to whole numbers.
+                value = (values[:, where.start] * column.std + column.mean).astype(np.float32).astype(np.float64)
+                out[column.name] = np.round(value) if column.integer else value
                 continue
             names = [None if c == MISSING_CATEGORY else c for c in column.categories]
             numbers = [_as_number(c) for c in names if c is not None]
