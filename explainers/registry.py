@@ -237,6 +237,10 @@ def _never_raises(applies: Applies) -> Applies:
     return guarded
 
 
+# Families whose methods backpropagate to the input: refused on a model that declares it has no gradients.
+GRADIENT_FAMILIES = ("gradient", "cam")
+
+
 @dataclass(frozen=True)
 class MethodSpec(Spec):
     id: str
@@ -278,6 +282,8 @@ class MethodSpec(Spec):
     def check(self, bundle: ModelBundle) -> None:
         if bundle.modality not in self.modalities:
             raise ExplainError(f"{self.label} works on {'/'.join(self.modalities)} models, not {bundle.modality}.")
+        if self.family in GRADIENT_FAMILIES and bundle.spec.no_gradients:
+            raise ExplainError(f"{self.label} does not apply to {bundle.spec.name}: {bundle.spec.no_gradients}")
         reason = self.applies(bundle)
         if reason:
             raise ExplainError(f"{self.label} does not apply to {bundle.spec.name}: {reason}")

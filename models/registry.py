@@ -121,6 +121,9 @@ class ModelSpec(Spec):
     gap_classifier: str | None = None  # linear layer right after global average pooling (CAM)
     pretrained: bool = False  # carries weights of its own (minilm, resnet18)
     deeplift_ok: bool = True  # DeepLift / DeepExplainer apply (False for third-party graphs)
+    # Why backpropagation cannot reach the model's input ("" when it can): methods of the gradient and CAM families
+    # are then refused with this reason (a scikit-learn pipeline imported for side-by-side comparison).
+    no_gradients: str = ""
     tokenizer: Callable[[], Any] | None = None  # pretrained tokenizer factory (text models not trained here)
     # A caveat to show before training, e.g. resnet18 starting from random weights offline; None when all is well.
     note: Callable[[], str | None] = field(default=lambda: None)

@@ -1,4 +1,5 @@
-"""User data: `imagefolder:<path>` (class sub-folders of images) and `csv:<path>` (texts + labels).
+"""User data: `imagefolder:<path>` (class sub-folders of images) and `csv:<path>` (texts + labels; a table of columns
+with a target, `csv:<path>?target=<column>`, is data/sets/csv_table.py's).
 
 Options follow a `?`: `imagefolder:/data/pets?size=96`, `csv:/data/reviews.csv?text=body&label=stars`.
 A folder or file is scanned once per change (cached on modification times); what was skipped
@@ -332,9 +333,10 @@ def _pick_column(frame: pd.DataFrame, given: str | None, candidates: Sequence[st
     for name in candidates:
         if name in columns:
             return columns[name]
+    table = f" (a table of columns to classify: csv:{path}?target=<column>)" if role == "text" else ""
     raise DatasetError(
         f"{path} has no {role} column: name one of {', '.join(candidates)} or pick it with "
-        f"csv:{path}?{role}=<column>; its columns are: {available}."
+        f"csv:{path}?{role}=<column>; its columns are: {available}{table}."
     )
 
 
@@ -425,4 +427,4 @@ def csv_source(arg: str) -> NotedDatasetSource:
     return NotedDatasetSource(info=info, loader=load, is_available=lambda root: path.is_file(), notes=table.notes)
 
 
-register_factory("csv", csv_source)
+# `csv:` is registered by data/sets/csv_table.py: it sends a table's options (target=, ...) there and the rest here.

@@ -16,7 +16,7 @@ from xaidash.data.modalities import modality_of
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import pick_device
 from xaidash.models.external.layers import Layers
-from xaidash.models.external.registry import Rebuilt, get_source
+from xaidash.models.external.registry import SOURCES, Rebuilt, get_source
 from xaidash.models.registry import ModelError, ModelSpec
 from xaidash.models.runs.checkpoint import load_weights
 from xaidash.models.runs.store import WEIGHTS, Run, RunLoader, register_loader
@@ -37,7 +37,7 @@ def imported_spec(config: dict[str, Any]) -> ModelSpec:
         modality=config["modality"],
         build=_rebuilt_only,
         description=config.get("description", ""),
-        input_note=f"{'x'.join(map(str, shape))} images" if shape else "text, with its own tokenizer",
+        input_note=modality_of(config["modality"]).describe(shape) if shape else "text, with its own tokenizer",
         last_conv=layers.last_conv,
         conv_layers=tuple(layers.conv_layers),
         embedding=layers.embedding,
@@ -45,10 +45,18 @@ def imported_spec(config: dict[str, Any]) -> ModelSpec:
         gap_classifier=layers.gap_classifier,
         pretrained=True,
         deeplift_ok=bool(config.get("deeplift_ok", False)),
+        no_gradients=_no_gradients(config),
         input_mean=tuple(config.get("input_mean") or ()),
         input_std=tuple(config.get("input_std") or ()),
         feature_layouts=layers.layouts,
     )
+
+
+def _no_gradients(config: dict[str, Any]) -> str:
+    """Why the run's source gives no gradients ("" when it does: every source but a wrapped pipeline)."""
+    kind = (config.get("source") or {}).get("kind")
+    source = SOURCES.find(kind) if kind else None
+    return source.no_gradients if source is not None else ""
 
 
 def rebuild(run: Run, config: dict[str, Any] | None = None) -> Rebuilt:

@@ -3,8 +3,10 @@
 The user's code runs because they asked for it: the file (or module) is imported and `FACTORY(**options)`
 called (`--option KEY=VALUE`), then `--weights FILE` is loaded into what it returns. The run records
 the file's absolute path (or the module's name) and the factory, and imports them again whenever the
-run is loaded; a file that moved is reported with where it was. Image models only: they read
-normalised images of `--input-shape` (or the linked data set's shape) and return logits.
+run is loaded; a file that moved is reported with where it was. Image models read normalised images of
+`--input-shape` (or the linked data set's shape); models of a table linked with `--dataset` read its rows as the table
+adapter prepares them (numeric columns standardised, categorical one-hot: `prepared_width` numbers per row), and a
+first layer of another width is refused before the model runs. Both return logits.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import torch
 from torch import nn
 
+from xaidash.data.modalities import modality_of
+from xaidash.data.registry import DatasetInfo
 from xaidash.models.external.options import ImportOptions
 from xaidash.models.external.registry import ImportSource, Loaded, Rebuilt, register
 from xaidash.models.external.weights import load_state, read_state_dict
@@ -129,9 +134,15 @@ def load(argument: str, options: ImportOptions) -> Loaded:
     state, notes = read_state_dict(options.weights)  # before running the user's code: a bad file fails fast
     model = _build(record)
     load_state(model, state, f"Weights file {Path(options.weights).name} for {factory}")
+    linked = options.linked
+    if linked is not None and not modality_of(linked.modality).spatial and not modality_of(linked.modality).tokenized:
+        return _vector_model(argument, options, linked, model, record, notes)
     shape = options.shape_or_linked()
     if not shape:
-        raise ModelError(f"module:{argument}: give --input-shape (e.g. 3x224x224) or --dataset: what does it read?")
+        raise ModelError(
+            f"module:{argument}: give --input-shape (an image model, e.g. 3x224x224) or --dataset (the data set it "
+            "reads; a table model needs it: its columns set the model's inputs)."
+        )
     if not options.mean and options.linked is None:
         notes.append("no --mean/--std given: images reach the model in [0, 1], unnormalised")
     return Loaded(
@@ -148,6 +159,70 @@ def load(argument: str, options: ImportOptions) -> Loaded:
     )
 
 
+def first_linear(model: nn.Module) -> tuple[str, nn.Module, int] | None:
+    """(path, module, inputs) of the model's first module with a fixed input width (nn.Linear, nn.Bilinear...), in
+    the order the model declares them; None when another kind of layer comes first (then only a call can tell)."""
+    for path, module in model.named_modules():
+        width = getattr(module, "in_features", None) or getattr(module, "in1_features", None)
+        if isinstance(width, int) and width > 0:
+            return path or "(the model itself)", module, width
+        if isinstance(module, nn.modules.conv._ConvNd | nn.Embedding | nn.RNNBase):
+            return None
+    return None
+
+
+def prepared_text(info: DatasetInfo, width: int) -> str:
+    """How a data set's rows become `width` numbers, in words: '15 numbers per row (7 numeric columns, one each;
+    colour one-hot in 4, size in 4)'."""
+    if not info.columns:
+        return f"{width} numbers per input"
+    numeric = sum(not c.categorical for c in info.columns)
+    onehot = [f"{c.name} {c.width}" for c in info.columns if c.categorical]
+    shown = ", ".join(onehot[:6]) + (", ..." if len(onehot) > 6 else "")
+    return f"{width} numbers per row ({numeric} numeric columns, one each" + (
+        f"; categorical one-hot: {shown})" if onehot else ")"
+    )
+
+
+def _vector_model(
+    argument: str, options: ImportOptions, info: DatasetInfo, model: nn.Module, record: dict[str, Any], notes: list[str]
+) -> Loaded:
+    """A model of a linked data set whose adapter prepares plain vectors (a table): its probe is the adapter's
+    prepared example rows, and a first layer of another width is refused in one line before the model runs."""
+    given = [
+        f for f, v in (("--input-shape", options.input_shape), ("--mean", options.mean), ("--std", options.std)) if v
+    ]
+    if given:
+        raise ModelError(
+            f"{', '.join(given)} describe images; module:{argument} reads {info.name}'s rows as the data set prepares "
+            "them: leave them out."
+        )
+    adapter = modality_of(info.modality)
+    probe = adapter.prepare(adapter.example(info, None, 2), info, None, torch.device("cpu"))
+    width = int(probe.shape[-1])
+    first = first_linear(model)
+    if first is not None and first[2] != width:
+        path, module, reads = first
+        raise ModelError(
+            f"module:{argument}: its first layer {path} ({type(module).__name__}) reads {reads} numbers, but data set "
+            f"{info.name} gives {prepared_text(info, width)}: build the model with {width} inputs, or link the data "
+            "set it was trained on."
+        )
+    factory = record["factory"]
+    return Loaded(
+        model=model,
+        modality=info.modality,
+        name=options.name or f"module:{factory}",
+        num_classes=0,  # read from its output on the probe
+        record=record,
+        input_shape=tuple(info.input_shape),
+        notes=notes,
+        probe=probe,
+        description=f"Your model {factory} from {record.get('file') or record.get('module')}, reading "
+        f"{prepared_text(info, width)}.",
+    )
+
+
 def rebuild(record: dict[str, Any], run_dir: Path) -> Rebuilt:
     return Rebuilt(_build(record))
 
@@ -158,7 +233,8 @@ register(
         label="your own nn.Module",
         argument="FILE.py:FACTORY",
         help="your nn.Module class or factory function in a .py file (or package.module:FACTORY), with --weights FILE "
-        "and --input-shape; --option KEY=VALUE are its arguments",
+        "and --input-shape (images) or --dataset (a table: it reads the data set's prepared rows); --option KEY=VALUE "
+        "are its arguments",
         load=load,
         rebuild=rebuild,
         needs_weights=True,

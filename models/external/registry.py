@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from xaidash.data.specs import Registry, Spec
@@ -31,6 +32,7 @@ class Loaded:
     record: what `rebuild` needs, JSON-able. files: writes the run folder needs besides the weights
       (a processor or tokenizer saved into it), each a function of the run folder.
     spec: the zoo spec for zoo models (its layers are known); None: layers are detected.
+    probe: see the field.
     """
 
     model: nn.Module
@@ -47,6 +49,9 @@ class Loaded:
     notes: list[str] = field(default_factory=list)
     spec: ModelSpec | None = None
     description: str = ""
+    # Inputs as the model reads them, made by the source from the linked data set (a table's prepared rows, through
+    # its adapter); None: the importer makes them (images of the settled shape, token ids from the tokenizer).
+    probe: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,9 @@ class ImportSource(Spec):
     # (argument, options) -> None, or ModelError for options this source never takes (a zoo model's declared
     # option ranges); called by `import_model` before anything is loaded.
     check: Callable[[str, ImportOptions], None] = field(default=lambda argument, options: None)
+    # Why its models give no gradients ("" when they do): the imported run's spec carries it, so gradient and CAM
+    # methods are refused with this reason (a scikit-learn pipeline wrapped for side-by-side comparison).
+    no_gradients: str = ""
 
 
 def _unknown(key: object, known: list[str]) -> str:

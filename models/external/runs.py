@@ -114,8 +114,10 @@ def _layers(loaded: Loaded, model: nn.Module, probe: torch.Tensor, options: Impo
         layers = _zoo_layers(loaded.spec)
     elif modality_of(loaded.modality).spatial:
         layers = detect_image_layers(model, probe)
-    else:
+    elif modality_of(loaded.modality).tokenized:
         layers = detect_text_layers(model, probe)
+    else:  # a table model reads a plain vector: no CAM layer, no token embedding to find
+        layers = Layers()
     _apply_overrides(layers, model, probe, options.layers, loaded.modality)
     return layers
 
@@ -208,9 +210,13 @@ def _import_language(source: str, options: ImportOptions, root: Path | None) -> 
 def _probe(
     loaded: Loaded, options: ImportOptions, linked: DatasetInfo | None
 ) -> tuple[tuple[int, ...], torch.Tensor, str, list[str]]:
-    """(input shape, probe inputs, what they are in words, notes): token ids from the model's tokenizer, or seeded
-    images of the shape settled with the linked data set (normalisation checked against its channels)."""
-    if modality_of(loaded.modality).tokenized:
+    """(input shape, probe inputs, what they are in words, notes): the source's own probe (a table's prepared rows),
+    token ids from the model's tokenizer, or seeded images of the shape settled with the linked data set
+    (normalisation checked against its channels)."""
+    adapter = modality_of(loaded.modality)
+    if loaded.probe is not None:
+        return tuple(loaded.input_shape), loaded.probe, f"{adapter.describe(loaded.input_shape)}, prepared", []
+    if adapter.tokenized:
         return (), text_probe(loaded.tokenizer), "token ids from its tokenizer", []
     shape, notes = settle_shape(loaded, options, linked)
     check_normalisation(loaded.mean, loaded.std, shape[0])
@@ -275,7 +281,7 @@ def describe(run: Run) -> list[tuple[str, str]]:
         ("run", run.id),
         ("model", c["model"]),
         ("source", c["source"]["given"]),
-        ("input", f"{'x'.join(map(str, shape))} images" if shape else "text"),
+        ("input", modality_of(c["modality"]).describe(shape) if shape else "text"),
         ("normalisation", _normalisation(c)),
         ("classes", f"{len(classes)}: {', '.join(classes[:12])}{' ...' if len(classes) > 12 else ''}"),
         ("data set", c.get("dataset") or "none linked (uploads and typed text only; link one with --dataset)"),
@@ -286,7 +292,7 @@ def describe(run: Run) -> list[tuple[str, str]]:
             rows += [(CAM_ROW, "not found: see below"), (CAM_NOTE_ROW, layers.cam_note)]
         else:
             rows.append((CAM_ROW, layers.gap_classifier or "does not apply"))
-    else:
+    elif modality_of(c["modality"]).tokenized:
         rows.append(("embedding", layers.embedding or "none found (IG and saliency do not apply)"))
     rows.append(("attention", f"{len(layers.attention)} layers" if layers.attention else "none readable"))
     rows += [("note", n) for n in c.get("notes") or []]

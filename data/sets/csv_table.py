@@ -1,0 +1,368 @@
+"""Your own table: `csv:<path>?target=<column>[&id=<column>][&categorical=a,b][&numeric=c][&drop=d,e]
+[&missing=impute|refuse]`.
+
+The `csv:` prefix serves two kinds of file: a table of columns (this module: the options above, `target` required)
+and texts with labels (data/sets/user_data.py: `csv:<path>[?text=<column>&label=<column>]`). The options given
+decide which: any table option makes it a table, none (or `text=`/`label=`) a text data set, as before.
+
+Rules (docs/tables.md, "Your own table"):
+- The target's distinct values are the classes, in numeric order when every one is a number, else in text order.
+- A column is numeric when every value that is not missing reads as a finite number, categorical when fewer than
+  half do; a column in between (mostly numbers, some words) is refused as mixed, naming a bad value and its line.
+  Numbers stay numeric even with few distinct whole values (a 0/1 flag, a count): their order means something; list
+  a column in `categorical=` to one-hot it instead. `numeric=` refuses any value that is not a number.
+- Missing values are empty fields and NA, N/A, NaN, null, ? (any case). `missing=impute` (the default) fills a
+  numeric column with its training split's median and gives a categorical column a "(missing)" category (that a
+  value was missing can itself be telling, and a mode would hide it); rows without a target are dropped, with a note.
+  `missing=refuse` refuses the first column with a missing value, naming it and the line.
+- The split is the stratified 80/20 of data/sets/_common.py. Numeric facts (range, mean, std, median: what the model
+  standardises with) come from the training split only, so the test rows stay unseen; the categories come from the
+  whole file, so a category that only a test row has still has a position in the one-hot input.
+Every refusal is one DatasetError line raised before anything is loaded, trained or written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+import numpy as np
+import torch
+
+from xaidash.data.errors import DatasetError
+from xaidash.data.registry import DatasetInfo, SplitName, TableColumn, TableSplit, register_factory
+from xaidash.data.sets._common import NotedDatasetSource, stratified_indices
+from xaidash.data.sets._csv_read import RawTable, read_table
+from xaidash.data.sets._tables import as_rows, table_columns
+from xaidash.data.sets.user_data import _warn, parse_argument
+from xaidash.data.sets.user_data import csv_source as text_csv_source
+
+TABLE_OPTIONS = ("target", "id", "categorical", "numeric", "drop", "missing")
+TEXT_OPTIONS = ("text", "label")
+MISSING_MODES = ("impute", "refuse")
+MISSING_TOKENS = frozenset({"", "na", "n/a", "nan", "null", "?"})
+MISSING_CATEGORY = "(missing)"
+MAX_CLASSES = 100
+MAX_CATEGORIES = 200
+ID_LIKE_ROWS = 20  # a text column whose every value differs, over at least this many rows, is an identifier
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    target: str
+    id: str | None = None
+    categorical: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()
+    missing: str = "impute"
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    return tuple(n.strip() for n in (text or "").split(",") if n.strip())
+
+
+def table_options(arg: str, options: dict[str, str]) -> TableOptions:
+    target = options.get("target", "").strip()
+    if not target:
+        raise DatasetError(f"csv:{arg}: no target column: name the column to predict, e.g. ?target=label.")
+    missing = options.get("missing", "impute").strip().lower()
+    if missing not in MISSING_MODES:
+        raise DatasetError(f"missing={options['missing']!r}: write missing=impute or missing=refuse.")
+    opts = TableOptions(
+        target=target,
+        id=options.get("id", "").strip() or None,
+        categorical=_names(options.get("categorical")),
+        numeric=_names(options.get("numeric")),
+        drop=_names(options.get("drop")),
+        missing=missing,
+    )
+    both = sorted(set(opts.categorical) & set(opts.numeric))
+    if both:
+        raise DatasetError(f"Column {both[0]!r} is declared both categorical and numeric: pick one.")
+    roles = {"categorical": opts.categorical, "numeric": opts.numeric, "drop": opts.drop, "id": (opts.id or "",)}
+    for role, names in roles.items():
+        if target in names:
+            raise DatasetError(f"The target {target!r} cannot also be listed in {role}=.")
+    if opts.id in opts.drop + opts.categorical + opts.numeric:
+        raise DatasetError(f"The id column {opts.id!r} is left out of the inputs already: list it in no other option.")
+    return opts
+
+
+def _check_names(path: Path, header: Sequence[str], opts: TableOptions) -> None:
+    available = ", ".join(header[:40]) + (f", ... ({len(header)} in all)" if len(header) > 40 else "")
+    if opts.target not in header:
+        raise DatasetError(f"{path} has no column {opts.target!r} for the target; its columns are: {available}.")
+    named = [("id", opts.id)] if opts.id else []
+    named += [(role, n) for role in ("categorical", "numeric", "drop") for n in getattr(opts, role)]
+    for role, name in named:
+        if name not in header:
+            raise DatasetError(f"{path} has no column {name!r} (given in {role}=); its columns are: {available}.")
+    if len(header) - 1 - (opts.id is not None) - len(opts.drop) < 1:
+        raise DatasetError(f"{path}: no column is left to predict {opts.target!r} from.")
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _sorted_values(values: set[str]) -> list[str]:
+    """Numbers in numeric order (2 before 10), anything else in text order."""
+    numbers = {v: _number(v) for v in values}
+    if all(n is not None for n in numbers.values()):
+        return sorted(values, key=lambda v: (numbers[v], v))
+    return sorted(values)
+
+
+@dataclass(frozen=True)
+class _Target:
+    classes: tuple[str, ...]
+    labels: np.ndarray  # (kept rows,) int64
+    keep: np.ndarray  # (all rows,) bool: rows with a target
+
+
+def _target(path: Path, table: RawTable, opts: TableOptions, notes: list[str]) -> _Target:
+    col = table.header.index(opts.target)
+    values = [row[col] for row in table.rows]
+    keep = np.array([v.lower() not in MISSING_TOKENS for v in values])
+    if not keep.all():
+        first = table.lines[int(np.argmin(keep))]
+        if opts.missing == "refuse":
+            raise DatasetError(
+                f"{path}: the target {opts.target!r} is missing on line {first} ({int((~keep).sum())} rows in all); "
+                "fill it in, remove those rows, or use missing=impute to leave them out."
+            )
+        notes.append(
+            f"Left out {int((~keep).sum())} row(s) without a target {opts.target!r} (the first on line {first})."
+        )
+    kept = [v for v, k in zip(values, keep, strict=True) if k]
+    if not kept:
+        raise DatasetError(f"{path}: the target {opts.target!r} is empty on every row.")
+    classes = _sorted_values(set(kept))
+    if len(classes) < 2:
+        raise DatasetError(
+            f"{path}: the target {opts.target!r} has one value ({classes[0]!r}) on every row; a classifier needs at "
+            "least 2 classes."
+        )
+    if len(classes) > MAX_CLASSES:
+        raise DatasetError(
+            f"{path}: the target {opts.target!r} has {len(classes):,} different values (at most {MAX_CLASSES} "
+            "classes): it looks like a number to predict, and tables are classified here; pick a column of classes."
+        )
+    index = {c: i for i, c in enumerate(classes)}
+    labels = np.array([index[v] for v in kept], dtype=np.int64)
+    counts = np.bincount(labels, minlength=len(classes))
+    if counts.min() < 2:
+        rare = classes[int(np.argmin(counts))]
+        raise DatasetError(
+            f"{path}: class {rare!r} of the target {opts.target!r} has {int(counts.min())} row; every class needs at "
+            "least 2 rows to be split 80/20 into train and test: add rows or remove that class's."
+        )
+    return _Target(tuple(classes), labels, keep)
+
+
+@dataclass(frozen=True)
+class _Column:
+    name: str
+    values: np.ndarray  # (rows,) float64 raw values (codes for a categorical column); NaN where a number is missing
+    missing: np.ndarray  # (rows,) bool
+    categories: tuple[str, ...] | None  # None: numeric
+
+
+def _first_bad(path: Path, name: str, values: Sequence[str], lines: Sequence[int], why: str) -> DatasetError:
+    bad = [
+        (v, line)
+        for v, line in zip(values, lines, strict=True)
+        if v.lower() not in MISSING_TOKENS and _number(v) is None
+    ]
+    value, line = bad[0]
+    more = f" and {len(bad) - 1:,} more" if len(bad) > 1 else ""
+    return DatasetError(f"{path}: column {name!r} {why}: {value!r} on line {line}{more}.")
+
+
+def _numeric(values: Sequence[str]) -> np.ndarray:
+    out = np.full(len(values), np.nan)
+    for i, v in enumerate(values):
+        if v.lower() not in MISSING_TOKENS:
+            n = _number(v)
+            out[i] = np.nan if n is None else n
+    return out
+
+
+def _column(path: Path, name: str, values: list[str], lines: list[int], opts: TableOptions) -> _Column:
+    """One input column typed by the rules of the module docstring (missing values as NaN, not filled yet)."""
+    present = [v for v in values if v.lower() not in MISSING_TOKENS]
+    if not present:
+        raise DatasetError(f"{path}: column {name!r} has no values: leave it out with drop={name}.")
+    numbers = sum(_number(v) is not None for v in present)
+    if name in opts.numeric and numbers < len(present):
+        raise _first_bad(path, name, values, lines, "is declared numeric but holds a value that is not a number")
+    missing = np.array([v.lower() in MISSING_TOKENS for v in values])
+    if name not in opts.categorical and numbers == len(present):
+        return _Column(name, _numeric(values), missing, None)
+    if name not in opts.categorical and numbers * 2 >= len(present):
+        raise _first_bad(
+            path,
+            name,
+            values,
+            lines,
+            f"mixes numbers and text ({numbers:,} of {len(present):,} values are numbers); fix the text, mark it "
+            f"missing (empty or NA), or declare the column categorical={name}; the first that is not a number is",
+        )
+    categories = _sorted_values(set(present))
+    if len(categories) > MAX_CATEGORIES or (len(categories) == len(present) >= ID_LIKE_ROWS):
+        raise DatasetError(
+            f"{path}: column {name!r} has {len(categories):,} different text values in {len(present):,} rows: it "
+            f"looks like an identifier or free text, not categories; leave it out with drop={name} (or id={name})."
+        )
+    if len(present) < len(values):
+        categories.append(MISSING_CATEGORY)
+    index = {c: float(i) for i, c in enumerate(categories)}
+    codes = np.array([index.get(v, index.get(MISSING_CATEGORY, np.nan)) for v in values])
+    return _Column(name, codes, missing, tuple(categories))
+
+
+def _fill_missing(path: Path, column: _Column, train: np.ndarray, lines: list[int], opts: TableOptions) -> str | None:
+    """Fill a numeric column's gaps in place with its training median; a note of what was done (or None)."""
+    gaps = column.missing
+    if not gaps.any():
+        return None
+    if opts.missing == "refuse":
+        raise DatasetError(
+            f"{path}: column {column.name!r} has {int(gaps.sum()):,} missing value(s), the first on line "
+            f"{lines[int(np.argmax(gaps))]}; fill them, leave the column out with drop={column.name}, or use "
+            "missing=impute."
+        )
+    if column.categories is not None:  # categorical gaps already have their own category
+        return f"{column.name}: {int(gaps.sum()):,} as {MISSING_CATEGORY!r}"
+    seen = column.values[train][~gaps[train]]
+    if seen.size == 0:
+        raise DatasetError(f"{path}: column {column.name!r} has no values in the training split: drop={column.name}.")
+    median = float(np.median(seen))
+    column.values[gaps] = median
+    return f"{column.name}: {int(gaps.sum()):,} with the training median {median:.6g}"
+
+
+@dataclass(frozen=True)
+class _Scanned:
+    classes: tuple[str, ...]
+    columns: tuple[TableColumn, ...]
+    rows: np.ndarray  # (N, F) float64
+    labels: np.ndarray  # (N,) int64
+    ids: tuple[str, ...] | None
+    splits: dict[str, np.ndarray]  # split -> row indices
+    notes: tuple[str, ...]
+
+
+def _inputs(table: RawTable, opts: TableOptions) -> list[str]:
+    left_out = {opts.target, *opts.drop} | ({opts.id} if opts.id else set())
+    return [name for name in table.header if name not in left_out]
+
+
+@lru_cache(maxsize=8)
+def _scan(path: Path, stamp: tuple[int, int], opts: TableOptions) -> _Scanned:
+    """The table read, typed, split and imputed (cached per file version and options)."""
+    table = read_table(path)
+    _check_names(path, table.header, opts)
+    notes: list[str] = []
+    target = _target(path, table, opts, notes)
+    kept = np.flatnonzero(target.keep)
+    rows = [table.rows[i] for i in kept]
+    lines = [table.lines[i] for i in kept]
+    splits = {s: stratified_indices(target.labels, s) for s in ("train", "test")}
+    train = np.zeros(len(rows), dtype=bool)
+    train[splits["train"]] = True
+    names = _inputs(table, opts)
+    columns, filled = [], []
+    for name in names:
+        col = table.header.index(name)
+        column = _column(path, name, [r[col] for r in rows], lines, opts)
+        note = _fill_missing(path, column, train, lines, opts)
+        filled += [note] if note else []
+        columns.append(column)
+    if filled:
+        notes.append("Missing values filled: " + "; ".join(filled) + ".")
+    matrix = np.stack([c.values for c in columns], axis=1)
+    categories = {i: c.categories for i, c in enumerate(columns) if c.categories is not None}
+    ids = None
+    if opts.id is not None:
+        col = table.header.index(opts.id)
+        ids = tuple(r[col] for r in rows)
+        if len(set(ids)) < len(ids):
+            notes.append(f"The id column {opts.id!r} repeats some values; rows are still told apart by position.")
+    facts = table_columns(matrix[splits["train"]], names, categories)
+    return _Scanned(target.classes, facts, matrix, target.labels, ids, splits, tuple(notes))
+
+
+def _describe(path: Path, scanned: _Scanned, opts: TableOptions) -> str:
+    cats = [c.name for c in scanned.columns if c.categorical]
+    shown = ", ".join(cats[:8]) + (", ..." if len(cats) > 8 else "")
+    n_train, n_test = (len(scanned.splits[s]) for s in ("train", "test"))
+    parts = [
+        f"Table {path.name}: target {opts.target!r} ({len(scanned.classes)} classes), {len(scanned.columns)} columns "
+        f"({len(scanned.columns) - len(cats)} numeric, {len(cats)} categorical{': ' + shown if cats else ''}); "
+        f"{n_train} train / {n_test} test rows."
+    ]
+    if opts.id:
+        parts.append(f"Id column {opts.id!r} left out of the inputs.")
+    if opts.drop:
+        parts.append(f"Left out: {', '.join(opts.drop)}.")
+    return " ".join(parts + list(scanned.notes))
+
+
+def table_source(arg: str) -> NotedDatasetSource:
+    """The source for 'csv:<path>?target=<column>[&...]' (the options in the module docstring)."""
+    path, options = parse_argument(arg, TABLE_OPTIONS)
+    opts = table_options(arg, options)
+    if not path.exists():
+        raise DatasetError(f"CSV file {path} does not exist.")
+    if not path.is_file():
+        raise DatasetError(f"{path} is a folder, not a file; csv: reads one table file.")
+    path = path.resolve()
+    stat = path.stat()
+    scanned = _scan(path, (stat.st_mtime_ns, stat.st_size), opts)
+    _warn(scanned.notes, f"csv {path}")
+
+    def load(split: SplitName, root: Path, download: bool) -> TableSplit:
+        idx = scanned.splits[split]
+        ids = [scanned.ids[i] for i in idx] if scanned.ids is not None else None
+        return TableSplit(rows=as_rows(scanned.rows[idx]), labels=torch.from_numpy(scanned.labels[idx].copy()), ids=ids)
+
+    info = DatasetInfo(
+        name=f"csv:{arg}",
+        modality="table",
+        classes=scanned.classes,
+        input_shape=(len(scanned.columns),),
+        description=_describe(path, scanned, opts),
+        columns=scanned.columns,
+    )
+    return NotedDatasetSource(info=info, loader=load, is_available=lambda root: path.is_file(), notes=scanned.notes)
+
+
+def csv_source(arg: str) -> NotedDatasetSource:
+    """`csv:<path>`: a table when a table option is given (target=, id=, ...), else texts with labels."""
+    _, sep, query = arg.partition("?")
+    keys = {k for k, _ in parse_qsl(query, keep_blank_values=True)} if sep else set()
+    unknown = sorted(keys - set(TABLE_OPTIONS) - set(TEXT_OPTIONS))
+    if unknown:
+        raise DatasetError(
+            f"Unknown option(s) {', '.join(unknown)} in {arg!r}; a table takes {', '.join(TABLE_OPTIONS)} "
+            f"(target= required), a text data set {', '.join(TEXT_OPTIONS)}."
+        )
+    if keys & set(TABLE_OPTIONS):
+        if keys & set(TEXT_OPTIONS):
+            raise DatasetError(
+                f"{arg!r} mixes a text data set's options (text=, label=) with a table's (target=, ...): give one kind."
+            )
+        return table_source(arg)
+    return text_csv_source(arg)
+
+
+register_factory("csv", csv_source)

@@ -1,0 +1,167 @@
+"""`xaidash import skops:FILE --dataset <a table>`: a scikit-learn classifier saved with skops (never pickle) gives, as
+an imported run, exactly scikit-learn's own predict_proba on the same rows; untrusted types, other classes or
+columns, and options that do not apply are refused in one line with no run folder left; gradient methods are refused
+on it by what its source declares."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import xaidash.data  # noqa: F401  (registers every data set)
+from xaidash.dashboard.cli import main
+from xaidash.data.errors import ExplainError
+from xaidash.data.registry import get_source, load_split
+from xaidash.explainers.registry import MethodOutput, MethodSpec
+from xaidash.models.external import ImportOptions, import_model
+from xaidash.models.runs.store import load_bundle, runs_root
+
+sio = pytest.importorskip("skops.io")
+sklearn_pipeline = pytest.importorskip("sklearn.pipeline")
+from sklearn.base import BaseEstimator, TransformerMixin  # noqa: E402
+from sklearn.compose import ColumnTransformer  # noqa: E402
+from sklearn.ensemble import RandomForestClassifier  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.preprocessing import OneHotEncoder, StandardScaler  # noqa: E402
+
+COLOURS = ("red", "green", "blue")
+
+
+def _table(path: Path, n: int = 150) -> Path:
+    """id, age, colour (some NA), size (0..3), y (a, b, c), set by colour, age and size."""
+    rng = np.random.default_rng(1)
+    lines = ["id,age,colour,size,y"]
+    for i in range(n):
+        age = int(rng.integers(18, 80))
+        colour = "NA" if i % 17 == 0 else COLOURS[int(rng.integers(0, 3))]
+        size = int(rng.integers(0, 4))
+        y = "c" if colour == "red" else ("a" if age + 10 * size > 60 else "b")
+        lines.append(f"r{i},{age},{colour},{size},{y}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _fit(table: Path, classifier, size_as_text: bool) -> tuple[sklearn_pipeline.Pipeline, pd.DataFrame]:
+    frame = pd.read_csv(table, dtype={"size": str} if size_as_text else None)
+    features = frame.drop(columns=["id", "y"])
+    prep = ColumnTransformer(
+        [("num", StandardScaler(), ["age"]), ("cat", OneHotEncoder(handle_unknown="ignore"), ["colour", "size"])]
+    )
+    pipeline = sklearn_pipeline.Pipeline([("prep", prep), ("clf", classifier)]).fit(features, frame["y"])
+    return pipeline, features.set_index(frame["id"])
+
+
+@pytest.mark.parametrize(
+    ("classifier", "size_as_text"),
+    [(LogisticRegression(max_iter=500), False), (RandomForestClassifier(n_estimators=20, random_state=0), True)],
+)
+def test_the_run_gives_scikit_learns_own_probabilities(tmp_path, capsys, classifier, size_as_text) -> None:
+    table = _table(tmp_path / "people.csv")
+    dataset = f"csv:{table}?target=y&id=id&categorical=size"
+    pipeline, features = _fit(table, classifier, size_as_text)
+    saved = tmp_path / "model.skops"
+    sio.dump(pipeline, saved)
+    assert main(["import", f"skops:{saved}", "--dataset", dataset]) == 0
+    out = capsys.readouterr()
+    assert "gradient and CAM methods do not apply" in out.err, out.err
+    saved.unlink()  # the run keeps its own copy
+    bundle = load_bundle(out.out.strip().splitlines()[-1], device="cpu")
+    assert bundle.info.classes == ("a", "b", "c") and "no gradients" in bundle.spec.no_gradients
+    for split in ("train", "test"):
+        rows = get_source(dataset).load(split)
+        expected = pipeline.predict_proba(features.loc[rows.ids])
+        np.testing.assert_allclose(bundle.predict_proba(rows.rows).numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_an_estimator_fitted_on_an_array_reads_the_columns_in_order(tmp_path: Path) -> None:
+    train = load_split("breast_cancer", "train")
+    model = LogisticRegression(max_iter=5000).fit(train.rows.numpy(), train.labels.numpy())
+    saved = tmp_path / "lr.skops"
+    sio.dump(model, saved)
+    run = import_model(f"skops:{saved}", ImportOptions(dataset="breast_cancer")).run
+    bundle = load_bundle(run.id, device="cpu")
+    test = load_split("breast_cancer", "test").rows
+    expected = model.predict_proba(test.numpy())
+    np.testing.assert_allclose(bundle.predict_proba(test).numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+class Shady(BaseEstimator, TransformerMixin):
+    """A type of the user's own: skops will not load it, and neither will we."""
+
+    def fit(self, x, y=None):
+        return self
+
+    def transform(self, x):
+        return x
+
+
+def _refused(argv: list[str], capsys) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err
+    said = [line for line in err.strip().splitlines() if not line.startswith("importing ")]
+    assert code == 2 and "Traceback" not in err and len(said) == 1 and said[0].startswith("error: "), err
+    assert not runs_root().exists() or not [p for p in runs_root().iterdir() if not p.name.startswith(".")]
+    return err
+
+
+def test_bad_imports_are_one_line_and_leave_nothing(tmp_path: Path, capsys) -> None:
+    train = load_split("breast_cancer", "train")
+    x, y = train.rows.numpy(), train.labels.numpy()
+    shady = tmp_path / "shady.skops"
+    sio.dump(sklearn_pipeline.make_pipeline(Shady(), LogisticRegression(max_iter=5000)).fit(x, y), shady)
+    err = _refused(["import", f"skops:{shady}", "--dataset", "breast_cancer"], capsys)
+    assert re.search(r"shady\.skops holds types that are not trusted: [\w.]*test_import_skops\.Shady;", err), err
+    good = tmp_path / "lr.skops"
+    sio.dump(LogisticRegression(max_iter=5000).fit(x, y), good)
+    assert "needs --dataset naming the table" in _refused(["import", f"skops:{good}"], capsys)
+    assert "--weights do(es) not apply" in _refused(
+        ["import", f"skops:{good}", "--dataset", "breast_cancer", "--weights", str(good)], capsys
+    )
+    assert "reads 30 columns but data set planted has 9" in _refused(
+        ["import", f"skops:{good}", "--dataset", "planted"], capsys
+    )
+    wine = load_split("wine", "train")
+    three = tmp_path / "wine.skops"
+    sio.dump(LogisticRegression(max_iter=5000).fit(wine.rows.numpy(), wine.labels.numpy()), three)
+    assert "predicts classes 0, 1, 2 but data set breast_cancer has malignant, benign" in _refused(
+        ["import", f"skops:{three}", "--dataset", "breast_cancer"], capsys
+    )
+    junk = tmp_path / "junk.skops"
+    junk.write_bytes(b"not a zip file at all")
+    assert "junk.skops is not a readable skops file" in _refused(
+        ["import", f"skops:{junk}", "--dataset", "breast_cancer"], capsys
+    )
+
+
+def test_gradient_methods_are_refused_by_what_the_source_declares(tmp_path: Path) -> None:
+    train = load_split("breast_cancer", "train")
+    saved = tmp_path / "lr.skops"
+    sio.dump(LogisticRegression(max_iter=5000).fit(train.rows.numpy(), train.labels.numpy()), saved)
+    bundle = load_bundle(import_model(f"skops:{saved}", ImportOptions(dataset="breast_cancer")).run.id, device="cpu")
+
+    def compute(ctx, params) -> MethodOutput:
+        raise AssertionError("never reached")
+
+    def method(family: str) -> MethodSpec:
+        return MethodSpec(
+            id=f"probe_{family}",
+            label=f"A {family} method",
+            modalities=("table",),
+            compute=compute,
+            family=family,
+            output="logit",
+        )
+
+    for family in ("gradient", "cam"):
+        with pytest.raises(ExplainError, match=r"does not apply to skops:lr: it is a scikit-learn pipeline"):
+            method(family).check(bundle)
+    for family in ("perturbation", "shap"):
+        method(family).check(bundle)  # occlusion, KernelSHAP and LIME only need the model's outputs
+    x = bundle.prepare(train.rows[:4]).requires_grad_(True)
+    assert not bundle.logits(x).requires_grad  # nothing to backpropagate: the refusal is the truth
+    torch.testing.assert_close(bundle.predict_proba(train.rows[:4]).sum(1), torch.ones(4))

@@ -1,0 +1,133 @@
+"""`xaidash import module:FILE.py:CLASS --dataset <a table>`: your nn.Module reads the rows as the table adapter
+prepares them (checked here against standardisation and one-hot encoding done by hand), a first layer of another
+width is refused in one line, and a refused import leaves no run folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import xaidash.data  # noqa: F401  (registers every data set)
+from xaidash.dashboard.cli import main
+from xaidash.data.modalities.table import prepared_width
+from xaidash.data.registry import get_info, load_split
+from xaidash.models.external import ImportOptions, import_model
+from xaidash.models.registry import ModelError
+from xaidash.models.runs.store import load_bundle, runs_root
+
+NET = """
+import torch
+from torch import nn
+
+
+class TableNet(nn.Module):
+    def __init__(self, inputs: int, classes: int = 2):
+        super().__init__()
+        self.fc1 = nn.Linear(inputs, 16)
+        self.act = nn.ReLU()
+        self.out = nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.out(self.act(self.fc1(x)))
+"""
+
+
+def _module(folder: Path, inputs: int, classes: int = 2) -> tuple[Path, Path, torch.nn.Module]:
+    """The module file, its weights, and the same network built here (the reference)."""
+    source = folder / "tnet.py"
+    source.write_text(NET)
+    namespace: dict = {}
+    exec(compile(NET, str(source), "exec"), namespace)  # the same class, to compute the expected logits
+    torch.manual_seed(0)
+    net = namespace["TableNet"](inputs, classes).eval()
+    weights = folder / "w.safetensors"
+    save_file(net.state_dict(), str(weights))
+    return source, weights, net
+
+
+def _by_hand(rows: torch.Tensor, dataset: str) -> torch.Tensor:
+    """The prepared vector built without the adapter: (x - mean) / std per numeric column, one-hot per category."""
+    parts = []
+    for i, c in enumerate(get_info(dataset).columns):
+        x = rows[:, i].double().numpy()
+        if c.categorical:
+            parts.append(np.eye(len(c.categories))[x.round().astype(int)])
+        else:
+            parts.append(((x - c.mean) / c.std)[:, None])
+    return torch.from_numpy(np.concatenate(parts, axis=1)).float()
+
+
+def test_a_module_on_the_planted_table_reads_the_prepared_rows(tmp_path: Path) -> None:
+    width = prepared_width(get_info("planted"))
+    assert width == 8 + 3  # eight numeric columns and the three groups one-hot
+    source, weights, net = _module(tmp_path, width)
+    options = ImportOptions(weights=weights, dataset="planted", model_options={"inputs": width})
+    run = import_model(f"module:{source}:TableNet", options).run
+    bundle = load_bundle(run.id, device="cpu")  # rebuilt from the run folder alone
+    assert bundle.info.columns == get_info("planted").columns and bundle.spec.modality == "table"
+    rows = load_split("planted", "test").rows[:50]
+    expected = torch.softmax(net(_by_hand(rows, "planted")), dim=1)
+    torch.testing.assert_close(bundle.predict_proba(rows), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_module_of_your_own_csv_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = tmp_path / "people.csv"
+    rng = np.random.default_rng(0)
+    table.write_text(
+        "id,age,colour,y\n"
+        + "".join(f"p{i},{rng.integers(18, 80)},{['red', 'green', 'blue'][i % 3]},{'ab'[i % 2]}\n" for i in range(40))
+    )
+    dataset = f"csv:{table}?target=y&id=id"
+    width = prepared_width(get_info(dataset))
+    assert width == 1 + 3
+    source, weights, net = _module(tmp_path, width)
+    code = main(
+        [
+            "import",
+            f"module:{source}:TableNet",
+            "--weights",
+            str(weights),
+            "--dataset",
+            dataset,
+            "--option",
+            f"inputs={width}",
+        ]
+    )
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "input: rows of 2 columns" in out.err and f"data set: {dataset}" in out.err
+    bundle = load_bundle(out.out.strip().splitlines()[-1], device="cpu")
+    rows = load_split(dataset, "train").rows
+    torch.testing.assert_close(
+        bundle.predict_proba(rows), torch.softmax(net(_by_hand(rows, dataset)), dim=1), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_a_first_layer_of_another_width_is_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, weights, _ = _module(tmp_path, 11)
+    argv = ["import", f"module:{source}:TableNet", "--weights", str(weights), "--option", "inputs=11"]
+    code = main([*argv, "--dataset", "breast_cancer"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert (
+        "its first layer fc1 (Linear) reads 11 numbers, but data set breast_cancer gives 30 numbers per row "
+        "(30 numeric columns, one each): build the model with 30 inputs" in err
+    )
+    assert not runs_root().exists() or not [p for p in runs_root().iterdir() if not p.name.startswith(".")]
+    with pytest.raises(ModelError, match="--input-shape describe images"):
+        import_model(
+            f"module:{source}:TableNet",
+            ImportOptions(weights=weights, dataset="planted", input_shape=(3, 8, 8), model_options={"inputs": 11}),
+        )
+    with pytest.raises(ModelError, match=r"has 2 classes \(negative, positive\) but the model has 3 outputs"):
+        _, three, _ = _module(tmp_path, 11, classes=3)
+        import_model(
+            f"module:{source}:TableNet",
+            ImportOptions(weights=three, dataset="planted", model_options={"inputs": 11, "classes": 3}),
+        )
