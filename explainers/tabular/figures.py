@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import BoundaryNorm, Colormap, Normalize
 from matplotlib.figure import Figure
+from matplotlib.axes import Axes
 from PIL import Image
 
 from xaidash.explainers.figures.png import png_bytes
@@ -44,7 +45,7 @@ def value_colours(data: np.ndarray, labels: tuple[str, ...]) -> tuple[Colormap, 
     return matplotlib.colormaps[LINE_CMAP], Normalize(low, high if high > low else low + 1.0)
 
 
-def value_bar(fig: Figure, ax: object, cmap: Colormap, norm: Normalize, label: str, labels: tuple[str, ...]) -> None:
+def value_bar(fig: Figure, ax: Axes, cmap: Colormap, norm: Normalize, label: str, labels: tuple[str, ...]) -> None:
     """The colour bar of `value_colours`, with category names at their codes."""
     bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax)
     bar.set_label(label)
