@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import matplotlib
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import BoundaryNorm, Colormap, Normalize
 from matplotlib.figure import Figure
-from matplotlib.axes import Axes
 from PIL import Image
 
 from xaidash.explainers.figures.png import png_bytes
