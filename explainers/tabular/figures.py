@@ -29,7 +29,7 @@ def png_of(fig: Figure) -> bytes:
     return png_bytes(Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB"))
 
 
-def category_ticks(ax: object, axis: str, grid: np.ndarray, labels: tuple[str, ...]) -> None:
+def category_ticks(ax: Axes, axis: str, grid: np.ndarray, labels: tuple[str, ...]) -> None:
     """Category names at a categorical column's codes."""
     if labels:
         getattr(ax, f"set_{axis}ticks")(grid, labels, rotation=30 if axis == "x" else 0)

@@ -54,6 +54,10 @@ class Surrogate:
     rules: str  # sklearn.tree.export_text with column and category names
     nodes: list[TreeNode]
 
+    def to_json(self) -> dict[str, list[str]]:
+        """What the JSON adds to the fields: the rules one line per leaf."""
+        return {"leaf_rules": self.leaf_rules()}
+
     def leaf_rules(self) -> list[str]:
         """One line per leaf: the conditions on the path to it and its class."""
         by_id = {n.id: n for n in self.nodes}

@@ -59,6 +59,7 @@ def test_summary_figures_and_json(run_id: str, tmp_path: Path, capsys: pytest.Ca
     assert ice["shape"] == [400, 3] and np.load(out / ice["file"]).shape == (400, 3)
     assert np.allclose(np.load(out / ice["file"]).mean(0), group["pdp"])
     assert doc["pair"]["columns"] == ["x0", "x1"] and np.asarray(doc["pair"]["pdp"]).shape == (6, 6)
+    assert any(rule.startswith("if x2 ") for rule in doc["surrogate"]["leaf_rules"])
     assert 0 < doc["surrogate"]["fidelity"] <= 1 and doc["units"] == "predicted probability of class 'positive'"
     assert doc["shap"]["rows"] == 12 and doc["shap"]["method"] == "shap_kernel"
     assert "Global shap_kernel over 12 rows" in text
