@@ -26,7 +26,7 @@ def shap_bars_png(result: GlobalShap, limit: int = 30) -> bytes:
     ax.set_yticks(np.arange(len(ranked)), [c for c, _ in ranked], fontsize=8)
     bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax)
     bar.set_label("mean |attribution|")
-    ax.set_xlabel(f"mean |attribution| over {result.rows} rows: {result.units}")
+    ax.set_xlabel(f"mean |attribution| over {result.rows} rows\n({result.units})")
     ax.set_title(f"Global {result.method}: mean |attribution| per column", fontsize=9)
     return png_of(fig)
 
