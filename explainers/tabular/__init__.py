@@ -2,6 +2,6 @@
 surrogate tree (`surrogate`), glassbox references (`glassbox`), one entry point (`api.global_report`), its figures and
 `xaidash global` (`cli`)."""
 
-from xaidash.explainers.tabular.api import GlobalOptions, GlobalReport, global_report
+from xaidash.explainers.tabular.api import GlobalOptions, GlobalReport, column_dependence, global_report, pair_map
 
-__all__ = ["GlobalOptions", "GlobalReport", "global_report"]
+__all__ = ["GlobalOptions", "GlobalReport", "column_dependence", "global_report", "pair_map"]

@@ -27,7 +27,7 @@ from xaidash.explainers.tabular.importance import (
 )
 from xaidash.explainers.tabular.passes import Predict, bundle_predict, default_batch_rows, probabilities
 from xaidash.explainers.tabular.pdp import PairResult, PDPResult, pair_dependence, partial_dependence, units_of
-from xaidash.explainers.tabular.request import column_indices, pair_indices, table_columns, target_index
+from xaidash.explainers.tabular.request import column_index, column_indices, pair_indices, table_columns, target_index
 from xaidash.explainers.tabular.shap_global import (
     DEFAULT_METHOD,
     DEFAULT_SHAP_ROWS,
@@ -315,3 +315,38 @@ def global_report(
         shap=shap,
         seconds=seconds,
     )
+
+
+def _swept_rows(bundle: ModelBundle, options: GlobalOptions) -> torch.Tensor:
+    """The held-out rows `global_report` sweeps (the same seeded pick), raw on the model's device."""
+    test = _splits(bundle).test.rows.to(bundle.device, torch.float32)
+    return test[_sample(test, options.rows, options.seed).to(bundle.device)]
+
+
+def column_dependence(bundle: ModelBundle, column: str, options: GlobalOptions | None = None) -> PDPResult:
+    """One column's partial dependence and ICE over the rows `global_report` sweeps, for a page that changes the
+    column without computing the rest again. ExplainError in one line for a bad column or class."""
+    options = options or GlobalOptions()
+    columns = table_columns(bundle)
+    j = column_index(columns, column)
+    target = target_index(bundle, options.target)
+    _check(options)
+    options = replace(options, batch_rows=options.batch_rows or default_batch_rows(bundle.device))
+    with guarded(bundle.model, options.seed, bundle.device), torch.no_grad():
+        rows = _swept_rows(bundle, options)
+        return _dependence(bundle_predict(bundle), rows, columns, [j], target, bundle.info.classes[target], options)[0]
+
+
+def pair_map(bundle: ModelBundle, pair: Sequence[str], options: GlobalOptions | None = None) -> PairResult:
+    """The 2-D partial dependence of two different columns over the rows `global_report` sweeps."""
+    options = options or GlobalOptions()
+    columns = table_columns(bundle)
+    found = pair_indices(columns, pair)
+    if found is None:
+        raise ExplainError("Name two columns for a pair.")
+    target = target_index(bundle, options.target)
+    _check(options)
+    options = replace(options, batch_rows=options.batch_rows or default_batch_rows(bundle.device))
+    with guarded(bundle.model, options.seed, bundle.device), torch.no_grad():
+        rows = _swept_rows(bundle, options)
+        return _pair(bundle_predict(bundle), rows, columns, found, target, bundle.info.classes[target], options)

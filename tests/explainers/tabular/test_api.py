@@ -16,7 +16,7 @@ from xaidash.data.registry import TableSplit, load_split
 from xaidash.explainers.figures.result_json import result_document
 from xaidash.explainers.guard import evaluating
 from xaidash.explainers.params import ExplainError
-from xaidash.explainers.tabular import GlobalOptions, global_report
+from xaidash.explainers.tabular import GlobalOptions, column_dependence, global_report, pair_map
 from xaidash.explainers.tabular.pdp import partial_dependence
 
 
@@ -110,3 +110,16 @@ def test_bad_requests_are_one_line(options: GlobalOptions, message: str) -> None
 def test_a_model_of_images_is_refused() -> None:
     with pytest.raises(ExplainError, match="does not read table rows"):
         global_report(fresh_bundle("mlp"))
+
+
+def test_one_column_or_pair_again_equals_the_reports(planted) -> None:
+    bundle, report = planted
+    options = GlobalOptions(repeats=5, grid_points=20, pair_points=8)
+    x2 = column_dependence(bundle, "x2", options)
+    np.testing.assert_array_equal(x2.ice, next(d for d in report.dependence if d.column == "x2").ice)
+    assert report.pair is not None
+    np.testing.assert_array_equal(pair_map(bundle, ["x0", "x1"], options).pdp, report.pair.pdp)
+    with pytest.raises(ExplainError, match="Unknown column 'x9'"):
+        column_dependence(bundle, "x9")
+    with pytest.raises(ExplainError, match="two different columns"):
+        pair_map(bundle, ["x1", "x1"])
