@@ -41,7 +41,7 @@ REFERENCES = {
     "padding_tokens": "f(all padding)",
     "zero": "0",
 }
-MODALITIES = {"image": "Image", "text": "Text"}
+MODALITIES = {"image": "Image", "text": "Text", "table": "Table"}
 
 
 def registries() -> tuple[Any, Any, Any]:
@@ -237,6 +237,8 @@ def ground_truth(info: Any) -> str:
         return "pixel masks"
     if info.has_rationales:
         return "rationale words"
+    if info.truth_columns:
+        return "the columns that set the label: " + ", ".join(f"`{c}`" for c in info.truth_columns)
     return "none"
 
 
