@@ -321,7 +321,9 @@ def _check_row_count(path: Path, content: str, sep: str, rows: int, notes: list[
     notes.append(f"{path.name}: {rows} rows from {lines} lines: {lines - rows} line break(s) are inside quoted texts.")
 
 
-def _pick_column(frame: pd.DataFrame, given: str | None, candidates: Sequence[str], role: str, path: Path) -> str:
+def _pick_column(
+    frame: pd.DataFrame, given: str | None, candidates: Sequence[str], role: str, path: Path, hint: str = ""
+) -> str:
     columns = {str(c).strip().lower(): c for c in frame.columns}
     available = ", ".join(map(str, frame.columns))
     if given is not None:
@@ -333,10 +335,9 @@ def _pick_column(frame: pd.DataFrame, given: str | None, candidates: Sequence[st
     for name in candidates:
         if name in columns:
             return columns[name]
-    table = f" (a table of columns to classify: csv:{path}?target=<column>)" if role == "text" else ""
     raise DatasetError(
         f"{path} has no {role} column: name one of {', '.join(candidates)} or pick it with "
-        f"csv:{path}?{role}=<column>; its columns are: {available}{table}."
+        f"csv:{path}?{role}=<column>; its columns are: {available}{hint}."
     )
 
 
@@ -353,7 +354,8 @@ def _scan_csv(path: Path, mtime_ns: int, text_col: str | None, label_col: str | 
     frame = _read_table(path, notes)
     if frame.empty:
         raise DatasetError(f"{path} has a header but no rows.")
-    text_col = _pick_column(frame, text_col, TEXT_COLUMNS, "text", path)
+    table_hint = f" (a table of columns to classify: csv:{path}?target=<column>)"
+    text_col = _pick_column(frame, text_col, TEXT_COLUMNS, "text", path, table_hint)
     label_col = _pick_column(frame, label_col, LABEL_COLUMNS, "label", path)
     if text_col == label_col:
         raise DatasetError(f"{path}: the text and the label cannot be the same column ({text_col!r}).")
