@@ -347,7 +347,8 @@ def table_source(arg: str) -> NotedDatasetSource:
 
 
 def csv_source(arg: str) -> NotedDatasetSource:
-    """`csv:<path>`: a table when a table option is given (target=, id=, ...), else texts with labels."""
+    """The source for 'csv:<path>[?text=<column>&label=<column>] (texts) or csv:<path>?target=<column>[&id=<column>&categorical=<columns>&numeric=<columns>&drop=<columns>&missing=impute|refuse] (a table)':
+    a table when a table option is given, else texts with labels."""
     _, sep, query = arg.partition("?")
     keys = {k for k, _ in parse_qsl(query, keep_blank_values=True)} if sep else set()
     unknown = sorted(keys - set(TABLE_OPTIONS) - set(TEXT_OPTIONS))
