@@ -13,10 +13,10 @@ import torch
 import xaidash.data  # noqa: F401  (registers every data set)
 from xaidash.dashboard.cli import main
 from xaidash.data.errors import DatasetError
-from xaidash.data.registry import TableSplit, TextSplit, get_info, get_source
+from xaidash.data.registry import TableSplit, TextSplit, get_info, get_source, load_split
 from xaidash.data.sets._common import stratified_indices
 from xaidash.data.sets.csv_table import MISSING_CATEGORY
-from xaidash.models.runs.store import info_from_json, info_to_json, runs_root
+from xaidash.models.runs.store import info_from_json, info_to_json, list_runs, load_bundle, runs_root
 
 COLOURS = ("red", "green", "blue")
 
@@ -105,6 +105,28 @@ def test_a_run_records_the_table_and_rebuilds_it(tmp_path: Path) -> None:
     assert info_from_json(info_to_json(info)) == info
     with pytest.warns(UserWarning):
         assert get_info(info_from_json(info_to_json(info)).name) == info
+
+
+def test_a_trained_run_records_the_table_and_is_explained_from_it(tmp_path: Path, capsys) -> None:
+    """Train on the command line, then load the run: the name it recorded gives back the same columns, and the run
+    predicts the table's rows (what explaining it later needs)."""
+    path = _mixed(tmp_path / "people.csv")
+    name = f"csv:{path}?target=label&id=row_id&categorical=size"
+    with pytest.warns(UserWarning, match="Missing values filled"):
+        code = main(["train", "--dataset", name, "--model", "tabular_mlp", "--epochs", "2", "--seed", "0", "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    (run,) = list_runs()
+    config = run.config()
+    assert config["dataset"] == name and config["modality"] == "table"
+    with pytest.warns(UserWarning):
+        info = get_info(config["dataset"])
+    assert info_from_json(config["dataset_info"]).columns == info.columns
+    bundle = load_bundle(run.id, device="cpu")
+    with pytest.warns(UserWarning):
+        test = load_split(config["dataset"], "test")
+    assert isinstance(test, TableSplit)
+    probs = bundle.predict_proba(test.rows)
+    assert probs.shape == (len(test), 2) and torch.allclose(probs.sum(1), torch.ones(len(test)))
 
 
 def test_missing_refuse_names_the_column_and_line(tmp_path: Path) -> None:
