@@ -9,7 +9,7 @@ naming it: a .skops file cannot run code that way, and we never widen the list t
 The wrapper reads what every table model reads, the prepared vector (numeric columns standardised, categorical
 one-hot: data/modalities/table.py), turns it back into the table's raw values (x * std + mean; the one-hot's
 category by name, "(missing)" as a missing value; categories that read as numbers as numbers, as pandas reads them,
-or as their text when the pipeline was fitted on text: `settle_categories` asks the pipeline) and returns the
+as their text, or as their codes, whichever the pipeline was fitted on: `settle_categories` asks it) and returns the
 pipeline's `predict_proba` as log-probabilities in the data set's class order, so softmax gives the probabilities
 back. No gradient flows through scikit-learn: the source declares it, and gradient and CAM methods are refused.
 """
@@ -35,6 +35,9 @@ TRUSTED = (
 )
 MISSING_CATEGORY = "(missing)"  # data/sets/csv_table.py's category for a missing value: NaN to the pipeline
 SKOPS_REQUIREMENT = "skops>=0.16,<0.17"
+# How categorical values reach the pipeline: number-like categories as numbers (pandas' read_csv default), every
+# category as its text (read with dtype=str), or as the category's code (fitted on a split's raw rows).
+CATEGORY_MODES = ("numbers", "text", "codes")
 
 
 def _skops_io() -> Any:
@@ -124,7 +127,7 @@ class PipelineModule(nn.Module):
     It holds no parameters: its weights file is empty, the pipeline stays in its .skops file."""
 
     def __init__(
-        self, pipeline: Any, info: DatasetInfo, order: list[int], names: list[str] | None, numbers: bool = True
+        self, pipeline: Any, info: DatasetInfo, order: list[int], names: list[str] | None, categories: str = "numbers"
     ) -> None:
         super().__init__()
         self.pipeline = pipeline
@@ -132,7 +135,7 @@ class PipelineModule(nn.Module):
         self.slices = column_slices(info)
         self.order = order
         self.names = names
-        self.numbers = numbers  # categories that read as numbers reach the pipeline as numbers (else as their text)
+        self.categories = categories  # how categorical values reach the pipeline: one of CATEGORY_MODES
 
     def raw_values(self, x: torch.Tensor) -> dict[str, np.ndarray]:
         """The prepared vector back in the table's own values, column by column."""
@@ -148,7 +151,9 @@ class PipelineModule(nn.Module):
             names = [None if c == MISSING_CATEGORY else c for c in column.categories]
             numbers = [_as_number(c) for c in names if c is not None]
             pick = np.asarray(values[:, where].argmax(axis=1))
-            if self.numbers and all(n is not None for n in numbers):
+            if self.categories == "codes":
+                out[column.name] = pick.astype(np.float64)
+            elif self.categories == "numbers" and all(n is not None for n in numbers):
                 as_float = np.array([np.nan if c is None else _as_number(c) for c in names], dtype=np.float64)
                 out[column.name] = as_float[pick]
             else:
@@ -175,21 +180,20 @@ def _as_number(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def settle_categories(model: PipelineModule, x: torch.Tensor, labels: torch.Tensor, where: str) -> bool:
-    """Whether the pipeline takes number-like categories as numbers (pandas' `read_csv` default) or as their text
-    (read with dtype=str): of the two it runs on, the one that classifies the rows `x` (prepared) best, numbers on a
-    tie (an encoder that ignores unknown categories runs on both, and only its accuracy tells them apart); ModelError
-    with both failures when it runs on neither."""
+def settle_categories(model: PipelineModule, x: torch.Tensor, labels: torch.Tensor, where: str) -> str:
+    """How the pipeline takes categorical values (CATEGORY_MODES): of the ways it runs on, the one that classifies
+    the rows `x` (prepared) best, the earlier on a tie (an encoder that ignores unknown categories runs on all of
+    them, and only its accuracy tells them apart); ModelError with the first failure when it runs on none."""
     errors, scores = [], {}
-    for numbers in (True, False):
-        model.numbers = numbers
+    for mode in CATEGORY_MODES:
+        model.categories = mode
         try:
             predicted = model(x).argmax(dim=1)
         except Exception as e:  # noqa: BLE001 - the pipeline's own error, reported below
             errors.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             continue
-        scores[numbers] = float((predicted.cpu() == labels).float().mean())
+        scores[mode] = float((predicted.cpu() == labels).float().mean())
     if not scores:
-        raise ModelError(f"{where} does not run on the table's rows: {errors[0]} (categories as text: {errors[1]}).")
-    model.numbers = max(scores, key=lambda k: (scores[k], k))
-    return model.numbers
+        raise ModelError(f"{where} does not run on the table's rows: {errors[0]}")
+    model.categories = max(CATEGORY_MODES, key=lambda m: (scores.get(m, -1.0), -CATEGORY_MODES.index(m)))
+    return model.categories

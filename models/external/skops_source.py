@@ -35,9 +35,9 @@ NO_GRADIENTS = (
 )
 
 
-def _wrapped(pipeline: Any, info: DatasetInfo, where: str, numbers: bool = True) -> PipelineModule:
+def _wrapped(pipeline: Any, info: DatasetInfo, where: str, categories: str = "numbers") -> PipelineModule:
     order, names = class_order(pipeline, info, where), input_names(pipeline, info, where)
-    return PipelineModule(pipeline, info, order, names, numbers)
+    return PipelineModule(pipeline, info, order, names, categories)
 
 
 def _steps(pipeline: Any) -> str:
@@ -76,7 +76,7 @@ def load(argument: str, options: ImportOptions) -> Loaded:
     probe = adapter.prepare(adapter.example(info, None, 2), info, None, torch.device("cpu"))
     test = load_split(info.name, "test")
     rows = adapter.prepare(adapter.items(test, range(len(test))), info, None, torch.device("cpu"))
-    numbers = settle_categories(model, rows, test.labels, path.name)
+    categories = settle_categories(model, rows, test.labels, path.name)
 
     def copy(run_dir: Path) -> None:
         shutil.copyfile(path, run_dir / PIPELINE_FILE)
@@ -86,7 +86,7 @@ def load(argument: str, options: ImportOptions) -> Loaded:
         modality=info.modality,
         name=options.name or f"skops:{path.stem}",
         num_classes=info.num_classes,
-        record={"file": str(path), "pipeline": _steps(pipeline), "numbers": numbers},
+        record={"file": str(path), "pipeline": _steps(pipeline), "categories": categories},
         classes=info.classes,
         input_shape=tuple(info.input_shape),
         files=[copy],
@@ -102,7 +102,9 @@ def rebuild(record: dict[str, Any], run_dir: Path) -> Rebuilt:
     run = Run(run_dir)
     info = run.info_in(run.config())
     where = f"{run_dir.name}/{PIPELINE_FILE}"
-    return Rebuilt(_wrapped(read_pipeline(run_dir / PIPELINE_FILE), info, where, bool(record.get("numbers", True))))
+    return Rebuilt(
+        _wrapped(read_pipeline(run_dir / PIPELINE_FILE), info, where, str(record.get("categories", "numbers")))
+    )
 
 
 register(

@@ -78,14 +78,16 @@ def test_the_run_gives_scikit_learns_own_probabilities(tmp_path, capsys, classif
         np.testing.assert_allclose(bundle.predict_proba(rows.rows).numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
-def test_an_estimator_fitted_on_an_array_reads_the_columns_in_order(tmp_path: Path) -> None:
-    train = load_split("breast_cancer", "train")
+@pytest.mark.parametrize("dataset", ["breast_cancer", "planted"])
+def test_an_estimator_fitted_on_a_splits_rows_reads_them_as_they_are(tmp_path: Path, dataset: str) -> None:
+    """Fitted on load_split's raw rows and label codes (planted's `group` as its codes 0..2): the columns in order."""
+    train = load_split(dataset, "train")
     model = LogisticRegression(max_iter=5000).fit(train.rows.numpy(), train.labels.numpy())
     saved = tmp_path / "lr.skops"
     sio.dump(model, saved)
-    run = import_model(f"skops:{saved}", ImportOptions(dataset="breast_cancer")).run
+    run = import_model(f"skops:{saved}", ImportOptions(dataset=dataset)).run
     bundle = load_bundle(run.id, device="cpu")
-    test = load_split("breast_cancer", "test").rows
+    test = load_split(dataset, "test").rows
     expected = model.predict_proba(test.numpy())
     np.testing.assert_allclose(bundle.predict_proba(test).numpy(), expected, rtol=1e-4, atol=1e-5)
 
