@@ -8,16 +8,18 @@ copy) until the model or the data set changes.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import fields
 from typing import Any
 
 import streamlit as st
 
 from xaidash.data.catalogue import dataset_status
+from xaidash.data.errors import DatasetError
 from xaidash.data.formatting import percent
 from xaidash.data.modalities import modality_of
 from xaidash.data.paths import data_root, offline
-from xaidash.data.registry import DatasetInfo, get_source, list_datasets
+from xaidash.data.registry import DatasetInfo, get_source, list_datasets, list_factories
 from xaidash.models.device import device_choices
 from xaidash.models.registry import ModelSpec, models_for, recommended_model
 from xaidash.models.training.compiled import COMPILE_MODES
@@ -48,6 +50,8 @@ RECIPE_KEYS = {
 }
 # A recipe field an older Recipe lacks gets this value.
 FIELD_DEFAULTS: dict[str, Any] = {"label_smoothing": 0.0, "max_train_samples": 0}
+OWN = "your own data"  # the data set choice that opens a box for a name such as csv:<path>?target=<column>
+OWN_KEY = "train_own_dataset"
 OTHER_KEYS = (
     "train_dataset",
     "train_model",
@@ -57,6 +61,7 @@ OTHER_KEYS = (
     "train_nproc",
     "train_compile",
     "train_channels_last",
+    OWN_KEY,
 )
 LR_AUTO = "train_lr_auto"  # the learning rate the form last derived from the recipe (not typed by the user)
 KEPT = "train_form_kept"  # copies of the widgets' values, restored when the page is drawn again
@@ -149,14 +154,46 @@ def recipe_note(spec: ModelSpec, info: DatasetInfo) -> str:
     return f"Settings from **{spec.name}**'s recipe for {where} ({tested}).{built}"
 
 
-def choose_dataset() -> DatasetInfo:
+def own_dataset(c1: Any) -> DatasetInfo | None:
+    """A data set of the user's own, by the name the command line's --dataset takes (`csv:<path>?target=...`,
+    `imagefolder:<path>`): its info, or None with the one line that says what is wrong (or what to type)."""
+    examples = ", ".join(f"{p}:<path>" for p in list_factories())
+    typed = c1.text_input(
+        "Your data set",
+        key=OWN_KEY,
+        placeholder="csv:/data/people.csv?target=label&id=row_id",
+        help=f"What `xaidash train --dataset` takes: {examples}. A table: csv:<path>?target=<column>, with id=, "
+        "categorical=, numeric=, drop= and missing=impute|refuse (docs: Command line, Your own table).",
+    ).strip()
+    if not typed:
+        c1.info(f"Type the name of your data: {examples}.", icon=":material/edit:")
+        return None
+    try:
+        with warnings.catch_warnings(record=True):  # the source's notes are shown below, not logged
+            warnings.simplefilter("always")
+            source = get_source(typed)
+    except DatasetError as e:
+        c1.error(str(e), icon=":material/error:")
+        return None
+    c1.caption(source.info.description)
+    for note in getattr(source, "notes", ()):  # what was skipped or filled, where the description does not say it
+        if note not in source.info.description:
+            c1.caption(note)
+    return source.info
+
+
+def choose_dataset() -> DatasetInfo | None:
+    """The data set: a registered one, or one of the user's own typed by name (None until it reads)."""
     infos = list_datasets()
     status = {i.name: dataset_status(i) for i in infos}
-    names = [i.name for i in infos]
+    status[OWN] = "a path"
+    names = [i.name for i in infos] + [OWN]
     if st.session_state.get("train_dataset") not in names:
         st.session_state["train_dataset"] = "shapes" if "shapes" in names else names[0]
     c1 = st.container()
     dataset = c1.selectbox("Data set", names, format_func=lambda n: f"{n} ({status[n]})", key="train_dataset")
+    if dataset == OWN:
+        return own_dataset(c1)
     info = get_source(dataset).info
     c1.caption(info.description)
     if status[dataset] == "needs download":

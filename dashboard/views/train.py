@@ -59,7 +59,7 @@ c1, c2 = st.columns(2)
 with c1:
     info = choose_dataset()
 with c2:
-    spec = choose_model(info)
+    spec = choose_model(info) if info is not None else None
 if spec is not None:
     cfg = settings_form(info, spec)
     if cfg is not None:
