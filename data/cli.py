@@ -18,6 +18,7 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
         print("  ".join(r[c].ljust(widths[c]) for c in cols))
     print(f"\nData root: {data_root()} (set XAIDASH_DATA to change it)")
     print("Your own data: " + ", ".join(f"{p}:<path>" for p in list_factories()))
+    print("  a table of your own: csv:<path>?target=<column>[&id=..&categorical=..&numeric=..&drop=..&missing=..]")
     return 0
 
 

@@ -89,7 +89,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "source",
         metavar="SOURCE",
-        help="hf:PATH_OR_ID, timm:NAME, torchvision:NAME, module:FILE.py:FACTORY, zoo:NAME; generative language "
+        help="hf:PATH_OR_ID, timm:NAME, torchvision:NAME, module:FILE.py:FACTORY, zoo:NAME, skops:FILE.skops; "
+        "generative language "
         "models: smollm2 (the installed SmolLM2-135M-Instruct), gguf:FILE, hf:FOLDER of a causal LM",
     )
     p.add_argument(
@@ -105,7 +106,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--classes", metavar="A,B,C", help="class names, in the order of the model's outputs")
     p.add_argument("--classes-file", metavar="FILE", help="class names: one per line, a JSON list, or an id2label map")
     p.add_argument(
-        "--dataset", metavar="NAME", help="link a registered data set (xaidash datasets): gallery, metrics, embeddings"
+        "--dataset",
+        metavar="NAME",
+        help="link a data set (xaidash datasets, or csv:<path>?target=<column>): gallery, metrics, embeddings; a "
+        "table model (module:, skops:) needs it: its columns are the model's inputs",
     )
     p.add_argument(
         "--layer",
