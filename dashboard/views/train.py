@@ -60,7 +60,7 @@ with c1:
     info = choose_dataset()
 with c2:
     spec = choose_model(info) if info is not None else None
-if spec is not None:
+if info is not None and spec is not None:
     cfg = settings_form(info, spec)
     if cfg is not None:
         try:
