@@ -176,56 +176,59 @@ class _Column:
     categories: tuple[str, ...] | None  # None: numeric
 
 
-def _first_bad(path: Path, name: str, values: Sequence[str], lines: Sequence[int], why: str) -> DatasetError:
-    bad = [
-        (v, line)
-        for v, line in zip(values, lines, strict=True)
-        if v.lower() not in MISSING_TOKENS and _number(v) is None
-    ]
-    value, line = bad[0]
-    more = f" and {len(bad) - 1:,} more" if len(bad) > 1 else ""
-    return DatasetError(f"{path}: column {name!r} {why}: {value!r} on line {line}{more}.")
+def _first_bad(
+    path: Path, name: str, values: Sequence[str], bad: np.ndarray, lines: Sequence[int], why: str
+) -> DatasetError:
+    where = np.flatnonzero(bad)
+    more = f" and {len(where) - 1:,} more" if len(where) > 1 else ""
+    return DatasetError(f"{path}: column {name!r} {why}: {values[where[0]]!r} on line {lines[where[0]]}{more}.")
 
 
-def _numeric(values: Sequence[str]) -> np.ndarray:
-    out = np.full(len(values), np.nan)
-    for i, v in enumerate(values):
-        if v.lower() not in MISSING_TOKENS:
-            n = _number(v)
-            out[i] = np.nan if n is None else n
-    return out
+def _as_float(text: str) -> float:
+    """The value as a finite number, else NaN (a word, an empty field, inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return math.nan
+    return value if math.isfinite(value) else math.nan
 
 
-def _column(path: Path, name: str, values: list[str], lines: list[int], opts: TableOptions) -> _Column:
+def _column(path: Path, name: str, values: Sequence[str], lines: list[int], opts: TableOptions) -> _Column:
     """One input column typed by the rules of the module docstring (missing values as NaN, not filled yet)."""
-    present = [v for v in values if v.lower() not in MISSING_TOKENS]
+    missing = np.fromiter((v.lower() in MISSING_TOKENS for v in values), dtype=bool, count=len(values))
+    present = int((~missing).sum())
     if not present:
         raise DatasetError(f"{path}: column {name!r} has no values: leave it out with drop={name}.")
-    numbers = sum(_number(v) is not None for v in present)
-    if name in opts.numeric and numbers < len(present):
-        raise _first_bad(path, name, values, lines, "is declared numeric but holds a value that is not a number")
-    missing = np.array([v.lower() in MISSING_TOKENS for v in values])
-    if name not in opts.categorical and numbers == len(present):
-        return _Column(name, _numeric(values), missing, None)
-    if name not in opts.categorical and numbers * 2 >= len(present):
+    parsed = np.fromiter((_as_float(v) for v in values), dtype=np.float64, count=len(values))
+    words = ~missing & np.isnan(parsed)
+    numbers = present - int(words.sum())
+    if name in opts.numeric and words.any():
+        raise _first_bad(path, name, values, words, lines, "is declared numeric but holds a value that is not a number")
+    if name not in opts.categorical and not words.any():
+        parsed[missing] = np.nan
+        return _Column(name, parsed, missing, None)
+    if name not in opts.categorical and numbers * 2 >= present:
         raise _first_bad(
             path,
             name,
             values,
+            words,
             lines,
-            f"mixes numbers and text ({numbers:,} of {len(present):,} values are numbers); fix the text, mark it "
+            f"mixes numbers and text ({numbers:,} of {present:,} values are numbers); fix the text, mark it "
             f"missing (empty or NA), or declare the column categorical={name}; the first that is not a number is",
         )
-    categories = _sorted_values(set(present))
-    if len(categories) > MAX_CATEGORIES or (len(categories) == len(present) >= ID_LIKE_ROWS):
+    seen = {v for v, gap in zip(values, missing, strict=True) if not gap}
+    categories = _sorted_values(seen)
+    if len(categories) > MAX_CATEGORIES or (len(categories) == present >= ID_LIKE_ROWS):
         raise DatasetError(
-            f"{path}: column {name!r} has {len(categories):,} different text values in {len(present):,} rows: it "
+            f"{path}: column {name!r} has {len(categories):,} different text values in {present:,} rows: it "
             f"looks like an identifier or free text, not categories; leave it out with drop={name} (or id={name})."
         )
-    if len(present) < len(values):
+    if present < len(values):
         categories.append(MISSING_CATEGORY)
     index = {c: float(i) for i, c in enumerate(categories)}
-    codes = np.array([index.get(v, index.get(MISSING_CATEGORY, np.nan)) for v in values])
+    gap = index.get(MISSING_CATEGORY, math.nan)
+    codes = np.fromiter((index.get(v, gap) for v in values), dtype=np.float64, count=len(values))
     return _Column(name, codes, missing, tuple(categories))
 
 
@@ -281,9 +284,9 @@ def _scan(path: Path, stamp: tuple[int, int], opts: TableOptions) -> _Scanned:
     train[splits["train"]] = True
     names = _inputs(table, opts)
     columns, filled = [], []
+    by_column = list(zip(*rows, strict=True))  # one tuple of values per column of the file
     for name in names:
-        col = table.header.index(name)
-        column = _column(path, name, [r[col] for r in rows], lines, opts)
+        column = _column(path, name, by_column[table.header.index(name)], lines, opts)
         note = _fill_missing(path, column, train, lines, opts)
         filled += [note] if note else []
         columns.append(column)
