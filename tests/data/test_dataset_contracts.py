@@ -17,13 +17,25 @@ from PIL import Image
 
 import xaidash.data  # noqa: F401  (registers every data set)
 from xaidash.data.errors import DatasetUnavailable
+from xaidash.data.modalities import modality_of
 from xaidash.data.paths import data_root
-from xaidash.data.registry import DatasetInfo, ImageSplit, Split, TextSplit, get_info, get_source, list_datasets
+from xaidash.data.registry import (
+    DatasetInfo,
+    ImageSplit,
+    Split,
+    TableSplit,
+    TextSplit,
+    get_info,
+    get_source,
+    list_datasets,
+)
 from xaidash.data.tokenizer import split_words
 
 CHECKED = 256  # samples per split whose values are read (dtypes, shapes and labels are checked in full)
 FACTORIES = ("imagefolder", "csv")
+TABLE_CASE = "csv:<a small table in tmp_path>?target=y"  # the csv: factory's other kind: a table of columns
 CASES = [info.name for info in list_datasets()] + [f"{prefix}:<small data in tmp_path>" for prefix in FACTORIES]
+CASES.append(TABLE_CASE)
 
 _loaded: dict[tuple[str, Path], dict[str, Split]] = {}
 
@@ -43,10 +55,19 @@ def _write_csv(path: Path) -> Path:
     return path
 
 
+def _write_table(path: Path) -> Path:
+    """Numeric, categorical (one value missing) and id columns; classes a and b."""
+    rows = [f"r{i},{i * 0.5},{['red', 'green', ''][i % 3]},{'ab'[i % 2]}" for i in range(30)]
+    path.write_text("id,x,colour,y\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
 @pytest.fixture(params=CASES)
 def name(request: pytest.FixtureRequest, offline_data: Path, tmp_path: Path) -> str:
     """A registered data set's name (read offline from the shared-data mirror), or a factory's on small data."""
     case: str = request.param
+    if case == TABLE_CASE:
+        return f"csv:{_write_table(tmp_path / 'table.csv')}?target=y&id=id"
     if case.startswith("imagefolder:"):
         return f"imagefolder:{_write_image_folder(tmp_path / 'colours')}?size=16"
     if case.startswith("csv:"):
@@ -89,8 +110,7 @@ def test_both_splits_load_and_hold_every_class_in_training(name: str) -> None:
     info = get_info(name)
     splits = splits_of(name)
     for split_name, split in splits.items():
-        expected = ImageSplit if info.modality == "image" else TextSplit
-        assert isinstance(split, expected), (split_name, type(split))
+        modality_of(info.modality).check_split(split, name)  # the split its modality's adapter reads
         assert len(split) > 0, split_name
         labels = split.labels
         assert labels.dtype == torch.int64 and labels.shape == (len(split),), (split_name, labels.dtype, labels.shape)
@@ -126,10 +146,27 @@ def _check_texts(info: DatasetInfo, split: TextSplit) -> None:
         assert split.rationales is None
 
 
+def _check_rows(info: DatasetInfo, split: TableSplit) -> None:
+    """Raw rows: float32 (N, columns), finite, a categorical column's codes among its categories, a numeric column's
+    training facts in order (its median within its range, a positive spread)."""
+    assert split.rows.dtype == torch.float32 and split.rows.shape == (len(split), len(info.columns))
+    assert info.input_shape == (len(info.columns),) and torch.isfinite(split.rows).all()
+    for i, column in enumerate(info.columns):
+        values = split.rows[:, i]
+        if column.categorical:
+            assert column.categories and ((values >= 0) & (values < len(column.categories))).all(), column.name
+            assert torch.equal(values, values.round()), column.name
+        else:
+            assert column.std > 0 and column.low <= column.median <= column.high, column
+    assert split.ids is None or len(split.ids) == len(split)
+
+
 def test_inputs_have_the_declared_type_shape_and_range(name: str) -> None:
     info = get_info(name)
     for split in splits_of(name).values():
         if isinstance(split, ImageSplit):
             _check_images(info, split)
+        elif isinstance(split, TableSplit):
+            _check_rows(info, split)
         else:
             _check_texts(info, split)
