@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from xaidash.data.modalities import modality_of
 from xaidash.data.paths import data_root
 from xaidash.data.registry import DatasetInfo, get_source, list_datasets
 
@@ -21,16 +22,26 @@ def dataset_status(info: DatasetInfo, root: Path | None = None) -> str:
     return "available" if available else "needs download"
 
 
+def ground_truth(info: DatasetInfo) -> str:
+    """What the data set knows about where its labels come from: object masks, rationales, the true columns."""
+    if info.has_masks:
+        return "masks"
+    if info.has_rationales:
+        return "rationales"
+    return f"columns {', '.join(info.truth_columns)}" if info.truth_columns else ""
+
+
 def datasets_table(root: Path | None = None) -> list[dict[str, str]]:
-    """One row per named data set: name, modality, classes, input shape, ground truth, status."""
+    """One row per named data set: name, modality, classes, its inputs in words ('3x32x32 images', 'rows of 30
+    columns'), ground truth, status."""
     root = Path(root) if root else data_root()
     return [
         {
             "name": info.name,
             "modality": info.modality,
             "classes": str(info.num_classes),
-            "input": "x".join(map(str, info.input_shape)) if info.input_shape else "text",
-            "ground truth": "masks" if info.has_masks else ("rationales" if info.has_rationales else ""),
+            "input": modality_of(info.modality).describe(info.input_shape),
+            "ground truth": ground_truth(info),
             "status": dataset_status(info, root),
         }
         for info in list_datasets()

@@ -446,7 +446,24 @@ def _demo_runs() -> tuple[tuple[str, str], ...]:
 
 def _recipe_line(key: str, r: Recipe) -> str:
     expected = f"test acc {percent(r.expected_acc)}" if r.expected_acc is not None else "not measured"
-    return f"{key:14s} {describe(r)}: {expected}" + (" (recommended)" if r.recommended else "")
+    inputs = _inputs_of(key)
+    return (
+        f"{key:14s} {describe(r)}: {expected}"
+        + (" (recommended)" if r.recommended else "")
+        + (f"; {inputs}" if inputs else "")
+    )
+
+
+def _inputs_of(key: str) -> str:
+    """What a recipe's data set holds, in words ('rows of 30 columns', '3x32x32 images'); '' for a key that names
+    no data set (a modality's fallback, a user-data prefix)."""
+    from xaidash.data.modalities import modality_of
+    from xaidash.data.registry import DATASETS
+
+    if key not in DATASETS:
+        return ""
+    info = DATASETS.get(key).info
+    return modality_of(info.modality).describe(info.input_shape)
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -458,7 +475,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
             for key, recipe in s.recipes.items():
                 print(f"{'':25s}{_recipe_line(key, recipe)}")
         elif s.recipes:
-            print(f"{'':25s}recipes: {', '.join(s.recipes)}")
+            keys = [f"{k} ({_inputs_of(k)})" if _inputs_of(k) else k for k in s.recipes]
+            print(f"{'':25s}recipes: {', '.join(keys)}")
         if s.options:
             print(f"{'':25s}options (--model-option): {s.options_text()}")
     return 0

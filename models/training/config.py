@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from xaidash.data.modalities import modality_of
 from xaidash.data.registry import get_source
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import check_device
@@ -136,6 +137,13 @@ class TrainConfig:
         spec = get_spec(self.model)
         spec.check_options(self.model_options)
         check_device(self.device)
+        if self.augment not in (None, "none"):  # shifts and flips are for pictures: the data's adapter says
+            adapter = modality_of(get_source(self.dataset).info.modality)
+            if self.augment not in adapter.augmentations:
+                raise ModelError(
+                    f"Augmentation {self.augment!r} does not apply to the {adapter.label} of {self.dataset}; "
+                    f"choose {' or '.join(adapter.augmentations)}."
+                )
 
 
 @dataclass

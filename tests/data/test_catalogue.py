@@ -27,6 +27,8 @@ def test_registered_with_consistent_info(info: DatasetInfo):
         channels = info.input_shape[0]
         assert len(info.input_shape) == 3 and len(info.mean) == len(info.std) == channels
         assert all(0 < m < 1 for m in info.mean) and all(0 < s < 1 for s in info.std)
+    elif info.columns:  # a table: one value per column
+        assert info.input_shape == (len(info.columns),) and not info.mean
     else:
         assert info.input_shape == () and not info.mean
     assert not (info.has_masks and info.modality == "text") and not (info.has_rationales and info.modality == "image")
@@ -54,11 +56,13 @@ def test_status_in_an_empty_data_root():
         "name": "shapes",
         "modality": "image",
         "classes": "4",
-        "input": "x".join(map(str, get_source("shapes").info.input_shape)),
+        "input": "x".join(map(str, get_source("shapes").info.input_shape)) + " images",
         "ground truth": "masks",
         "status": "built in",
     }
-    assert rows["cues"]["input"] == "text" and rows["cues"]["ground truth"] == "rationales"
+    assert rows["cues"]["input"] == "texts" and rows["cues"]["ground truth"] == "rationales"
+    assert rows["breast_cancer"]["input"] == "rows of 30 columns" and rows["wine"]["input"] == "rows of 13 columns"
+    assert rows["planted"]["ground truth"] == "columns x0, x1, x2" and rows["breast_cancer"]["ground truth"] == ""
     assert rows["mnist"]["status"] == rows["sst2"]["status"] == "needs download"
 
 
