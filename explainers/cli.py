@@ -248,6 +248,8 @@ def _write(args: argparse.Namespace, report: ExplainReport, out: Path, descripti
         raise ExplainError(f"Cannot write the report into {out}: {err.strerror or err}.") from None
     html_ok = _write_html(report, args.report) if args.report else True
     top = report.inputs[0].predictions["A"][0]
+    if report.inputs[0].values is not None:  # a row: its values, which the one-line summary does not show
+        print(f"row: {report.inputs[0].text}")
     print(
         f"{description}: predicted {top.name} ({top.probability:.1%}); "
         f"{ok}/{chosen} methods written to {out}" + (f"; HTML report {args.report}" if args.report and html_ok else "")
@@ -377,8 +379,10 @@ def _what_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--input",
         required=True,
-        help="image path; dataset:INDEX or dataset:train:INDEX; dataset:all or dataset:START:STOP (a whole split "
-        "into the run's attribution store, see --split); for text models the text or a .txt file",
+        help="image path; dataset:INDEX or dataset:train:INDEX (test:INDEX, row:INDEX and row:train:INDEX alike); "
+        "dataset:all or dataset:START:STOP (a whole split into the run's attribution store, see --split); for text "
+        "models the text or a .txt file; for table models a CSV file (FILE.csv:ROW) or the row's values, "
+        "comma-separated",
     )
     p.add_argument("--target", help="class index or name to explain (default: the predicted class)")
     p.add_argument(

@@ -73,16 +73,17 @@ def text_coverage(bundle: ModelBundle, text: str) -> TextCoverage:
     return TextCoverage(read, len(spans), spans[read - 1][1] if read else 0)
 
 
-# dataset:N, dataset:test:N, dataset:train:N, and the short test:N / train:N (what the pages' links say)
-_DATASET = re.compile(r"^(?:dataset:(?:(train|test):)?|(train|test):)(\d+)$")
+# dataset:N, dataset:test:N, dataset:train:N, the short test:N / train:N (what the pages' links say), and row:N /
+# row:train:N (a table's word for a sample, accepted for every kind of input: row N of the test split by default)
+_DATASET = re.compile(r"^(?:(?:dataset|row):(?:(train|test):)?|(train|test):)(\d+)$")
 
 
-def _dataset_sample(bundle: ModelBundle, split_name: str, index: int) -> ResolvedInput:
+def _dataset_sample(bundle: ModelBundle, split_name: str, index: int, spec: str) -> ResolvedInput:
     from xaidash.data.errors import DatasetError
     from xaidash.data.registry import load_split
 
     info = bundle.info
-    reason = bundle.no_dataset_reason(f"dataset:{index}")
+    reason = bundle.no_dataset_reason(spec)
     if reason:
         raise ExplainError(reason)
     try:
@@ -90,9 +91,7 @@ def _dataset_sample(bundle: ModelBundle, split_name: str, index: int) -> Resolve
     except DatasetError as e:
         raise ExplainError(f"Cannot load the {split_name} split of {info.name}: {e}") from None
     if not 0 <= index < len(split):
-        raise ExplainError(
-            f"dataset:{index} is out of range: the {split_name} split of {info.name} has {len(split)} samples."
-        )
+        raise ExplainError(f"{spec} is out of range: the {split_name} split of {info.name} has {len(split)} samples.")
     given = int(split.labels[index])
     label = given if 0 <= given < info.num_classes else None
     name = f"{info.name} {split_name} #{index}"
@@ -120,14 +119,19 @@ def _coverage(bundle: ModelBundle, raw: Any) -> TextCoverage | None:
 
 def resolve_sample(spec: str, bundle: ModelBundle, fit: str = "crop") -> ResolvedInput:
     """What `--input` means for this model: `dataset:INDEX` / `dataset:train:INDEX` / `test:INDEX` /
-    `train:INDEX` (a sample of the model's data set; the test split by default), else what the model's modality
-    adapter reads from it (an image file; a text file or the text itself)."""
+    `train:INDEX` / `row:INDEX` / `row:train:INDEX` (a sample of the model's data set; the test split by default),
+    else what the model's modality adapter reads from it (an image file; a text file or the text itself; a CSV row
+    or typed values)."""
     spec = str(spec)
     m = _DATASET.match(spec.strip())
     if m:
-        return _dataset_sample(bundle, m.group(1) or m.group(2) or "test", int(m.group(3)))
-    if spec.strip().startswith("dataset:"):
-        raise ExplainError(f"{spec!r}: write dataset:INDEX or dataset:train:INDEX (INDEX a non-negative integer).")
+        return _dataset_sample(bundle, m.group(1) or m.group(2) or "test", int(m.group(3)), spec.strip())
+    prefix = spec.strip().partition(":")[0]
+    if prefix in ("dataset", "row"):
+        raise ExplainError(
+            f"{spec!r}: write {prefix}:INDEX or {prefix}:train:INDEX (INDEX a non-negative integer; the test split "
+            "unless train: is given)."
+        )
     raw, description = adapter_of(bundle.modality).read_input(spec, bundle, fit)
     return ResolvedInput(raw, None, description, coverage=_coverage(bundle, raw))
 

@@ -111,9 +111,9 @@ class Modality(Spec):
         """DatasetError when a loaded split does not hold this kind of input."""
         raise NotImplementedError
 
-    def wrong_split(self, dataset: str, reader: str = "this model") -> DatasetError:
+    def wrong_split(self, dataset: str, reader: str = "this model", reads: str | None = None) -> DatasetError:
         """The refusal of a data set of another kind: 'Data set cues holds texts; this model reads images.'"""
-        return DatasetError(f"Data set {dataset} holds {held_inputs(dataset)}; {reader} reads {self.label}.")
+        return DatasetError(f"Data set {dataset} holds {held_inputs(dataset)}; {reader} reads {reads or self.label}.")
 
 
 def held_inputs(dataset: str) -> str:

@@ -30,7 +30,7 @@ class PromptModality(Modality):
 
     def check_split(self, split: Split, dataset: str) -> None:
         if not isinstance(split, TextSplit):
-            raise self.wrong_split(dataset, "a language model")
+            raise self.wrong_split(dataset, "a language model", "texts")
 
 
 PROMPT = MODALITIES.register(

@@ -194,8 +194,9 @@ class ReportSettings:
 
 @dataclass
 class ReportInput:
-    """One input: its name, true class (None when unknown), the input itself (an image (H, W, 3) in [0, 1], or
-    the text), each run's top predictions (run key -> most probable first) and the out-of-distribution hint."""
+    """One input: its name, true class (None when unknown), the input itself (an image (H, W, 3) in [0, 1], the
+    text, or a table's row: its raw `values`, one per column, with `text` the row in words), each run's top
+    predictions (run key -> most probable first) and the out-of-distribution hint."""
 
     name: str
     label: int | None = None
@@ -203,6 +204,7 @@ class ReportInput:
     text: str | None = None
     predictions: dict[str, list[Prediction]] = field(default_factory=dict)
     ood: OODScore | None = None
+    values: list[float] | None = None
 
     @classmethod
     def of(
@@ -212,15 +214,23 @@ class ReportInput:
         label: int | None = None,
         predictions: Mapping[str, list[Prediction]] | None = None,
         ood: OODScore | None = None,
+        words: str | None = None,
     ) -> ReportInput:
-        """From a raw input as the pages and `explain` take it: an image (C, H, W) in [0, 1] or a text."""
+        """From a raw input as the pages and `explain` take it: an image (C, H, W) in [0, 1], a text, or a row of
+        values (1-D; `words` says it with its columns' names)."""
         if isinstance(raw, str):
             return cls(name, label, None, raw, dict(predictions or {}), ood)
+        if np.ndim(raw) == 1:
+            values = [float(v) for v in np.asarray(raw, dtype=np.float64)]
+            text = words or ", ".join(f"{v:.4g}" for v in values)
+            return cls(name, label, None, text, dict(predictions or {}), ood, values)
         return cls(name, label, image_hwc(raw), None, dict(predictions or {}), ood)
 
     def raw(self, channels: int = 3) -> np.ndarray | str | None:
-        """The input back as the pages and `explain` take it (the inverse of `of`): the text, or the image as
-        (C, H, W) float32 in [0, 1] with the model's `channels` (a grey image is kept as three equal channels)."""
+        """The input back as the pages and `explain` take it (the inverse of `of`): the text, a row's values, or the
+        image as (C, H, W) float32 in [0, 1] with the model's `channels` (a grey image kept as three equal ones)."""
+        if self.values is not None:
+            return np.asarray(self.values, np.float32)
         if self.text is not None:
             return self.text
         if self.image is None:
@@ -239,6 +249,7 @@ class ReportInput:
             "label": None if self.label is None else {"class": self.label, "name": classes[self.label]},
             "file": file,
             "text": self.text,
+            **({"values": self.values} if self.values is not None else {}),
             "predictions": {k: [p.to_json() for p in v] for k, v in self.predictions.items()},
             "out_of_distribution": None if self.ood is None else self.ood.to_json(),
         }
@@ -258,6 +269,7 @@ class ReportInput:
             d.get("text"),
             {str(k): [Prediction.from_json(p) for p in v] for k, v in (d.get("predictions") or {}).items()},
             None if ood is None else OODScore.from_json(ood),
+            None if d.get("values") is None else [float(v) for v in d["values"]],
         )
 
 
@@ -580,6 +592,7 @@ def session_report(
             label,
             {run.key: top_predictions(p[i], run.classes, top_k)},
             None if ood is None else ood[i],
+            None if isinstance(raw, str) else bundle.adapter.one_line(raw, bundle.info, 4000),
         )
         for i, (name, raw, label) in enumerate(inputs)
     ]

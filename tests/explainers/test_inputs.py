@@ -228,6 +228,19 @@ def test_resolve_dataset_samples(shapes_bundle):
         resolve_input("dataset:abc", shapes_bundle)
 
 
+def test_row_n_is_a_test_sample_of_every_kind_of_input(shapes_bundle, text_bundle):
+    """row:N (a table's word) names the same sample as test:N for images and texts too; row:train:N the train split."""
+    for bundle in (shapes_bundle, text_bundle):
+        for alias, same in (("row:4", "test:4"), ("row:train:2", "dataset:train:2")):
+            a, b = resolve_sample(alias, bundle), resolve_sample(same, bundle)
+            assert a.description == b.description and a.label == b.label
+            assert a.raw == b.raw if isinstance(a.raw, str) else torch.equal(a.raw, b.raw)
+    with pytest.raises(ExplainError, match=r"^row:9999 is out of range: the test split of shapes has \d+ samples\.$"):
+        resolve_input("row:9999", shapes_bundle)
+    with pytest.raises(ExplainError, match=r"^'row:-1': write row:INDEX or row:train:INDEX"):
+        resolve_input("row:-1", shapes_bundle)
+
+
 def test_resolve_image_path(shapes_bundle, tmp_path):
     path = tmp_path / "in.png"
     _solid("RGB", (10, 200, 30), (64, 48)).save(path)
