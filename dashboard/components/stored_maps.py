@@ -25,6 +25,7 @@ from xaidash.dashboard.components.explain_tables import metrics_legend, metrics_
 from xaidash.dashboard.components.images import to_pil
 from xaidash.explainers.dataset import report as R
 from xaidash.explainers.modalities import adapter_of
+from xaidash.explainers.params import MAX_TEXT_CHARS
 from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.scoring import METRICS
 from xaidash.models.bundle import ModelBundle
@@ -105,9 +106,10 @@ def _banner(bundle: ModelBundle, manifest: dict[str, Any], split: str, index: in
         st.button("Close the stored view", on_click=_close, key="explain_stored_close", type="tertiary")
 
 
-def _sample_header(data: Any, split: str, index: int, row: Any, x: Any, displays: tuple[str, ...]) -> str:
-    """The sample (its picture, or its text), its classes, loss and the methods' disagreement; the display the
-    maps are drawn with (a picture's overlay or heat map, as chosen here; a text's tokens)."""
+def _sample_header(words: str, split: str, index: int, row: Any, x: Any, displays: tuple[str, ...]) -> str:
+    """The sample (its picture, or `words`: its text, a row's values), its classes, loss and the methods'
+    disagreement; the display the maps are drawn with (a picture's overlay or heat map, as chosen here; a text's
+    tokens)."""
     image = x is not None
     mark = " ✓" if bool(row["correct"]) else " ✗"
     display = displays[0]
@@ -116,7 +118,7 @@ def _sample_header(data: Any, split: str, index: int, row: Any, x: Any, displays
             st.image(to_pil(x, 224), width=200)
         with st.container(width=420):
             if not image:
-                st.markdown(f"> {data.texts[index]}")
+                st.markdown(f"> {words}")
             st.markdown(
                 f"**{split} #{index}** · true: **{row['label_name']}** · predicted: **{row['pred_name']}** "
                 f"({float(row['prob']):.0%}){mark}"
@@ -145,9 +147,11 @@ def _draw(
     _banner(bundle, manifest, split, index, methods)
     data = services.dataset_split(info.name, split)
     adapter = adapter_of(bundle.modality)
-    x = adapter.item(data, index) if adapter.pictured else None
+    raw = adapter.item(data, index)
+    x = raw if adapter.pictured else None
+    words = "" if adapter.pictured else adapter.one_line(raw, info, MAX_TEXT_CHARS)
     with st.container(border=True):
-        display = _sample_header(data, split, index, row, x, adapter.displays)
+        display = _sample_header(words, split, index, row, x, adapter.displays)
         st.caption(
             "**Colour scale:** each map on its own scale, saturating at its 99th percentile of |value|. Signed maps: "
             "red/white/blue around 0; unsigned maps: dark to bright (never red-blue)."
