@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from xaidash.explainers.modalities.table_values import BASELINE_HELP, TABLE_BASELINES, raw_rows, reference_rows
+from xaidash.explainers.modalities.table_values import BASELINE_HELP, TABLE_BASELINES, background_reference
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext
 
@@ -39,16 +39,9 @@ def uses_background(params: dict[str, Any]) -> bool:
 def references(ctx: MethodContext, params: dict[str, Any]) -> torch.Tensor:
     """(B, F) raw reference rows on the device: the mean or median row, or up to `background_size` background rows
     (a seeded pick of the prepared background `explain` gave, turned back into raw values)."""
-    info = ctx.bundle.info
-    background = None
-    if uses_background(params) and ctx.background is not None and len(ctx.background):
-        bg = ctx.background
-        size = int(params.get("background_size", BACKGROUND_SIZE))
-        if len(bg) > size:
-            pick = torch.randperm(len(bg), generator=torch.Generator().manual_seed(int(ctx.seed)))[:size]
-            bg = bg[pick.to(bg.device)]
-        background = raw_rows(bg, info)
-    return reference_rows(str(params["baseline"]), info, background).to(ctx.x.device)
+    size = int(params.get("background_size", BACKGROUND_SIZE))
+    kind = str(params["baseline"])
+    return background_reference(kind, ctx.bundle.info, ctx.background, size, ctx.seed).to(ctx.x.device)
 
 
 def raw_inputs(ctx: MethodContext) -> torch.Tensor:

@@ -182,7 +182,7 @@ register(
         output="logit",
         needs_background=uses_background,
         completeness=Completeness(
-            reference="baseline", unit="column", diagnostic="convergence_delta", tolerance=IG_TOLERANCE
+            reference="reference_rows", unit="column", diagnostic="convergence_delta", tolerance=IG_TOLERANCE
         ),
         featured=1,
     )

@@ -68,7 +68,7 @@ register(
         family="shap",
         output="probability",
         needs_background=uses_background,
-        completeness=Completeness(reference="baseline", unit="column", diagnostic="additivity_gap"),
+        completeness=Completeness(reference="reference_rows", unit="column", diagnostic="additivity_gap"),
         featured=4,
     )
 )

@@ -235,6 +235,7 @@ TABLE_ADAPTER = ADAPTERS.register(
             "deletion_auc",
             "insertion_auc",
             "truth_recall",
+            "completeness_gap",
             "sparseness",
             "complexity",
             "random_logit",
