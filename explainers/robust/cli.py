@@ -116,7 +116,9 @@ def _attack(args: argparse.Namespace) -> int:
 
     run, bundle, sample = _load(args)
     if not adapter_of(bundle.modality).attackable:
-        raise ExplainError(f"{text_note()} (xaidash counterfactual --run {args.run} --input ... --to CLASS)")
+        raise ExplainError(
+            f"{text_note(bundle.modality)} (xaidash counterfactual --run {args.run} --input ... --to CLASS)"
+        )
     spec = get_attack(args.attack, bundle.modality)
     eps = parse_budget(args.epsilon)
     params = {"epsilon": eps, **attack_params(spec, args.param, args.steps)}
