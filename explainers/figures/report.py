@@ -194,8 +194,9 @@ class ReportSettings:
 
 @dataclass
 class ReportInput:
-    """One input: its name, true class (None when unknown), the input itself (an image (H, W, 3) in [0, 1], or
-    the text), each run's top predictions (run key -> most probable first) and the out-of-distribution hint."""
+    """One input: its name, true class (None when unknown), the input itself (an image (H, W, 3) in [0, 1], the
+    text, or a table row's raw values with `text` the row in words), each run's top predictions (run key -> most
+    probable first) and the out-of-distribution hint."""
 
     name: str
     label: int | None = None
@@ -203,6 +204,7 @@ class ReportInput:
     text: str | None = None
     predictions: dict[str, list[Prediction]] = field(default_factory=dict)
     ood: OODScore | None = None
+    row: list[float] | None = None
 
     @classmethod
     def of(
@@ -213,14 +215,20 @@ class ReportInput:
         predictions: Mapping[str, list[Prediction]] | None = None,
         ood: OODScore | None = None,
     ) -> ReportInput:
-        """From a raw input as the pages and `explain` take it: an image (C, H, W) in [0, 1] or a text."""
+        """From a raw input as the pages and `explain` take it: an image (C, H, W) in [0, 1], a text, or a table row
+        (one value per column)."""
         if isinstance(raw, str):
             return cls(name, label, None, raw, dict(predictions or {}), ood)
+        values = np.asarray(raw.detach().cpu() if hasattr(raw, "detach") else raw, dtype=np.float64)
+        if values.ndim == 1:
+            return cls(name, label, None, None, dict(predictions or {}), ood, [float(v) for v in values])
         return cls(name, label, image_hwc(raw), None, dict(predictions or {}), ood)
 
     def raw(self, channels: int = 3) -> np.ndarray | str | None:
         """The input back as the pages and `explain` take it (the inverse of `of`): the text, or the image as
         (C, H, W) float32 in [0, 1] with the model's `channels` (a grey image is kept as three equal channels)."""
+        if self.row is not None:
+            return np.asarray(self.row, dtype=np.float32)
         if self.text is not None:
             return self.text
         if self.image is None:
@@ -239,6 +247,7 @@ class ReportInput:
             "label": None if self.label is None else {"class": self.label, "name": classes[self.label]},
             "file": file,
             "text": self.text,
+            "row": self.row,
             "predictions": {k: [p.to_json() for p in v] for k, v in self.predictions.items()},
             "out_of_distribution": None if self.ood is None else self.ood.to_json(),
         }
@@ -258,6 +267,7 @@ class ReportInput:
             d.get("text"),
             {str(k): [Prediction.from_json(p) for p in v] for k, v in (d.get("predictions") or {}).items()},
             None if ood is None else OODScore.from_json(ood),
+            None if d.get("row") is None else [float(v) for v in d["row"]],
         )
 
 
@@ -583,4 +593,7 @@ def session_report(
         )
         for i, (name, raw, label) in enumerate(inputs)
     ]
+    for r, (_, raw, _) in zip(rows, inputs, strict=True):
+        if r.row is not None:  # a table row: shown in words, each column's value in its units
+            r.text = bundle.adapter.one_line(raw, bundle.info)
     return build_report([run], rows, results, settings, notes=notes, source=source)
