@@ -86,6 +86,8 @@ ModelPasses = Callable[[ModelBundle, dict[str, Any], int, int, tuple[int, int]],
 #   Shapley values, KernelSHAP; explainers/language);
 # - baseline_embedding: the prompt with every feature token's embedding replaced by the baseline token's
 #   (prompt layer IG);
+# - reference_rows: a table row with every column replaced by the `baseline` param's reference row (the training
+#   split's mean or median row), or the mean output over several background rows (tables' IG and KernelSHAP);
 # - zero: no input, f(reference) = 0: the attributions add up to the output itself (LRP's conservation).
 Reference = Literal[
     "baseline",
@@ -95,6 +97,7 @@ Reference = Literal[
     "padding_tokens",
     "masked_prompt",
     "baseline_embedding",
+    "reference_rows",
     "zero",
 ]
 # What the values add up to at each reference, as every legend, caption, warning and `xaidash methods` words it
@@ -107,6 +110,7 @@ TOTALS: dict[str, str] = {
     "padding_tokens": "f(x) − f(every word piece replaced by padding)",
     "masked_prompt": "f(prompt) − f(every feature replaced by the baseline token)",
     "baseline_embedding": "f(prompt) − f(every feature's embedding set to the baseline token's)",
+    "reference_rows": "f(x) − f(reference row) (with the background baseline: the mean over its rows)",
     "zero": "f(x)",
 }
 # The granularity of one attribution: the map repeats a superpixel's value over its pixels, so a
@@ -307,7 +311,12 @@ def layer_choices(bundle: ModelBundle) -> LayerChoices:
 
 
 # A declared reference reads these params of the method.
-_REFERENCE_PARAMS: dict[str, str] = {"baseline": "baseline", "background": "background_size", "hidden": "hide"}
+_REFERENCE_PARAMS: dict[str, str] = {
+    "baseline": "baseline",
+    "background": "background_size",
+    "hidden": "hide",
+    "reference_rows": "baseline",
+}
 
 
 def _check_facts(spec: MethodSpec) -> None:

@@ -1,8 +1,10 @@
 """What the table methods share (registers no method): the baseline and background parameters, the reference rows a
 hidden column takes its values from, and rows with some columns hidden, built on the device.
 
-A column is hidden in raw space (its value in the column's own units, a category's code) and the row prepared again,
-so a category column is hidden as a whole one-hot group, never one position of it."""
+A column is hidden by giving it the reference row's value (in the column's own units, a category's code). Since the
+model's input is prepared column by column, that is done on prepared rows: the row and the references are prepared
+once and a hidden column takes all its positions from the reference (`positions`), so a category column is hidden as a
+whole one-hot group, never one position of it; tests compare with rows mixed in raw space and prepared again."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from typing import Any
 
 import torch
 
-from xaidash.explainers.modalities.table_values import BASELINE_HELP, TABLE_BASELINES, raw_rows, reference_rows
+from xaidash.data.modalities.table import feature_mask
+from xaidash.explainers.modalities.table_values import BASELINE_HELP, TABLE_BASELINES, background_reference
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext
 
@@ -39,23 +42,13 @@ def uses_background(params: dict[str, Any]) -> bool:
 def references(ctx: MethodContext, params: dict[str, Any]) -> torch.Tensor:
     """(B, F) raw reference rows on the device: the mean or median row, or up to `background_size` background rows
     (a seeded pick of the prepared background `explain` gave, turned back into raw values)."""
-    info = ctx.bundle.info
-    background = None
-    if uses_background(params) and ctx.background is not None and len(ctx.background):
-        bg = ctx.background
-        size = int(params.get("background_size", BACKGROUND_SIZE))
-        if len(bg) > size:
-            pick = torch.randperm(len(bg), generator=torch.Generator().manual_seed(int(ctx.seed)))[:size]
-            bg = bg[pick.to(bg.device)]
-        background = raw_rows(bg, info)
-    return reference_rows(str(params["baseline"]), info, background).to(ctx.x.device)
+    size = int(params.get("background_size", BACKGROUND_SIZE))
+    kind = str(params["baseline"])
+    return background_reference(kind, ctx.bundle.info, ctx.background, size, ctx.seed).to(ctx.x.device)
 
 
-def raw_inputs(ctx: MethodContext) -> torch.Tensor:
-    """The explained rows, raw (N, F) float32 on the device."""
-    return torch.as_tensor(ctx.raw, dtype=torch.float32).to(ctx.x.device)
-
-
-def mixed(shown: torch.Tensor, rows: torch.Tensor, refs: torch.Tensor) -> torch.Tensor:
-    """Rows (R, F) whose columns with `shown` 0 take the reference's value: shown (R, F) 0/1, rows and refs (R, F)."""
-    return torch.where(shown.bool(), rows, refs)
+def positions(ctx: MethodContext, shown: torch.Tensor) -> torch.Tensor:
+    """A per-column 0/1 choice (R, F) spread over the model's input positions (R, D): a category column's choice
+    covers its whole one-hot group. Preparation is column by column, so mixing prepared rows by it equals
+    preparing rows mixed in raw space, without encoding every perturbed row again."""
+    return shown.bool()[:, feature_mask(ctx.bundle.info).to(shown.device)]

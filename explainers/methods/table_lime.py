@@ -1,16 +1,14 @@
 """LIME for table rows: lime's own `LimeTabularExplainer` (the training rows, the category columns, the column names,
 discretize_continuous and every other setting at lime's defaults), one weight per column for the target probability.
 
-lime calls its `classifier_fn` once per row explained, with the whole matrix of perturbed rows. To put every row's
-perturbations through the model in one stream of shared passes, the explainer is run twice per row with the same
-random state: first only to collect the matrix it samples (its `classifier_fn` stops it there), then, once every
-row's matrix has been scored in batched passes on the device, again with a `classifier_fn` that hands back those
-probabilities. Same seed, same samples: the weights are lime's own (a test checks them against a plain
-`explain_instance` with `bundle.predict_proba`)."""
+lime calls its `classifier_fn` once per row explained, with the whole matrix of perturbed rows: here that matrix goes
+to the model's device at once and through it in batched passes (`ctx.batch_size` rows, halved on out-of-memory),
+one call per row. Same seed, same samples: the weights are lime's own (a test checks them against a plain
+`explain_instance` with `bundle.predict_proba`). lime's own sampling (quartile bins, truncated normals) runs on the
+CPU and is most of the time on a small model (bench/table_explain_speed.py)."""
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import numpy as np
@@ -24,10 +22,6 @@ from xaidash.models.bundle import ModelBundle
 
 TRAINING_ROWS = 2000  # lime's training data: at most this many training rows (a seeded pick)
 TRAINING_SEED = 0
-
-
-class _Sampled(Exception):
-    """Raised by the collecting `classifier_fn`: lime has sampled its rows, nothing more is needed of it."""
 
 
 def lime_explainer(bundle: ModelBundle, training: np.ndarray, seed: int) -> Any:
@@ -86,28 +80,11 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     rows = torch.as_tensor(ctx.raw, dtype=torch.float64).cpu().numpy()
     n, f = rows.shape
     targets = [int(t) for t in ctx.targets.cpu()]
-    matrices: list[np.ndarray] = []
-
-    def collect(matrix: np.ndarray) -> np.ndarray:
-        matrices.append(np.array(matrix, dtype=np.float64))
-        raise _Sampled
-
-    for i in range(n):
-        with contextlib.suppress(_Sampled):
-            lime_explainer(ctx.bundle, training, ctx.seed).explain_instance(
-                rows[i], collect, labels=(targets[i],), num_features=f, num_samples=samples
-            )
-    probs = _probabilities(ctx, np.concatenate(matrices)).reshape(n, samples, -1)
     weights, scores = [], []
     for i in range(n):
-
-        def scored(matrix: np.ndarray, i: int = i) -> np.ndarray:
-            if not np.array_equal(matrix, matrices[i]):  # lime drew other rows than the first time: a bug, not input
-                raise ExplainError("LIME sampled different rows on its second run with the same seed.")
-            return probs[i]
-
+        # a fresh explainer per row, seeded alike: a row's weights do not depend on the others in the call
         exp = lime_explainer(ctx.bundle, training, ctx.seed).explain_instance(
-            rows[i], scored, labels=(targets[i],), num_features=f, num_samples=samples
+            rows[i], lambda m: _probabilities(ctx, m), labels=(targets[i],), num_features=f, num_samples=samples
         )
         weights.append(_weights(exp, targets[i], f))
         scores.append(float(exp.score))

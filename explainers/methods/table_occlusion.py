@@ -17,7 +17,7 @@ from xaidash.explainers.methods._common import scored_rows
 from xaidash.explainers.methods._table import (
     background_size_param,
     baseline_param,
-    raw_inputs,
+    positions,
     references,
     uses_background,
 )
@@ -25,10 +25,10 @@ from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec,
 
 
 def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    rows, refs = raw_inputs(ctx), references(ctx, params)
-    n, f = rows.shape
+    rows, refs = ctx.x.detach(), ctx.bundle.prepare(references(ctx, params))  # prepared once
+    n, f = len(rows), len(ctx.bundle.info.columns)
     b = len(refs)
-    eye = torch.eye(f, dtype=torch.bool, device=rows.device)
+    hidden_at = positions(ctx, torch.eye(f, dtype=torch.bool, device=rows.device))  # (F, D): column j's positions
 
     def build(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # Row r < n: row r as it is; then row n + (i * F + j) * B + k: row i with column j from reference k.
@@ -36,8 +36,8 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         rest = (index - n).clamp(min=0)
         i = torch.where(plain, index, rest // (f * b))
         j, k = (rest // b) % f, rest % b
-        hide = eye[j] & ~plain.view(-1, 1)
-        return ctx.bundle.prepare(torch.where(hide, refs[k], rows[i])), ctx.targets[i]
+        hide = hidden_at[j] & ~plain.view(-1, 1)
+        return torch.where(hide, refs[k], rows[i]), ctx.targets[i]
 
     scores, used = scored_rows(ctx, n + n * f * b, build, what="Occlusion")
     hidden = scores[n:].view(n, f, b).mean(2)

@@ -16,8 +16,7 @@ from xaidash.explainers.methods._common import kernel_coalitions, kernel_shap_fi
 from xaidash.explainers.methods._table import (
     background_size_param,
     baseline_param,
-    mixed,
-    raw_inputs,
+    positions,
     references,
     uses_background,
 )
@@ -26,16 +25,16 @@ from xaidash.explainers.registry import OUTPUT_CHANGE, Completeness, MethodConte
 
 
 def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    rows, refs = raw_inputs(ctx), references(ctx, params)
-    n, f = rows.shape
+    rows, refs = ctx.x.detach(), ctx.bundle.prepare(references(ctx, params))  # prepared once
+    n, f = len(rows), len(ctx.bundle.info.columns)
     b, samples = len(refs), int(params["samples"])
     coalitions, weights = kernel_coalitions(samples, f, ctx.seed)
-    on = torch.as_tensor(coalitions, device=rows.device)
+    shown = positions(ctx, torch.as_tensor(coalitions, device=rows.device))  # (S, D), spread once
 
     def build(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # Row (i * S + s) * B + k: row i showing coalition s, its hidden columns from reference k.
         i, s, k = index // (samples * b), (index // b) % samples, index % b
-        return ctx.bundle.prepare(mixed(on[s], rows[i], refs[k])), ctx.targets[i]
+        return torch.where(shown[s], rows[i], refs[k]), ctx.targets[i]
 
     scores, used = scored_rows(ctx, n * samples * b, build, probability=True, what="KernelSHAP")
     f_of = scores.view(n, samples, b).mean(2).double().cpu().numpy()
@@ -68,7 +67,7 @@ register(
         family="shap",
         output="probability",
         needs_background=uses_background,
-        completeness=Completeness(reference="baseline", unit="column", diagnostic="additivity_gap"),
+        completeness=Completeness(reference="reference_rows", unit="column", diagnostic="additivity_gap"),
         featured=4,
     )
 )

@@ -31,6 +31,7 @@ from xaidash.explainers.guard import evaluating
 from xaidash.explainers.map_arrays import Attributions, target_tensor
 from xaidash.explainers.metrics.maps import flat_maps
 from xaidash.explainers.modalities import adapter_of
+from xaidash.explainers.modalities.table_values import background_reference
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import Completeness, MethodSpec, get_method
 from xaidash.explainers.samples import resolve_background
@@ -155,6 +156,16 @@ def _padding_tokens(s: _Scored) -> np.ndarray:
     return s.outputs(padding_ids(s.bundle, s.raw, s.x))
 
 
+def _reference_rows(s: _Scored) -> np.ndarray:
+    """The explained output at a table's reference rows, averaged over them (one row: the mean or median row)."""
+    params = s.explanation.params
+    size = int(params.get("background_size", 1))
+    refs = background_reference(str(params["baseline"]), s.bundle.info, s.background, size, s.seed)
+    logits = s.bundle.logits(s.bundle.prepare(refs), s.batch_size)
+    values = torch.softmax(logits, dim=1) if s.spec.output == "probability" else logits
+    return values[:, s.t.to(values.device)].mean(0).double().cpu().numpy()
+
+
 # f(reference) of each reference a classifier's method may declare (explainers/registry.py `Reference`).
 _REFERENCES: dict[str, Callable[[_Scored], np.ndarray]] = {
     "baseline": _baseline,
@@ -163,6 +174,7 @@ _REFERENCES: dict[str, Callable[[_Scored], np.ndarray]] = {
     "zero": _zero,
     "padding_embedding": _padding_embedding,
     "padding_tokens": _padding_tokens,
+    "reference_rows": _reference_rows,
 }
 
 

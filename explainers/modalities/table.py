@@ -190,6 +190,7 @@ class TableAdapter(ExplainingModality, TableModality):
     def figure_json(self, values: np.ndarray, labels: Sequence[str] | None) -> dict[str, Any]:
         parts = [split_label(label) for label in labels or ()]
         return {
+            "words": list(labels or ()),  # the bars' labels, as a stored figure is drawn again with them
             "columns": [name for name, _ in parts],
             "row_values": [value for _, value in parts],
             "attributions": [float(v) if np.isfinite(v) else None for v in np.asarray(values, np.float64).ravel()],
@@ -235,6 +236,7 @@ TABLE_ADAPTER = ADAPTERS.register(
             "deletion_auc",
             "insertion_auc",
             "truth_recall",
+            "completeness_gap",
             "sparseness",
             "complexity",
             "random_logit",

@@ -147,6 +147,22 @@ def reference_rows(kind: str, info: DatasetInfo, background: torch.Tensor | None
     return torch.as_tensor(background, dtype=torch.float32)
 
 
+def background_reference(
+    kind: str, info: DatasetInfo, background: torch.Tensor | None, size: int, seed: int
+) -> torch.Tensor:
+    """`reference_rows` of a method's `baseline` choice, from the prepared background `explain` gave: with the
+    'background' baseline, up to `size` of its rows (a seeded pick) turned back into raw values. The one rule the
+    table methods and the completeness metric share, so both find the same reference."""
+    rows = None
+    if kind == "background" and background is not None and len(background):
+        bg = torch.as_tensor(background, dtype=torch.float32)
+        if len(bg) > size:
+            pick = torch.randperm(len(bg), generator=torch.Generator().manual_seed(int(seed)))[: int(size)]
+            bg = bg[pick.to(bg.device)]
+        rows = raw_rows(bg, info)
+    return reference_rows(kind, info, rows)
+
+
 def training_rows(bundle: ModelBundle, n: int, seed: int = 0) -> torch.Tensor | None:
     """Up to `n` raw rows of the model's training split (a seeded pick, in split order when all are taken); None
     when the model has no data set or its training split cannot be loaded."""

@@ -46,7 +46,7 @@ def raw_image(bundle: ModelBundle, raw: Any) -> torch.Tensor:
     """One image (C, H, W) or (1, C, H, W) in [0, 1] as (1, C, H, W) float on the device; ExplainError for text or
     another shape."""
     if not adapter_of(bundle.modality).attackable:
-        raise ExplainError(text_note())
+        raise ExplainError(text_note(bundle.modality))
     x = torch.as_tensor(np.asarray(raw) if not isinstance(raw, torch.Tensor) else raw, dtype=torch.float32)
     x = x.unsqueeze(0) if x.dim() == 3 else x
     if x.dim() != 4 or len(x) != 1 or tuple(x.shape[1:]) != tuple(bundle.info.input_shape):

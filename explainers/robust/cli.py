@@ -39,7 +39,8 @@ from xaidash.explainers.robust.counterfactual import (
     counterfactual_attacks,
 )
 from xaidash.explainers.robust.registry import EPSILON, AttackSpec, check_epsilon, get_attack, list_attacks, text_note
-from xaidash.explainers.robust.searches import PATCH, PERTURBATION, SEARCHES, searches
+from xaidash.explainers.robust.searches import COLUMNS, PATCH, PERTURBATION, SEARCHES, searches
+from xaidash.explainers.robust.table_counterfactual import DEFAULT_CHANGES
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import device_arg
 
@@ -115,7 +116,9 @@ def _attack(args: argparse.Namespace) -> int:
 
     run, bundle, sample = _load(args)
     if not adapter_of(bundle.modality).attackable:
-        raise ExplainError(f"{text_note()} (xaidash counterfactual --run {args.run} --input ... --to CLASS)")
+        raise ExplainError(
+            f"{text_note(bundle.modality)} (xaidash counterfactual --run {args.run} --input ... --to CLASS)"
+        )
     spec = get_attack(args.attack, bundle.modality)
     eps = parse_budget(args.epsilon)
     params = {"epsilon": eps, **attack_params(spec, args.param, args.steps)}
@@ -185,6 +188,9 @@ def _counterfactual(args: argparse.Namespace) -> int:
         cf = counterfactual(
             bundle, sample.raw, to, budget=budget_eps, attack_id=attack_id, steps=args.steps, seed=args.seed
         )
+    elif search == COLUMNS:
+        changes = None if args.budget is None else _changes(args.budget, len(bundle.info.columns))
+        cf = counterfactual(bundle, sample.raw, to, budget=changes, search=COLUMNS, fixed=tuple(args.fixed or ()))
     else:
         budget = None if args.budget is None else _edits(args.budget)
         cf = counterfactual(
@@ -197,6 +203,8 @@ def _counterfactual(args: argparse.Namespace) -> int:
             substitutions=not args.no_substitutions,
         )
     print(f"{sample.description}: {cf.summary()}")
+    if cf.row is not None:
+        print("changed row: " + adapter_of(bundle.modality).one_line(cf.row, bundle.info))
     if cf.text is not None:
         print(f"edited text: {cf.text}")
     if cf.note:
@@ -212,6 +220,18 @@ def _counterfactual(args: argparse.Namespace) -> int:
             raise ExplainError(f"Cannot write into {out}: {err.strerror or err}.") from None
         print(f"written to {out}")
     return 0 if cf.found else 1
+
+
+def _changes(text: str, columns: int) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise ExplainError(
+            f"--budget {text!r}: for a table model give the most changed columns, a whole number."
+        ) from None
+    if not 1 <= n <= columns:
+        raise ExplainError(f"--budget {n}: for this table allow between 1 and {columns} changed columns.")
+    return n
 
 
 def _edits(text: str) -> int:
@@ -292,7 +312,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--budget",
         help=f"images: the largest epsilon tried, as 0.1 or 25/255 (default {DEFAULT_BUDGET}); with --search patch "
         f"the largest patch side as a share of the image's (default 0.5); text: the most word edits (default "
-        f"{DEFAULT_EDITS})",
+        f"{DEFAULT_EDITS}); tables: the most changed columns (default {DEFAULT_CHANGES})",
     )
     c.add_argument(
         "--search",
@@ -313,4 +333,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     c.add_argument("--no-deletions", action="store_true", help="text: substitutions only")
     c.add_argument("--no-substitutions", action="store_true", help="text: deletions only")
+    c.add_argument(
+        "--fixed",
+        action="append",
+        metavar="COLUMN",
+        help="tables: a column the counterfactual leaves as it is (repeatable)",
+    )
     c.set_defaults(func=lambda a: one_line_errors(_counterfactual, a))

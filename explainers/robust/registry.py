@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from xaidash.data.modalities import modality_of
 from xaidash.data.specs import Registry, Spec
 from xaidash.explainers.params import ExplainError, Param
 
@@ -99,13 +100,23 @@ def get_attack(attack_id: str, modality: str | None = None) -> AttackSpec:
     (text models: the counterfactual's word edits are their option)."""
     spec = ATTACKS.get(str(attack_id))
     if modality is not None and modality not in spec.modalities:
-        raise ExplainError(f"{spec.label} applies to {'/'.join(spec.modalities)} models, not {modality}. {text_note()}")
+        raise ExplainError(
+            f"{spec.label} applies to {'/'.join(spec.modalities)} models, not {modality}. {text_note(modality)}"
+        )
     return spec
 
 
-def text_note() -> str:
-    """What text models get instead of a pixel attack: the one sentence the CLI and the page say."""
+def text_note(modality: str = "text") -> str:
+    """What models whose inputs cannot be perturbed within a pixel budget get instead of an attack: the one sentence
+    the CLI and the page say (texts: word edits; a table's rows: changed columns)."""
+    adapter = modality_of(modality)
+    if adapter.tokenized:
+        return (
+            "Words are not continuous, so gradient attacks (FGSM, PGD) do not apply to text; "
+            "use the counterfactual: the fewest word deletions or substitutions that change the prediction."
+        )
     return (
-        "Words are not continuous, so gradient attacks (FGSM, PGD) do not apply to text; "
-        "use the counterfactual: the fewest word deletions or substitutions that change the prediction."
+        f"Gradient attacks (FGSM, PGD) move every value within one pixel budget, which means nothing for {adapter.label} "
+        f"whose {adapter.units} have units of their own; use the counterfactual: the fewest changed {adapter.units} "
+        "that change the prediction."
     )

@@ -174,7 +174,7 @@ def search_columns(
     free = [j for j in range(len(info.columns)) if j not in pinned]
     device = bundle.device
     x = torch.as_tensor(row, dtype=torch.float32).reshape(-1).to(device)
-    train = None if training is None else training.float().to(device)
+    train = None if training is None else training.float().cpu()  # quantiles on the CPU, once; values to the device
     candidates = [candidate_values(c, train, j).to(device) for j, c in enumerate(info.columns)]
     states, changed = x.unsqueeze(0), torch.zeros(1, len(info.columns), dtype=torch.bool, device=device)
     with evaluating(bundle.model):

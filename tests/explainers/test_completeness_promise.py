@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from image_bundles import RGB16, fresh_bundle
+from table_bundles import split, untrained_bundle
 
 from xaidash.data.registry import get_source
 from xaidash.data.tokenizer import WordVocab
@@ -87,6 +88,8 @@ DECLARING = [
 
 
 def _bundle_for(spec: MethodSpec, modality: str) -> ModelBundle:
+    if modality == "table":
+        return untrained_bundle()
     if modality == "text":
         return text_bundle("text_transformer")
     bundle = fresh_bundle("resnet_small")
@@ -101,7 +104,7 @@ def test_every_declared_completeness_is_checked_against_its_tolerance(method: st
     assert c is not None and c.diagnostic is not None, "a declared promise needs the method's own gap to check it"
     assert 0 < c.tolerance < 1
     bundle = _bundle_for(spec, modality)
-    x = TEXTS if modality == "text" else images(2)
+    x = TEXTS if modality == "text" else split().rows[:2].clone() if modality == "table" else images(2)
     e = explain(bundle, x, method=method, **cheap_params(spec))
     terms = M.declared_terms(bundle, x, e)
     change = np.asarray(e.diagnostics[OUTPUT_CHANGE])

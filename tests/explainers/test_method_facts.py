@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from image_bundles import RGB16, fresh_bundle
+from table_bundles import split, untrained_bundle
 
 from xaidash.data.registry import get_source
 from xaidash.data.tokenizer import WordVocab
@@ -43,10 +44,18 @@ def images(n: int, seed: int = 1) -> torch.Tensor:
 
 
 def bundle_for(spec: MethodSpec, modality: str) -> ModelBundle:
+    if modality == "table":
+        return untrained_bundle()
     if modality == "text":
         return text_bundle("text_transformer" if spec.family == "attention" else "text_cnn")
     bundle = fresh_bundle("resnet_small")
     return bundle if spec.supports(bundle) else fresh_bundle("vit_tiny")
+
+
+def inputs_for(modality: str, n: int) -> list[str] | torch.Tensor:
+    if modality == "text":
+        return TEXTS[:n]
+    return split().rows[:n].clone() if modality == "table" else images(n)
 
 
 def _baseline_choices(spec: MethodSpec) -> tuple[str | None, ...]:
@@ -67,9 +76,12 @@ def test_a_method_reads_the_background_exactly_when_it_says_it_needs_one(method,
     spec = get_method(method, modality)
     bundle = bundle_for(spec, modality)
     params = {**cheap_params(spec), **({"baseline": baseline} if baseline else {})}
-    x = TEXTS[:2] if modality == "text" else images(2)
+    x = inputs_for(modality, 2)
     if modality == "text":
         dark, light = torch.zeros(2, 4, dtype=torch.long), torch.ones(2, 4, dtype=torch.long)
+    elif modality == "table":  # two sets of different training rows
+        rows = split(which="train").rows
+        dark, light = bundle.prepare(rows[:6]), bundle.prepare(rows[6:12])
     else:  # two backgrounds with different images and different channel means
         dark, light = bundle.prepare(images(6, seed=2) * 0.3), bundle.prepare(0.7 + images(6, seed=3) * 0.3)
     a = explain(bundle, x, [0, 1], method, background=dark, **params)
@@ -130,7 +142,7 @@ def test_completeness_gap_is_the_methods_own_diagnostic(method, modality):
     spec = get_method(method, modality)
     c = spec.completeness
     bundle = bundle_for(spec, modality)
-    x = TEXTS if modality == "text" else images(3)
+    x = inputs_for(modality, 3)
     e = explain(bundle, x, method=method, **cheap_params(spec))
     terms = M.declared_terms(bundle, x, e)
     change = np.abs(terms.scores - terms.reference_scores)
@@ -149,13 +161,15 @@ def test_completeness_gap_is_the_methods_own_diagnostic(method, modality):
         pytest.param("deeplift", "image", {}, 1e-3, id="deeplift-image"),
         pytest.param("shap_deep", "image", {}, 1e-3, id="shap_deep-image"),
         pytest.param("ig", "text", {"steps": 200}, 1e-2, id="ig-text"),
+        pytest.param("ig", "table", {"steps": 50}, 1e-2, id="ig-table"),
+        pytest.param("shap_kernel", "table", {"samples": 64}, 1e-3, id="shap_kernel-table"),
     ],
 )
 def test_completeness_gap_is_small_where_the_method_is_exact(method, modality, params, tolerance):
     spec = get_method(method, modality)
     bundle = bundle_for(spec, modality)
     assert bundle.spec.deeplift_ok or spec.id not in ("deeplift", "shap_deep")
-    x = TEXTS if modality == "text" else images(3)
+    x = inputs_for(modality, 3)
     gaps = M.completeness_gap(bundle, x, explain(bundle, x, method=method, **params))
     assert np.nanmax(gaps) < tolerance, gaps
 

@@ -206,3 +206,24 @@ def test_every_listed_metric_scores_a_table_map(bundle: ModelBundle, page: str) 
     assert {"deletion_auc", "insertion_auc", "truth_recall", "sparseness", "complexity"} <= set(values)
     assert all(len(v) == 4 and np.isfinite(v).all() for v in values.values())
     assert all(0.0 <= v <= 1.0 for v in values["truth_recall"])
+
+
+def test_a_row_s_report_is_written_and_read_back(bundle: ModelBundle, tmp_path: Path) -> None:
+    from xaidash.explainers.figures.report import ExplainReport, MethodSetting, ReportSettings, session_report
+    from xaidash.explainers.session import explain_session
+
+    row = split().rows[3]
+    results = explain_session(bundle, row.unsqueeze(0), {"ig": {}, "occlusion": {}})
+    probs = bundle.predict_proba(row.unsqueeze(0)).numpy()
+    settings = ReportSettings([MethodSetting(r.method, r.method) for r in results], display="bars")
+    assert all(r.error is None for r in results)
+    report = session_report(bundle, "planted-run", [("row 3", row, 1)], probs, results, settings)
+    report.write_dir(tmp_path / "report")
+    back = ExplainReport.read_dir(tmp_path / "report")
+    inp = back.inputs[0]
+    assert inp.row == pytest.approx(row.tolist()) and inp.image is None
+    assert inp.text is not None and inp.text.startswith("x0 ") and "group " in inp.text
+    assert torch.equal(torch.as_tensor(inp.raw()), row)
+    figure = back.explanations[0].figure
+    assert figure is not None and figure.figure_png == report.explanations[0].figure.figure_png
+    assert "<blockquote>x0 " in back.to_html()

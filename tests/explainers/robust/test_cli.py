@@ -132,3 +132,29 @@ def test_text_runs_get_the_counterfactual(tmp_path: Path, monkeypatch, capsys) -
         assert 1 <= data["edit_count"] <= 3 and "edited text:" in printed.out
     else:
         assert data["summary"].startswith("None found within 3 word edits")
+
+
+def test_table_runs_get_column_changes(tmp_path: Path, monkeypatch, capsys) -> None:
+    from table_bundles import split, trained_bundle
+    from table_runs import table_run
+
+    bundle = trained_bundle()
+    root = tmp_path / "runs"
+    run = table_run(root, bundle)
+    monkeypatch.setenv("XAIDASH_RUNS", str(root))
+    assert _run(["attack", "--run", str(run.path), "--input", "dataset:0"]) == 2
+    assert "fewest changed columns" in capsys.readouterr().err
+    row = split().rows[0]
+    to = 1 - int(bundle.predict_proba(row.unsqueeze(0)).argmax())
+    argv = ["counterfactual", "--run", str(run.path), "--input", "dataset:0", "--to", str(to), "--fixed", "x2"]
+    code = _run([*argv, "--fixed", "group", "--budget", "3", "--out", str(tmp_path / "cf")])
+    printed = capsys.readouterr()
+    data = json.loads((tmp_path / "cf" / "counterfactual.json").read_text())
+    assert code == 0 and data["found"] and data["search"] == "column changes"
+    assert data["summary"] in printed.out and "changed row: x0 " in printed.out
+    assert data["fixed"] == ["x2", "group"] and 1 <= data["change_count"] <= 3
+    assert not {c["column"] for c in data["changes"]} & {"x2", "group"}
+    assert _run([*argv, "--fixed", "x9"]) == 2
+    assert "no column 'x9'" in capsys.readouterr().err
+    assert _run([*argv, "--budget", "12"]) == 2
+    assert "between 1 and 9 changed columns" in capsys.readouterr().err
