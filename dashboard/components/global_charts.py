@@ -70,6 +70,11 @@ def _x_field(result_labels: tuple[str, ...], column: str, title: str) -> alt.X:
     return alt.X("x:Q", title=title, scale=alt.Scale(zero=False, nice=False))
 
 
+def _title(text: str, subtitle: str) -> alt.TitleParams:
+    """A chart's title on the left (a centred one wider than a narrow chart is cut at both ends) and its subtitle."""
+    return alt.TitleParams(text=text, subtitle=subtitle, anchor="start", limit=0, subtitleColor="#555555")
+
+
 def _curve_pick(n: int, seed: int = 0) -> np.ndarray:
     if n <= MAX_CURVES:
         return np.arange(n)
@@ -111,15 +116,14 @@ def ice_chart(result: PDPResult, centred: bool = False) -> alt.LayerChart:
             "own": [own[i] for i in shown for _ in xs],
         }
     )
-    change = "change in " if centred else ""
-    y_title = f"{change}P({result.target})" + (" from the grid's first value" if centred else "")
-    x_title = f"{result.column} (set to each value); ticks: the rows' own values"
+    y_title = f"change in P({result.target}) from the first value" if centred else f"P({result.target}), predicted"
+    x_title = f"{result.column}, set to each value"
     x = _x_field(result.labels, result.column, x_title)
     y = alt.Y("y:Q", title=y_title, scale=alt.Scale(zero=False))
     lines = (
         alt.Chart(curves)
         .mark_line(strokeWidth=0.8, opacity=0.45)
-        .encode(x=x, y=y, detail="row:N", color=_value_colour(result.labels, "own", f"the row's own {result.column}"))
+        .encode(x=x, y=y, detail="row:N", color=_value_colour(result.labels, "own", "row's own value"))
     )
     mean = pd.DataFrame({"x": xs, "y": pdp, "line": "partial dependence (mean of the curves)"})
     pdp_line = (
@@ -137,7 +141,10 @@ def ice_chart(result: PDPResult, centred: bool = False) -> alt.LayerChart:
         .encode(x=x, y=alt.value(ICE_HEIGHT - 5))
     )
     kind = "Centred ICE" if centred else "ICE"
-    title = f"{kind} of {result.column} ({len(shown)} of {len(ice)} rows); black: partial dependence"
+    title = _title(
+        f"{kind} of {result.column}",
+        f"{len(shown)} of {len(ice)} rows; black: partial dependence; ticks: the rows' own values",
+    )
     return (lines + pdp_line + rug).properties(height=ICE_HEIGHT, title=title, autosize=FIT)
 
 
@@ -177,7 +184,12 @@ def pair_chart(result: PairResult) -> alt.Chart:
             ],
         )
         .properties(
-            height=380, title=f"Partial dependence of {result.columns[0]} and {result.columns[1]}", autosize=FIT
+            height=380,
+            title=_title(
+                f"Partial dependence of {result.columns[0]} and {result.columns[1]}",
+                f"{len(a)} x {len(b)} grid values",
+            ),
+            autosize=FIT,
         )
     )
 
@@ -219,7 +231,7 @@ def shap_dependence_chart(shap: GlobalShap, dependence: ShapDependence) -> alt.C
     if dependence.colour_by is not None and dependence.colour_data is not None:
         own = dependence.colour_labels
         df["c"] = _values(own, dependence.colour_data)
-        encode["color"] = _value_colour(own, "c", f"{dependence.colour_by} (interacts most)")
+        encode["color"] = _value_colour(own, "c", dependence.colour_by)
         tooltip.append(alt.Tooltip("c", title=dependence.colour_by))
     points = alt.Chart(df).mark_circle(size=28, opacity=0.8)
     if labels:
@@ -227,7 +239,10 @@ def shap_dependence_chart(shap: GlobalShap, dependence: ShapDependence) -> alt.C
             xOffset=alt.XOffset("jitter:Q", scale=alt.Scale(domain=[0, 1]))
         )
     chart = points.encode(**encode, tooltip=tooltip)  # type: ignore[arg-type]
-    title = f"{shap.method} dependence of {dependence.column}" + (
-        f", coloured by {dependence.colour_by}" if dependence.colour_by else ""
+    coloured = (
+        f"coloured by {dependence.colour_by}, the column that interacts with it most"
+        if dependence.colour_by
+        else "no other column to colour by"
     )
+    title = _title(f"{shap.method} dependence of {dependence.column}", coloured)
     return chart.properties(height=ICE_HEIGHT, title=title, autosize=FIT)

@@ -75,12 +75,17 @@ def surrogate_section(report: GlobalReport) -> None:
         st.code(rules_text(s), language=None)
 
 
+def gain_words(gain: float) -> str:
+    """'the network gains 9.3 points', 'the network is 1.8 points behind', 'as good as the network'."""
+    points = 100 * gain
+    if abs(points) < 0.05:
+        return "as good as the network"
+    return f"the network gains {points:.1f} points" if points > 0 else f"the network is {-points:.1f} points behind"
+
+
 def glassbox_section(report: GlobalReport) -> None:
     box = report.glassbox
-    parts = [
-        f"{m.name} {percent(m.accuracy)} (the network gains {100 * (box.network_accuracy - m.accuracy):+.1f} points)"
-        for m in box.models
-    ]
+    parts = [f"{m.name} {percent(m.accuracy)} ({gain_words(box.network_accuracy - m.accuracy)})" for m in box.models]
     st.markdown(
         f"On the same {box.test_rows:,} held-out rows the network is right on **{percent(box.network_accuracy)}**; "
         + "; ".join(parts)

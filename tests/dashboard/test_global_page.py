@@ -59,10 +59,10 @@ def test_the_page_draws_the_report_it_computed(table, monkeypatch):
     assert "sets the label (known truth)" in importance
     assert sum("ICE of" in c for c in charts) == 4
     assert [f"ICE of {name} " in "".join(charts) for name in ranked[:4]] == [True] * 4  # the 4 most important
-    assert "P(positive)" in "".join(charts) and "the row's own" in "".join(charts)
+    assert "P(positive), predicted" in "".join(charts) and "row's own value" in "".join(charts)
     pair = next(c for c in charts if "Partial dependence of" in c)
     assert f"Partial dependence of {ranked[0]} and {ranked[1]}" in pair and "mean over the rows" in pair
-    assert any("interacts most" in c for c in charts)
+    assert any("the column that interacts with it most" in c for c in charts)
     captions = "\n".join(texts(at.caption))
     assert "x0, x1, x2 set the label" in captions and "the two most important columns" in captions
     table_shown = at.dataframe[0].value
