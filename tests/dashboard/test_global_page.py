@@ -58,7 +58,7 @@ def test_the_page_draws_the_report_it_computed(table, monkeypatch):
     assert "rise in log-loss of the true class (nats)" in importance and "95% interval over 3 shuffles" in importance
     assert "sets the label (known truth)" in importance
     assert sum("ICE of" in c for c in charts) == 4
-    assert [f"ICE of {name} " in "".join(charts) for name in ranked[:4]] == [True] * 4  # the 4 most important
+    assert [f'"ICE of {name}"' in "".join(charts) for name in ranked[:4]] == [True] * 4  # the 4 most important
     assert "P(positive), predicted" in "".join(charts) and "row's own value" in "".join(charts)
     pair = next(c for c in charts if "Partial dependence of" in c)
     assert f"Partial dependence of {ranked[0]} and {ranked[1]}" in pair and "mean over the rows" in pair
@@ -94,7 +94,7 @@ def test_a_rerun_reuses_the_report_and_chosen_columns_are_drawn(table, monkeypat
     assert calls[-1].columns == ["group", "x3"] and calls[-1].pair == ["x0", "x1"]
     assert len(calls) == first + 1  # a pair of the user's: no ranking pass
     charts = _charts(at)
-    assert sum("ICE of" in c for c in charts) == 2 and "ICE of group " in "".join(charts)
+    assert sum("ICE of" in c for c in charts) == 2 and '"ICE of group"' in "".join(charts)
     assert '"red"' in "".join(charts)  # a categorical column's values by their names
     assert any("Partial dependence of x0 and x1" in c for c in charts)
     assert any("Global SHAP" in h for h in texts(at.subheader))
