@@ -6,6 +6,7 @@ legend is a colour bar titled with it. Columns known to set the label (a generat
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import altair as alt
 import numpy as np
@@ -30,7 +31,7 @@ def _role(names: Sequence[str], truth: Sequence[str]) -> list[str]:
     return [TRUTH if n in truth else OTHER for n in names]
 
 
-def _bar_colour(truth: Sequence[str], single: str = "#4c78a8") -> alt.Color | alt.ColorValue:
+def _bar_colour(truth: Sequence[str], single: str = "#4c78a8") -> Any:
     """Bars coloured by whether their column is a truth column (a legend says so), or all alike without a truth."""
     if truth:
         return alt.Color("role:N", scale=TRUTH_COLOURS, legend=alt.Legend(title=None, orient="bottom", labelLimit=0))
@@ -238,7 +239,7 @@ def shap_dependence_chart(shap: GlobalShap, dependence: ShapDependence) -> alt.C
         points = points.transform_calculate(jitter="random()").encode(
             xOffset=alt.XOffset("jitter:Q", scale=alt.Scale(domain=[0, 1]))
         )
-    chart = points.encode(**encode, tooltip=tooltip)  # type: ignore[arg-type]
+    chart = points.encode(**encode, tooltip=tooltip)
     coloured = (
         f"coloured by {dependence.colour_by}, the column that interacts with it most"
         if dependence.colour_by

@@ -42,7 +42,7 @@ def header() -> None:
     )
 
 
-def in_pairs(items: Sequence[Any], draw: Callable[[Any], None]) -> None:
+def in_pairs(items: Sequence[Any], draw: Callable[[Any], object]) -> None:
     """Draw the items two to a row."""
     for start in range(0, len(items), 2):
         for column, item in zip(st.columns(2), items[start : start + 2], strict=False):
