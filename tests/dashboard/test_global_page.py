@@ -97,6 +97,10 @@ def test_a_rerun_reuses_the_report_and_chosen_columns_are_drawn(table, monkeypat
     assert sum("ICE of" in c for c in charts) == 2 and '"ICE of group"' in "".join(charts)
     assert '"red"' in "".join(charts)  # a categorical column's values by their names
     assert any("Partial dependence of x0 and x1" in c for c in charts)
+    at.segmented_control(key=f"global_centred_{table.id}").set_value("centred").run()
+    assert len(calls) == first + 1  # the toggle redraws, it does not recompute
+    centred = [c for c in _charts(at) if "ICE of" in c]
+    assert len(centred) == 2 and all('"Centred ICE of' in c and "from the first value" in c for c in centred)
     assert any("Global SHAP" in h for h in texts(at.subheader))
     assert any("Off: set Rows for global SHAP" in c for c in texts(at.caption))
 
