@@ -18,7 +18,8 @@ from xaidash.explainers.tabular.shap_global import GlobalShap, ShapDependence
 
 MAX_CURVES = 150  # ICE curves drawn per chart (a seeded pick): more are one blot and a slow page
 ICE_HEIGHT = 300
-BAR_STEP = 20  # pixels per column in the bar charts
+BAR_STEP = 20
+MAX_BARS = 40  # columns a bar chart shows, the largest first (global.json holds every one)  # pixels per column in the bar charts
 TRUTH = "sets the label (known truth)"
 OTHER = "other columns"
 TRUTH_COLOURS = alt.Scale(domain=[TRUTH, OTHER], range=["#d62728", "#4c78a8"])
@@ -39,8 +40,9 @@ def _bar_colour(truth: Sequence[str], single: str = "#4c78a8") -> Any:
 
 
 def importance_chart(importance: PermutationImportance, truth: Sequence[str] = ()) -> alt.LayerChart:
-    """Every column's mean importance as a bar, most important on top, its 95 % interval as a whisker."""
-    ranked = importance.ranked()
+    """Each column's mean importance as a bar (the MAX_BARS most important), most important on top, its 95 % interval
+    as a whisker."""
+    ranked = importance.ranked()[:MAX_BARS]
     df = pd.DataFrame(
         {
             "column": [c.column for c in ranked],
@@ -196,8 +198,8 @@ def pair_chart(result: PairResult) -> alt.Chart:
 
 
 def shap_bars_chart(shap: GlobalShap, truth: Sequence[str] = ()) -> alt.Chart:
-    """Mean |attribution| per column, largest on top."""
-    ranked = shap.ranked()
+    """Mean |attribution| per column (the MAX_BARS largest), largest on top."""
+    ranked = shap.ranked()[:MAX_BARS]
     df = pd.DataFrame(
         {
             "column": [c for c, _ in ranked],

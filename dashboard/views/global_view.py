@@ -13,6 +13,7 @@ import streamlit as st
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.global_charts import (
+    MAX_BARS,
     ice_chart,
     importance_chart,
     pair_chart,
@@ -64,8 +65,13 @@ def importance_section(report: GlobalReport, truth: Sequence[str]) -> None:
     st.subheader("Which columns matter: permutation importance")
     st.altair_chart(importance_chart(report.importance, truth), width="stretch")
     imp = report.importance
+    shown = (
+        f"The {MAX_BARS} most important of {len(imp.columns)} columns (every one in global.json). "
+        if len(imp.columns) > MAX_BARS
+        else ""
+    )
     st.caption(
-        f"Each column's values shuffled among the {imp.rows:,} rows, {imp.repeats} times: the bar is how much worse "
+        f"{shown}Each column's values shuffled among the {imp.rows:,} rows, {imp.repeats} times: the bar is how much worse "
         f"the model scores on the true labels ({imp.units}; baseline {imp.scoring} {imp.baseline:.3f}), the whisker "
         "the 95% interval over the shuffles. Correlated columns share the credit: shuffling one leaves its twins to "
         "carry the same information, so each may look unimportant although together they matter."

@@ -144,3 +144,17 @@ def test_the_tree_is_drawn_and_listed_from_its_nodes(table):
     root = s.nodes[0]
     yes = next(n for n in s.nodes if n.id == root.yes)
     assert rules[0] == f"if {yes.condition}:"
+
+
+def test_a_wide_table_shows_its_most_important_columns_first():
+    from xaidash.dashboard.components.global_charts import MAX_BARS, importance_chart
+    from xaidash.explainers.tabular.importance import ColumnImportance, PermutationImportance
+
+    columns = [ColumnImportance(f"c{j}", float(j), 0.0, float(j) - 0.5, float(j) + 0.5) for j in range(MAX_BARS + 10)]
+    importance = PermutationImportance("accuracy", "drop in accuracy (share of rows)", 0.9, 3, 100, 0, columns)
+    spec = importance_chart(importance, truth=("c49",)).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert len(rows) == MAX_BARS
+    assert [r["column"] for r in rows[:3]] == ["c49", "c48", "c47"] and rows[-1]["column"] == "c10"
+    assert rows[0]["role"] == "sets the label (known truth)" and rows[1]["role"] == "other columns"
+    assert [rows[0]["low"], rows[0]["high"]] == [48.5, 49.5]
