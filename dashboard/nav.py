@@ -99,6 +99,16 @@ for _page in (
     ),
     PageInfo("compare", "compare.py", "Compare", ":material/leaderboard:", "compare", EXPLAIN),
     PageInfo(
+        "global_view",
+        "global_view.py",
+        "Global view",
+        ":material/insights:",
+        "global-view",
+        EXPLAIN,
+        blurb="a model of table rows over the whole table: permutation importance, partial dependence and ICE, "
+        "global SHAP, a surrogate tree you can read and glassbox models beside it",
+    ),
+    PageInfo(
         "attention",
         "attention.py",
         "Attention",

@@ -54,7 +54,7 @@ def test_pages_are_grouped_by_task() -> None:
     assert titles == {
         "": ["Home"],
         "Train and import": ["Train", "Import"],
-        "Explain and compare": ["Explain", "Generate", "Side by side", "Compare"],
+        "Explain and compare": ["Explain", "Generate", "Side by side", "Compare", "Global view"],
         "Inside the model": ["Attention", "Receptive fields", "Embeddings", "Model"],
         "Training data and concepts": ["Training data", "Concepts"],
     }
