@@ -194,8 +194,10 @@ class ReportSettings:
 
 @dataclass
 class ReportInput:
-    """One input: its name, true class (None when unknown), the input itself (an image (H, W, 3) in [0, 1], or
-    the text), each run's top predictions (run key -> most probable first) and the out-of-distribution hint."""
+    """One input: its name, true class (None when unknown), the input itself (an image (H, W, 3) in [0, 1], the
+    text, or a table row: its raw values (F,) and `cells`, each column's value as people read it, 'column = value',
+    from the adapter's `input_cells`), each run's top predictions (run key -> most probable first) and the
+    out-of-distribution hint."""
 
     name: str
     label: int | None = None
@@ -203,6 +205,8 @@ class ReportInput:
     text: str | None = None
     predictions: dict[str, list[Prediction]] = field(default_factory=dict)
     ood: OODScore | None = None
+    row: np.ndarray | None = None
+    cells: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -212,10 +216,15 @@ class ReportInput:
         label: int | None = None,
         predictions: Mapping[str, list[Prediction]] | None = None,
         ood: OODScore | None = None,
+        cells: Sequence[str] | None = None,
     ) -> ReportInput:
-        """From a raw input as the pages and `explain` take it: an image (C, H, W) in [0, 1] or a text."""
+        """From a raw input as the pages and `explain` take it: an image (C, H, W) in [0, 1], a text, or a row of
+        values when its adapter gives `cells` (`ExplainingModality.input_cells`)."""
         if isinstance(raw, str):
             return cls(name, label, None, raw, dict(predictions or {}), ood)
+        if cells is not None:
+            values = np.asarray(raw.detach().cpu() if hasattr(raw, "detach") else raw, np.float32).reshape(-1)
+            return cls(name, label, None, None, dict(predictions or {}), ood, values, tuple(cells))
         return cls(name, label, image_hwc(raw), None, dict(predictions or {}), ood)
 
     def raw(self, channels: int = 3) -> np.ndarray | str | None:
@@ -223,6 +232,8 @@ class ReportInput:
         (C, H, W) float32 in [0, 1] with the model's `channels` (a grey image is kept as three equal channels)."""
         if self.text is not None:
             return self.text
+        if self.row is not None:
+            return self.row.copy()
         if self.image is None:
             return None
         return np.ascontiguousarray(np.asarray(self.image, np.float32).transpose(2, 0, 1)[:channels])
@@ -241,6 +252,9 @@ class ReportInput:
             "text": self.text,
             "predictions": {k: [p.to_json() for p in v] for k, v in self.predictions.items()},
             "out_of_distribution": None if self.ood is None else self.ood.to_json(),
+            **(
+                {} if self.row is None else {"row": {"values": [float(v) for v in self.row], "cells": list(self.cells)}}
+            ),
         }
 
     @classmethod
@@ -251,6 +265,7 @@ class ReportInput:
             pixels = np.asarray(Image.open(io.BytesIO(files[d["file"]])).convert("RGB"), dtype=np.float32)
             image = pixels / 255.0
         ood = d.get("out_of_distribution")
+        row = d.get("row") or {}
         return cls(
             str(d["name"]),
             None if d.get("label") is None else int(d["label"]["class"]),
@@ -258,6 +273,8 @@ class ReportInput:
             d.get("text"),
             {str(k): [Prediction.from_json(p) for p in v] for k, v in (d.get("predictions") or {}).items()},
             None if ood is None else OODScore.from_json(ood),
+            None if "values" not in row else np.asarray(row["values"], np.float32),
+            tuple(str(c) for c in row.get("cells") or ()),
         )
 
 
@@ -573,6 +590,7 @@ def session_report(
     out-of-distribution scores when there are any."""
     run = RunInfo.of(bundle, run_id)
     p = np.asarray(probs)
+    adapter = adapter_of(bundle.modality)
     rows = [
         ReportInput.of(
             name,
@@ -580,6 +598,7 @@ def session_report(
             label,
             {run.key: top_predictions(p[i], run.classes, top_k)},
             None if ood is None else ood[i],
+            adapter.input_cells(bundle.info, raw),
         )
         for i, (name, raw, label) in enumerate(inputs)
     ]
