@@ -33,6 +33,7 @@ from xaidash.explainers.robust.figures import change_figures, perturbation_figur
 from xaidash.explainers.robust.registry import text_note
 from xaidash.explainers.robust.searches import (
     COLUMNS,
+    EDITS,
     PATCH,
     PERTURBATION,
     SEARCHES,
@@ -337,9 +338,17 @@ def attack_panel(report: ExplainReport, i: int, choice: Any) -> None:
         bkey = services.run_key(run)
         raw = report.inputs[i].raw(*bundle.info.input_shape[:1])  # channels; a text model has no input shape
         key = f"attack_{i}"
-        if adapter_of(bundle.modality).attackable:
+        adapter = adapter_of(bundle.modality)
+        if adapter.attackable:
             _attack_section(bkey, bundle, raw, choice, key)
-        else:
+        elif EDITS in searches(bundle.modality):
             st.caption(text_note())
+        else:
+            st.caption(
+                f"Gradient attacks (FGSM, PGD) move pixels within a budget; they do not apply to {adapter.label}. "
+                + " ".join(
+                    f"The {SEARCHES[s].name} below changes {SEARCHES[s].changes}." for s in searches(bundle.modality)
+                )
+            )
         st.divider()
         _counterfactual_section(bkey, bundle, raw, report, i, key)

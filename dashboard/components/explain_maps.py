@@ -20,7 +20,7 @@ from xaidash.models.bundle import ModelBundle
 
 CARD_WIDTH = 224  # px: maps are this wide (>= 200 px); the row wraps to the next line instead of shrinking them
 TEXT_CARD_WIDTH = 440
-NAMED_CARD_WIDTH = 450  # a picture of named features (a table row's bars): two to a row, labels readable
+NAMED_CARD_WIDTH = 410  # a picture of named features (a table row's bars): two to a row, labels readable
 LARGE_WIDTH = 560
 
 

@@ -98,14 +98,13 @@ def _probabilities(edited: WhatIf, classes: tuple[str, ...]) -> None:
                 "class": list(classes),
                 "the row": edited.before,
                 "edited row": edited.after,
-                "change": edited.after - edited.before,
+                "change": [f"{d:+.1%}" for d in edited.after - edited.before],
             }
         ),
         hide_index=True,
         column_config={
             "the row": st.column_config.ProgressColumn("the row", format="percent", min_value=0.0, max_value=1.0),
             "edited row": st.column_config.ProgressColumn("edited row", format="percent", min_value=0.0, max_value=1.0),
-            "change": st.column_config.NumberColumn("change", format="%+.1%"),
         },
         width="stretch",
     )
