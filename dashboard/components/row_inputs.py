@@ -40,9 +40,19 @@ def row_frame(info: DatasetInfo, rows: Any, index: Sequence[int]) -> pd.DataFram
 
 def _select(df_key: str, pick_key: str, shown: list[int], max_inputs: int) -> None:
     """The table's selection as the chosen samples (the first `max_inputs` rows selected)."""
-    rows = st.session_state[df_key].selection.rows
-    st.session_state[pick_key] = [shown[r] for r in rows][:max_inputs]
-    st.session_state.pop(f"{pick_key}_auto", None)
+    picked = [shown[r] for r in st.session_state[df_key].selection.rows]
+    auto = st.session_state.pop(f"{pick_key}_auto", None)
+    if auto is not None and list(st.session_state.get(pick_key) or []) == list(auto) and len(picked) > len(auto):
+        picked = [i for i in picked if i not in auto]  # the row picked for the user: the first tick replaces it
+    st.session_state[pick_key] = picked[:max_inputs]
+
+
+def _show_chosen(df_key: str, positions: list[int]) -> None:
+    """Tick the chosen rows in the table (a choice made in the samples list or by Random shows there too)."""
+    state = st.session_state.get(df_key)
+    ticked = sorted(state["selection"]["rows"]) if state is not None else None
+    if ticked != sorted(positions):
+        st.session_state[df_key] = {"selection": {"rows": positions, "columns": [], "cells": []}}
 
 
 def row_table(
@@ -66,12 +76,13 @@ def row_table(
         index=idx,
     )
     table = pd.concat([head, row_frame(info, split_rows[idx], idx)], axis=1)
-    chosen = set(st.session_state.get(pick_key) or [])
+    chosen = list(st.session_state.get(pick_key) or [])
     st.caption(
         f"Tick rows at the left to explain them (at most {max_inputs}; ☑ = chosen: {len(chosen)}). Values are in "
         "each column's own units, categories by name; sort by a column's header."
     )
     df_key = f"{pick_key}_table"
+    _show_chosen(df_key, [idx.index(i) for i in chosen if i in idx])
     st.dataframe(
         table,
         hide_index=True,

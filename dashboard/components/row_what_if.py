@@ -29,8 +29,9 @@ SLIDER_STEPS = 200  # a numeric column's slider moves in this many steps across 
 GRID = 3  # controls per line
 
 
-def _key(i: int, j: int) -> str:
-    return f"whatif_{i}_{j}"
+def _key(i: int, row: np.ndarray, j: int) -> str:
+    """Column j's control for input i's row: a new row (another pick) starts from its own values."""
+    return f"whatif_{i}_{services.content_key(torch.as_tensor(row))[:10]}_{j}"
 
 
 def _slider_range(column: TableColumn, value: float) -> tuple[float, float]:
@@ -41,16 +42,15 @@ def _slider_range(column: TableColumn, value: float) -> tuple[float, float]:
 def _reset(i: int, info: DatasetInfo, row: np.ndarray) -> None:
     for j, column in enumerate(info.columns):
         v = float(row[j])
-        st.session_state[_key(i, j)] = column.value_text(v) if column.categorical else _widget_value(column, v)
+        st.session_state[_key(i, row, j)] = column.value_text(v) if column.categorical else _widget_value(column, v)
 
 
 def _widget_value(column: TableColumn, value: float) -> float | int:
     return round(value) if column.integer else float(value)
 
 
-def _control(column: TableColumn, i: int, j: int, value: float, container: Any) -> str | float:
+def _control(column: TableColumn, key: str, value: float, container: Any) -> str | float:
     """The column's control, starting at the row's value; its value (a category's name, or a number)."""
-    key = _key(i, j)
     if column.categorical:
         names = list(column.categories)
         if key not in st.session_state:
@@ -141,7 +141,7 @@ def what_if_panel(report: ExplainReport, i: int, choice: Any) -> None:
         )
         st.button("Reset to the row", key=f"whatif_reset_{i}", on_click=_reset, args=(i, info, row))
         cols = st.columns(GRID)
-        values = [_control(c, i, j, float(row[j]), cols[j % GRID]) for j, c in enumerate(info.columns)]
+        values = [_control(c, _key(i, row, j), float(row[j]), cols[j % GRID]) for j, c in enumerate(info.columns)]
         changes = _changes(info, row, values)
         key = (bkey, services.content_key(torch.as_tensor(row)), "whatif", tuple(sorted(changes.items())))
         key = (*key, *(choice.method_key(m) for m in choice.methods))

@@ -76,7 +76,7 @@ def test_explain_a_table_row_with_bars_metrics_what_if_and_counterfactual(plante
 
     # What-if: a slider per numeric column within the training range; the edited row's prediction is the model's.
     x2 = next(j for j, c in enumerate(info.columns) if c.name == "x2")
-    slider = at.slider(key=f"whatif_0_{x2}")
+    slider = next(s for s in at.slider if s.label == "x2")
     column = info.columns[x2]
     assert slider.min <= column.low and slider.max >= column.high
     row = test.rows[0].clone()
