@@ -23,8 +23,10 @@ from xaidash.dashboard.components.dataset_report import (
 from xaidash.dashboard.components.explain_maps import map_card, map_display_choice
 from xaidash.dashboard.components.explain_tables import metrics_legend, metrics_table
 from xaidash.dashboard.components.images import to_pil
+from xaidash.dashboard.components.row_inputs import cells_frame
 from xaidash.explainers.dataset import report as R
 from xaidash.explainers.modalities import adapter_of
+from xaidash.explainers.params import MAX_TEXT_CHARS
 from xaidash.explainers.perturbation_curves import CURVE_STEPS
 from xaidash.explainers.scoring import METRICS
 from xaidash.models.bundle import ModelBundle
@@ -105,18 +107,22 @@ def _banner(bundle: ModelBundle, manifest: dict[str, Any], split: str, index: in
         st.button("Close the stored view", on_click=_close, key="explain_stored_close", type="tertiary")
 
 
-def _sample_header(data: Any, split: str, index: int, row: Any, x: Any, displays: tuple[str, ...]) -> str:
-    """The sample (its picture, or its text), its classes, loss and the methods' disagreement; the display the
-    maps are drawn with (a picture's overlay or heat map, as chosen here; a text's tokens)."""
+def _sample_header(
+    data: Any, split: str, index: int, row: Any, x: Any, displays: tuple[str, ...], bundle: ModelBundle
+) -> str:
+    """The sample (its picture, its text, or a row's values), its classes, loss and the methods' disagreement; the
+    display the maps are drawn with (a picture's overlay or heat map, as chosen here; a text's tokens)."""
     image = x is not None
+    sample = None if image else bundle.adapter.item(data, index)
+    cells = None if image else adapter_of(bundle.modality).input_cells(bundle.info, sample)
     mark = " ✓" if bool(row["correct"]) else " ✗"
     display = displays[0]
     with st.container(horizontal=True, gap="medium"):
         if image:
             st.image(to_pil(x, 224), width=200)
         with st.container(width=420):
-            if not image:
-                st.markdown(f"> {data.texts[index]}")
+            if not image and cells is None:
+                st.markdown(f"> {bundle.adapter.one_line(sample, bundle.info, MAX_TEXT_CHARS)}")
             st.markdown(
                 f"**{split} #{index}** · true: **{row['label_name']}** · predicted: **{row['pred_name']}** "
                 f"({float(row['prob']):.0%}){mark}"
@@ -127,6 +133,8 @@ def _sample_header(data: Any, split: str, index: int, row: Any, x: Any, displays
                 + (f" · disagreement between the methods {dis:.3f} (1 − mean Spearman ρ)" if np.isfinite(dis) else "")
             )
             display = map_display_choice(st, "explain_stored_display", displays)
+    if cells:  # a row of values: its values, in the columns' units
+        st.dataframe(cells_frame(cells), hide_index=True, width="stretch", key="explain_stored_row")
     return display
 
 
@@ -147,7 +155,7 @@ def _draw(
     adapter = adapter_of(bundle.modality)
     x = adapter.item(data, index) if adapter.pictured else None
     with st.container(border=True):
-        display = _sample_header(data, split, index, row, x, adapter.displays)
+        display = _sample_header(data, split, index, row, x, adapter.displays, bundle)
         st.caption(
             "**Colour scale:** each map on its own scale, saturating at its 99th percentile of |value|. Signed maps: "
             "red/white/blue around 0; unsigned maps: dark to bright (never red-blue)."
