@@ -161,6 +161,10 @@ class ExplainingModality(Modality):
         """What a figure's JSON carries of its map besides the common fields (a text map: its words and scores)."""
         return {}
 
+    def labels_from_json(self, d: dict[str, Any]) -> tuple[str, ...] | None:
+        """A map's feature labels from its figure's JSON (a text map's words), else None."""
+        return tuple(str(w) for w in d["words"]) if "words" in d else None
+
     def values_from_json(self, d: dict[str, Any]) -> np.ndarray | None:
         """A map's values from its figure's JSON when the JSON carries them (text maps), else None."""
         return None

@@ -206,6 +206,13 @@ class TableAdapter(ExplainingModality, TableModality):
             "attributions": [float(v) if np.isfinite(v) else None for v in np.asarray(values, np.float64).ravel()],
         }
 
+    def labels_from_json(self, d: dict[str, Any]) -> tuple[str, ...] | None:
+        """`column = value` per column, from the figure JSON's columns and the row's values."""
+        if "columns" not in d:
+            return None
+        values = d.get("row_values") or [""] * len(d["columns"])
+        return tuple(f"{c}{LABEL_SEP}{v}" if v else str(c) for c, v in zip(d["columns"], values, strict=False))
+
     def values_from_json(self, d: dict[str, Any]) -> np.ndarray | None:
         if "attributions" not in d:
             return None
