@@ -195,9 +195,8 @@ class ReportSettings:
 @dataclass
 class ReportInput:
     """One input: its name, true class (None when unknown), the input itself (an image (H, W, 3) in [0, 1], the
-    text, or a table row: its raw values (F,) and `cells`, each column's value as people read it, 'column = value',
-    from the adapter's `input_cells`), each run's top predictions (run key -> most probable first) and the
-    out-of-distribution hint."""
+    text, or a row's raw values (F,) with its `cells` 'column = value' from the adapter's `input_cells`), each run's
+    top predictions (run key -> most probable first) and the out-of-distribution hint."""
 
     name: str
     label: int | None = None
@@ -218,8 +217,7 @@ class ReportInput:
         ood: OODScore | None = None,
         cells: Sequence[str] | None = None,
     ) -> ReportInput:
-        """From a raw input as the pages and `explain` take it: an image (C, H, W) in [0, 1], a text, or a row of
-        values when its adapter gives `cells` (`ExplainingModality.input_cells`)."""
+        """From a raw input as the pages and `explain` take it: an image (C, H, W) in [0, 1], a text, or a row."""
         if isinstance(raw, str):
             return cls(name, label, None, raw, dict(predictions or {}), ood)
         if cells is not None:
@@ -252,9 +250,7 @@ class ReportInput:
             "text": self.text,
             "predictions": {k: [p.to_json() for p in v] for k, v in self.predictions.items()},
             "out_of_distribution": None if self.ood is None else self.ood.to_json(),
-            **(
-                {} if self.row is None else {"row": {"values": [float(v) for v in self.row], "cells": list(self.cells)}}
-            ),
+            **({"row": {"values": self.row.tolist(), "cells": list(self.cells)}} if self.row is not None else {}),
         }
 
     @classmethod
@@ -590,7 +586,6 @@ def session_report(
     out-of-distribution scores when there are any."""
     run = RunInfo.of(bundle, run_id)
     p = np.asarray(probs)
-    adapter = adapter_of(bundle.modality)
     rows = [
         ReportInput.of(
             name,
@@ -598,7 +593,7 @@ def session_report(
             label,
             {run.key: top_predictions(p[i], run.classes, top_k)},
             None if ood is None else ood[i],
-            adapter.input_cells(bundle.info, raw),
+            adapter_of(bundle.modality).input_cells(bundle.info, raw),
         )
         for i, (name, raw, label) in enumerate(inputs)
     ]
