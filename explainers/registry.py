@@ -276,7 +276,8 @@ class MethodSpec(Spec):
     def count_passes(self, bundle: ModelBundle, params: dict[str, Any], n: int, background: int) -> tuple[int, int]:
         """(forward+backward, forward-only) model passes of one `explain` call on n inputs sharing one target."""
         resolved = self.resolve_for(bundle, params)
-        hw = (int(bundle.info.input_shape[1]), int(bundle.info.input_shape[2]))
+        shape = tuple(bundle.info.input_shape)
+        hw = (int(shape[1]), int(shape[2])) if len(shape) >= 3 else (1, int(shape[-1]) if shape else 1)
         if self.passes_on_model is not None:
             return self.passes_on_model(bundle, resolved, n, background, hw)
         if self.passes is None:

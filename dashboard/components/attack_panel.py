@@ -12,6 +12,7 @@ import html
 import math
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
@@ -30,7 +31,17 @@ from xaidash.explainers.robust.counterfactual import DEFAULT_BUDGET, DEFAULT_EDI
 from xaidash.explainers.robust.explanation_change import TOP_SHARE, MapChange
 from xaidash.explainers.robust.figures import change_figures, perturbation_figure
 from xaidash.explainers.robust.registry import text_note
-from xaidash.explainers.robust.searches import PATCH, PERTURBATION, SEARCHES, VISIBLE_LEVELS, SearchStep, searches
+from xaidash.explainers.robust.searches import (
+    COLUMNS,
+    EDITS,
+    PATCH,
+    PERTURBATION,
+    SEARCHES,
+    VISIBLE_LEVELS,
+    SearchStep,
+    searches,
+)
+from xaidash.explainers.robust.table_counterfactual import DEFAULT_CHANGES
 from xaidash.explainers.session_extras import attack_extra, counterfactual_extra
 from xaidash.models.bundle import ModelBundle
 
@@ -210,10 +221,14 @@ def _budget(search: str, key: str, column: Any) -> float | None:
     if search == PATCH:
         column.caption(f"{SEARCHES[PATCH].changes}; up to half the image's side.")
         return None
+    if search == COLUMNS:
+        return int(column.number_input("Budget: most changed columns", 1, 10, DEFAULT_CHANGES, key=f"{key}_cf_cols"))
     return int(column.number_input("Budget: most word edits", 1, 20, DEFAULT_EDITS, key=f"{key}_cf_edits"))
 
 
-def _run_search(bkey: str, bundle: ModelBundle, raw: Any, to: int, search: str, budget: float | None) -> Counterfactual:
+def _run_search(
+    bkey: str, bundle: ModelBundle, raw: Any, to: int, search: str, budget: float | None, **options: Any
+) -> Counterfactual:
     """The search with a progress bar of its model runs ('PGD run 3 of at most 9 · ε = 12.8/255')."""
     bar = st.progress(0.0, text=f"Looking for a {SEARCHES[search].name}…")
 
@@ -222,7 +237,7 @@ def _run_search(bkey: str, bundle: ModelBundle, raw: Any, to: int, search: str, 
 
     try:
         with leased_model(bkey, bundle) as replica:
-            return counterfactual(replica, raw, to, budget=budget, search=search, progress=progress)
+            return counterfactual(replica, raw, to, budget=budget, search=search, progress=progress, **options)
     finally:
         bar.empty()
 
@@ -242,6 +257,33 @@ def _found(cf: Counterfactual, key: str) -> None:
         _images_row(cf.result, f"{key}_cf")
     elif cf.text is not None:
         st.markdown(_edited_html(cf), unsafe_allow_html=True)
+    elif cf.changes:
+        _column_changes(cf)
+
+
+def _column_changes(cf: Counterfactual) -> None:
+    """The changed columns, old → new in their units (categories by name), and every class's probability."""
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "column": [c.column for c in cf.changes],
+                "the row": [c.old_text for c in cf.changes],
+                "→ changed to": [c.new_text for c in cf.changes],
+            }
+        ),
+        hide_index=True,
+    )
+    if cf.probs_after is not None:
+        st.dataframe(
+            pd.DataFrame({"class": list(cf.classes), "the row": cf.probs_before, "changed row": cf.probs_after}),
+            hide_index=True,
+            column_config={
+                c: st.column_config.ProgressColumn(c, format="percent", min_value=0.0, max_value=1.0)
+                for c in ("the row", "changed row")
+            },
+        )
+    if cf.fixed:
+        st.caption("Kept as they were: " + ", ".join(cf.fixed) + ".")
 
 
 def _counterfactual_section(bkey: str, bundle: ModelBundle, raw: Any, report: ExplainReport, i: int, key: str) -> None:
@@ -254,11 +296,19 @@ def _counterfactual_section(bkey: str, bundle: ModelBundle, raw: Any, report: Ex
     c1, c2 = st.columns([1, 2])
     to = int(c1.selectbox("Class to reach", others, format_func=lambda k: classes[k], key=f"{key}_cf_to"))
     budget = _budget(search, key, c2)
-    cache_key = (bkey, services.content_key(raw), "counterfactual", search, to, budget)
+    options: dict[str, Any] = {}
+    if search == COLUMNS:
+        options["fixed"] = st.multiselect(
+            "Keep fixed",
+            [c.name for c in bundle.info.columns],
+            key=f"{key}_cf_fixed",
+            help="columns the search leaves as they are (what cannot be changed, such as an age or a group)",
+        )
+    cache_key = (bkey, services.content_key(raw), "counterfactual", search, to, budget, repr(options))
     cache = _results()
     if st.button(f"Find the {SEARCHES[search].name}", key=f"{key}_cf_run", icon=":material/alt_route:"):
         try:
-            cache.get_or_compute(cache_key, lambda: _run_search(bkey, bundle, raw, to, search, budget))
+            cache.get_or_compute(cache_key, lambda: _run_search(bkey, bundle, raw, to, search, budget, **options))
         except Exception as err:  # noqa: BLE001 - said on the page
             show_error(err, f"The {SEARCHES[search].name} search failed")
             return
@@ -288,9 +338,17 @@ def attack_panel(report: ExplainReport, i: int, choice: Any) -> None:
         bkey = services.run_key(run)
         raw = report.inputs[i].raw(*bundle.info.input_shape[:1])  # channels; a text model has no input shape
         key = f"attack_{i}"
-        if adapter_of(bundle.modality).attackable:
+        adapter = adapter_of(bundle.modality)
+        if adapter.attackable:
             _attack_section(bkey, bundle, raw, choice, key)
-        else:
+        elif EDITS in searches(bundle.modality):
             st.caption(text_note())
+        else:
+            st.caption(
+                f"Gradient attacks (FGSM, PGD) move pixels within a budget; they do not apply to {adapter.label}. "
+                + " ".join(
+                    f"The {SEARCHES[s].name} below changes {SEARCHES[s].changes}." for s in searches(bundle.modality)
+                )
+            )
         st.divider()
         _counterfactual_section(bkey, bundle, raw, report, i, key)

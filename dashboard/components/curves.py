@@ -127,6 +127,18 @@ def _x_axis(max_step: int) -> alt.X:
     )
 
 
+MAX_EPOCH_MARKS = 12  # more epochs than this (a table's many short ones): every k-th is marked, so labels stay apart
+
+
+def marked_ends(ends: pd.DataFrame) -> pd.DataFrame:
+    """The epoch ends a chart marks: all of them, or every k-th (and a stop) when there are more than
+    MAX_EPOCH_MARKS, so their labels do not pile up."""
+    if len(ends) <= MAX_EPOCH_MARKS:
+        return ends
+    k = -(-len(ends) // MAX_EPOCH_MARKS)
+    return ends[(ends["epoch"] % k == 0) | (ends["label"] == "stopped")]
+
+
 def metric_chart(
     df: pd.DataFrame, metric: str, options: CurveOptions, ends: pd.DataFrame | None, by_run: bool
 ) -> alt.LayerChart | None:
@@ -182,6 +194,7 @@ def metric_chart(
         y=y_raw, tooltip=tooltip
     )
     layers.append(val_line.encode(strokeDash=dash) if dash is not None else val_line)
+    ends = None if ends is None else marked_ends(ends)
     if ends is not None and not ends.empty:
         rule = alt.Chart(ends).encode(x=alt.X("step:Q"), tooltip=[alt.Tooltip("label:N", title="end of")])
         layers.append(rule.mark_rule(color="#888", strokeDash=[2, 3], opacity=0.8))

@@ -20,6 +20,7 @@ from xaidash.models.bundle import ModelBundle
 
 CARD_WIDTH = 224  # px: maps are this wide (>= 200 px); the row wraps to the next line instead of shrinking them
 TEXT_CARD_WIDTH = 440
+NAMED_CARD_WIDTH = 410  # a picture of named features (a table row's bars): two to a row, labels readable
 LARGE_WIDTH = 560
 
 
@@ -59,7 +60,9 @@ def map_card(
     ):  # a page's own caption still says what the method's check found
         text = f"{text} · {fig.caption.completeness_text()}"
     legend_html = fig.colorbar_html(note=legend_note, meaning=meaning)
-    card_width = width or (TEXT_CARD_WIDTH if fig.tokens_html is not None else CARD_WIDTH)
+    card_width = width or (
+        TEXT_CARD_WIDTH if fig.tokens_html is not None else NAMED_CARD_WIDTH if fig.words else CARD_WIDTH
+    )
     with st.container(width=card_width, key=key):
         st.caption(f"**{label}**")
         if warn and (

@@ -21,6 +21,7 @@ from PIL import Image
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
+from xaidash.dashboard.components.row_inputs import row_table, shown_as_rows, typed_rows, uploaded_rows
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
 from xaidash.data.modalities import Modality, modality_of
@@ -32,6 +33,8 @@ from xaidash.models.training.data import training_samples
 
 TEST_SET = "Test set"
 TYPE_TEXT = "Type text"
+TYPE_VALUES = "Type values"
+ROWS_FILE = "Upload .csv rows"
 TEXT_COLUMNS = ("text", "sentence", "review", "message")  # a CSV's text column, when one is named so
 LABEL_COLUMNS = ("label", "class", "target")  # its label column
 EXAMPLE_TEXT = "the plot was not bad and the acting was great\nthe ending was dull and the dialogue was clumsy"
@@ -207,7 +210,10 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
         return []
     pick_key = _pick_key(key, info.name, classes, show)
     chosen = _chosen(info, key, pick_key, idx, labels, tested.preds, max_inputs)
-    _gallery_pages(tested, key, pick_key, idx, chosen, max_inputs, bundle.adapter.gallery_open)
+    if shown_as_rows(bundle):  # rows of values: picked in a table of the rows themselves
+        row_table(info, bundle.adapter.items(split, range(len(probs))), idx, labels, probs, pick_key, max_inputs)
+    else:
+        _gallery_pages(tested, key, pick_key, idx, chosen, max_inputs, bundle.adapter.gallery_open)
     return [_sample(bundle.adapter, split, i, int(labels[i]), f"test #{i}") for i in chosen]
 
 
@@ -512,8 +518,18 @@ def _upload_label(adapter: Modality) -> str:
 def source_labels(adapter: Modality) -> list[str]:
     """The input sources a page offers for this kind of input, in order: the test set, then the ways its adapter
     declares (`sources`: typed text, uploaded files)."""
-    words = {"type": TYPE_TEXT, "upload": _upload_label(adapter)}
+    words = {"type": TYPE_TEXT, "upload": _upload_label(adapter), "values": TYPE_VALUES, "rows file": ROWS_FILE}
     return [TEST_SET, *(words[s] for s in adapter.sources)]
+
+
+def _rows(bundle: ModelBundle, key: str, source: str, max_inputs: int) -> list[PickedInput]:
+    """Rows typed as values or read from an uploaded CSV file, each read and checked by the adapter."""
+    if source == TYPE_VALUES:
+        example = bundle.adapter.example(bundle.info, bundle.tokenizer)[0]  # a typical row: each column's median
+        got = typed_rows(bundle, key, max_inputs, example)
+    else:
+        got = uploaded_rows(bundle, key, max_inputs, bundle.adapter.upload_types)
+    return [PickedInput(row, None, name) for row, name in got]
 
 
 def input_picker(bundle: ModelBundle, key: str, *, bundle_key: str, max_inputs: int = 8) -> list[PickedInput]:
@@ -543,6 +559,8 @@ def input_picker(bundle: ModelBundle, key: str, *, bundle_key: str, max_inputs: 
         return _training_sample(bundle, key)
     if source == TYPE_TEXT:
         return _typed_text(key, max_inputs)
+    if source in (TYPE_VALUES, ROWS_FILE):
+        return _rows(bundle, key, source, max_inputs)
     if adapter.pictured:  # the one other source: uploaded files, decoded as pictures or read as text
         return _uploaded_images(bundle.info, key, max_inputs, adapter.upload_types)
     return _uploaded_text(bundle.info, key, max_inputs, adapter.upload_types)

@@ -26,6 +26,8 @@ from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_controls
 from xaidash.dashboard.components.report_downloads import report_downloads
+from xaidash.dashboard.components.row_inputs import cells_frame
+from xaidash.dashboard.components.row_what_if import what_if_panel
 from xaidash.dashboard.components.session_results import results_sentence, shown_results, start_results, with_results
 from xaidash.dashboard.components.stored_maps import show_stored_sample
 from xaidash.dashboard.errors import show_error
@@ -304,6 +306,8 @@ def input_header(
             st.altair_chart(topk_chart(probs, classes, TOP_K, inp.label), width="stretch")
             if note:
                 st.caption(note)
+    if inp.cells:  # a row of values: its values, in the columns' units
+        st.dataframe(cells_frame(inp.cells), hide_index=True, width="stretch", key=f"explain_row_{i}")
 
 
 def input_tables(report: ExplainReport, i: int, with_metrics: bool) -> None:
@@ -341,6 +345,7 @@ def input_block(
                 else:
                     map_card(e.figure, key=f"explain_card_{i}_{e.method}")
         input_tables(report, i, choice.with_metrics)
+        what_if_panel(report, i, choice)
         attack_panel(report, i, choice)
         influence_panel(report, i, choice.target)
 

@@ -20,6 +20,7 @@ from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import PickedInput, _pick_key, input_picker
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.report_downloads import report_downloads
+from xaidash.dashboard.components.row_inputs import cells_frame
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle, run_label
 from xaidash.explainers.comparison.side_by_side import (
@@ -412,6 +413,7 @@ def build_report(
             display=choice.display,
             target=choice.target,
             upscale=MAP_PX,
+            info=pair.a.info,
         ),
     )
     return report
@@ -444,7 +446,13 @@ def draw_map(report: ExplainReport, i: int, method: str, who: str) -> None:
 
 
 def input_head(
-    pair: Pair, p: PickedInput, picture: bool, probs_a: np.ndarray, probs_b: np.ndarray, differ: bool
+    pair: Pair,
+    p: PickedInput,
+    picture: bool,
+    probs_a: np.ndarray,
+    probs_b: np.ndarray,
+    differ: bool,
+    cells: tuple[str, ...] = (),
 ) -> None:
     """The input (its picture, or its text), whether the models agree on it, and both models' predictions."""
     classes = pair.a.info.classes
@@ -459,6 +467,9 @@ def input_head(
         c0, c1 = st.columns([1, 5], vertical_alignment="center")
         c0.image(to_pil(p.raw, INPUT_PX), width=INPUT_PX)
         c1.markdown(head)
+    elif cells:  # a row of values
+        st.markdown(head)
+        st.dataframe(cells_frame(cells), hide_index=True, width="stretch")
     else:
         st.markdown(head)
         st.markdown(f"> {p.raw}")
@@ -515,7 +526,8 @@ def main() -> None:
     report = build_report(pair, inputs, input_keys, (probs_a, probs_b), results, choice)
     for i, p in enumerate(inputs):
         with st.container(border=True):
-            input_head(pair, p, report.inputs[i].image is not None, probs_a[i], probs_b[i], bool(differ_here[i]))
+            inp = report.inputs[i]
+            input_head(pair, p, inp.image is not None, probs_a[i], probs_b[i], bool(differ_here[i]), inp.cells)
             for m in choice.methods:
                 method_row(report, i, choice.specs[m], results[m], choice, bundle_a.modality)
     report_downloads(report, KEY, "side_by_side")

@@ -38,7 +38,8 @@ class Modality(Spec):
     `spatial` whether inputs lie on a 2-D grid (convolution feature maps, first-layer filters, receptive fields,
     NHWC layout, Grad-CAM layers); `tokenized` whether a tokenizer turns inputs into ids (and pads them);
     `gallery_open` whether a page opens its picture gallery of test samples by default; `sources` the ways a page
-    offers to give inputs besides the test set ('upload' files of `upload_types`, 'type' text); `pictured` whether an
+    offers to give inputs besides the test set ('upload' files of `upload_types`, 'type' text, 'values' typed
+    as comma-separated values, 'rows file' a CSV file of rows); `pictured` whether an
     input is a picture a page can show as it is (a thumbnail in a gallery, the background of a map, decoded from an
     uploaded image file)."""
 

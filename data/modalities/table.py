@@ -111,5 +111,7 @@ TABLE = MODALITIES.register(
         units="columns",
         sample="row",
         generic_training=(("epochs", 60), ("batch_size", 64), ("lr", 3e-3), ("weight_decay", 1e-4)),
+        sources=("values", "rows file"),  # typed comma-separated values; a CSV file of rows
+        upload_types=("csv",),
     )
 )

@@ -30,6 +30,7 @@ from xaidash.explainers.figures.report import (
     top_predictions,
 )
 from xaidash.explainers.figures.scales import robust_scale
+from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.registry import MethodSpec, get_method, list_methods
 from xaidash.explainers.session import Cache, Lease, MethodResult, explain_session
 from xaidash.models.bundle import ModelBundle
@@ -466,18 +467,21 @@ def pair_report(
     target: int | None = None,
     upscale: int = 320,
     labels: dict[str, str] | None = None,
+    info: Any = None,
 ) -> ExplainReport:
     """Both models' maps of the same inputs as one report (runs keyed 'A' and 'B'), every (input, method) row on
     the scales `row_scale` picks (one for both models where asked and the units match), each map's colour bar
     naming its model. `inputs`: (name, raw input, true class or None); `probs`: each model's probabilities."""
     run_a, run_b = runs
     classes = run_a.classes
+    adapter = adapter_of(run_a.modality)
     rows = [
         ReportInput.of(
             name,
             raw,
             label,
             {run_a.key: top_predictions(probs[0][i], classes), run_b.key: top_predictions(probs[1][i], classes)},
+            cells=None if info is None else adapter.input_cells(info, raw),
         )
         for i, (name, raw, label) in enumerate(inputs)
     ]

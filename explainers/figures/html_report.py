@@ -245,6 +245,15 @@ def _diagnostics(report: ExplainReport, i: int) -> str:
     return "<details><summary>Diagnostics</summary>" + table_html(["method", "item", "value"], rows) + "</details>"
 
 
+def _row_table(cells: Sequence[str]) -> str:
+    """A table row's values (its cells 'column = value') as a two-column table."""
+    rows = []
+    for cell in cells:
+        name, _, value = cell.partition(" = ")
+        rows.append(f"<tr><td>{esc(name)}</td><td>{esc(value)}</td></tr>")
+    return table_html(["column", "value"], rows, "row-values")
+
+
 def _input_section(report: ExplainReport, i: int) -> str:
     inp = report.inputs[i]
     classes = report.run.classes
@@ -255,6 +264,8 @@ def _input_section(report: ExplainReport, i: int) -> str:
         shown = f'<img class="input-img" alt="{esc(inp.name)}" src="{data_uri(png)}">'
     elif inp.text is not None:
         shown = f"<blockquote>{esc(inp.text)}</blockquote>"
+    elif inp.cells:
+        shown = _row_table(inp.cells)
     ood = ""
     if inp.ood is not None:
         cls = "ood flagged" if inp.ood.flagged else "ood"

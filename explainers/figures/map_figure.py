@@ -248,7 +248,7 @@ class MapFigure:
             caption=Caption.from_json(d["caption"]),
             display=str(d["display"]),
             upscale=int(d.get("upscale", DEFAULT_UPSCALE)),
-            words=tuple(str(w) for w in d["words"]) if "words" in d else None,
+            words=adapter.labels_from_json(dict(d)),
             values=np.zeros(0, np.float32) if values is None else np.asarray(values, np.float32),
             background=adapter.background_image(image),
         )

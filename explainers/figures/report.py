@@ -194,9 +194,8 @@ class ReportSettings:
 
 @dataclass
 class ReportInput:
-    """One input: its name, true class (None when unknown), the input itself (an image (H, W, 3) in [0, 1], the
-    text, or a table's row: its raw `values`, one per column, with `text` the row in words), each run's top
-    predictions (run key -> most probable first) and the out-of-distribution hint."""
+    """One input: name, true class (None when unknown), the input (an image (H, W, 3) in [0, 1], the text, or a row's
+    raw `values` with `text` in words and `cells` 'column = value'), top predictions per run, the OOD hint."""
 
     name: str
     label: int | None = None
@@ -205,6 +204,7 @@ class ReportInput:
     predictions: dict[str, list[Prediction]] = field(default_factory=dict)
     ood: OODScore | None = None
     values: list[float] | None = None
+    cells: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -215,20 +215,19 @@ class ReportInput:
         predictions: Mapping[str, list[Prediction]] | None = None,
         ood: OODScore | None = None,
         words: str | None = None,
+        cells: Sequence[str] | None = None,
     ) -> ReportInput:
-        """From a raw input as the pages and `explain` take it: an image (C, H, W) in [0, 1], a text, or a row of
-        values (1-D; `words` says it with its columns' names)."""
+        """From a raw input as the pages take it: an image (C, H, W) in [0, 1], a text, or a row (1-D)."""
         if isinstance(raw, str):
             return cls(name, label, None, raw, dict(predictions or {}), ood)
         if np.ndim(raw) == 1:
             values = [float(v) for v in np.asarray(raw, dtype=np.float64)]
             text = words or ", ".join(f"{v:.4g}" for v in values)
-            return cls(name, label, None, text, dict(predictions or {}), ood, values)
+            return cls(name, label, None, text, dict(predictions or {}), ood, values, tuple(cells or ()))
         return cls(name, label, image_hwc(raw), None, dict(predictions or {}), ood)
 
     def raw(self, channels: int = 3) -> np.ndarray | str | None:
-        """The input back as the pages and `explain` take it (the inverse of `of`): the text, a row's values, or the
-        image as (C, H, W) float32 in [0, 1] with the model's `channels` (a grey image kept as three equal ones)."""
+        """The inverse of `of`: the text, a row's values, or the image (C, H, W) float32 with `channels` channels."""
         if self.values is not None:
             return np.asarray(self.values, np.float32)
         if self.text is not None:
@@ -249,7 +248,7 @@ class ReportInput:
             "label": None if self.label is None else {"class": self.label, "name": classes[self.label]},
             "file": file,
             "text": self.text,
-            **({"values": self.values} if self.values is not None else {}),
+            **({"values": self.values, "cells": list(self.cells)} if self.values is not None else {}),
             "predictions": {k: [p.to_json() for p in v] for k, v in self.predictions.items()},
             "out_of_distribution": None if self.ood is None else self.ood.to_json(),
         }
@@ -270,6 +269,7 @@ class ReportInput:
             {str(k): [Prediction.from_json(p) for p in v] for k, v in (d.get("predictions") or {}).items()},
             None if ood is None else OODScore.from_json(ood),
             None if d.get("values") is None else [float(v) for v in d["values"]],
+            tuple(str(c) for c in d.get("cells") or ()),
         )
 
 
@@ -593,6 +593,7 @@ def session_report(
             {run.key: top_predictions(p[i], run.classes, top_k)},
             None if ood is None else ood[i],
             None if isinstance(raw, str) else bundle.adapter.one_line(raw, bundle.info, 4000),
+            adapter_of(bundle.modality).input_cells(bundle.info, raw),
         )
         for i, (name, raw, label) in enumerate(inputs)
     ]

@@ -75,6 +75,15 @@ class ExplainingModality(Modality):
         """(raw input, description) of what a user named that is not a data set's sample: a file, or typed text."""
         raise ExplainError(f"{self.label.capitalize()} cannot be read from {spec!r}.")
 
+    def read_inputs(self, spec: str, bundle: ModelBundle) -> list[tuple[Any, str]]:
+        """Every input a file holds (a CSV of table rows), each as `read_input` gives one: [(raw, description)]."""
+        return [self.read_input(spec, bundle)]
+
+    def input_cells(self, info: Any, raw: Any) -> tuple[str, ...] | None:
+        """One input's values as people read them, 'name = value' per feature, when an input is shown as such (a
+        table row); None where it is shown as itself (a picture, a text)."""
+        return None
+
     def sample_problem(self, raw: Any, bundle: ModelBundle, name: str) -> str | None:
         """Why a data set's sample cannot go into the model as it is (None: it can)."""
         return None
@@ -151,6 +160,10 @@ class ExplainingModality(Modality):
     def figure_json(self, values: np.ndarray, labels: Sequence[str] | None) -> dict[str, Any]:
         """What a figure's JSON carries of its map besides the common fields (a text map: its words and scores)."""
         return {}
+
+    def labels_from_json(self, d: dict[str, Any]) -> tuple[str, ...] | None:
+        """A map's feature labels from its figure's JSON (a text map's words), else None."""
+        return tuple(str(w) for w in d["words"]) if "words" in d else None
 
     def values_from_json(self, d: dict[str, Any]) -> np.ndarray | None:
         """A map's values from its figure's JSON when the JSON carries them (text maps), else None."""

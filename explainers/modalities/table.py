@@ -118,6 +118,17 @@ class TableAdapter(ExplainingModality, TableModality):
         preview = ", ".join(value_labels(info, row)[:4])
         return row, f"typed row: {preview}{', …' if len(row) > 4 else ''}"
 
+    def read_inputs(self, spec: str, bundle: ModelBundle) -> list[tuple[Any, str]]:
+        """Every row of a CSV file (`rows.csv`), or the one row `read_input` reads."""
+        named = _csv_spec(spec.strip())
+        if named is None or named[1] is not None:
+            return [self.read_input(spec, bundle)]
+        rows = read_csv_rows(named[0], bundle.info)
+        return [(r, f"row {k} of {named[0].name}") for k, r in enumerate(rows, start=1)]
+
+    def input_cells(self, info: Any, raw: Any) -> tuple[str, ...] | None:
+        return tuple(value_labels(info, self.as_batch(raw)[0]))
+
     def sample_problem(self, raw: Any, bundle: ModelBundle, name: str) -> str | None:
         problem = row_problem(bundle.info, self.as_batch(raw))
         return None if problem is None else f"{name}: {problem}."
@@ -195,6 +206,13 @@ class TableAdapter(ExplainingModality, TableModality):
             "row_values": [value for _, value in parts],
             "attributions": [float(v) if np.isfinite(v) else None for v in np.asarray(values, np.float64).ravel()],
         }
+
+    def labels_from_json(self, d: dict[str, Any]) -> tuple[str, ...] | None:
+        """`column = value` per column, from the figure JSON's columns and the row's values."""
+        if "columns" not in d:
+            return None
+        values = d.get("row_values") or [""] * len(d["columns"])
+        return tuple(f"{c}{LABEL_SEP}{v}" if v else str(c) for c, v in zip(d["columns"], values, strict=False))
 
     def values_from_json(self, d: dict[str, Any]) -> np.ndarray | None:
         if "attributions" not in d:

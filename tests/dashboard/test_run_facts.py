@@ -141,3 +141,16 @@ def test_curve_frame_says_what_a_train_point_is_and_marks_epoch_ends():
     smoothed = with_smoothing(df, 0.5)
     val = smoothed[smoothed.series == VALIDATION]
     assert (val["smoothed"] == val["value"]).all()  # validation points are drawn as measured
+
+
+def test_many_short_epochs_mark_every_kth_end_and_a_stop():
+    from xaidash.dashboard.components.curves import MAX_EPOCH_MARKS, marked_ends
+
+    history: list[dict] = [{"kind": "epoch", "epoch": e, "step": 8 * e} for e in range(1, 81)]
+    history[-1]["message"] = "stopped by the user"
+    ends = epoch_ends(history)
+    marked = marked_ends(ends)
+    assert len(ends) == 80 and 1 < len(marked) <= MAX_EPOCH_MARKS + 1
+    assert marked["label"].iloc[-1] == "stopped" and (marked["epoch"].diff().dropna() > 1).all()
+    few = ends.head(MAX_EPOCH_MARKS)
+    assert marked_ends(few).equals(few)

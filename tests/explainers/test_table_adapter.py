@@ -221,7 +221,7 @@ def test_a_row_s_report_is_written_and_read_back(bundle: ModelBundle, tmp_path: 
     report.write_dir(tmp_path / "report")
     back = ExplainReport.read_dir(tmp_path / "report")
     inp = back.inputs[0]
-    assert inp.row == pytest.approx(row.tolist()) and inp.image is None
+    assert inp.values == pytest.approx(row.tolist()) and inp.image is None
     assert inp.text is not None and inp.text.startswith("x0 ") and "group " in inp.text
     assert torch.equal(torch.as_tensor(inp.raw()), row)
     figure = back.explanations[0].figure
