@@ -126,14 +126,14 @@ def what_if_panel(report: ExplainReport, i: int, choice: Any) -> None:
     methods, parameters, target, scale and display (explain.Choice)."""
     inp = report.inputs[i]
     run = selected_run()
-    if inp.row is None or run is None:
+    if inp.values is None or run is None:
         return
     try:
         bundle = services.bundle_for(run)
     except Exception as err:  # noqa: BLE001 - the page above already said it
         show_error(err, "Model not available")
         return
-    bkey, info, row = services.run_key(run), bundle.info, inp.row
+    bkey, info, row = services.run_key(run), bundle.info, np.asarray(inp.values, dtype=np.float32)
     with st.expander("Edit this row", icon=":material/tune:", key=f"whatif_panel_{i}"):
         st.caption(
             "Move a column's slider (within the training data's range) or pick another category: the prediction and "
