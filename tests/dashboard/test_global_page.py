@@ -19,6 +19,7 @@ from table_runs import fitted_bundle, table_run
 from xaidash.dashboard.components import global_compute
 from xaidash.dashboard.components.global_sections import fidelity_sentence, global_json, global_zip, rules_text
 from xaidash.dashboard.components.global_tree import tree_dot
+from xaidash.dashboard.state import run_label
 from xaidash.explainers.tabular.api import GlobalOptions, global_report
 from xaidash.explainers.tabular.report_figures import figure_files
 
@@ -158,3 +159,17 @@ def test_a_wide_table_shows_its_most_important_columns_first():
     assert [r["column"] for r in rows[:3]] == ["c49", "c48", "c47"] and rows[-1]["column"] == "c10"
     assert rows[0]["role"] == "sets the label (known truth)" and rows[1]["role"] == "other columns"
     assert [rows[0]["low"], rows[0]["high"]] == [48.5, 49.5]
+
+
+def test_the_picker_lists_table_runs_only_and_picking_one_draws_it(tmp_path: Path, monkeypatch):
+    image = make_run(tmp_path, "shapes", "mlp", epochs=1)
+    rows = table_run(tmp_path, fitted_bundle("planted"))
+    at = open_run_page(image, "global_view", monkeypatch, timeout=300, **_small(rows.id))
+    picker = at.selectbox(key="global_table_run")
+    assert picker.options == [run_label(rows)]  # the image run is not offered
+    assert run_label(rows).startswith("tabular_mlp on planted")
+    assert picker.value is None and len(at.info) == 1 and "or pick one above" in at.info[0].value
+    picker.set_value(rows.id).run()
+    assert not at.exception and not at.error, texts(at.error)
+    assert not at.info and any("agrees with the network on" in m for m in texts(at.markdown))
+    assert at.session_state["xai_selected_run"] == rows.id  # picked for every page
