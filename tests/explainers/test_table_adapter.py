@@ -226,4 +226,4 @@ def test_a_row_s_report_is_written_and_read_back(bundle: ModelBundle, tmp_path: 
     assert torch.equal(torch.as_tensor(inp.raw()), row)
     figure = back.explanations[0].figure
     assert figure is not None and figure.figure_png == report.explanations[0].figure.figure_png
-    assert "<blockquote>x0 " in back.to_html()
+    assert "row-values" in back.to_html() and "<td>x0</td>" in back.to_html()
