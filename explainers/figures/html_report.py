@@ -262,10 +262,10 @@ def _input_section(report: ExplainReport, i: int) -> str:
     png = inp.png()
     if png is not None:
         shown = f'<img class="input-img" alt="{esc(inp.name)}" src="{data_uri(png)}">'
+    elif inp.cells:  # a row: its values as a table (its `text` is the same in one line)
+        shown = _row_table(inp.cells)
     elif inp.text is not None:
         shown = f"<blockquote>{esc(inp.text)}</blockquote>"
-    elif inp.cells:
-        shown = _row_table(inp.cells)
     ood = ""
     if inp.ood is not None:
         cls = "ood flagged" if inp.ood.flagged else "ood"
