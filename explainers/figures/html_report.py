@@ -262,7 +262,7 @@ def _input_section(report: ExplainReport, i: int) -> str:
     png = inp.png()
     if png is not None:
         shown = f'<img class="input-img" alt="{esc(inp.name)}" src="{data_uri(png)}">'
-    elif inp.cells:  # a row: its values as a table, each column's value in its units
+    elif inp.cells:  # a row: its values as a table (its `text` is the same in one line)
         shown = _row_table(inp.cells)
     elif inp.text is not None:
         shown = f"<blockquote>{esc(inp.text)}</blockquote>"

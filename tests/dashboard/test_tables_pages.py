@@ -104,6 +104,11 @@ def test_explain_a_table_row_with_bars_metrics_what_if_and_counterfactual(plante
     if any(s.startswith("Counterfactual:") for s in texts(at.success)):
         changed = _frame(at, "→ changed to")
         assert "x2" not in set(changed["column"])
+    # Only a noise column left free: none found, said in one line.
+    at.multiselect(key="attack_0_cf_fixed").set_value([c.name for c in info.columns if c.name != "x7"]).run()
+    at.button(key="attack_0_cf_run").click().run()
+    assert_ok(at)
+    assert any(w.startswith("None found within 3 changed columns") for w in texts(at.warning)), texts(at.warning)
 
 
 def test_typed_rows_are_read_by_the_adapter(planted_run, monkeypatch) -> None:
@@ -119,6 +124,24 @@ def test_typed_rows_are_read_by_the_adapter(planted_run, monkeypatch) -> None:
     assert_ok(at)
     assert not texts(at.error)
     assert any("typed row 1" in t for t in texts(at.markdown))
+
+    # A CSV of rows: its header names the columns in any order; an id column is left out; every row is read.
+    test = load_split(PLANTED, "test")
+    frame = pd.concat(
+        [
+            pd.DataFrame({"id": [7, 8]}),
+            pd.DataFrame(
+                {c.name: [c.value_text(float(v)) for v in test.rows[:2, j]] for j, c in enumerate(info.columns)}
+            ).iloc[:, ::-1],
+        ],
+        axis=1,
+    )
+    at.radio(key="explain_source").set_value("Upload .csv rows").run()
+    at.file_uploader(key="explain_rowsfile").set_value(("rows.csv", frame.to_csv(index=False).encode(), "text/csv"))
+    at.run()
+    assert_ok(at)
+    shown = " ".join(texts(at.markdown))
+    assert "row 1 of rows.csv" in shown and "row 2 of rows.csv" in shown
 
 
 def test_train_offers_tables_and_reads_a_csv_path(tmp_path) -> None:
@@ -141,3 +164,16 @@ def test_train_offers_tables_and_reads_a_csv_path(tmp_path) -> None:
     errors = texts(at.error)
     assert len(errors) == 1 and "nope" in errors[0]
     assert not at.button or "Start training" not in [b.label for b in at.button]
+
+
+def test_side_by_side_shows_a_table_row_and_both_models_bars(planted_run, monkeypatch) -> None:
+    info = get_info(PLANTED)
+    root, run_id = planted_run
+    monkeypatch.setenv("XAIDASH_RUNS", str(root))
+    at = open_page(make_app(run_id, TIMEOUT), "views/side_by_side.py")
+    assert_ok(at)
+    names = {c.name for c in info.columns}
+    rows = [d.value for d in at.dataframe if names <= set(d.value.columns) and "test #" not in d.value.columns]
+    assert rows and rows[0].shape[0] == 1, "the row's values above both models' maps"
+    legends = [v for v in texts(at.markdown) if 'class="xai-cbar"' in v]
+    assert len(legends) >= 2
