@@ -5,6 +5,7 @@ be checked against the truth as `shapes` is for images. Each has a stratified 80
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -70,69 +71,68 @@ def _loader(read: Read) -> Loader:
     return load
 
 
-def _info(
-    name: str,
-    read: Read,
-    classes: tuple[str, ...],
-    description: str,
-    truth: tuple[str, ...] = (),
-    url: str = "",
-    categories: dict[int, tuple[str, ...]] | None = None,
-) -> Callable[[], DatasetInfo]:
-    def make() -> DatasetInfo:
-        rows, labels, names = read()
-        train = rows[stratified_indices(labels, "train")]
-        columns = table_columns(train, names, categories)
+@dataclass(frozen=True)
+class _Table:
+    """A built-in table: how its rows are read and what it declares; its columns' facts come from its training
+    split when its info is first asked for."""
+
+    name: str
+    read: Read
+    classes: tuple[str, ...]
+    description: str
+    truth: tuple[str, ...] = ()
+    url: str = ""
+    categories: dict[int, tuple[str, ...]] | None = None
+
+    def info(self) -> DatasetInfo:
+        rows, labels, names = self.read()
+        columns = table_columns(rows[stratified_indices(labels, "train")], names, self.categories)
         return DatasetInfo(
-            name=name,
+            name=self.name,
             modality="table",
-            classes=classes,
+            classes=self.classes,
             input_shape=(len(columns),),
-            description=description,
+            description=self.description,
             builtin=True,
             columns=columns,
-            truth_columns=truth,
-            source_url=url,
+            truth_columns=self.truth,
+            source_url=self.url,
         )
 
-    return make
 
-
-def _register(
-    name: str,
-    read: Read,
-    classes: tuple[str, ...],
-    description: str,
-    truth: tuple[str, ...] = (),
-    url: str = "",
-    categories: dict[int, tuple[str, ...]] | None = None,
-) -> None:
-    register(TableSource(name, _info(name, read, classes, description, truth, url, categories), _loader(read)))
+def _register(table: _Table) -> None:
+    register(TableSource(table.name, table.info, _loader(table.read)))
 
 
 _register(
-    "breast_cancer",
-    _breast_cancer,
-    ("malignant", "benign"),
-    "scikit-learn's Wisconsin breast cancer table: 30 measurements of cell nuclei per biopsy, malignant or benign; "
-    "455 train / 114 test rows (stratified, seed 0); works offline.",
-    url="https://archive.ics.uci.edu/dataset/17/breast+cancer+wisconsin+diagnostic",
+    _Table(
+        "breast_cancer",
+        _breast_cancer,
+        ("malignant", "benign"),
+        "scikit-learn's Wisconsin breast cancer table: 30 measurements of cell nuclei per biopsy, malignant or benign; "
+        "455 train / 114 test rows (stratified, seed 0); works offline.",
+        url="https://archive.ics.uci.edu/dataset/17/breast+cancer+wisconsin+diagnostic",
+    )
 )
 _register(
-    "wine",
-    _wine,
-    ("cultivar 1", "cultivar 2", "cultivar 3"),
-    "scikit-learn's wine table: 13 chemical measurements of wines from three cultivars; 142 train / 36 test rows "
-    "(stratified, seed 0); works offline.",
-    url="https://archive.ics.uci.edu/dataset/109/wine",
+    _Table(
+        "wine",
+        _wine,
+        ("cultivar 1", "cultivar 2", "cultivar 3"),
+        "scikit-learn's wine table: 13 chemical measurements of wines from three cultivars; 142 train / 36 test rows "
+        "(stratified, seed 0); works offline.",
+        url="https://archive.ics.uci.edu/dataset/109/wine",
+    )
 )
 _register(
-    "planted",
-    _planted,
-    ("negative", "positive"),
-    "Generated table with known truth: the label is positive where x0 * x1 + (x2 - 5) > 0 (x0 and x1 interact), "
-    "x3..x7 and the categorical `group` are noise on scales from 0.1 to 100; 1,600 train / 400 test rows; "
-    "works offline.",
-    truth=PLANTED_TRUTH,
-    categories={8: PLANTED_GROUPS},
+    _Table(
+        "planted",
+        _planted,
+        ("negative", "positive"),
+        "Generated table with known truth: the label is positive where x0 * x1 + (x2 - 5) > 0 (x0 and x1 interact), "
+        "x3..x7 and the categorical `group` are noise on scales from 0.1 to 100; 1,600 train / 400 test rows; "
+        "works offline.",
+        truth=PLANTED_TRUTH,
+        categories={8: PLANTED_GROUPS},
+    )
 )

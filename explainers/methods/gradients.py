@@ -37,7 +37,8 @@ from xaidash.explainers.registry import (
 from xaidash.models.bundle import ModelBundle
 
 
-def _saliency(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+def saliency_compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    """|gradient| of the target with respect to the model's input (images and table rows alike)."""
     sal = Saliency(ctx.model)
 
     def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -46,7 +47,8 @@ def _saliency(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     return per_slice(len(ctx.x), ctx.batch_size, one)
 
 
-def _input_x_gradient(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+def input_x_gradient_compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+    """Gradient times the model's input (images and table rows alike)."""
     ixg = InputXGradient(ctx.model)
 
     def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -204,7 +206,7 @@ register(
         id="saliency",
         label="Saliency",
         modalities=("image",),
-        compute=_saliency,
+        compute=saliency_compute,
         signed=False,
         family="gradient",
         description="Absolute gradient of the target score with respect to each input pixel (Simonyan et al., 2014).",
@@ -219,7 +221,7 @@ register(
         id="inputxgrad",
         label="Input x Gradient",
         modalities=("image",),
-        compute=_input_x_gradient,
+        compute=input_x_gradient_compute,
         signed=True,
         family="gradient",
         description="Gradient times the (normalised) input: a first-order estimate of each pixel's contribution.",

@@ -12,12 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from captum.attr import InputXGradient, IntegratedGradients, Saliency
+from captum.attr import IntegratedGradients
 
 from xaidash.explainers.batching import rows_per_pass, run_halving
-from xaidash.explainers.methods._common import batch_slices, grad_leaf, per_slice, quiet_hook_notices
+from xaidash.explainers.methods._common import batch_slices, grad_leaf, quiet_hook_notices
 from xaidash.explainers.methods._path import IG_TOLERANCE, refined_path
 from xaidash.explainers.methods._table import background_size_param, baseline_param, references, uses_background
+from xaidash.explainers.methods.gradients import input_x_gradient_compute, saliency_compute
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import (
     OUTPUT_CHANGE,
@@ -29,24 +30,6 @@ from xaidash.explainers.registry import (
     register,
     relative_gap,
 )
-
-
-def _saliency(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    sal = Saliency(ctx.model)
-
-    def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        return sal.attribute(grad_leaf(ctx.x[s]), target=ctx.targets[s], abs=True), {}
-
-    return per_slice(len(ctx.x), ctx.batch_size, one)
-
-
-def _input_x_gradient(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
-    ixg = InputXGradient(ctx.model)
-
-    def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        return ixg.attribute(grad_leaf(ctx.x[s]), target=ctx.targets[s]), {}
-
-    return per_slice(len(ctx.x), ctx.batch_size, one)
 
 
 def _pairs_ig(
@@ -136,7 +119,7 @@ register(
         id="saliency",
         label="Saliency",
         modalities=("table",),
-        compute=_saliency,
+        compute=saliency_compute,
         signed=False,
         family="gradient",
         description="Absolute gradient of the target logit with respect to each standardised column (a category "
@@ -150,7 +133,7 @@ register(
         id="inputxgrad",
         label="Input x Gradient",
         modalities=("table",),
-        compute=_input_x_gradient,
+        compute=input_x_gradient_compute,
         signed=True,
         family="gradient",
         description="Gradient times the standardised value (a category column: the gradient of its hot position): "
