@@ -121,3 +121,28 @@ def _evaluate(values: Values, alphas: list[float], rows: int) -> list[float]:
     at = torch.tensor(alphas, dtype=torch.float64)
     with torch.no_grad():
         return [float(v) for chunk in _chunks(at, rows) for v in values(chunk).double().cpu()]
+
+
+def refined_line(
+    model: torch.nn.Module, start: torch.Tensor, diff: torch.Tensor, target: int, change: float, steps: int, rows: int
+) -> tuple[torch.Tensor, int]:
+    """IG of one input integrated on an adaptively split path along the straight line `start` + a * `diff` (both
+    (1, ...) on the model's device): (attributions shaped like `diff`, the points used). Images and table rows both
+    refine through it."""
+
+    def run(alphas: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        a = alphas.to(device=diff.device, dtype=diff.dtype).view(-1, *([1] * (diff.dim() - 1)))
+        points = (start + a * diff).requires_grad_(grad)
+        with torch.set_grad_enabled(grad):
+            out = model(points).float()[:, target]
+            g = torch.autograd.grad(out.sum(), points)[0] if grad else None
+        return out.detach(), None if g is None else g * diff
+
+    def integrand(alphas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, g = run(alphas, True)
+        assert g is not None
+        return out, g
+
+    return refined_path(
+        integrand, lambda alphas: run(alphas, False)[0], change, steps=steps, tolerance=IG_TOLERANCE, rows=rows
+    )

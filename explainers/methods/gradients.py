@@ -21,7 +21,7 @@ from xaidash.data.transforms import denormalize, normalize
 from xaidash.explainers.baselines import baseline_param, make_baselines
 from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.methods._common import batch_slices, grad_leaf, per_input, per_slice, quiet_hook_notices
-from xaidash.explainers.methods._path import IG_TOLERANCE, refined_path
+from xaidash.explainers.methods._path import IG_TOLERANCE, refined_line
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import (
     OUTPUT_CHANGE,
@@ -143,22 +143,7 @@ def _refined_image_path(
     start, target = baselines[i : i + 1].detach(), int(ctx.targets[i])
     diff = ctx.x[i : i + 1].detach() - start
 
-    def run(alphas: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        a = alphas.to(device=diff.device, dtype=diff.dtype).view(-1, *([1] * (diff.dim() - 1)))
-        points = (start + a * diff).requires_grad_(grad)
-        with torch.set_grad_enabled(grad):
-            out = ctx.model(points).float()[:, target]
-            g = torch.autograd.grad(out.sum(), points)[0] if grad else None
-        return out.detach(), None if g is None else g * diff
-
-    def integrand(alphas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out, g = run(alphas, True)
-        assert g is not None
-        return out, g
-
-    return refined_path(
-        integrand, lambda alphas: run(alphas, False)[0], change, steps=steps, tolerance=IG_TOLERANCE, rows=rows
-    )
+    return refined_line(ctx.model, start, diff, target, change, steps, rows)
 
 
 def _guided_backprop(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:

@@ -16,7 +16,7 @@ from captum.attr import IntegratedGradients
 
 from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.methods._common import batch_slices, grad_leaf, quiet_hook_notices
-from xaidash.explainers.methods._path import IG_TOLERANCE, refined_path
+from xaidash.explainers.methods._path import IG_TOLERANCE, refined_line
 from xaidash.explainers.methods._table import background_size_param, baseline_param, references, uses_background
 from xaidash.explainers.methods.gradients import input_x_gradient_compute, saliency_compute
 from xaidash.explainers.params import Param
@@ -65,22 +65,7 @@ def _refined(
     """One pair's IG integrated again on an adaptively split path, the same straight line from `base` to `x`."""
     diff = (x - base).unsqueeze(0)
 
-    def run(alphas: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        a = alphas.to(device=diff.device, dtype=diff.dtype).view(-1, 1)
-        points = (base.unsqueeze(0) + a * diff).requires_grad_(grad)
-        with torch.set_grad_enabled(grad):
-            out = ctx.model(points).float()[:, target]
-            g = torch.autograd.grad(out.sum(), points)[0] if grad else None
-        return out.detach(), None if g is None else g * diff
-
-    def integrand(alphas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out, g = run(alphas, True)
-        assert g is not None
-        return out, g
-
-    return refined_path(
-        integrand, lambda alphas: run(alphas, False)[0], change, steps=steps, tolerance=IG_TOLERANCE, rows=rows
-    )
+    return refined_line(ctx.model, base.unsqueeze(0), diff, target, change, steps, rows)
 
 
 def _integrated_gradients(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:

@@ -5,38 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-from torch import nn
-
 from xaidash.data.modalities.table import prepared_width
 from xaidash.data.registry import DatasetInfo
 from xaidash.models.registry import DROPOUT, ModelSpec, register
 from xaidash.models.training.recipes import Recipe
+from xaidash.models.zoo.mlp import MLP
 
 HIDDEN = (64, 32)
-
-
-class TabularMLP(nn.Module):
-    def __init__(self, in_features: int, num_classes: int, hidden: tuple[int, ...] = HIDDEN, dropout: float = 0.1):
-        super().__init__()
-        layers: list[nn.Module] = []
-        width = in_features
-        for h in hidden:  # fresh ReLU and Dropout per layer: DeepLift hooks each instance once
-            layers += [nn.Linear(width, h), nn.ReLU(), nn.Dropout(dropout)]
-            width = h
-        layers.append(nn.Linear(width, num_classes))
-        self.net = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
 
 
 def _fits(info: DatasetInfo) -> str | None:
     return None if info.columns else "needs a table (rows of named columns)"
 
 
-def build(info: DatasetInfo, dropout: float = 0.1, **_: Any) -> TabularMLP:
-    return TabularMLP(prepared_width(info), info.num_classes, HIDDEN, dropout)
+def build(info: DatasetInfo, dropout: float = 0.1, **_: Any) -> MLP:
+    # the zoo's MLP: its Flatten leaves a prepared row (N, D) as it is
+    return MLP(prepared_width(info), info.num_classes, HIDDEN, dropout)
 
 
 # expected_acc: the test accuracy of `xaidash train --dataset D --model tabular_mlp` (seed 0, one CPU thread; the
