@@ -78,7 +78,9 @@ def test_the_probe_tells_the_demo_models_apart():
         )
     finally:
         torch.set_num_threads(threads)
-    assert min(resnet, vit) > 3 * text  # the text transformer's steps cost a fraction of the image models'
+    # the text transformer's steps cost a fraction of the image models' (3-5x on a quiet machine; 2.3x seen once
+    # while other tests shared the cores: timings, so a margin the load cannot take away)
+    assert min(resnet, vit) > 1.8 * text
 
 
 def test_each_queued_run_pays_the_loading_of_its_own_data_set():

@@ -8,8 +8,10 @@ import pytest
 import torch
 from torch import nn
 
+import xaidash.data.sets  # noqa: F401  (registers the data sets: a table model is built for `planted`)
 import xaidash.models  # noqa: F401  (registers the zoo)
-from xaidash.data.registry import DatasetInfo
+from xaidash.data.modalities import modality_of
+from xaidash.data.registry import DatasetInfo, get_info
 from xaidash.data.tokenizer import split_words
 from xaidash.models.registry import ModelError, build_model, get_spec, list_models
 from xaidash.models.runs.checkpoint import load_weights, save_weights
@@ -28,6 +30,8 @@ def info_for(name: str) -> DatasetInfo:
     spec = get_spec(name)
     if spec.modality == "text":
         return TEXT
+    if spec.modality == "table":
+        return get_info("planted")
     return next(info for info in (RGB, GREY) if spec.fits(info) is None)
 
 
@@ -43,6 +47,9 @@ def inputs_for(name: str) -> torch.Tensor:
     spec, info = get_spec(name), info_for(name)
     if spec.modality == "image":
         return torch.randn(2, *info.input_shape, generator=torch.Generator().manual_seed(1))
+    if spec.modality == "table":  # two typical rows, standardised and one-hot as the model reads them
+        table = modality_of("table")
+        return table.prepare(table.example(info, None, 2), info, None, torch.device("cpu"))
     if spec.tokenizer is not None:
         return spec.tokenizer().encode(TEXTS)
     return torch.tensor([[4, 9, 17, 3, 8, 2], [5, 11, 0, 0, 0, 0]])  # second row padded
