@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-import xaidash.data.sets  # noqa: F401  (registers the data sets: a table model is built for `planted`)
+import xaidash.data.sets  # registers the data sets: a table model is built for `planted`)
 import xaidash.models  # noqa: F401  (registers the zoo)
 from xaidash.data.modalities import modality_of
 from xaidash.data.registry import DatasetInfo, get_info
