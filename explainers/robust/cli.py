@@ -303,8 +303,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "more). Images, --search patch: a patch counterfactual: the same attack with no limit on the pixel values "
         "but confined to one square patch where the class's gradient is largest, grown until the model predicts "
         "--to (--budget: the largest patch side as a share of the image's, default 0.5). Text: the fewest word "
-        "deletions or substitutions from the model's vocabulary (greedy), or none within --budget edits. Exit code 1 "
-        "when none was found.",
+        "deletions or substitutions from the model's vocabulary (greedy), or none within --budget edits. Table rows: "
+        "the fewest changed columns (a beam search over values the training rows take), --budget the most changed "
+        "columns, --fixed COLUMN left as it is. Exit code 1 when none was found.",
     )
     _common(c)
     c.add_argument("--to", required=True, help="the class to reach (index or name)")
