@@ -126,8 +126,10 @@ def job_panel() -> None:
         ended_job(*ended)
     elif job.state == "stopped":
         st.warning(stopped_message(job), icon=":material/stop_circle:")
+    elif job.state == "completed":  # finished, but its run folder cannot be read now (deleted, or another runs root)
+        st.info(f"Finished; its run folder `{job.run_id}` is no longer in the runs folder.", icon=":material/info:")
     else:
-        st.error(f"Training failed: {job.error}", icon=":material/error:")
+        st.error(f"Training failed: {job.error or 'no reason recorded'}", icon=":material/error:")
 
 
 def live_job(job: JobSnapshot, queued: bool) -> None:

@@ -49,3 +49,14 @@ def make_png():
 def serve_app():
     """`with serve_app(runs_root, log_path) as url:` serves the app for a browser test."""
     return serving
+
+
+@pytest.fixture
+def fresh_jobs():
+    """A new training job manager for the test: AppTest sessions in one worker process share the server's (a
+    `st.cache_resource`), so a job another test started would show on this test's Train page."""
+    from xaidash.dashboard.services import job_manager
+
+    job_manager.clear()
+    yield
+    job_manager.clear()

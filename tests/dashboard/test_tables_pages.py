@@ -144,7 +144,7 @@ def test_typed_rows_are_read_by_the_adapter(planted_run, monkeypatch) -> None:
     assert "row 1 of rows.csv" in shown and "row 2 of rows.csv" in shown
 
 
-def test_train_offers_tables_and_reads_a_csv_path(tmp_path) -> None:
+def test_train_offers_tables_and_reads_a_csv_path(tmp_path, fresh_jobs) -> None:
     at = open_page(make_app(timeout=120), "views/train.py")
     at.selectbox(key="train_dataset").set_value(PLANTED).run()
     assert_ok(at)

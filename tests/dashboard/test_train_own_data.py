@@ -20,7 +20,9 @@ def _table(path: Path) -> Path:
     return path
 
 
-def test_a_table_typed_on_the_train_page_is_read_and_trained_by_its_name(tmp_path: Path, monkeypatch) -> None:
+def test_a_table_typed_on_the_train_page_is_read_and_trained_by_its_name(
+    tmp_path: Path, monkeypatch, fresh_jobs
+) -> None:
     started = []
 
     def start(cfg):  # records what the page would train, and starts nothing
