@@ -152,25 +152,8 @@ def test_kernel_shap_agrees_with_shap_s_kernel_explainer(bundle: ModelBundle) ->
     assert max(e.diagnostics["additivity_gap"]) < 1e-3
 
 
-NET = """
-import torch
-from torch import nn
-
-
-class TableNet(nn.Module):
-    def __init__(self, inputs: int, classes: int = 2):
-        super().__init__()
-        self.fc1 = nn.Linear(inputs, 16)
-        self.act = nn.ReLU()
-        self.out = nn.Linear(16, classes)
-
-    def forward(self, x):
-        return self.out(self.act(self.fc1(x)))
-"""
-
-
 def test_every_table_method_runs_on_an_imported_module(tmp_path, monkeypatch) -> None:
-    from safetensors.torch import save_file
+    from table_models import table_module
 
     from xaidash.data.modalities.table import prepared_width
     from xaidash.explainers import list_methods
@@ -179,14 +162,9 @@ def test_every_table_method_runs_on_an_imported_module(tmp_path, monkeypatch) ->
     from xaidash.models.runs.store import load_bundle
 
     monkeypatch.setenv("XAIDASH_RUNS", str(tmp_path / "runs"))
-    source = tmp_path / "tnet.py"
-    source.write_text(NET)
-    namespace: dict = {}
-    exec(compile(NET, str(source), "exec"), namespace)
-    torch.manual_seed(0)
     width = prepared_width(trained_bundle().info)
-    save_file(namespace["TableNet"](width).state_dict(), str(tmp_path / "w.safetensors"))
-    options = ImportOptions(weights=tmp_path / "w.safetensors", dataset="planted", model_options={"inputs": width})
+    source, weights, _ = table_module(tmp_path, width)
+    options = ImportOptions(weights=weights, dataset="planted", model_options={"inputs": width})
     bundle = load_bundle(import_model(f"module:{source}:TableNet", options).run.id, device="cpu")
     rows = split().rows[:3]
     methods = [s.id for s in list_methods("table")]

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import save_file
+from table_models import table_module
 
 import xaidash.data  # noqa: F401  (registers every data set)
 from xaidash.dashboard.cli import main
@@ -18,35 +18,6 @@ from xaidash.data.registry import get_info, load_split
 from xaidash.models.external import ImportOptions, import_model
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import load_bundle, runs_root
-
-NET = """
-import torch
-from torch import nn
-
-
-class TableNet(nn.Module):
-    def __init__(self, inputs: int, classes: int = 2):
-        super().__init__()
-        self.fc1 = nn.Linear(inputs, 16)
-        self.act = nn.ReLU()
-        self.out = nn.Linear(16, classes)
-
-    def forward(self, x):
-        return self.out(self.act(self.fc1(x)))
-"""
-
-
-def _module(folder: Path, inputs: int, classes: int = 2) -> tuple[Path, Path, torch.nn.Module]:
-    """The module file, its weights, and the same network built here (the reference)."""
-    source = folder / "tnet.py"
-    source.write_text(NET)
-    namespace: dict = {}
-    exec(compile(NET, str(source), "exec"), namespace)  # the same class, to compute the expected logits
-    torch.manual_seed(0)
-    net = namespace["TableNet"](inputs, classes).eval()
-    weights = folder / "w.safetensors"
-    save_file(net.state_dict(), str(weights))
-    return source, weights, net
 
 
 def _by_hand(rows: torch.Tensor, dataset: str) -> torch.Tensor:
@@ -64,7 +35,7 @@ def _by_hand(rows: torch.Tensor, dataset: str) -> torch.Tensor:
 def test_a_module_on_the_planted_table_reads_the_prepared_rows(tmp_path: Path) -> None:
     width = prepared_width(get_info("planted"))
     assert width == 8 + 3  # eight numeric columns and the three groups one-hot
-    source, weights, net = _module(tmp_path, width)
+    source, weights, net = table_module(tmp_path, width)
     options = ImportOptions(weights=weights, dataset="planted", model_options={"inputs": width})
     run = import_model(f"module:{source}:TableNet", options).run
     bundle = load_bundle(run.id, device="cpu")  # rebuilt from the run folder alone
@@ -84,7 +55,7 @@ def test_a_module_of_your_own_csv_on_the_command_line(tmp_path: Path, capsys: py
     dataset = f"csv:{table}?target=y&id=id"
     width = prepared_width(get_info(dataset))
     assert width == 1 + 3
-    source, weights, net = _module(tmp_path, width)
+    source, weights, net = table_module(tmp_path, width)
     code = main(
         [
             "import",
@@ -110,7 +81,7 @@ def test_a_module_of_your_own_csv_on_the_command_line(tmp_path: Path, capsys: py
 def test_a_first_layer_of_another_width_is_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source, weights, _ = _module(tmp_path, 11)
+    source, weights, _ = table_module(tmp_path, 11)
     argv = ["import", f"module:{source}:TableNet", "--weights", str(weights), "--option", "inputs=11"]
     code = main([*argv, "--dataset", "breast_cancer"])
     err = capsys.readouterr().err
@@ -126,7 +97,7 @@ def test_a_first_layer_of_another_width_is_one_line_and_writes_nothing(
             ImportOptions(weights=weights, dataset="planted", input_shape=(3, 8, 8), model_options={"inputs": 11}),
         )
     with pytest.raises(ModelError, match=r"has 2 classes \(negative, positive\) but the model has 3 outputs"):
-        _, three, _ = _module(tmp_path, 11, classes=3)
+        _, three, _ = table_module(tmp_path, 11, classes=3)
         import_model(
             f"module:{source}:TableNet",
             ImportOptions(weights=three, dataset="planted", model_options={"inputs": 11, "classes": 3}),

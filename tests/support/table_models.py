@@ -3,8 +3,11 @@ view's functions can be checked against scikit-learn's on identical predictions.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
+from safetensors.torch import save_file
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 
@@ -51,3 +54,34 @@ def mixed_rows(n: int = 150, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     x = np.column_stack([rng.normal(0, 1, n), rng.normal(5, 2, n), rng.uniform(-1, 1, n), rng.integers(0, 3, n)])
     return x.astype(np.float64)
+
+
+# A module of your own that reads a table's prepared rows (`xaidash import module:tnet.py:TableNet`).
+NET = """
+import torch
+from torch import nn
+
+
+class TableNet(nn.Module):
+    def __init__(self, inputs: int, classes: int = 2):
+        super().__init__()
+        self.fc1 = nn.Linear(inputs, 16)
+        self.act = nn.ReLU()
+        self.out = nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.out(self.act(self.fc1(x)))
+"""
+
+
+def table_module(folder: Path, inputs: int, classes: int = 2) -> tuple[Path, Path, torch.nn.Module]:
+    """The module file, its weights, and the same network built here (the reference)."""
+    source = folder / "tnet.py"
+    source.write_text(NET)
+    namespace: dict = {}
+    exec(compile(NET, str(source), "exec"), namespace)  # the same class, to compute the expected logits
+    torch.manual_seed(0)
+    net = namespace["TableNet"](inputs, classes).eval()
+    weights = folder / "w.safetensors"
+    save_file(net.state_dict(), str(weights))
+    return source, weights, net
