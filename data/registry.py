@@ -57,6 +57,23 @@ class TableColumn:
 
 
 @dataclass(frozen=True)
+class RegressionTarget:
+    """A number to predict instead of a class: its name and unit, and its training split's mean and std (the model
+    learns it standardised and answers in its units), range and quartiles (for reading an error's size)."""
+
+    name: str
+    unit: str = ""
+    mean: float = 0.0
+    std: float = 1.0
+    low: float = 0.0
+    high: float = 0.0
+
+    def value_text(self, value: float) -> str:
+        """A predicted or true value as people read it: '152.3 points'."""
+        return f"{value:.4g}" + (f" {self.unit}" if self.unit else "")
+
+
+@dataclass(frozen=True)
 class DatasetInfo:
     """What a data set is. `input_shape` is (C, H, W) for images and () for text."""
 
@@ -73,6 +90,8 @@ class DatasetInfo:
     columns: tuple[TableColumn, ...] = ()  # tables: the columns, in the order of a row's values
     truth_columns: tuple[str, ...] = ()  # tables: the columns known to set the label (a generated table)
     source_url: str = ""
+    # A number to predict (`classes` is then its one name: the model has one output); None: classes
+    regression: RegressionTarget | None = None
 
     @property
     def num_classes(self) -> int:

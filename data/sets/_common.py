@@ -44,6 +44,16 @@ def stratified_indices(labels: Sequence[int] | np.ndarray, split: str, seed: int
     return np.asarray(train_idx if split == "train" else test_idx, dtype=np.int64)
 
 
+def regression_indices(values: Sequence[float] | np.ndarray, split: str, seed: int = SPLIT_SEED) -> np.ndarray:
+    """The 80/20 split of rows with a number to predict, stratified on the number's quintiles, so both sides span
+    its whole range (a plain random split of a few hundred rows can leave the test side without the extremes)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size < 10:
+        raise DatasetError(f"{values.size} rows are too few to split 80/20 into train and test: give at least 10.")
+    edges = np.quantile(values, [0.2, 0.4, 0.6, 0.8])
+    return stratified_indices(np.searchsorted(edges, values, side="right"), split, seed)
+
+
 def channel_stats(images: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Per-channel mean and std of images (N, C, H, W), rounded for use as constants."""
     x = np.asarray(images, dtype=np.float64)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaidash.data.registry import DatasetInfo, DatasetSource, Loader, TableColumn
+from xaidash.data.registry import DatasetInfo, DatasetSource, Loader, RegressionTarget, TableColumn
 
 
 def table_columns(
@@ -42,6 +42,20 @@ def table_columns(
             )
         )
     return tuple(out)
+
+
+def regression_target(values: np.ndarray, name: str, unit: str = "") -> RegressionTarget:
+    """The facts of a number to predict, measured on the training split's values."""
+    values = np.asarray(values, dtype=np.float64)
+    std = float(values.std())
+    return RegressionTarget(
+        name=name,
+        unit=unit,
+        mean=float(values.mean()),
+        std=std if std > 1e-12 else 1.0,
+        low=float(values.min()),
+        high=float(values.max()),
+    )
 
 
 def as_rows(values: np.ndarray) -> torch.Tensor:

@@ -1,6 +1,8 @@
-"""Built-in tables, offline: scikit-learn's bundled breast cancer and wine tables, and `planted`, a generated table
+"""Built-in tables, offline: scikit-learn's bundled breast cancer and wine tables (classes), its diabetes table (a number
+to predict: disease progression), and `planted`, a generated table
 whose label is set by three known columns (two of them through their product), the rest noise, so every method can
-be checked against the truth as `shapes` is for images. Each has a stratified 80/20 train/test split (seed 0)."""
+be checked against the truth as `shapes` is for images. Each has a stratified 80/20 train/test split (seed 0; the
+diabetes table's is stratified on its target's quintiles)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import numpy as np
 import torch
 
 from xaidash.data.registry import DatasetInfo, Loader, SplitName, TableSplit, register
-from xaidash.data.sets._common import stratified_indices
-from xaidash.data.sets._tables import TableSource, as_rows, table_columns
+from xaidash.data.sets._common import regression_indices, stratified_indices
+from xaidash.data.sets._tables import TableSource, as_rows, regression_target, table_columns
 
 PLANTED_ROWS = 2000
 PLANTED_SEED = 7
@@ -39,19 +41,23 @@ def planted_table() -> tuple[np.ndarray, np.ndarray]:
     return np.stack([x0, x1, x2, *noise, group], axis=1), labels
 
 
-def _sklearn_table(loader_name: str) -> Callable[[], tuple[np.ndarray, np.ndarray, list[str]]]:
+def _sklearn_table(loader_name: str, **options: bool) -> Callable[[], tuple[np.ndarray, np.ndarray, list[str]]]:
     @lru_cache(maxsize=1)
     def load() -> tuple[np.ndarray, np.ndarray, list[str]]:
         import sklearn.datasets  # imported on use: keeps `import data.sets` light
 
-        bunch = getattr(sklearn.datasets, loader_name)()
-        return bunch.data, bunch.target.astype(np.int64), [str(n) for n in bunch.feature_names]
+        bunch = getattr(sklearn.datasets, loader_name)(**options)
+        target = bunch.target.astype(np.float64 if loader_name == "load_diabetes" else np.int64)
+        return bunch.data, target, [str(n) for n in bunch.feature_names]
 
     return load
 
 
 _breast_cancer = _sklearn_table("load_breast_cancer")
 _wine = _sklearn_table("load_wine")
+_diabetes = _sklearn_table(
+    "load_diabetes", scaled=False
+)  # the columns in their units (years, mm Hg, mg/dl), not scaled
 
 
 def _planted() -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -62,11 +68,17 @@ def _planted() -> tuple[np.ndarray, np.ndarray, list[str]]:
 Read = Callable[[], tuple[np.ndarray, np.ndarray, list[str]]]
 
 
+def _split(labels: np.ndarray, split: str) -> np.ndarray:
+    """Stratified on the classes, or on a number's quintiles (float labels: a regression target)."""
+    return regression_indices(labels, split) if labels.dtype.kind == "f" else stratified_indices(labels, split)
+
+
 def _loader(read: Read) -> Loader:
     def load(split: SplitName, root: Path, download: bool) -> TableSplit:
         rows, labels, _ = read()
-        idx = stratified_indices(labels, split)
-        return TableSplit(rows=as_rows(rows[idx]), labels=torch.from_numpy(labels[idx].copy()))
+        idx = _split(labels, split)
+        values = labels[idx].astype(np.float32 if labels.dtype.kind == "f" else np.int64)
+        return TableSplit(rows=as_rows(rows[idx]), labels=torch.from_numpy(values))
 
     return load
 
@@ -83,10 +95,15 @@ class _Table:
     truth: tuple[str, ...] = ()
     url: str = ""
     categories: dict[int, tuple[str, ...]] | None = None
+    unit: str = ""  # a regression target's unit (its one "class" is its name)
 
     def info(self) -> DatasetInfo:
         rows, labels, names = self.read()
-        columns = table_columns(rows[stratified_indices(labels, "train")], names, self.categories)
+        train = _split(labels, "train")
+        columns = table_columns(rows[train], names, self.categories)
+        regression = None
+        if labels.dtype.kind == "f":
+            regression = regression_target(labels[train], self.classes[0], self.unit)
         return DatasetInfo(
             name=self.name,
             modality="table",
@@ -97,6 +114,7 @@ class _Table:
             columns=columns,
             truth_columns=self.truth,
             source_url=self.url,
+            regression=regression,
         )
 
 
@@ -122,6 +140,17 @@ _register(
         "scikit-learn's wine table: 13 chemical measurements of wines from three cultivars; 142 train / 36 test rows "
         "(stratified, seed 0); works offline.",
         url="https://archive.ics.uci.edu/dataset/109/wine",
+    )
+)
+_register(
+    _Table(
+        "diabetes",
+        _diabetes,
+        ("disease progression",),
+        "scikit-learn's diabetes table: age, sex, BMI, blood pressure and six blood serum measurements of 442 "
+        "patients; the number to predict is a measure of disease progression one year later (25 to 346); 353 train / "
+        "89 test rows (stratified on the target's quintiles, seed 0); works offline.",
+        url="https://www4.stat.ncsu.edu/~boos/var.select/diabetes.html",
     )
 )
 _register(

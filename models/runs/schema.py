@@ -64,6 +64,19 @@ DATASET_INFO = {
         "source_url": {"type": "string"},
         "columns": {"type": "array", "items": TABLE_COLUMN, "maxItems": MAX_COLUMNS},
         "truth_columns": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_COLUMNS},
+        "regression": {
+            "type": ["object", "null"],
+            "required": ["name", "mean", "std"],
+            "properties": {
+                "name": {"type": "string"},
+                "unit": {"type": "string"},
+                "mean": {"type": "number"},
+                "std": {"type": "number", "exclusiveMinimum": 0},
+                "low": {"type": "number"},
+                "high": {"type": "number"},
+            },
+            "additionalProperties": False,
+        },
     },
     # Every key becomes a DatasetInfo field (store.info_from_json): an unknown one is damage, not a newer version's
     # addition (tests/models/test_damaged_runs.py checks these keys are DatasetInfo's fields).
@@ -173,6 +186,11 @@ SUMMARY = {
         "test_acc": _fraction,
         "val_loss": {"type": ["number", "null"]},
         "test_loss": {"type": ["number", "null"]},
+        # a number to predict: R² (at most 1, unbounded below), and the errors in the target's units
+        "val_r2": {"type": ["number", "null"], "maximum": 1},
+        "test_r2": {"type": ["number", "null"], "maximum": 1},
+        "test_rmse": {"type": ["number", "null"], "minimum": 0},
+        "test_mae": {"type": ["number", "null"], "minimum": 0},
         "confusion": {"type": ["array", "null"], "maxItems": MAX_CLASSES},
         "confusion_file": {"enum": ["confusion.npy", None]},  # a large matrix, beside the summary (runstore)
     },

@@ -40,7 +40,7 @@ from typing import Any, Literal
 import numpy as np
 
 from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
-from xaidash.data.registry import DatasetInfo, TableColumn
+from xaidash.data.registry import DatasetInfo, RegressionTarget, TableColumn
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
@@ -97,6 +97,8 @@ def info_from_json(obj: dict[str, Any]) -> DatasetInfo:
     schema.DATASET_INFO, requires the DatasetInfo fields that have no default and refuses every other key)."""
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in obj.items()}  # JSON lists -> tuples
     fields["columns"] = tuple(_column(c) for c in obj.get("columns", ()))
+    if obj.get("regression") is not None:
+        fields["regression"] = RegressionTarget(**obj["regression"])
     return DatasetInfo(**fields)
 
 

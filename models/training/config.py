@@ -160,6 +160,7 @@ class TrainEvent:
     train_acc: float | None = None
     val_loss: float | None = None
     val_acc: float | None = None
+    val_r2: float | None = None  # a number to predict: R² on the validation share (it has no accuracy)
     lr: float | None = None
     samples_per_s: float | None = None
     interval_steps: int | None = None  # step events: train_loss/acc are the means over this many steps

@@ -9,7 +9,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from xaidash.data.registry import RegressionTarget
 from xaidash.models.device import autocast
+from xaidash.models.task import RegressionSums
 from xaidash.models.training.batches import LoaderData, Shard, TensorData
 from xaidash.models.training.distributed import SINGLE, DistContext
 
@@ -23,11 +25,16 @@ def evaluate(
     batch_size: int = 1024,
     num_classes: int | None = None,
     dist: DistContext = SINGLE,
+    target: RegressionTarget | None = None,
 ) -> dict[str, Any]:
-    """Loss, accuracy and (when num_classes is given) the confusion matrix [true][pred]. With several processes
-    each evaluates its share and the sums are reduced: every rank gets the figures over the whole data."""
+    """Loss, accuracy and (when num_classes is given) the confusion matrix [true][pred]; for a number to predict
+    (`target`) the standardised squared error as the loss, R², RMSE and MAE in its units, and no accuracy. With
+    several processes each evaluates its share and the sums are reduced: every rank gets the figures over the
+    whole data."""
     model.eval()
     dist.sync_buffers(model)
+    if target is not None:
+        return _evaluate_regression(model, data, device, amp, batch_size, dist, target)
     # Sums stay on the device until the end: one host read for the whole pass, not one per batch.
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), dtype=torch.long, device=device)
@@ -55,6 +62,26 @@ def evaluate(
     if num_classes:
         out["confusion"] = dist.sum_tensor(confusion).view(num_classes, num_classes).cpu().tolist()
     return out
+
+
+def _evaluate_regression(
+    model: nn.Module,
+    data: TensorData | LoaderData,
+    device: torch.device,
+    amp: bool,
+    batch_size: int,
+    dist: DistContext,
+    target: RegressionTarget,
+) -> dict[str, Any]:
+    sums = RegressionSums(device)
+    shard = Shard(dist.rank, dist.world_size, pad=False) if dist.active else None
+    for x, y in data.batches(batch_size, shuffle=False, shard=shard):
+        with autocast(device, amp and device.type != "cpu"):
+            outputs = model(x.to(device))
+        sums.add(outputs.float(), y.to(device))
+    reduced = dist.sum(list(sums.sums), device) if dist.active else None
+    n = int(reduced[0] if reduced is not None else float(sums.sums[0]))
+    return {**sums.scores(target, reduced), "acc": None, "n": n}
 
 
 @dataclass

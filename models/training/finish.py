@@ -46,6 +46,7 @@ def write_checkpoint(session: TrainingSession, result: EpochResult) -> None:
         kept=session.kept(done, partial),
         val_acc=event.val_acc,
         val_loss=event.val_loss,
+        **({"val_r2": event.val_r2} if event.val_r2 is not None else {}),
     )
 
 
@@ -86,7 +87,7 @@ def finish_run(session: TrainingSession, state: str, error: str | None, epoch: i
         test = _test(session)
     elapsed = session.elapsed()
     run.write_metrics(
-        session.records + ([{"kind": "test", "test_loss": test["loss"], "test_acc": test["acc"]}] if test else [])
+        session.records + ([{"kind": "test", "test_loss": test["loss"], **_test_scores(test)}] if test else [])
     )
     summary = run.update_summary(
         state=state,
@@ -94,6 +95,7 @@ def finish_run(session: TrainingSession, state: str, error: str | None, epoch: i
         kept=summary.get("kept"),
         test_acc=test.get("acc"),
         test_loss=test.get("loss"),
+        **{k: v for k, v in _test_scores(test).items() if k != "test_acc"},
         confusion=test.get("confusion"),
         train_seconds=round(elapsed, 2),
         samples_per_s=session.samples_seen / elapsed if elapsed else None,
@@ -118,14 +120,23 @@ def finish_run(session: TrainingSession, state: str, error: str | None, epoch: i
 
 def _test(session: TrainingSession) -> dict[str, Any]:
     data = session.data
+    regression = data.info.regression
     return evaluate(
         session.model,
         data.test,
         session.device,
         session.cfg.amp,
-        num_classes=data.info.num_classes,
+        num_classes=None if regression is not None else data.info.num_classes,
         dist=session.dist,
+        target=regression,
     )
+
+
+def _test_scores(test: dict[str, Any]) -> dict[str, Any]:
+    """The test record's scores: the accuracy, or R², RMSE and MAE for a number to predict."""
+    if test.get("r2") is None:
+        return {"test_acc": test.get("acc")}
+    return {"test_acc": None, "test_r2": test["r2"], "test_rmse": test["rmse"], "test_mae": test["mae"]}
 
 
 def save_failed(e: OSError) -> str:

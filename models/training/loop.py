@@ -16,6 +16,7 @@ from torch import nn
 
 from xaidash.data.modalities import modality_of
 from xaidash.models.device import autocast, device_name
+from xaidash.models.task import correct_count, loss_function
 from xaidash.models.training.batches import augment_images
 from xaidash.models.training.config import Callback, TrainEvent, TrainingFailed
 from xaidash.models.training.evaluation import evaluate
@@ -64,7 +65,7 @@ def _log_step(session: TrainingSession, epoch: int, emit: Callback) -> None:
         epoch=epoch,
         step=session.step,
         train_loss=loss,
-        train_acc=acc,
+        train_acc=None if session.data.info.regression is not None else acc,
         interval_steps=steps,
         lr=session.optimizer.param_groups[0]["lr"],
         samples_per_s=rate,
@@ -133,7 +134,7 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
     model = session.train_model or session.model
     log_every = max(1, session.steps_per_epoch // 20)
     augment = _augmentation(session)
-    loss_fn = nn.CrossEntropyLoss(label_smoothing=s.label_smoothing)
+    loss_fn = loss_function(data.info, s.label_smoothing)
     skip, session.skip_steps = (session.skip_steps, 0) if epoch == session.start_epoch + 1 else (0, 0)
     if session.guard is None or session.guard.model is not session.model:
         session.guard = FiniteGuard(session.model, device, session.step)
@@ -170,7 +171,11 @@ def run_epoch(session: TrainingSession, epoch: int, stop: threading.Event, emit:
         if seen == 0 and stopped:
             session.skip_steps = skip  # nothing happened: a later resume still starts where the last one stopped
             return None
-        val = evaluate(session.model, data.val, device, cfg.amp, dist=dist) if data.val is not None else {}
+        val = (
+            evaluate(session.model, data.val, device, cfg.amp, dist=dist, target=data.info.regression)
+            if data.val is not None
+            else {}
+        )
         epoch_loss, epoch_correct, epoch_seen = dist.sum([loss_sum, correct, seen], device)
     return _epoch_result(
         session, epoch, stopped, val, epoch_loss / max(epoch_seen, 1), epoch_correct / max(epoch_seen, 1)
@@ -212,7 +217,7 @@ def _train_step(
     session.schedule.step()
     session.step += 1
     session.samples_seen += len(y) * session.dist.world_size  # equal shares: the same on every rank
-    batch_loss, batch_correct = loss.detach() * len(y), (logits.argmax(1) == y).sum()
+    batch_loss, batch_correct = loss.detach() * len(y), correct_count(session.data.info, logits, y)
     session.interval.add(batch_loss, batch_correct, len(y))
     return batch_loss, batch_correct
 
@@ -229,9 +234,10 @@ def _epoch_result(
         epoch=epoch,
         step=session.step,
         train_loss=train_loss,
-        train_acc=train_acc,
+        train_acc=None if session.data.info.regression is not None else train_acc,
         val_loss=val.get("loss"),
         val_acc=val.get("acc"),
+        val_r2=val.get("r2"),
         lr=session.optimizer.param_groups[0]["lr"],
         samples_per_s=rate,
         elapsed_s=elapsed,

@@ -49,12 +49,13 @@ class Recipe(TrainSettings):
     """Training settings for one model on one kind of data.
 
     expected_acc: the test accuracy this recipe reached on that data where it was measured (None for
-    an untested fallback); runs far below it are flagged. recommended: preselect this model for the data.
+    an untested fallback); runs far below it are flagged. expected_r2: the same for a number to predict (test R²). recommended: preselect this model for the data.
     model_options: build options the recipe needs (e.g. minilm fine-tunes its encoder on sst2), used when the
     user gives none; pairs, so the recipe stays hashable.
     """
 
     expected_acc: float | None = None
+    expected_r2: float | None = None
     recommended: bool = False
     model_options: tuple[tuple[str, Any], ...] = ()
 

@@ -8,6 +8,7 @@ from typing import Any
 from xaidash.data.modalities.table import prepared_width
 from xaidash.data.registry import DatasetInfo
 from xaidash.models.registry import DROPOUT, ModelSpec, register
+from xaidash.models.task import TargetScale
 from xaidash.models.training.recipes import Recipe
 from xaidash.models.zoo.mlp import MLP
 
@@ -20,7 +21,10 @@ def _fits(info: DatasetInfo) -> str | None:
 
 def build(info: DatasetInfo, dropout: float = 0.1, **_: Any) -> MLP:
     # the zoo's MLP: its Flatten leaves a prepared row (N, D) as it is
-    return MLP(prepared_width(info), info.num_classes, HIDDEN, dropout)
+    model = MLP(prepared_width(info), info.num_classes, HIDDEN, dropout)
+    if info.regression is not None:  # one output, learnt standardised, answered in the target's units
+        model.net.append(TargetScale(info.regression.mean, info.regression.std))
+    return model
 
 
 # expected_acc: the test accuracy of `xaidash train --dataset D --model tabular_mlp` (seed 0, one CPU thread; the
@@ -34,10 +38,14 @@ def build(info: DatasetInfo, dropout: float = 0.1, **_: Any) -> MLP:
 #   wine (36 test rows):           network 100%;  logistic regression 97.2% (C=0.01); boosting 100%; forest 100%
 #   planted (400 test rows):       network 97.5%; logistic regression 89.5% (C=0.01: linear, it cannot read the
 #                                  x0 * x1 interaction); boosting 95.5%; forest 95.2%
+# diabetes, a number to predict (89 test rows; test R², the regressors' counterparts with the same grids, Ridge's
+# alpha in {0.01, 0.1, 1, 10, 100} for C): network 0.424 (RMSE 59.8, MAE 47.8); ridge 0.426 (alpha=10); boosting
+# 0.478; forest 0.456. Its 353 training rows are few for a network: stronger weight decay than the other tables.
 RECIPES = {
     "breast_cancer": Recipe(epochs=30, batch_size=32, lr=3e-3, weight_decay=1e-3, expected_acc=0.965, recommended=True),
     "wine": Recipe(epochs=40, batch_size=16, lr=3e-3, weight_decay=1e-3, expected_acc=1.0, recommended=True),
     "planted": Recipe(epochs=40, batch_size=64, lr=3e-3, weight_decay=1e-4, expected_acc=0.975, recommended=True),
+    "diabetes": Recipe(epochs=30, batch_size=32, lr=1e-3, weight_decay=0.1, expected_r2=0.424, recommended=True),
     "table": Recipe(epochs=60, batch_size=64, lr=3e-3, weight_decay=1e-4),  # a user's table: untested fallback
 }
 

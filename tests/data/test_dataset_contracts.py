@@ -101,7 +101,11 @@ def spread(n: int) -> torch.Tensor:
 def test_info_is_the_sources_and_its_classes_are_named_once(name: str) -> None:
     info = get_info(name)
     assert info == get_source(name).info and info.name == name
-    assert isinstance(info.classes, tuple) and info.num_classes == len(info.classes) >= 2
+    # a number to predict has one "class", its name (the model's one output); classes are at least two
+    fewest = 1 if info.regression is not None else 2
+    assert isinstance(info.classes, tuple) and info.num_classes == len(info.classes) >= fewest
+    if info.regression is not None:
+        assert info.num_classes == 1 and info.regression.name == info.classes[0] and info.regression.std > 0
     assert all(isinstance(c, str) and c.strip() for c in info.classes), info.classes
     assert len(set(info.classes)) == info.num_classes, info.classes
 
@@ -113,8 +117,16 @@ def test_both_splits_load_and_hold_every_class_in_training(name: str) -> None:
         modality_of(info.modality).check_split(split, name)  # the split its modality's adapter reads
         assert len(split) > 0, split_name
         labels = split.labels
+        if info.regression is not None:  # the values to predict, in their units, finite
+            assert labels.dtype == torch.float32 and labels.shape == (len(split),) and labels.isfinite().all()
+            continue
         assert labels.dtype == torch.int64 and labels.shape == (len(split),), (split_name, labels.dtype, labels.shape)
         assert int(labels.min()) >= 0 and int(labels.max()) < info.num_classes, split_name
+    if info.regression is not None:  # both sides span the target's range (stratified on its quintiles)
+        train, test = splits["train"].labels, splits["test"].labels
+        assert float(train.min()) == info.regression.low and float(train.max()) == info.regression.high
+        assert float(test.std()) > 0.5 * info.regression.std
+        return
     counts = torch.bincount(splits["train"].labels, minlength=info.num_classes)
     assert (counts > 0).all(), dict(zip(info.classes, counts.tolist(), strict=True))
 
