@@ -16,6 +16,20 @@ def percent(value: float | None, digits: int = 1) -> str:
     return f"{100 * float(value):.{digits}f}%"
 
 
+def r2_text(value: float | None) -> str:
+    """A coefficient of determination: 0.4237 -> 'R² 0.42'; None or NaN -> '–'."""
+    if value is None or not math.isfinite(float(value)):
+        return MISSING
+    return f"R² {float(value):.2f}"
+
+
+def score_text(summary: dict, split: str) -> str:
+    """A run's headline score on `split` ('val', 'test') from its summary: its accuracy as a percentage, or R² for
+    a number to predict (a summary with `{split}_r2`), or '–'."""
+    r2 = summary.get(f"{split}_r2")
+    return r2_text(r2) if r2 is not None else percent(summary.get(f"{split}_acc"))
+
+
 def fmt_number(v: float | int | None, digits: int = 3) -> str:
     """A value as people read it: counts (whole numbers) without decimals, others to `digits` decimals,
     very small or large ones in scientific notation, missing ones as '–' (pages, tables and the HTML report)."""

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from xaidash.data.modalities import Modality, modality_of
-from xaidash.data.registry import DatasetInfo
+from xaidash.data.registry import DatasetInfo, RegressionTarget
 from xaidash.models.registry import ModelError, ModelSpec
 
 
@@ -36,6 +36,17 @@ class ModelBundle:
     @property
     def modality(self) -> str:
         return self.spec.modality
+
+    @property
+    def regression(self) -> RegressionTarget | None:
+        """The number the model predicts (its one output, in the target's units), or None for a classifier."""
+        return self.info.regression
+
+    def scores(self, outputs: torch.Tensor) -> torch.Tensor:
+        """What a page shows of a prediction, from the model's outputs (N, K): class probabilities (softmax), or the
+        predicted number itself (N, 1) for a regression model; explained as a probability, a regression output is
+        explained as its value."""
+        return outputs if self.info.regression is not None else torch.softmax(outputs, dim=1)
 
     def no_dataset_reason(self, needs: str) -> str | None:
         """None when the model has a data set; else one line on why what `needs` it is unavailable and how to link one."""
@@ -77,11 +88,14 @@ class ModelBundle:
     def predict_proba(
         self, inputs: torch.Tensor | Sequence[str], batch_size: int = 256, temperature: float | None = None
     ) -> torch.Tensor:
-        """Class probabilities (N, classes) on the CPU for raw inputs, computed in batches on the device.
+        """Class probabilities (N, classes) on the CPU for raw inputs, computed in batches on the device; for a
+        regression model its predicted values (N, 1) in the target's units (`scores`).
         `temperature`: softmax(logits / T), the run's calibrated probabilities (models/calibration_run.py fits T);
         None is the plain softmax. T never changes the predicted class."""
         self.model.eval()
         logits = self.logits(self.prepare(inputs), batch_size)
+        if self.info.regression is not None:
+            return logits.cpu()
         if temperature is not None:
             if not temperature > 0:
                 raise ModelError(f"A temperature must be positive, not {temperature}.")

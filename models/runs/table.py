@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xaidash.data.formatting import MISSING, percent
+from xaidash.data.formatting import MISSING, score_text
 from xaidash.models.runs.quality import quality_label
 from xaidash.models.runs.store import CONFIG, Run, list_runs, run_liveness
 
@@ -44,8 +44,8 @@ def _run_row(r: Run) -> dict[str, str]:
         "dataset": c["dataset"],
         "state": run_liveness(r, s).state,
         "epochs": epochs_cell(s, c.get("train", {}).get("epochs") or "?"),
-        "val acc": percent(s.get("val_acc")),
-        "test acc": percent(s.get("test_acc")),
+        "val acc": score_text(s, "val"),  # a number to predict: its R²
+        "test acc": score_text(s, "test"),
         "quality": quality_label(r, s),
         "device": c.get("device", "?"),
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
