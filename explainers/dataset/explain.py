@@ -410,6 +410,12 @@ def explain_dataset(
     on_chunk: Callable[[ChunkResult], None] | None = None,
 ) -> DatasetOutcome:
     """Explain samples [job.start, job.stop) of a split into the store at `out`, resuming what is there."""
+    if bundle.regression is not None:  # its store and report are by class: accuracy, losses, a confusion
+        raise ExplainError(
+            f"Explaining a whole split reports accuracy, losses and maps by class; this run predicts a number "
+            f"({bundle.regression.name}), so it does not apply. For the whole data set's picture use the Global "
+            "view (xaidash global --run RUN); explain rows one by one with --input row:N."
+        )
     if engine not in ENGINES:
         raise ExplainError(f"--engine {engine!r}: use one of {', '.join(ENGINES)}.")
     writer = open_writer(out, job_manifest(job, bundle, split_size, engine), fresh)

@@ -16,7 +16,13 @@ from xaidash.models.bundle import ModelBundle
 def final_linear(bundle: ModelBundle, probe: torch.Tensor) -> str:
     """The name of the model's final linear layer: the spec's declared classifier where it has one (CAM's
     `gap_classifier`), else found by running `probe` (prepared inputs, a row or two) and taking the last
-    `nn.Linear` called whose output is the logits. ExplainError when none is (no final linear layer)."""
+    `nn.Linear` called whose output is the logits. ExplainError when none is (no final linear layer), or when the
+    model predicts a number (its loss gradient here is cross-entropy's, over classes)."""
+    if bundle.regression is not None:
+        raise ExplainError(
+            f"The influence methods score training samples through a classifier's loss (cross-entropy over its "
+            f"classes); this run predicts a number ({bundle.regression.name}), so they do not apply to it."
+        )
     model = bundle.model
     declared = bundle.spec.gap_classifier
     if declared:

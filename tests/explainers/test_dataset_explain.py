@@ -253,3 +253,15 @@ def test_a_killed_process_resumes_where_it_stopped(image_run: Path, tmp_path: Pa
     store = open_store_at(out)
     assert store is not None and store.manifest["complete"] and list(store.samples()["index"]) == list(range(96))
     assert torch.isfinite(torch.as_tensor(np.stack(store.maps("saliency", range(96))))).all()
+
+
+def test_a_regression_run_is_refused_with_the_global_view_named(tmp_path: Path) -> None:
+    from table_bundles import untrained_bundle
+
+    from xaidash.explainers.dataset.explain import DatasetJob
+
+    bundle = untrained_bundle("diabetes")
+    job = DatasetJob(run_path=str(tmp_path), split="test", start=0, stop=10, methods=["ig"], params={})
+    with pytest.raises(ExplainError, match=r"predicts a number \(disease progression\).*xaidash global"):
+        explain_dataset(job, tmp_path / "store", bundle=bundle, split_size=89)
+    assert not (tmp_path / "store").exists()  # nothing written

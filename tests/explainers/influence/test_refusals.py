@@ -113,3 +113,12 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert main(["influence", "--run", run.id, *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and err.startswith("error:") and message in err, err
+
+
+def test_a_model_that_predicts_a_number_is_refused_in_one_sentence() -> None:
+    from table_bundles import untrained_bundle
+
+    bundle = untrained_bundle("diabetes")
+    probe = bundle.prepare(torch.zeros(2, len(bundle.info.columns)))
+    with pytest.raises(ExplainError, match=r"predicts a number \(disease progression\), so they do not apply"):
+        final_linear(bundle, probe)
