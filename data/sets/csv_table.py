@@ -410,9 +410,7 @@ def _scan(path: Path, stamp: tuple[int, int], opts: TableOptions) -> _Scanned:
         if len(set(ids)) < len(ids):
             notes.append(f"The id column {opts.id!r} repeats some values; rows are still told apart by position.")
     facts = table_columns(matrix[splits["train"]], names, categories)
-    regression = (
-        regression_target(target.labels[splits["train"]], opts.target, opts.unit) if target.number else None
-    )
+    regression = regression_target(target.labels[splits["train"]], opts.target, opts.unit) if target.number else None
     return _Scanned(target.classes, facts, matrix, target.labels, ids, splits, tuple(notes), regression, target.why)
 
 

@@ -195,7 +195,12 @@ BAD = [
         r"has 150 different values \(at most 100 classes\); leave out task=classes to predict it as a number",
     ),
     ("task.csv", GOOD, "target=y&task=maybe", r"task='maybe': write task=regression \(a number to predict\) or task="),
-    ("unit.csv", GOOD, "target=y&task=classes&unit=EUR", r"unit='EUR' is the unit of a number to predict; task=classes"),
+    (
+        "unit.csv",
+        GOOD,
+        "target=y&task=classes&unit=EUR",
+        r"unit='EUR' is the unit of a number to predict; task=classes",
+    ),
     (
         "unit_classes.csv",
         "x,y\n" + "".join(f"{i},{i % 3}\n" for i in range(30)),
@@ -208,7 +213,12 @@ BAD = [
         "target=y&task=regression",
         r"column 'y' is the target of task=regression but is not a number: 'lots' on line 32 and 1 more\.",
     ),
-    ("constant.csv", "x,y\n" + _rows(30, "{i},2.5\n"), "target=y", r"target 'y' is 2\.5 on every row: there is no number"),
+    (
+        "constant.csv",
+        "x,y\n" + _rows(30, "{i},2.5\n"),
+        "target=y",
+        r"target 'y' is 2\.5 on every row: there is no number",
+    ),
     ("constant_whole.csv", "x,y\n" + _rows(30, "{i},7\n"), "target=y&task=regression", r"'y' is 7 on every row"),
     (
         "few_numbers.csv",
