@@ -22,7 +22,7 @@ Rules (docs/tables.md, "Your own table" and "Numbers to predict"):
 - Missing values are empty fields and NA, N/A, NaN, null, ? (any case). `missing=impute` (the default) fills a
   numeric column with its training split's median and gives a categorical column a "(missing)" category (that a
   value was missing can itself be telling, and a mode would hide it); rows without a target are dropped, with a note
-  (a number to predict as classes: a guessed target would be trained on as if true).
+  (for a number to predict as for classes: a guessed target would be trained on as if it were true).
   `missing=refuse` refuses the first column with a missing value, naming it and the line.
 - The split is the stratified 80/20 of data/sets/_common.py. Numeric facts (range, mean, std, median: what the model
   standardises with) come from the training split only, so the test rows stay unseen; the categories come from the
