@@ -174,7 +174,7 @@ def methods_block() -> str:
 
 
 def recipes_text(spec: Any) -> str:
-    """Data sets the model has a recipe for, with the accuracy the recipe reached when tested; bold where the
+    """Data sets the model has a recipe for, with the accuracy (or R²) the recipe reached when tested; bold where the
     recipe is the data set's recommended one. The generic recipe (keyed by modality) is listed last."""
     out, generic = [], []
     for key, recipe in spec.recipes.items():
@@ -183,7 +183,9 @@ def recipes_text(spec: Any) -> str:
             continue
         acc = getattr(recipe, "expected_acc", None)
         name = f"**{key}**" if getattr(recipe, "recommended", False) else key
-        out.append(f"{name} ({100 * acc:.1f}%)" if acc is not None else f"{name} (not measured)")
+        r2 = getattr(recipe, "expected_r2", None)  # a number to predict: its test R²
+        score = f"{100 * acc:.1f}%" if acc is not None else f"R² {r2:.3f}" if r2 is not None else "not measured"
+        out.append(f"{name} ({score})")
     return ", ".join(out + generic) or "none"
 
 
@@ -227,6 +229,8 @@ def models_block() -> str:
 
 
 def classes_text(info: Any) -> str:
+    if getattr(info, "regression", None) is not None:
+        return f"a number: {info.regression.name}"
     if len(info.classes) <= 10:
         return f"{len(info.classes)}: " + ", ".join(info.classes)
     return str(len(info.classes))

@@ -1,19 +1,28 @@
 """Your own table: `csv:<path>?target=<column>[&id=<column>][&categorical=a,b][&numeric=c][&drop=d,e]
-[&missing=impute|refuse]`.
+[&missing=impute|refuse][&task=regression|classes][&unit=<text>]`.
 
 The `csv:` prefix serves two kinds of file: a table of columns (this module: the options above, `target` required)
 and texts with labels (data/sets/user_data.py: `csv:<path>[?text=<column>&label=<column>]`). The options given
 decide which: any table option makes it a table, none (or `text=`/`label=`) a text data set, as before.
 
-Rules (docs/tables.md, "Your own table"):
-- The target's distinct values are the classes, in numeric order when every one is a number, else in text order.
+Rules (docs/tables.md, "Your own table" and "Numbers to predict"):
+- The target is classes or a number to predict. `task=classes` or `task=regression` says which; without it, a target
+  whose every value is a number is a number to predict when it has more than MAX_CLASSES different values or any
+  value with a fraction (12.5), and classes otherwise (whole numbers such as 0/1 or ratings 1..5 stay classes); a
+  target with any word is classes. The description says which was taken and why, as it shows the columns' kinds.
+- Classes: the target's distinct values, in numeric order when every one is a number, else in text order.
+- A number to predict: float32 labels in the target's units (`unit=` names them, e.g. unit=EUR), one "class" (the
+  target's name: the model has one output), DatasetInfo.regression with the training split's mean, std and range;
+  the split is stratified on the target's quintiles (data/sets/_common.regression_indices), so both sides span its
+  range. A constant target, or a word in it with task=regression, is refused.
 - A column is numeric when every value that is not missing reads as a finite number, categorical when fewer than
   half do; a column in between (mostly numbers, some words) is refused as mixed, naming a bad value and its line.
   Numbers stay numeric even with few distinct whole values (a 0/1 flag, a count): their order means something; list
   a column in `categorical=` to one-hot it instead. `numeric=` refuses any value that is not a number.
 - Missing values are empty fields and NA, N/A, NaN, null, ? (any case). `missing=impute` (the default) fills a
   numeric column with its training split's median and gives a categorical column a "(missing)" category (that a
-  value was missing can itself be telling, and a mode would hide it); rows without a target are dropped, with a note.
+  value was missing can itself be telling, and a mode would hide it); rows without a target are dropped, with a note
+  (for a number to predict as for classes: a guessed target would be trained on as if it were true).
   `missing=refuse` refuses the first column with a missing value, naming it and the line.
 - The split is the stratified 80/20 of data/sets/_common.py. Numeric facts (range, mean, std, median: what the model
   standardises with) come from the training split only, so the test rows stay unseen; the categories come from the
@@ -34,19 +43,28 @@ import numpy as np
 import torch
 
 from xaidash.data.errors import DatasetError
-from xaidash.data.registry import DatasetInfo, SplitName, TableColumn, TableSplit, register_factory
-from xaidash.data.sets._common import NotedDatasetSource, stratified_indices
+from xaidash.data.registry import (
+    DatasetInfo,
+    RegressionTarget,
+    SplitName,
+    TableColumn,
+    TableSplit,
+    register_factory,
+)
+from xaidash.data.sets._common import NotedDatasetSource, regression_indices, stratified_indices
 from xaidash.data.sets._csv_read import RawTable, read_table
-from xaidash.data.sets._tables import as_rows, table_columns
+from xaidash.data.sets._tables import as_rows, regression_target, table_columns
 from xaidash.data.sets.user_data import _warn, parse_argument
 from xaidash.data.sets.user_data import csv_source as text_csv_source
 
-TABLE_OPTIONS = ("target", "id", "categorical", "numeric", "drop", "missing")
+TABLE_OPTIONS = ("target", "id", "categorical", "numeric", "drop", "missing", "task", "unit")
 TEXT_OPTIONS = ("text", "label")
 MISSING_MODES = ("impute", "refuse")
+TASKS = ("regression", "classes")
 MISSING_TOKENS = frozenset({"", "na", "n/a", "nan", "null", "?"})
 MISSING_CATEGORY = "(missing)"
 MAX_CLASSES = 100
+REGRESSION_MIN_ROWS = 25  # a number to predict: 5 test rows, one in each fifth of its range
 MAX_CATEGORIES = 200
 ID_LIKE_ROWS = 20  # a text column whose every value differs, over at least this many rows, is an identifier
 
@@ -59,6 +77,8 @@ class TableOptions:
     numeric: tuple[str, ...] = ()
     drop: tuple[str, ...] = ()
     missing: str = "impute"
+    task: str | None = None  # "regression" or "classes"; None: inferred from the target's values
+    unit: str = ""  # a number to predict: its unit
 
 
 def _names(text: str | None) -> tuple[str, ...]:
@@ -72,6 +92,15 @@ def table_options(arg: str, options: dict[str, str]) -> TableOptions:
     missing = options.get("missing", "impute").strip().lower()
     if missing not in MISSING_MODES:
         raise DatasetError(f"missing={options['missing']!r}: write missing=impute or missing=refuse.")
+    task = options.get("task", "").strip().lower() or None
+    if task is not None and task not in TASKS:
+        raise DatasetError(
+            f"task={options['task']!r}: write task=regression (a number to predict) or task=classes, or leave it out "
+            "to have it inferred from the target's values."
+        )
+    unit = options.get("unit", "").strip()
+    if unit and task == "classes":
+        raise DatasetError(f"unit={unit!r} is the unit of a number to predict; task=classes predicts classes.")
     opts = TableOptions(
         target=target,
         id=options.get("id", "").strip() or None,
@@ -79,6 +108,8 @@ def table_options(arg: str, options: dict[str, str]) -> TableOptions:
         numeric=_names(options.get("numeric")),
         drop=_names(options.get("drop")),
         missing=missing,
+        task=task,
+        unit=unit,
     )
     both = sorted(set(opts.categorical) & set(opts.numeric))
     if both:
@@ -123,9 +154,11 @@ def _sorted_values(values: set[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class _Target:
-    classes: tuple[str, ...]
-    labels: np.ndarray  # (kept rows,) int64
+    classes: tuple[str, ...]  # a number to predict: its one name (the model's one output)
+    labels: np.ndarray  # (kept rows,) int64 class codes, or float64 values of a number to predict
     keep: np.ndarray  # (all rows,) bool: rows with a target
+    number: bool = False  # a number to predict
+    why: str = ""  # how the task was inferred, for the description ("" when given or when there was no choice)
 
 
 def _target(path: Path, table: RawTable, opts: TableOptions, notes: list[str]) -> _Target:
@@ -145,6 +178,49 @@ def _target(path: Path, table: RawTable, opts: TableOptions, notes: list[str]) -
     kept = [v for v, k in zip(values, keep, strict=True) if k]
     if not kept:
         raise DatasetError(f"{path}: the target {opts.target!r} is empty on every row.")
+    lines = [line for line, k in zip(table.lines, keep, strict=True) if k]
+    numbers = np.fromiter((_as_float(v) for v in kept), dtype=np.float64, count=len(kept))
+    number, why = _task(path, kept, numbers, lines, opts)
+    if number:
+        if numbers.min() == numbers.max():
+            raise DatasetError(
+                f"{path}: the target {opts.target!r} is {numbers[0]:g} on every row: there is no number to predict."
+            )
+        return _Target((opts.target,), numbers, keep, True, why)
+    if opts.unit:
+        raise DatasetError(
+            f"unit={opts.unit!r} is given but the target {opts.target!r} is read as classes"
+            f"{' (' + why.partition(';')[0] + ')' if why else ''}: add task=regression to predict it as a number."
+        )
+    classes, labels = _classes(path, kept, numbers, lines, opts)
+    return _Target(classes, labels, keep, False, why)
+
+
+def _task(path: Path, kept: list[str], numbers: np.ndarray, lines: list[int], opts: TableOptions) -> tuple[bool, str]:
+    """(whether the target is a number to predict, why when it was inferred): the rule of the module docstring."""
+    words = np.isnan(numbers)
+    if opts.task == "regression":
+        if words.any():
+            raise _first_bad(
+                path, opts.target, kept, words, lines, "is the target of task=regression but is not a number"
+            )
+        return True, ""
+    if opts.task == "classes" or words.any():
+        return False, ""
+    distinct = len(np.unique(numbers))
+    if distinct > MAX_CLASSES:
+        return True, f"inferred from its {distinct:,} different numbers; task=classes to classify it"
+    fraction = numbers != np.round(numbers)
+    if fraction.any():
+        example = kept[int(np.argmax(fraction))]
+        return True, f"inferred from numbers with a fraction, such as {example}; task=classes to classify it"
+    return False, "whole numbers, read as classes; task=regression to predict a number"
+
+
+def _classes(
+    path: Path, kept: list[str], numbers: np.ndarray, lines: list[int], opts: TableOptions
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """The classes (sorted as _sorted_values) and each kept row's class code."""
     classes = _sorted_values(set(kept))
     if len(classes) < 2:
         raise DatasetError(
@@ -152,9 +228,16 @@ def _target(path: Path, table: RawTable, opts: TableOptions, notes: list[str]) -
             "least 2 classes."
         )
     if len(classes) > MAX_CLASSES:
+        words = np.flatnonzero(np.isnan(numbers))
+        why = (
+            "leave out task=classes to predict it as a number, or pick a column of classes"
+            if not len(words)
+            else f"not every value is a number ({kept[words[0]]!r} on line {lines[words[0]]}), so it is no number to "
+            "predict either: pick a column of classes, or fix the values that are not numbers"
+        )
         raise DatasetError(
             f"{path}: the target {opts.target!r} has {len(classes):,} different values (at most {MAX_CLASSES} "
-            "classes): it looks like a number to predict, and tables are classified here; pick a column of classes."
+            f"classes); {why}."
         )
     index = {c: i for i, c in enumerate(classes)}
     labels = np.array([index[v] for v in kept], dtype=np.int64)
@@ -165,7 +248,26 @@ def _target(path: Path, table: RawTable, opts: TableOptions, notes: list[str]) -
             f"{path}: class {rare!r} of the target {opts.target!r} has {int(counts.min())} row; every class needs at "
             "least 2 rows to be split 80/20 into train and test: add rows or remove that class's."
         )
-    return _Target(tuple(classes), labels, keep)
+    return tuple(classes), labels
+
+
+def _splits(path: Path, target: _Target, opts: TableOptions) -> dict[str, np.ndarray]:
+    """The stratified 80/20 split: on the classes, or on a number's quintiles (both sides span its range)."""
+    if not target.number:
+        return {s: stratified_indices(target.labels, s) for s in ("train", "test")}
+    n = len(target.labels)
+    if n < REGRESSION_MIN_ROWS:
+        raise DatasetError(
+            f"{path}: {n} rows with a target {opts.target!r} are too few to split 80/20 with every fifth of its range "
+            f"on both sides: give at least {REGRESSION_MIN_ROWS}."
+        )
+    try:
+        return {s: regression_indices(target.labels, s) for s in ("train", "test")}
+    except DatasetError:  # ties leave a fifth of the range with a single row
+        raise DatasetError(
+            f"{path}: the target {opts.target!r} repeats a few values so often that its {n} rows cannot be split "
+            "80/20 with every fifth of its range on both sides: give more rows."
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -258,10 +360,17 @@ class _Scanned:
     classes: tuple[str, ...]
     columns: tuple[TableColumn, ...]
     rows: np.ndarray  # (N, F) float64
-    labels: np.ndarray  # (N,) int64
+    labels: np.ndarray  # (N,) int64 class codes, or float64 values of a number to predict
     ids: tuple[str, ...] | None
     splits: dict[str, np.ndarray]  # split -> row indices
     notes: tuple[str, ...]
+    regression: RegressionTarget | None = None
+    why: str = ""  # how the task was inferred (the description shows it)
+
+    def labels_of(self, split: SplitName) -> torch.Tensor:
+        """A split's labels: int64 class codes, or float32 values in the target's units."""
+        values = self.labels[self.splits[split]]
+        return torch.from_numpy(values.astype(np.float32 if self.regression is not None else np.int64))
 
 
 def _inputs(table: RawTable, opts: TableOptions) -> list[str]:
@@ -279,7 +388,7 @@ def _scan(path: Path, stamp: tuple[int, int], opts: TableOptions) -> _Scanned:
     kept = np.flatnonzero(target.keep)
     rows = [table.rows[i] for i in kept]
     lines = [table.lines[i] for i in kept]
-    splits = {s: stratified_indices(target.labels, s) for s in ("train", "test")}
+    splits = _splits(path, target, opts)
     train = np.zeros(len(rows), dtype=bool)
     train[splits["train"]] = True
     names = _inputs(table, opts)
@@ -301,7 +410,19 @@ def _scan(path: Path, stamp: tuple[int, int], opts: TableOptions) -> _Scanned:
         if len(set(ids)) < len(ids):
             notes.append(f"The id column {opts.id!r} repeats some values; rows are still told apart by position.")
     facts = table_columns(matrix[splits["train"]], names, categories)
-    return _Scanned(target.classes, facts, matrix, target.labels, ids, splits, tuple(notes))
+    regression = regression_target(target.labels[splits["train"]], opts.target, opts.unit) if target.number else None
+    return _Scanned(target.classes, facts, matrix, target.labels, ids, splits, tuple(notes), regression, target.why)
+
+
+def _target_text(scanned: _Scanned) -> str:
+    """'3 classes', or 'a number to predict, 12.5 EUR to 480 EUR in the training rows', and how it was inferred."""
+    r = scanned.regression
+    what = (
+        f"{len(scanned.classes)} classes"
+        if r is None
+        else f"a number to predict, {r.value_text(r.low)} to {r.value_text(r.high)} in the training rows"
+    )
+    return what + (f"; {scanned.why}" if scanned.why else "")
 
 
 def _describe(path: Path, scanned: _Scanned, opts: TableOptions) -> str:
@@ -309,7 +430,7 @@ def _describe(path: Path, scanned: _Scanned, opts: TableOptions) -> str:
     shown = ", ".join(cats[:8]) + (", ..." if len(cats) > 8 else "")
     n_train, n_test = (len(scanned.splits[s]) for s in ("train", "test"))
     parts = [
-        f"Table {path.name}: target {opts.target!r} ({len(scanned.classes)} classes), {len(scanned.columns)} columns "
+        f"Table {path.name}: target {opts.target!r} ({_target_text(scanned)}), {len(scanned.columns)} columns "
         f"({len(scanned.columns) - len(cats)} numeric, {len(cats)} categorical{': ' + shown if cats else ''}); "
         f"{n_train} train / {n_test} test rows."
     ]
@@ -336,7 +457,7 @@ def table_source(arg: str) -> NotedDatasetSource:
     def load(split: SplitName, root: Path, download: bool) -> TableSplit:
         idx = scanned.splits[split]
         ids = [scanned.ids[i] for i in idx] if scanned.ids is not None else None
-        return TableSplit(rows=as_rows(scanned.rows[idx]), labels=torch.from_numpy(scanned.labels[idx].copy()), ids=ids)
+        return TableSplit(rows=as_rows(scanned.rows[idx]), labels=scanned.labels_of(split), ids=ids)
 
     info = DatasetInfo(
         name=f"csv:{arg}",
@@ -345,12 +466,13 @@ def table_source(arg: str) -> NotedDatasetSource:
         input_shape=(len(scanned.columns),),
         description=_describe(path, scanned, opts),
         columns=scanned.columns,
+        regression=scanned.regression,
     )
     return NotedDatasetSource(info=info, loader=load, is_available=lambda root: path.is_file(), notes=scanned.notes)
 
 
 def csv_source(arg: str) -> NotedDatasetSource:
-    """The source for 'csv:<path>[?text=<column>&label=<column>] (texts) or csv:<path>?target=<column>[&id=<column>&categorical=<columns>&numeric=<columns>&drop=<columns>&missing=impute|refuse] (a table)':
+    """The source for 'csv:<path>[?text=<column>&label=<column>] (texts) or csv:<path>?target=<column>[&id=<column>&categorical=<columns>&numeric=<columns>&drop=<columns>&missing=impute|refuse&task=regression|classes&unit=<text>] (a table)':
     a table when a table option is given, else texts with labels."""
     _, sep, query = arg.partition("?")
     keys = {k for k, _ in parse_qsl(query, keep_blank_values=True)} if sep else set()

@@ -107,6 +107,11 @@ def settle_classes(width: int, loaded: Loaded, options: ImportOptions, linked: D
     if names is not None and len(names) != width:
         names = None  # the source's names were for another head
     if linked is not None:
+        if linked.regression is not None and width != 1:
+            raise ModelError(
+                f"Data set {linked.name} has a number to predict ({linked.regression.name}) but the model has {width} "
+                "outputs: a model of a number has one output, the predicted value in the target's units."
+            )
         if linked.num_classes != width:
             raise ModelError(
                 f"Data set {linked.name} has {linked.num_classes} classes ({', '.join(linked.classes)}) but the model "

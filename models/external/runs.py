@@ -283,7 +283,7 @@ def describe(run: Run) -> list[tuple[str, str]]:
         ("source", c["source"]["given"]),
         ("input", modality_of(c["modality"]).describe(shape) if shape else "text"),
         ("normalisation", _normalisation(c)),
-        ("classes", f"{len(classes)}: {', '.join(classes[:12])}{' ...' if len(classes) > 12 else ''}"),
+        _predicts(info, classes),
         ("data set", c.get("dataset") or "none linked (uploads and typed text only; link one with --dataset)"),
     ]
     if modality_of(c["modality"]).spatial:
@@ -297,6 +297,15 @@ def describe(run: Run) -> list[tuple[str, str]]:
     rows.append(("attention", f"{len(layers.attention)} layers" if layers.attention else "none readable"))
     rows += [("note", n) for n in c.get("notes") or []]
     return rows
+
+
+def _predicts(info: dict[str, Any], classes: list[str]) -> tuple[str, str]:
+    """The row of what the run predicts: its classes, or the number (the linked table's regression target)."""
+    target = info.get("regression")
+    if target:
+        unit = f" in {target['unit']}" if target.get("unit") else ""
+        return ("predicts", f"a number: {target['name']}{unit} (one output, the value)")
+    return ("classes", f"{len(classes)}: {', '.join(classes[:12])}{' ...' if len(classes) > 12 else ''}")
 
 
 def _describe_language(run: Run, c: dict[str, Any]) -> list[tuple[str, str]]:

@@ -1,5 +1,5 @@
-"""A scikit-learn classifier (a pipeline or a bare estimator) saved with skops, read without pickle, and wrapped as a
-torch module so it stands beside a network on the same table rows: for side-by-side comparison only.
+"""A scikit-learn classifier or regressor (a pipeline or a bare estimator) saved with skops, read without pickle, and
+wrapped as a torch module so it stands beside a network on the same table rows: for side-by-side comparison only.
 
 Loading: `skops.io.load` with an explicit list of trusted types: skops trusts scikit-learn's estimators and plain
 containers itself; TRUSTED adds the few internal types common pipelines hold (numpy's dtype, the fitted trees of
@@ -11,7 +11,9 @@ one-hot: data/modalities/table.py), turns it back into the table's raw values (x
 category by name, "(missing)" as a missing value; categories that read as numbers as numbers, as pandas reads them,
 as their text, or as their codes, whichever the pipeline was fitted on: `settle_categories` asks it) and returns the
 pipeline's `predict_proba` as log-probabilities in the data set's class order, so softmax gives the probabilities
-back. No gradient flows through scikit-learn: the source declares it, and gradient and CAM methods are refused.
+back; for a data set with a number to predict (DatasetInfo.regression) the regressor's `predict` as the one output
+(N, 1), the value in the target's units, as every regression model answers. No gradient flows through scikit-learn:
+the source declares it, and gradient and CAM methods are refused.
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ def _skops_io() -> Any:
     return sio
 
 
-def read_pipeline(path: Path) -> Any:
-    """The classifier in a .skops file, loaded with the trusted types only; ModelError in one line otherwise."""
+def read_pipeline(path: Path, info: DatasetInfo) -> Any:
+    """The classifier (or, for a data set with a number to predict, the regressor) in a .skops file, loaded with the
+    trusted types only; ModelError in one line otherwise."""
     if not path.is_file():
         raise ModelError(f"skops file {path} does not exist.")
     sio = _skops_io()
@@ -70,12 +73,30 @@ def read_pipeline(path: Path) -> Any:
         pipeline = sio.load(path, trusted=found)
     except Exception as e:  # noqa: BLE001 - as above
         raise ModelError(f"{path.name} cannot be loaded by skops ({type(e).__name__}: {e}).") from None
-    if not callable(getattr(pipeline, "predict_proba", None)) or not hasattr(pipeline, "classes_"):
-        raise ModelError(
-            f"{path.name} holds a {type(pipeline).__name__} without predict_proba and classes_: save a fitted "
-            "classifier that gives probabilities (an SVC needs probability=True)."
-        )
+    _check_task(pipeline, info, path.name)
     return pipeline
+
+
+def _check_task(pipeline: Any, info: DatasetInfo, where: str) -> None:
+    """A classifier for classes, a regressor for a number to predict: the other way round is one line."""
+    classifier = callable(getattr(pipeline, "predict_proba", None)) and hasattr(pipeline, "classes_")
+    kind = type(pipeline).__name__
+    if info.regression is not None:
+        if hasattr(pipeline, "classes_"):
+            raise ModelError(
+                f"{where} holds a classifier ({kind}, classes {', '.join(map(str, pipeline.classes_[:6]))}) but data "
+                f"set {info.name} predicts a number ({info.regression.name}): save a fitted regressor."
+            )
+        if not callable(getattr(pipeline, "predict", None)):
+            raise ModelError(f"{where} holds a {kind} without predict: save a fitted regressor.")
+        return
+    if not classifier:
+        what = "a regressor" if callable(getattr(pipeline, "predict", None)) else "a"
+        raise ModelError(
+            f"{where} holds {what} {kind} without predict_proba and classes_, but data set {info.name} has classes: "
+            "save a fitted classifier that gives probabilities (an SVC needs probability=True), or link a data set "
+            "with a number to predict (csv:...?target=<column>&task=regression)."
+        )
 
 
 def _key(value: Any) -> str:
@@ -90,7 +111,10 @@ def _key(value: Any) -> str:
 
 def class_order(pipeline: Any, info: DatasetInfo, where: str) -> list[int]:
     """For each of the data set's classes, its column in the pipeline's predict_proba: matched by name (numbers by
-    value), or by code when the pipeline was fitted on the codes 0..K-1 (a split's labels); refused otherwise."""
+    value), or by code when the pipeline was fitted on the codes 0..K-1 (a split's labels); refused otherwise.
+    A regressor's one output is its prediction: [0]."""
+    if info.regression is not None:
+        return [0]
     theirs = [_key(c) for c in pipeline.classes_]
     ours = [_key(c) for c in info.classes]
     if sorted(theirs) != sorted(ours) and theirs == [_key(i) for i in range(len(ours))]:
@@ -123,8 +147,9 @@ def input_names(pipeline: Any, info: DatasetInfo, where: str) -> list[str] | Non
 
 
 class PipelineModule(nn.Module):
-    """forward(prepared rows (N, D)) -> the pipeline's log-probabilities (N, classes) in the data set's class order.
-    It holds no parameters: its weights file is empty, the pipeline stays in its .skops file."""
+    """forward(prepared rows (N, D)) -> the pipeline's log-probabilities (N, classes) in the data set's class order, or
+    a regressor's predictions (N, 1) in the target's units. It holds no parameters: its weights file is empty, the
+    pipeline stays in its .skops file."""
 
     def __init__(
         self, pipeline: Any, info: DatasetInfo, order: list[int], names: list[str] | None, categories: str = "numbers"
@@ -136,6 +161,7 @@ class PipelineModule(nn.Module):
         self.order = order
         self.names = names
         self.categories = categories  # how categorical values reach the pipeline: one of CATEGORY_MODES
+        self.regression = info.regression is not None  # predict (the value), not predict_proba
 
     def raw_values(self, x: torch.Tensor) -> dict[str, np.ndarray]:
         """The prepared vector back in the table's own values, column by column."""
@@ -166,6 +192,9 @@ class PipelineModule(nn.Module):
         raw = self.raw_values(x)
         frame = pd.DataFrame(raw)
         table: Any = frame[self.names] if self.names is not None else frame.to_numpy()
+        if self.regression:
+            values = np.asarray(self.pipeline.predict(table), dtype=np.float64).reshape(len(frame), -1)
+            return torch.from_numpy(values).to(x.device, torch.float32)
         proba = np.asarray(self.pipeline.predict_proba(table), dtype=np.float64)[:, self.order]
         return torch.from_numpy(np.log(np.clip(proba, 1e-12, None))).to(x.device, torch.float32)
 
@@ -180,20 +209,28 @@ def _as_number(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _score(model: PipelineModule, x: torch.Tensor, labels: torch.Tensor) -> float:
+    """How well the model predicts the rows' labels: the accuracy, or minus the squared error of a number."""
+    out = model(x).cpu()
+    if model.regression:
+        return -float(((out[:, 0].double() - labels.double()) ** 2).mean())
+    return float((out.argmax(dim=1) == labels).float().mean())
+
+
 def settle_categories(model: PipelineModule, x: torch.Tensor, labels: torch.Tensor, where: str) -> str:
-    """How the pipeline takes categorical values (CATEGORY_MODES): of the ways it runs on, the one that classifies
-    the rows `x` (prepared) best, the earlier on a tie (an encoder that ignores unknown categories runs on all of
-    them, and only its accuracy tells them apart); ModelError with the first failure when it runs on none."""
+    """How the pipeline takes categorical values (CATEGORY_MODES): of the ways it runs on, the one that predicts
+    the rows `x` (prepared) best (accuracy, or squared error), the earlier on a tie (an encoder that ignores unknown
+    categories runs on all of them, and only its score tells them apart); ModelError with the first failure when it
+    runs on none."""
     errors, scores = [], {}
     for mode in CATEGORY_MODES:
         model.categories = mode
         try:
-            predicted = model(x).argmax(dim=1)
+            scores[mode] = _score(model, x, labels)
         except Exception as e:  # noqa: BLE001 - the pipeline's own error, reported below
             errors.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             continue
-        scores[mode] = float((predicted.cpu() == labels).float().mean())
     if not scores:
         raise ModelError(f"{where} does not run on the table's rows: {errors[0]}")
-    model.categories = max(CATEGORY_MODES, key=lambda m: (scores.get(m, -1.0), -CATEGORY_MODES.index(m)))
+    model.categories = max(CATEGORY_MODES, key=lambda m: (scores.get(m, -math.inf), -CATEGORY_MODES.index(m)))
     return model.categories

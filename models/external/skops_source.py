@@ -1,8 +1,9 @@
-"""`skops:FILE.skops --dataset <a table>`: a scikit-learn classifier saved with `skops.io.dump` (never pickle),
-imported beside your networks for side-by-side comparison (models/external/sklearn_pipeline.py wraps it).
+"""`skops:FILE.skops --dataset <a table>`: a scikit-learn classifier or regressor saved with `skops.io.dump` (never
+pickle), imported beside your networks for side-by-side comparison (models/external/sklearn_pipeline.py wraps it).
 
-It reads the linked table's columns by name (fitted on a DataFrame) or in order (fitted on an array); its classes must
-be the data set's. The .skops file is copied into the run folder (`pipeline.skops`) and read from there, with the
+It reads the linked table's columns by name (fitted on a DataFrame) or in order (fitted on an array); a classifier's
+classes must be the data set's; a data set with a number to predict takes a regressor, whose `predict` (the value in
+the target's units) is the run's one output. The .skops file is copied into the run folder (`pipeline.skops`) and read from there, with the
 same trusted types, whenever the run is loaded. Perturbation methods (occlusion, KernelSHAP, LIME), the metrics and
 the comparison pages work; gradient and CAM methods are refused: no gradient flows through scikit-learn.
 """
@@ -50,8 +51,8 @@ def load(argument: str, options: ImportOptions) -> Loaded:
     info = options.linked
     if info is None or not info.columns:
         raise ModelError(
-            f"skops:{argument} needs --dataset naming the table it classifies (its columns and classes), e.g. "
-            "--dataset csv:data.csv?target=label."
+            f"skops:{argument} needs --dataset naming the table it predicts (its columns, and its classes or number "
+            "to predict), e.g. --dataset csv:data.csv?target=label."
         )
     given = [
         flag
@@ -70,7 +71,7 @@ def load(argument: str, options: ImportOptions) -> Loaded:
         raise ModelError(
             f"{', '.join(given)} do(es) not apply to a scikit-learn pipeline: the .skops file is all it is."
         )
-    pipeline = read_pipeline(path)
+    pipeline = read_pipeline(path, info)
     model = _wrapped(pipeline, info, path.name)
     adapter = modality_of(info.modality)
     probe = adapter.prepare(adapter.example(info, None, 2), info, None, torch.device("cpu"))
@@ -85,14 +86,15 @@ def load(argument: str, options: ImportOptions) -> Loaded:
         model=model,
         modality=info.modality,
         name=options.name or f"skops:{path.stem}",
-        num_classes=info.num_classes,
+        num_classes=info.num_classes if info.regression is None else 0,  # a regressor's width: read, then checked
         record={"file": str(path), "pipeline": _steps(pipeline), "categories": categories},
         classes=info.classes,
         input_shape=tuple(info.input_shape),
         files=[copy],
         notes=[f"scikit-learn {_steps(pipeline)}: for side-by-side comparison; gradient and CAM methods do not apply"],
         probe=probe,
-        description=f"scikit-learn {_steps(pipeline)} from {path.name} (skops), wrapped for side-by-side comparison.",
+        description=f"scikit-learn {_steps(pipeline)} from {path.name} (skops), wrapped for side-by-side comparison"
+        + (f"; its predict is the predicted {info.regression.name}." if info.regression is not None else "."),
     )
 
 
@@ -103,7 +105,7 @@ def rebuild(record: dict[str, Any], run_dir: Path) -> Rebuilt:
     info = run.info_in(run.config())
     where = f"{run_dir.name}/{PIPELINE_FILE}"
     return Rebuilt(
-        _wrapped(read_pipeline(run_dir / PIPELINE_FILE), info, where, str(record.get("categories", "numbers")))
+        _wrapped(read_pipeline(run_dir / PIPELINE_FILE, info), info, where, str(record.get("categories", "numbers")))
     )
 
 
@@ -112,7 +114,8 @@ register(
         prefix="skops",
         label="scikit-learn pipeline (skops)",
         argument="FILE.skops",
-        help="a scikit-learn classifier saved with skops.io.dump (never pickle), with --dataset naming its table; "
+        help="a scikit-learn classifier or regressor saved with skops.io.dump (never pickle), with --dataset naming its "
+        "table; "
         "for side-by-side comparison: gradient methods do not apply",
         load=load,
         rebuild=rebuild,

@@ -190,7 +190,9 @@ def prepared_tensors(
     else:  # an empty split keeps the prepared shape (and dtype) of one sample
         x = adapter.prepare(adapter.example(info, tokenizer, 1), info, tokenizer, cpu)[:0]
     keep_on_cpu = x.numel() * x.element_size() > DEVICE_BYTES_LIMIT
-    return TensorData(x if keep_on_cpu else x.to(device), labels.long().to(device))
+    # class codes as int64; a number to predict keeps its float32 values (.long() would cut 12.7 to 12)
+    labels = labels.float() if labels.is_floating_point() else labels.long()
+    return TensorData(x if keep_on_cpu else x.to(device), labels.to(device))
 
 
 def augment_images(x: torch.Tensor, shift: int, flip: bool, generator: torch.Generator | None = None) -> torch.Tensor:

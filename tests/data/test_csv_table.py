@@ -182,11 +182,49 @@ BAD = [
     ("one.csv", "x,y\n" + _rows(20, "{i},same\n"), "target=y", r"target 'y' has one value \('same'\) on every row"),
     ("rare.csv", "x,y\n" + _rows(20, "{i},a\n") + "1,b\n", "target=y", r"class 'b' of the target 'y' has 1 row"),
     ("few.csv", "x,y\n1,a\n2,a\n3,b\n4,b\n", "target=y", r"too few to split 80/20"),
-    (
+    (  # 150 different words: too many classes, and no number to predict (150 different numbers are one: below)
         "many.csv",
-        "x,y\n" + "".join(f"{i},{i}\n{i},{i}\n" for i in range(150)),
+        "x,y\n" + "".join(f"{i},v{i}\n{i},v{i}\n" for i in range(150)),
         "target=y",
-        r"target 'y' has 150 different values",
+        r"target 'y' has 150 different values \(at most 100 classes\); not every value is a number \('v0' on line 2\)",
+    ),
+    (
+        "many_classes.csv",
+        "x,y\n" + "".join(f"{i},{i}\n{i},{i}\n" for i in range(150)),
+        "target=y&task=classes",
+        r"has 150 different values \(at most 100 classes\); leave out task=classes to predict it as a number",
+    ),
+    ("task.csv", GOOD, "target=y&task=maybe", r"task='maybe': write task=regression \(a number to predict\) or task="),
+    (
+        "unit.csv",
+        GOOD,
+        "target=y&task=classes&unit=EUR",
+        r"unit='EUR' is the unit of a number to predict; task=classes",
+    ),
+    (
+        "unit_classes.csv",
+        "x,y\n" + "".join(f"{i},{i % 3}\n" for i in range(30)),
+        "target=y&unit=kg",
+        r"unit='kg' is given but the target 'y' is read as classes \(whole numbers, read as classes\): add task=regression",
+    ),
+    (
+        "words.csv",
+        "x,y\n" + _rows(30, "{i},{i}.5\n") + "31,lots\n32,lots\n",
+        "target=y&task=regression",
+        r"column 'y' is the target of task=regression but is not a number: 'lots' on line 32 and 1 more\.",
+    ),
+    (
+        "constant.csv",
+        "x,y\n" + _rows(30, "{i},2.5\n"),
+        "target=y",
+        r"target 'y' is 2\.5 on every row: there is no number",
+    ),
+    ("constant_whole.csv", "x,y\n" + _rows(30, "{i},7\n"), "target=y&task=regression", r"'y' is 7 on every row"),
+    (
+        "few_numbers.csv",
+        "x,y\n" + _rows(24, "{i},{i}.5\n"),
+        "target=y",
+        r"24 rows with a target 'y' are too few to split 80/20 with every fifth of its range on both sides: give at",
     ),
     (
         "mixed.csv",
@@ -251,3 +289,111 @@ def test_a_bad_table_is_one_line_and_nothing_is_written(tmp_path, capsys, file, 
 def test_a_missing_path_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match=r"No path given"):
         get_source("csv:?target=y")
+
+
+# --- a number to predict -------------------------------------------------------------------------------------------
+
+WEIGHTS = (3.0, -2.0, 0.5)  # the generated linear table: price = 40 + 3a - 2b + 0.5c (+ a little noise), in EUR
+
+
+def _linear(path: Path, n: int = 300, noise: float = 0.05, gaps: int = 0) -> Path:
+    """a, b, c (numeric), colour (noise), price: a linear function of a, b, c in its own units; the first `gaps`
+    rows have no price (NA)."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(0, 1, (n, 3)) * (1.0, 2.0, 4.0)
+    price = 40 + x @ np.array(WEIGHTS) + rng.normal(0, noise, n)
+    lines = ["a,b,c,colour,price"]
+    for i in range(n):
+        value = "NA" if i < gaps else f"{price[i]:.4f}"
+        lines.append(f"{x[i, 0]:.4f},{x[i, 1]:.4f},{x[i, 2]:.4f},{COLOURS[i % 3]},{value}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_numeric_target_is_a_number_to_predict_split_on_its_quintiles(tmp_path: Path) -> None:
+    """Inferred (300 different numbers): float32 labels in the target's units, one output named after it, the facts
+    of the training split, and the split of data/sets/_common.regression_indices, all as pandas reads the file."""
+    from xaidash.data.sets._common import regression_indices
+
+    path = _linear(tmp_path / "prices.csv")
+    source = get_source(f"csv:{path}?target=price&unit=EUR")
+    info = source.info
+    assert info.classes == ("price",) and info.num_classes == 1
+    assert [c.name for c in info.columns] == ["a", "b", "c", "colour"]
+    frame = pd.read_csv(path)
+    price = frame["price"].to_numpy()
+    train_idx, test_idx = regression_indices(price, "train"), regression_indices(price, "test")
+    target = info.regression
+    assert target is not None and (target.name, target.unit) == ("price", "EUR")
+    assert target.mean == pytest.approx(price[train_idx].mean()) and target.std == pytest.approx(price[train_idx].std())
+    assert (target.low, target.high) == pytest.approx((price[train_idx].min(), price[train_idx].max()))
+    for split, idx in (("train", train_idx), ("test", test_idx)):
+        loaded = source.load(split)
+        assert loaded.labels.dtype == torch.float32
+        np.testing.assert_allclose(loaded.labels.numpy(), price[idx], rtol=1e-6)
+        np.testing.assert_allclose(loaded.rows[:, 0].numpy(), frame["a"].to_numpy()[idx], rtol=1e-5)
+    # both sides span the target's range: each fifth of it has test rows
+    fifths = np.searchsorted(np.quantile(price, [0.2, 0.4, 0.6, 0.8]), price[test_idx], side="right")
+    assert sorted(set(fifths.tolist())) == [0, 1, 2, 3, 4]
+    assert (
+        f"target 'price' (a number to predict, {target.value_text(target.low)} to {target.value_text(target.high)} "
+        "in the training rows; inferred from its 300 different numbers; task=classes to classify it)"
+    ) in info.description
+    assert info_from_json(info_to_json(info)) == info  # a run records it and gets it back
+
+
+@pytest.mark.parametrize(
+    ("values", "options", "number", "says"),
+    [
+        ([f"{i % 4}.5" for i in range(40)], "", True, "inferred from numbers with a fraction, such as 0.5"),
+        ([str(1 + i % 5) for i in range(40)], "", False, "5 classes; whole numbers, read as classes; task=regression"),
+        ([str(1 + i % 5) for i in range(40)], "&task=regression&unit=stars", True, "1 stars to 5 stars in the"),
+        ([f"{i % 4}.5" for i in range(40)], "&task=classes", False, "(4 classes), "),
+        ([["low", "high"][i % 2] for i in range(40)], "", False, "(2 classes), "),
+    ],
+)
+def test_the_task_is_given_or_inferred_and_said(tmp_path: Path, values, options, number, says) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("x,y\n" + "".join(f"{i},{v}\n" for i, v in enumerate(values)))
+    info = get_info(f"csv:{path}?target=y{options}")
+    assert (info.regression is not None) == number and says in info.description, info.description
+    labels = load_split(info.name, "train").labels
+    assert labels.dtype == (torch.float32 if number else torch.int64)
+
+
+def test_rows_without_a_number_to_predict_are_left_out_or_refused(tmp_path: Path) -> None:
+    """The rule the classes follow: missing=impute (the default) leaves them out with a note, missing=refuse names
+    the target and the line; a number is never guessed for a target."""
+    path = _linear(tmp_path / "prices.csv", gaps=3)
+    with pytest.warns(UserWarning, match=r"Left out 3 row\(s\) without a target 'price' \(the first on line 2\)"):
+        source = get_source(f"csv:{path}?target=price")
+    assert len(source.load("train")) + len(source.load("test")) == 297
+    assert torch.isfinite(source.load("train").labels).all()
+    with pytest.raises(DatasetError, match=r"the target 'price' is missing on line 2 \(3 rows in all\)"):
+        get_source(f"csv:{path}?target=price&missing=refuse")
+
+
+def test_a_network_learns_a_linear_table_through_the_engine(tmp_path: Path, capsys) -> None:
+    """`xaidash train` on the generated linear table (the user-table recipe): test R² near 1, the run's R², RMSE and
+    MAE equal scikit-learn's metrics of its own predictions in EUR, as good as a linear regression within 0.02."""
+    from sklearn.linear_model import LinearRegression
+    from sklearn.metrics import mean_absolute_error, mean_squared_error, r2_score
+
+    torch.set_num_threads(1)
+    name = f"csv:{_linear(tmp_path / 'prices.csv')}?target=price&unit=EUR"
+    assert main(["train", "--dataset", name, "--model", "tabular_mlp", "--seed", "0", "--quiet"]) == 0
+    (run,) = list_runs()
+    summary = run.summary()
+    assert summary["state"] == "completed" and summary["test_acc"] is None
+    bundle = load_bundle(run.id, device="cpu")
+    assert bundle.regression is not None and bundle.regression.unit == "EUR"
+    train, test = load_split(name, "train"), load_split(name, "test")
+    predicted = bundle.predict_proba(test.rows)[:, 0].numpy()  # a number to predict: the values in EUR
+    truth = test.labels.numpy()
+    assert summary["test_r2"] == pytest.approx(r2_score(truth, predicted), abs=1e-4)
+    assert summary["test_rmse"] == pytest.approx(mean_squared_error(truth, predicted) ** 0.5, rel=1e-3)
+    assert summary["test_mae"] == pytest.approx(mean_absolute_error(truth, predicted), rel=1e-3)
+    reference = LinearRegression().fit(train.rows[:, :3].numpy(), train.labels.numpy())
+    linear = reference.score(test.rows[:, :3].numpy(), truth)
+    assert linear > 0.999  # the table is as linear as it says
+    assert summary["test_r2"] >= linear - 0.02, summary  # R² near 1 (a decimal target is learnt as it is, not cut)

@@ -1,7 +1,8 @@
 """`xaidash import skops:FILE --dataset <a table>`: a scikit-learn classifier saved with skops (never pickle) gives, as
-an imported run, exactly scikit-learn's own predict_proba on the same rows; untrusted types, other classes or
-columns, and options that do not apply are refused in one line with no run folder left; gradient methods are refused
-on it by what its source declares."""
+an imported run, exactly scikit-learn's own predict_proba on the same rows, and a regressor of a number to predict its
+own predict, in the target's units; untrusted types, other classes or columns, a classifier for a number or a
+regressor for classes, and options that do not apply are refused in one line with no run folder left; gradient methods
+are refused on it by what its source declares."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ sio = pytest.importorskip("skops.io")
 sklearn_pipeline = pytest.importorskip("sklearn.pipeline")
 from sklearn.base import BaseEstimator, TransformerMixin  # noqa: E402
 from sklearn.compose import ColumnTransformer  # noqa: E402
-from sklearn.ensemble import RandomForestClassifier  # noqa: E402
-from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestClassifier  # noqa: E402
+from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
 from sklearn.preprocessing import OneHotEncoder, StandardScaler  # noqa: E402
 
 COLOURS = ("red", "green", "blue")
@@ -90,6 +91,68 @@ def test_an_estimator_fitted_on_a_splits_rows_reads_them_as_they_are(tmp_path: P
     test = load_split(dataset, "test").rows
     expected = model.predict_proba(test.numpy())
     np.testing.assert_allclose(bundle.predict_proba(test).numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_regressor_gives_scikit_learns_own_predict_in_the_targets_units(tmp_path: Path, capsys) -> None:
+    """Ridge on diabetes' raw rows (in order), then gradient boosting on a CSV's named columns with a one-hot category:
+    the run's one output is the regressor's predict, the value in the target's units."""
+    train, test = load_split("diabetes", "train"), load_split("diabetes", "test")
+    ridge = sklearn_pipeline.make_pipeline(StandardScaler(), Ridge(alpha=10.0))
+    ridge.fit(train.rows.numpy(), train.labels.numpy())
+    saved = tmp_path / "ridge.skops"
+    sio.dump(ridge, saved)
+    assert main(["import", f"skops:{saved}", "--dataset", "diabetes"]) == 0
+    out = capsys.readouterr()
+    assert "predicts: a number: disease progression (one output, the value)" in out.err, out.err
+    bundle = load_bundle(out.out.strip().splitlines()[-1], device="cpu")
+    assert bundle.regression is not None and bundle.info.classes == ("disease progression",)
+    expected = ridge.predict(test.rows.numpy())
+    np.testing.assert_allclose(bundle.predict_proba(test.rows)[:, 0].numpy(), expected, rtol=1e-5, atol=1e-3)
+
+    table = tmp_path / "prices.csv"
+    rng = np.random.default_rng(2)
+    lines = ["id,area,colour,rooms,price"]
+    for i in range(160):
+        area, colour, rooms = rng.uniform(30, 150), COLOURS[i % 3], int(rng.integers(1, 6))
+        lines.append(f"h{i},{area:.1f},{colour},{rooms},{1000 * area + 20000 * (colour == 'red') + 5000 * rooms:.2f}")
+    table.write_text("\n".join(lines) + "\n")
+    dataset = f"csv:{table}?target=price&id=id&unit=EUR"
+    frame = pd.read_csv(table)
+    features = frame.drop(columns=["id", "price"])
+    prep = ColumnTransformer([("cat", OneHotEncoder(handle_unknown="ignore"), ["colour"])], remainder="passthrough")
+    boosting = sklearn_pipeline.Pipeline([("prep", prep), ("reg", HistGradientBoostingRegressor(random_state=0))])
+    boosting.fit(features, frame["price"])
+    sio.dump(boosting, tmp_path / "boosting.skops")
+    run = import_model(f"skops:{tmp_path / 'boosting.skops'}", ImportOptions(dataset=dataset)).run
+    bundle = load_bundle(run.id, device="cpu")
+    assert bundle.regression is not None and bundle.regression.unit == "EUR"
+    for split in ("train", "test"):
+        rows = get_source(dataset).load(split)
+        expected = boosting.predict(features.set_index(frame["id"]).loc[rows.ids])
+        np.testing.assert_allclose(bundle.predict_proba(rows.rows)[:, 0].numpy(), expected, rtol=1e-5)
+
+
+def test_a_classifier_for_a_number_or_a_regressor_for_classes_is_one_line(tmp_path: Path, capsys) -> None:
+    cancer, diabetes = load_split("breast_cancer", "train"), load_split("diabetes", "train")
+    classifier = tmp_path / "lr.skops"
+    sio.dump(LogisticRegression(max_iter=5000).fit(diabetes.rows.numpy(), diabetes.labels.numpy() > 140), classifier)
+    assert (
+        "lr.skops holds a classifier (LogisticRegression, classes False, True) but data set diabetes predicts a "
+        "number (disease progression): save a fitted regressor"
+        in _refused(["import", f"skops:{classifier}", "--dataset", "diabetes"], capsys)
+    )
+    regressor = tmp_path / "ridge.skops"
+    sio.dump(Ridge().fit(cancer.rows.numpy(), cancer.labels.numpy()), regressor)
+    assert (
+        "ridge.skops holds a regressor Ridge without predict_proba and classes_, but data set breast_cancer has "
+        "classes" in _refused(["import", f"skops:{regressor}", "--dataset", "breast_cancer"], capsys)
+    )
+    two = tmp_path / "two.skops"
+    targets = np.stack([diabetes.labels.numpy(), -diabetes.labels.numpy()], axis=1)
+    sio.dump(Ridge().fit(diabetes.rows.numpy(), targets), two)
+    assert "has a number to predict (disease progression) but the model has 2 outputs" in _refused(
+        ["import", f"skops:{two}", "--dataset", "diabetes"], capsys
+    )
 
 
 class Shady(BaseEstimator, TransformerMixin):

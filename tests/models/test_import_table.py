@@ -102,3 +102,51 @@ def test_a_first_layer_of_another_width_is_one_line_and_writes_nothing(
             f"module:{source}:TableNet",
             ImportOptions(weights=three, dataset="planted", model_options={"inputs": 11, "classes": 3}),
         )
+
+
+def test_a_module_of_a_number_to_predict_answers_in_its_units(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A module with one output, imported against diabetes: the run's prediction is the module's own output on the
+    prepared rows (the value, no softmax); a CSV with a numeric target the same from the command line; two outputs
+    for a number are refused in one line with nothing written."""
+    width = prepared_width(get_info("diabetes"))
+    source, weights, net = table_module(tmp_path, width, classes=1)
+    options = ImportOptions(weights=weights, dataset="diabetes", model_options={"inputs": width, "classes": 1})
+    bundle = load_bundle(import_model(f"module:{source}:TableNet", options).run.id, device="cpu")
+    assert bundle.regression is not None and bundle.regression.name == "disease progression"
+    rows = load_split("diabetes", "test").rows
+    with torch.no_grad():
+        expected = net(_by_hand(rows, "diabetes"))
+    torch.testing.assert_close(bundle.predict_proba(rows), expected, rtol=1e-5, atol=1e-5)
+
+    table = tmp_path / "prices.csv"
+    rng = np.random.default_rng(4)
+    table.write_text(
+        "area,colour,price\n"
+        + "".join(f"{rng.uniform(30, 150):.1f},{['red', 'blue'][i % 2]},{rng.normal(300, 50):.2f}\n" for i in range(60))
+    )
+    dataset = f"csv:{table}?target=price&unit=kEUR"
+    width = prepared_width(get_info(dataset))
+    source, weights, net = table_module(tmp_path, width, classes=1)
+    argv = ["import", f"module:{source}:TableNet", "--weights", str(weights), "--dataset", dataset]
+    code = main([*argv, "--option", f"inputs={width}", "--option", "classes=1"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "predicts: a number: price in kEUR (one output, the value)" in out.err, out.err
+    bundle = load_bundle(out.out.strip().splitlines()[-1], device="cpu")
+    rows = load_split(dataset, "train").rows
+    with torch.no_grad():
+        expected = net(_by_hand(rows, dataset))
+    torch.testing.assert_close(bundle.predict_proba(rows), expected, rtol=1e-5, atol=1e-5)
+
+    runs_before = sorted(p.name for p in runs_root().iterdir())
+    _, two, _ = table_module(tmp_path, width, classes=2)
+    code = main(["import", f"module:{source}:TableNet", "--weights", str(two), "--dataset", dataset, "--option",
+                 f"inputs={width}", "--option", "classes=2"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert f"Data set {dataset} has a number to predict (price) but the model has 2 outputs: a model of a" in err
+    assert sorted(p.name for p in runs_root().iterdir() if not p.name.startswith(".")) == [
+        n for n in runs_before if not n.startswith(".")
+    ]
