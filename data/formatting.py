@@ -16,6 +16,15 @@ def percent(value: float | None, digits: int = 1) -> str:
     return f"{100 * float(value):.{digits}f}%"
 
 
+def measured_text(value: float) -> str:
+    """A measured value in its units, to four significant digits, large ones with separators rather than in
+    scientific notation: 0.01234 -> '0.01234', 152.34 -> '152.3', 61250 -> '61,250'."""
+    v = float(value)
+    if math.isfinite(v) and 1e4 <= abs(v) < 1e15:
+        return f"{v:,.0f}"
+    return f"{v:.4g}"
+
+
 def r2_text(value: float | None) -> str:
     """A coefficient of determination: 0.4237 -> 'R² 0.42'; None or NaN -> '–'."""
     if value is None or not math.isfinite(float(value)):

@@ -16,6 +16,7 @@ from typing import Literal, Protocol
 import torch
 
 from xaidash.data.errors import DatasetError
+from xaidash.data.formatting import measured_text
 from xaidash.data.specs import Registry, Spec
 
 # The id of the data set's input adapter in xaidash.data.modalities (image, text, ...): a new adapter adds no literal here.
@@ -53,7 +54,7 @@ class TableColumn:
         if self.categorical:
             code = round(value)
             return self.categories[code] if 0 <= code < len(self.categories) else f"code {code}"
-        return f"{round(value)}" if self.integer else f"{value:.4g}"
+        return f"{round(value)}" if self.integer else measured_text(value)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class RegressionTarget:
 
     def value_text(self, value: float) -> str:
         """A predicted or true value as people read it: '152.3 points'."""
-        return f"{value:.4g}" + (f" {self.unit}" if self.unit else "")
+        return measured_text(value) + (f" {self.unit}" if self.unit else "")
 
 
 @dataclass(frozen=True)

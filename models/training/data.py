@@ -95,7 +95,7 @@ class TrainingSamples:
 
 
 def _noisy(split: Split, idx: torch.Tensor, info: DatasetInfo, cfg_noise: float, seed: int) -> TrainingSamples:
-    given = split.labels[idx].long()
+    given = split.labels[idx] if info.regression is not None else split.labels[idx].long()  # a number stays one
     used = flip_labels(given, info.num_classes, cfg_noise, seed) if cfg_noise > 0 else given
     return TrainingSamples(indices=idx, labels=used, dataset_labels=given)
 
@@ -208,6 +208,11 @@ def prepare_data(
         return split_data(split, idx, info, tokenizer, device, cfg.workers)
 
     train = make(train_split, train_idx)
+    if cfg.label_noise > 0 and info.regression is not None:
+        raise ModelError(
+            f"Label noise swaps a share of the training labels for other classes; {info.name} has a number to predict "
+            f"({info.regression.name}), not classes: train without --label-noise."
+        )
     if cfg.label_noise > 0:
         _apply_noise(_noisy(train_split, train_idx, info, cfg.label_noise, cfg.seed), train, run, cfg.seed, dist)
     return Prepared(

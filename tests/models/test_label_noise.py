@@ -56,6 +56,25 @@ def test_cli_refuses_bad_label_noise_in_one_line(capsys: pytest.CaptureFixture[s
     assert not runs_root().exists() or not list_runs()
 
 
+def test_label_noise_on_a_number_to_predict_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "train",
+        "--dataset",
+        "diabetes",
+        "--model",
+        "tabular_mlp",
+        "--epochs",
+        "1",
+        "--quiet",
+        "--label-noise",
+        "0.1",
+    ]
+    assert main(argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "a number to predict (disease progression), not classes" in errors[0], errors
+    assert not runs_root().exists() or not list_runs()
+
+
 @pytest.mark.parametrize(("dataset", "model"), [("digits", "mlp"), ("cues", "text_cnn")])
 def test_run_records_its_flips_and_training_samples_gives_them_back(dataset: str, model: str) -> None:
     result = train(quick(dataset=dataset, model=model, epochs=1, max_train_samples=300, label_noise=0.1, seed=5))
