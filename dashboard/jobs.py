@@ -51,6 +51,15 @@ MIN_PROGRESS_FOR_ETA = 0.02  # a queue's remaining time is extrapolated once thi
 RECENT_RECORDS = 20
 
 
+def _test_r2(result: TrainResult) -> float | None:
+    """A finished regression run's test R² from its summary (TrainResult carries the accuracy alone)."""
+    try:
+        r2 = result.run.summary().get("test_r2")
+    except Exception:  # noqa: BLE001 - the folder may be gone already; the job still reports how it ended
+        return None
+    return float(r2) if isinstance(r2, (int, float)) else None
+
+
 class JobBusy(ModelError):
     """A training job is already running; the message names it and says what to do."""
 
@@ -86,6 +95,7 @@ class JobSnapshot:
     began: float | None = None  # when the trainer got it (after the queue's planning)
     startup_s: float | None = None  # from then to its first training event (process, data, model)
     train_elapsed_s: float | None = None  # the trainer's own clock at its last event (training and validation)
+    test_r2: float | None = None  # a number to predict: its test R² (it has no accuracy)
 
     @property
     def active(self) -> bool:
@@ -299,6 +309,7 @@ class Job:
         self._history: list[dict[str, Any]] = []
         self._error: str | None = None
         self._test: tuple[float | None, float | None] = (None, None)
+        self._test_r2: float | None = None
         self._started: float | None = None
         self._finished: float | None = None
         self._planned: int | None = None
@@ -368,6 +379,7 @@ class Job:
             if result is not None:
                 self._run_id = result.run.id
                 self._test = (result.test_acc, result.test_loss)
+                self._test_r2 = _test_r2(result)
             self._finished = time.time()
 
     def run(self, train_fn: TrainFn) -> None:
@@ -421,6 +433,7 @@ class Job:
                 error=self._error,
                 test_acc=self._test[0],
                 test_loss=self._test[1],
+                test_r2=self._test_r2,
                 started=self._started,
                 finished=self._finished,
                 stop_requested=self.stop_event.is_set(),

@@ -11,9 +11,10 @@ import time
 from typing import Any
 
 from xaidash.dashboard.jobs import JobSnapshot
-from xaidash.data.formatting import percent, plural
+from xaidash.data.formatting import percent, plural, r2_text
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.quality import problem_badge, quality_label, run_warning
+from xaidash.models.runs.scores import headline_text
 from xaidash.models.runs.store import WEIGHTS, Run, RunKind, run_liveness
 
 
@@ -97,10 +98,19 @@ def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
             "epochs": epochs_text(c, s),
             "val acc": None if acc_val is None else 100 * acc_val,
             "test acc": None if acc_test is None else 100 * acc_test,
+            **_r2_cells(s),
             "quality": quality_label(run, s),  # every run gets a verdict: a blank cell read as "not known"
         }  # no date column: the run's id starts with its creation time
     except Exception as e:  # noqa: BLE001 - a damaged run must still be listed (and deletable)
         return {"run": run.id, "model": "?", "data set": "?", "state": f"unreadable: {e}"}
+
+
+def _r2_cells(summary: dict[str, Any]) -> dict[str, float | None]:
+    """A regression run's R² columns (a number to predict has no accuracy); nothing for a classifier, so a table of
+    classifiers has no empty R² columns."""
+    if summary.get("val_r2") is None and summary.get("test_r2") is None:
+        return {}
+    return {"val R²": summary.get("val_r2"), "test R²": summary.get("test_r2")}
 
 
 def picker_label(run: Run) -> str:
@@ -118,7 +128,7 @@ def picker_label(run: Run) -> str:
     what = f"{c.get('model', '?')} · {c.get('dataset') or 'no data set'}"
     if kind == "imported":
         return f"{what} · imported · {when}"
-    acc = percent(s.get("test_acc", s.get("val_acc")))
+    acc = headline_text(s)
     flag = _quality(run, s)  # '⚠ poor', '⚠ training failed', '⚠ NaN/inf weights' or ''
     parts = [f"⚠ {what}" if flag else what, f"{acc} {flag.removeprefix('⚠ ')}" if flag else acc, when]
     state = state_word(run, s)
@@ -147,8 +157,9 @@ def settings_rows(run: Run) -> list[tuple[str, str]]:
     recipe_text = "–"
     if recipe:
         key = recipe.get("key", "?")
-        expected = recipe.get("expected_acc")
-        recipe_text = f"{key} (tested: {percent(expected)})" if expected is not None else f"{key} (untested)"
+        expected, expected_r2 = recipe.get("expected_acc"), recipe.get("expected_r2")
+        tested = r2_text(expected_r2) if expected_r2 is not None else percent(expected) if expected is not None else ""
+        recipe_text = f"{key} (tested: {tested})" if tested else f"{key} (untested)"
     samples = " / ".join(str(c.get(k, "–")) for k in ("train_samples", "val_samples", "test_samples"))
     rows = [
         ("model", str(c.get("model", "?"))),
@@ -183,6 +194,10 @@ def settings_rows(run: Run) -> list[tuple[str, str]]:
     return rows
 
 
+# A regression run's final numbers in the compare table (its errors in the target's units).
+REGRESSION_METRICS = {"test R²": "test_r2", "val R²": "val_r2", "test RMSE": "test_rmse", "test MAE": "test_mae"}
+
+
 def final_metrics(run: Run) -> dict[str, Any]:
     """The numbers a run ended with, for the compare table (None where a run has none)."""
     s = run.summary()
@@ -198,6 +213,7 @@ def final_metrics(run: Run) -> dict[str, Any]:
     return {
         "test acc": as_pct("test_acc"),
         "val acc": as_pct("val_acc"),
+        **({k: num(key) for k, key in REGRESSION_METRICS.items()} if _r2_cells(s) else {}),
         "test loss": num("test_loss"),
         "val loss": num("val_loss"),
         "time (s)": num("train_seconds"),

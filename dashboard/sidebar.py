@@ -15,6 +15,7 @@ from xaidash.dashboard.run_facts import epochs_text, run_kind, state_word
 from xaidash.dashboard.state import Slot, current_page, page_runs, slot_of
 from xaidash.data.formatting import percent
 from xaidash.models.device import describe_default_device
+from xaidash.models.runs.scores import final_score_text, headline_text, run_target
 from xaidash.models.runs.store import LANGUAGE_MARK, Run, RunKind
 
 
@@ -66,6 +67,9 @@ def _selected_run(runs: tuple[RunKind, ...]) -> None:
         st.markdown(f"**{c['model']}** on **{c['dataset'] or 'no data set'}**")  # None: an unlinked imported model
         acc = s.get("test_acc")
         facts = [f"test acc {percent(acc)}" if acc is not None else f"val acc {percent(s.get('val_acc'))}"]
+        if s.get("test_r2") is not None or s.get("val_r2") is not None:  # a number to predict: R² and its error
+            has_test = s.get("test_r2") is not None
+            facts = [final_score_text(s, run_target(c)) if has_test else f"val {headline_text(s)}"]
         state = state_word(run, s)  # 'interrupted' when the process that wrote 'running' is gone
         if state != "completed":
             facts.append(f"{state}, epochs {epochs_text(c, s)}")

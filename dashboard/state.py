@@ -15,6 +15,7 @@ import streamlit as st
 from xaidash.dashboard.nav import CLASSIFIERS, LANGUAGE_MODELS, PAGES, page_path
 from xaidash.dashboard.run_facts import run_kind
 from xaidash.data.formatting import percent
+from xaidash.models.runs.scores import headline_text
 from xaidash.models.runs.store import Run, RunKind, list_runs, run_liveness
 
 if TYPE_CHECKING:
@@ -158,7 +159,8 @@ def run_label(run: Run) -> str:
     if kind == "imported":  # no accuracy measured here, maybe no data set
         return f"{c['model']} on {c.get('dataset') or 'no data set'} · imported · {when}"
     extra = "" if state == "completed" else f" · {state}"
-    return f"{c['model']} on {c['dataset']} · acc {percent(acc)} · {when}{extra}"
+    score = headline_text(s) if s.get("test_r2") is not None or s.get("val_r2") is not None else f"acc {percent(acc)}"
+    return f"{c['model']} on {c['dataset']} · {score} · {when}{extra}"
 
 
 def require_bundle(purpose: str) -> tuple[Run, ModelBundle]:

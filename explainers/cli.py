@@ -21,6 +21,7 @@ import torch
 from xaidash.data.argtypes import float_range, int_range
 from xaidash.data.modalities import GroundTruth
 from xaidash.explainers.dataset.explain import DEFAULT_CHUNK, ENGINES, parse_dataset_range
+from xaidash.explainers.figures.predictions import prediction_text, verdict_text
 from xaidash.explainers.figures.report import ExplainReport, MethodSetting, ReportSettings, session_report
 from xaidash.explainers.figures.result_json import check_out_folder, make_out_folder
 from xaidash.explainers.figures.scales import SCALE_MODES
@@ -250,8 +251,9 @@ def _write(args: argparse.Namespace, report: ExplainReport, out: Path, descripti
     top = report.inputs[0].predictions["A"][0]
     if report.inputs[0].values is not None:  # a row: its values, which the one-line summary does not show
         print(f"row: {report.inputs[0].text}")
+    inp, target = report.inputs[0], report.run.regression
     print(
-        f"{description}: predicted {top.name} ({top.probability:.1%}); "
+        f"{description}: predicted {prediction_text(top, target, 1)}{verdict_text(top, inp.label, target)}; "
         f"{ok}/{chosen} methods written to {out}" + (f"; HTML report {args.report}" if args.report and html_ok else "")
     )
     return 0 if ok and html_ok else 1

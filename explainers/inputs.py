@@ -25,7 +25,7 @@ class ResolvedInput:
     """
 
     raw: torch.Tensor | str
-    label: int | None
+    label: int | float | None  # the true class, or the true value of a number to predict
     description: str
     mask: np.ndarray | None = None
     rationale: list[int] | None = None
@@ -93,10 +93,13 @@ def _dataset_sample(bundle: ModelBundle, split_name: str, index: int, spec: str)
     if not 0 <= index < len(split):
         raise ExplainError(f"{spec} is out of range: the {split_name} split of {info.name} has {len(split)} samples.")
     given = int(split.labels[index])
-    label = given if 0 <= given < info.num_classes else None
+    label: int | float | None = given if 0 <= given < info.num_classes else None
     name = f"{info.name} {split_name} #{index}"
-    if label is not None:
-        name += f" (label {info.classes[label]})"
+    if info.regression is not None:  # a number to predict: the row's true value, in the target's units
+        label = float(split.labels[index])
+        name += f" (true {info.regression.value_text(label)})"
+    elif label is not None:
+        name += f" (label {info.classes[int(label)]})"
     adapter = adapter_of(bundle.modality)
     raw = adapter.item(split, index)
     problem = adapter.sample_problem(raw, bundle, name)
@@ -136,7 +139,7 @@ def resolve_sample(spec: str, bundle: ModelBundle, fit: str = "crop") -> Resolve
     return ResolvedInput(raw, None, description, coverage=_coverage(bundle, raw))
 
 
-def resolve_input(spec: str, bundle: ModelBundle, fit: str = "crop") -> tuple[Any, int | None, str]:
+def resolve_input(spec: str, bundle: ModelBundle, fit: str = "crop") -> tuple[Any, int | float | None, str]:
     """(raw input, true label or None, description) for a CLI `--input` value; see `resolve_sample`."""
     r = resolve_sample(spec, bundle, fit)
     return r.raw, r.label, r.description

@@ -27,6 +27,7 @@ from xaidash.data.registry import Split, get_source
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.calibration import N_BINS, CalibrationScores, calibration_scores, fit_temperature
 from xaidash.models.registry import ModelError
+from xaidash.models.runs.scores import run_target
 from xaidash.models.runs.store import WEIGHTS, Run, load_bundle, resolve_run, run_liveness, weights_problem
 from xaidash.models.training.data import split_indices
 
@@ -121,6 +122,9 @@ def refusal(run: Run) -> str | None:
             f"Run {run.id} is an imported model with no data set linked: calibration needs labelled samples. Import "
             "it again with --dataset NAME to link one."
         )
+    target = run_target(config)
+    if target is not None:
+        return f"Calibration applies to classifiers; this run predicts a number ({target.name})."
     summary = run.summary()
     live = run_liveness(run, summary)
     if live.state == "running":

@@ -18,6 +18,7 @@ from xaidash.models.calibration_text import cmd_calibration
 from xaidash.models.device import device_arg
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.quality import accuracy_warning, run_warning
+from xaidash.models.runs.scores import epoch_score_text, final_score_text, recipe_score_text, run_target
 from xaidash.models.runs.store import delete_run, resolve_run, run_liveness, runs_root
 from xaidash.models.runs.table import runs_table
 from xaidash.models.training.compiled import COMPILE_MODES
@@ -51,17 +52,18 @@ class ProgressPrinter:
                 self.bar = tqdm(total=e.total_steps, initial=e.step, unit="step", file=sys.stderr, dynamic_ncols=True)
         elif e.kind == "step" and self.bar is not None:
             self.bar.update(e.step - self.bar.n)
+            # a number to predict has no accuracy per step: its R² comes with each epoch's validation
+            scores = {"acc": _fmt(e.train_acc, True)} if e.train_acc is not None else {}
             self.bar.set_postfix(
-                epoch=e.epoch,
-                loss=f"{e.train_loss:.3f}",
-                acc=_fmt(e.train_acc, True),
-                rate=f"{e.samples_per_s or 0:.0f}/s",
+                epoch=e.epoch, loss=f"{e.train_loss:.3f}", **scores, rate=f"{e.samples_per_s or 0:.0f}/s"
             )
         elif e.kind == "epoch":
+            regression = e.val_r2 is not None or (e.train_acc is None and e.val_acc is None)  # no accuracy at all
+            train = "" if regression else f" acc {_fmt(e.train_acc, True)}"
             line = (
-                f"epoch {e.epoch}/{e.epochs}: train loss {_fmt(e.train_loss)} acc {_fmt(e.train_acc, True)}"
-                f" | val loss {_fmt(e.val_loss)} acc {_fmt(e.val_acc, True)} | {e.samples_per_s or 0:.0f} samples/s"
-                + (f" ({e.message})" if e.message else "")
+                f"epoch {e.epoch}/{e.epochs}: train loss {_fmt(e.train_loss)}{train}"
+                f" | val loss {_fmt(e.val_loss)} {epoch_score_text(e.val_acc, e.val_r2, regression)}"
+                f" | {e.samples_per_s or 0:.0f} samples/s" + (f" ({e.message})" if e.message else "")
             )
             (self.bar.write(line, file=sys.stderr) if self.bar is not None else print(line, file=sys.stderr))
         elif e.kind == "end" and self.bar is not None:
@@ -105,14 +107,16 @@ def _model_options(items: list[str] | None) -> dict[str, Any]:
 
 
 def _report(result: TrainResult) -> int:
-    """The end of a run on the terminal: state, test accuracy, what was kept, a quality warning; the exit code."""
+    """The end of a run on the terminal: state, test accuracy (R², RMSE and MAE in the target's units for a number
+    to predict), what was kept, a quality warning; the exit code."""
     if result.state == "failed":
         print(f"error: run {result.run.id} failed: {result.error}", file=sys.stderr)
         return 1
     s = result.run.summary()
+    config = result.run.config()
     print(
-        f"{result.state}: run {result.run.id}  test acc {_fmt(result.test_acc, True)}  test loss {_fmt(result.test_loss)}"
-        f"  ({s.get('train_seconds', 0):.1f} s on {result.run.config()['device']})"
+        f"{result.state}: run {result.run.id}  {final_score_text(s, run_target(config))}"
+        f"  test loss {_fmt(result.test_loss)}  ({s.get('train_seconds', 0):.1f} s on {config['device']})"
     )
     if result.state == "stopped":
         print(f"kept: {result.kept}")
@@ -221,8 +225,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return 130
     for dataset, model, result, seconds in done:
         warning = run_warning(result.run)
+        score = final_score_text(result.run.summary(), run_target(result.run.config()))
         print(
-            f"{model:17s} {dataset:8s} {result.state:9s} test acc {_fmt(result.test_acc, True):>7s}  {seconds:5.1f} s"
+            f"{model:17s} {dataset:8s} {result.state:9s} {score:>14s}  {seconds:5.1f} s"
             f"  run {result.run.id}" + (f"\n  warning: {warning}" if warning else "")
         )
     print(f"demo: {len(done)} of {len(DEMO_RUNS)} runs in {time.perf_counter() - started:.1f} s")
@@ -445,7 +450,7 @@ def _demo_runs() -> tuple[tuple[str, str], ...]:
 
 
 def _recipe_line(key: str, r: Recipe) -> str:
-    expected = f"test acc {percent(r.expected_acc)}" if r.expected_acc is not None else "not measured"
+    expected = recipe_score_text(r) or "not measured"
     inputs = _inputs_of(key)
     return (
         f"{key:14s} {describe(r)}: {expected}"

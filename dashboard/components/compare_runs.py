@@ -108,6 +108,10 @@ def compare_runs_section() -> None:
         column_config={
             "test acc": st.column_config.NumberColumn(format="%.2f%%"),
             "val acc": st.column_config.NumberColumn(format="%.2f%%"),
+            "test R²": st.column_config.NumberColumn(format="%.3f"),
+            "val R²": st.column_config.NumberColumn(format="%.3f"),
+            "test RMSE": st.column_config.NumberColumn(format="%.2f", help="in the target's units"),
+            "test MAE": st.column_config.NumberColumn(format="%.2f", help="in the target's units"),
             "test loss": st.column_config.NumberColumn(format="%.4f"),
             "val loss": st.column_config.NumberColumn(format="%.4f"),
             "time (s)": st.column_config.NumberColumn(format="%.1f"),

@@ -1,4 +1,5 @@
-"""Training curves as TensorBoard draws them: loss and accuracy over steps, one or several runs.
+"""Training curves as TensorBoard draws them: loss and accuracy over steps, one or several runs. A model that
+predicts a number has no accuracy: its validation R² is drawn instead (one point per epoch).
 
 Train points are what the engine logged per step record (the mean over each logging interval when
 the record says `interval_steps`; older runs logged the running mean since the epoch began, and the
@@ -33,18 +34,20 @@ def train_series_name(history: Sequence[Mapping[str, Any]]) -> str:
 
 
 VALIDATION = "validation (per epoch)"
+R2 = "R²"  # the score of a number to predict (validation only: the steps log no R²)
 
 
 def curve_frame(history: Sequence[Mapping[str, Any]], run: str = "") -> pd.DataFrame:
     """Long table (run, step, epoch, series, metric, value): train from step records, validation from epoch records."""
     train_name = train_series_name(history)
     rows = []
+    pairs: tuple[tuple[str, str], ...]
     for r in history:
         kind = r.get("kind")
         if kind == "step":
             pairs, series = (("loss", "train_loss"), ("accuracy", "train_acc")), train_name
         elif kind == "epoch":
-            pairs, series = (("loss", "val_loss"), ("accuracy", "val_acc")), VALIDATION
+            pairs, series = (("loss", "val_loss"), ("accuracy", "val_acc"), (R2, "val_r2")), VALIDATION
         else:
             continue
         for metric, key in pairs:
@@ -147,13 +150,11 @@ def metric_chart(
     d = with_smoothing(df[df.metric == metric], options.smoothing)
     if d.empty:
         return None
-    is_loss = metric == "loss"
+    is_loss, is_r2 = metric == "loss", metric == R2
     log = is_loss and options.log_loss and bool((d["value"] > 0).all())
-    y_title = ("loss (log scale)" if log else "loss") if is_loss else "accuracy"
-    y_scale = (
-        alt.Scale(type="log") if log else (alt.Scale(zero=False) if is_loss else alt.Scale(domain=[0, 1], nice=False))
-    )
-    y_axis = alt.Axis(format="%" if not is_loss else "~g", tickCount=6, title=y_title)
+    y_title = ("loss (log scale)" if log else "loss") if is_loss else metric
+    y_scale = _y_scale(d, is_loss, is_r2, log)
+    y_axis = alt.Axis(format="~g" if is_loss or is_r2 else "%", tickCount=6, title=y_title)
     series_order = list(dict.fromkeys(d["series"]))
     if by_run:
         runs = list(dict.fromkeys(d["run"]))
@@ -203,7 +204,8 @@ def metric_chart(
                 y=alt.value(0), text=alt.Text("label:N")
             )
         )
-    title = "Loss (cross-entropy)" if is_loss else "Accuracy"
+    regression = bool((df.metric == R2).any())
+    title = _title(metric, regression)
     # One run: two short series names fit under the chart. Several: one legend row per run, on the right.
     placement: dict[str, Any] = (
         {"orient": "right", "direction": "vertical"}
@@ -215,6 +217,25 @@ def metric_chart(
         .properties(title=title, height=CHART_HEIGHT)
         .configure_legend(labelLimit=320, symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3, **placement)
     )
+
+
+def _y_scale(d: pd.DataFrame, is_loss: bool, is_r2: bool, log: bool) -> alt.Scale:
+    """Loss: free (or log); accuracy: 0 to 1; R²: up to 1, down to its lowest point (an untrained model's first
+    epochs are far below 0) but at least to 0, so 'better than the mean' reads at a glance."""
+    if log:
+        return alt.Scale(type="log")
+    if is_loss:
+        return alt.Scale(zero=False)
+    if is_r2:
+        low = float(np.nanmin(d["value"].to_numpy())) if len(d) else 0.0
+        return alt.Scale(domain=[min(0.0, low), 1], nice=False)
+    return alt.Scale(domain=[0, 1], nice=False)
+
+
+def _title(metric: str, regression: bool) -> str:
+    if metric == "loss":  # a number to predict learns the squared error divided by its variance (1: the mean)
+        return "Loss (squared error / target variance)" if regression else "Loss (cross-entropy)"
+    return "Validation R² (1: perfect, 0: the mean)" if metric == R2 else "Accuracy"
 
 
 def show_curves(
@@ -232,8 +253,9 @@ def show_curves(
         return
     ends = None if by_run else epoch_ends(next(iter(histories.values())))
     # Side by side for one run; one above the other for several, so each chart keeps room for its legend.
-    places = [st.container(), st.container()] if by_run else st.columns(2)
-    for place, metric in zip(places, ("loss", "accuracy"), strict=True):
+    metrics = ["loss", *(m for m in ("accuracy", R2) if (df.metric == m).any())]
+    places = [st.container() for _ in metrics] if by_run else st.columns(max(2, len(metrics)))
+    for place, metric in zip(places, metrics, strict=False):
         chart = metric_chart(df, metric, options, ends, by_run)
         if chart is not None:
             place.altair_chart(chart, width="stretch")

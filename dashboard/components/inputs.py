@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from PIL import Image
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
+from xaidash.dashboard.components.regression_inputs import ORDERS, regression_order, row_describer
 from xaidash.dashboard.components.row_inputs import row_table, shown_as_rows, typed_rows, uploaded_rows
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
@@ -50,7 +52,7 @@ class PickedInput:
     """One input: raw model input, true label (or None), a name for captions, and ground truth when known."""
 
     raw: torch.Tensor | str
-    label: int | None
+    label: int | float | None  # the true class, or the true value of a number to predict
     name: str
     mask: np.ndarray | None = None
     rationale: list[int] | None = None
@@ -85,13 +87,14 @@ def _filtered(info: DatasetInfo, key: str, labels: np.ndarray, preds: np.ndarray
     return idx, classes, show
 
 
+def _class_describer(info: DatasetInfo, labels: np.ndarray, preds: np.ndarray) -> Callable[[int], str]:
+    return lambda i: f"#{i} {_class_name(info, int(labels[i]))}→{_class_name(info, int(preds[i]))}"
+
+
 def _chosen(
-    info: DatasetInfo, key: str, pick_key: str, idx: list[int], labels: np.ndarray, preds: np.ndarray, max_inputs: int
+    key: str, pick_key: str, idx: list[int], describe: Callable[[int], str], max_inputs: int, help: str
 ) -> list[int]:
     """The samples list (first match picked for the user until they choose) and its Random button."""
-
-    def describe(i: int) -> str:
-        return f"#{i} {_class_name(info, int(labels[i]))}→{_class_name(info, int(preds[i]))}"
 
     def random_pick() -> None:
         count = max(1, len(st.session_state.get(pick_key) or []))
@@ -108,7 +111,7 @@ def _chosen(
         format_func=describe,
         max_selections=max_inputs,
         key=pick_key,
-        help="test index, true class → predicted class",
+        help=help,
         on_change=lambda: st.session_state.pop(f"{pick_key}_auto", None),
     )
     c2.button(
@@ -181,7 +184,7 @@ def _gallery_pages(
         _tiles(t, idx[(page - 1) * GALLERY_PAGE : page * GALLERY_PAGE], chosen, pick_key, max_inputs)
 
 
-def _sample(adapter: Modality, split: Split, index: int, label: int, name: str) -> PickedInput:
+def _sample(adapter: Modality, split: Split, index: int, label: int | float, name: str) -> PickedInput:
     """Sample `index` of a split as an input, with its ground truth (an object mask, a rationale) when known."""
     truth = adapter.ground_truth(split, [index])
     return PickedInput(
@@ -204,17 +207,24 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
         return []
     labels = split.labels[: len(probs)].numpy()
     tested = _Tested(info, split, labels, probs, probs.argmax(1))
-    idx, classes, show = _filtered(info, key, labels, tested.preds)
+    if info.regression is not None:  # a number to predict: rows ordered by their error, no classes
+        idx, show = regression_order(info.regression, key, labels, probs[:, 0])
+        classes: list[str] = []
+        describe, what = row_describer(info.regression, labels, probs[:, 0]), "test index, true → predicted value"
+    else:
+        idx, classes, show = _filtered(info, key, labels, tested.preds)
+        describe, what = _class_describer(info, labels, tested.preds), "test index, true class → predicted class"
     if not idx:
         st.info("No test samples match these filters: widen them.")
         return []
     pick_key = _pick_key(key, info.name, classes, show)
-    chosen = _chosen(info, key, pick_key, idx, labels, tested.preds, max_inputs)
+    chosen = _chosen(key, pick_key, idx, describe, max_inputs, what)
     if shown_as_rows(bundle):  # rows of values: picked in a table of the rows themselves
         row_table(info, bundle.adapter.items(split, range(len(probs))), idx, labels, probs, pick_key, max_inputs)
     else:
         _gallery_pages(tested, key, pick_key, idx, chosen, max_inputs, bundle.adapter.gallery_open)
-    return [_sample(bundle.adapter, split, i, int(labels[i]), f"test #{i}") for i in chosen]
+    as_label = float if info.regression is not None else int
+    return [_sample(bundle.adapter, split, i, as_label(labels[i]), f"test #{i}") for i in chosen]
 
 
 def _toggle_pick(pick_key: str, index: int, max_inputs: int) -> None:
@@ -449,7 +459,10 @@ def _open_requested_sample(bundle: ModelBundle, key: str) -> None:
     st.session_state[f"{key}_source"] = TEST_SET
     st.session_state[f"{key}_classes_{bundle.info.name}"] = []
     st.session_state[f"{key}_show"] = "all"
-    st.session_state[_pick_key(key, bundle.info.name, [], "all")] = [index]
+    show = "all" if bundle.info.regression is None else ORDERS[0]  # the filters' defaults
+    if bundle.info.regression is not None:
+        st.session_state[f"{key}_order"] = ORDERS[0]
+    st.session_state[_pick_key(key, bundle.info.name, [], show)] = [index]
 
 
 def _as_trained(info: DatasetInfo, split: Split, index: int) -> str:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from xaidash.dashboard import services
 from xaidash.dashboard.jobs import JobSnapshot, QueueSnapshot
 from xaidash.dashboard.run_facts import kept_sentence
-from xaidash.data.formatting import duration_text, percent
+from xaidash.data.formatting import duration_text, percent, r2_text
 from xaidash.models.runs.progress import run_progress
+from xaidash.models.runs.scores import final_score_text, run_target
 from xaidash.models.runs.store import Run, resolve_run
 
 
@@ -69,6 +70,8 @@ def job_line(job: JobSnapshot, queue_name: str = "") -> str:
     if job.state == "failed":
         return f"{prefix}last job failed: {job.label}"
     acc = f", test acc {percent(job.test_acc)}" if job.test_acc is not None else ""
+    if job.test_r2 is not None:  # a number to predict
+        acc = f", test {r2_text(job.test_r2)}"
     return f"{prefix}last job {job.state}: {job.label}{acc}"
 
 
@@ -103,6 +106,7 @@ class FolderState:
     train_seconds: float | None
     error: str | None
     advice: str  # an interrupted run's way on ('' otherwise)
+    score: str = ""  # its test score in words: 'test accuracy 97.0%', or 'test R² 0.42 · RMSE 59.81 · MAE ...'
 
     @property
     def epochs_left(self) -> bool:
@@ -145,4 +149,11 @@ def folder_state(run: Run) -> FolderState:
         train_seconds=summary.get("train_seconds"),
         error=summary.get("error"),
         advice=progress.advice,
+        score=_score(run, summary),
     )
+
+
+def _score(run: Run, summary: dict) -> str:
+    """'test accuracy 97.0%' or, for a number to predict, R² and the errors in the target's units."""
+    target = run_target(run.config())
+    return f"test accuracy {percent(summary.get('test_acc'))}" if target is None else final_score_text(summary, target)

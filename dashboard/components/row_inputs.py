@@ -20,6 +20,7 @@ from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
 ROW_INDEX, TRUE, PREDICTED, PROBABILITY = "test #", "true", "predicted", "probability"
+ERROR = "error"  # a number to predict: predicted - true, in the target's units
 
 
 def shown_as_rows(bundle: ModelBundle) -> bool:
@@ -64,17 +65,9 @@ def row_table(
     pick_key: str,
     max_inputs: int,
 ) -> None:
-    """The filtered test rows as a table; selecting rows (the boxes at the left) picks them."""
-    preds = probs.argmax(1)
-    head = pd.DataFrame(
-        {
-            ROW_INDEX: idx,
-            TRUE: [info.classes[int(labels[i])] for i in idx],
-            PREDICTED: [info.classes[int(preds[i])] for i in idx],
-            PROBABILITY: [float(probs[i, preds[i]]) for i in idx],
-        },
-        index=idx,
-    )
+    """The filtered test rows as a table; selecting rows (the boxes at the left) picks them. A number to predict:
+    the true and predicted values and the error, in the target's units, instead of classes."""
+    head = _head(info, idx, labels, probs)
     table = pd.concat([head, row_frame(info, split_rows[idx], idx)], axis=1)
     chosen = list(st.session_state.get(pick_key) or [])
     st.caption(
@@ -92,8 +85,31 @@ def row_table(
         on_select=lambda: _select(df_key, pick_key, idx, max_inputs),
         selection_mode="multi-row",
         column_config={
-            PROBABILITY: st.column_config.ProgressColumn(PROBABILITY, format="percent", min_value=0.0, max_value=1.0)
+            PROBABILITY: st.column_config.ProgressColumn(PROBABILITY, format="percent", min_value=0.0, max_value=1.0),
+            # a number to predict: its values to a tenth, in the target's units (the header names them)
+            **{c: st.column_config.NumberColumn(c, format="%.1f") for c in head.columns[1:] if info.regression},
         },
+    )
+
+
+def _head(info: DatasetInfo, idx: list[int], labels: np.ndarray, probs: np.ndarray) -> pd.DataFrame:
+    """The table's first columns: index, true and predicted class with its probability, or value and error."""
+    target = info.regression
+    if target is not None:
+        unit = f" ({target.unit})" if target.unit else ""
+        true, pred = labels[idx].astype(np.float64), probs[idx, 0].astype(np.float64)
+        return pd.DataFrame(
+            {ROW_INDEX: idx, TRUE + unit: true, PREDICTED + unit: pred, ERROR + unit: pred - true}, index=idx
+        )
+    preds = probs.argmax(1)
+    return pd.DataFrame(
+        {
+            ROW_INDEX: idx,
+            TRUE: [info.classes[int(labels[i])] for i in idx],
+            PREDICTED: [info.classes[int(preds[i])] for i in idx],
+            PROBABILITY: [float(probs[i, preds[i]]) for i in idx],
+        },
+        index=idx,
     )
 
 

@@ -69,7 +69,7 @@ def state_message(state: FolderState) -> None:
             else ""
         )
         st.success(
-            f"Finished{took}: test accuracy {percent(state.test_acc)} ({state.progress()}).",
+            f"Finished{took}: {state.score or 'test accuracy ' + percent(state.test_acc)} ({state.progress()}).",
             icon=":material/check_circle:",
         )
     elif state.state == "stopped":

@@ -23,6 +23,12 @@ PENDING = "xai_pending_run"  # clicked, but no weights yet: becomes the selected
 COLUMNS = {
     "val acc": st.column_config.NumberColumn("val acc", format="%.1f%%", help="validation accuracy"),
     "test acc": st.column_config.NumberColumn("test acc", format="%.1f%%", help="test accuracy (after training)"),
+    "val R²": st.column_config.NumberColumn(
+        "val R²", format="%.2f", help="a number to predict: R² on the validation share (1 perfect, 0 the mean)"
+    ),
+    "test R²": st.column_config.NumberColumn(
+        "test R²", format="%.2f", help="a number to predict: R² on the test rows (1 perfect, 0 the mean)"
+    ),
     "quality": st.column_config.TextColumn("quality", help=QUALITY_HELP),
     "epochs": st.column_config.TextColumn(
         "epochs", width=140, help="complete epochs / planned (+ steps of a partial epoch)"
@@ -91,6 +97,10 @@ def runs_table(key: str, job: JobSnapshot | None = None) -> Run | None:
     if _clicked_row(st.session_state.get(key)) != (wanted[0] if wanted else None):
         st.session_state[key] = {"selection": {"rows": wanted, "columns": [], "cells": []}}
     table = pd.DataFrame([run_row(r, job) for r in runs])
+    if "test R²" in table.columns:  # a regression run listed: its R² beside the classifiers' accuracies
+        order = list(table.columns.drop(["val R²", "test R²"]))
+        at = order.index("test acc") + 1 if "test acc" in order else len(order)
+        table = table[[*order[:at], "val R²", "test R²", *order[at:]]]
     st.dataframe(
         table,
         key=key,

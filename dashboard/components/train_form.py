@@ -16,7 +16,7 @@ import streamlit as st
 
 from xaidash.data.catalogue import dataset_status
 from xaidash.data.errors import DatasetError
-from xaidash.data.formatting import percent
+from xaidash.data.formatting import percent, r2_text
 from xaidash.data.modalities import modality_of
 from xaidash.data.paths import data_root, offline
 from xaidash.data.registry import DatasetInfo, get_source, list_datasets, list_factories
@@ -148,9 +148,12 @@ def recipe_note(spec: ModelSpec, info: DatasetInfo) -> str:
     where = info.name if key == info.name else f"{key} data"
     options = ", ".join(f"`{k}={v}`" for k, v in recipe.model_options)
     built = f" The model is built with {options}." if options else ""
-    if recipe.expected_acc is None:
+    if recipe.expected_r2 is not None:  # a number to predict: its test R²
+        tested = f"tested: {r2_text(recipe.expected_r2)} on {where}"
+    elif recipe.expected_acc is None:
         return f"Settings from **{spec.name}**'s recipe for {where} (not measured: watch the validation curve).{built}"
-    tested = f"tested: {percent(recipe.expected_acc)} on {where}"
+    else:
+        tested = f"tested: {percent(recipe.expected_acc)} on {where}"
     return f"Settings from **{spec.name}**'s recipe for {where} ({tested}).{built}"
 
 

@@ -76,7 +76,7 @@ def prediction_line(bundle: ModelBundle, bundle_key: str, item: PickedInput, vie
     """The input's name, predicted (and true) class, and the size of its attention."""
     proba = _proba(bundle_key, item.key, bundle, item.raw)
     pred = int(proba.argmax())
-    truth = f" · true class {bundle.info.classes[item.label]}" if item.label is not None else ""
+    truth = f" · true class {bundle.info.classes[int(item.label)]}" if item.label is not None else ""
     st.markdown(
         f"**{item.name}**: predicted **{bundle.info.classes[pred]}** ({proba[pred]:.0%}){truth} · "
         f"{view.layers} layers x {view.heads} heads over {len(view.tokens)} tokens"

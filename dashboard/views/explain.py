@@ -34,6 +34,7 @@ from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
 from xaidash.data.modalities import GroundTruth
 from xaidash.explainers import featured_methods, list_methods, methods_for
+from xaidash.explainers.figures.predictions import prediction_text, truth_text, verdict_text
 from xaidash.explainers.figures.report import TOP_K, ExplainReport, MethodSetting, ReportSettings, session_report
 from xaidash.explainers.inputs import TextCoverage, text_coverage
 from xaidash.explainers.metrics.deletion import CURVE_STEPS
@@ -106,12 +107,17 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
     with st.container(border=True):
         chosen = pick_methods(run.id, bundle, by_id)
         c2, c4, c3 = st.columns([2, 2, 3])
-        target_name = c2.selectbox(
-            "Target class",
-            ["predicted class", *info.classes],
-            key=f"explain_target_{info.name}",
-            help="the class whose evidence the maps show",
-        )
+        if info.regression is not None:  # one output: nothing to pick
+            target_name = info.regression.name
+            c2.markdown(f"**Target:** the predicted {target_name}")
+            c2.caption("The model predicts one number: the maps explain it, in its units (no class to pick).")
+        else:
+            target_name = c2.selectbox(
+                "Target class",
+                ["predicted class", *info.classes],
+                key=f"explain_target_{info.name}",
+                help="the class whose evidence the maps show",
+            )
         shared = c3.toggle(
             "Shared scale per unit",
             key="explain_shared",
@@ -138,7 +144,7 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
             for j, m in enumerate(chosen):
                 with cols[j % len(cols)].expander(f"{by_id[m].label} parameters"):
                     params[m] = param_controls(by_id[m], "explain", layer_choices(bundle))
-    target = None if target_name == "predicted class" else list(info.classes).index(target_name)
+    target = None if target_name == "predicted class" or info.regression else list(info.classes).index(target_name)
     return Choice(chosen, by_id, params, str(target_name), target, bool(shared), str(display), bool(with_metrics))
 
 
@@ -287,10 +293,10 @@ def input_header(
     shows only the words the model reads (and says how many of how many: the maps explain those alone); `note`: which
     probabilities the chart shows (plain or calibrated, and how to switch)."""
     inp = report.inputs[i]
-    classes = report.run.classes
+    classes, target = report.run.classes, report.run.regression
     top = inp.predictions["A"][0]
-    truth = f" · true: **{classes[inp.label]}**" if inp.label is not None else ""
-    mark = "" if inp.label is None else (" ✓" if inp.label == top.cls else " ✗")
+    truth = f" · true: **{truth_text(inp.label, classes, target)}**" if inp.label is not None else ""
+    mark = verdict_text(top, inp.label, target)
     with st.container(horizontal=True, gap="medium"):
         if inp.image is not None:
             st.image(to_pil(inp.image, 224), width=200)
@@ -300,12 +306,14 @@ def input_header(
                 st.markdown(f"> {coverage.read_text(inp.text) if coverage else inp.text}{' …' if cut else ''}")
                 if coverage is not None and cut:
                     st.warning(coverage.sentence(), icon=":material/content_cut:")
-            st.markdown(f"**{inp.name}**{truth} · predicted: **{top.name}** ({top.probability:.0%}){mark}")
+            st.markdown(f"**{inp.name}**{truth} · predicted: **{prediction_text(top, target)}**{mark}")
             ood_hint(inp.ood)
-        with st.container(width=300):
-            st.altair_chart(topk_chart(probs, classes, TOP_K, inp.label), width="stretch")
-            if note:
-                st.caption(note)
+        if target is None:  # a number to predict has no classes to chart: its value is the line above
+            with st.container(width=300):
+                label = None if inp.label is None else int(inp.label)
+                st.altair_chart(topk_chart(probs, classes, TOP_K, label), width="stretch")
+                if note:
+                    st.caption(note)
     if inp.cells:  # a row of values: its values, in the columns' units
         st.dataframe(cells_frame(inp.cells), hide_index=True, width="stretch", key=f"explain_row_{i}")
 

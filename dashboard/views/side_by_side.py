@@ -23,6 +23,8 @@ from xaidash.dashboard.components.report_downloads import report_downloads
 from xaidash.dashboard.components.row_inputs import cells_frame
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle, run_label
+from xaidash.data.formatting import r2_text
+from xaidash.data.registry import RegressionTarget
 from xaidash.explainers.comparison.side_by_side import (
     InputSpec,
     ModelChoice,
@@ -39,6 +41,7 @@ from xaidash.explainers.comparison.side_by_side import (
     top_classes,
 )
 from xaidash.explainers.figures.legend import map_legend
+from xaidash.explainers.figures.predictions import prediction_text, top_predictions, truth_text, verdict_text
 from xaidash.explainers.figures.report import ExplainReport, RunInfo
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.registry import MethodSpec, featured_methods
@@ -195,6 +198,20 @@ def measured_poor(pair: Pair, acc_a: float, acc_b: float) -> None:
             st.warning(f"Model {name} ({which}), measured here on the test split: {warning}", icon=":material/warning:")
 
 
+def regression_agreement(pair: Pair, target: RegressionTarget, truth: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    """A number to predict: both models' R² and mean absolute error on the test rows (no classes to agree on)."""
+    spread = float(((truth - truth.mean()) ** 2).sum()) or 1.0
+    parts = []
+    for name, which, values in (("A", pair.name_a, a), ("B", pair.name_b, b)):
+        r2 = 1.0 - float(((values - truth) ** 2).sum()) / spread
+        mae = target.value_text(float(np.abs(values - truth).mean()))
+        parts.append(f"**{name}** {which} {r2_text(r2)}, mean absolute error {mae}")
+        warning = accuracy_warning({}, {"test_r2": r2})
+        if warning and not (run_warning(pair.run) if name == "A" else pair.choice_b.warning):
+            st.warning(f"Model {name} ({which}), measured here on the test split: {warning}", icon=":material/warning:")
+    st.markdown(f"On the first {len(truth)} test rows ({target.name}): " + "; ".join(parts) + ".")
+
+
 def test_split_agreement(pair: Pair) -> None:
     """Both models' accuracy on the test split, how often they disagree, and a button that picks disagreements."""
     info = pair.a.info
@@ -203,6 +220,9 @@ def test_split_agreement(pair: Pair) -> None:
             probs_a_test = services.test_predictions(pair.key_a, pair.a)
             probs_b_test = _test_predictions_of_b(pair.key_b, info.name, pair.b)
         labels_test = services.dataset_split(info.name, "test").labels[: len(probs_a_test)].numpy()
+        if info.regression is not None:
+            regression_agreement(pair, info.regression, labels_test, probs_a_test[:, 0], probs_b_test[:, 0])
+            return
         differ = np.flatnonzero(disagreements(probs_a_test, probs_b_test)).tolist()
         acc_a = float((probs_a_test.argmax(1) == labels_test).mean())
         acc_b = float((probs_b_test.argmax(1) == labels_test).mean())
@@ -419,7 +439,14 @@ def build_report(
     return report
 
 
-def prediction_block(probs: np.ndarray, label: int | None, title: str, classes: tuple[str, ...]) -> None:
+def prediction_block(
+    probs: np.ndarray, label: float | None, title: str, classes: tuple[str, ...], target: RegressionTarget | None
+) -> None:
+    if target is not None:  # a number to predict: its value in units and the error, no class chart
+        top = top_predictions(probs, classes, target=target)[0]
+        st.markdown(f"**{title}**: **{prediction_text(top, target)}**{verdict_text(top, label, target)}")
+        return
+    label = None if label is None else int(label)
     pred = int(probs.argmax())
     mark = "" if label is None else (" ✓" if label == pred else " ✗")
     st.markdown(f"**{title}**: **{classes[pred]}** ({probs[pred]:.0%}){mark}")
@@ -455,10 +482,13 @@ def input_head(
     cells: tuple[str, ...] = (),
 ) -> None:
     """The input (its picture, or its text), whether the models agree on it, and both models' predictions."""
-    classes = pair.a.info.classes
-    truth = f" · true: **{classes[p.label]}**" if p.label is not None else ""
+    classes, target = pair.a.info.classes, pair.a.info.regression
+    truth = f" · true: **{truth_text(p.label, classes, target)}**" if p.label is not None else ""
     pred_a, pred_b = classes[int(probs_a.argmax())], classes[int(probs_b.argmax())]
-    if differ:
+    if target is not None:  # two predicted numbers: their values, not agreement on a class
+        head = f"**{p.name}**{truth} · A: **{target.value_text(float(probs_a[0]))}**, "
+        head += f"B: **{target.value_text(float(probs_b[0]))}** ({target.name})"
+    elif differ:
         head = f":red-background[:material/compare_arrows: **The models disagree**] **{p.name}**{truth}"
         head += f" · A: **{pred_a}**, B: **{pred_b}**"
     else:
@@ -475,9 +505,9 @@ def input_head(
         st.markdown(f"> {p.raw}")
     ca, cb = st.columns(2)
     with ca:
-        prediction_block(probs_a, p.label, f"A · {pair.name_a}", classes)
+        prediction_block(probs_a, p.label, f"A · {pair.name_a}", classes, target)
     with cb:
-        prediction_block(probs_b, p.label, f"B · {pair.name_b}", classes)
+        prediction_block(probs_b, p.label, f"B · {pair.name_b}", classes, target)
 
 
 def method_row(report: ExplainReport, i: int, spec: MethodSpec, sides: Sides, choice: Choice, modality: str) -> None:

@@ -43,7 +43,9 @@ from xaidash.dashboard.errors import USER_ERRORS, guard, show_error
 from xaidash.dashboard.jobs import JobSnapshot
 from xaidash.dashboard.run_facts import has_weights, planned_epochs, settings_rows
 from xaidash.dashboard.state import RUN_KEY, select_run
-from xaidash.data.formatting import percent
+from xaidash.data.formatting import MISSING, percent, r2_text
+from xaidash.data.registry import RegressionTarget
+from xaidash.models.runs.scores import run_target
 from xaidash.models.runs.store import Run, delete_run, list_runs, runs_root
 
 manager = services.job_manager()
@@ -180,13 +182,17 @@ def run_results(run: Run) -> None:
     """Test metrics and confusion matrix of a finished run."""
     c, s = run.config(), run.summary()
     show_run_warning(run)
-    m1, m2, m3, m4 = st.columns(4)
-    m1.metric("Test accuracy", percent(s.get("test_acc")))
-    m2.metric("Test loss", f"{s['test_loss']:.4f}" if s.get("test_loss") is not None else "–")
-    m3.metric("Validation accuracy", percent(s.get("val_acc")))
+    target = run_target(c)
     done, planned, partial = int(s.get("epochs_done") or 0), planned_epochs(c, s), int(s.get("partial_steps") or 0)
-    # The steps of a stopped epoch go in a line below: in a quarter of the column "1/6 (+21/43 steps)" was cut.
-    m4.metric("Epochs", f"{done}/{planned}" if planned else str(done), help="complete epochs / planned")
+    if target is not None:
+        regression_results(s, target, f"{done}/{planned}" if planned else str(done))
+    else:
+        m1, m2, m3, m4 = st.columns(4)
+        m1.metric("Test accuracy", percent(s.get("test_acc")))
+        m2.metric("Test loss", f"{s['test_loss']:.4f}" if s.get("test_loss") is not None else "–")
+        m3.metric("Validation accuracy", percent(s.get("val_acc")))
+        # The steps of a stopped epoch go in a line below: in a quarter of the column "1/6 (+21/43 steps)" was cut.
+        m4.metric("Epochs", f"{done}/{planned}" if planned else str(done), help="complete epochs / planned")
     if partial:
         st.caption(
             f"Plus {partial} of {s.get('steps_per_epoch', '?')} steps of epoch {done + 1}: the weights are from the "
@@ -196,6 +202,29 @@ def run_results(run: Run) -> None:
     if matrix is not None:
         confusion_view(run.id, matrix, run.info.classes)
     calibration_section(run)
+
+
+def regression_results(s: dict, target: RegressionTarget, epochs: str) -> None:
+    """A number to predict: R² on the test rows and the validation share, and the test errors in its units (no
+    accuracy, no confusion matrix: it has no classes)."""
+    m1, m2, m3, m4, m5 = st.columns(5)
+    m1.metric("Test R²", r2_text(s.get("test_r2")).removeprefix("R² "), help="1: perfect; 0: predicting the mean")
+    unit = f" ({target.unit})" if target.unit else ""
+    for place, name, key in ((m2, "RMSE", "test_rmse"), (m3, "MAE", "test_mae")):
+        value = s.get(key)
+        place.metric(
+            f"Test {name}{unit}",
+            MISSING if value is None else f"{value:.4g}",
+            help=f"{'root mean squared' if name == 'RMSE' else 'mean absolute'} error of the predicted "
+            f"{target.name} on the test rows, in its units",
+        )
+    m4.metric("Validation R²", r2_text(s.get("val_r2")).removeprefix("R² "))
+    m5.metric("Epochs", epochs, help="complete epochs / planned")
+    st.caption(
+        f"This model predicts a number ({target.name}, {target.value_text(target.low)} to "
+        f"{target.value_text(target.high)} in training): no accuracy or confusion matrix; its errors are in the "
+        "target's units."
+    )
 
 
 def confusion_view(run_id: str, matrix: np.ndarray, classes: tuple[str, ...] | list[str]) -> None:
@@ -297,7 +326,8 @@ def run_details(run: Run) -> None:
             icon=":material/delete:",
         )
     with right:
-        if state.state in ("completed", "stopped") or (state.state == "interrupted" and s.get("val_acc") is not None):
+        measured = s.get("val_acc") is not None or s.get("val_r2") is not None
+        if state.state in ("completed", "stopped") or (state.state == "interrupted" and measured):
             run_results(run)
     if job is not None and job.active:
         st.caption("Its curves are drawn live in the Training job panel above.")

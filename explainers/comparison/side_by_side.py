@@ -380,7 +380,7 @@ def row_scale(
 
 def top_classes(probs: np.ndarray, classes: Sequence[str], k: int = 3) -> list[tuple[str, float]]:
     """The k most probable classes of one input with their probabilities (`report.top_predictions`)."""
-    return [(t.name, t.probability) for t in top_predictions(probs, classes, k)]
+    return [(t.name, t.probability or 0.0) for t in top_predictions(probs, classes, k)]
 
 
 def disagreements(probs_a: np.ndarray, probs_b: np.ndarray) -> np.ndarray:
@@ -458,7 +458,7 @@ def explain_pair(
 
 def pair_report(
     runs: tuple[RunInfo, RunInfo],
-    inputs: Sequence[tuple[str, Any, int | None]],
+    inputs: Sequence[tuple[str, Any, int | float | None]],
     probs: tuple[np.ndarray, np.ndarray],
     pairs: Sequence[PairExplanation],
     *,
@@ -480,7 +480,10 @@ def pair_report(
             name,
             raw,
             label,
-            {run_a.key: top_predictions(probs[0][i], classes), run_b.key: top_predictions(probs[1][i], classes)},
+            {
+                run_a.key: top_predictions(probs[0][i], classes, target=run_a.regression),
+                run_b.key: top_predictions(probs[1][i], classes, target=run_b.regression),
+            },
             cells=None if info is None else adapter.input_cells(info, raw),
         )
         for i, (name, raw, label) in enumerate(inputs)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from xaidash.data.formatting import fmt_number
 from xaidash.explainers.figures.html_parts import esc
 from xaidash.explainers.figures.png import data_uri
+from xaidash.explainers.figures.predictions import prediction_text, truth_text, verdict_text
 from xaidash.explainers.figures.report_extras import extras_html
 from xaidash.explainers.figures.scales import tick_text
 
@@ -138,16 +139,20 @@ def _predictions(report: ExplainReport, i: int) -> str:
         if not preds:
             continue
         top = preds[0]
-        mark = "" if inp.label is None else (" ✓" if inp.label == top.cls else " ✗")
         title = f"Model {esc(r.key)} predicts" if len(report.runs) > 1 else "Predicted"
+        if r.regression is not None:  # a number: its value in the target's units, the error when the truth is known
+            line = esc(prediction_text(top, r.regression) + verdict_text(top, inp.label, r.regression))
+            out.append(f'<div class="preds"><div><b>{title}: {line}</b></div></div>')
+            continue
+        mark = verdict_text(top, inp.label, None)
         rows = (
-            f"<tr><td>{esc(p.name)}</td><td>{p.probability:.1%}</td><td>"
-            f'<span class="bar{" true" if p.cls == inp.label else ""}" style="width:{max(1, round(120 * p.probability))}px">'
-            "</span></td></tr>"
+            f"<tr><td>{esc(p.name)}</td><td>{p.probability or 0.0:.1%}</td><td>"
+            f'<span class="bar{" true" if p.cls == inp.label else ""}" '
+            f'style="width:{max(1, round(120 * (p.probability or 0.0)))}px"></span></td></tr>'
             for p in preds
         )
         out.append(
-            f'<div class="preds"><div><b>{title}: {esc(top.name)}</b> ({top.probability:.0%}){mark}</div>'
+            f'<div class="preds"><div><b>{title}: {esc(top.name)}</b> ({top.probability or 0.0:.0%}){mark}</div>'
             + table_html(["class", "probability", ""], rows, "small")
             + "</div>"
         )
@@ -257,7 +262,9 @@ def _row_table(cells: Sequence[str]) -> str:
 def _input_section(report: ExplainReport, i: int) -> str:
     inp = report.inputs[i]
     classes = report.run.classes
-    truth = f" · true: <b>{esc(classes[inp.label])}</b>" if inp.label is not None else ""
+    truth = (
+        f" · true: <b>{esc(truth_text(inp.label, classes, report.run.regression))}</b>" if inp.label is not None else ""
+    )
     shown = ""
     png = inp.png()
     if png is not None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from xaidash.explainers.modalities import adapter_of
 
 if TYPE_CHECKING:
+    from xaidash.data.registry import RegressionTarget
     from xaidash.explainers.registry import Completeness
 
 
@@ -56,7 +57,22 @@ class LegendFacts(Protocol):
 OUTPUT_WORDS = {"log_probability": "log-probability"}
 
 
-def map_legend(spec: LegendFacts, modality: str = "image", unit: str | None = None) -> MapLegend:
+def _regression_legend(legend: MapLegend, out: str, target: RegressionTarget) -> MapLegend:
+    """A classifier's legend in the words of a number to predict: its output is the predicted value itself (the
+    model ends in the target's units), so 'the target's logit' reads 'the predicted disease progression'."""
+    name = f"predicted {target.name}" + (f" ({target.unit})" if target.unit else "")
+
+    def say(text: str) -> str:
+        text = text.replace(f"{out} contribution per", f"contribution to the {name} per")
+        text = text.replace(f"the target's {out}", f"the {name}").replace(f"Δ {out}", f"Δ {name}")
+        return text.replace(f"{out} relevance", f"relevance to the {name}").replace(f"∂ {out}", f"∂ {name}")
+
+    return MapLegend(say(legend.units), legend.group, legend.signed, say(legend.meaning))
+
+
+def map_legend(
+    spec: LegendFacts, modality: str = "image", unit: str | None = None, target: RegressionTarget | None = None
+) -> MapLegend:
     """Units, scale group and colour meaning of a method's maps, from its declared facts only
     (signed, family, output, completeness), never from its id.
 
@@ -65,9 +81,12 @@ def map_legend(spec: LegendFacts, modality: str = "image", unit: str | None = No
     or when both are attention weights; any other method's map is in units of its own. `unit`: what one
     value scores when the caller chose it (a prompt's 'token' or 'word'); by default the modality adapter's unit
     (a pixel, a word), and the adapter's words for what a perturbation hides, what a gradient is taken with respect
-    to and what a map explains."""
+    to and what a map explains. `target`: the model predicts this number (its one output, in its units): the
+    legend names it ('contribution to the predicted disease progression per column'), never a logit."""
     words = adapter_of(modality)
     out = OUTPUT_WORDS.get(spec.output, spec.output)
+    if target is not None and spec.output in ("logit", "probability"):
+        return _regression_legend(map_legend(spec, modality, unit), out, target)
     per_given = unit  # a prompt's features are the tokens or words the user chose: the legend says which
     unit = unit or words.unit
     c = spec.completeness

@@ -26,6 +26,7 @@ from PIL import Image
 
 from xaidash.data.formatting import seconds_text
 from xaidash.data.modalities import IMAGE
+from xaidash.data.registry import RegressionTarget
 from xaidash.explainers.figures.html_parts import colorbar_html
 from xaidash.explainers.figures.legend import LegendFacts, MapLegend, map_legend
 from xaidash.explainers.figures.render import DEFAULT_UPSCALE
@@ -365,19 +366,21 @@ def explanation_figures(
     upscale: int = DEFAULT_UPSCALE,
     scales: Mapping[str, float] | None = None,
     notes: Mapping[str, str] | None = None,
+    regression: RegressionTarget | None = None,
 ) -> dict[str, MapFigure]:
     """The figures of input `index` for every method's explanation (method id -> figure, in the given order).
 
     Colour scales come from `scales.map_scales(maps, legend groups, scale_mode)`; with 'units', maps that share
     a scale say so in their caption's note. `image` is input `index` itself (for overlays); `cached` marks the
     methods whose explanation came from a cache, `stored` the ones read from an attribution store. `scales` and
-    `notes` (method -> value) replace the scale mode's choice where a caller compares maps across models."""
+    `notes` (method -> value) replace the scale mode's choice where a caller compares maps across models.
+    `regression`: the number the model predicts (the legends say its name and units)."""
     if not explanations:
         return {}
     modality = next(iter(explanations.values())).modality
     adapter = adapter_of(modality)
     specs = {m: get_method(e.method, modality) for m, e in explanations.items()}
-    legends = {m: map_legend(specs[m], modality) for m in explanations}
+    legends = {m: map_legend(specs[m], modality, target=regression) for m in explanations}
     maps = {m: e.item(index) for m, e in explanations.items()}
     groups = {m: legends[m].group for m in maps}
     own = map_scales(maps, groups, scale_mode)
@@ -412,5 +415,6 @@ def explanation_figures(
             display=display,
             caption=caption,
             upscale=upscale,
+            legend=legends[m],
         )
     return out

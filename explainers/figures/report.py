@@ -22,11 +22,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image
 
+from xaidash.data.registry import RegressionTarget
 from xaidash.explainers.figures import report_files
 from xaidash.explainers.figures.html_report import report_html
 from xaidash.explainers.figures.jsonable import jsonable
 from xaidash.explainers.figures.map_figure import MapFigure, explanation_figures
 from xaidash.explainers.figures.png import input_png
+from xaidash.explainers.figures.predictions import (
+    TOP_K,
+    Prediction,
+    label_from_json,
+    label_json,
+    target_from_json,
+    target_json,
+    top_predictions,
+)
 from xaidash.explainers.figures.render import DEFAULT_UPSCALE, image_hwc
 from xaidash.explainers.figures.report_extras import ReportExtra
 from xaidash.explainers.figures.report_files import REPORT_JSON
@@ -42,38 +52,16 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 1
 KIND = "xaidash.explain_report"
-TOP_K = 5
 
 
 # ---- the parts -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Prediction:
-    cls: int
-    name: str
-    probability: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"class": self.cls, "name": self.name, "probability": self.probability}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Prediction:
-        return cls(int(d["class"]), str(d["name"]), float(d["probability"]))
-
-
-def top_predictions(probs: Any, classes: Sequence[str], k: int = TOP_K) -> list[Prediction]:
-    """The k most probable classes of one input, most probable first (ties in class order): the one top-k
-    every page, the CLI and the reports list."""
-    p = np.asarray(probs, dtype=np.float64).reshape(-1)
-    order = np.argsort(-p, kind="stable")[: max(0, min(int(k), len(p)))]
-    return [Prediction(int(i), str(classes[int(i)]), float(p[int(i)])) for i in order]
-
-
-@dataclass(frozen=True)
 class RunInfo:
     """The run a report's maps come from. `key` names it inside the report ('A'; 'A' and 'B' side by side);
-    `epoch` is set for a run's weights after one epoch; `title` is how the page named it."""
+    `epoch` is set for a run's weights after one epoch; `title` is how the page named it; `regression` the number
+    its model predicts (None: a classifier)."""
 
     id: str
     model: str
@@ -84,6 +72,7 @@ class RunInfo:
     key: str = "A"
     epoch: int | None = None
     title: str = ""
+    regression: RegressionTarget | None = None
 
     @classmethod
     def of(cls, bundle: ModelBundle, run_id: str, key: str = "A", epoch: int | None = None, title: str = "") -> RunInfo:
@@ -97,6 +86,7 @@ class RunInfo:
             key,
             epoch,
             title,
+            bundle.regression,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -110,6 +100,7 @@ class RunInfo:
             "epoch": self.epoch,
             "title": self.title,
             "classes": list(self.classes),
+            **({"regression": target_json(self.regression)} if self.regression is not None else {}),
         }
 
     @classmethod
@@ -124,6 +115,7 @@ class RunInfo:
             str(d.get("key", "A")),
             None if d.get("epoch") is None else int(d["epoch"]),
             str(d.get("title", "")),
+            target_from_json(d.get("regression")),
         )
 
 
@@ -198,7 +190,7 @@ class ReportInput:
     raw `values` with `text` in words and `cells` 'column = value'), top predictions per run, the OOD hint."""
 
     name: str
-    label: int | None = None
+    label: int | float | None = None  # the true class, or the true value of a number to predict
     image: np.ndarray | None = None
     text: str | None = None
     predictions: dict[str, list[Prediction]] = field(default_factory=dict)
@@ -211,7 +203,7 @@ class ReportInput:
         cls,
         name: str,
         raw: Any,
-        label: int | None = None,
+        label: int | float | None = None,
         predictions: Mapping[str, list[Prediction]] | None = None,
         ood: OODScore | None = None,
         words: str | None = None,
@@ -240,12 +232,14 @@ class ReportInput:
         """The input image as the model saw it (its own size), PNG."""
         return None if self.image is None else input_png(self.image)
 
-    def to_json(self, file: str | None, classes: Sequence[str]) -> dict[str, Any]:
+    def to_json(
+        self, file: str | None, classes: Sequence[str], target: RegressionTarget | None = None
+    ) -> dict[str, Any]:
         """The input as the report lists it: `file` is its image's name among the report's files, `classes` the
-        run's class names (the true class is written with its name)."""
+        run's class names (the true class is written with its name; a true value, `target`, with its text)."""
         return {
             "name": self.name,
-            "label": None if self.label is None else {"class": self.label, "name": classes[self.label]},
+            "label": label_json(self.label, classes, target),
             "file": file,
             "text": self.text,
             **({"values": self.values, "cells": list(self.cells)} if self.values is not None else {}),
@@ -263,7 +257,7 @@ class ReportInput:
         ood = d.get("out_of_distribution")
         return cls(
             str(d["name"]),
-            None if d.get("label") is None else int(d["label"]["class"]),
+            label_from_json(d.get("label")),
             image,
             d.get("text"),
             {str(k): [Prediction.from_json(p) for p in v] for k, v in (d.get("predictions") or {}).items()},
@@ -426,7 +420,10 @@ class ExplainReport:
                 "source": self.source,
                 "runs": [r.to_json() for r in self.runs],
                 "settings": self.settings.to_json(),
-                "inputs": [inp.to_json(self.input_file(i), self.run.classes) for i, inp in enumerate(self.inputs)],
+                "inputs": [
+                    inp.to_json(self.input_file(i), self.run.classes, self.run.regression)
+                    for i, inp in enumerate(self.inputs)
+                ],
                 "explanations": [e.to_json(self.map_file(e), self.attribution_file(e)) for e in self.explanations],
                 "metric_info": metric_info,
                 "notes": list(self.notes),
@@ -538,6 +535,7 @@ def build_report(
                 upscale=upscale,
                 scales=None if override is None else {m: s for m, (s, _) in override.items()},
                 notes=None if override is None else {m: n for m, (_, n) in override.items()},
+                regression=run.regression,
             )
     entries: list[ScoredMap] = []
     for i in range(len(inputs)):
@@ -570,7 +568,7 @@ def build_report(
 def session_report(
     bundle: ModelBundle,
     run_id: str,
-    inputs: Sequence[tuple[str, Any, int | None]],
+    inputs: Sequence[tuple[str, Any, int | float | None]],
     probs: Any,
     results: Sequence[MethodResult],
     settings: ReportSettings,
@@ -590,7 +588,7 @@ def session_report(
             name,
             raw,
             label,
-            {run.key: top_predictions(p[i], run.classes, top_k)},
+            {run.key: top_predictions(p[i], run.classes, top_k, run.regression)},
             None if ood is None else ood[i],
             None if isinstance(raw, str) else bundle.adapter.one_line(raw, bundle.info, 4000),
             adapter_of(bundle.modality).input_cells(bundle.info, raw),

@@ -4,7 +4,8 @@ a model whose training failed or whose weights hold NaN is noise (`runstore.weig
 `accuracy_warning` reads a run's config and summary: a finished run whose test accuracy is near
 chance (the majority class's share when the test labels are known, else 1/classes), or far below
 what its recipe reached where it was tested, gets a sentence saying so; every page that shows
-explanations of the run shows that sentence.
+explanations of the run shows that sentence. A run that predicts a number is judged by its R² the same way
+(chance: R² 0, predicting the mean; its recipe's `expected_r2`).
 
 `quality_label` is the verdict in a few words for the runs tables (the dashboard's and `xaidash runs`): every run
 gets one, a good run too (`✓ good`: a blank cell read as "not known"), a run still training once it ends.
@@ -16,13 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from xaidash.data.formatting import percent
+from xaidash.data.formatting import percent, r2_text
 from xaidash.models.runs.store import Run, run_liveness, weights_problem
 
 # How far above chance a model must be (as a share of the way from chance to 100%) not to count as untrained.
 ABOVE_CHANCE = 0.25
-# How far below its recipe's measured accuracy a run may land before it is flagged.
+# How far below its recipe's measured accuracy a run may land before it is flagged (also R², for a number to predict).
 BELOW_RECIPE = 0.10
+# A regression model's chance level is R² 0 (predicting the mean); below this share of the target's variance
+# explained, it has learned next to nothing. Lower than the classifiers' margin: a weak but real signal in a user's
+# table often explains only a fifth of the spread.
+R2_NEAR_CHANCE = 0.10
 # The quality cell of the runs tables (`quality_label`).
 GOOD = "✓ good"
 POOR = "⚠ poor"
@@ -37,9 +42,35 @@ QUALITY_HELP = (
 
 def measured_accuracy(summary: dict[str, Any]) -> float | None:
     """The accuracy a run is judged by: its test accuracy, else (not tested: interrupted, or stopped before its
-    test) its last validation accuracy."""
+    test) its last validation accuracy; for a number to predict, its test R² (else validation R²)."""
+    r2 = measured_r2(summary)
+    if r2 is not None:
+        return r2
     acc = summary.get("test_acc")
     return summary.get("val_acc") if acc is None else acc
+
+
+def measured_r2(summary: dict[str, Any]) -> float | None:
+    """A regression run's R²: on the test rows, else (not tested) on the validation share; None for a classifier."""
+    r2 = summary.get("test_r2")
+    return summary.get("val_r2") if r2 is None else r2
+
+
+def r2_warning(config: dict[str, Any], r2: float) -> str | None:
+    """`accuracy_warning` for a number to predict: R² near 0 (what predicting the mean scores) or far below the
+    recipe's measured R²."""
+    if r2 < R2_NEAR_CHANCE:
+        return (
+            f"This model's {r2_text(r2)} is near chance (R² 0: always predicting the mean): it has not learned the "
+            "task, and its explanations show what an untrained model does. Train it longer or with its recipe."
+        )
+    expected = (config.get("recipe") or {}).get("expected_r2")
+    if expected is not None and r2 < expected - BELOW_RECIPE:
+        return (
+            f"This model's {r2_text(r2)} is far below what its recipe reached when tested ({r2_text(expected)}): its "
+            "explanations may show an under-trained model."
+        )
+    return None
 
 
 def chance_accuracy(summary: dict[str, Any], num_classes: int, confusion: np.ndarray | None = None) -> float:
@@ -57,6 +88,9 @@ def accuracy_warning(
     config: dict[str, Any], summary: dict[str, Any], confusion: np.ndarray | None = None
 ) -> str | None:
     """One sentence when the run's model is too poor to explain meaningfully, else None."""
+    r2 = measured_r2(summary)
+    if r2 is not None:
+        return r2_warning(config, r2)
     acc = measured_accuracy(summary)
     if acc is None:
         return None

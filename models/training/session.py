@@ -337,7 +337,12 @@ def _write_config(session: TrainingSession) -> None:
         "model_options": session.options,
         "train": asdict(cfg),
         # The recipe the open settings came from, as declared: what the run's accuracy is judged against.
-        "recipe": {"key": key, **recipe.settings(), "expected_acc": recipe.expected_acc},
+        "recipe": {
+            "key": key,
+            **recipe.settings(),
+            "expected_acc": recipe.expected_acc,
+            **({"expected_r2": recipe.expected_r2} if recipe.expected_r2 is not None else {}),  # a number to predict
+        },
         "lr": session.lr,
         "device": device_name(session.device),
         "memory_format": "channels_last" if session.channels_last else "contiguous",  # what --channels-last did
