@@ -33,6 +33,7 @@ from xaidash.data.errors import DatasetError
 from xaidash.data.registry import get_source
 from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
+from xaidash.models.runs.scores import summary_r2
 from xaidash.models.runs.store import resolve_run
 from xaidash.models.training.config import TrainConfig, TrainEvent, TrainResult
 from xaidash.models.training.engine import train
@@ -49,15 +50,6 @@ MIN_PROGRESS_FOR_ETA = 0.02  # a queue's remaining time is extrapolated once thi
 # A job's pace is measured over its last step records (about 20 an epoch): on a shared machine the load changes
 # within minutes (a run's average since its start priced the next runs at a load long gone, by 2x and more).
 RECENT_RECORDS = 20
-
-
-def _test_r2(result: TrainResult) -> float | None:
-    """A finished regression run's test R² from its summary (TrainResult carries the accuracy alone)."""
-    try:
-        r2 = result.run.summary().get("test_r2")
-    except Exception:  # noqa: BLE001 - the folder may be gone already; the job still reports how it ended
-        return None
-    return float(r2) if isinstance(r2, (int, float)) else None
 
 
 class JobBusy(ModelError):
@@ -308,8 +300,7 @@ class Job:
         self._last: TrainEvent | None = None
         self._history: list[dict[str, Any]] = []
         self._error: str | None = None
-        self._test: tuple[float | None, float | None] = (None, None)
-        self._test_r2: float | None = None
+        self._test: tuple[float | None, float | None, float | None] = (None, None, None)  # acc, loss, R²
         self._started: float | None = None
         self._finished: float | None = None
         self._planned: int | None = None
@@ -378,8 +369,7 @@ class Job:
             self._error = error
             if result is not None:
                 self._run_id = result.run.id
-                self._test = (result.test_acc, result.test_loss)
-                self._test_r2 = _test_r2(result)
+                self._test = (result.test_acc, result.test_loss, summary_r2(result.run))
             self._finished = time.time()
 
     def run(self, train_fn: TrainFn) -> None:
@@ -433,7 +423,7 @@ class Job:
                 error=self._error,
                 test_acc=self._test[0],
                 test_loss=self._test[1],
-                test_r2=self._test_r2,
+                test_r2=self._test[2],
                 started=self._started,
                 finished=self._finished,
                 stop_requested=self.stop_event.is_set(),

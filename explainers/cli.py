@@ -253,7 +253,7 @@ def _write(args: argparse.Namespace, report: ExplainReport, out: Path, descripti
         print(f"row: {report.inputs[0].text}")
     inp, target = report.inputs[0], report.run.regression
     print(
-        f"{description}: predicted {prediction_text(top, target, 1)}{verdict_text(top, inp.label, target)}; "
+        f"{description}: predicted {prediction_text(top, target, 1)}{verdict_text(top, inp.label, target) if target else ''}; "
         f"{ok}/{chosen} methods written to {out}" + (f"; HTML report {args.report}" if args.report and html_ok else "")
     )
     return 0 if ok and html_ok else 1

@@ -351,4 +351,10 @@ def attack_panel(report: ExplainReport, i: int, choice: Any) -> None:
                 )
             )
         st.divider()
+        if bundle.regression is not None:  # no other class to reach: the what-if editor moves the value instead
+            st.caption(
+                f"Counterfactuals reach another class, so they apply to classifiers; this model predicts a number "
+                f"({bundle.regression.name}): edit the row's values (“Edit this row”) to see how the prediction moves."
+            )
+            return
         _counterfactual_section(bkey, bundle, raw, report, i, key)

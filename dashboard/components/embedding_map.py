@@ -12,6 +12,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from xaidash.data.registry import RegressionTarget
 from xaidash.explainers.inspection.projection import LABELS, METHODS
 
 INTERACTIVE_MAX = 5000  # points drawn one by one, each with its tooltip and click
@@ -166,3 +167,11 @@ def projection_choice(where: Any, key: str) -> str:
             "layout. t-SNE: keeps neighbourhoods only.",
         )
     )
+
+
+def value_bands(truth: np.ndarray, target: RegressionTarget) -> tuple[np.ndarray, list[str]]:
+    """The quintiles of the true values (the inner edges) and each band's name: 'Q1: 25–87'."""
+    edges = np.quantile(truth, [0.2, 0.4, 0.6, 0.8])
+    bounds = [float(truth.min()), *edges.tolist(), float(truth.max())]
+    names = [f"Q{k + 1}: {target.value_text(bounds[k])}–{target.value_text(bounds[k + 1])}" for k in range(5)]
+    return edges, names

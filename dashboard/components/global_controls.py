@@ -68,13 +68,18 @@ def global_controls(bundle: ModelBundle, key: str, held_out: int) -> GlobalOptio
     classes = list(bundle.info.classes)
     with st.form(f"global_form_{key}", border=True):
         c1, c2, c3 = st.columns([1, 2, 2])
-        target = c1.selectbox(
-            "Class",
-            classes,
-            index=target_index(bundle, None),
-            key=f"global_target_{key}",
-            help="Partial dependence, ICE and SHAP show the predicted probability of this class.",
-        )
+        if bundle.regression is not None:  # one output: nothing to pick
+            target = classes[0]
+            c1.markdown(f"**Target:** the predicted {target}")
+            c1.caption("Partial dependence, ICE and SHAP show the predicted value, in its units.")
+        else:
+            target = c1.selectbox(
+                "Class",
+                classes,
+                index=target_index(bundle, None),
+                key=f"global_target_{key}",
+                help="Partial dependence, ICE and SHAP show the predicted probability of this class.",
+            )
         chosen = c2.multiselect(
             "Columns for partial dependence and ICE",
             names,

@@ -18,7 +18,7 @@ from xaidash.dashboard.components.explain_maps import error_card, map_card
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
-from xaidash.data.registry import DatasetInfo, TableColumn
+from xaidash.data.registry import DatasetInfo, RegressionTarget, TableColumn
 from xaidash.explainers.api import explain
 from xaidash.explainers.figures.map_figure import explanation_figures
 from xaidash.explainers.figures.report import ExplainReport
@@ -110,9 +110,24 @@ def _probabilities(edited: WhatIf, classes: tuple[str, ...]) -> None:
     )
 
 
-def _maps(edited: WhatIf, maps: dict[str, Any], choice: Any, classes: tuple[str, ...], i: int) -> None:
+def _value_change(edited: WhatIf, target: RegressionTarget) -> str:
+    """A number to predict: 'disease progression: 152.3 → 171.0 (+18.7)' in the target's units."""
+    before, after = float(np.ravel(edited.before)[0]), float(np.ravel(edited.after)[0])
+    delta = after - before if abs(after - before) > 1e-4 * target.std else 0.0  # float noise of an unchanged row
+    change = f"{'+' if delta >= 0 else '−'}{target.value_text(abs(delta))}"
+    return f"{target.name}: {target.value_text(before)} → {target.value_text(after)} ({change})"
+
+
+def _maps(edited: WhatIf, maps: dict[str, Any], choice: Any, info: DatasetInfo, i: int) -> None:
     done = {m: e for m, e in maps.items() if not isinstance(e, BaseException)}
-    figures = explanation_figures(done, 0, classes=classes, scale_mode=choice.scale_mode, display=choice.display)
+    figures = explanation_figures(
+        done,
+        0,
+        classes=tuple(info.classes),
+        scale_mode=choice.scale_mode,
+        display=choice.display,
+        regression=info.regression,
+    )
     with st.container(horizontal=True, gap="small"):
         for m, e in maps.items():
             if isinstance(e, BaseException):
@@ -150,10 +165,13 @@ def what_if_panel(report: ExplainReport, i: int, choice: Any) -> None:
         except Exception as err:  # noqa: BLE001 - a refused value is one line; the rest of Explain stays
             show_error(err, "The edited row cannot be predicted")
             return
-        st.markdown(f"**{edited.summary(info.classes)}**")
-        _probabilities(edited, tuple(info.classes))
+        if info.regression is not None:  # a number: its value before and after, never a class or a percentage
+            st.markdown(f"**{_value_change(edited, info.regression)}**")
+        else:
+            st.markdown(f"**{edited.summary(info.classes)}**")
+            _probabilities(edited, tuple(info.classes))
         if maps:
-            _maps(edited, maps, choice, tuple(info.classes), i)
+            _maps(edited, maps, choice, info, i)
 
 
 @st.cache_resource(show_spinner=False)

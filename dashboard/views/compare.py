@@ -127,7 +127,11 @@ def header() -> tuple[Run, ModelBundle]:
     stop_without_dataset(bundle, "Compare, which scores methods on test samples,")
     st.caption(
         f"Run `{run.id}`: **{bundle.spec.name}** on **{bundle.info.name}**, on {bundle.device}. "
-        "Targets are the predicted classes."
+        + (
+            "Targets are the predicted classes."
+            if bundle.regression is None
+            else f"Target: the predicted {bundle.regression.name} (the model's one output, in its units)."
+        )
     )
     return run, bundle
 

@@ -13,6 +13,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 import streamlit as st
+import torch
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.embedding_map import (
@@ -21,6 +22,7 @@ from xaidash.dashboard.components.embedding_map import (
     interactive_rows,
     map_chart,
     projection_choice,
+    value_bands,
 )
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import (
@@ -37,8 +39,9 @@ from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.run_facts import run_kind
 from xaidash.dashboard.state import require_bundle, selected_run
+from xaidash.data.formatting import r2_text
 from xaidash.data.modalities import modality_of
-from xaidash.data.registry import DatasetInfo, Split
+from xaidash.data.registry import DatasetInfo, RegressionTarget, Split
 from xaidash.explainers.inspection.projection import LABELS, NO_TRANSFORM, PARAMS, Projection, project
 from xaidash.explainers.params import MAX_TEXT_CHARS
 from xaidash.models.bundle import ModelBundle
@@ -124,7 +127,17 @@ def projection_params(bundle: ModelBundle, method: str) -> tuple[dict[str, Any],
     for col, param in zip(pcols, PARAMS[method], strict=False):  # one column more than parameters
         with col:
             params[param.name] = param_widget(param, key=f"emb_{method}_{param.name}")
-    colour = pcols[-1].radio("Colour by", ["true", "predicted", "correct"], horizontal=True, key="emb_colour")
+    third = "error" if bundle.regression is not None else "correct"  # a number: over- or under-predicted
+    colour = pcols[-1].radio(
+        "Colour by",
+        ["true", "predicted", third],
+        horizontal=True,
+        key=f"emb_colour_{third}",
+        help=None
+        if bundle.regression is None
+        else f"a fifth of the samples each: the quintiles of the true {bundle.regression.name}; 'predicted' uses "
+        "the same bands; 'error': over- or under-predicted",
+    )
     return params, colour
 
 
@@ -261,6 +274,40 @@ def samples_frame(proj: Projection, samples: Samples, classes: tuple[str, ...]) 
     )
 
 
+def values_frame(proj: Projection, samples: Samples, target: RegressionTarget, values: np.ndarray) -> pd.DataFrame:
+    """A number to predict: one row per sample with its true and predicted value's quintile band (of the true
+    values shown) and whether it was over- or under-predicted, instead of classes."""
+    truth = samples.labels.astype(np.float64)
+    edges, names = value_bands(truth, target)
+    band = np.asarray(names)
+    return pd.DataFrame(
+        {
+            "x": proj.coords[:, 0],
+            "y": proj.coords[:, 1],
+            "point": np.arange(len(samples.indices)),
+            "split": samples.splits,
+            "index": samples.indices,
+            "true": band[np.searchsorted(edges, truth, side="right")],
+            "predicted": band[np.searchsorted(edges, values, side="right")],
+            "error": np.where(values >= truth, "over-predicted", "under-predicted"),
+        }
+    )
+
+
+def true_and_predicted(bundle: ModelBundle, samples: Samples, split_of: dict[str, Split | None]) -> np.ndarray:
+    """A number to predict: the samples' true values (the activations keep whole-number labels) put back in
+    `samples.labels`, and the model's predicted values, in the target's units."""
+    truth, values = [], []
+    for part in samples.parts:
+        data = split_of[part.split]
+        assert data is not None  # the part's activations came from it
+        rows = bundle.adapter.items(data, [int(i) for i in part.indices])
+        truth.append(data.labels[torch.as_tensor(part.indices)].double().numpy())
+        values.append(bundle.predict_proba(rows)[:, 0].double().numpy())
+    samples.labels = np.concatenate(truth)
+    return np.concatenate(values)
+
+
 def add_tooltips(points: pd.DataFrame, info: DatasetInfo, split_of: dict[str, Split | None]) -> None:
     """Each point's thumbnail (pictures) or its input in a line (a text, a row's values), cut at `TEXT_TIP`
     characters, for the tooltips."""
@@ -306,8 +353,10 @@ def place_inputs(
                 for p in inputs:
                     feats = input_activation(bundle, p.raw, choice.layer, samples.parts[0].reduce)
                     xy = proj.transform(feats)[0]
-                    pred = int(bundle.predict_proba([p.raw] if isinstance(p.raw, str) else p.raw)[0].argmax())
-                    rows.append({"x": float(xy[0]), "y": float(xy[1]), "name": f"{p.name} → {classes[pred]}"})
+                    out = bundle.predict_proba([p.raw] if isinstance(p.raw, str) else p.raw)[0]
+                    target = bundle.regression  # a number: the predicted value, not a class
+                    said = target.value_text(float(out[0])) if target else classes[int(out.argmax())]
+                    rows.append({"x": float(xy[0]), "y": float(xy[1]), "name": f"{p.name} → {said}"})
             if rows:
                 placed = pd.DataFrame(rows)
                 st.caption(f"{len(rows)} input(s) drawn as black diamonds ({LABELS[choice.method]} transform).")
@@ -332,11 +381,19 @@ def draw_map(
     )
 
 
-def map_title(samples: Samples, choice: Choice, names: dict[str, str], total: int) -> str:
+def map_title(
+    samples: Samples, choice: Choice, names: dict[str, str], total: int, values: np.ndarray | None = None
+) -> str:
+    """The map's title: projection, layer, samples and how well the model does on them (accuracy, or R²)."""
     parts = samples.parts
-    accuracy = float((samples.labels == samples.preds).mean())
     what = "test samples" if len(parts) == 1 else f"samples ({len(parts[0]):,} test, {len(parts[1]):,} training)"
-    return f"{LABELS[choice.method]} of {names[choice.layer]} · {total:,} {what} · accuracy {accuracy:.1%}"
+    if values is not None:  # a number to predict: R² over the samples shown
+        truth = samples.labels.astype(np.float64)
+        spread = float(((truth - truth.mean()) ** 2).sum()) or 1.0
+        score = r2_text(1.0 - float(((values - truth) ** 2).sum()) / spread)
+    else:
+        score = f"accuracy {float((samples.labels == samples.preds).mean()):.1%}"
+    return f"{LABELS[choice.method]} of {names[choice.layer]} · {total:,} {what} · {score}"
 
 
 def map_caption(proj: Projection, samples: Samples, method: str, total: int, drawn_points: int, binned: bool) -> None:
@@ -359,7 +416,12 @@ def map_caption(proj: Projection, samples: Samples, method: str, total: int, dra
 
 
 def selected_sample(
-    event: Any, samples: Samples, split_of: dict[str, Split | None], info: DatasetInfo, total: int
+    event: Any,
+    samples: Samples,
+    split_of: dict[str, Split | None],
+    info: DatasetInfo,
+    total: int,
+    df: pd.DataFrame | None = None,
 ) -> None:
     """The clicked sample: its image or text, true and predicted class, and (test samples) a button that opens
     it on the Explain page."""
@@ -377,7 +439,10 @@ def selected_sample(
     elif data is not None:
         right.write(adapter.one_line(adapter.item(data, index), info, MAX_TEXT_CHARS))
     classes = info.classes
-    right.markdown(f"true **{classes[samples.labels[row]]}**, predicted **{classes[samples.preds[row]]}**")
+    if info.regression is not None and df is not None:  # the values' bands, as the map colours them
+        right.markdown(f"true **{df['true'][row]}**, predicted **{df['predicted'][row]}** ({info.regression.name})")
+    else:
+        right.markdown(f"true **{classes[samples.labels[row]]}**, predicted **{classes[samples.preds[row]]}**")
     if split_name != "test":
         right.caption("The Explain page's gallery lists the test split: training samples are shown here only.")
     elif right.button("Open on the Explain page", key="emb_open", icon=":material/image_search:"):
@@ -399,15 +464,20 @@ def main() -> None:
     samples = samples_of(bundle, bundle_key, names, split, choice)
     proj = projection(bundle, bundle_key, samples, choice)
     classes = bundle.info.classes
-    df = samples_frame(proj, samples, classes)
+    split_of = {"test": split, "train": choice.train_split}
+    if bundle.regression is not None:
+        values = true_and_predicted(bundle, samples, split_of)
+        df = values_frame(proj, samples, bundle.regression, values)
+    else:
+        df = samples_frame(proj, samples, classes)
     density = density_frame(df, choice.colour) if len(df) > INTERACTIVE_MAX else None
     points = df.iloc[interactive_rows(len(df))].reset_index(drop=True)
-    split_of = {"test": split, "train": choice.train_split}
     add_tooltips(points, bundle.info, split_of)
     placed = place_inputs(bundle, bundle_key, proj, samples, choice, classes)
-    event = draw_map(points, density, placed, map_title(samples, choice, names, len(df)), proj, choice)
+    title = map_title(samples, choice, names, len(df), values if bundle.regression is not None else None)
+    event = draw_map(points, density, placed, title, proj, choice)
     map_caption(proj, samples, choice.method, len(df), len(points), density is not None)
-    selected_sample(event, samples, split_of, bundle.info, len(df))
+    selected_sample(event, samples, split_of, bundle.info, len(df), df)
 
 
 main()

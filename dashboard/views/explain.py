@@ -306,7 +306,8 @@ def input_header(
                 st.markdown(f"> {coverage.read_text(inp.text) if coverage else inp.text}{' …' if cut else ''}")
                 if coverage is not None and cut:
                     st.warning(coverage.sentence(), icon=":material/content_cut:")
-            st.markdown(f"**{inp.name}**{truth} · predicted: **{prediction_text(top, target)}**{mark}")
+            shown = f"**{prediction_text(top, target)}**" if target else f"**{top.name}** ({top.probability or 0:.0%})"
+            st.markdown(f"**{inp.name}**{truth} · predicted: {shown}{mark}")
             ood_hint(inp.ood)
         if target is None:  # a number to predict has no classes to chart: its value is the line above
             with st.container(width=300):

@@ -272,13 +272,18 @@ def controls(pair: Pair) -> Choice:
             st.stop()
         chosen = pick_methods(bundle_a.modality, ids, by_id)
         c1, c2, c3 = st.columns(3)
-        target_name = c1.selectbox(
-            "Target class",
-            [OWN_PREDICTION, *info.classes],
-            key=f"{KEY}_target_{info.name}",
-            help="the class whose evidence the maps show: each model's own predicted class, or one class for both "
-            "models",
-        )
+        if info.regression is not None:  # one output: nothing to pick
+            target_name = OWN_PREDICTION
+            c1.markdown(f"**Target:** the predicted {info.regression.name}")
+            c1.caption("Both models predict one number: the maps explain it, in its units (no class to pick).")
+        else:
+            target_name = c1.selectbox(
+                "Target class",
+                [OWN_PREDICTION, *info.classes],
+                key=f"{KEY}_target_{info.name}",
+                help="the class whose evidence the maps show: each model's own predicted class, or one class for "
+                "both models",
+            )
         scale_mode = c2.radio(
             "Colour scale",
             [SHARED, PER_MODEL],
@@ -305,7 +310,11 @@ def pick_inputs(pair: Pair) -> list[PickedInput]:
     with st.container(border=True):
         inputs = input_picker(pair.a, KEY, bundle_key=pair.key_a, max_inputs=MAX_INPUTS)
         if pair.a.has_dataset:
-            st.caption("The gallery's ✓/✗ and filters are model A's predictions.")
+            st.caption(
+                "The gallery's ✓/✗ and filters are model A's predictions."
+                if pair.a.regression is None
+                else "The rows' predicted values and errors are model A's."
+            )
     return inputs
 
 
@@ -376,11 +385,13 @@ def explain_both(pair: Pair, raw: Any, input_keys: tuple[str, ...], choice: Choi
     return {o.method: o.value for o in outcomes if o.value is not None}
 
 
-def results_header(n_inputs: int, differ_here: np.ndarray, choice: Choice) -> None:
+def results_header(n_inputs: int, differ_here: np.ndarray, choice: Choice, regression: bool = False) -> None:
     """The Results heading (the controls' jump target), whether the models agree, and how the maps are scaled."""
     st.subheader("Results", anchor="results")
     n_differ = int(differ_here.sum())
-    if n_differ:
+    if regression:  # two predicted numbers: each input's values are below, there is no class to agree on
+        pass
+    elif n_differ:
         st.warning(
             f"**A and B predict different classes for {n_differ} of {n_inputs} input(s)** (marked below).",
             icon=":material/compare_arrows:",
@@ -514,16 +525,18 @@ def method_row(report: ExplainReport, i: int, spec: MethodSpec, sides: Sides, ch
     """One method's maps of one input by both models, with the row's scale and what the values mean (or the
     error of a model whose maps failed)."""
     (ea, err_a), (eb, err_b) = ((sides[k].explanation, sides[k].exception) for k in ("A", "B"))
+    target = report.run.regression  # a number to predict: the legend names it, in its units
     rs = row_scale(
         spec,
         ea.item(i) if ea is not None else None,
         eb.item(i) if eb is not None else None,
         choice.shared,
         modality,
+        target,
     )
     st.divider()
     st.markdown(f"**{spec.label}** · scale: {rs.statement}")
-    st.caption(f"{map_legend(spec, modality).meaning}.")
+    st.caption(f"{map_legend(spec, modality, target=target).meaning}.")
     ca, cb = st.columns(2)
     for col, expl, failure, who in ((ca, ea, err_a, "A"), (cb, eb, err_b, "B")):
         with col:
@@ -552,7 +565,7 @@ def main() -> None:
     differ_here = disagreements(probs_a, probs_b)
     input_keys = tuple(p.key for p in inputs)
     results = explain_both(pair, raw, input_keys, choice)
-    results_header(len(inputs), differ_here, choice)
+    results_header(len(inputs), differ_here, choice, pair.a.regression is not None)
     report = build_report(pair, inputs, input_keys, (probs_a, probs_b), results, choice)
     for i, p in enumerate(inputs):
         with st.container(border=True):

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from xaidash.data.modalities import modality_of
-from xaidash.data.registry import Split
+from xaidash.data.registry import RegressionTarget, Split
 from xaidash.explainers.comparison.across_training import epoch_validation
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.figures.legend import map_legend
@@ -357,13 +357,18 @@ def _own_scale(values: np.ndarray | None) -> float:
 
 
 def row_scale(
-    spec: MethodSpec, map_a: np.ndarray | None, map_b: np.ndarray | None, want_shared: bool, modality: str = "image"
+    spec: MethodSpec,
+    map_a: np.ndarray | None,
+    map_b: np.ndarray | None,
+    want_shared: bool,
+    modality: str = "image",
+    target: RegressionTarget | None = None,
 ) -> RowScale:
     """One scale for both maps when asked and their units match (`shares_units`), else one per model (a map
     that failed is None). A zero scale (an all-zero map) is returned as 0; renderers draw such a map in the
     centre colour."""
     sa, sb = _own_scale(map_a), _own_scale(map_b)
-    units = map_legend(spec, modality).units
+    units = map_legend(spec, modality, target=target).units  # a number to predict: in its units
     if want_shared and shares_units(spec):
         s = max(sa, sb)
         statement = f"one scale for both models ({units}, ±{s:.3g})"
@@ -506,13 +511,18 @@ def pair_report(
                 None if pair.b is None else pair.b.item(i),
                 shared,
                 modality,
+                run_a.regression,
             )
             scales[(run_a.key, i, pair.method)] = (rs.a, f"model {run_a.key}")
             scales[(run_b.key, i, pair.method)] = (rs.b, f"model {run_b.key}")
     settings = ReportSettings(
         methods=methods,
         target=target,
-        target_name="each model's own prediction" if target is None else classes[target],
+        target_name=run_a.regression.name
+        if run_a.regression is not None
+        else "each model's own prediction"
+        if target is None
+        else classes[target],
         scale_mode="percentile",
         display=display,
         extra={"colour scale": "shared where the units match" if shared else "per model"},

@@ -8,7 +8,7 @@ from typing import Any
 
 from xaidash.data.formatting import MISSING, percent, r2_text
 from xaidash.data.registry import RegressionTarget
-from xaidash.models.runs.store import info_from_json
+from xaidash.models.runs.store import Run, info_from_json
 
 
 def run_target(config: dict[str, Any]) -> RegressionTarget | None:
@@ -67,3 +67,13 @@ def headline_text(summary: dict[str, Any]) -> str:
     if r2 is not None:
         return r2_text(r2)
     return percent(summary.get("test_acc", summary.get("val_acc")))
+
+
+def summary_r2(run: Run) -> float | None:
+    """A finished regression run's test R² from its summary (a training result carries the accuracy alone); None
+    for a classifier, or when the folder cannot be read (deleted meanwhile)."""
+    try:
+        r2 = run.summary().get("test_r2")
+    except Exception:  # noqa: BLE001 - the folder may be gone already; the caller still reports how it ended
+        return None
+    return float(r2) if isinstance(r2, (int, float)) else None
