@@ -101,6 +101,8 @@ def runs_table(key: str, job: JobSnapshot | None = None) -> Run | None:
         order = list(table.columns.drop(["val R²", "test R²"]))
         at = order.index("test acc") + 1 if "test acc" in order else len(order)
         table = table[[*order[:at], "val R²", "test R²", *order[at:]]]
+        if {"val acc", "test acc"} <= set(table.columns) and table[["val acc", "test acc"]].isna().all().all():
+            table = table.drop(columns=["val acc", "test acc"])  # regression runs alone: no accuracy to show
     st.dataframe(
         table,
         key=key,

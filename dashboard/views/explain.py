@@ -300,7 +300,7 @@ def input_header(
     with st.container(horizontal=True, gap="medium"):
         if inp.image is not None:
             st.image(to_pil(inp.image, 224), width=200)
-        with st.container(width=300):
+        with st.container(width=300 if target is None else 640):  # no class chart beside a value
             if inp.text is not None and not inp.cells:  # a row's values are the table below
                 cut = coverage is not None and coverage.truncated
                 st.markdown(f"> {coverage.read_text(inp.text) if coverage else inp.text}{' …' if cut else ''}")

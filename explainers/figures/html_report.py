@@ -91,6 +91,12 @@ def _run_section(report: ExplainReport) -> str:
             ("device", esc(r.device or "–")),
             ("classes", esc(", ".join(r.classes[:20]) + (", …" if len(r.classes) > 20 else ""))),
         ]
+        if r.regression is not None:  # a number to predict: what it is and its training range, not a class list
+            t = r.regression
+            rows[-1] = (
+                "predicts",
+                esc(f"{t.name}, a number ({t.value_text(t.low)} to {t.value_text(t.high)} in training)"),
+            )
         head = (
             f"<h3>Model {esc(r.key)}" + (f": {esc(r.title)}" if r.title else "") + "</h3>"
             if len(report.runs) > 1
@@ -100,10 +106,17 @@ def _run_section(report: ExplainReport) -> str:
     return '<section class="run"><h2>Run</h2>' + "".join(parts) + "</section>"
 
 
+def _target_text(report: ExplainReport) -> str:
+    s, t = report.settings, report.run.regression
+    if t is not None:
+        return f"the predicted {t.name} (the model's one output, in its units)"
+    return s.target_name if s.target is not None else "each input's predicted class"
+
+
 def _settings_section(report: ExplainReport) -> str:
     s = report.settings
     rows = [
-        ("target", esc(s.target_name if s.target is not None else "each input's predicted class")),
+        ("target", esc(_target_text(report))),
         ("colour scale", esc(s.scale_text())),
         ("maps shown as", esc(s.display)),
         (

@@ -113,7 +113,7 @@ def test_an_image_run_gets_one_line_and_a_way_to_a_table_run(tmp_path: Path, mon
     info = texts(at.info)
     assert len(info) == 1, info
     assert "needs a model of table rows" in info[0] and "does not read table rows" in info[0]
-    assert "tabular_mlp on breast_cancer, wine or planted" in info[0]
+    assert "tabular_mlp on breast_cancer, wine, diabetes or planted" in info[0]  # diabetes: a number to predict
     assert not at.main.get("vega_lite_chart")
 
 

@@ -98,7 +98,8 @@ def test_the_report_keeps_the_value_and_the_truth(diabetes_run) -> None:
     assert back.run.regression == bundle.regression and back.inputs[1].label == float(test.labels[1])
     html = report.to_html()
     assert f"Predicted: disease progression: {bundle.regression.value_text(float(values[0, 0]))} (error" in html
-    assert "probability</th>" not in html
+    assert "probability</th>" not in html and "each input's predicted class" not in html
+    assert "<td>the predicted disease progression (the model" in html
 
 
 def test_side_by_side_compares_two_predicted_values(diabetes_run, monkeypatch) -> None:
@@ -126,3 +127,10 @@ def test_embeddings_colour_rows_by_the_quintile_of_their_value(diabetes_run, mon
     assert names[0] == f"Q1: {target.value_text(truth.min())}–{target.value_text(edges[0])}"
     counts = np.bincount(np.searchsorted(edges, truth, side="right"), minlength=5)
     assert counts.min() >= len(truth) // 5 - 2
+
+
+def test_train_form_offers_diabetes_with_its_measured_r2(diabetes_run, monkeypatch) -> None:
+    at = open_run_page(diabetes_run, "train", monkeypatch, TIMEOUT)
+    assert "diabetes (built in)" in at.selectbox(key="train_dataset").options
+    at.selectbox(key="train_dataset").set_value(DIABETES).run()
+    assert any("(tested: R² 0.42 on diabetes)" in v for v in texts(at.markdown))
