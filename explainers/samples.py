@@ -31,7 +31,7 @@ class Sample:
     their indices in the test split, and object masks (N, H, W) or rationale word indices when the data set has them."""
 
     raw: torch.Tensor | list[str]
-    labels: list[int | None]
+    labels: list[int | float | None]  # true classes, or true values of a number to predict
     indices: list[int] = field(default_factory=list)
     masks: np.ndarray | None = None
     rationales: list[list[int] | None] | None = None
@@ -104,7 +104,9 @@ def pick_test_sample(bundle: ModelBundle, n: int = 8, seed: int = 0, indices: Se
         )
     if not indices:
         raise ExplainError("Pick at least one input.")
-    labels: list[int | None] = [int(split.labels[i]) for i in indices]
+    # a number to predict: each sample's true value (classes: its class index)
+    as_label = float if bundle.info.regression is not None else int
+    labels: list[int | float | None] = [as_label(split.labels[i]) for i in indices]
     adapter = adapter_of(bundle.modality)
     truth = adapter.ground_truth(split, indices)
     return Sample(adapter.items(split, indices), labels, indices, masks=truth.masks, rationales=truth.rationales)

@@ -15,7 +15,7 @@ from xaidash.dashboard.components.inputs import PickedInput, input_picker
 from xaidash.dashboard.components.inspect_charts import filter_figure, mosaic_figure
 from xaidash.dashboard.errors import guard, show_error
 from xaidash.dashboard.state import require_bundle
-from xaidash.data.formatting import percent
+from xaidash.data.formatting import percent, r2_text
 from xaidash.explainers import methods_for
 from xaidash.explainers.comparison.across_training import (
     TrainingExplanations,
@@ -187,8 +187,13 @@ def pick_across_methods(bundle: ModelBundle, epochs: list[int]) -> list[str]:
     )
     st.caption(
         f"{len(epochs)} checkpoint(s): epochs {', '.join(map(str, epochs))}. The input is explained with the "
-        "weights after each epoch, always for the class the final model predicts (each epoch's own "
-        "prediction is in its caption). One colour scale per method across the epochs: the 99th percentile of "
+        "weights after each epoch, always for "
+        + (
+            "the class the final model predicts"
+            if bundle.regression is None
+            else f"its predicted {bundle.regression.name}"
+        )
+        + " (each epoch's own prediction is in its caption). One colour scale per method across the epochs: the 99th percentile of "
         "|value| over all of them (values beyond it saturate), drawn over a grey copy of the input as on the "
         "Explain page."
     )
@@ -243,19 +248,25 @@ def across_training_cards(bundle: ModelBundle, item: PickedInput, result: Traini
     for method, reason in result.skipped.items():
         st.caption(f"{get_method(method, bundle.modality).label} skipped: {reason}")
     classes = bundle.info.classes
-    st.markdown(f"Explaining class **{classes[result.target]}**.")
+    target = bundle.regression  # a number to predict: its one output, each epoch's value in its units
+    st.markdown(
+        f"Explaining the predicted **{target.name}**." if target else f"Explaining class **{classes[result.target]}**."
+    )
     shown = result.epochs[-8:] if len(result.epochs) > 8 else result.epochs
     if len(shown) < len(result.epochs):
         st.caption(f"The last {len(shown)} epochs are shown.")
     for method in result.methods():
         st.markdown(f"**{get_method(method, bundle.modality).label}**")
         with st.container(horizontal=True, gap="small"):  # the epochs side by side, in rows that wrap
-            for at_epoch, fig in result.figures(method, classes, item.raw if bundle.adapter.pictured else None, shown):
+            image = item.raw if bundle.adapter.pictured else None
+            for at_epoch, fig in result.figures(method, classes, image, shown, target):
                 map_card(
                     fig,
                     key=f"model_across_card_{method}_{at_epoch.epoch}",
                     title=f"epoch {at_epoch.epoch}",
-                    caption=f"val acc {percent(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
+                    caption=f"val {r2_text(at_epoch.val_acc)} · predicted {target.value_text(at_epoch.probability)}"
+                    if target
+                    else f"val acc {percent(at_epoch.val_acc)} · pred {classes[at_epoch.predicted]} · "
                     f"p={at_epoch.probability:.2f}",
                     enlarge=False,
                 )

@@ -10,8 +10,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from xaidash.data.registry import RegressionTarget
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.figures.legend import map_legend
 from xaidash.explainers.figures.map_figure import Caption, MapFigure, completeness_of, map_figure
 from xaidash.explainers.figures.scales import is_clipped, robust_scale
 from xaidash.explainers.modalities import adapter_of
@@ -64,10 +66,12 @@ class TrainingExplanations:
         classes: Sequence[str],
         image: Any | None = None,
         epochs: Sequence[EpochExplanations] | None = None,
+        regression: RegressionTarget | None = None,
     ) -> list[tuple[EpochExplanations, MapFigure]]:
         """The method's map at each epoch (`epochs`: a subset of `self.epochs`) as `MapFigure`s on the row's one
         `shared_scale`; `image` is the input for overlays. Each caption carries what that epoch's completeness check
-        found (`map_figure.completeness_of`: the steps IG raised, or '⚠ values do not add up ...'), as on Explain."""
+        found (`map_figure.completeness_of`: the steps IG raised, or '⚠ values do not add up ...'), as on Explain.
+        `regression`: the number the model predicts (the legends name it, in its units)."""
         scale = self.shared_scale(method)
         out = []
         for at_epoch in self.epochs if epochs is None else epochs:
@@ -98,6 +102,7 @@ class TrainingExplanations:
                         image=image,
                         words=adapter_of(e.modality).map_labels(e.tokens, 0),
                         caption=caption,
+                        legend=map_legend(spec, e.modality, target=regression),
                     ),
                 )
             )
@@ -110,11 +115,13 @@ def default_methods(modality: str) -> tuple[str, ...]:
 
 
 def epoch_validation(run: Run) -> dict[int, float]:
-    """epoch -> validation accuracy from the run's epoch records (the last record of an epoch wins)."""
+    """epoch -> validation accuracy from the run's epoch records (the last record of an epoch wins); a number to
+    predict has no accuracy: its validation R² instead."""
     out: dict[int, float] = {}
     for r in run.metrics():
-        if r.get("kind") == "epoch" and r.get("val_acc") is not None:
-            out[int(r["epoch"])] = float(r["val_acc"])
+        score = r.get("val_acc") if r.get("val_acc") is not None else r.get("val_r2")
+        if r.get("kind") == "epoch" and score is not None:
+            out[int(r["epoch"])] = float(score)
     return out
 
 
