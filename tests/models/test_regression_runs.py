@@ -100,3 +100,18 @@ def test_runs_lists_r2_for_a_regression_run(diabetes_result, capsys, monkeypatch
     assert _cmd_runs(args) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if diabetes_result.run.id in line)
     assert re.search(r"R² -?\d\.\d\d\s+R² -?\d\.\d\d", row), row
+
+
+def test_across_training_gives_each_epochs_r2_and_predicted_value(diabetes_result) -> None:
+    from xaidash.explainers.comparison.across_training import explanations_across_training
+
+    run = diabetes_result.run
+    row = load_split("diabetes", "test").rows[3]
+    result = explanations_across_training(run, row, methods=["ig"], device="cpu", epochs=[1, 8])
+    val_r2 = {r["epoch"]: r["val_r2"] for r in run.metrics() if r.get("kind") == "epoch"}
+    assert [e.val_acc for e in result.epochs] == pytest.approx([val_r2[1], val_r2[8]])
+    final = float(load_bundle(run, device="cpu").predict_proba(row)[0, 0])
+    assert result.epochs[-1].probability == pytest.approx(final, rel=1e-5)  # the value, not a softmax of one output
+    target = run_target(run.config())
+    (_, figure), *_ = result.figures("ig", ["disease progression"], epochs=result.epochs[-1:], regression=target)
+    assert figure.legend.units == "contribution to the predicted disease progression per column"
