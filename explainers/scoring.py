@@ -47,11 +47,17 @@ def metric_meaning(metric: str, modality: str) -> str:
     return METRIC_MEANING.get(metric, metric).format(unit=unit, units=units)
 
 
-def curves_legend(modality: str, steps: int = CURVE_STEPS) -> str:
-    """The sentence under a metrics table that has deletion / insertion AUC, worded for `modality`."""
+def curves_legend(modality: str, steps: int = CURVE_STEPS, regression: bool = False) -> str:
+    """The sentence under a metrics table that has deletion / insertion AUC, worded for `modality` (and, for a model
+    that predicts a number, for what its curves follow: the prediction's change, not a probability)."""
     unit, units = unit_words(modality)
+    followed = (
+        "the share of the prediction's difference from the average row's that is still there"
+        if regression
+        else "the target's probability"
+    )
     return (
-        f"Deletion / insertion AUC: the target's probability as the most relevant {units} "
+        f"Deletion / insertion AUC: {followed} as the most relevant {units} "
         f"are removed / added ({steps} steps). Sparseness: Gini index of |attribution| (0 spread evenly over the "
         f"{units}, near 1 on one {unit}); complexity: its entropy in nats (0 on one {unit})."
     )

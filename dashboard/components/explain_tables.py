@@ -24,11 +24,11 @@ def metric_header(title: str, better: str) -> str:
     return f"{title} {arrow}".strip()
 
 
-def metrics_legend(modality: str, steps: int = CURVE_STEPS) -> str:
+def metrics_legend(modality: str, steps: int = CURVE_STEPS, regression: bool = False) -> str:
     """The line under a metrics table: the arrows and star, and what the deletion / insertion curves remove,
     worded for the run's `modality` (pixels for images, words for text: `scoring.unit_words`)."""
     return f"↑ higher is better, ↓ lower is better, {BEST} best of these methods for this input. " + curves_legend(
-        modality, steps
+        modality, steps, regression
     )
 
 

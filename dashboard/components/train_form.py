@@ -349,7 +349,7 @@ def _more_fields() -> dict[str, Any]:
             step=0.05,
             format="%g",
             key="train_smoothing",
-            help="0: plain cross-entropy",
+            help="0: plain cross-entropy (classes only: a model that predicts a number ignores it)",
         )
         max_samples = q2.number_input(
             "Use at most this many training samples (0 = all)", 0, 10_000_000, step=100, key="train_max_samples"

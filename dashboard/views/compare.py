@@ -320,7 +320,7 @@ def result_caption(result: Comparison, go: bool) -> None:
         st.warning(f"{what}: {msg}", icon=":material/warning:")
 
 
-def metric_notes(result: Comparison, n_inputs: int, shown: list[str], modality: str) -> str:
+def metric_notes(result: Comparison, n_inputs: int, shown: list[str], modality: str, regression: bool = False) -> str:
     """The caption under the metrics table: what the numbers are, and what each metric shown means, worded for the
     run's `modality` (`scoring.metric_meaning`, `curves_legend`: words for text, pixels for images)."""
     notes = [
@@ -328,7 +328,7 @@ def metric_notes(result: Comparison, n_inputs: int, shown: list[str], modality: 
         'mean per metric (↑ higher is better, ↓ lower is better); "(of k)": only k inputs had a value.'
     ]
     if any(c in result.metrics for c in ("deletion_auc", "insertion_auc")):
-        notes.append(curves_legend(modality, result.steps))
+        notes.append(curves_legend(modality, result.steps, regression))
     units = unit_words(modality)[1]
     for metric in GROUND_TRUTH_METRICS:
         if metric in result.metrics:
@@ -350,7 +350,7 @@ def metric_notes(result: Comparison, n_inputs: int, shown: list[str], modality: 
     return " ".join(notes)
 
 
-def metrics_section(result: Comparison, labels: dict[str, str], modality: str) -> None:
+def metrics_section(result: Comparison, labels: dict[str, str], modality: str, regression: bool = False) -> None:
     """The methods x metrics table and the per-input spread charts; the page stops when no method produced maps."""
     st.subheader("Metrics")
     if result.metrics.empty:
@@ -370,7 +370,7 @@ def metrics_section(result: Comparison, labels: dict[str, str], modality: str) -
         width="stretch",
         height=35 * (len(text) + 1) + 3,
     )
-    st.caption(metric_notes(result, n_inputs, shown, modality))
+    st.caption(metric_notes(result, n_inputs, shown, modality, regression))
     ranges = {c: metric_range(c) for c in result.metrics.columns}
     charts = metric_spread_charts(result.per_input, summary, METRICS, labels, shown, ranges)
     st.caption("In the charts: each faint dot is one input, the tick the mean, the bar its 95% confidence interval.")
@@ -498,7 +498,7 @@ def main() -> None:
     result = comparison(bkey, bundle, settings)
     labels = {m: by_id[m].label if m in by_id else m for m in result.methods}
     result_caption(result, settings.go)
-    metrics_section(result, labels, bundle.modality)
+    metrics_section(result, labels, bundle.modality, bundle.regression is not None)
     ranking_view(result, labels, bundle.modality)
     agreement_section(result, labels)
     sanity_section(result, labels, by_id, bundle.modality)

@@ -325,7 +325,7 @@ def input_tables(report: ExplainReport, i: int, with_metrics: bool) -> None:
     values = {e.label: e.metrics for e in done}
     if with_metrics and any(values.values()):
         st.dataframe(metrics_table(values, METRICS), width="stretch", key=f"explain_metrics_table_{i}")
-        st.caption(metrics_legend(report.modality, CURVE_STEPS))
+        st.caption(metrics_legend(report.modality, CURVE_STEPS, report.run.regression is not None))
     diagnostics = {e.label: e.diagnostics for e in done}
     notes = {
         e.label: [f"{k}: not computed ({msg})" for k, msg in e.metric_errors.items()] for e in done if e.metric_errors

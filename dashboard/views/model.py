@@ -23,6 +23,7 @@ from xaidash.explainers.comparison.across_training import (
     explanations_across_training,
 )
 from xaidash.explainers.registry import get_method
+from xaidash.explainers.scoring import unit_words
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.inspect.activations import FeatureMaps, Filters, feature_maps, first_layer_filters
 from xaidash.models.inspect.summary import ModelSummary, summarize_bundle
@@ -152,7 +153,8 @@ def inside_the_model(bundle_key: str, bundle: ModelBundle, item: PickedInput | N
         feature_map_section(bundle_key, bundle, item)
         filter_section(bundle_key, bundle)
     else:
-        st.caption("Feature maps and filters are shown for image models; this model reads token ids.")
+        units = unit_words(bundle.modality)[1]
+        st.caption(f"Feature maps and filters are drawn for models that read images; this one's inputs are {units}.")
 
 
 def checkpoint_epochs(run: Run) -> list[int]:

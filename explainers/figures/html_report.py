@@ -246,7 +246,11 @@ def _metrics_table(report: ExplainReport, i: int) -> str:
         + f'<p class="small muted">↑ higher is better, ↓ lower is better, {BEST} best of these maps for this input. '
         + directions
         + ". "
-        + (esc(curves_legend(report.modality)) if {"deletion_auc", "insertion_auc"} & set(names) else "")
+        + (
+            esc(curves_legend(report.modality, regression=report.run.regression is not None))
+            if {"deletion_auc", "insertion_auc"} & set(names)
+            else ""
+        )
         + "</p>"
         + ("".join(f'<p class="small muted">{t}</p>' for t in errors))
     )

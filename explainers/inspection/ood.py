@@ -72,11 +72,16 @@ class OODScore:
         """One sentence with the figures the verdict rests on, worded by what the percentile says: the share of
         training samples that lie nearer to the training data than this input does (`distance_phrase`)."""
         ratio = self.distance / self.threshold if self.threshold > 0 else math.inf
+        entropy = (  # a model with one output (a number to predict) has no predictive entropy
+            f"; predictive entropy {self.entropy:.2f} of at most {self.max_entropy:.2f} nats, "
+            f"higher than for {_share(self.entropy_percentile)} of training samples"
+            if self.max_entropy > 0
+            else ""
+        )
         return (
             f"{distance_phrase(self.percentile, self.flagged)} (distance to the {_ordinal(self.k)} nearest training "
-            f"sample {self.distance:.3f}, {ratio:.1f}x the {PERCENTILE:g}th-percentile threshold {self.threshold:.3f}; "
-            f"predictive entropy {self.entropy:.2f} of at most {self.max_entropy:.2f} nats, "
-            f"higher than for {_share(self.entropy_percentile)} of training samples)."
+            f"sample {self.distance:.3f}, {ratio:.1f}x the {PERCENTILE:g}th-percentile threshold {self.threshold:.3f}"
+            f"{entropy})."
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -152,6 +157,11 @@ def _distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(2.0 - 2.0 * a @ b.T, 0.0, None))
 
 
+def _entropy_of(bundle: ModelBundle, scores: np.ndarray) -> np.ndarray:
+    """Each input's predictive entropy; zeros for a model that predicts a number (its scores are values)."""
+    return np.zeros(len(scores)) if bundle.regression is not None else _entropy(scores)
+
+
 def _entropy(probs: np.ndarray) -> np.ndarray:
     p = np.clip(np.asarray(probs, dtype=np.float64), 1e-12, 1.0)
     return -(p * np.log(p)).sum(axis=1)
@@ -169,7 +179,7 @@ def reference(bundle: ModelBundle, n: int = REFERENCE_SIZE, k: int = K, split: s
     np.fill_diagonal(d, np.inf)
     knn = np.sort(d, axis=1)[:, k - 1]
     probs = bundle.predict_proba(raw_batch(bundle, samples, acts.indices)).numpy()
-    return OODReference(feats, knn, _entropy(probs), k, split, probs.shape[1])
+    return OODReference(feats, knn, _entropy_of(bundle, probs), k, split, probs.shape[1])
 
 
 @torch.no_grad()
@@ -178,7 +188,7 @@ def score(bundle: ModelBundle, ref: OODReference, raw: Any) -> list[OODScore]:
     texts = [raw] if isinstance(raw, str) else raw
     feats = _unit(input_activation(bundle, texts))
     d = np.sort(_distances(feats, ref.features), axis=1)[:, ref.k - 1]
-    ent = _entropy(bundle.predict_proba(texts).numpy())
+    ent = _entropy_of(bundle, bundle.predict_proba(texts).numpy())
     threshold = ref.threshold
     return [
         OODScore(

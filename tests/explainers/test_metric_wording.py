@@ -80,3 +80,9 @@ def test_a_text_report_words_its_metrics_and_carries_the_completeness_note() -> 
     page = report.to_html()
     assert "most relevant words are removed / added" in page and "most relevant pixels" not in page
     assert "off by 40%" in page
+
+
+def test_the_curves_legend_of_a_number_to_predict_names_no_probability() -> None:
+    legend = curves_legend("table", regression=True)
+    assert "probability" not in legend and "prediction's difference from the average row's" in legend
+    assert "the target's probability" in curves_legend("table")

@@ -43,3 +43,12 @@ def test_ood_flags_noise_and_solid_colour_not_shapes(trained_shapes) -> None:
     assert all(0.0 <= s.entropy <= s.max_entropy + 1e-9 for s in odd + in_dist)
     one = ood.score(bundle, ref, test[0])  # a single (C, H, W) image
     assert len(one) == 1 and one[0].distance == pytest.approx(in_dist[0].distance, abs=1e-5)
+
+
+def test_a_model_that_predicts_a_number_has_no_entropy_clause() -> None:
+    from xaidash.explainers.inspection.ood import OODScore
+
+    one_output = OODScore(2.0, 1.0, 99.0, 0.0, 0.0, 0.0, True, 5)  # max entropy log(1) = 0
+    classes = OODScore(2.0, 1.0, 99.0, 0.5, 80.0, 0.69, True, 5)
+    assert "entropy" not in one_output.summary() and one_output.summary().endswith(")."), one_output.summary()
+    assert "predictive entropy 0.50 of at most 0.69 nats" in classes.summary()
