@@ -10,8 +10,8 @@ natural 0..1 scale, so the AUC is taken of the curve rescaled per row to the sha
 (f(point) - f(mean row)) / (f(row) - f(mean row)): 1 at the row's own prediction, 0 at the mean row's. It reads as a
 classifier's does: a low deletion AUC (the prediction falls to the mean row's once the first columns go) and a high
 insertion AUC mean the ranking found the columns the prediction rests on; values outside 0..1 arise where hiding a
-column overshoots. A row predicted within NORMALISE_FLOOR target standard deviations of the mean row has no change to
-share out: its AUC is NaN."""
+column overshoots (the prediction passes the mean row's: columns pulling both ways). A row predicted within
+NORMALISE_FLOOR target standard deviations of the mean row has no change to share out: its AUC is NaN."""
 
 from __future__ import annotations
 
@@ -28,7 +28,9 @@ from xaidash.explainers.perturbation_curves import CurveResult, Mode
 from xaidash.models.bundle import ModelBundle
 
 SUBSTRATE = "mean"
-NORMALISE_FLOOR = 1e-3  # regression: |f(row) - f(mean row)| below this many target standard deviations has no share
+# regression: a row predicted within this many target standard deviations of the mean row's prediction has no change
+# to share out (its shares would be ratios of small differences): its AUC is NaN, left out of means and rankings
+NORMALISE_FLOOR = 0.05
 
 
 def share_aucs(

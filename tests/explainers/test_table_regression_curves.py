@@ -87,3 +87,14 @@ def test_a_row_predicted_as_the_mean_row_has_no_share() -> None:
 def test_the_metric_says_how_a_number_is_scored() -> None:
     for metric in ("deletion_auc", "insertion_auc"):
         assert "predicts a number" in REGISTRY.get(metric).meaning
+
+
+@pytest.mark.parametrize("method", ["ig", "shap_kernel"])
+def test_the_explain_page_s_metrics_score_a_regression_map(bundle: ModelBundle, method: str) -> None:
+    from xaidash.explainers.scoring import explain_and_score
+
+    rows = split("diabetes").rows[:4]
+    scored = explain_and_score(bundle, rows, method, {"samples": 300} if method == "shap_kernel" else {})
+    assert not scored.metric_errors
+    assert {"deletion_auc", "insertion_auc", "completeness_gap"} <= set(scored.metrics)
+    assert max(scored.metrics["completeness_gap"]) < 0.02
