@@ -30,9 +30,9 @@ from xaidash.explainers.tabular.glassbox import (
 )
 from xaidash.explainers.tabular.grids import DEFAULT_POINTS, GridKind, column_grid
 from xaidash.explainers.tabular.importance import (
-    CLASS_SCORINGS,
     DEFAULT_REPEATS,
     REGRESSION_SCORINGS,
+    SCORINGS,
     PermutationImportance,
     Scoring,
     permutation_importance,
@@ -208,10 +208,16 @@ def _check(options: GlobalOptions) -> None:
         raise ExplainError(f"The surrogate tree's depth must be 1..8 (readable rules), not {options.surrogate_depth}.")
 
 
+def scorings(bundle: ModelBundle) -> tuple[Scoring, ...]:
+    """The permutation importance scores that apply to the model, its default last: accuracy and log-loss for a
+    classifier, R² for a number to predict (`importance.UNITS` words each)."""
+    return SCORINGS if bundle.regression is None else REGRESSION_SCORINGS
+
+
 def _scoring(bundle: ModelBundle, scoring: Scoring | None) -> Scoring:
     """The permutation importance's score: the one asked, checked against what the model predicts; by default
     log-loss for a classifier, R² for a number to predict."""
-    allowed = CLASS_SCORINGS if bundle.regression is None else REGRESSION_SCORINGS
+    allowed = scorings(bundle)
     if scoring is None:
         return allowed[-1]
     if scoring not in allowed:

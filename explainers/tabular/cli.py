@@ -15,7 +15,7 @@ from xaidash.explainers.figures.result_json import check_result_folder, paramete
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.tabular.api import DEFAULT_ROWS, DEFAULT_TOP, PAIR_POINTS, GlobalOptions, GlobalReport
 from xaidash.explainers.tabular.grids import DEFAULT_POINTS, GRID_KINDS
-from xaidash.explainers.tabular.importance import DEFAULT_REPEATS, NAMES, SCORINGS
+from xaidash.explainers.tabular.importance import ALL_SCORINGS, DEFAULT_REPEATS, NAMES
 from xaidash.explainers.tabular.shap_global import DEFAULT_METHOD, DEFAULT_SHAP_ROWS
 from xaidash.explainers.tabular.surrogate import DEFAULT_DEPTH, MAX_DEPTH
 
@@ -162,7 +162,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int_range(1), default=DEFAULT_REPEATS, help="shuffles per column (default 10)")
     p.add_argument(
         "--scoring",
-        choices=SCORINGS,
+        choices=ALL_SCORINGS,
         default=None,
         help="what permutation importance measures: for a classifier the rise in log-loss of the true class (its "
         "default) or the drop in accuracy; for a model that predicts a number the drop in R² (r2, its default)",

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from xaidash.explainers.figures.png import png_bytes
-from xaidash.explainers.tabular.importance import PermutationImportance
+from xaidash.explainers.tabular.importance import NAMES, PermutationImportance
 from xaidash.explainers.tabular.pdp import PairResult, PDPResult
 
 MAX_CURVES = 300  # ICE curves drawn (a seeded pick beyond that: a thousand lines are one blot)
@@ -114,7 +114,7 @@ def importance_png(importance: PermutationImportance, limit: int = 30) -> bytes:
     bar.set_label(importance.units)
     ax.set_xlabel(f"{importance.units}; whisker: 95 % interval over {importance.repeats} shuffles")
     ax.set_title(
-        f"Permutation importance on {importance.rows} held-out rows (baseline {importance.scoring} "
+        f"Permutation importance on {importance.rows} held-out rows (baseline {NAMES[importance.scoring]} "
         f"{importance.baseline:.3f})",
         fontsize=9,
     )

@@ -22,12 +22,9 @@ from scipy import stats
 from xaidash.explainers.tabular.passes import BATCH_ROWS, Predict, probabilities
 
 Scoring = Literal["accuracy", "log_loss", "r2"]
-SCORINGS: tuple[Scoring, ...] = ("accuracy", "log_loss", "r2")
-CLASS_SCORINGS: tuple[Scoring, ...] = (
-    "accuracy",
-    "log_loss",
-)  # a classifier's; a number to predict: REGRESSION_SCORINGS
-REGRESSION_SCORINGS: tuple[Scoring, ...] = ("r2",)
+SCORINGS: tuple[Scoring, ...] = ("accuracy", "log_loss")  # a classifier's
+REGRESSION_SCORINGS: tuple[Scoring, ...] = ("r2",)  # a model that predicts a number
+ALL_SCORINGS: tuple[Scoring, ...] = SCORINGS + REGRESSION_SCORINGS
 UNITS = {
     "accuracy": "drop in accuracy (share of rows)",
     "log_loss": "rise in log-loss of the true class (nats)",
@@ -107,8 +104,8 @@ def permutation_importance(
 ) -> PermutationImportance:
     """Each column's permutation importance for `rows` (N, F) raw values and their true `labels` (N,): classes, or
     values in the target's units for `r2` (`predict` then gives the predicted values (M, 1))."""
-    if scoring not in SCORINGS:
-        raise ValueError(f"scoring must be one of {SCORINGS}, not {scoring!r}")
+    if scoring not in ALL_SCORINGS:
+        raise ValueError(f"scoring must be one of {ALL_SCORINGS}, not {scoring!r}")
     n, repeats = len(rows), max(1, int(repeats))
     labels = labels.to(rows.device)
     baseline = float(score(probabilities(predict, rows, batch_rows), labels, scoring))

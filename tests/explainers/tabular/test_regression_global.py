@@ -26,7 +26,7 @@ from table_runs import fitted_bundle, table_run
 
 from xaidash.data.registry import TableSplit, load_split
 from xaidash.explainers.params import ExplainError
-from xaidash.explainers.tabular.api import GlobalOptions, GlobalReport, global_report
+from xaidash.explainers.tabular.api import GlobalOptions, GlobalReport, global_report, scorings
 from xaidash.explainers.tabular.grids import column_grid
 from xaidash.explainers.tabular.passes import bundle_predict
 from xaidash.explainers.tabular.pdp import partial_dependence
@@ -154,6 +154,8 @@ def test_the_glassboxes_are_regressors_scored_by_r2(report: GlobalReport) -> Non
 
 
 def test_a_classifier_s_scoring_is_refused_in_one_line(bundle: ModelBundle) -> None:
+    assert scorings(bundle) == ("r2",)
+    assert scorings(fitted_bundle("planted", steps=1)) == ("accuracy", "log_loss")
     with pytest.raises(ExplainError, match="does not apply to a model that predicts a number; choose r2"):
         global_report(bundle, GlobalOptions(scoring="accuracy"))
 
