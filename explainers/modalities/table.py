@@ -14,7 +14,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,9 +34,6 @@ from xaidash.explainers.perturbation_curves import CurveResult, Mode
 from xaidash.explainers.registry import NO_OUTPUT, MethodOutput
 from xaidash.models.bundle import ModelBundle
 
-if TYPE_CHECKING:
-    from xaidash.explainers.figures.legend import LegendFacts, MapLegend
-
 LABEL_SEP = " = "  # a map's label: column, LABEL_SEP, the row's value
 MAX_CSV_BYTES = 20_000_000
 COLORBAR_WIDTH = 420
@@ -55,8 +52,8 @@ def predicted_words(target: RegressionTarget) -> str:
     return f"the predicted {target.name}" + (f" ({target.unit})" if target.unit else "")
 
 
-def regression_legend(legend: MapLegend, spec: LegendFacts, target: RegressionTarget, gradient_unit: str) -> MapLegend:
-    """`legend` worded for a model that predicts `target`: its one output is the predicted value in the target's
+def regression_legend(legend: Any, spec: Any, target: RegressionTarget, gradient_unit: str) -> Any:
+    """`legend` (a `figures.legend.MapLegend` of `spec`, a method spec) worded for a model that predicts `target`: its one output is the predicted value in the target's
     units (no logit, no probability), so a map's values are contributions to that value in those units. Maps whose
     values add up to a change of it (IG, KernelSHAP) share one group across methods."""
     what = predicted_words(target)
@@ -151,7 +148,7 @@ class TableAdapter(ExplainingModality, TableModality):
         rows = read_csv_rows(named[0], bundle.info)
         return [(r, f"row {k} of {named[0].name}") for k, r in enumerate(rows, start=1)]
 
-    def output_legend(self, legend: MapLegend, spec: LegendFacts, info: DatasetInfo) -> MapLegend:
+    def output_legend(self, legend: Any, spec: Any, info: DatasetInfo) -> Any:
         """A classifier's legend as it is; a regression model's in the target's units (`regression_legend`)."""
         if info.regression is None or spec.output in NO_OUTPUT:
             return legend
