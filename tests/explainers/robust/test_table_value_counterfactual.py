@@ -133,3 +133,33 @@ def test_refusals(bundle: ModelBundle) -> None:
         table_counterfactual(bundle, row, 0)
     with pytest.raises(ExplainError, match="no column 'nope'"):
         table_value_counterfactual(bundle, row, "at most 10", fixed=("nope",))
+
+
+def test_xaidash_counterfactual_takes_a_range_for_a_regression_run(
+    bundle: ModelBundle, tmp_path, monkeypatch, capsys
+) -> None:
+    import json
+
+    from table_runs import table_run
+
+    from xaidash.dashboard.cli import main
+
+    root = tmp_path / "runs"
+    run = table_run(root, bundle)
+    monkeypatch.setenv("XAIDASH_RUNS", str(root))
+    before = float(_value(bundle, split("diabetes").rows[0])[0])
+    median = target_median(bundle)
+    goal = f"at least {median + 40:.0f}" if before <= median else f"at most {median - 40:.0f}"
+    argv = ["counterfactual", "--run", str(run.path), "--input", "dataset:0", "--fixed", "bmi"]
+    assert main([*argv, "--to", goal, "--out", str(tmp_path / "cf")]) == 0
+    printed = capsys.readouterr().out
+    data = json.loads((tmp_path / "cf" / "counterfactual.json").read_text())
+    assert data["found"] and data["summary"] in printed and "changed row: age " in printed
+    assert data["goal"]["text"] == goal and not data["goal"]["default"] and data["fixed"] == ["bmi"]
+    assert data["value_before"] == pytest.approx(before, abs=1e-3)
+    assert main([*argv, "--to", "default"]) == 0
+    assert "the default: past the training median" in capsys.readouterr().out
+    assert main([*argv, "--to", "at most -1000", "--budget", "1"]) == 1
+    assert "Not reachable within 1 changed column" in capsys.readouterr().out
+    assert main([*argv, "--to", "cheap"]) == 2
+    assert "Cannot read the range 'cheap'" in capsys.readouterr().err
