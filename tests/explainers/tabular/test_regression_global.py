@@ -158,6 +158,8 @@ def test_a_classifier_s_scoring_is_refused_in_one_line(bundle: ModelBundle) -> N
     assert scorings(fitted_bundle("planted", steps=1)) == ("accuracy", "log_loss")
     with pytest.raises(ExplainError, match="does not apply to a model that predicts a number; choose r2"):
         global_report(bundle, GlobalOptions(scoring="accuracy"))
+    with pytest.raises(ExplainError, match=r"predicts one number \(disease progression\), so there is no class"):
+        global_report(bundle, GlobalOptions(target="1"))
 
 
 def test_xaidash_global_on_a_diabetes_run(
