@@ -146,6 +146,7 @@ def global_shap(
 
 
 def value_contribution(target: RegressionTarget) -> str:
-    """What a regression model's attribution is: 'contribution to the predicted disease progression (its units)'."""
-    unit = f" ({target.unit})" if target.unit else " (in the target's units)"
+    """What a regression model's attribution is, in the target's units: 'contribution to the predicted disease
+    progression' (its unit added when the data set declares one: '... price (USD)')."""
+    unit = f" ({target.unit})" if target.unit else ""
     return f"contribution to the predicted {target.name}{unit}"
