@@ -26,7 +26,14 @@ from table_runs import fitted_bundle, table_run
 
 from xaidash.data.registry import TableSplit, load_split
 from xaidash.explainers.params import ExplainError
-from xaidash.explainers.tabular.api import GlobalOptions, GlobalReport, global_report, scorings
+from xaidash.explainers.tabular.api import (
+    GlobalOptions,
+    GlobalReport,
+    column_dependence,
+    global_report,
+    pair_map,
+    scorings,
+)
 from xaidash.explainers.tabular.grids import column_grid
 from xaidash.explainers.tabular.passes import bundle_predict
 from xaidash.explainers.tabular.pdp import partial_dependence
@@ -98,6 +105,10 @@ def test_the_report_reads_in_units_and_r2(report: GlobalReport, bundle: ModelBun
         report.importance.scoring == "r2" and report.importance.units == "drop in R² (share of the target's variance)"
     )
     assert report.importance.baseline == pytest.approx(report.network_score, abs=1e-6)  # all 89 test rows
+    # what the page asks again when the column or the pair changes reads the same way
+    again = column_dependence(bundle, "bmi", GlobalOptions(grid_points=12))
+    np.testing.assert_allclose(again.pdp, report.dependence[0].pdp, rtol=1e-5)
+    assert again.axis == report.value_axis and pair_map(bundle, ["bmi", "bp"]).axis == report.value_axis
 
 
 def test_permutation_importance_agrees_with_scikit_learn_s_r2(report: GlobalReport, bundle: ModelBundle) -> None:
