@@ -9,7 +9,9 @@ time, and equal values are checked whatever they are. The rows are the first `--
 - xaidash: `explainers.tabular.pdp.partial_dependence` on the model's device: the rows x grid copies built there
   and scored in passes of 65,536 rows on a GPU, 4,096 on a CPU (`passes.default_batch_rows`);
 - scikit-learn: one `predict_proba` per grid point through `NetworkEstimator` (raw rows -> the bundle's
-  probabilities on the CPU, as any scikit-learn caller gets them).
+  probabilities on the CPU, as any scikit-learn caller gets them); for a data set with a number to predict
+  (`--dataset diabetes`, 442 rows: `--rows 442` at most) one `predict` per grid point through `NetworkRegressor`
+  (the predicted values in the target's units), the values compared in those units.
 
 It prints both times (best of `--repeats`, after a warm-up), the ratio (goal: >= 5x) and the largest |difference|
 of the PDP and ICE values (should be ~0: float32 through both paths).
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 from xaidash.data.argtypes import int_range
 from xaidash.data.registry import TableSplit, get_info, load_split
@@ -58,6 +60,22 @@ class NetworkEstimator(ClassifierMixin, BaseEstimator):
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(self.predict_proba(x).argmax(1))
+
+
+class NetworkRegressor(RegressorMixin, BaseEstimator):
+    """A regression network as a fitted scikit-learn regressor: `predict` gives its values in the target's units."""
+
+    def __init__(self, bundle: ModelBundle | None = None) -> None:
+        self.bundle = bundle
+
+    def fit(self, x: np.ndarray, y: np.ndarray | None = None) -> NetworkRegressor:
+        assert self.bundle is not None
+        self.n_features_in_ = len(self.bundle.info.columns)
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        assert self.bundle is not None
+        return self.bundle.predict_proba(torch.as_tensor(np.asarray(x, dtype=np.float32)))[:, 0].numpy()
 
 
 @dataclass
@@ -100,7 +118,8 @@ def time_column(bundle: ModelBundle, rows: torch.Tensor, j: int, points: int, ta
     grid, _ = column_grid(column, rows[:, j], points)
     on_device = rows.to(bundle.device)
     predict = bundle_predict(bundle)
-    estimator = NetworkEstimator(bundle).fit(rows.numpy())
+    wrapper = NetworkEstimator if bundle.regression is None else NetworkRegressor
+    estimator = wrapper(bundle).fit(rows.numpy())
     x = rows.numpy()
     categorical = [j] if column.kind == "categorical" else None
 
@@ -124,7 +143,8 @@ def time_column(bundle: ModelBundle, rows: torch.Tensor, j: int, points: int, ta
         ours_s = best_time(ours, bundle.device, repeats)
         sklearn_s = best_time(theirs, torch.device("cpu"), repeats)
         mine, ref = ours(), theirs()
-    k = 0 if bundle.info.num_classes == 2 else target  # a binary classifier: scikit-learn gives the second class
+    # a binary classifier: scikit-learn gives the second class; a regressor its one output
+    k = 0 if bundle.info.num_classes <= 2 else target
     diff = max(np.abs(mine.pdp - ref["average"][k]).max(), np.abs(mine.ice - ref["individual"][k]).max())
     return Timing(column.name, ours_s, sklearn_s, float(diff))
 

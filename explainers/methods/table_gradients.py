@@ -1,6 +1,7 @@
 """Gradient attributions for table models (captum): Integrated Gradients, gradient x input and saliency, all on
 the row as the model reads it (numeric columns standardised, categories one-hot), each column's positions summed
-by the table adapter (`to_columns`), so a category column gets one value for its whole one-hot group.
+by the table adapter (`to_columns`), so a category column gets one value for its whole one-hot group. A model that
+predicts a number is explained by its one output, the predicted value in the target's units (no softmax anywhere).
 
 IG's baseline is a reference row (`_table.references`): the training split's mean or median row, or several
 background rows, IG averaged over them (its values then add up to f(row) minus the mean of f over those rows, what

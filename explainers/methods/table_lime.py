@@ -1,5 +1,7 @@
 """LIME for table rows: lime's own `LimeTabularExplainer` (the training rows, the category columns, the column names,
-discretize_continuous and every other setting at lime's defaults), one weight per column for the target probability.
+discretize_continuous and every other setting at lime's defaults), one weight per column for the target probability;
+for a model that predicts a number (`bundle.regression`), lime's regression mode on the predicted value itself (no
+softmax), so a weight is in the target's units.
 
 lime calls its `classifier_fn` once per row explained, with the whole matrix of perturbed rows: here that matrix goes
 to the model's device at once and through it in batched passes (`ctx.batch_size` rows, halved on out-of-memory),
@@ -32,7 +34,7 @@ def lime_explainer(bundle: ModelBundle, training: np.ndarray, seed: int) -> Any:
     categorical = [j for j, c in enumerate(columns) if c.categorical]
     return LimeTabularExplainer(
         training,
-        mode="classification",
+        mode="classification" if bundle.regression is None else "regression",
         feature_names=[c.name for c in columns],
         categorical_features=categorical,
         categorical_names={j: list(columns[j].categories) for j in categorical},
@@ -51,15 +53,22 @@ def lime_training(ctx: MethodContext) -> np.ndarray:
     return rows.double().cpu().numpy()
 
 
-def _weights(exp: Any, target: int, f: int) -> np.ndarray:
+def _label(bundle: ModelBundle, target: int) -> int:
+    """Where lime keeps the weights: the class's own entry, or 1 in regression mode (lime stores the weights of the
+    predicted value under 1 and their negation under 0)."""
+    return int(target) if bundle.regression is None else 1
+
+
+def _weights(exp: Any, label: int, f: int) -> np.ndarray:
     out = np.zeros(f, dtype=np.float32)
-    for feature, weight in exp.local_exp[target]:
+    for feature, weight in exp.local_exp[label]:
         out[int(feature)] = weight
     return out
 
 
 def _probabilities(ctx: MethodContext, matrix: np.ndarray) -> np.ndarray:
-    """Softmax probabilities (R, K) of raw rows, in shared batched passes on the device (halved on out-of-memory)."""
+    """Softmax probabilities (R, K) of raw rows (a regression model's predicted values (R, 1): `bundle.scores`), in
+    shared batched passes on the device (halved on out-of-memory)."""
     rows = torch.as_tensor(matrix, dtype=torch.float32, device=ctx.x.device)
 
     @torch.no_grad()
@@ -67,7 +76,7 @@ def _probabilities(ctx: MethodContext, matrix: np.ndarray) -> np.ndarray:
         return batched_rows(
             len(rows),
             size,
-            lambda index: torch.softmax(ctx.model(ctx.bundle.prepare(rows[index])).float(), dim=1),
+            lambda index: ctx.bundle.scores(ctx.model(ctx.bundle.prepare(rows[index])).float()),
             device=ctx.x.device,
         )
 
@@ -86,7 +95,7 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         exp = lime_explainer(ctx.bundle, training, ctx.seed).explain_instance(
             rows[i], lambda m: _probabilities(ctx, m), labels=(targets[i],), num_features=f, num_samples=samples
         )
-        weights.append(_weights(exp, targets[i], f))
+        weights.append(_weights(exp, _label(ctx.bundle, targets[i]), f))
         scores.append(float(exp.score))
     return MethodOutput(
         torch.from_numpy(np.stack(weights)),
@@ -98,7 +107,8 @@ def lime_table_reference(
     bundle: ModelBundle, row: torch.Tensor, target: int, samples: int, training: np.ndarray, *, seed: int = 0
 ) -> np.ndarray:
     """lime's `LimeTabularExplainer.explain_instance` on one raw row as its documentation shows it, the model's
-    `predict_proba` as the classifier_fn: one weight per column (the reference the batched path is tested against)."""
+    `predict_proba` as the classifier_fn (a regression model's: its predicted values, lime in regression mode): one
+    weight per column (the reference the batched path is tested against)."""
     f = len(bundle.info.columns)
     exp = lime_explainer(bundle, training, seed).explain_instance(
         torch.as_tensor(row, dtype=torch.float64).numpy(),
@@ -107,7 +117,7 @@ def lime_table_reference(
         num_features=f,
         num_samples=samples,
     )
-    return _weights(exp, int(target), f)
+    return _weights(exp, _label(bundle, target), f)
 
 
 register(
@@ -118,7 +128,8 @@ register(
         compute=_compute,
         params=(Param("samples", "int", 1000, "Perturbed rows lime samples around the row.", min=10, max=20000),),
         description="LIME as lime's LimeTabularExplainer: rows sampled from the training data's statistics (numeric "
-        "columns by quartile bins), a weighted linear surrogate of the target probability fitted on them; one "
+        "columns by quartile bins), a weighted linear surrogate of the target probability (a model that predicts a "
+        "number: its predicted value, lime's regression mode) fitted on them; one "
         "weight per column. surrogate_r2: the surrogate's fit on those samples.",
         signed=True,
         family="perturbation",

@@ -2,6 +2,7 @@
 the training split's mean or median, a category column's most frequent category, or each of several background
 rows' values, the output averaged over them) and the drop of the target logit is the column's value:
 f(row) - mean over references of f(row with the column hidden). A category column is hidden as one one-hot group.
+A model that predicts a number has one output, its predicted value in the target's units: the drop of that value.
 
 What captum's `FeatureAblation` computes with `feature_mask=feature_mask(info)` for one reference row, but every
 hidden column of every row and reference is built as a tensor on the device and scored in one stream of shared

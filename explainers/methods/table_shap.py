@@ -2,6 +2,8 @@
 Shapley kernel, by sampling; the first two: every column shown, every one hidden), a hidden column taking each
 reference row's value in turn with the target probability averaged over the references (shap's KernelExplainer
 with that background: interventional Shapley values), and captum's weighted linear fit (`_common.kernel_shap_fit`).
+A regression model (`bundle.regression`) is explained by its predicted value itself, in the target's units: the
+values add up to f(row) - f(every column hidden) in those units.
 
 Every coalition of every row and reference is built on the device and scored in one stream of shared passes
 (`_common.scored_rows`), as image and text KernelSHAP are; tests compare the values with shap's KernelExplainer."""
@@ -36,7 +38,9 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         i, s, k = index // (samples * b), (index // b) % samples, index % b
         return torch.where(shown[s], rows[i], refs[k]), ctx.targets[i]
 
-    scores, used = scored_rows(ctx, n * samples * b, build, probability=True, what="KernelSHAP")
+    # a classifier's target probability; a regression model's one output is its predicted value (no softmax)
+    probability = ctx.bundle.regression is None
+    scores, used = scored_rows(ctx, n * samples * b, build, probability=probability, what="KernelSHAP")
     f_of = scores.view(n, samples, b).mean(2).double().cpu().numpy()
     values, gaps, changes = [], [], []
     for i in range(n):
@@ -60,9 +64,10 @@ register(
             baseline_param("background"),
             background_size_param(),
         ),
-        description="Kernel SHAP over columns for the target probability: a hidden column takes the baseline's value "
+        description="Kernel SHAP over columns for the target probability (a model that predicts a number: its "
+        "predicted value, in the target's units): a hidden column takes the baseline's value "
         "(with the background baseline, each background row's in turn, averaged: shap's KernelExplainer). "
-        "additivity_gap: |sum of values - (p(row) - p(every column hidden))|.",
+        "additivity_gap: |sum of values - (f(row) - f(every column hidden))|.",
         signed=True,
         family="shap",
         output="probability",

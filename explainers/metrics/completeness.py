@@ -66,9 +66,10 @@ class CompletenessTerms:
 
 
 def _outputs(bundle: ModelBundle, x: torch.Tensor, t: torch.Tensor, output: str, batch_size: int) -> np.ndarray:
-    """The explained output of each input: its target's logit or softmax probability, as float64."""
+    """The explained output of each input: its target's logit or softmax probability (a regression model's
+    predicted value: `bundle.scores`), as float64."""
     logits = bundle.logits(x, batch_size)
-    values = torch.softmax(logits, dim=1) if output == "probability" else logits
+    values = bundle.scores(logits) if output == "probability" else logits
     return values.gather(1, t.view(-1, 1).to(values.device))[:, 0].double().cpu().numpy()
 
 
@@ -162,7 +163,7 @@ def _reference_rows(s: _Scored) -> np.ndarray:
     size = int(params.get("background_size", 1))
     refs = background_reference(str(params["baseline"]), s.bundle.info, s.background, size, s.seed)
     logits = s.bundle.logits(s.bundle.prepare(refs), s.batch_size)
-    values = torch.softmax(logits, dim=1) if s.spec.output == "probability" else logits
+    values = s.bundle.scores(logits) if s.spec.output == "probability" else logits
     return values[:, s.t.to(values.device)].mean(0).double().cpu().numpy()
 
 

@@ -281,7 +281,9 @@ _SPECS = (
         "deletion_auc",
         "Deletion AUC",
         LOWER,
-        "area under the target's probability as the most relevant {units} are removed",
+        "area under the target's probability as the most relevant {units} are removed (a model that predicts a "
+        "number: under its predicted value rescaled per input to the share of f(input) - f(reference) still present, "
+        "1 at its own prediction, 0 at the reference's)",
         "faithfulness",
         (0.0, 1.0),
         cost="costly",
@@ -292,7 +294,9 @@ _SPECS = (
         "insertion_auc",
         "Insertion AUC",
         HIGHER,
-        "area under the target's probability as the most relevant {units} are put back",
+        "area under the target's probability as the most relevant {units} are put back (a model that predicts a "
+        "number: under its predicted value rescaled per input to the share of f(input) - f(reference) present, "
+        "0 at the reference's prediction, 1 at its own)",
         "faithfulness",
         (0.0, 1.0),
         cost="costly",

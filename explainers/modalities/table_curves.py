@@ -2,7 +2,16 @@
 text ones): columns are ranked by |attribution|, strongest first, and moved `steps` chunks at a time from the row to
 the reference row (deletion) or from the reference row into the row (insertion); the target's probability is read
 after every chunk. The reference is the training split's mean row (a category column's most frequent category),
-the 'mean' baseline the table methods offer. Every point of every row is one row of one stream of batched passes."""
+the 'mean' baseline the table methods offer. Every point of every row is one row of one stream of batched passes.
+
+A model that predicts a number (`bundle.regression`): the curve is its predicted value in the target's units (no
+softmax of its one output), from f(row) to f(mean row) for deletion and back for insertion. A value in units has no
+natural 0..1 scale, so the AUC is taken of the curve rescaled per row to the share of the row's change still present,
+(f(point) - f(mean row)) / (f(row) - f(mean row)): 1 at the row's own prediction, 0 at the mean row's. It reads as a
+classifier's does: a low deletion AUC (the prediction falls to the mean row's once the first columns go) and a high
+insertion AUC mean the ranking found the columns the prediction rests on; values outside 0..1 arise where hiding a
+column overshoots (the prediction passes the mean row's: columns pulling both ways). A row predicted within
+NORMALISE_FLOOR target standard deviations of the mean row has no change to share out: its AUC is NaN."""
 
 from __future__ import annotations
 
@@ -19,6 +28,22 @@ from xaidash.explainers.perturbation_curves import CurveResult, Mode
 from xaidash.models.bundle import ModelBundle
 
 SUBSTRATE = "mean"
+# regression: a row predicted within this many target standard deviations of the mean row's prediction has no change
+# to share out (its shares would be ratios of small differences): its AUC is NaN, left out of means and rankings
+NORMALISE_FLOOR = 0.05
+
+
+def share_aucs(
+    curves: np.ndarray, fractions: np.ndarray, ends: tuple[np.ndarray, np.ndarray], target_std: float
+) -> np.ndarray:
+    """Regression AUCs (N,): the area under each curve of predicted values (N, P) rescaled to the share of the change
+    f(row) - f(mean row) still present, `ends` = (f(row), f(mean row)); NaN where that change is below
+    NORMALISE_FLOOR target standard deviations."""
+    row, ref = ends
+    change = (row - ref).astype(np.float64)
+    ok = np.abs(change) >= NORMALISE_FLOOR * max(float(target_std), 1e-12)
+    shares = (curves - ref[:, None]) / np.where(ok, change, 1.0)[:, None]
+    return np.where(ok, np.trapezoid(shares, fractions, axis=1), np.nan).astype(np.float32)
 
 
 def column_ranks(maps: np.ndarray) -> np.ndarray:
@@ -41,8 +66,9 @@ def table_perturbation_curve(
     steps: int = 16,
     batch_size: int = 256,
 ) -> CurveResult:
-    """Curves (N, steps + 1) of the target's probability over the share of columns moved, and their AUCs. Targets
-    default to the explanation's, else the predicted classes."""
+    """Curves (N, steps + 1) of the target's probability (a regression model's predicted value, in units) over the
+    share of columns moved, and their AUCs (regression: of the rescaled curve, see the module's docstring). Targets
+    default to the explanation's, else the predicted classes (regression: the one output)."""
     if mode not in ("deletion", "insertion"):
         raise ExplainError(f"mode must be 'deletion' or 'insertion', got {mode!r}.")
     if targets is None and hasattr(attributions, "targets"):
@@ -69,9 +95,14 @@ def table_perturbation_curve(
             i, k = idx // (steps + 1), idx % (steps + 1)
             moved = ranks[i] < counts[k].unsqueeze(1)
             batch = torch.where(moved, finish[i], start[i])
-            p = torch.softmax(bundle.model(bundle.prepare(batch)).float(), dim=1)
+            p = bundle.scores(bundle.model(bundle.prepare(batch)).float())
             probs[s : s + len(idx)] = p.gather(1, t[i].unsqueeze(1))[:, 0]
     curves = probs.view(n, steps + 1).cpu().numpy()
     frac = fractions.cpu().numpy()
-    aucs = np.trapezoid(curves, frac, axis=1).astype(np.float32)
+    target = bundle.regression
+    if target is None:
+        aucs = np.trapezoid(curves, frac, axis=1).astype(np.float32)
+    else:  # the row's own prediction and the mean row's: the first and last points (deletion) or the reverse
+        ends = (curves[:, 0], curves[:, -1]) if mode == "deletion" else (curves[:, -1], curves[:, 0])
+        aucs = share_aucs(curves.astype(np.float64), frac, ends, target.std)
     return CurveResult(mode, frac, curves, aucs, t.cpu().numpy(), SUBSTRATE)

@@ -165,8 +165,34 @@ def _attack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _value_counterfactual(args: argparse.Namespace, run: Any, bundle: Any, sample: Any) -> int:
+    """A row of a model that predicts a number: --to is the range to reach ('at most 100', or 'default': past the
+    training median), the fewest changed columns found (explainers/robust/table_value_counterfactual.py)."""
+    from xaidash.explainers.robust.table_value_counterfactual import table_value_counterfactual
+
+    changes = DEFAULT_CHANGES if args.budget is None else _changes(args.budget, len(bundle.info.columns))
+    goal = None if args.to.strip().lower() == "default" else args.to
+    cf = table_value_counterfactual(bundle, sample.raw, goal, fixed=tuple(args.fixed or ()), max_changes=changes)
+    print(f"{sample.description}: {cf.summary()}")
+    if cf.row is not None:
+        print("changed row: " + adapter_of(bundle.modality).one_line(cf.row, bundle.info))
+    if cf.note:
+        print(f"note: {cf.note}", file=sys.stderr)
+    if args.out is not None:
+        out = Path(args.out).expanduser()
+        make_out_folder(out)
+        try:
+            write_result(out, "counterfactual.json", *_document("counterfactual", args, run, sample, cf))
+        except OSError as err:
+            raise ExplainError(f"Cannot write into {out}: {err.strerror or err}.") from None
+        print(f"written to {out}")
+    return 0 if cf.found else 1
+
+
 def _counterfactual(args: argparse.Namespace) -> int:
     run, bundle, sample = _load(args)
+    if bundle.regression is not None:
+        return _value_counterfactual(args, run, bundle, sample)
     to = class_index(bundle, args.to, "--to")
     cf: Counterfactual
     search = args.search or searches(bundle.modality)[0]
@@ -305,10 +331,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--to (--budget: the largest patch side as a share of the image's, default 0.5). Text: the fewest word "
         "deletions or substitutions from the model's vocabulary (greedy), or none within --budget edits. Table rows: "
         "the fewest changed columns (a beam search over values the training rows take), --budget the most changed "
-        "columns, --fixed COLUMN left as it is. Exit code 1 when none was found.",
+        "columns, --fixed COLUMN left as it is; a model that predicts a number: --to is the range of values to reach "
+        "('at most 100', 'at least 200', 'between 100 and 150', or 'default': past the training median to the "
+        "other side). Exit code 1 when none was found.",
     )
     _common(c)
-    c.add_argument("--to", required=True, help="the class to reach (index or name)")
+    c.add_argument(
+        "--to",
+        required=True,
+        help="the class to reach (index or name); for a model that predicts a number the range of values to reach "
+        "('at most 100', 'at least 200', 'between 100 and 150', or 'default': past the training median)",
+    )
     c.add_argument(
         "--budget",
         help=f"images: the largest epsilon tried, as 0.1 or 25/255 (default {DEFAULT_BUDGET}); with --search patch "

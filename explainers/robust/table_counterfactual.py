@@ -14,7 +14,7 @@ column changes against a PyTorch classifier with fixed columns and data ranges, 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +34,24 @@ DEFAULT_CHANGES = 3
 DEFAULT_BEAM = 8
 QUANTILES = 21  # candidate values of a numeric column: the training split's 0%, 5%, ..., 100% quantiles
 PULL_BACK = 32  # values tried between a changed column's old and new value, to undo as much of the change as can be
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the search reaches for: `margins(rows)` (N,) on the device for raw rows, how far each is inside the goal
+    (a class: its logit minus the largest other, reached above 0; a range of values: the predicted value's distance
+    inside the range, reached at 0 or above, `inclusive`). Larger is closer: the beam keeps the largest."""
+
+    margins: Callable[[torch.Tensor], torch.Tensor]
+    inclusive: bool = False
+
+    def reached(self, m: torch.Tensor) -> torch.Tensor:
+        return m >= 0 if self.inclusive else m > 0
+
+
+def class_goal(bundle: ModelBundle, k: int, batch_size: int) -> Goal:
+    """Reaching class k: `margins` of `bundle` for k."""
+    return Goal(lambda rows: margins(bundle, rows, k, batch_size))
 
 
 @dataclass(frozen=True)
@@ -133,8 +151,8 @@ def _extend(
     return torch.cat(rows), torch.cat(marks)
 
 
-def _pull_back(bundle: ModelBundle, row: torch.Tensor, best: torch.Tensor, k: int, batch_size: int) -> torch.Tensor:
-    """`best` with each changed numeric column moved back toward the row's value as far as class k still holds (all
+def _pull_back(bundle: ModelBundle, row: torch.Tensor, best: torch.Tensor, goal: Goal) -> torch.Tensor:
+    """`best` with each changed numeric column moved back toward the row's value as far as the goal still holds (all
     the way where the other changes suffice: the column is then not changed at all)."""
     info = bundle.info
     out = best.clone()
@@ -146,7 +164,7 @@ def _pull_back(bundle: ModelBundle, row: torch.Tensor, best: torch.Tensor, k: in
         values = (values.round() if c.integer else values).clamp(*(v.to(row.device) for v in _inside(c)))
         tries = out.repeat(len(values), 1)
         tries[:, j] = values
-        ok = margins(bundle, tries, k, batch_size) > 0
+        ok = goal.reached(goal.margins(tries))
         if bool(ok.any()):
             out[j] = values[int(ok.nonzero()[0])]  # the first that holds: the closest to the old value
     return out
@@ -163,8 +181,10 @@ def search_columns(
     training: torch.Tensor | None = None,
     batch_size: int = 256,
     progress: Progress = quiet,
+    goal: Goal | None = None,
 ) -> ColumnSearch:
-    """The fewest changed columns found that make the model predict class k for the raw row (F,)."""
+    """The fewest changed columns found that make the model predict class k for the raw row (F,), or that reach
+    `goal` when given (a regression model's range of values: `table_value_counterfactual`)."""
     info = bundle.info
     if not 1 <= int(max_changes) <= len(info.columns):
         raise ExplainError(f"max_changes={max_changes}: allow between 1 and {len(info.columns)} changed columns.")
@@ -177,6 +197,7 @@ def search_columns(
     train = None if training is None else training.float().cpu()  # quantiles on the CPU, once; values to the device
     candidates = [candidate_values(c, train, j).to(device) for j, c in enumerate(info.columns)]
     states, changed = x.unsqueeze(0), torch.zeros(1, len(info.columns), dtype=torch.bool, device=device)
+    goal = goal or class_goal(bundle, k, batch_size)
     with evaluating(bundle.model):
         for depth in range(1, int(max_changes) + 1):
             progress(
@@ -190,12 +211,12 @@ def search_columns(
             states, changed = _extend(states, changed, candidates, free)
             if not len(states):
                 break
-            m = margins(bundle, states, k, batch_size)
-            reached = m > 0
+            m = goal.margins(states)
+            reached = goal.reached(m)
             if bool(reached.any()):
                 hits = states[reached]
                 best = hits[int(torch.argmin(_distance(info, x, hits)))]
-                best = _pull_back(bundle, x, best, k, batch_size)
+                best = _pull_back(bundle, x, best, goal)
                 return ColumnSearch(True, _changes(info, x, best), best.cpu().numpy(), depth)
             keep = torch.argsort(m, descending=True, stable=True)[: int(beam)]
             states, changed = states[keep], changed[keep]
@@ -224,6 +245,11 @@ def table_counterfactual(
 ) -> Counterfactual:
     """The fewest changed columns found (`search_columns`) that make the model predict `to` for the raw row (F,),
     as a `Counterfactual` (search COLUMNS): its changes, the row after them and the probabilities before and after."""
+    if bundle.regression is not None:
+        raise ExplainError(
+            f"This model predicts a number ({bundle.regression.name}), not a class: give a range of values for it to "
+            "reach instead (table_value_counterfactual: 'at most 100', 'at least 200', 'between 100 and 150')."
+        )
     x = torch.as_tensor(row, dtype=torch.float32).reshape(-1)
     before = bundle.predict_proba(x.unsqueeze(0))[0].numpy()
     k = int(to)

@@ -2,7 +2,12 @@
 column, partial dependence and ICE of the chosen columns (by default the most important ones) and of a pair, a
 surrogate tree fitted to the network's predictions with its fidelity, and the glassbox references beside the
 network. Everything runs on the held-out (test) split's rows except the fits, which use the training split the
-network was trained on."""
+network was trained on.
+
+A model that predicts a number (`bundle.regression`) is read in the target's units throughout: partial dependence
+and ICE of its predicted value, permutation importance as the drop in R², global SHAP in units, a regression tree as
+the surrogate (fidelity: R² against the network's predictions) and ridge regression and a regression tree as the
+glassboxes (test R² beside the network's). `GlobalReport.task`, `score_name` and `value_axis` say which."""
 
 from __future__ import annotations
 
@@ -17,16 +22,23 @@ from xaidash.data.errors import DatasetError
 from xaidash.data.registry import TableColumn, TableSplit, load_split
 from xaidash.explainers.guard import guarded
 from xaidash.explainers.params import ExplainError
-from xaidash.explainers.tabular.glassbox import DEFAULT_TREE_DEPTH, GlassboxComparison, compare_glassboxes
+from xaidash.explainers.tabular.glassbox import (
+    DEFAULT_TREE_DEPTH,
+    GlassboxComparison,
+    compare_glassboxes,
+    compare_value_glassboxes,
+)
 from xaidash.explainers.tabular.grids import DEFAULT_POINTS, GridKind, column_grid
 from xaidash.explainers.tabular.importance import (
     DEFAULT_REPEATS,
+    REGRESSION_SCORINGS,
+    SCORINGS,
     PermutationImportance,
     Scoring,
     permutation_importance,
 )
 from xaidash.explainers.tabular.passes import Predict, bundle_predict, default_batch_rows, probabilities
-from xaidash.explainers.tabular.pdp import PairResult, PDPResult, pair_dependence, partial_dependence, units_of
+from xaidash.explainers.tabular.pdp import PairResult, PDPResult, pair_dependence, partial_dependence, value_units
 from xaidash.explainers.tabular.request import column_index, column_indices, pair_indices, table_columns, target_index
 from xaidash.explainers.tabular.shap_global import (
     DEFAULT_METHOD,
@@ -35,7 +47,7 @@ from xaidash.explainers.tabular.shap_global import (
     check_method,
     global_shap,
 )
-from xaidash.explainers.tabular.surrogate import DEFAULT_DEPTH, Surrogate, fit_surrogate
+from xaidash.explainers.tabular.surrogate import DEFAULT_DEPTH, Surrogate, fit_surrogate, fit_value_surrogate
 from xaidash.models.bundle import ModelBundle
 
 DEFAULT_ROWS = 1000  # held-out rows swept by the partial dependence and shuffled by the importance
@@ -58,7 +70,7 @@ class GlobalOptions:
     grid_kind: GridKind = "even"
     pair_points: int = PAIR_POINTS
     repeats: int = DEFAULT_REPEATS
-    scoring: Scoring = "log_loss"
+    scoring: Scoring | None = None  # None: log_loss for a classifier, r2 for a model that predicts a number
     surrogate_depth: int = DEFAULT_DEPTH
     tree_depth: int = DEFAULT_TREE_DEPTH
     seed: int = 0
@@ -70,7 +82,10 @@ class GlobalOptions:
 @dataclass
 class GlobalReport:
     """Everything the global view shows. `rows` held-out rows were swept and shuffled; `units` is what a partial
-    dependence value is; `seconds` the time of each part."""
+    dependence value is; `seconds` the time of each part. `task`: 'classes', or 'values' for a model that predicts a
+    number (its `target` is the target's name, `classes` that one name); `score_name` what `network_accuracy` holds
+    ('accuracy' or 'R²', on the test split); `value_axis` a prediction's short name ('P(malignant)', 'predicted
+    disease progression'); `target_unit` the target's declared unit ('' for classes or none declared)."""
 
     model: str
     dataset: str
@@ -88,6 +103,15 @@ class GlobalReport:
     glassbox: GlassboxComparison
     shap: GlobalShap | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    task: str = "classes"
+    score_name: str = "accuracy"
+    value_axis: str = ""
+    target_unit: str = ""
+
+    @property
+    def network_score(self) -> float:
+        """The network's test score `score_name` names (accuracy, or R² for a number to predict)."""
+        return self.network_accuracy
 
 
 @dataclass
@@ -122,6 +146,7 @@ def _dependence(
     target: int,
     target_name: str,
     options: GlobalOptions,
+    units: tuple[str, str],
 ) -> list[PDPResult]:
     out = []
     for j in chosen:
@@ -137,6 +162,7 @@ def _dependence(
                 target_name=target_name,
                 labels=labels,
                 batch_rows=options.batch_rows,
+                units=units,
             )
         )
     return out
@@ -150,6 +176,7 @@ def _pair(
     target: int,
     target_name: str,
     options: GlobalOptions,
+    units: tuple[str, str],
 ) -> PairResult:
     made = [column_grid(columns[j], rows[:, j], options.pair_points, options.grid_kind) for j in pair]
     return pair_dependence(
@@ -162,6 +189,7 @@ def _pair(
         target_name=target_name,
         labels=(made[0][1], made[1][1]),
         batch_rows=options.batch_rows,
+        units=units,
     )
 
 
@@ -178,6 +206,37 @@ def _check(options: GlobalOptions) -> None:
             raise ExplainError(f"{name} must be at least {low}, not {getattr(options, name)}.")
     if not 1 <= options.surrogate_depth <= 8:
         raise ExplainError(f"The surrogate tree's depth must be 1..8 (readable rules), not {options.surrogate_depth}.")
+
+
+def scorings(bundle: ModelBundle) -> tuple[Scoring, ...]:
+    """The permutation importance scores that apply to the model, its default last: accuracy and log-loss for a
+    classifier, R² for a number to predict (`importance.UNITS` words each)."""
+    return SCORINGS if bundle.regression is None else REGRESSION_SCORINGS
+
+
+def _scoring(bundle: ModelBundle, scoring: Scoring | None) -> Scoring:
+    """The permutation importance's score: the one asked, checked against what the model predicts; by default
+    log-loss for a classifier, R² for a number to predict."""
+    allowed = scorings(bundle)
+    if scoring is None:
+        return allowed[-1]
+    if scoring not in allowed:
+        what = "a number" if bundle.regression is not None else "classes"
+        raise ExplainError(
+            f"Scoring {scoring!r} does not apply to a model that predicts {what}; choose {', '.join(allowed)}."
+        )
+    return scoring
+
+
+def _value_units(bundle: ModelBundle, target: int) -> tuple[str, str]:
+    """(units, axis) of a predicted value: a class's probability, or the target's value in its units."""
+    return value_units(bundle.info.classes[target], bundle.regression)
+
+
+def _predicted(bundle: ModelBundle, predict: Predict, rows: torch.Tensor, batch_rows: int) -> np.ndarray:
+    """The network's predicted class of each raw row, or its predicted value (a number to predict)."""
+    out = probabilities(predict, rows, batch_rows)
+    return (out[:, 0] if bundle.regression is not None else out.argmax(1)).cpu().numpy()
 
 
 @dataclass
@@ -221,15 +280,16 @@ def _network_side(
             names,
             repeats=options.repeats,
             seed=options.seed,
-            scoring=options.scoring,
+            scoring=_scoring(bundle, options.scoring),
             batch_rows=options.batch_rows,
         )
         seconds["importance"] = time.perf_counter() - start
         chosen = chosen or [names.index(c.column) for c in importance.ranked()[: options.top]]
         say(0.4, f"partial dependence of {len(chosen)} columns" + (" and a pair" if pair else ""))
         start = time.perf_counter()
-        dependence = _dependence(predict, rows, columns, chosen, target, target_name, options)
-        paired = _pair(predict, rows, columns, pair, target, target_name, options) if pair else None
+        units = _value_units(bundle, target)
+        dependence = _dependence(predict, rows, columns, chosen, target, target_name, options, units)
+        paired = _pair(predict, rows, columns, pair, target, target_name, options, units) if pair else None
         seconds["partial_dependence"] = time.perf_counter() - start
         train = splits.train.rows.to(bundle.device, torch.float32)
         return _NetworkSide(
@@ -239,9 +299,45 @@ def _network_side(
             importance=importance,
             dependence=dependence,
             pair=paired,
-            train_predicted=probabilities(predict, train, options.batch_rows).argmax(1).cpu().numpy(),
-            test_predicted=probabilities(predict, test, options.batch_rows).argmax(1).cpu().numpy(),
+            train_predicted=_predicted(bundle, predict, train, options.batch_rows),
+            test_predicted=_predicted(bundle, predict, test, options.batch_rows),
         )
+
+
+def _references(
+    bundle: ModelBundle, splits: _Splits, net: _NetworkSide, options: GlobalOptions
+) -> tuple[float, Surrogate, GlassboxComparison]:
+    """The network's test score (accuracy, or R² for a number to predict), the surrogate tree fitted to its
+    predictions and the glassboxes trained on the same split."""
+    train_rows, test_rows = splits.train.rows.double().numpy(), splits.test.rows.double().numpy()
+    train_labels, test_labels = splits.train.labels.numpy(), splits.test.labels.numpy()
+    depth, seed = options.surrogate_depth, options.seed
+    columns = table_columns(bundle)
+    if bundle.regression is not None:
+        y = test_labels.astype(np.float64)
+        score = float(1.0 - ((net.test_predicted - y) ** 2).sum() / max(float(((y - y.mean()) ** 2).sum()), 1e-12))
+        surrogate = fit_value_surrogate(
+            train_rows, net.train_predicted, test_rows, net.test_predicted, y, columns, bundle.regression,
+            depth=depth, seed=seed,
+        )  # fmt: skip
+        compare = compare_value_glassboxes
+    else:
+        score = float((net.test_predicted == test_labels).mean())
+        surrogate = fit_surrogate(
+            train_rows, net.train_predicted, test_rows, net.test_predicted, test_labels, columns,
+            list(bundle.info.classes), depth=depth, seed=seed,
+        )  # fmt: skip
+        compare = compare_glassboxes
+    glassbox = compare(
+        (train_rows, train_labels),
+        (test_rows, test_labels),
+        columns,
+        score,
+        net.importance.means(),
+        tree_depth=options.tree_depth,
+        seed=seed,
+    )
+    return score, surrogate, glassbox
 
 
 def global_report(
@@ -256,6 +352,7 @@ def global_report(
     pair = pair_indices(columns, options.pair)
     target = target_index(bundle, options.target)
     _check(options)
+    _scoring(bundle, options.scoring)  # a score that does not fit the task is refused before any work
     if options.shap_rows:
         check_method(bundle, options.shap_method)
     options = replace(options, batch_rows=options.batch_rows or default_batch_rows(bundle.device))
@@ -263,31 +360,9 @@ def global_report(
     splits = _splits(bundle)
     seconds: dict[str, float] = {}
     net = _network_side(bundle, splits, chosen, pair, target, options, seconds, say)
-    test_labels = splits.test.labels.numpy()
-    network_accuracy = float((net.test_predicted == test_labels).mean())
     say(0.7, "surrogate tree and glassbox models")
     start = time.perf_counter()
-    train_rows, test_rows = splits.train.rows.double().numpy(), splits.test.rows.double().numpy()
-    surrogate = fit_surrogate(
-        train_rows,
-        net.train_predicted,
-        test_rows,
-        net.test_predicted,
-        test_labels,
-        columns,
-        classes,
-        depth=options.surrogate_depth,
-        seed=options.seed,
-    )
-    glassbox = compare_glassboxes(
-        (train_rows, splits.train.labels.numpy()),
-        (test_rows, test_labels),
-        columns,
-        network_accuracy,
-        net.importance.means(),
-        tree_depth=options.tree_depth,
-        seed=options.seed,
-    )
+    network_score, surrogate, glassbox = _references(bundle, splits, net, options)
     seconds["surrogate_and_glassbox"] = time.perf_counter() - start
     shap = None
     if options.shap_rows:
@@ -303,10 +378,10 @@ def global_report(
         target=classes[target],
         target_index=target,
         classes=classes,
-        units=units_of(classes[target]),
+        units=_value_units(bundle, target)[0],
         rows=net.rows,
         device=str(bundle.device),
-        network_accuracy=network_accuracy,
+        network_accuracy=network_score,
         importance=net.importance,
         dependence=net.dependence,
         pair=net.pair,
@@ -314,6 +389,10 @@ def global_report(
         glassbox=glassbox,
         shap=shap,
         seconds=seconds,
+        task="classes" if bundle.regression is None else "values",
+        score_name="accuracy" if bundle.regression is None else "R²",
+        value_axis=_value_units(bundle, target)[1],
+        target_unit="" if bundle.regression is None else bundle.regression.unit,
     )
 
 
@@ -334,7 +413,8 @@ def column_dependence(bundle: ModelBundle, column: str, options: GlobalOptions |
     options = replace(options, batch_rows=options.batch_rows or default_batch_rows(bundle.device))
     with guarded(bundle.model, options.seed, bundle.device), torch.no_grad():
         rows = _swept_rows(bundle, options)
-        return _dependence(bundle_predict(bundle), rows, columns, [j], target, bundle.info.classes[target], options)[0]
+        name, units = bundle.info.classes[target], _value_units(bundle, target)
+        return _dependence(bundle_predict(bundle), rows, columns, [j], target, name, options, units)[0]
 
 
 def pair_map(bundle: ModelBundle, pair: Sequence[str], options: GlobalOptions | None = None) -> PairResult:
@@ -349,4 +429,5 @@ def pair_map(bundle: ModelBundle, pair: Sequence[str], options: GlobalOptions | 
     options = replace(options, batch_rows=options.batch_rows or default_batch_rows(bundle.device))
     with guarded(bundle.model, options.seed, bundle.device), torch.no_grad():
         rows = _swept_rows(bundle, options)
-        return _pair(bundle_predict(bundle), rows, columns, found, target, bundle.info.classes[target], options)
+        name, units = bundle.info.classes[target], _value_units(bundle, target)
+        return _pair(bundle_predict(bundle), rows, columns, found, target, name, options, units)

@@ -15,7 +15,7 @@ from xaidash.explainers.figures.result_json import check_result_folder, paramete
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.tabular.api import DEFAULT_ROWS, DEFAULT_TOP, PAIR_POINTS, GlobalOptions, GlobalReport
 from xaidash.explainers.tabular.grids import DEFAULT_POINTS, GRID_KINDS
-from xaidash.explainers.tabular.importance import DEFAULT_REPEATS, SCORINGS
+from xaidash.explainers.tabular.importance import ALL_SCORINGS, DEFAULT_REPEATS, NAMES
 from xaidash.explainers.tabular.shap_global import DEFAULT_METHOD, DEFAULT_SHAP_ROWS
 from xaidash.explainers.tabular.surrogate import DEFAULT_DEPTH, MAX_DEPTH
 
@@ -30,11 +30,11 @@ def _names(text: str | None) -> list[str] | None:
 def summary(report: GlobalReport) -> str:
     """The report as compact text: importances, partial dependence ranges, glassboxes, surrogate and its rules."""
     imp = report.importance
+    what = f"class {report.target!r}" if report.task == "classes" else f"the predicted {report.target}"
     lines = [
-        f"Global view of {report.model} on {report.dataset}: {report.rows} held-out rows, class {report.target!r}, "
-        f"on {report.device}",
-        f"Permutation importance ({imp.units}; baseline {imp.scoring} {imp.baseline:.3f}; mean of {imp.repeats} "
-        "shuffles and its 95 % interval):",
+        f"Global view of {report.model} on {report.dataset}: {report.rows} held-out rows, {what}, on {report.device}",
+        f"Permutation importance ({imp.units}; baseline {NAMES[imp.scoring]} {imp.baseline:.3f}; mean of "
+        f"{imp.repeats} shuffles and its 95 % interval):",
     ]
     ranked = imp.ranked()
     width = max(len(c.column) for c in ranked)
@@ -49,7 +49,7 @@ def summary(report: GlobalReport) -> str:
         p = report.pair
         lines.append(f"  pair {p.columns[0]} x {p.columns[1]}: {p.pdp.min():.3f} .. {p.pdp.max():.3f}")
     box = report.glassbox
-    lines.append(f"Test accuracy on {box.test_rows} rows: network {box.network_accuracy:.3f}")
+    lines.append(f"Test {box.score_name} on {box.test_rows} rows: network {box.network_accuracy:.3f}")
     for m in box.models:
         rho = "n/a (constant importances)" if m.spearman is None else f"{m.spearman:+.2f}"
         lines.append(
@@ -59,7 +59,7 @@ def summary(report: GlobalReport) -> str:
     s = report.surrogate
     lines.append(
         f"Surrogate tree (depth {s.depth}, fitted to the network's predictions on {s.fitted_rows} training rows): "
-        f"fidelity {s.fidelity:.3f} ({s.agree} of {s.held_out} held-out rows agree with the network)"
+        f"{s.fidelity_text()}"
     )
     lines += [f"  {line}" for line in s.rules.rstrip().splitlines()]
     if report.shap is not None:
@@ -130,12 +130,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         description="Permutation importance of every column (with 95 %% intervals), partial dependence and ICE of "
         "the chosen columns (default: the most important) and of a pair, a surrogate decision tree fitted to the "
         "network's predictions with its fidelity, and logistic regression and a decision tree trained on the same "
-        "split beside the network. Rows: the held-out (test) split.",
+        "split beside the network. A model that predicts a number: values in the target's units, importance as the "
+        "drop in R², a regression tree whose fidelity is its R² against the network's predictions, ridge regression "
+        "and a regression tree beside the network (test R²). Rows: the held-out (test) split.",
     )
     p.add_argument("--run", required=True, help="run id (xaidash runs), run folder, or 'latest'")
     p.add_argument("--columns", help=f"comma-separated columns to plot (default: the {DEFAULT_TOP} most important)")
     p.add_argument("--pair", metavar="A,B", help="two columns for a 2-D partial dependence map")
-    p.add_argument("--target", help="the class (name or index; default: the second of two classes, else the first)")
+    p.add_argument(
+        "--target",
+        help="the class (name or index; default: the second of two classes, else the first); a model that predicts a "
+        "number has one target",
+    )
     p.add_argument(
         "--rows", type=int_range(1), default=DEFAULT_ROWS, help=f"held-out rows used (default {DEFAULT_ROWS})"
     )
@@ -156,9 +162,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int_range(1), default=DEFAULT_REPEATS, help="shuffles per column (default 10)")
     p.add_argument(
         "--scoring",
-        choices=SCORINGS,
-        default="log_loss",
-        help="what permutation importance measures: the rise in log-loss of the true class (default) or the drop in accuracy",
+        choices=ALL_SCORINGS,
+        default=None,
+        help="what permutation importance measures: for a classifier the rise in log-loss of the true class (its "
+        "default) or the drop in accuracy; for a model that predicts a number the drop in R² (r2, its default)",
     )
     p.add_argument(
         "--depth", type=int_range(1, MAX_DEPTH), default=DEFAULT_DEPTH, help="surrogate tree depth (default 3)"

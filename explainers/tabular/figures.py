@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from xaidash.explainers.figures.png import png_bytes
-from xaidash.explainers.tabular.importance import PermutationImportance
+from xaidash.explainers.tabular.importance import NAMES, PermutationImportance
 from xaidash.explainers.tabular.pdp import PairResult, PDPResult
 
 MAX_CURVES = 300  # ICE curves drawn (a seeded pick beyond that: a thousand lines are one blot)
@@ -74,7 +74,7 @@ def ice_png(result: PDPResult, *, centred: bool = False, seed: int = 0) -> bytes
     category_ticks(ax, "x", result.grid, result.labels)
     ax.set_xlabel(f"{result.column} (set to each value; ticks at the bottom: the rows' values)")
     change = "change in " if centred else ""
-    ax.set_ylabel(f"{change}P({result.target})" + (" from the first value" if centred else ""))
+    ax.set_ylabel(f"{change}{result.axis or f'P({result.target})'}" + (" from the first value" if centred else ""))
     kind = "centred ICE" if centred else "ICE"
     ax.set_title(f"{kind} of {result.column}: {len(ice)} rows ({len(shown)} drawn); {change}{result.units}", fontsize=9)
     fig.legend(loc="outside lower center", fontsize=8, frameon=False)
@@ -82,12 +82,12 @@ def ice_png(result: PDPResult, *, centred: bool = False, seed: int = 0) -> bytes
 
 
 def pair_png(result: PairResult) -> bytes:
-    """The 2-D partial dependence as a coloured grid with its colour bar (the predicted probability)."""
+    """The 2-D partial dependence as a coloured grid with its colour bar (the predicted probability, or value)."""
     fig = Figure(figsize=(6.6, 5.0), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
     mesh = ax.pcolormesh(result.grid_b, result.grid_a, result.pdp, shading="nearest", cmap=MAP_CMAP)
     bar = fig.colorbar(mesh, ax=ax)
-    bar.set_label(f"P({result.target}), mean over the rows")
+    bar.set_label(f"{result.axis or f'P({result.target})'}, mean over the rows")
     category_ticks(ax, "x", result.grid_b, result.labels_b)
     category_ticks(ax, "y", result.grid_a, result.labels_a)
     ax.set_xlabel(result.columns[1])
@@ -114,7 +114,7 @@ def importance_png(importance: PermutationImportance, limit: int = 30) -> bytes:
     bar.set_label(importance.units)
     ax.set_xlabel(f"{importance.units}; whisker: 95 % interval over {importance.repeats} shuffles")
     ax.set_title(
-        f"Permutation importance on {importance.rows} held-out rows (baseline {importance.scoring} "
+        f"Permutation importance on {importance.rows} held-out rows (baseline {NAMES[importance.scoring]} "
         f"{importance.baseline:.3f})",
         fontsize=9,
     )

@@ -4,7 +4,9 @@ labels is measured again; the importance is how much the score gets worse. All r
 model in one pass of (repeats x rows) rows.
 
 Scores: `accuracy` (importance = drop in accuracy, a share of rows) or `log_loss` (importance = rise in the mean
-log-loss of the true class, in nats). The interval is the 95 % t-interval of the mean over the repeats: how much the
+log-loss of the true class, in nats) for a classifier; `r2` for a model that predicts a number (importance = drop in
+R² of the predicted values against the true ones, scikit-learn's `r2_score` over the rows, a share of the target's
+variance: 0.1 means shuffling the column loses a tenth of the variance the model explained). The interval is the 95 % t-interval of the mean over the repeats: how much the
 importance moves with the shuffles drawn, not with the choice of rows."""
 
 from __future__ import annotations
@@ -19,12 +21,16 @@ from scipy import stats
 
 from xaidash.explainers.tabular.passes import BATCH_ROWS, Predict, probabilities
 
-Scoring = Literal["accuracy", "log_loss"]
-SCORINGS: tuple[Scoring, ...] = ("accuracy", "log_loss")
+Scoring = Literal["accuracy", "log_loss", "r2"]
+SCORINGS: tuple[Scoring, ...] = ("accuracy", "log_loss")  # a classifier's
+REGRESSION_SCORINGS: tuple[Scoring, ...] = ("r2",)  # a model that predicts a number
+ALL_SCORINGS: tuple[Scoring, ...] = SCORINGS + REGRESSION_SCORINGS
 UNITS = {
     "accuracy": "drop in accuracy (share of rows)",
     "log_loss": "rise in log-loss of the true class (nats)",
+    "r2": "drop in R² (share of the target's variance)",
 }
+NAMES = {"accuracy": "accuracy", "log_loss": "log-loss", "r2": "R²"}  # how a baseline score is named
 DEFAULT_REPEATS = 10
 EPS = 1e-15  # probabilities are clipped here before the log, as scikit-learn's log_loss does
 
@@ -64,7 +70,12 @@ class PermutationImportance:
 
 
 def score(probs: torch.Tensor, labels: torch.Tensor, scoring: Scoring) -> torch.Tensor:
-    """(..., ) the score of probabilities (..., N, K) on `labels` (N,): accuracy, or mean log-loss of the true class."""
+    """(..., ) the score of probabilities (..., N, K) on `labels` (N,): accuracy, or mean log-loss of the true class;
+    `r2`: R² of predicted values (..., N, 1) against the true values `labels` (N,)."""
+    if scoring == "r2":
+        pred, y = probs[..., 0].double(), labels.double()
+        total = ((y - y.mean()) ** 2).sum()
+        return 1.0 - ((pred - y) ** 2).sum(-1) / total.clamp(min=1e-12)
     if scoring == "accuracy":
         return (probs.argmax(-1) == labels).double().mean(-1)
     true = probs.gather(-1, labels.expand(probs.shape[:-1]).unsqueeze(-1)).squeeze(-1)
@@ -91,13 +102,14 @@ def permutation_importance(
     scoring: Scoring = "accuracy",
     batch_rows: int = BATCH_ROWS,
 ) -> PermutationImportance:
-    """Each column's permutation importance for `rows` (N, F) raw values and their true `labels` (N,)."""
-    if scoring not in SCORINGS:
-        raise ValueError(f"scoring must be one of {SCORINGS}, not {scoring!r}")
+    """Each column's permutation importance for `rows` (N, F) raw values and their true `labels` (N,): classes, or
+    values in the target's units for `r2` (`predict` then gives the predicted values (M, 1))."""
+    if scoring not in ALL_SCORINGS:
+        raise ValueError(f"scoring must be one of {ALL_SCORINGS}, not {scoring!r}")
     n, repeats = len(rows), max(1, int(repeats))
     labels = labels.to(rows.device)
     baseline = float(score(probabilities(predict, rows, batch_rows), labels, scoring))
-    sign = 1.0 if scoring == "accuracy" else -1.0  # accuracy falls, log-loss rises when a column matters
+    sign = -1.0 if scoring == "log_loss" else 1.0  # accuracy and R² fall, log-loss rises when a column matters
     generator = torch.Generator().manual_seed(int(seed))
     out = []
     for j, name in enumerate(names):

@@ -9,7 +9,8 @@ import torch
 
 from xaidash.models.bundle import ModelBundle
 
-Predict = Callable[[torch.Tensor], torch.Tensor]  # raw rows (M, F) -> class probabilities (M, K), same device
+# raw rows (M, F) -> class probabilities (M, K), or a regression model's predicted values (M, 1); same device
+Predict = Callable[[torch.Tensor], torch.Tensor]
 BATCH_ROWS = 65_536  # rows per model pass on an accelerator: large enough that a small MLP's pass is not launch-bound
 CPU_BATCH_ROWS = 4_096  # on a CPU the arithmetic dominates: passes whose activations stay in cache are faster
 
@@ -35,12 +36,13 @@ def scored(predict: Predict, rows: torch.Tensor, target: int, batch_rows: int = 
 
 
 def bundle_predict(bundle: ModelBundle) -> Predict:
-    """The bundle's class probabilities for raw rows, computed and left on the model's device (no copy to the CPU
-    per pass, unlike `ModelBundle.predict_proba`). Call it inside `explainers.guard.guarded` (eval mode)."""
+    """The bundle's class probabilities for raw rows (a regression model's predicted values in the target's units:
+    `bundle.scores`), computed and left on the model's device (no copy to the CPU per pass, unlike
+    `ModelBundle.predict_proba`). Call it inside `explainers.guard.guarded` (eval mode)."""
 
     @torch.no_grad()
     def predict(rows: torch.Tensor) -> torch.Tensor:
         x = bundle.prepare(rows.to(bundle.device))
-        return torch.softmax(bundle.logits(x, batch_size=max(1, len(x))), dim=1)
+        return bundle.scores(bundle.logits(x, batch_size=max(1, len(x))))
 
     return predict

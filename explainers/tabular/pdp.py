@@ -5,7 +5,8 @@ go through the model in a few large passes (`batch_rows` rows each, the copies b
 call per grid point as scikit-learn's `partial_dependence(method="brute")` makes. ICE is each row's curve (N, G), the
 partial dependence (PDP) their mean; centred ICE subtracts each curve's value at the grid's first point. A pair of
 columns gives a (G1, G2) map. Values are what `predict` returns for the `target` column: the predicted probability
-of that class for a classifier."""
+of that class for a classifier, the predicted value in the target's units for a model that predicts a number (its
+one output; `units` and `axis` then say so: `value_units`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from xaidash.data.registry import RegressionTarget
 from xaidash.explainers.tabular.passes import BATCH_ROWS, Predict, scored
 
 
@@ -33,6 +35,7 @@ class PDPResult:
     target: str
     units: str
     labels: tuple[str, ...] = ()  # categorical: the category name of each grid value; numeric: ()
+    axis: str = ""  # a value's short name for an axis: 'P(malignant)', 'predicted disease progression'
 
     @property
     def spread(self) -> float:
@@ -53,6 +56,7 @@ class PairResult:
     units: str
     labels_a: tuple[str, ...] = ()
     labels_b: tuple[str, ...] = ()
+    axis: str = ""
 
 
 def _points_per_pass(n_rows: int, batch_rows: int) -> int:
@@ -94,8 +98,10 @@ def partial_dependence(
     target_name: str = "",
     labels: tuple[str, ...] = (),
     batch_rows: int = BATCH_ROWS,
+    units: tuple[str, str] | None = None,
 ) -> PDPResult:
-    """PDP and ICE of `column` over `grid` (G,) for `rows` (N, F) raw values; see the module's docstring."""
+    """PDP and ICE of `column` over `grid` (G,) for `rows` (N, F) raw values; see the module's docstring. `units`:
+    (units, axis) of a value (`value_units`), default a class probability's."""
     ice = ice_curves(predict, rows, (column,), grid.reshape(-1, 1), target, batch_rows).double().cpu().numpy()
     centred = ice - ice[:, :1]
     return PDPResult(
@@ -107,8 +113,9 @@ def partial_dependence(
         centred_pdp=centred.mean(0),
         data=rows[:, column].double().cpu().numpy(),
         target=target_name or str(target),
-        units=units_of(target_name or str(target)),
+        units=(units or value_units(target_name or str(target)))[0],
         labels=labels,
+        axis=(units or value_units(target_name or str(target)))[1],
     )
 
 
@@ -123,6 +130,7 @@ def pair_dependence(
     target_name: str = "",
     labels: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
     batch_rows: int = BATCH_ROWS,
+    units: tuple[str, str] | None = None,
 ) -> PairResult:
     """The two-column partial dependence over `grids` (G1,), (G2,): (G1, G2) mean scores."""
     a, b = grids[0].to(rows.device, rows.dtype), grids[1].to(rows.device, rows.dtype)
@@ -135,12 +143,24 @@ def pair_dependence(
         grid_b=b.double().cpu().numpy(),
         pdp=pdp,
         target=target_name or str(target),
-        units=units_of(target_name or str(target)),
+        units=(units or value_units(target_name or str(target)))[0],
         labels_a=labels[0],
         labels_b=labels[1],
+        axis=(units or value_units(target_name or str(target)))[1],
     )
 
 
 def units_of(target_name: str) -> str:
-    """What a partial dependence value is."""
+    """What a partial dependence value of a classifier is."""
     return f"predicted probability of class {target_name!r}"
+
+
+def value_units(target_name: str, regression: RegressionTarget | None = None) -> tuple[str, str]:
+    """(units, axis) of a partial dependence value: a class's predicted probability ('P(malignant)'), or a
+    regression model's predicted value in the target's units ('predicted disease progression', its unit added when
+    the data set declares one)."""
+    if regression is None:
+        return units_of(target_name), f"P({target_name})"
+    unit = f" ({regression.unit})" if regression.unit else ""
+    words = f"predicted {regression.name}{unit}"
+    return f"{words}, in the target's units", words

@@ -64,6 +64,10 @@ def target_index(bundle: ModelBundle, target: str | int | None) -> int:
     if target is None:
         return 1 if len(classes) == 2 else 0
     text = str(target).strip()
+    if bundle.regression is not None and text not in (classes[0], "0"):
+        raise ExplainError(
+            f"This model predicts one number ({classes[0]}), so there is no class to choose: leave the target out."
+        )
     if text in classes:
         return classes.index(text)
     try:

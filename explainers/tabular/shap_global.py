@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from xaidash.data.registry import TableColumn
+from xaidash.data.registry import RegressionTarget, TableColumn
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
@@ -74,8 +74,10 @@ def summarise(
     method: str,
     target: str,
     seconds: float = 0.0,
+    units: str | None = None,
 ) -> GlobalShap:
-    """Mean |attribution| per column and the dependence of each `chosen` column, from (N, F) attributions."""
+    """Mean |attribution| per column and the dependence of each `chosen` column, from (N, F) attributions. `units`:
+    what an attribution is (default: a contribution to the predicted probability of class `target`)."""
     values, data = np.asarray(values, dtype=np.float64), np.asarray(data, dtype=np.float64)
     dependence = []
     for j in chosen:
@@ -94,7 +96,7 @@ def summarise(
     return GlobalShap(
         method=method,
         target=target,
-        units=f"contribution to the predicted probability of class {target!r}",
+        units=units or f"contribution to the predicted probability of class {target!r}",
         rows=len(values),
         columns=[c.name for c in columns],
         mean_abs=[float(v) for v in np.abs(values).mean(0)],
@@ -121,7 +123,8 @@ def global_shap(
     method: str = DEFAULT_METHOD,
     seed: int = 0,
 ) -> GlobalShap:
-    """Explain every row of `rows` (N, F raw) for class `target` with the table `method` and summarise."""
+    """Explain every row of `rows` (N, F raw) for class `target` with the table `method` and summarise; a model that
+    predicts a number is explained by its predicted value, so the attributions are in the target's units."""
     from xaidash.explainers.api import explain
 
     columns = tuple(bundle.info.columns)
@@ -137,5 +140,13 @@ def global_shap(
         method=method,
         target=bundle.info.classes[target],
         seconds=result.seconds,
+        units=None if bundle.regression is None else value_contribution(bundle.regression),
     )
     return summary
+
+
+def value_contribution(target: RegressionTarget) -> str:
+    """What a regression model's attribution is, in the target's units: 'contribution to the predicted disease
+    progression' (its unit added when the data set declares one: '... price (USD)')."""
+    unit = f" ({target.unit})" if target.unit else ""
+    return f"contribution to the predicted {target.name}{unit}"

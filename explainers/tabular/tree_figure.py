@@ -1,10 +1,14 @@
 """The surrogate tree drawn as boxes and arrows (matplotlib, as the other global figures): each split's test, each
 branch's condition, each node's training rows by the network's class, leaves coloured by the class they predict
-(the legend names the colours) and shaded by how pure they are (a pale leaf mixes classes)."""
+(the legend names the colours) and shaded by how pure they are (a pale leaf mixes classes). A regression tree's
+leaves are coloured by the value they predict (a colour bar in the target's units) and say the spread (±, one standard
+deviation) of the network's predictions among their training rows."""
 
 from __future__ import annotations
 
 import matplotlib
+from matplotlib.axes import Axes
+from matplotlib.colors import Colormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
@@ -34,8 +38,17 @@ def _positions(nodes: list[TreeNode]) -> dict[int, tuple[float, float]]:
 
 
 def _box_text(node: TreeNode) -> str:
+    if node.value is not None:
+        head = node.split if node.yes is not None else f"→ {node.predicted}"
+        return f"{head}\n{node.rows} rows, ± {node.spread or 0.0:.3g}"
     head = node.split if node.yes is not None else f"→ {node.predicted} ({node.purity:.0%})"
     return f"{head}\n{node.rows} rows: " + " / ".join(str(c) for c in node.counts)
+
+
+def _value_colours(nodes: list[TreeNode]) -> tuple[Colormap, Normalize]:
+    values = [n.value for n in nodes if n.value is not None and n.yes is None]
+    low, high = min(values), max(values)
+    return matplotlib.colormaps["viridis"], Normalize(low, high if high > low else low + 1.0)
 
 
 def surrogate_png(surrogate: Surrogate, classes: list[str]) -> bytes:
@@ -48,6 +61,8 @@ def surrogate_png(surrogate: Surrogate, classes: list[str]) -> bytes:
     ax = fig.add_subplot()
     ax.set_axis_off()
     colours = matplotlib.colormaps["tab10"]
+    values = surrogate.kind == "values"
+    cmap, norm = _value_colours(nodes) if values else (colours, Normalize(0, 1))
     for node in nodes:
         px, py = where[node.id]
         for child, word in ((node.yes, "yes"), (node.no, "no")):
@@ -66,7 +81,10 @@ def surrogate_png(surrogate: Surrogate, classes: list[str]) -> bytes:
                 bbox={"boxstyle": "round", "fc": "white", "ec": "none", "pad": 0.1},
             )
         leaf = node.yes is None
-        face = colours(classes.index(node.predicted) % 10) if leaf else "0.93"
+        if values:
+            face = cmap(norm(node.value or 0.0)) if leaf else "0.93"
+        else:
+            face = colours(classes.index(node.predicted) % 10) if leaf else "0.93"
         ax.text(
             px,
             py,
@@ -78,6 +96,9 @@ def surrogate_png(surrogate: Surrogate, classes: list[str]) -> bytes:
         )
     ax.set_xlim(-0.7, leaves - 0.3)
     ax.set_ylim(-depth - 0.5, 0.5)
+    if values:
+        _value_legend(fig, ax, surrogate, cmap, norm, classes)
+        return png_of(fig)
     handles = [Patch(color=colours(i % 10), label=name) for i, name in enumerate(classes)]
     ax.legend(
         handles=handles, title="leaf: the class the tree predicts", loc="upper right", fontsize=7, title_fontsize=7
@@ -88,3 +109,16 @@ def surrogate_png(surrogate: Surrogate, classes: list[str]) -> bytes:
         fontsize=8,
     )
     return png_of(fig)
+
+
+def _value_legend(
+    fig: Figure, ax: Axes, surrogate: Surrogate, cmap: Colormap, norm: Normalize, names: list[str]
+) -> None:
+    """A regression tree's colour bar (the leaf's predicted value) and its title (fidelity as R²)."""
+    bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.8)
+    bar.set_label(f"leaf: the predicted {names[0]} (mean of the network's predictions)", fontsize=7)
+    ax.set_title(
+        f"Surrogate regression tree (depth {surrogate.depth}): fidelity R² {surrogate.fidelity:.3f} against the "
+        f"network's predictions on {surrogate.held_out} held-out rows; ±: the network's spread in a node",
+        fontsize=8,
+    )

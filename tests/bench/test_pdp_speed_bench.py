@@ -17,3 +17,11 @@ def test_bench_prints_both_and_equal_values(capsys: pytest.CaptureFixture[str]) 
     assert all(t.max_diff < 1e-5 and t.ours_s > 0 and t.sklearn_s > 0 for t in timings)
     out = capsys.readouterr().out
     assert "xaidash s" in out and "sklearn s" in out and "(goal >= 5x)" in out and "max |diff|" in out
+
+
+def test_bench_on_a_regression_table_compares_values_in_units() -> None:
+    torch.set_num_threads(1)
+    with bench_module("pdp_speed") as bench:
+        timings = bench.run("diabetes", 50, 6, 3, torch.device("cpu"), repeats=1)
+    # values in units of disease progression (about 150): float32 through both paths
+    assert len(timings) == 3 and all(t.max_diff < 1e-3 and t.sklearn_s > 0 for t in timings)
