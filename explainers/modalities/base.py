@@ -24,7 +24,6 @@ from xaidash.explainers.perturbation_curves import CurveResult, Mode
 from xaidash.models.bundle import ModelBundle
 
 if TYPE_CHECKING:
-    from xaidash.data.registry import DatasetInfo
     from xaidash.explainers.registry import MethodOutput
 
 
@@ -153,13 +152,6 @@ class ExplainingModality(Modality):
     ) -> Image.Image | None:
         """The map drawn again at another size (the enlarged view); None where a map has no size to change."""
         return None
-
-    def output_legend(self, legend: Any, spec: Any, info: DatasetInfo) -> Any:
-        """The legend (a `figures.legend.MapLegend`) of `spec`'s maps (a method spec, `LegendFacts`) for a model of
-        data set `info`: `legend` (`legend.map_legend`, which words the explained output as the target's logit or
-        probability) as it is, except where the data set's target reads otherwise (a table's number to predict, in
-        its units). Typed Any: the figures import the adapters, not the other way round."""
-        return legend
 
     def background_image(self, image: Any) -> np.ndarray | None:
         """The input an overlay is drawn on, (H, W, 3) in [0, 1]; None where maps are not drawn over the input."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import torch
 from xaidash.data.errors import ExplainError
 from xaidash.data.modalities.table import TABLE, TableModality, prepared_width, to_columns
 from xaidash.data.paths import is_file
-from xaidash.data.registry import DatasetInfo, RegressionTarget
+from xaidash.data.registry import DatasetInfo
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.bars import draw_bars
 from xaidash.explainers.figures.png import png_bytes
@@ -31,7 +31,7 @@ from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModa
 from xaidash.explainers.modalities.table_curves import table_perturbation_curve
 from xaidash.explainers.modalities.table_values import parse_row, row_problem, training_rows
 from xaidash.explainers.perturbation_curves import CurveResult, Mode
-from xaidash.explainers.registry import NO_OUTPUT, MethodOutput
+from xaidash.explainers.registry import MethodOutput
 from xaidash.models.bundle import ModelBundle
 
 LABEL_SEP = " = "  # a map's label: column, LABEL_SEP, the row's value
@@ -44,28 +44,6 @@ COLORBAR_FONT = 14
 def value_labels(info: DatasetInfo, row: torch.Tensor) -> list[str]:
     """One label per column of a raw row: `column = value` in the column's own units (a category's name)."""
     return [f"{c.name}{LABEL_SEP}{c.value_text(float(v))}" for c, v in zip(info.columns, row.tolist(), strict=True)]
-
-
-def predicted_words(target: RegressionTarget) -> str:
-    """How a legend names a regression model's output: 'the predicted disease progression' (with its unit when the
-    data set declares one: 'the predicted price (USD)')."""
-    return f"the predicted {target.name}" + (f" ({target.unit})" if target.unit else "")
-
-
-def regression_legend(legend: Any, spec: Any, target: RegressionTarget, gradient_unit: str) -> Any:
-    """`legend` (a `figures.legend.MapLegend` of `spec`, a method spec) worded for a model that predicts `target`: its one output is the predicted value in the target's
-    units (no logit, no probability), so a map's values are contributions to that value in those units. Maps whose
-    values add up to a change of it (IG, KernelSHAP) share one group across methods."""
-    what = predicted_words(target)
-    if not spec.signed:
-        units = f"|∂ predicted {target.name} / ∂ {gradient_unit}|"
-    elif spec.completeness is not None:
-        units = f"contribution to {what} per column"
-    else:
-        units = f"contribution to {what} per column ({spec.family} estimate)"
-    group = "|".join(f"value:{target.name}" if part == spec.output else part for part in legend.group.split("|"))
-    meaning = legend.meaning.replace(f"the target's {spec.output}", what)
-    return replace(legend, units=units, group=group, meaning=meaning)
 
 
 def split_label(label: str) -> tuple[str, str]:
@@ -147,12 +125,6 @@ class TableAdapter(ExplainingModality, TableModality):
             return [self.read_input(spec, bundle)]
         rows = read_csv_rows(named[0], bundle.info)
         return [(r, f"row {k} of {named[0].name}") for k, r in enumerate(rows, start=1)]
-
-    def output_legend(self, legend: Any, spec: Any, info: DatasetInfo) -> Any:
-        """A classifier's legend as it is; a regression model's in the target's units (`regression_legend`)."""
-        if info.regression is None or spec.output in NO_OUTPUT:
-            return legend
-        return regression_legend(legend, spec, info.regression, self.gradient_unit)
 
     def input_cells(self, info: Any, raw: Any) -> tuple[str, ...] | None:
         return tuple(value_labels(info, self.as_batch(raw)[0]))

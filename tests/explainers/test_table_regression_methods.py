@@ -11,11 +11,9 @@ import pytest
 import torch
 from table_bundles import split, trained_bundle
 
-from xaidash.data.registry import get_info
 from xaidash.explainers import explain
 from xaidash.explainers.figures.legend import map_legend
 from xaidash.explainers.methods.table_lime import TRAINING_ROWS, lime_table_reference
-from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.modalities.table_values import reference_rows, training_rows
 from xaidash.explainers.registry import get_method
 from xaidash.models import ModelBundle
@@ -140,13 +138,12 @@ def test_lime_equals_lime_s_own_regression_explainer(bundle: ModelBundle) -> Non
 def test_the_legend_says_the_units(bundle: ModelBundle, method: str) -> None:
     spec = get_method(method, "table")
     base = map_legend(spec, "table")
-    legend = adapter_of("table").output_legend(base, spec, bundle.info)
+    legend = map_legend(spec, "table", target=bundle.regression)
     assert "predicted disease progression" in legend.units
     assert "logit" not in legend.units + legend.meaning and "probability" not in legend.units + legend.meaning
     if spec.completeness is not None:
         assert legend.units == "contribution to the predicted disease progression per column"
-    classifier = get_info("planted")
-    assert adapter_of("table").output_legend(base, spec, classifier) == base  # a classifier's legend is unchanged
+    assert map_legend(spec, "table", target=None) == base  # a classifier's legend is unchanged
 
 
 @pytest.mark.parametrize("method", ["ig", "shap_kernel"])
