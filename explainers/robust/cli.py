@@ -290,6 +290,11 @@ def _default_attack(attacks: list[AttackSpec]) -> str | None:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
+    _add_attack(sub)
+    _add_counterfactual(sub)
+
+
+def _add_attack(sub: argparse._SubParsersAction) -> None:
     attacks = list_attacks()
     listing = "; ".join(f"{s.id}: {s.label}, {s.description} [{'/'.join(s.modalities)}; {s.library}]" for s in attacks)
     p = sub.add_parser(
@@ -319,6 +324,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=lambda a: one_line_errors(_attack, a))
 
+
+def _add_counterfactual(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser(
         "counterfactual",
         help="the smallest change that makes the model predict a class you pick (images: a minimal adversarial "
