@@ -20,6 +20,7 @@ from xaidash.dashboard.components.session_results import KEY
 from xaidash.dashboard.run_facts import picker_label, run_row
 from xaidash.data.registry import load_split
 from xaidash.explainers.figures.report import ExplainReport, ReportSettings, session_report
+from xaidash.explainers.metrics.registry import metrics_for
 from xaidash.explainers.robust.table_value_counterfactual import RANGE_HELP, ValueRange, value_change_text
 
 TIMEOUT = 180
@@ -167,6 +168,15 @@ def test_counterfactual_range_refused_in_one_line(diabetes_run, monkeypatch) -> 
     )
     assert f"at least {target.value_text(0.0)}: give a range it does not reach yet." in errors[0]
     assert not at.exception and (0, "counterfactual") not in at.session_state[KEY]
+
+
+def test_compare_does_not_offer_a_random_other_class(diabetes_run, monkeypatch) -> None:
+    at = open_run_page(diabetes_run, "compare", monkeypatch, TIMEOUT)
+    assert_ok(at)
+    offered = {b.key for b in at.checkbox if str(b.key).startswith("compare_metric_")}
+    expected = {f"compare_metric_{m.id}" for m in metrics_for("compare", "table", fitted_bundle(DIABETES))}
+    assert offered == expected and "compare_metric_deletion_auc" in offered
+    assert "compare_metric_random_logit" not in offered  # one output: no other class to explain
 
 
 def test_train_shows_r2_and_errors_and_no_calibration(diabetes_run, monkeypatch) -> None:
