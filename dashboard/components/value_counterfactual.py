@@ -68,7 +68,7 @@ def _shown(cf: ValueCounterfactual) -> None:
     """The found change: each changed column before → after in its units, the prediction before → after."""
     assert cf.after is not None
     st.success(cf.summary(), icon=":material/check_circle:")
-    st.markdown(f"**{value_change_text(cf.target, cf.before, cf.after)}**")
+    st.markdown(f"**Predicted {value_change_text(cf.target, cf.before, cf.after)}**")
     st.dataframe(
         pd.DataFrame(
             {

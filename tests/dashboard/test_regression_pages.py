@@ -104,7 +104,7 @@ def test_counterfactual_reaches_the_default_range_or_says_it_cannot(diabetes_run
     changed = torch.tensor(extra.data["row"], dtype=torch.float32)
     after = float(bundle.predict_proba(changed.unsqueeze(0))[0, 0])
     assert default.contains(after) and extra.data["value_after"] == pytest.approx(after, rel=1e-5)
-    line = f"**{value_change_text(target, before, after)}**"
+    line = f"**Predicted {value_change_text(target, before, after)}**"
     assert line in texts(at.markdown)
     frame = next(d.value for d in at.dataframe if "→ changed to" in d.value.columns)
     moved = [c.name for j, c in enumerate(bundle.info.columns) if changed[j] != row[j]]
