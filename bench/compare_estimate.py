@@ -58,7 +58,7 @@ def cases(bundle: Any, inputs: int) -> list[Case]:
 
     usable = [m.id for m in methods_for(bundle)]
     methods = featured_methods(bundle.modality, among=usable, limit=4) or usable[:2]
-    offered = metrics_for("compare", bundle.modality)
+    offered = metrics_for("compare", bundle.modality, bundle)
     default = [m.id for m in offered if not m.recomputes_maps]
     return [
         Case("default", methods, default, True, inputs),

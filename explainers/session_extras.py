@@ -17,6 +17,7 @@ from xaidash.explainers.robust.attack import AttackResult
 from xaidash.explainers.robust.counterfactual import Counterfactual
 from xaidash.explainers.robust.explanation_change import TOP_SHARE, MapChange
 from xaidash.explainers.robust.figures import change_figures, perturbation_figure
+from xaidash.explainers.robust.table_value_counterfactual import ValueCounterfactual, value_change_text
 
 SHOWN_PX = 224  # an input image in the report: enlarged to this width (nearest neighbour: the pixels stay pixels)
 TEXT_CHARS = 160  # a training text in the table
@@ -70,18 +71,31 @@ def attack_extra(i: int, result: AttackResult, changes: Sequence[MapChange], dis
     return ReportExtra(i, "attack", title, lines, data, figures, [], files)
 
 
-def counterfactual_extra(i: int, cf: Counterfactual) -> ReportExtra:
-    """A counterfactual for input `i`: what was found (or that none was within the budget), its pictures or the
-    edited words."""
+def _changes_table(cf: Counterfactual | ValueCounterfactual) -> list[dict[str, str]]:
+    """A table row's changed columns, each before → after in its units (empty for images and texts)."""
+    return [{"column": c.column, "the row": c.old_text, "→ changed to": c.new_text} for c in cf.changes]
+
+
+def counterfactual_extra(i: int, cf: Counterfactual | ValueCounterfactual) -> ReportExtra:
+    """A counterfactual for input `i`: what was found (or that none was within the budget), its pictures, the edited
+    words or the changed columns; for a number to predict, the range it reached for and the value before → after."""
     lines = [cf.summary()]
-    if cf.text is not None:
-        lines.append(f"Edited text: {cf.text}")
+    if isinstance(cf, ValueCounterfactual):
+        title = f"Counterfactual: the predicted {cf.target.name} {cf.goal.text(cf.target)}"
+        if cf.after is not None:
+            lines.append(f"Predicted {value_change_text(cf.target, cf.before, cf.after)}")
+        figures = []
+    else:
+        title = f"{cf.name[:1].upper()}{cf.name[1:]}: towards {cf.target_name}"  # names an adversarial example
+        if cf.text is not None:
+            lines.append(f"Edited text: {cf.text}")
+        figures = _attack_figures(cf.result) if cf.result is not None else []
     if cf.note:
         lines.append(cf.note)
-    figures = _attack_figures(cf.result) if cf.result is not None else []
+    if cf.fixed:
+        lines.append("Kept as they were: " + ", ".join(cf.fixed) + ".")
     data, files = _data(cf, i, "counterfactual")
-    title = f"{cf.name[:1].upper()}{cf.name[1:]}: towards {cf.target_name}"  # names an adversarial example as one
-    return ReportExtra(i, "counterfactual", title, lines, data, figures, [], files)
+    return ReportExtra(i, "counterfactual", title, lines, data, figures, _changes_table(cf), files)
 
 
 def _class(classes: Sequence[str], k: int) -> str:

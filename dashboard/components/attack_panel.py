@@ -3,7 +3,9 @@ grey levels (the perturbed input, the perturbation with its colour bar, the new 
 maps before and after with their rank correlation), and the smallest change that makes the model answer a class the
 user picks, by the searches the model's inputs allow (explainers/robust/searches.py: for images a minimal
 adversarial example, a change of every pixel usually too small to see, or a patch counterfactual a person can see;
-for text the fewest word edits), each named by its declared facts, with a progress bar of its model runs.
+for text the fewest word edits; for a table row the fewest changed columns, which for a model that predicts a number
+bring its value into a range the user types: value_counterfactual.py), each named by its declared facts, with a
+progress bar of its model runs.
 Computed on a button, cached per run, input and settings; drawing only: the work is explainers.robust's."""
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.components.session_results import record_result
+from xaidash.dashboard.components.value_counterfactual import value_counterfactual_section
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
 from xaidash.explainers.figures.report import ExplainReport
@@ -351,10 +354,7 @@ def attack_panel(report: ExplainReport, i: int, choice: Any) -> None:
                 )
             )
         st.divider()
-        if bundle.regression is not None:  # no other class to reach: the what-if editor moves the value instead
-            st.caption(
-                f"Counterfactuals reach another class, so they apply to classifiers; this model predicts a number "
-                f"({bundle.regression.name}): edit the row's values (“Edit this row”) to see how the prediction moves."
-            )
+        if bundle.regression is not None:  # no other class to reach: a range of values instead
+            value_counterfactual_section(bkey, bundle, raw, report, i, key, _results())
             return
         _counterfactual_section(bkey, bundle, raw, report, i, key)

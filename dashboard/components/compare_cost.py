@@ -28,10 +28,12 @@ from xaidash.explainers.scoring import metric_meaning
 from xaidash.models.bundle import ModelBundle
 
 
-def metric_choice(modality: str, steps: int) -> list[str]:
-    """One checkbox per metric Compare scores, its declared cost per input beside its title; ticked by default
-    unless it recomputes maps (its cost is then a multiple of the slowest method's: `MetricSpec.recomputes_maps`)."""
-    offered = metrics_for("compare", modality)
+def metric_choice(bundle: ModelBundle, steps: int) -> list[str]:
+    """One checkbox per metric Compare scores that can apply to the model, its declared cost per input beside its
+    title; ticked by default unless it recomputes maps (its cost is then a multiple of the slowest method's:
+    `MetricSpec.recomputes_maps`)."""
+    modality = bundle.modality
+    offered = metrics_for("compare", modality, bundle)
     st.markdown(
         "**Metrics** (cost per input beyond its map; unticked by default: those that recompute the method's maps, "
         "whose cost grows with the method's)"

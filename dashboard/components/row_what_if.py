@@ -22,6 +22,7 @@ from xaidash.data.registry import DatasetInfo, RegressionTarget, TableColumn
 from xaidash.explainers.api import explain
 from xaidash.explainers.figures.map_figure import explanation_figures
 from xaidash.explainers.figures.report import ExplainReport
+from xaidash.explainers.robust.table_value_counterfactual import value_change_text
 from xaidash.explainers.robust.what_if import WhatIf, what_if
 from xaidash.models.bundle import ModelBundle
 
@@ -112,10 +113,7 @@ def _probabilities(edited: WhatIf, classes: tuple[str, ...]) -> None:
 
 def _value_change(edited: WhatIf, target: RegressionTarget) -> str:
     """A number to predict: 'disease progression: 152.3 → 171.0 (+18.7)' in the target's units."""
-    before, after = float(np.ravel(edited.before)[0]), float(np.ravel(edited.after)[0])
-    delta = after - before if abs(after - before) > 1e-4 * target.std else 0.0  # float noise of an unchanged row
-    change = f"{'+' if delta >= 0 else '−'}{target.value_text(abs(delta))}"
-    return f"{target.name}: {target.value_text(before)} → {target.value_text(after)} ({change})"
+    return value_change_text(target, float(np.ravel(edited.before)[0]), float(np.ravel(edited.after)[0]))
 
 
 def _maps(edited: WhatIf, maps: dict[str, Any], choice: Any, info: DatasetInfo, i: int) -> None:

@@ -230,7 +230,7 @@ def controls(bkey: str, bundle: ModelBundle, by_id: dict[str, MethodSpec]) -> Se
         methods = pick_methods(bundle, by_id)
         how, n, seed, indices_text = sample_controls()
         steps, sanity, sanity_inputs, sanity_steps = check_controls()
-        metrics = metric_choice(bundle.modality, steps)
+        metrics = metric_choice(bundle, steps)
         params = method_params(bundle, by_id, methods)
         settings = Settings(
             methods, params, how, n, seed, indices_text, steps, sanity, sanity_inputs, sanity_steps, metrics, False

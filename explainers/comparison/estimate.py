@@ -247,7 +247,7 @@ def estimate_compare(
     model's maps when not every input is checked. A metric's own passes are
     priced at its measured seconds per input where `metric_seconds` has them (`measure_metric_seconds`), else at
     its declared rows' price."""
-    chosen = [m for m in metrics_for("compare", bundle.modality) if metrics is None or m.id in metrics]
+    chosen = [m for m in metrics_for("compare", bundle.modality, bundle) if metrics is None or m.id in metrics]
     measured = dict(metric_seconds or {})
     _, maps_per_input = metric_cost(chosen, steps)
     extra, _ = metric_cost([m for m in chosen if m.id not in measured], steps)

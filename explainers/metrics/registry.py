@@ -7,8 +7,10 @@ what it costs and where it is shown. Cheap metrics (a few operations on the map)
 scored; costly ones (more explanations or forward passes per input) only where the page asks for them (Compare).
 
 Each metric computes itself from one explanation (`MetricSpec.compute`, given a `MetricContext`) and says whether
-it applies to it (`applies`: the ground truth it needs was given, the method declares completeness). Which metrics
-apply to a modality at all is declared by its adapter (`ExplainingModality.metrics`), which also gives what differs
+it applies to it (`applies`: the ground truth it needs was given, the method declares completeness). Whether it can
+apply to a model at all is its `for_model` (a random other class needs two classes: not a model that predicts a
+number); `metrics_for(page, modality, bundle)` leaves out those that cannot, so Compare does not offer them. Which
+metrics apply to a modality at all is declared by its adapter (`ExplainingModality.metrics`), which also gives what differs
 between modalities (its deletion curve, how two maps are compared); `scoring.input_metrics` is a loop over them.
 """
 
@@ -68,6 +70,10 @@ def _always(ctx: MetricContext) -> bool:
     return True
 
 
+def _any_model(bundle: ModelBundle) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class MetricPasses:
     """What scoring one input costs beyond its map, declared per input: `forward` rows through the model without
@@ -94,7 +100,8 @@ class MetricSpec(Spec):
     says, with {unit}/{units} for the modality's word; `unit`: the unit of a value ('' when a share or
     probability); `value_range`: (lowest, highest), None where open; `cost`: 'cheap' (from the map alone) or
     'costly' (recomputes maps or runs the model); `pages`: where it is scored. `score(ctx)`: its values for
-    the explanation of a `MetricContext`, one per input; `when(ctx)`: whether it applies to that explanation."""
+    the explanation of a `MetricContext`, one per input; `when(ctx)`: whether it applies to that explanation;
+    `for_model(bundle)`: whether it can apply to the model at all (what Compare offers)."""
 
     id: str
     title: str
@@ -107,6 +114,7 @@ class MetricSpec(Spec):
     pages: tuple[str, ...] = PAGES
     score: Callable[[MetricContext], Any] = field(kw_only=True)
     when: Callable[[MetricContext], bool] = field(default=_always, kw_only=True)
+    for_model: Callable[[ModelBundle], bool] = field(default=_any_model, kw_only=True)
     # the curves' steps -> what it costs per input beyond the map
     passes: Callable[[int], MetricPasses] = field(default=_map_only, kw_only=True)
 
@@ -121,8 +129,9 @@ class MetricSpec(Spec):
         return self.passes(CURVE_STEPS).maps > 0
 
     def applies(self, ctx: MetricContext) -> bool:
-        """Whether this metric can score `ctx`'s explanation (its ground truth given, its method's promise made)."""
-        return self.when(ctx)
+        """Whether this metric can score `ctx`'s explanation (its model's outputs fit, its ground truth given, its
+        method's promise made)."""
+        return self.for_model(ctx.bundle) and self.when(ctx)
 
     def compute(self, ctx: MetricContext) -> list[float]:
         """One value per explained input (NaN where it is undefined for that input)."""
@@ -237,6 +246,11 @@ def _max_sensitivity(ctx: MetricContext) -> Any:
 
 def _local_lipschitz(ctx: MetricContext) -> Any:
     return _stability(ctx).lipschitz
+
+
+def _has_other_classes(bundle: ModelBundle) -> bool:
+    """A random other class to explain needs two outputs at least: a model that predicts a number has one."""
+    return bundle.regression is None and bundle.info.num_classes >= 2
 
 
 def _random_logit(ctx: MetricContext) -> Any:
@@ -464,6 +478,7 @@ _SPECS = (
         pages=_COMPARE,
         score=_random_logit,
         passes=_random_logit_passes,
+        for_model=_has_other_classes,
     ),
     MetricSpec(
         "seconds",
@@ -482,8 +497,8 @@ for _spec in _SPECS:
     REGISTRY.register(_spec)
 
 
-def metrics_for(page: str, modality: str) -> list[MetricSpec]:
+def metrics_for(page: str, modality: str, bundle: ModelBundle | None = None) -> list[MetricSpec]:
     """The metrics scored on `page` ('explain' or 'compare') for maps of `modality` (those its adapter lists), in
-    table order."""
+    table order; with `bundle`, only those that can apply to its model (`MetricSpec.for_model`)."""
     listed = set(adapter_of(modality).metrics)
-    return REGISTRY.all(lambda s: page in s.pages and s.id in listed)
+    return REGISTRY.all(lambda s: page in s.pages and s.id in listed and (bundle is None or s.for_model(bundle)))

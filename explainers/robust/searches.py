@@ -46,7 +46,7 @@ SEARCHES: dict[str, SearchFacts] = {
     COLUMNS: SearchFacts(
         "counterfactual",
         "Fewest changed columns",
-        "the fewest columns changed, each to a value the training data holds, columns marked fixed left alone "
+        "as few columns as it can, each to a value the training data holds, leaving the columns marked fixed alone "
         "(beam search)",
     ),
 }

@@ -103,6 +103,13 @@ def default_range(bundle: ModelBundle, prediction: float) -> ValueRange:
     return ValueRange(high=median) if prediction > median else ValueRange(low=median)
 
 
+def value_change_text(target: RegressionTarget, before: float, after: float) -> str:
+    """'disease progression: 152.3 → 171.0 (+18.7)' in the target's units (float noise of an unchanged value: +0)."""
+    delta = after - before if abs(after - before) > 1e-4 * target.std else 0.0
+    change = f"{'+' if delta >= 0 else '−'}{target.value_text(abs(delta))}"
+    return f"{target.name}: {target.value_text(before)} → {target.value_text(after)} ({change})"
+
+
 def value_goal(bundle: ModelBundle, wanted: ValueRange, batch_size: int) -> Goal:
     """How far inside `wanted` each raw row's predicted value lies (>= 0: inside), batched on the device."""
     low = -math.inf if wanted.low is None else wanted.low
@@ -145,17 +152,17 @@ class ValueCounterfactual:
     def summary(self) -> str:
         """One line: what was changed and where the prediction went, or that no such change was found."""
         t = self.target
-        wanted = self.goal.text(t) + (" (the default: past the training median)" if self.default_goal else "")
+        wanted, why = self.goal.text(t), "the default: past the training median" if self.default_goal else ""
         now = f"{t.name} {t.value_text(self.before)}"
         if not self.found or self.after is None:
             return (
                 f"Not reachable within {self.budget} changed column{'s' if self.budget != 1 else ''} (within the "
                 f"data's ranges{', fixed columns kept' if self.fixed else ''}): no change brings the predicted "
-                f"{now} to {wanted}."
+                f"{now} to {wanted}{f' ({why})' if why else ''}."
             )
-        n = len(self.changes)
+        n, reached = len(self.changes), wanted + (f", {why}" if why else "")
         return (
-            f"Counterfactual: {now} → {t.value_text(self.after)} ({wanted}) by changing {n} column"
+            f"Counterfactual: {now} → {t.value_text(self.after)} ({reached}) by changing {n} column"
             f"{'s' if n != 1 else ''}: " + "; ".join(c.text() for c in self.changes) + f" ({self.seconds:.2f} s)"
         )
 

@@ -4,8 +4,9 @@ and which page scores what follows the declared cost."""
 from __future__ import annotations
 
 import torch
+from table_runs import fitted_bundle
 
-from xaidash.data.registry import get_source
+from xaidash.data.registry import get_source, load_split
 from xaidash.explainers import explain
 from xaidash.explainers.metrics.registry import PAGES, REGISTRY, metrics_for
 from xaidash.explainers.modalities import ADAPTERS, adapter_of
@@ -60,3 +61,17 @@ def test_compare_scores_every_registered_image_metric() -> None:
     for k, v in values.items():
         low, high = REGISTRY.get(k).value_range
         assert len(v) == 2 and all((low is None or x >= low - 1e-6) and (high is None or x <= high + 1e-6) for x in v)
+
+
+def test_random_logit_is_neither_offered_nor_scored_for_a_number_to_predict() -> None:
+    """A random other class needs two outputs: a model that predicts a number (one output) is not offered the metric
+    on Compare and scoring leaves it out, where it used to fail with 'needs a model with at least two classes'."""
+    regression, classes = fitted_bundle("diabetes", steps=1), fitted_bundle("breast_cancer", steps=1)
+    every = {m.id for m in metrics_for("compare", "table")}
+    assert every - {m.id for m in metrics_for("compare", "table", regression)} == {"random_logit"}
+    assert {m.id for m in metrics_for("compare", "table", classes)} == every
+    for bundle, dataset in ((regression, "diabetes"), (classes, "breast_cancer")):
+        x = load_split(dataset, "test").rows[:2]
+        values, errors = input_metrics(bundle, x, explain(bundle, x, None, "ig"), steps=4, page="compare")
+        assert not errors, errors
+        assert ("random_logit" in values) is (bundle is classes) and "sparseness" in values
