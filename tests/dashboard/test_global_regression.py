@@ -13,13 +13,14 @@ import torch
 from app_pages import open_run_page, texts
 from table_runs import fitted_bundle, table_run
 
-from xaidash.dashboard.components.global_sections import SPEARMAN, fidelity_sentence, gain_words, rules_text
+from xaidash.dashboard.components.global_sections import fidelity_sentence, gain_words, rules_text
 from xaidash.dashboard.components.global_tree import tree_dot
 from xaidash.explainers.tabular.api import GlobalOptions, global_report, scorings
 from xaidash.explainers.tabular.importance import REGRESSION_SCORINGS, UNITS
 
 SMALL = {"global_shap_rows_{}": 12, "global_grid_{}": 8, "global_repeats_{}": 3}
 VALUE = "predicted disease progression"
+SPEARMAN = "Spearman with the network's importances"
 
 
 @pytest.fixture(scope="module")
