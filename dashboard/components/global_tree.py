@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xaidash.data.formatting import measured_text
 from xaidash.explainers.tabular.surrogate import Surrogate, TreeNode
 
 # matplotlib's tab10 (the colours of glob's PNG of the same tree) and their names, for the caption
@@ -102,12 +101,13 @@ def tree_dot(surrogate: Surrogate, classes: Sequence[str]) -> str:
 
 
 def value_key(surrogate: Surrogate) -> str:
-    """'pale blue: the lowest leaf value, deep blue: the highest' with those values."""
-    low, high = _value_range(surrogate)
+    """'pale blue: the lowest leaf, disease progression 76.5; deep blue: the highest, disease progression 246.5' (the
+    leaves' own texts: the value with the target's name and unit)."""
+    leaves = sorted((n for n in surrogate.nodes if n.yes is None and n.value is not None), key=lambda n: n.value or 0.0)
+    if not leaves:
+        return ""
     name = VALUE_COLOUR[1]
-    return (
-        f"pale {name}: the lowest leaf value ({measured_text(low)}), deep {name}: the highest ({measured_text(high)})"
-    )
+    return f"pale {name}: the lowest leaf, {leaves[0].predicted}; deep {name}: the highest, {leaves[-1].predicted}"
 
 
 def colour_key(classes: Sequence[str]) -> str:

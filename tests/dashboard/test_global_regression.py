@@ -95,6 +95,8 @@ def test_the_regression_surrogate_and_glassboxes_read_in_r2(diabetes, expected, 
     captions = "\n".join(texts(at.caption))
     assert "regression tree of depth 3 fitted to the network's predicted disease progression" in captions
     assert f"its R² is {s.accuracy:.2f}" in captions and "coloured by the value they predict" in captions
+    by_value = sorted(leaves, key=lambda n: n.value)
+    assert f"the lowest leaf, {by_value[0].predicted}; deep blue: the highest, {by_value[-1].predicted}" in captions
     table = at.dataframe[0].value
     assert list(table.columns) == ["model", "test R²", "network's gain (R² points)", SPEARMAN, "what it is"]
     box = expected.glassbox
