@@ -1,7 +1,9 @@
 """The Global view's charts (Altair, as the other pages draw theirs): permutation importance with its intervals,
 ICE curves with the partial dependence over them and the rows' rug, a pair's 2-D partial dependence, global SHAP's
 mean |attribution| and its dependence plots. Every axis says what its values are in; where colour means a value, its
-legend is a colour bar titled with it. Columns known to set the label (a generated table's truth) are marked."""
+legend is a colour bar titled with it. Columns known to set the label (a generated table's truth) are marked. A model
+that predicts a number (`values=True`) is drawn in the target's units: its predicted value on the axes and colour bars
+(`PDPResult.axis`, 'predicted disease progression'), not a class's probability."""
 
 from __future__ import annotations
 
@@ -26,6 +28,17 @@ TRUTH_COLOURS = alt.Scale(domain=[TRUTH, OTHER], range=["#d62728", "#4c78a8"])
 # The plot keeps its height and fits the column's width; without it Streamlit fits the whole chart, legend included,
 # into the height and a tall colour bar squeezes the plot.
 FIT = alt.AutoSizeParams(type="fit-x", contains="padding")
+PROBABILITY_FORMAT = ".3f"
+VALUE_FORMAT = ",.4~r"  # a value in the target's units: four significant digits, no scientific notation
+
+
+def _number_format(values: bool) -> str:
+    return VALUE_FORMAT if values else PROBABILITY_FORMAT
+
+
+def _axis(axis: str, target: str) -> str:
+    """A predicted value's short name: the result's axis ('P(malignant)', 'predicted disease progression')."""
+    return axis or f"P({target})"
 
 
 def _role(names: Sequence[str], truth: Sequence[str]) -> list[str]:
@@ -103,9 +116,10 @@ def _value_colour(labels: tuple[str, ...], field: str, title: str) -> alt.Color:
     return alt.Color(f"{field}:Q", scale=alt.Scale(scheme="viridis"), title=title, legend=legend)
 
 
-def ice_chart(result: PDPResult, centred: bool = False) -> alt.LayerChart:
+def ice_chart(result: PDPResult, centred: bool = False, values: bool = False) -> alt.LayerChart:
     """ICE curves (a seeded pick of at most MAX_CURVES) coloured by each row's own value of the column, the partial
-    dependence over them in black, the rows' values as ticks along the bottom."""
+    dependence over them in black, the rows' values as ticks along the bottom. `values`: the model predicts a number
+    (the y axis is its predicted value in units, not a probability)."""
     ice = result.centred_ice if centred else result.ice
     pdp = result.centred_pdp if centred else result.pdp
     shown = _curve_pick(len(ice))
@@ -119,7 +133,9 @@ def ice_chart(result: PDPResult, centred: bool = False) -> alt.LayerChart:
             "own": [own[i] for i in shown for _ in xs],
         }
     )
-    y_title = f"change in P({result.target}) from the first value" if centred else f"P({result.target}), predicted"
+    axis = _axis(result.axis, result.target)
+    plain = axis if values else f"P({result.target}), predicted"
+    y_title = f"change in {axis} from the first value" if centred else plain
     x_title = f"{result.column}, set to each value"
     x = _x_field(result.labels, result.column, x_title)
     y = alt.Y("y:Q", title=y_title, scale=alt.Scale(zero=False))
@@ -135,7 +151,10 @@ def ice_chart(result: PDPResult, centred: bool = False) -> alt.LayerChart:
         .encode(
             x=x,
             y=y,
-            tooltip=[alt.Tooltip("x", title=result.column), alt.Tooltip("y:Q", format=".3f", title="PDP")],
+            tooltip=[
+                alt.Tooltip("x", title=result.column),
+                alt.Tooltip("y:Q", format=_number_format(values), title="PDP"),
+            ],
         )
     )
     rug = (
@@ -155,14 +174,15 @@ def _tick_text(value: float, labels: tuple[str, ...]) -> str:
     return category(labels, value) if labels else f"{value:.3g}"
 
 
-def pair_chart(result: PairResult) -> alt.Chart:
-    """The pair's partial dependence as a heat map (first column down, second across) with its colour bar."""
+def pair_chart(result: PairResult, values: bool = False) -> alt.Chart:
+    """The pair's partial dependence as a heat map (first column down, second across) with its colour bar (the mean
+    predicted probability, or for a model that predicts a number, `values`, the mean predicted value in units)."""
     a = [_tick_text(v, result.labels_a) for v in result.grid_a]
     b = [_tick_text(v, result.labels_b) for v in result.grid_b]
     df = pd.DataFrame(
         {"a": np.repeat(a, len(b)), "b": b * len(a), "p": result.pdp.reshape(-1)},
     )
-    colour = f"P({result.target}), mean over the rows"
+    colour = f"{_axis(result.axis, result.target)}, mean over the rows"
     return (
         alt.Chart(df)
         .mark_rect()
@@ -183,7 +203,7 @@ def pair_chart(result: PairResult) -> alt.Chart:
             tooltip=[
                 alt.Tooltip("a:O", title=result.columns[0]),
                 alt.Tooltip("b:O", title=result.columns[1]),
-                alt.Tooltip("p:Q", format=".3f", title=colour),
+                alt.Tooltip("p:Q", format=_number_format(values), title=colour),
             ],
         )
         .properties(
@@ -220,17 +240,25 @@ def shap_bars_chart(shap: GlobalShap, truth: Sequence[str] = ()) -> alt.Chart:
     )
 
 
-def shap_dependence_chart(shap: GlobalShap, dependence: ShapDependence) -> alt.Chart:
-    """Each row's attribution of the column against its value, coloured by the column interacting with it most."""
+def _shap_title(shap: GlobalShap, dependence: ShapDependence) -> str:
+    return f"attribution of {dependence.column} to P({shap.target})"
+
+
+def shap_dependence_chart(shap: GlobalShap, dependence: ShapDependence, values: bool = False) -> alt.Chart:
+    """Each row's attribution of the column against its value, coloured by the column interacting with it most.
+    `values`: the model predicts a number (the attributions are contributions to its value, in the target's units)."""
     labels = dependence.labels
     xs = _values(labels, dependence.data)
     df = pd.DataFrame({"x": xs, "y": dependence.values})
     x_title = f"{dependence.column} (the row's value)"
     encode: dict[str, object] = {
         "x": _x_field(labels, dependence.column, x_title),
-        "y": alt.Y("y:Q", title=f"attribution of {dependence.column} to P({shap.target})"),
+        "y": alt.Y("y:Q", title=f"{dependence.column}'s {shap.units}" if values else _shap_title(shap, dependence)),
     }
-    tooltip = [alt.Tooltip("x", title=dependence.column), alt.Tooltip("y:Q", format=".4f", title="attribution")]
+    tooltip = [
+        alt.Tooltip("x", title=dependence.column),
+        alt.Tooltip("y:Q", format=VALUE_FORMAT if values else ".4f", title="attribution"),
+    ]
     if dependence.colour_by is not None and dependence.colour_data is not None:
         own = dependence.colour_labels
         df["c"] = _values(own, dependence.colour_data)

@@ -1,7 +1,7 @@
 """The Global view's settings, in one form (a change is computed when Compute is pressed, not on every click): the
-class, the columns for partial dependence and ICE (none: the most important), the pair for the 2-D map (none: the
+class (none for a model that predicts a number: its one output), the columns for partial dependence and ICE (none: the most important), the pair for the 2-D map (none: the
 two most important), the rows used, the grid, the surrogate tree's depth; in More settings the shuffles, what the
-importance measures, the grid's spacing and the rows global SHAP explains. The defaults are `GlobalOptions`'s, which
+importance measures (the scores that apply to what the model predicts), the grid's spacing and the rows global SHAP explains. The defaults are `GlobalOptions`'s, which
 `xaidash global` uses too."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import streamlit as st
 
 from xaidash.data.registry import TableColumn
-from xaidash.explainers.tabular.api import DEFAULT_ROWS, DEFAULT_TOP, GlobalOptions
+from xaidash.explainers.tabular.api import DEFAULT_ROWS, DEFAULT_TOP, GlobalOptions, scorings
 from xaidash.explainers.tabular.grids import DEFAULT_POINTS, GRID_KINDS
-from xaidash.explainers.tabular.importance import DEFAULT_REPEATS, SCORINGS, UNITS
+from xaidash.explainers.tabular.importance import DEFAULT_REPEATS, UNITS
 from xaidash.explainers.tabular.request import target_index
 from xaidash.explainers.tabular.shap_global import DEFAULT_SHAP_ROWS
 from xaidash.explainers.tabular.surrogate import DEFAULT_DEPTH, MAX_DEPTH
@@ -31,7 +31,9 @@ def _grid_kind_label(kind: str) -> str:
     return {"even": "even over the training range", "quantile": "the rows' quantiles"}.get(kind, kind)
 
 
-def _more_settings(key: str, held_out: int) -> dict[str, object]:
+def _more_settings(bundle: ModelBundle, key: str, held_out: int) -> dict[str, object]:
+    # the scores that apply to what the model predicts (classes: accuracy or log-loss; a number: R²), the default last
+    applies = scorings(bundle)
     with st.expander("More settings"):
         c1, c2 = st.columns(2)
         repeats = c1.number_input(
@@ -39,8 +41,8 @@ def _more_settings(key: str, held_out: int) -> dict[str, object]:
         )
         scoring = c2.selectbox(
             "Importance measures",
-            SCORINGS,
-            index=SCORINGS.index("log_loss"),
+            applies,
+            index=len(applies) - 1,
             format_func=lambda s: UNITS[s],
             key=f"global_scoring_{key}",
         )
@@ -114,7 +116,7 @@ def global_controls(bundle: ModelBundle, key: str, held_out: int) -> GlobalOptio
             key=f"global_depth_{key}",
             help="deeper: harder to read",
         )
-        more = _more_settings(key, held_out)
+        more = _more_settings(bundle, key, held_out)
         st.form_submit_button("Compute", type="primary", icon=":material/play_arrow:")
     return GlobalOptions(
         columns=list(chosen) or None,

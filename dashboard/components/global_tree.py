@@ -1,7 +1,9 @@
 """The surrogate tree drawn for the page (Graphviz, laid out and scaled by the browser, so it stays readable at any
 width): each split names its column and the training rows reaching it by the network's class, each branch is
 labelled with its condition, each leaf is coloured by the class the tree predicts there and paler the more mixed its
-rows are."""
+rows are. A regression tree (a model that predicts a number) has no classes: each box says its training rows and the
+spread (±, one standard deviation) of the network's predictions among them, and each leaf the value it predicts, in
+the target's units, its blue the deeper the higher that value is among the leaves'."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ PALETTE = (
     ("#17becf", "cyan"),
 )
 SPLIT_FILL = "#eeeeee"
+VALUE_COLOUR = PALETTE[0]  # a regression tree's leaves: pale (the lowest leaf value) to deep (the highest)
 
 
 def _tint(hex_colour: str, strength: float) -> str:
@@ -46,6 +49,25 @@ def class_colour(classes: Sequence[str], name: str) -> tuple[str, str]:
     return PALETTE[list(classes).index(name) % len(PALETTE)]
 
 
+def _value_range(surrogate: Surrogate) -> tuple[float, float]:
+    """The lowest and highest value a regression tree's leaves predict."""
+    values = [n.value for n in surrogate.nodes if n.yes is None and n.value is not None]
+    return (min(values), max(values)) if values else (0.0, 0.0)
+
+
+def _value_node(node: TreeNode, low: float, high: float) -> str:
+    """A regression tree's box: the column split on or the predicted value, the rows and the network's spread."""
+    rows = f"{node.rows} rows, ± {node.spread or 0.0:.3g}"
+    if node.yes is None:
+        where = ((node.value or 0.0) - low) / (high - low) if high > low else 0.5
+        fill = _tint(VALUE_COLOUR[0], 0.1 + 0.6 * where)  # at most 0.7: the black text stays readable
+        label = f"→ {node.predicted}\n{rows}"
+    else:
+        fill = SPLIT_FILL
+        label = f"{node.column}\n{rows}"
+    return f"  n{node.id} [label={_quote(label)}, fillcolor={_quote(fill)}];"
+
+
 def _node(node: TreeNode, classes: Sequence[str]) -> str:
     if node.yes is None:
         fill = _tint(class_colour(classes, node.predicted)[0], 0.2 + 0.6 * node.purity)
@@ -65,13 +87,27 @@ def tree_dot(surrogate: Surrogate, classes: Sequence[str]) -> str:
         '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11, color="#555555"];',
         '  edge [fontname="Helvetica", fontsize=10, color="#777777"];',
     ]
-    lines += [_node(n, classes) for n in surrogate.nodes]
+    if surrogate.kind == "values":
+        low, high = _value_range(surrogate)
+        lines += [_value_node(n, low, high) for n in surrogate.nodes]
+    else:
+        lines += [_node(n, classes) for n in surrogate.nodes]
     for n in surrogate.nodes:
         for child in (n.yes, n.no):
             if child is not None:
                 lines.append(f"  n{n.id} -> n{child} [label={_quote(' ' + by_id[child].condition + ' ')}];")
     lines.append("}")
     return "\n".join(lines)
+
+
+def value_key(surrogate: Surrogate) -> str:
+    """'pale blue: the lowest leaf, disease progression 76.5; deep blue: the highest, disease progression 246.5' (the
+    leaves' own texts: the value with the target's name and unit)."""
+    leaves = sorted((n for n in surrogate.nodes if n.yes is None and n.value is not None), key=lambda n: n.value or 0.0)
+    if not leaves:
+        return ""
+    name = VALUE_COLOUR[1]
+    return f"pale {name}: the lowest leaf, {leaves[0].predicted}; deep {name}: the highest, {leaves[-1].predicted}"
 
 
 def colour_key(classes: Sequence[str]) -> str:

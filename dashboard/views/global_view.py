@@ -2,7 +2,9 @@
 importance with intervals), how its answer moves with one column (partial dependence and ICE) or two (a 2-D map),
 global SHAP with its dependence plots, a surrogate tree you can read with its fidelity, and glassbox models beside
 the network. One call computes it all (`explainers.tabular.global_report`, as `xaidash global` does), cached per run
-and settings; this page picks, draws and downloads."""
+and settings; this page picks, draws and downloads. A model that predicts a number (`GlobalReport.task` 'values') reads
+in the target's units throughout: its predicted value on the axes, R² as its score and importance, values at the
+surrogate's leaves, the glassboxes' test R²."""
 
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ from xaidash.dashboard.components.global_sections import downloads, glassbox_sec
 from xaidash.dashboard.components.inputs import stop_without_dataset
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
+from xaidash.data.formatting import measured_text
 from xaidash.explainers.tabular.api import GlobalReport
+from xaidash.explainers.tabular.importance import NAMES
 from xaidash.models.bundle import ModelBundle
 
 CENTRED = "centred"
@@ -51,13 +55,31 @@ def in_pairs(items: Sequence[Any], draw: Callable[[Any], object]) -> None:
                 draw(item)
 
 
+def predicts_values(report: GlobalReport) -> bool:
+    """Whether the report is of a model that predicts a number (read in its units) rather than classes."""
+    return report.task == "values"
+
+
+def what_is_shown(report: GlobalReport) -> str:
+    """'the predicted probability of class 'malignant'', or 'the predicted disease progression' (a number)."""
+    return (
+        f"the {report.value_axis}"
+        if predicts_values(report)
+        else f"the predicted probability of class {report.target!r}"
+    )
+
+
 def summary_line(done: Computed, held_out: int) -> None:
     r = done.report
     took = sum(r.seconds.values())
     kept = " (kept from an earlier computation with these settings)" if done.reused else ""
+    if predicts_values(r):
+        what, score = f"predicting {r.target}", f"Test {r.score_name} of the network: {r.network_score:.3f}."
+    else:
+        what, score = f"class {r.target!r}", f"Test accuracy of the network: {100 * r.network_accuracy:.1f}%."
     st.caption(
-        f"{r.model} on {r.dataset}: {r.rows:,} of {held_out:,} held-out rows, class {r.target!r}, on {r.device}, "
-        f"computed in {took:.1f} s{kept}. Test accuracy of the network: {100 * r.network_accuracy:.1f}%."
+        f"{r.model} on {r.dataset}: {r.rows:,} of {held_out:,} held-out rows, {what}, on {r.device}, "
+        f"computed in {took:.1f} s{kept}. {score}"
     )
 
 
@@ -70,9 +92,11 @@ def importance_section(report: GlobalReport, truth: Sequence[str]) -> None:
         if len(imp.columns) > MAX_BARS
         else ""
     )
+    truth_of = "values" if predicts_values(report) else "labels"
     st.caption(
         f"{shown}Each column's values shuffled among the {imp.rows:,} rows, {imp.repeats} times: the bar is how much worse "
-        f"the model scores on the true labels ({imp.units}; baseline {imp.scoring} {imp.baseline:.3f}), the whisker "
+        f"the model scores on the true {truth_of} ({imp.units}; baseline {NAMES[imp.scoring]} {imp.baseline:.3f}), the "
+        "whisker "
         "the 95% interval over the shuffles. Correlated columns share the credit: shuffling one leaves its twins to "
         "carry the same information, so each may look unimportant although together they matter."
     )
@@ -89,30 +113,38 @@ def dependence_section(report: GlobalReport, key: str) -> None:
         help="Centred: every curve minus its value at the grid's first point, so curves that differ only in level "
         "collapse and the rows the column affects differently stand out.",
     )
-    centred = kind == CENTRED
-    in_pairs(report.dependence, lambda d: st.altair_chart(ice_chart(d, centred), width="stretch"))
+    centred, values = kind == CENTRED, predicts_values(report)
+    in_pairs(report.dependence, lambda d: st.altair_chart(ice_chart(d, centred, values), width="stretch"))
     st.caption(
-        "Each thin line is one row (ICE: individual conditional expectation): the predicted probability of "
-        f"class {report.target!r} as the column is set to each grid value, everything else in the row held; its "
+        f"Each thin line is one row (ICE: individual conditional expectation): {what_is_shown(report)} as the "
+        "column is set to each grid value, everything else in the row held; its "
         "colour is the row's own value of the column. The black line is their mean, the partial dependence. The "
         "ticks along the bottom are the rows' own values: where there are none, the curves show the model outside "
         "its data. A flat black line over fanning curves is the sign of an interaction: see the pair below."
     )
 
 
+def _map_range(report: GlobalReport, low: float, high: float) -> str:
+    """'0.120 to 0.870', or in the target's units '98.4 to 231.7 mmol/L' (a number to predict)."""
+    if not predicts_values(report):
+        return f"{low:.3f} to {high:.3f}"
+    unit = f" {report.target_unit}" if report.target_unit else ""
+    return f"{measured_text(low)} to {measured_text(high)}{unit}"
+
+
 def pair_section(done: Computed) -> None:
-    pair = done.report.pair
+    report, pair = done.report, done.report.pair
     if pair is None:
         return
     st.subheader("Two columns together: 2-D partial dependence")
     left, right = st.columns([3, 2])
-    left.altair_chart(pair_chart(pair), width="stretch")
+    left.altair_chart(pair_chart(pair, predicts_values(report)), width="stretch")
     why = "the two most important columns (pick another pair above)" if done.pair_chosen_here else "the pair you chose"
     right.caption(
-        f"The mean predicted probability of class {pair.target!r} over the rows with {pair.columns[0]} and "
+        f"The mean of {what_is_shown(report)} over the rows with {pair.columns[0]} and "
         f"{pair.columns[1]} both set to each pair of grid values ({len(pair.grid_a)} x {len(pair.grid_b)}): {why}. "
-        f"The map ranges from {pair.pdp.min():.3f} to {pair.pdp.max():.3f}. Where one column's partial dependence "
-        "is flat but the map is not, the two act together (an interaction)."
+        f"The map ranges from {_map_range(report, float(pair.pdp.min()), float(pair.pdp.max()))}. Where one column's "
+        "partial dependence is flat but the map is not, the two act together (an interaction)."
     )
 
 
@@ -123,14 +155,16 @@ def shap_section(report: GlobalReport, truth: Sequence[str]) -> None:
         st.caption("Off: set Rows for global SHAP above 0 under More settings to compute it.")
         return
     st.altair_chart(shap_bars_chart(shap, truth), width="stretch")
+    explained = f"the predicted {shap.target}" if predicts_values(report) else f"class {shap.target!r}"
     st.caption(
-        f"{shap.method} explained {shap.rows} rows (a seeded pick of the rows used) for class {shap.target!r}, in "
+        f"{shap.method} explained {shap.rows} rows (a seeded pick of the rows used) for {explained}, in "
         f"{shap.seconds:.1f} s: each row's attribution of each column is its {shap.units}. The bars are the mean "
         "|attribution| per column. Below, each chosen column's attribution against its value, coloured by the "
         "column that interacts with it most strongly (shap's approximate_interactions): a vertical spread "
         "ordered by colour means the two act together."
     )
-    in_pairs(shap.dependence, lambda d: st.altair_chart(shap_dependence_chart(shap, d), width="stretch"))
+    values = predicts_values(report)
+    in_pairs(shap.dependence, lambda d: st.altair_chart(shap_dependence_chart(shap, d, values), width="stretch"))
 
 
 def truth_note(truth: Sequence[str]) -> None:

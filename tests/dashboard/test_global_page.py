@@ -20,7 +20,9 @@ from xaidash.dashboard.components import global_compute
 from xaidash.dashboard.components.global_sections import fidelity_sentence, global_json, global_zip, rules_text
 from xaidash.dashboard.components.global_tree import tree_dot
 from xaidash.dashboard.state import run_label
+from xaidash.data.formatting import percent
 from xaidash.explainers.tabular.api import GlobalOptions, global_report
+from xaidash.explainers.tabular.importance import UNITS
 from xaidash.explainers.tabular.report_figures import figure_files
 
 SMALL = {"global_shap_rows_{}": 12, "global_grid_{}": 12, "global_repeats_{}": 3}
@@ -66,7 +68,16 @@ def test_the_page_draws_the_report_it_computed(table, monkeypatch):
     assert any("the column that interacts with it most" in c for c in charts)
     captions = "\n".join(texts(at.caption))
     assert "x0, x1, x2 set the label" in captions and "the two most important columns" in captions
+    scoring = at.selectbox(key=f"global_scoring_{table.id}")  # a classifier's scorings, log-loss by default
+    assert scoring.options == [UNITS["accuracy"], UNITS["log_loss"]] and scoring.value == "log_loss"
+    assert (
+        "class 'positive'" in captions
+        and f"Test accuracy of the network: {percent(expected.network_accuracy)}." in captions
+    )
     table_shown = at.dataframe[0].value
+    assert list(table_shown.columns) == [
+        "model", "test accuracy", "network's gain (points)", "Spearman with the network's importances", "what it is"
+    ]  # fmt: skip
     accuracy = dict(zip(table_shown["model"], table_shown["test accuracy"], strict=True))
     for model in expected.glassbox.models:
         assert accuracy[model.name] == pytest.approx(100 * model.accuracy)
