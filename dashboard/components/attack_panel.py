@@ -23,7 +23,7 @@ from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_widget
 from xaidash.dashboard.components.session_results import record_result
-from xaidash.dashboard.components.value_counterfactual import value_counterfactual_section
+from xaidash.dashboard.components.value_counterfactual import changes_frame, value_counterfactual_section
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
 from xaidash.explainers.figures.report import ExplainReport
@@ -266,16 +266,7 @@ def _found(cf: Counterfactual, key: str) -> None:
 
 def _column_changes(cf: Counterfactual) -> None:
     """The changed columns, old → new in their units (categories by name), and every class's probability."""
-    st.dataframe(
-        pd.DataFrame(
-            {
-                "column": [c.column for c in cf.changes],
-                "the row": [c.old_text for c in cf.changes],
-                "→ changed to": [c.new_text for c in cf.changes],
-            }
-        ),
-        hide_index=True,
-    )
+    st.dataframe(changes_frame(cf.changes), hide_index=True)
     if cf.probs_after is not None:
         st.dataframe(
             pd.DataFrame({"class": list(cf.classes), "the row": cf.probs_before, "changed row": cf.probs_after}),

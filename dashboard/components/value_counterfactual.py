@@ -7,6 +7,7 @@ goes into the session's report (`counterfactual_extra`). Drawing only: the searc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -19,6 +20,7 @@ from xaidash.dashboard.components.session_results import record_result
 from xaidash.dashboard.errors import show_error
 from xaidash.explainers.figures.report import ExplainReport
 from xaidash.explainers.params import ExplainError
+from xaidash.explainers.robust.result import ColumnChange
 from xaidash.explainers.robust.searches import SearchStep
 from xaidash.explainers.robust.table_counterfactual import DEFAULT_CHANGES
 from xaidash.explainers.robust.table_value_counterfactual import (
@@ -64,21 +66,23 @@ def _run(
         bar.empty()
 
 
+def changes_frame(changes: Sequence[ColumnChange]) -> pd.DataFrame:
+    """A table counterfactual's changed columns, the row's value and the changed one in their units (either kind)."""
+    return pd.DataFrame(
+        {
+            "column": [c.column for c in changes],
+            "the row": [c.old_text for c in changes],
+            "→ changed to": [c.new_text for c in changes],
+        }
+    )
+
+
 def _shown(cf: ValueCounterfactual) -> None:
     """The found change: each changed column before → after in its units, the prediction before → after."""
     assert cf.after is not None
     st.success(cf.summary(), icon=":material/check_circle:")
     st.markdown(f"**Predicted {value_change_text(cf.target, cf.before, cf.after)}**")
-    st.dataframe(
-        pd.DataFrame(
-            {
-                "column": [c.column for c in cf.changes],
-                "the row": [c.old_text for c in cf.changes],
-                "→ changed to": [c.new_text for c in cf.changes],
-            }
-        ),
-        hide_index=True,
-    )
+    st.dataframe(changes_frame(cf.changes), hide_index=True)
     if cf.fixed:
         st.caption("Kept as they were: " + ", ".join(cf.fixed) + ".")
 

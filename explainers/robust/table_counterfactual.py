@@ -232,6 +232,40 @@ def _changes(info: DatasetInfo, row: torch.Tensor, new: torch.Tensor) -> tuple[C
     return tuple(out)
 
 
+BEAM_NOTE = "a beam search: a change of more columns, or outside the beam, may still exist"
+
+
+def timed_search(
+    bundle: ModelBundle,
+    x: torch.Tensor,
+    k: int,
+    *,
+    fixed: Sequence[str],
+    max_changes: int,
+    beam: int,
+    batch_size: int,
+    progress: Progress,
+    goal: Goal | None = None,
+) -> tuple[ColumnSearch, torch.Tensor | None, float]:
+    """`search_columns` over the run's training rows' values, timed: (the search, the model's scores for the changed
+    row (None when none was found), seconds). What both kinds of table counterfactual (a class, a range) run."""
+    start = time.perf_counter()
+    found = search_columns(
+        bundle,
+        x,
+        k,
+        fixed=fixed,
+        max_changes=max_changes,
+        beam=beam,
+        training=training_rows(bundle, TRAINING_ROWS, 0),
+        batch_size=batch_size,
+        progress=progress,
+        goal=goal,
+    )
+    after = bundle.predict_proba(torch.as_tensor(found.row).unsqueeze(0))[0] if found.found else None
+    return found, after, time.perf_counter() - start
+
+
 def table_counterfactual(
     bundle: ModelBundle,
     row: torch.Tensor,
@@ -259,19 +293,10 @@ def table_counterfactual(
         raise ExplainError(
             f"The model already predicts {bundle.info.classes[k]} for this row: pick another class for the counterfactual."
         )
-    start = time.perf_counter()
-    found = search_columns(
-        bundle,
-        x,
-        k,
-        fixed=fixed,
-        max_changes=max_changes,
-        beam=beam,
-        training=training_rows(bundle, TRAINING_ROWS, 0),
-        batch_size=batch_size,
-        progress=progress,
+    found, scores_after, seconds = timed_search(
+        bundle, x, k, fixed=fixed, max_changes=max_changes, beam=beam, batch_size=batch_size, progress=progress
     )
-    after = bundle.predict_proba(torch.as_tensor(found.row).unsqueeze(0))[0].numpy() if found.found else None
+    after = None if scores_after is None else scores_after.numpy()
     return Counterfactual(
         modality=bundle.modality,
         search=COLUMNS,
@@ -281,9 +306,9 @@ def table_counterfactual(
         budget=float(max_changes),
         probs_before=before,
         probs_after=after,
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
         changes=found.changes,
         row=found.row if found.found else None,
         fixed=tuple(fixed),
-        note="" if found.found else "a beam search: a change of more columns, or outside the beam, may still exist",
+        note="" if found.found else BEAM_NOTE,
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,16 +24,15 @@ import torch
 from xaidash.data.errors import DatasetError
 from xaidash.data.registry import RegressionTarget, load_split
 from xaidash.explainers.batching import rows_per_pass, run_halving
-from xaidash.explainers.modalities.table_values import training_rows
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.robust.result import ColumnChange
 from xaidash.explainers.robust.searches import COLUMNS, Progress, quiet
 from xaidash.explainers.robust.table_counterfactual import (
+    BEAM_NOTE,
     DEFAULT_BEAM,
     DEFAULT_CHANGES,
-    TRAINING_ROWS,
     Goal,
-    search_columns,
+    timed_search,
 )
 from xaidash.models.bundle import ModelBundle
 
@@ -215,20 +213,18 @@ def table_value_counterfactual(
             f"The model already predicts {target.name} {target.value_text(before)} for this row, "
             f"{wanted.text(target)}: give a range it does not reach yet."
         )
-    start = time.perf_counter()
-    found = search_columns(
+    found, scores_after, seconds = timed_search(
         bundle,
         x,
         0,
         fixed=fixed,
         max_changes=max_changes,
         beam=beam,
-        training=training_rows(bundle, TRAINING_ROWS, 0),
         batch_size=batch_size,
         progress=progress,
         goal=value_goal(bundle, wanted, batch_size),
     )
-    after = float(bundle.predict_proba(torch.as_tensor(found.row).unsqueeze(0))[0, 0]) if found.found else None
+    after = None if scores_after is None else float(scores_after[0])
     return ValueCounterfactual(
         target=target,
         goal=wanted,
@@ -240,6 +236,6 @@ def table_value_counterfactual(
         changes=found.changes,
         row=found.row if found.found else None,
         fixed=tuple(fixed),
-        seconds=time.perf_counter() - start,
-        note="" if found.found else "a beam search: a change of more columns, or outside the beam, may still exist",
+        seconds=seconds,
+        note="" if found.found else BEAM_NOTE,
     )

@@ -20,7 +20,7 @@ surrogate, and share its encoding of the columns (`encoding.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,17 +125,7 @@ def compare_glassboxes(
             per_column(tree.named_steps["model"].feature_importances_, columns),
         ),
     ]
-    models = [
-        Glassbox(
-            name=name,
-            description=description,
-            accuracy=float((model.predict(x_test) == y_test).mean()),
-            importance_kind=kind,
-            importances=[float(v) for v in values],
-            spearman=_spearman(values, network_importance),
-        )
-        for name, description, model, kind, values in found
-    ]
+    models = _scored(found, lambda model: float((model.predict(x_test) == y_test).mean()), network_importance)
     return GlassboxComparison(float(network_accuracy), len(y_test), len(y_train), models)
 
 
@@ -176,16 +166,27 @@ def compare_value_glassboxes(
             per_column(tree.named_steps["model"].feature_importances_, columns),
         ),
     ]
-    models = [
+    models = _scored(found, lambda model: float(r2_score(y_test, model.predict(x_test))), network_importance, "R²")
+    return GlassboxComparison(float(network_accuracy), len(y_test), len(y_train), models, score_name="R²")
+
+
+def _scored(
+    found: list[tuple[str, str, Pipeline, str, np.ndarray]],
+    score: Callable[[Pipeline], float],
+    network_importance: Sequence[float] | np.ndarray,
+    score_name: str = "accuracy",
+) -> list[Glassbox]:
+    """The fitted glassboxes (name, description, pipeline, importance kind, per-column importances) with their test
+    `score` and the rank agreement of their importances with the network's."""
+    return [
         Glassbox(
             name=name,
             description=description,
-            accuracy=float(r2_score(y_test, model.predict(x_test))),
+            accuracy=score(model),
             importance_kind=kind,
             importances=[float(v) for v in values],
             spearman=_spearman(values, network_importance),
-            score_name="R²",
+            score_name=score_name,
         )
         for name, description, model, kind, values in found
     ]
-    return GlassboxComparison(float(network_accuracy), len(y_test), len(y_train), models, score_name="R²")

@@ -10,8 +10,9 @@ target's units (`fit_value_surrogate`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sklearn.metrics import r2_score
@@ -113,15 +114,18 @@ def _readable(name: str, column: TableColumn, threshold: float) -> tuple[str, st
     return f"{column.name} <= {threshold:.4g}", f"{column.name} > {threshold:.4g}"
 
 
-def _nodes(tree: DecisionTreeClassifier, columns: Sequence[TableColumn], class_names: Sequence[str]) -> list[TreeNode]:
+def _walk(
+    tree: DecisionTreeClassifier | DecisionTreeRegressor,
+    columns: Sequence[TableColumn],
+    outcome: Callable[[int], dict[str, Any]],
+) -> list[TreeNode]:
+    """A fitted tree's nodes in id order, each with its split in the columns' words; `outcome(i)` gives what node `i`
+    predicts (counts, predicted, purity and, for a number, value and spread)."""
     t, names, owner = tree.tree_, encoded_names(columns), encoded_owner(columns)
-    k = len(class_names)
     nodes: list[TreeNode] = []
     stack: list[tuple[int, int, int | None, str]] = [(0, 0, None, "")]
     while stack:
         i, depth, parent, condition = stack.pop()
-        counts = np.zeros(k, dtype=np.int64)
-        counts[tree.classes_] = np.rint(t.value[i, 0] / max(t.value[i, 0].sum(), 1e-12) * t.n_node_samples[i])
         leaf = t.children_left[i] == -1
         split, column, threshold, yes_no = "", None, None, ("", "")
         if not leaf:
@@ -129,7 +133,6 @@ def _nodes(tree: DecisionTreeClassifier, columns: Sequence[TableColumn], class_n
             column = columns[owner[f]].name
             yes_no = _readable(names[f], columns[owner[f]], threshold)
             split = f"{names[f]} <= {threshold:.4g}"
-        top = int(counts.argmax())
         nodes.append(
             TreeNode(
                 id=i,
@@ -142,58 +145,50 @@ def _nodes(tree: DecisionTreeClassifier, columns: Sequence[TableColumn], class_n
                 yes=None if leaf else int(t.children_left[i]),
                 no=None if leaf else int(t.children_right[i]),
                 rows=int(t.n_node_samples[i]),
-                counts=[int(c) for c in counts],
-                predicted=class_names[top],
-                purity=float(counts[top] / max(counts.sum(), 1)),
+                **outcome(i),
             )
         )
         if not leaf:
             stack.append((int(t.children_right[i]), depth + 1, i, yes_no[1]))
             stack.append((int(t.children_left[i]), depth + 1, i, yes_no[0]))
     return sorted(nodes, key=lambda n: n.id)
+
+
+def _nodes(tree: DecisionTreeClassifier, columns: Sequence[TableColumn], class_names: Sequence[str]) -> list[TreeNode]:
+    """A classification tree's nodes: each predicts the class most of its training rows were predicted."""
+    t = tree.tree_
+
+    def outcome(i: int) -> dict[str, Any]:
+        counts = np.zeros(len(class_names), dtype=np.int64)
+        counts[tree.classes_] = np.rint(t.value[i, 0] / max(t.value[i, 0].sum(), 1e-12) * t.n_node_samples[i])
+        top = int(counts.argmax())
+        return {
+            "counts": [int(c) for c in counts],
+            "predicted": class_names[top],
+            "purity": float(counts[top] / max(counts.sum(), 1)),
+        }
+
+    return _walk(tree, columns, outcome)
 
 
 def _value_nodes(
     tree: DecisionTreeRegressor, columns: Sequence[TableColumn], target: RegressionTarget
 ) -> list[TreeNode]:
     """A regression tree's nodes: each predicts the mean of the network's values among its training rows."""
-    t, names, owner = tree.tree_, encoded_names(columns), encoded_owner(columns)
+    t = tree.tree_
     root = float(np.sqrt(max(t.impurity[0], 0.0))) or 1.0
-    nodes: list[TreeNode] = []
-    stack: list[tuple[int, int, int | None, str]] = [(0, 0, None, "")]
-    while stack:
-        i, depth, parent, condition = stack.pop()
-        leaf = t.children_left[i] == -1
-        split, column, threshold, yes_no = "", None, None, ("", "")
-        if not leaf:
-            f, threshold = int(t.feature[i]), float(t.threshold[i])
-            column = columns[owner[f]].name
-            yes_no = _readable(names[f], columns[owner[f]], threshold)
-            split = f"{names[f]} <= {threshold:.4g}"
+
+    def outcome(i: int) -> dict[str, Any]:
         value, spread = float(t.value[i, 0, 0]), float(np.sqrt(max(t.impurity[i], 0.0)))
-        nodes.append(
-            TreeNode(
-                id=i,
-                depth=depth,
-                parent=parent,
-                condition=condition,
-                split=split,
-                column=column,
-                threshold=threshold,
-                yes=None if leaf else int(t.children_left[i]),
-                no=None if leaf else int(t.children_right[i]),
-                rows=int(t.n_node_samples[i]),
-                counts=[],
-                predicted=f"{target.name} {target.value_text(value)}",
-                purity=max(0.0, 1.0 - spread / root),
-                value=value,
-                spread=spread,
-            )
-        )
-        if not leaf:
-            stack.append((int(t.children_right[i]), depth + 1, i, yes_no[1]))
-            stack.append((int(t.children_left[i]), depth + 1, i, yes_no[0]))
-    return sorted(nodes, key=lambda n: n.id)
+        return {
+            "counts": [],
+            "predicted": f"{target.name} {target.value_text(value)}",
+            "purity": max(0.0, 1.0 - spread / root),
+            "value": value,
+            "spread": spread,
+        }
+
+    return _walk(tree, columns, outcome)
 
 
 def fit_surrogate(
