@@ -18,6 +18,7 @@ from torch import nn
 
 from xaidash.data.specs import Registry, Spec
 from xaidash.explainers.params import ExplainError
+from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import Run
 
 
@@ -76,7 +77,22 @@ class InfluenceMethodSpec(Spec):
 
     def applies(self, run: Run) -> str | None:
         """None when the method works on `run`, else one sentence on why not and what does."""
-        return self.check(run)
+        return _classes_only(run) or self.check(run)
+
+
+def _classes_only(run: Run) -> str | None:
+    """Why no influence method applies to a run that predicts a number: they all score training samples through a
+    classifier's loss (its cross-entropy over the classes, its final layer's per-class gradient)."""
+    try:
+        regression = run.info.regression
+    except ModelError:  # an unreadable run: the method's own check says what is wrong
+        return None
+    if regression is None:
+        return None
+    return (
+        f"the influence methods score training samples through a classifier's loss; this run predicts a number "
+        f"({regression.name})"
+    )
 
 
 def _unknown(method_id: Hashable, known: list[str]) -> str:

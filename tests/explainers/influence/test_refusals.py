@@ -122,3 +122,11 @@ def test_a_model_that_predicts_a_number_is_refused_in_one_sentence() -> None:
     probe = bundle.prepare(torch.zeros(2, len(bundle.info.columns)))
     with pytest.raises(ExplainError, match=r"predicts a number \(disease progression\), so they do not apply"):
         final_linear(bundle, probe)
+
+
+def test_no_influence_method_is_offered_for_a_run_that_predicts_a_number(tmp_path: Path) -> None:
+    from table_runs import fitted_bundle, table_run
+
+    run = table_run(tmp_path / "runs", fitted_bundle("diabetes"))
+    reasons = [why for _, why in influence_methods_for(run)]
+    assert reasons and all(why and "predicts a number (disease progression)" in why for why in reasons), reasons
