@@ -166,7 +166,8 @@ def own_dataset(c1: Any) -> DatasetInfo | None:
         key=OWN_KEY,
         placeholder="csv:/data/people.csv?target=label&id=row_id",
         help=f"What `xaidash train --dataset` takes: {examples}. A table: csv:<path>?target=<column>, with id=, "
-        "categorical=, numeric=, drop= and missing=impute|refuse (docs: Command line, Your own table).",
+        "categorical=, numeric=, drop=, missing=impute|refuse, task=regression|classes and unit= (a number to "
+        "predict; docs: Command line, Your own table).",
     ).strip()
     if not typed:
         c1.info(f"Type the name of your data: {examples}.", icon=":material/edit:")
