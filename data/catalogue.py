@@ -39,7 +39,7 @@ def datasets_table(root: Path | None = None) -> list[dict[str, str]]:
         {
             "name": info.name,
             "modality": info.modality,
-            "classes": str(info.num_classes),
+            "classes": "a number" if info.regression is not None else str(info.num_classes),
             "input": modality_of(info.modality).describe(info.input_shape),
             "ground truth": ground_truth(info),
             "status": dataset_status(info, root),

@@ -22,7 +22,9 @@ def test_the_expected_data_sets_are_registered():
 
 @pytest.mark.parametrize("info", list_datasets(), ids=lambda i: i.name)
 def test_registered_with_consistent_info(info: DatasetInfo):
-    assert info.description and len(info.classes) == len(set(info.classes)) >= 2
+    fewest = 1 if info.regression is not None else 2  # a number to predict: its one name, the model's one output
+    assert info.description and len(info.classes) == len(set(info.classes)) >= fewest
+    assert info.regression is None or info.classes == (info.regression.name,)
     if info.modality == "image":
         channels = info.input_shape[0]
         assert len(info.input_shape) == 3 and len(info.mean) == len(info.std) == channels
@@ -39,7 +41,11 @@ def test_builtins_work_offline_from_an_empty_root(name):
     source = get_source(name)
     assert source.info.builtin and source.is_available(data_root())
     split = load_split(name, "test")
-    assert len(split) > 0 and int(split.labels.max()) < source.info.num_classes and int(split.labels.min()) >= 0
+    assert len(split) > 0
+    if source.info.regression is not None:  # values to predict, in the target's units
+        assert split.labels.is_floating_point() and bool(split.labels.isfinite().all())
+    else:
+        assert int(split.labels.max()) < source.info.num_classes and int(split.labels.min()) >= 0
 
 
 def test_unknown_names():
@@ -51,6 +57,7 @@ def test_unknown_names():
 
 def test_status_in_an_empty_data_root():
     rows = {r["name"]: r for r in datasets_table()}
+    assert rows["diabetes"]["classes"] == "a number"  # a regression target, not one class
     assert [r["name"] for r in datasets_table()] == [i.name for i in list_datasets()]
     assert rows["shapes"] == {
         "name": "shapes",
