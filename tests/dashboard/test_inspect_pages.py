@@ -179,5 +179,7 @@ def test_model_page_minilm(runs_by_model, monkeypatch):
     at = open_page(runs_by_model["minilm"], "model", monkeypatch, model_source="Type text")
     assert not at.error, texts(at.error)
     assert at.metric[0].value == "22,566,146"
-    assert "Feature maps and filters are shown for image models" in texts(at.caption)
+    assert "Feature maps and filters are drawn for models that read images; this one's inputs are words" in texts(
+        at.caption
+    )
     assert "**epoch 1**" in texts(at.caption) and "val acc 50.0% · pred " in texts(at.caption)
