@@ -59,6 +59,16 @@ def focused_run_id(runs: dict[str, Run]) -> str | None:
     return chosen.id if chosen is not None else None
 
 
+def focus_of(runs: dict[str, Run]) -> str | None:
+    """The run the Runs section focuses (its details and curves), read without changing anything: what
+    `focused_run_id` returns on its next call (a pending run that got its weights is selected and stays the focus)."""
+    pending = st.session_state.get(PENDING)
+    if pending in runs:
+        return pending
+    chosen = selected_run()
+    return chosen.id if chosen is not None else None
+
+
 def _focus_on(run: Run) -> bool:
     """A click on `run`: select it when it has weights (True), else keep it pending (False)."""
     if has_weights(run):

@@ -37,7 +37,7 @@ from xaidash.dashboard.components.run_actions import (
     show_flash,
     state_message,
 )
-from xaidash.dashboard.components.runs_table import runs_table
+from xaidash.dashboard.components.runs_table import focus_of, runs_table
 from xaidash.dashboard.components.train_form import choose_dataset, choose_model, restore_fields, settings_form
 from xaidash.dashboard.errors import USER_ERRORS, guard, show_error
 from xaidash.dashboard.jobs import JobSnapshot
@@ -164,18 +164,18 @@ def ended_job(run: Run, state: FolderState) -> None:
         st.rerun(scope="app")
     state_message(state)
     run_actions(run, state, key="job")
-    if st.session_state.get(RUN_KEY) != run.id:
+    if focus_of({r.id: r for r in list_runs()}) != run.id:  # else the Runs section below draws them, once
         show_curves({run.id: run.metrics()}, curve_controls("job_curves"), empty_note="This run logged no curves.")
-        if has_weights(run) and state.state != "running":
-            st.button(
-                "Use this run",
-                key=f"job_use_{run.id}",
-                on_click=select_run,
-                args=(run.id,),
-                type="primary",
-                icon=":material/check:",
-                help="select it for every page (its results are under Runs below)",
-            )
+    if st.session_state.get(RUN_KEY) != run.id and has_weights(run) and state.state != "running":
+        st.button(
+            "Use this run",
+            key=f"job_use_{run.id}",
+            on_click=select_run,
+            args=(run.id,),
+            type="primary",
+            icon=":material/check:",
+            help="select it for every page (its results are under Runs below)",
+        )
 
 
 def run_results(run: Run) -> None:
