@@ -65,8 +65,11 @@ def focus_of(runs: dict[str, Run]) -> str | None:
     pending = st.session_state.get(PENDING)
     if pending in runs:
         return pending
-    chosen = selected_run()
-    return chosen.id if chosen is not None else None
+    chosen = st.session_state.get(RUN_KEY)
+    if chosen in runs:
+        return chosen
+    # what `selected_run` would pick (and remember: not here, the runs table does that in its turn)
+    return next((r.id for r in runs.values() if r.usable), None)
 
 
 def _focus_on(run: Run) -> bool:
