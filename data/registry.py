@@ -3,7 +3,8 @@
 A source declares what the data is (`DatasetInfo`) and loads its splits. Image splits
 hold float images in [0, 1] (not normalised: normalisation belongs to the model input,
 see `data.transforms`); text splits hold raw strings; table splits hold raw rows (each column in its own units,
-categories as codes), which the table adapter standardises and one-hot encodes for the model.
+categories as codes), which the table adapter standardises and one-hot encodes for the model; series splits hold raw
+values (N, C, T) in their own units, which the series adapter standardises per channel.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ class RegressionTarget:
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """What a data set is. `input_shape` is (C, H, W) for images and () for text."""
+    """What a data set is. `input_shape` is (C, H, W) for images, (C, T) for series (channels, time steps), () for
+    text; `mean` / `std` per channel (images, series: the training split's, which the model is fed standardised by)."""
 
     name: str
     modality: Modality
@@ -87,9 +89,11 @@ class DatasetInfo:
     description: str = ""
     builtin: bool = False  # generated or shipped with a dependency: always works offline
     has_masks: bool = False  # images: per-pixel ground truth of the object
-    has_rationales: bool = False  # text: indices of the words that set the label
+    has_rationales: bool = False  # text: indices of the words that set the label; series: of the steps that do
     columns: tuple[TableColumn, ...] = ()  # tables: the columns, in the order of a row's values
     truth_columns: tuple[str, ...] = ()  # tables: the columns known to set the label (a generated table)
+    channel_names: tuple[str, ...] = ()  # series: each channel's name, in order ('value' for a univariate series)
+    step_name: str = "step"  # series: what one time step is ('month', 'frame'), for axes and legends
     source_url: str = ""
     # A number to predict (`classes` is then its one name: the model has one output); None: classes
     regression: RegressionTarget | None = None
@@ -158,7 +162,24 @@ class TableSplit:
         return int(self.rows.shape[0])
 
 
-Split = ImageSplit | TextSplit | TableSplit
+@dataclass
+class SeriesSplit:
+    """Raw series (N, C, T) float32, every channel in its own units; labels (N,). `windows`: where known, the time
+    steps (indices) that set each label (a generated pattern's steps), the ground truth of the localisation metrics;
+    `lengths`: each series' length before it was padded to T (a data set of varying lengths), else None; `ids`:
+    where each series came from (a file's id column)."""
+
+    series: torch.Tensor
+    labels: torch.Tensor
+    windows: list[list[int]] | None = None
+    lengths: torch.Tensor | None = None
+    ids: list[str] | None = None
+
+    def __len__(self) -> int:
+        return int(self.series.shape[0])
+
+
+Split = ImageSplit | TextSplit | TableSplit | SeriesSplit
 
 
 class Loader(Protocol):

@@ -41,13 +41,14 @@ class FeatureLayout:
     """How one layer's output lies on the image when it is not (N, C, h, w) feature maps.
 
     - "nhwc": (N, h, w, C), channels last (Swin stages in timm and torchvision);
+    - "ncl": (N, C, L), a 1-D convolution's feature maps over time (series models), read as (N, C, 1, L);
     - "tokens": (N, T, C), `prefix` leading tokens (class, distillation, register tokens) then the
       patches row by row over a `grid` of (h, w) patches (vision transformers).
     CAM methods read such a layer through `to_maps`, so Grad-CAM works on vision transformers without
     the reshape function pytorch-grad-cam users write by hand.
     """
 
-    kind: Literal["nchw", "nhwc", "tokens"] = "nchw"
+    kind: Literal["nchw", "nhwc", "ncl", "tokens"] = "nchw"
     prefix: int = 0
     grid: tuple[int, int] = (0, 0)
 
@@ -55,6 +56,8 @@ class FeatureLayout:
         """The layer's output as (N, C, h, w) feature maps."""
         if self.kind == "nhwc":
             return t.permute(0, 3, 1, 2)
+        if self.kind == "ncl":
+            return t.unsqueeze(2)
         if self.kind == "tokens":
             h, w = self.grid
             if t.dim() != 3 or t.shape[1] != self.prefix + h * w:
@@ -119,6 +122,7 @@ class ModelSpec(Spec):
     embedding: str | None = None  # text: token embedding layer (layer IG / saliency)
     attention: tuple[str, ...] = ()  # modules whose attention weights are readable, one per layer
     gap_classifier: str | None = None  # linear layer right after global average pooling (CAM)
+    recurrent: str | None = None  # series: the nn.GRU / nn.LSTM whose hidden states and gates the inside view reads
     pretrained: bool = False  # carries weights of its own (minilm, resnet18)
     deeplift_ok: bool = True  # DeepLift / DeepExplainer apply (False for third-party graphs)
     # Why backpropagation cannot reach the model's input ("" when it can): methods of the gradient and CAM families

@@ -13,6 +13,7 @@ adapter here (plus its explaining half), its data sets and its models.
 from xaidash.data.modalities.base import MODALITIES, GroundTruth, Modality, modality_of
 from xaidash.data.modalities.image import IMAGE, ImageModality
 from xaidash.data.modalities.prompt import PROMPT, PromptModality
+from xaidash.data.modalities.series import SERIES, SeriesModality
 from xaidash.data.modalities.table import TABLE, TableModality
 from xaidash.data.modalities.text import TEXT, TextModality
 
@@ -20,12 +21,14 @@ __all__ = [
     "IMAGE",
     "MODALITIES",
     "PROMPT",
+    "SERIES",
     "TABLE",
     "TEXT",
     "GroundTruth",
     "ImageModality",
     "Modality",
     "PromptModality",
+    "SeriesModality",
     "TableModality",
     "TextModality",
     "modality_of",
