@@ -12,10 +12,12 @@ import pytest
 import torch
 
 import xaidash.data  # noqa: F401  (registers every data set)
+from xaidash.dashboard.cli import main
 from xaidash.data.errors import DatasetError
 from xaidash.data.modalities.series import SERIES, channel_stats
 from xaidash.data.registry import SeriesSplit, get_source
 from xaidash.data.sets._common import stratified_indices
+from xaidash.models.runs.store import runs_root
 
 CLASSES = ("rise", "fall", "flat")
 
@@ -197,7 +199,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("file", "content", "options", "says"), BAD, ids=[f"{b[0]}?{b[2]}" for b in BAD])
-def test_a_bad_file_is_one_line_and_nothing_is_written(tmp_path: Path, file, content, options, says) -> None:
+def test_a_bad_file_is_one_line_and_nothing_is_written(tmp_path: Path, capsys, file, content, options, says) -> None:
     folder = tmp_path / "data"
     folder.mkdir()
     path = folder / file
@@ -209,6 +211,12 @@ def test_a_bad_file_is_one_line_and_nothing_is_written(tmp_path: Path, file, con
     with pytest.raises(DatasetError, match=says) as refused:
         get_source(f"csv:{path}?{options}")
     assert "\n" not in str(refused.value)
+    # The command line says the same in one line and starts no run (the file is refused before any model meets it).
+    code = main(["train", "--dataset", f"csv:{path}?{options}", "--model", "tabular_mlp", "--epochs", "1", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert str(refused.value) in err
+    assert not runs_root().exists() or not list(runs_root().iterdir())
     assert sorted(p.name for p in folder.rglob("*")) == before  # no cache or note written beside the file
 
 
