@@ -195,7 +195,8 @@ JAPANESE_VOWELS = Archive(
     "UEA JapaneseVowels: 9 Japanese men saying the vowels 'ae'; each utterance is 12 LPC cepstrum coefficients "
     "(12 channels) over 7 to 29 analysis frames; which speaker is it. The series vary in length: each is padded to "
     "29 frames by repeating its last frame, and its real length is kept. 270 train (30 per speaker) / 370 test (the "
-    "archive's split). Shipped with sktime; works offline.",
+    "archive's split). 1-NN with dependent DTW over the real lengths reaches 94.9% on the test split (UEA archive, "
+    "Bagnall et al. 2018). Shipped with sktime; works offline.",
     channel_names=tuple(f"LPC {i}" for i in range(1, 13)),
     step_name="frame",
     url=URL + "JapaneseVowels",
