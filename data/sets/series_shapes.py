@@ -49,8 +49,8 @@ def _background(rng: np.random.Generator, n: int, channels: int) -> np.ndarray:
     """A smooth random walk around a random level plus white noise, (N, C, T)."""
     steps = rng.normal(0.0, WALK, size=(n, channels, STEPS + SMOOTH - 1))
     walk = np.cumsum(steps, axis=-1)
-    kernel = np.ones(SMOOTH) / SMOOTH
-    smooth = np.apply_along_axis(lambda v: np.convolve(v, kernel, mode="valid"), -1, walk)
+    sums = np.concatenate([np.zeros((n, channels, 1)), np.cumsum(walk, axis=-1)], axis=-1)
+    smooth = (sums[..., SMOOTH:] - sums[..., :-SMOOTH]) / SMOOTH  # the moving average over SMOOTH steps
     smooth += rng.normal(0.0, LEVEL, size=(n, channels, 1)) - smooth.mean(axis=-1, keepdims=True)
     return smooth + rng.normal(0.0, NOISE, size=(n, channels, STEPS))
 

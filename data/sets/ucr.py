@@ -183,7 +183,7 @@ BASIC_MOTIONS = Archive(
         "gyroscope y",
         "gyroscope z",
     ),
-    step_name="0.1 s",
+    step_name="sample (0.1 s)",
     url=URL + "BasicMotions",
 )
 JAPANESE_VOWELS = Archive(
