@@ -13,7 +13,7 @@ from torch import nn
 from xaidash.data.registry import DatasetInfo
 from xaidash.models.registry import DROPOUT, FeatureLayout, ModelSpec, register
 from xaidash.models.training.recipes import Recipe
-from xaidash.models.zoo.series_common import same_padding, series_problem, int_option
+from xaidash.models.zoo.series_common import int_option, same_padding, series_problem
 
 KERNELS = (8, 5, 3)
 WIDTH = 64  # the blocks' channels are WIDTH, 2 * WIDTH, WIDTH

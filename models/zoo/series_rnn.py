@@ -1,6 +1,7 @@
 """Recurrent classifiers for series: a GRU (Cho et al. 2014) and an LSTM (Hochreiter and Schmidhuber 1997) read the
 standardised series one time step at a time (batch first, one direction), and a linear head reads the hidden states'
-mean over time. The recurrent module is `rnn`, which the inside view reads for hidden states and gates (`ModelSpec.recurrent`)."""
+mean over time. The recurrent module is `rnn`, which the inside view reads for hidden states and gates
+(`ModelSpec.recurrent`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from torch import nn
 from xaidash.data.registry import DatasetInfo
 from xaidash.models.registry import DROPOUT, ModelOption, ModelSpec, register
 from xaidash.models.training.recipes import Recipe
-from xaidash.models.zoo.series_common import series_problem, int_option
+from xaidash.models.zoo.series_common import int_option, series_problem
 
 HIDDEN, LAYERS = 64, 1
 CELLS: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -25,11 +26,19 @@ class SeriesRNN(nn.Module):
     with the mean and 70.7% with the last state, the LSTM 66.7% and 56.0%; every step's state gets a gradient from the
     loss, not only through the whole chain of steps."""
 
-    def __init__(self, cell: str, channels: int, num_classes: int, hidden: int = HIDDEN, layers: int = LAYERS,
-                 dropout: float = 0.1):
+    def __init__(
+        self,
+        cell: str,
+        channels: int,
+        num_classes: int,
+        hidden: int = HIDDEN,
+        layers: int = LAYERS,
+        dropout: float = 0.1,
+    ):
         super().__init__()
-        self.rnn = CELLS[cell](channels, hidden, num_layers=layers, batch_first=True,
-                               dropout=dropout if layers > 1 else 0.0)
+        self.rnn = CELLS[cell](
+            channels, hidden, num_layers=layers, batch_first=True, dropout=dropout if layers > 1 else 0.0
+        )
         self.pool = nn.AdaptiveAvgPool1d(1)
         self.flatten = nn.Flatten()
         self.dropout = nn.Dropout(dropout)
@@ -44,8 +53,9 @@ class SeriesRNN(nn.Module):
 
 
 def _builder(cell: str) -> Any:
-    def build(info: DatasetInfo, hidden: int = HIDDEN, layers: int = LAYERS, dropout: float = 0.1,
-              **_: Any) -> SeriesRNN:
+    def build(
+        info: DatasetInfo, hidden: int = HIDDEN, layers: int = LAYERS, dropout: float = 0.1, **_: Any
+    ) -> SeriesRNN:
         return SeriesRNN(cell, info.input_shape[0], info.num_classes, hidden, layers, dropout)
 
     return build

@@ -13,7 +13,7 @@ from xaidash.data.registry import DatasetInfo
 from xaidash.models.registry import DROPOUT, ModelError, ModelSpec, register
 from xaidash.models.training.recipes import Recipe
 from xaidash.models.zoo._attention import Encoder
-from xaidash.models.zoo.series_common import same_padding, series_problem, int_option
+from xaidash.models.zoo.series_common import int_option, same_padding, series_problem
 
 DIM, DEPTH, HEADS, MLP_DIM = 64, 2, 4, 128
 # Each step's token embeds the 9 steps around it, not the step alone: on GunPoint (seed 0, 100 epochs, batch 8) test
