@@ -22,9 +22,10 @@ CELLS: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM
 class SeriesRNN(nn.Module):
     """forward(x (N, C, T) standardised) -> logits (N, classes), from the mean of the hidden states over the steps.
 
-    The mean rather than the last step's state: on GunPoint (seed 0, 100 epochs) the GRU reached 95.3% test accuracy
-    with the mean and 70.7% with the last state, the LSTM 66.7% and 56.0%; every step's state gets a gradient from the
-    loss, not only through the whole chain of steps."""
+    The mean rather than the last step's state: on GunPoint (seed 0, 100 epochs, batch 16, lr 0.003, in a plain
+    AdamW + one-cycle loop with the engine's split) the GRU reached 95.3% test accuracy with the mean and 70.7% with
+    the last state, the LSTM 66.7% and 56.0%: every step's state gets a gradient from the loss directly, not only
+    through the whole chain of steps."""
 
     def __init__(
         self,
@@ -67,11 +68,18 @@ OPTIONS = {
     "dropout": DROPOUT,
 }
 
-# expected_acc: the test accuracy of `xaidash train --dataset D --model M` (seed 0, one CPU thread). MEASURED below.
+# expected_acc: the test accuracy of `xaidash train --dataset D --model M` (seed 0, one CPU thread, AdamW and
+# one-cycle; the train split less its 10% validation share). GunPoint's 1-NN DTW reference is 90.7% (136/150,
+# recomputed with sktime on the same split; models/zoo/series_cnn.py): the GRU is above it, the LSTM below; the
+# convolutional network (99.3%) is GunPoint's default.
+#   GRU, gunpoint:  94.0% in 19 s (100 epochs, batch 16, lr 0.003)
+#   LSTM, gunpoint: 86.7% in 9 s (300 epochs, batch 8, lr 0.01; at batch 16 and lr 0.003 it stayed near 67%)
 GRU_RECIPES = {
+    "gunpoint": Recipe(epochs=100, batch_size=16, lr=3e-3, weight_decay=1e-4, expected_acc=0.940),
     "series": Recipe(epochs=100, batch_size=16, lr=3e-3, weight_decay=1e-4),  # a user's series: untested fallback
 }
 LSTM_RECIPES = {
+    "gunpoint": Recipe(epochs=300, batch_size=8, lr=1e-2, weight_decay=1e-4, expected_acc=0.867),
     "series": Recipe(epochs=100, batch_size=16, lr=3e-3, weight_decay=1e-4),
 }
 
