@@ -71,7 +71,7 @@ register(
     MethodSpec(
         id="attention",
         label="Attention",
-        modalities=("text",),
+        modalities=("text", "series"),
         compute=_attention,
         params=(
             Param("layer", "int", -1, "Attention layer to read, 0 = first; -1 = last.", min=-1),
@@ -90,7 +90,7 @@ register(
     MethodSpec(
         id="attention_rollout",
         label="Attention rollout",
-        modalities=("image", "text"),
+        modalities=("image", "text", "series"),
         compute=_rollout,
         params=(
             Param(
