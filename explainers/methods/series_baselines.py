@@ -46,7 +46,9 @@ def baseline_param(default: str, *, hide: bool = False) -> Param:
     """The `baseline` choice: the reference of a gradient method, or (`hide`) what hides a perturbed stretch."""
     choices = HIDE_BASELINES if hide else FIXED_BASELINES
     what = "What a hidden stretch of steps is replaced by" if hide else "The reference series the path starts from"
-    return Param("baseline", "choice", default, f"{what}; " + "; ".join(_WORDS[c] for c in choices) + ".", choices=choices)
+    return Param(
+        "baseline", "choice", default, f"{what}; " + "; ".join(_WORDS[c] for c in choices) + ".", choices=choices
+    )
 
 
 def smoothed(x: torch.Tensor) -> torch.Tensor:
@@ -54,7 +56,7 @@ def smoothed(x: torch.Tensor) -> torch.Tensor:
     out to 3σ, normalised; ends padded by repeating the first and last values)."""
     steps = x.shape[-1]
     sigma = max(1.0, SMOOTH_SIGMA * steps)
-    radius = min(int(math.ceil(3 * sigma)), steps - 1)
+    radius = min(math.ceil(3 * sigma), steps - 1)
     if radius < 1:
         return x.clone()
     offsets = torch.arange(-radius, radius + 1, dtype=x.dtype, device=x.device)

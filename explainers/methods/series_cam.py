@@ -59,7 +59,9 @@ def _class_activation_map(ctx: MethodContext, params: dict[str, Any]) -> MethodO
     return out
 
 
-def _register(method_id: str, label: str, compute: Any, description: str, *, signed: bool = False, **extra: Any) -> None:
+def _register(
+    method_id: str, label: str, compute: Any, description: str, *, signed: bool = False, **extra: Any
+) -> None:
     register(
         MethodSpec(
             id=method_id,
