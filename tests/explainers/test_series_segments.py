@@ -6,43 +6,22 @@ shared coalitions, captum's own KernelShap sampling agrees in expectation (corre
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import torch
-from captum.attr import KernelShap, Lime
+from captum.attr import KernelShap
 from series_method_bundles import bundle_of, context, conv_spec, raw_series, run, series_info
 
 from xaidash.explainers.methods._common import kernel_coalitions
-from xaidash.explainers.methods.lime_image import coalitions, lime_kernel
+from xaidash.explainers.methods.lime_image import coalitions
 from xaidash.explainers.methods.series_baselines import segment_bounds, segment_fill, segment_labels
+from xaidash.explainers.methods.series_reference import kernel_shap_reference, lime_reference, segment_mask
 
 
 @pytest.fixture(scope="module")
 def multivariate():
     info = series_info(3, 60)
     return bundle_of(conv_spec(), info, seed=4), raw_series(info, 3, seed=6)
-
-
-def _replayed(rows: np.ndarray) -> Iterator[torch.Tensor]:
-    for row in rows:
-        yield torch.as_tensor(row, dtype=torch.long).view(1, -1)
-
-
-class ReplayedKernelShap(KernelShap):
-    """captum's KernelShap drawing the given coalitions instead of its own (everything else captum's)."""
-
-    def __init__(self, forward_func, rows: np.ndarray):
-        super().__init__(forward_func)
-        self.rows = rows
-
-    def kernel_shap_perturb_generator(self, original_inp, **kwargs):
-        yield from _replayed(self.rows)
-
-
-def _mask(labels: torch.Tensor, channels: int) -> torch.Tensor:
-    return labels.view(1, 1, -1).expand(1, channels, -1).contiguous()
 
 
 @pytest.mark.parametrize("baseline", ["zero", "mean", "smoothed", "interpolation"])
@@ -55,12 +34,8 @@ def test_kernel_shap_equals_captum_on_the_same_coalitions(multivariate, baseline
     rows, _ = kernel_coalitions(150, 12, 0)
     assert out.attributions.shape == (3, 1, 60)
     for i in range(3):
-        expected = ReplayedKernelShap(bundle.model, rows).attribute(
-            ctx.x[i : i + 1],
-            baselines=fill[i : i + 1],
-            target=int(ctx.targets[i]),
-            feature_mask=_mask(labels, 3),
-            n_samples=150,
+        expected = kernel_shap_reference(
+            bundle.model, ctx.x[i : i + 1], fill[i : i + 1], int(ctx.targets[i]), labels, rows
         )
         for c in range(3):  # a segment spans every channel: captum repeats its value over them
             np.testing.assert_allclose(out.attributions[i, 0].numpy(), expected[0, c].numpy(), rtol=1e-3, atol=1e-5)
@@ -102,7 +77,7 @@ def test_kernel_shap_agrees_with_captums_own_sampling(multivariate) -> None:
         ctx.x,
         baselines=torch.zeros_like(ctx.x),
         target=int(ctx.targets[0]),
-        feature_mask=_mask(labels, 3),
+        feature_mask=segment_mask(labels, 3),
         n_samples=600,
     )
     first = segment_bounds(60, 8)[:-1].numpy()  # each segment's first step
@@ -110,20 +85,8 @@ def test_kernel_shap_agrees_with_captums_own_sampling(multivariate) -> None:
     assert np.corrcoef(ours, theirs)[0, 1] > 0.95
 
 
-def _cosine_kernel(width: float):
-    def similarity(original, perturbed, interpretable, **kwargs):
-        z = interpretable.double().flatten()
-        shown, k = float(z.sum()), z.numel()
-        distance = 1.0 - shown / (np.sqrt(shown) * np.sqrt(k)) if shown else 1.0  # sklearn's cosine distance to 1s
-        return float(lime_kernel(np.array(distance), width))
-
-    return similarity
-
-
 @pytest.mark.parametrize("baseline", ["series_mean", "interpolation"])
 def test_lime_equals_captum_lime_with_the_same_samples_kernel_and_surrogate(multivariate, baseline: str) -> None:
-    from captum._utils.models.linear_model import SkLearnRidge
-
     bundle, raw = multivariate
     ctx = context(bundle, raw, batch_size=64)
     out = run("lime", ctx, segments=10, samples=200, baseline=baseline, kernel_width=0.25)
@@ -132,25 +95,9 @@ def test_lime_equals_captum_lime_with_the_same_samples_kernel_and_surrogate(mult
     rows = coalitions(200, 10, 0).numpy()
     assert out.attributions.shape == (3, 1, 60)
 
-    def probability(x: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(bundle.model(x), 1)
-
-    def replay(original: torch.Tensor, **kwargs: object) -> Iterator[torch.Tensor]:
-        yield from _replayed(rows)
-
     for i in range(3):
-        lime = Lime(
-            probability,
-            interpretable_model=SkLearnRidge(alpha=1.0),
-            similarity_func=_cosine_kernel(0.25),
-            perturb_func=replay,
-        )
-        expected = lime.attribute(
-            ctx.x[i : i + 1],
-            baselines=fill[i : i + 1],
-            target=int(ctx.targets[i]),
-            feature_mask=_mask(labels, 3),
-            n_samples=200,
+        expected = lime_reference(
+            bundle.model, ctx.x[i : i + 1], fill[i : i + 1], int(ctx.targets[i]), labels, rows, 0.25
         )
         scale = float(expected.abs().max())
         np.testing.assert_allclose(out.attributions[i, 0].numpy(), expected[0, 1].numpy(), rtol=1e-3, atol=1e-4 * scale)
