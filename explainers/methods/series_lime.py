@@ -1,8 +1,9 @@
 """LIME over time segments for series models: the series is cut into `segments` equal stretches of steps, random
 sets of segments are hidden (their values from the chosen baseline, as for KernelSHAP: `series_baselines`), and a
-weighted linear surrogate of the target probability is fitted on which segments were shown, by lime's own `LimeBase`
-with lime_image's kernel on the cosine distance to the unperturbed series and its ridge regressor (the surrogate image
-LIME fits here too: `lime_image`). A segment spans every channel; its weight is repeated over its steps ((N, 1, T)).
+weighted linear surrogate of the target probability is fitted on which segments were shown, as lime's own `LimeBase`
+fits it with lime_image's kernel on the cosine distance to the unperturbed series (the surrogate image LIME fits here
+too: `lime_image`), for all series of the call in one multi-output ridge fit (a test checks it against one LimeBase
+call per series). A segment spans every channel; its weight is repeated over its steps ((N, 1, T)).
 
 captum's `Lime` fits the same surrogate when given these coalitions, this kernel and a ridge model (a test checks
 it); its defaults (a Lasso on an exponential kernel of the euclidean distance in input space, width 1) weigh a
@@ -11,7 +12,6 @@ sample of every series of the call is built on the device and scored in one stre
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -30,19 +30,19 @@ from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 
 
-def surrogate(on: np.ndarray, probs: np.ndarray, kernel_width: float, seed: int) -> tuple[np.ndarray, float]:
-    """lime's `LimeBase` fit of one series' probabilities (S,) on the (S, k) coalitions: (k weights, weighted R^2)."""
-    from lime.lime_base import LimeBase
-    from sklearn.metrics import pairwise_distances
+def surrogates(on: np.ndarray, probs: np.ndarray, kernel_width: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """lime's `LimeBase.explain_instance_with_data` fit (feature_selection 'none': every segment) of the (N, S)
+    probabilities of N series on their shared (S, k) coalitions: its kernel on the cosine distance to the first
+    (unperturbed) sample, its Ridge(alpha=1) with intercept weighted by it, and its weighted R^2. One multi-output
+    fit: ridge fits each output on its own, so the weights equal one LimeBase call per series. ((N, k), (N,))."""
+    from sklearn.linear_model import Ridge
+    from sklearn.metrics import pairwise_distances, r2_score
 
-    k = on.shape[1]
     distances = pairwise_distances(on, on[:1], metric="cosine").ravel()
-    base = LimeBase(partial(lime_kernel, kernel_width=kernel_width), random_state=seed)
-    _, coefs, score, _ = base.explain_instance_with_data(on, probs[:, None], distances, 0, k, feature_selection="none")
-    weights = np.zeros(k, dtype=np.float32)
-    for feature, w in coefs:
-        weights[int(feature)] = w
-    return weights, float(score)
+    weights = lime_kernel(distances, kernel_width)
+    model = Ridge(alpha=1, fit_intercept=True, random_state=seed).fit(on, probs.T, sample_weight=weights)
+    r2 = r2_score(probs.T, model.predict(on), sample_weight=weights, multioutput="raw_values")
+    return np.asarray(model.coef_, dtype=np.float32).reshape(len(probs), -1), np.asarray(r2, dtype=np.float64)
 
 
 def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
@@ -52,14 +52,10 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     fill = segment_fill(ctx, str(params["baseline"]), labels)
     probs, used = scored_rows(ctx, n * samples, coalition_builder(ctx, fill, on, labels), probability=True, what="LIME")
     probs_np = probs.view(n, samples).double().cpu().numpy()
-    maps, r2 = [], []
-    for i in range(n):
-        weights, score = surrogate(on.numpy(), probs_np[i], float(params["kernel_width"]), ctx.seed)
-        maps.append(torch.as_tensor(weights)[labels])
-        r2.append(score)
+    weights, r2 = surrogates(on.numpy(), probs_np, float(params["kernel_width"]), ctx.seed)
     return MethodOutput(
-        torch.stack(maps).unsqueeze(1),
-        {"surrogate_r2": r2, "segments": [float(on.shape[1])] * n, "batch_size": [float(used)] * n},
+        torch.as_tensor(weights)[:, labels].unsqueeze(1),
+        {"surrogate_r2": r2.tolist(), "segments": [float(on.shape[1])] * n, "batch_size": [float(used)] * n},
         segments=labels.expand(n, -1).numpy().copy(),
     )
 

@@ -102,3 +102,26 @@ def test_lime_equals_captum_lime_with_the_same_samples_kernel_and_surrogate(mult
         scale = float(expected.abs().max())
         np.testing.assert_allclose(out.attributions[i, 0].numpy(), expected[0, 1].numpy(), rtol=1e-3, atol=1e-4 * scale)
     assert all(0.0 <= r <= 1.0 for r in out.diagnostics["surrogate_r2"])
+
+
+def test_the_shared_lime_fit_equals_one_limebase_call_per_series() -> None:
+    from functools import partial
+
+    from lime.lime_base import LimeBase
+    from sklearn.metrics import pairwise_distances
+
+    from xaidash.explainers.methods.lime_image import lime_kernel
+    from xaidash.explainers.methods.series_lime import surrogates
+
+    on = coalitions(120, 9, 3).numpy()
+    probs = np.random.default_rng(0).random((4, 120))
+    weights, r2 = surrogates(on, probs, 0.25, 0)
+    distances = pairwise_distances(on, on[:1], metric="cosine").ravel()
+    for i in range(4):
+        base = LimeBase(partial(lime_kernel, kernel_width=0.25), random_state=0)
+        _, coefs, score, _ = base.explain_instance_with_data(on, probs[i][:, None], distances, 0, 9, "none")
+        expected = np.zeros(9)
+        for feature, w in coefs:
+            expected[int(feature)] = w
+        np.testing.assert_allclose(weights[i], expected, rtol=1e-5, atol=1e-7)
+        assert r2[i] == pytest.approx(score, rel=1e-9)
