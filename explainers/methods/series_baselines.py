@@ -13,11 +13,11 @@ takes the series' own mean. It depends on the stretch, so it is built per hidden
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from xaidash.explainers.methods._common import scored_rows
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext
 
@@ -142,16 +142,29 @@ def resolved_segments(ctx: MethodContext, params: dict[str, Any]) -> torch.Tenso
     return segment_labels(step_count(ctx), int(params["segments"]))
 
 
-def coalition_builder(
-    ctx: MethodContext, fill: torch.Tensor, on: torch.Tensor, labels: torch.Tensor
-) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """The `scored_rows` builder of series with some segments hidden: row i * S + s is series i showing the
-    segments of coalition s (`on` (S, k) 0/1), its other segments taken from `fill` (N, C, T)."""
-    x, samples = ctx.x.detach(), len(on)
-    shown = on.to(x.device)[:, labels.to(x.device)].bool()  # (S, T): each coalition spread over its steps
+def scored_coalitions(
+    ctx: MethodContext,
+    fill: torch.Tensor,
+    on: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    probability: bool = False,
+    what: str = "the explanation",
+) -> tuple[torch.Tensor, int]:
+    """The target's logit (or probability) of every series of the call showing each coalition of segments (`on`
+    (S, k) 0/1), its other segments taken from `fill` (N, C, T): (N, S) float32 scores on the device and the batch
+    size that ran. A coalition drawn more than once (KernelSHAP draws the smallest and largest ones often) is
+    scored once: the same values as scoring every draw, in fewer passes. All series share one stream of passes
+    (`_common.scored_rows`)."""
+    x = ctx.x.detach()
+    distinct, inverse = torch.unique(on, dim=0, return_inverse=True)
+    shown = distinct.to(x.device)[:, labels.to(x.device)].bool()  # (U, T): each coalition spread over its steps
+    count = len(distinct)
 
     def build(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        i, s = index // samples, index % samples
-        return torch.where(shown[s].unsqueeze(1), x[i], fill[i]), ctx.targets[i]
+        # Row i * U + u: series i showing the segments of distinct coalition u.
+        i, u = index // count, index % count
+        return torch.where(shown[u].unsqueeze(1), x[i], fill[i]), ctx.targets[i]
 
-    return build
+    scores, used = scored_rows(ctx, len(x) * count, build, probability=probability, what=what)
+    return scores.view(len(x), count)[:, inverse.to(scores.device)], used

@@ -17,12 +17,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaidash.explainers.methods._common import scored_rows
 from xaidash.explainers.methods.lime_image import coalitions, lime_kernel
 from xaidash.explainers.methods.series_baselines import (
     baseline_param,
-    coalition_builder,
     resolved_segments,
+    scored_coalitions,
     segment_fill,
     segments_param,
 )
@@ -50,8 +49,8 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     labels = resolved_segments(ctx, params)
     on = coalitions(samples, int(labels.max()) + 1, ctx.seed)  # the first shows every segment (lime's convention)
     fill = segment_fill(ctx, str(params["baseline"]), labels)
-    probs, used = scored_rows(ctx, n * samples, coalition_builder(ctx, fill, on, labels), probability=True, what="LIME")
-    probs_np = probs.view(n, samples).double().cpu().numpy()
+    probs, used = scored_coalitions(ctx, fill, on, labels, probability=True, what="LIME")
+    probs_np = probs.double().cpu().numpy()
     weights, r2 = surrogates(on.numpy(), probs_np, float(params["kernel_width"]), ctx.seed)
     return MethodOutput(
         torch.as_tensor(weights)[:, labels].unsqueeze(1),

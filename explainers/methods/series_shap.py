@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from xaidash.explainers.methods._common import kernel_coalitions, kernel_shap_fit, scored_rows
+from xaidash.explainers.methods._common import kernel_coalitions, kernel_shap_fit
 from xaidash.explainers.methods.series_baselines import (
     baseline_param,
-    coalition_builder,
     resolved_segments,
+    scored_coalitions,
     segment_fill,
     segments_param,
 )
@@ -34,9 +34,8 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     k = int(labels.max()) + 1
     on, weights = kernel_coalitions(samples, k, ctx.seed)  # the same coalitions for every series of the call
     fill = segment_fill(ctx, str(params["baseline"]), labels)
-    build = coalition_builder(ctx, fill, torch.as_tensor(on), labels)
-    scores, used = scored_rows(ctx, n * samples, build, what="KernelSHAP")
-    f = scores.view(n, samples).double().cpu().numpy()
+    scores, used = scored_coalitions(ctx, fill, torch.as_tensor(on), labels, what="KernelSHAP")
+    f = scores.double().cpu().numpy()
     # one weighted least-squares fit for every series: they share the coalitions and weights, and sklearn fits each
     # column of a 2-D target on its own (the same values as one fit per series, without its per-call cost)
     phi = torch.as_tensor(kernel_shap_fit(on, f.T, weights)).view(n, k)
@@ -55,7 +54,8 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
 
 
 def _passes(params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
-    return 0, params["samples"] * n  # f(x) and f(every segment hidden) are its first two samples
+    # at most (a coalition drawn twice is scored once); f(x) and f(every segment hidden) are its first two samples
+    return 0, params["samples"] * n
 
 
 register(
