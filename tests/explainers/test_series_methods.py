@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from series_method_bundles import (
+    attention_spec,
     bundle_of,
     context,
     conv_spec,
@@ -295,3 +296,31 @@ def test_series_methods_run_end_to_end_through_explain(univariate) -> None:
     e = explain(bundle, raw[:2], method="occlusion", window=4, stride=2)
     direct = run("occlusion", context(bundle, raw[:2], e.targets), window=4, stride=2).attributions.sum(1)
     np.testing.assert_allclose(np.stack([np.ravel(e.item(i)) for i in range(2)]), direct.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_attention_is_offered_for_series_transformers_only(univariate) -> None:
+    from xaidash.explainers.registry import get_method
+
+    info = series_info(2, 20)
+    transformer = bundle_of(attention_spec(), info)
+    for method in ("attention", "attention_rollout"):
+        spec = get_method(method, "series")
+        assert spec.applies(transformer) is None
+        assert "no global attention weights" in str(spec.applies(univariate[0]))
+
+
+def test_attention_through_explain_is_the_attention_each_step_receives() -> None:
+    """Through `explain()` and the series adapter: the map is the last layer's attention, heads averaged, that each
+    step receives, averaged over the query steps (no class token)."""
+    pytest.importorskip("xaidash.explainers.modalities.series", reason="the series adapter (helper sadapter)")
+    from xaidash.explainers import explain
+
+    info = series_info(2, 20)
+    bundle = bundle_of(attention_spec(), info)
+    raw = raw_series(info, 3)
+    e = explain(bundle, raw, method="attention")
+    with torch.no_grad():
+        _, (weights,) = bundle.model.forward_with_attention(bundle.prepare(raw))
+    expected = weights.mean(1).mean(1).numpy()  # heads, then query rows: (N, T)
+    for i in range(3):
+        np.testing.assert_allclose(np.ravel(e.item(i)), expected[i], rtol=1e-5, atol=1e-7)

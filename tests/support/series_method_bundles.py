@@ -69,6 +69,24 @@ class WindowModel(nn.Module):
         return torch.stack([zeros, energy, zeros + 1.0], 1)
 
 
+class TinyAttention(nn.Module):
+    """One token per step, one attention layer of two heads, mean-pooled: what series_transformer exposes."""
+
+    def __init__(self, channels: int, classes: int = len(CLASSES), width: int = 8):
+        super().__init__()
+        self.embed = nn.Conv1d(channels, width, 1)
+        self.attn = nn.MultiheadAttention(width, 2, batch_first=True)
+        self.head = nn.Linear(width, classes)
+
+    def forward_with_attention(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        tokens = self.embed(x).transpose(1, 2)
+        out, weights = self.attn(tokens, tokens, tokens, need_weights=True, average_attn_weights=False)
+        return self.head(out.mean(1)), [weights]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_with_attention(x)[0]
+
+
 CONV_LAYERS = ("act1", "act2")
 
 
@@ -90,6 +108,16 @@ def gru_spec() -> ModelSpec:
         modality="series",
         build=lambda info: TinyGRU(info.input_shape[0]),
         recurrent="rnn",
+        deeplift_ok=False,
+    )
+
+
+def attention_spec() -> ModelSpec:
+    return ModelSpec(
+        name="standin_series_transformer",
+        modality="series",
+        build=lambda info: TinyAttention(info.input_shape[0]),
+        attention=("attn",),
         deeplift_ok=False,
     )
 
