@@ -20,6 +20,7 @@ import torch
 from xaidash.explainers.methods._common import scored_rows
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext
+from xaidash.models.bundle import ModelBundle
 
 # Baselines that are one series per input (gradients' references, the fill of hidden segments).
 FIXED_BASELINES = ("zero", "mean", "series_mean", "smoothed")
@@ -67,11 +68,12 @@ def smoothed(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.conv1d(padded, kernel).view_as(x)
 
 
-def fixed_baseline(name: str, ctx: MethodContext) -> torch.Tensor:
-    """The prepared (N, C, T) baseline series of each input for a baseline that does not depend on what is hidden."""
-    x = ctx.x.detach()
+def fixed_baseline(name: str, bundle: ModelBundle, x: torch.Tensor) -> torch.Tensor:
+    """The prepared (N, C, T) baseline series of each prepared series x for a baseline that does not depend on what
+    is hidden."""
+    x = x.detach()
     if name == "zero":
-        return ctx.bundle.prepare(torch.zeros(1, *x.shape[1:], device=x.device)).expand_as(x).clone()
+        return bundle.prepare(torch.zeros(1, *x.shape[1:], device=x.device)).expand_as(x).clone()
     if name == "mean":
         return torch.zeros_like(x)
     if name == "series_mean":
@@ -112,14 +114,16 @@ def segment_labels(steps: int, segments: int) -> torch.Tensor:
     return torch.bucketize(torch.arange(steps), edges[1:], right=True)
 
 
-def segment_fill(ctx: MethodContext, name: str, labels: torch.Tensor) -> torch.Tensor:
-    """The prepared (N, C, T) series every hidden segment takes its values from: a fixed baseline, or with
-    `interpolation` each segment's own line between the values just outside it."""
+def segment_fill(name: str, bundle: ModelBundle, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The prepared (N, C, T) series every hidden segment of the prepared series x takes its values from: a fixed
+    baseline, or with `interpolation` each segment's own line between the values just outside it. With every
+    segment hidden a series is this one: what KernelSHAP's values add up to the change from (the completeness
+    metric's f(baseline) for a series method, from the explanation's params and segment labels)."""
     if name != "interpolation":
-        return fixed_baseline(name, ctx)
-    edges = segment_bounds(len(labels), int(labels.max()) + 1).to(ctx.x.device)
-    labels = labels.to(ctx.x.device)
-    return line_fill(ctx.x.detach(), edges[labels], edges[labels + 1])
+        return fixed_baseline(name, bundle, x)
+    edges = segment_bounds(len(labels), int(labels.max()) + 1).to(x.device)
+    labels = torch.as_tensor(labels).to(x.device)
+    return line_fill(x.detach(), edges[labels], edges[labels + 1])
 
 
 def segments_param(default: int = SEGMENTS) -> Param:

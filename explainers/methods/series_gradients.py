@@ -58,7 +58,7 @@ def _smoothgrad(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
 
 def _integrated_gradients(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     x, steps = ctx.x.detach(), int(params["steps"])
-    bases = fixed_baseline(params["baseline"], ctx)
+    bases = fixed_baseline(params["baseline"], ctx.bundle, ctx.x)
     (attr, delta), used = _pairs_ig(ctx, x, bases, ctx.targets, steps)
     delta = delta.float()
     change = attr.flatten(1).sum(1).float() - delta  # captum's delta is signed: sum - (f(x) - f(baseline))
@@ -83,7 +83,7 @@ def _integrated_gradients(ctx: MethodContext, params: dict[str, Any]) -> MethodO
 
 def _deeplift(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     dl = DeepLift(ctx.model)
-    bases = fixed_baseline(params["baseline"], ctx)
+    bases = fixed_baseline(params["baseline"], ctx.bundle, ctx.x)
 
     def one(s: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         attr, delta = dl.attribute(

@@ -48,7 +48,7 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     n, samples = len(ctx.x), int(params["samples"])
     labels = resolved_segments(ctx, params)
     on = coalitions(samples, int(labels.max()) + 1, ctx.seed)  # the first shows every segment (lime's convention)
-    fill = segment_fill(ctx, str(params["baseline"]), labels)
+    fill = segment_fill(str(params["baseline"]), ctx.bundle, ctx.x, labels)
     probs, used = scored_coalitions(ctx, fill, on, labels, probability=True, what="LIME")
     probs_np = probs.double().cpu().numpy()
     weights, r2 = surrogates(on.numpy(), probs_np, float(params["kernel_width"]), ctx.seed)

@@ -52,7 +52,7 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     lanes = channels if each else 1
     features = len(starts) * lanes  # window w of channel lane c is feature w * lanes + c
     kind = str(params["baseline"])
-    fill = None if kind == "interpolation" else fixed_baseline(kind, ctx)
+    fill = None if kind == "interpolation" else fixed_baseline(kind, ctx.bundle, ctx.x)
     lane_mask = torch.eye(channels, dtype=torch.bool, device=x.device) if each else None
 
     def build(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -33,7 +33,7 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     labels = resolved_segments(ctx, params)
     k = int(labels.max()) + 1
     on, weights = kernel_coalitions(samples, k, ctx.seed)  # the same coalitions for every series of the call
-    fill = segment_fill(ctx, str(params["baseline"]), labels)
+    fill = segment_fill(str(params["baseline"]), ctx.bundle, ctx.x, labels)
     scores, used = scored_coalitions(ctx, fill, torch.as_tensor(on), labels, what="KernelSHAP")
     f = scores.double().cpu().numpy()
     # one weighted least-squares fit for every series: they share the coalitions and weights, and sklearn fits each

@@ -60,7 +60,7 @@ def test_each_baseline_is_the_raw_baseline_prepared(univariate, multivariate, na
     for bundle, raw in (univariate, multivariate):
         ctx = context(bundle, raw)
         expected = bundle.prepare(_raw_baseline(name, raw, bundle.info))
-        torch.testing.assert_close(fixed_baseline(name, ctx), expected, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(fixed_baseline(name, bundle, ctx.x), expected, rtol=1e-4, atol=1e-4)
 
 
 def _hand_line(row: np.ndarray, a: int, b: int) -> np.ndarray:
@@ -125,7 +125,7 @@ def test_ig_equals_captum_on_the_same_baseline_series(multivariate) -> None:
     out = run("ig", ctx, baseline="zero", steps=32)
     kept = [i for i, used in enumerate(out.diagnostics["steps"]) if used == 32]  # within 1%: not refined
     assert len(kept) >= 2
-    base = fixed_baseline("zero", ctx)  # the same series (checked against the raw zeros prepared above)
+    base = fixed_baseline("zero", bundle, ctx.x)  # the same series (checked against the raw zeros prepared above)
     expected = IntegratedGradients(bundle.model).attribute(
         ctx.x, baselines=base, target=ctx.targets, n_steps=32, method="gausslegendre"
     )

@@ -30,7 +30,7 @@ def test_kernel_shap_equals_captum_on_the_same_coalitions(multivariate, baseline
     ctx = context(bundle, raw, batch_size=50)  # the coalitions of all series share passes
     out = run("shap_kernel", ctx, segments=12, samples=150, baseline=baseline)
     labels = segment_labels(60, 12)
-    fill = segment_fill(ctx, baseline, labels)
+    fill = segment_fill(baseline, bundle, ctx.x, labels)
     rows, _ = kernel_coalitions(150, 12, 0)
     assert out.attributions.shape == (3, 1, 60)
     for i in range(3):
@@ -91,7 +91,7 @@ def test_lime_equals_captum_lime_with_the_same_samples_kernel_and_surrogate(mult
     ctx = context(bundle, raw, batch_size=64)
     out = run("lime", ctx, segments=10, samples=200, baseline=baseline, kernel_width=0.25)
     labels = segment_labels(60, 10)
-    fill = segment_fill(ctx, baseline, labels)
+    fill = segment_fill(baseline, bundle, ctx.x, labels)
     rows = coalitions(200, 10, 0).numpy()
     assert out.attributions.shape == (3, 1, 60)
 
