@@ -20,6 +20,7 @@ from xaidash.explainers.methods._common import scored_rows
 from xaidash.explainers.methods.series_baselines import baseline_param, fixed_baseline, line_fill
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.models.bundle import ModelBundle
 
 CHANNEL_MODES = ("together", "each")
 
@@ -78,10 +79,14 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     )
 
 
-def _passes(params: dict[str, Any], n: int, background: int, hw: tuple[int, int]) -> tuple[int, int]:
-    steps = hw[1]
+def _passes(
+    bundle: ModelBundle, params: dict[str, Any], n: int, background: int, hw: tuple[int, int]
+) -> tuple[int, int]:
+    """f(x) and one row per window (per window and channel with channels=each) for each series."""
+    channels, steps = (int(v) for v in bundle.info.input_shape)
     window, stride = window_and_stride(steps, params)
-    return 0, n * (1 + len(window_starts(steps, window, stride)))  # a multivariate 'each': times the channels
+    lanes = channels if params["channels"] == "each" else 1
+    return 0, n * (1 + lanes * len(window_starts(steps, window, stride)))
 
 
 register(
@@ -109,7 +114,7 @@ register(
         description="Slides a window along the series, hides the steps under it (the baseline: zero, the training "
         "mean, the series' mean, a smoothed copy, or a straight line across the window) and records the drop of "
         "the target logit; each step gets the mean drop of the windows covering it (captum's Occlusion, batched).",
-        passes=_passes,
+        passes_on_model=_passes,
         featured=2,
     )
 )

@@ -324,3 +324,27 @@ def test_attention_through_explain_is_the_attention_each_step_receives() -> None
     expected = weights.mean(1).mean(1).numpy()  # heads, then query rows: (N, T)
     for i in range(3):
         np.testing.assert_allclose(np.ravel(e.item(i)), expected[i], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize(("method", "params"), [("occlusion", {"window": 6, "stride": 4}), ("shap_kernel", {})])
+def test_declared_passes_count_the_rows_scored(multivariate, method: str, params: dict) -> None:
+    from xaidash.explainers.registry import get_method
+
+    bundle, raw = multivariate
+    spec = get_method(method, "series")
+    seen: list[int] = []
+    handle = bundle.model.register_forward_hook(lambda m, inputs, out: seen.append(len(inputs[0])))
+    try:
+        for mode in ("together", "each") if method == "occlusion" else ("",):
+            given = {**params, **({"channels": mode} if mode else {})}
+            ctx = context(bundle, raw)
+            seen.clear()
+            out = run(method, ctx, **given)
+            _, rows = spec.count_passes(bundle, given, len(raw), 0)
+            if method == "occlusion":  # 12 windows over 50 steps, each hiding every channel or one at a time
+                assert rows == sum(seen) == len(raw) * (1 + 12 * (3 if mode == "each" else 1))
+                assert out.attributions.shape[1] == (3 if mode == "each" else 1)
+            else:  # an upper bound: a coalition drawn twice is scored once
+                assert rows == len(raw) * 300 and sum(seen) < rows
+    finally:
+        handle.remove()
