@@ -29,11 +29,11 @@ from xaidash.explainers.baselines import (
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.guard import evaluating
 from xaidash.explainers.map_arrays import Attributions, target_tensor
+from xaidash.explainers.methods.series_baselines import fixed_baseline, segment_fill
 from xaidash.explainers.metrics.maps import flat_maps
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.modalities.table_values import background_reference
 from xaidash.explainers.params import ExplainError
-from xaidash.explainers.methods.series_baselines import fixed_baseline, segment_fill
 from xaidash.explainers.registry import GROUPED_UNITS, Completeness, MethodSpec, get_method
 from xaidash.explainers.samples import resolve_background
 from xaidash.explainers.segmentation import fill
