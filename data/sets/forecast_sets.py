@@ -43,25 +43,25 @@ MAX_WINDOW = 4096
 
 @lru_cache(maxsize=1)
 def seasonal_trend() -> tuple[np.ndarray, list[str]]:
-    """(values, step labels): y_t = 10 + 0.05 t + s[t mod 12] + e_t, with s a fixed seasonal profile (zero mean, a
+    """(values, step labels): y_t = 10 + 0.1 t + s[t mod 12] + e_t, with s a fixed seasonal profile (zero mean, a
     range of about 6) and e_t = 0.8 e_(t-1) + N(0, 0.5^2). The best forecast of y_(t+h) from the past is
-    10 + 0.05 (t+h) + s[(t+h) mod 12] + 0.8^h e_t: it needs lag 12 (the season), lag 1 (the remainder) and the trend."""
+    10 + 0.1 (t+h) + s[(t+h) mod 12] + 0.8^h e_t: it needs lag 12 (the season), lag 1 (the remainder) and the trend."""
     rng = np.random.default_rng(SYNTH_SEED)
     profile = 3.0 * np.sin(2 * np.pi * np.arange(SYNTH_SEASON) / SYNTH_SEASON) + rng.normal(0.0, 0.8, SYNTH_SEASON)
     profile -= profile.mean()
     e = np.zeros(SYNTH_STEPS)
     shocks = rng.normal(0.0, SYNTH_NOISE, SYNTH_STEPS)
-    for t in range(1, SYNTH_STEPS):
-        e[t] = SYNTH_AR * e[t - 1] + shocks[t]
+    for i in range(1, SYNTH_STEPS):
+        e[i] = SYNTH_AR * e[i - 1] + shocks[i]
     t = np.arange(SYNTH_STEPS)
     values = 10.0 + SYNTH_TREND * t + profile[t % SYNTH_SEASON] + e
-    return values, [str(i) for i in t]
+    return values, [str(i) for i in range(SYNTH_STEPS)]
 
 
 def _sktime(loader_name: str) -> Callable[[], tuple[np.ndarray, list[str]]]:
     @lru_cache(maxsize=1)
     def read() -> tuple[np.ndarray, list[str]]:
-        import sktime.datasets  # imported on use: keeps `import data.sets` light
+        import sktime.datasets  # type: ignore[import-untyped]  # imported on use: keeps `import data.sets` light
 
         series = getattr(sktime.datasets, loader_name)()
         return series.to_numpy(dtype=np.float64), [str(p) for p in series.index]
@@ -204,7 +204,7 @@ SERIES: dict[str, _Series] = {
             "value",
             "",
             "step",
-            "Generated series with known lags: 10 + 0.05 t, a fixed season of 12 steps and a remainder that keeps 0.8 "
+            "Generated series with known lags: 10 + 0.1 t, a fixed season of 12 steps and a remainder that keeps 0.8 "
             "of itself each step (plus noise of std 0.5); 480 steps. The best forecast reads lag 12 (the season), "
             "lag 1 (the remainder) and the trend.",
         ),

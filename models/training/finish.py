@@ -9,8 +9,8 @@ from typing import Any
 
 from xaidash.models.runs.checkpoint import save_training_state, save_weights
 from xaidash.models.runs.store import STATE, WEIGHTS
-from xaidash.models.training.config import Callback, TrainResult
 from xaidash.models.task import FORECAST_SCORES
+from xaidash.models.training.config import Callback, TrainResult
 from xaidash.models.training.evaluation import evaluate
 from xaidash.models.training.loop import EpochResult, step_record
 from xaidash.models.training.session import TrainingSession
