@@ -171,3 +171,34 @@ def test_trajectories_are_scikit_learns_pca_on_all_steps():
     assert one.points[0].shape == (20, 6) and one.layer == 1
     with pytest.raises(ExplainError, match="layer"):
         trajectories(traces, layer=5)
+
+
+def test_charts_carry_the_trace_values():
+    from xaidash.explainers.inspection.recurrent_charts import (
+        gate_chart,
+        gate_frame,
+        series_chart,
+        top_units,
+        trajectory_chart,
+        trajectory_frame,
+    )
+
+    torch.manual_seed(6)
+    model = TinyRNN(nn.GRU, hidden=30, layers=2)
+    x = torch.randn(1, 2, 20)
+    trace = trace_module(model, model.rnn, x)
+    traj = trajectories([trace], labels=["test 0 (a)"])
+    df = trajectory_frame(traj)
+    assert list(df["step"]) == list(range(20)) and set(df["series"]) == {"test 0 (a)"}
+    np.testing.assert_allclose(df[["PC1", "PC2"]].to_numpy(), traj.points[0], atol=1e-6)
+    spec = trajectory_chart(traj).to_dict()
+    assert "PC1 (" in str(spec) and "viridis" in str(spec)
+    update = trace.layers[1].gates["update"]
+    units = top_units(update, 5)
+    assert len(units) == 5 and set(units) == set(np.argsort(-update.std(0))[:5])
+    frame = gate_frame(update, units)
+    assert len(frame) == 20 * 5
+    assert frame.query("unit == @units[0] and step == 3")["activation"].item() == pytest.approx(update[3, units[0]])
+    assert "redblue" in str(gate_chart(trace, 1, "new").to_dict())  # tanh gate: -1..1 diverging
+    assert "unit (24 of 30" in str(gate_chart(trace, 0, "reset").to_dict())
+    assert "channel" in str(series_chart(x[0].numpy(), ("x", "y")).to_dict())
