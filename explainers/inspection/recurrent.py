@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from xaidash.data.registry import SeriesSplit
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
@@ -123,7 +124,7 @@ def _capture(model: nn.Module, module: nn.Module, x: torch.Tensor) -> tuple[torc
     return inp[0], seen["hx"], out[0]
 
 
-def _initial(module: nn.Module, hx: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _initial(module: nn.RNNBase, hx: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(h0, c0 or None) of one layer for the one series: what the model passed, else zeros."""
     zeros = torch.zeros(module.hidden_size, dtype=torch.float64)
     if hx is None:
@@ -133,7 +134,7 @@ def _initial(module: nn.Module, hx: Any, layer: int) -> tuple[torch.Tensor, torc
     return hx[layer, 0].double().cpu(), None
 
 
-def _weights(module: nn.Module, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _weights(module: nn.RNNBase, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     w_ih, w_hh = getattr(module, f"weight_ih_l{k}"), getattr(module, f"weight_hh_l{k}")
     rows = w_ih.shape[0]
     b_ih = getattr(module, f"bias_ih_l{k}", None) if module.bias else None
@@ -144,7 +145,7 @@ def _weights(module: nn.Module, k: int) -> tuple[torch.Tensor, torch.Tensor, tor
     )
 
 
-def _lstm_layer(module: nn.Module, k: int, xs: torch.Tensor, hx: Any) -> LayerTrace:
+def _lstm_layer(module: nn.RNNBase, k: int, xs: torch.Tensor, hx: Any) -> LayerTrace:
     """c_t = f*c + i*g; h_t = o*tanh(c_t) with i, f, g, o in torch's order (nn.LSTM's documentation)."""
     w_ih, w_hh, b_ih, b_hh = _weights(module, k)
     h, c = _initial(module, hx, k)
@@ -165,7 +166,7 @@ def _lstm_layer(module: nn.Module, k: int, xs: torch.Tensor, hx: Any) -> LayerTr
     )
 
 
-def _gru_layer(module: nn.Module, k: int, xs: torch.Tensor, hx: Any) -> LayerTrace:
+def _gru_layer(module: nn.RNNBase, k: int, xs: torch.Tensor, hx: Any) -> LayerTrace:
     """n = tanh(W_in x + b_in + r*(W_hn h + b_hn)); h_t = (1-z)*n + z*h with r, z, n in torch's order (nn.GRU)."""
     w_ih, w_hh, b_ih, b_hh = _weights(module, k)
     h, _ = _initial(module, hx, k)
@@ -196,6 +197,7 @@ def trace_module(model: nn.Module, module: nn.Module, x: torch.Tensor, path: str
         xs, hx, out = _capture(model, module, x)
     finally:
         model.train(was_training)
+    assert isinstance(module, nn.RNNBase)  # module_reason refused anything else
     step = _lstm_layer if isinstance(module, nn.LSTM) else _gru_layer
     layers: list[LayerTrace] = []
     inp = xs.detach().double().cpu()
@@ -218,11 +220,32 @@ def _as_float32(layer: LayerTrace) -> LayerTrace:
     return LayerTrace(layer.hidden.astype(np.float32), gates, cell)
 
 
-def bundle_trace(bundle: ModelBundle, raw: torch.Tensor) -> RecurrentTrace:
+def series_tensor(raw: object) -> torch.Tensor:
+    """A raw series as a float tensor (C, T) or (1, C, T); ExplainError for anything else (a text)."""
+    if isinstance(raw, str) or not isinstance(raw, torch.Tensor | np.ndarray) or np.ndim(raw) not in (2, 3):
+        raise ExplainError("The inside view of a recurrent model reads one series (channels x time steps).")
+    return torch.as_tensor(raw, dtype=torch.float32)
+
+
+def first_per_class(split: object, classes: tuple[str, ...], skip: str = "") -> list[tuple[str, torch.Tensor]]:
+    """('test INDEX (class)', raw series) of the first series of every class in a series split, but `skip`."""
+    if not isinstance(split, SeriesSplit):
+        raise ExplainError("The series of every class need a data set of series.")
+    labels = split.labels.numpy()
+    out = []
+    for c, name in enumerate(classes):
+        hits = np.flatnonzero(labels == c)
+        label = f"test #{int(hits[0])} ({name})" if hits.size else ""
+        if hits.size and label != skip:
+            out.append((label, split.series[int(hits[0])]))
+    return out
+
+
+def bundle_trace(bundle: ModelBundle, raw: object) -> RecurrentTrace:
     """The trace of the bundle's declared recurrent layer for one raw series (C, T) or (1, C, T)."""
     if reason := recurrent_reason(bundle):
         raise ExplainError(reason)
-    raw = torch.as_tensor(raw, dtype=torch.float32)
+    raw = series_tensor(raw)
     x = bundle.prepare(raw if raw.dim() == 3 else raw.unsqueeze(0))
     if len(x) != 1:
         raise ExplainError(f"The inside view reads one series at a time; got {len(x)}.")
@@ -230,7 +253,8 @@ def bundle_trace(bundle: ModelBundle, raw: torch.Tensor) -> RecurrentTrace:
     return trace_module(bundle.model, bundle.model.get_submodule(path), x.to(bundle.device), path)
 
 
-def trajectories(traces: list[RecurrentTrace], layer: int = -1, components: int = 2, labels: list[str] | None = None
+def trajectories(
+    traces: list[RecurrentTrace], layer: int = -1, components: int = 2, labels: list[str] | None = None
 ) -> Trajectories:
     """PCA (scikit-learn) of `layer`'s hidden states over every step of every trace, fitted on them all so the
     trajectories share one plane and can be compared; components is capped by the data's rank bound."""

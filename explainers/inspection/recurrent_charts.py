@@ -23,9 +23,7 @@ def series_chart(raw: np.ndarray, channels: Sequence[str], step_name: str = "ste
     raw = np.asarray(raw, dtype=float)
     c, t = raw.shape
     names = list(channels) if len(channels) == c else [f"channel {i}" for i in range(c)]
-    df = pd.DataFrame(
-        {step_name: np.tile(np.arange(t), c), "value": raw.ravel(), "channel": np.repeat(names, t)}
-    )
+    df = pd.DataFrame({step_name: np.tile(np.arange(t), c), "value": raw.ravel(), "channel": np.repeat(names, t)})
     x = alt.X(f"{step_name}:Q", scale=alt.Scale(domain=[0, t - 1], nice=False), title=step_name)
     return (
         alt.Chart(df, title=title or "The series")
@@ -70,7 +68,9 @@ def trajectory_chart(traj: Trajectories, step_name: str = "step") -> alt.LayerCh
             x=axis_x,
             y=axis_y,
             color=alt.Color(
-                f"{step_name}:Q", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(title=step_name, gradientLength=200)
+                f"{step_name}:Q",
+                scale=alt.Scale(scheme="viridis"),
+                legend=alt.Legend(title=step_name, gradientLength=200),
             ),
             shape=alt.Shape("series:N", legend=alt.Legend(title="series")) if several else alt.value("circle"),
             tooltip=[
@@ -80,9 +80,10 @@ def trajectory_chart(traj: Trajectories, step_name: str = "step") -> alt.LayerCh
                 alt.Tooltip("PC2:Q", format=".3f"),
             ],
         )
+        .interactive()
     )
     title = f"Hidden state of layer {traj.layer + 1} over time, projected on its first two principal components"
-    return alt.layer(path, points, title=title).properties(width=WIDTH, height=360).interactive()
+    return alt.LayerChart(layer=[path, points], title=title, width=WIDTH, height=360)
 
 
 def top_units(gate: np.ndarray, k: int = TOP_UNITS) -> np.ndarray:
@@ -114,7 +115,10 @@ def gate_chart(
     units = top_units(values, k)
     x = alt.X(f"{step_name}:O", title=step_name, axis=alt.Axis(values=list(range(0, t, max(1, t // 16)))))
     tanh = gate in TANH_GATES
-    domain, scheme = ([-1, 1], "redblue") if tanh else ([0, 1], "viridis")
+    domain = [-1, 1] if tanh else [0, 1]
+    scale = (
+        alt.Scale(scheme="redblue", domain=domain, reverse=True) if tanh else alt.Scale(scheme="viridis", domain=domain)
+    )
     mean = pd.DataFrame({step_name: np.arange(t), "mean": values.mean(1).astype(float)})
     line = (
         alt.Chart(mean, title=f"{gate} gate (layer {layer + 1})")
@@ -134,7 +138,7 @@ def gate_chart(
             y=alt.Y("unit:O", title=f"unit ({len(units)} of {h} that vary most)" if len(units) < h else "unit"),
             color=alt.Color(
                 "activation:Q",
-                scale=alt.Scale(scheme=scheme, domain=domain, reverse=tanh),
+                scale=scale,
                 legend=alt.Legend(title=["activation", "(tanh)" if tanh else "(sigmoid)"], gradientLength=120),
             ),
             tooltip=["unit:O", f"{step_name}:O", alt.Tooltip("activation:Q", format=".3f")],

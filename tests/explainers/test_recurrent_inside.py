@@ -122,7 +122,7 @@ def test_initial_state_passed_by_the_model_is_used():
 
 def test_refusals_are_one_line():
     model = TinyRNN(nn.GRU)
-    with pytest.raises(ExplainError, match="not an nn.GRU or nn.LSTM"):
+    with pytest.raises(ExplainError, match=r"not an nn\.GRU or nn\.LSTM"):
         trace_module(model, model.head, torch.randn(1, 2, 5), "head")
     bi = nn.GRU(2, 3, batch_first=True, bidirectional=True)
     with pytest.raises(ExplainError, match="bidirectional"):
@@ -187,9 +187,9 @@ def test_charts_carry_the_trace_values():
     model = TinyRNN(nn.GRU, hidden=30, layers=2)
     x = torch.randn(1, 2, 20)
     trace = trace_module(model, model.rnn, x)
-    traj = trajectories([trace], labels=["test 0 (a)"])
+    traj = trajectories([trace], labels=["test #0 (a)"])
     df = trajectory_frame(traj)
-    assert list(df["step"]) == list(range(20)) and set(df["series"]) == {"test 0 (a)"}
+    assert list(df["step"]) == list(range(20)) and set(df["series"]) == {"test #0 (a)"}
     np.testing.assert_allclose(df[["PC1", "PC2"]].to_numpy(), traj.points[0], atol=1e-6)
     spec = trajectory_chart(traj).to_dict()
     assert "PC1 (" in str(spec) and "viridis" in str(spec)
@@ -202,3 +202,16 @@ def test_charts_carry_the_trace_values():
     assert "redblue" in str(gate_chart(trace, 1, "new").to_dict())  # tanh gate: -1..1 diverging
     assert "unit (24 of 30" in str(gate_chart(trace, 0, "reset").to_dict())
     assert "channel" in str(series_chart(x[0].numpy(), ("x", "y")).to_dict())
+
+
+def test_first_series_of_every_class():
+    from xaidash.data.registry import SeriesSplit
+    from xaidash.explainers.inspection.recurrent import first_per_class, series_tensor
+
+    split = SeriesSplit(torch.arange(5 * 2 * 4, dtype=torch.float32).reshape(5, 2, 4), torch.tensor([2, 0, 2, 0, 2]))
+    got = first_per_class(split, ("a", "b", "c"))
+    assert [n for n, _ in got] == ["test #1 (a)", "test #0 (c)"]  # class b has no series
+    assert torch.equal(got[1][1], split.series[0])
+    assert [n for n, _ in first_per_class(split, ("a", "b", "c"), skip="test #1 (a)")] == ["test #0 (c)"]
+    with pytest.raises(ExplainError, match="one series"):
+        series_tensor("a text")
