@@ -106,7 +106,7 @@ CONFIG = {
     "then": {"required": ["modality"]},  # an imported run is rebuilt from its source and modality (models/external)
     "properties": {
         "model": {"type": "string", "minLength": 1},
-        "modality": {"enum": ["image", "text", "causal_lm", "table"]},
+        "modality": {"enum": [*sorted(m.id for m in MODALITIES), "causal_lm"]},  # a model is rebuilt for any input kind
         # A generative language model's run (models/language): what it is and where it came from.
         "language_model": {
             "type": "object",
