@@ -173,7 +173,8 @@ class SeriesAdapter(ExplainingModality, SeriesModality):
         upscale: int,
     ) -> Drawing:
         read = parse_labels(labels)
-        series = background if background is not None else (None if read is None else read[0])
+        # the labels' values first: a figure read back from its JSON (no input) is drawn as it was drawn
+        series = read[0] if read is not None else background
         names, step_name = (read[1], read[2]) if read is not None else ((), "step")
         img = draw_series(
             values, series, signed=signed, scale=scale, display=display, channel_names=names, step_name=step_name

@@ -6,6 +6,8 @@ a hand computation, the pointing game and energy in the true window, the hover c
 from __future__ import annotations
 
 import io
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,15 +17,17 @@ from PIL import Image
 from torch import nn
 
 from xaidash.data.errors import ExplainError
-from xaidash.data.registry import DatasetInfo
+from xaidash.data.registry import DatasetInfo, SeriesSplit
 from xaidash.explainers.explanation import Explanation
+from xaidash.explainers.figures.map_figure import MapFigure, map_figure
 from xaidash.explainers.figures.scales import colorize
+from xaidash.explainers.inputs import resolve_input
 from xaidash.explainers.metrics.complexity import complexity, sparseness
 from xaidash.explainers.metrics.ground_truth import rationale_energy, rationale_pointing
 from xaidash.explainers.metrics.registry import REGISTRY, metrics_for
-from xaidash.explainers.modalities import adapter_of
+from xaidash.explainers.modalities import adapter_of, series_read
 from xaidash.explainers.modalities.series import parse_labels
-from xaidash.explainers.registry import MethodOutput
+from xaidash.explainers.registry import MethodOutput, get_method
 from xaidash.explainers.scoring import metric_meaning
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.registry import ModelSpec
@@ -294,3 +298,54 @@ def test_attention_is_averaged_over_the_query_rows(uni: ModelBundle) -> None:
     with pytest.raises(ExplainError) as err:
         ADAPTER.attention_map(uni, None, x, torch.zeros(2, STEPS + 1, STEPS + 1))
     assert "no class token" in one_line(err)
+
+
+def test_a_typed_series_is_what_the_cli_input_reads(uni: ModelBundle) -> None:
+    raw, label, description = resolve_input("1, 2, 3", uni)
+    assert label is None and description.startswith("typed series: 3 frames")
+    assert raw.tolist() == ADAPTER.read_input("1, 2, 3", uni)[0].tolist()
+
+
+def test_the_background_is_a_seeded_pick_of_prepared_training_series(
+    multi: ModelBundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    series = torch.randn(10, 3, STEPS) * 2 + torch.tensor([0.0, 1.0, 2.0]).view(1, 3, 1)
+    train = SeriesSplit(series, torch.zeros(10, dtype=torch.long))
+    monkeypatch.setattr(series_read, "load_split", lambda name, split: train)
+    bundle = replace(multi, has_dataset=True)
+    picked = ADAPTER.background(bundle, 4, seed=1)
+    assert picked is not None and picked.shape == (4, 3, STEPS)
+    assert torch.equal(picked, ADAPTER.background(bundle, 4, seed=1))
+    everything = ADAPTER.background(bundle, 50, seed=1)
+    mean, std = torch.tensor([0.0, 1.0, 2.0]).view(1, 3, 1), 2.0
+    torch.testing.assert_close(everything, (series - mean) / std)
+    assert any(torch.equal(picked[0], row) for row in everything)
+    assert ADAPTER.background(multi, 4, seed=1) is None  # no data set linked
+
+
+def test_a_figure_names_its_units_and_reads_back_from_its_json(uni: ModelBundle) -> None:
+    raw = torch.sin(torch.linspace(0, 6, STEPS))[None]
+    values = np.linspace(-0.5, 1.0, STEPS).astype(np.float32)
+    labels = ADAPTER.to_maps(uni, raw[None], MethodOutput(attributions=torch.from_numpy(values)[None, None])).labels
+    assert labels is not None
+    spec = get_method("saliency", "image")  # a gradient method's declared facts; the series words come from the adapter
+    fig = map_figure(
+        spec, values, target=1, classes=("a", "b", "c"), scale=1.0, modality="series", image=raw, words=labels[0]
+    )
+    assert fig.display == "line" and "standardised value" in fig.legend.units
+    assert _png(fig.figure_png).height > _png(fig.map_png).height
+    back = MapFigure.from_json(json.loads(json.dumps(fig.to_json())))
+    np.testing.assert_allclose(back.values, values)
+    assert back.figure_png == fig.figure_png and back.words == fig.words
+
+
+def test_magnitudes_are_one_batch_of_step_scores() -> None:
+    maps = np.array([[1.0, -2.0, 0.0], [0.5, 0.5, -1.0]], np.float32)
+    (batch,) = ADAPTER.magnitudes(maps, None)
+    assert batch.dtype == torch.float64 and batch.tolist() == np.abs(maps).tolist()
+    assert ADAPTER.map_similarity(maps[0], -maps[0]) == pytest.approx(-1.0)
+
+
+def test_the_localisation_metrics_say_steps_for_a_series() -> None:
+    assert "(the steps known to set the label)" in metric_meaning("rationale_pointing", "series")
+    assert "series" in metric_meaning("random_logit", "series")
