@@ -99,10 +99,11 @@ def trajectory_section(bundle: ModelBundle, bundle_key: str, item: PickedInput, 
         key="recurrent_compare",
         help="One PCA fitted on every step of every series shown, so the paths share one plane.",
     )
-    named = [(item.name, trace)]
+    picked = item.name if item.label is None else f"{item.name} ({bundle.info.classes[int(item.label)]})"
+    named = [(picked, trace)]
     if compare:
         with st.spinner("Running the test series…"):
-            named += [(n, t) for n, t in _class_traces(bundle_key, bundle) if not n.startswith(f"{item.name} (")]
+            named += [(n, t) for n, t in _class_traces(bundle_key, bundle) if n != picked]
     traj = trajectories([t for _, t in named], layer, labels=[n for n, _ in named])
     st.altair_chart(trajectory_chart(traj, bundle.info.step_name), width="content")
     ev = traj.explained

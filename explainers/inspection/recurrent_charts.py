@@ -5,6 +5,7 @@ gate's mean activity over time above it, all on the same time axis and width so 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import altair as alt
 import numpy as np
@@ -13,6 +14,7 @@ import pandas as pd
 from xaidash.explainers.inspection.recurrent import RecurrentTrace, Trajectories
 
 WIDTH = 640  # px of every time axis: the series, the mean gate activity and the heatmaps line up
+PAD = alt.AutoSizeParams(type="pad", contains="padding")  # keep the drawn size (Streamlit would fit it)
 TOP_UNITS = 24  # the heatmap shows the units whose gate moves most over time
 # tanh gates run -1..1, sigmoid gates 0..1: the colour scale says which
 TANH_GATES = ("cell candidate", "new")
@@ -34,7 +36,7 @@ def series_chart(raw: np.ndarray, channels: Sequence[str], step_name: str = "ste
             color=alt.Color("channel:N", legend=alt.Legend(title="channel") if c > 1 else None),
             tooltip=[f"{step_name}:Q", "channel:N", alt.Tooltip("value:Q", format=".4g")],
         )
-        .properties(width=WIDTH, height=150)
+        .properties(width=WIDTH, height=150, autosize=PAD)
     )
 
 
@@ -82,8 +84,9 @@ def trajectory_chart(traj: Trajectories, step_name: str = "step") -> alt.LayerCh
         )
         .interactive()
     )
-    title = f"Hidden state of layer {traj.layer + 1} over time, projected on its first two principal components"
-    return alt.LayerChart(layer=[path, points], title=title, width=WIDTH, height=360)
+    title = f"Layer {traj.layer + 1}'s hidden state over time, in PC1-PC2"
+    chart = alt.layer(path, points, title=title).properties(width=WIDTH, height=360, autosize=PAD)
+    return cast(alt.LayerChart, chart)
 
 
 def top_units(gate: np.ndarray, k: int = TOP_UNITS) -> np.ndarray:
@@ -113,7 +116,7 @@ def gate_chart(
     values = trace.layers[layer].gates[gate]
     t, h = values.shape
     units = top_units(values, k)
-    x = alt.X(f"{step_name}:O", title=step_name, axis=alt.Axis(values=list(range(0, t, max(1, t // 16)))))
+    x = alt.X(f"{step_name}:O", title=step_name, axis=alt.Axis(values=list(range(0, t, max(1, t // 16))), labelAngle=0))
     tanh = gate in TANH_GATES
     domain = [-1, 1] if tanh else [0, 1]
     scale = (
@@ -145,4 +148,4 @@ def gate_chart(
         )
         .properties(width=WIDTH, height=max(80, 9 * len(units)))
     )
-    return alt.vconcat(line, heat, spacing=4)
+    return alt.vconcat(line, heat, spacing=4).properties(autosize=PAD)
