@@ -69,7 +69,9 @@ def _recurrent(args: argparse.Namespace) -> int:
     raw = series_tensor(sample.raw)
     trace = bundle_trace(bundle, raw)
     if args.layer and not 1 <= args.layer <= len(trace.layers):
-        raise ExplainError(f"--layer {args.layer}: the recurrent module has {len(trace.layers)} layer(s) (1 to N).")
+        raise ExplainError(
+            f"--layer {args.layer}: the recurrent module has {len(trace.layers)} layer(s): give 1 to {len(trace.layers)}."
+        )
     layer = (args.layer or len(trace.layers)) - 1
     named = [(sample.description, trace)]
     if args.per_class:

@@ -72,3 +72,10 @@ def test_a_model_without_recurrent_layer_gets_one_line(runs_root, tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no recurrent layer" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_a_layer_beyond_the_model_is_refused(runs_root, tmp_path, capsys):
+    run_dir = tiny_run(runs_root, "series_shapes", "series_gru")
+    out = tmp_path / "inside"
+    assert main(["recurrent", "--run", str(run_dir), "--input", "dataset:0", "--out", str(out), "--layer", "2"]) == 2
+    assert "has 1 layer(s): give 1 to 1" in capsys.readouterr().err and not out.exists()
