@@ -4,6 +4,7 @@
 from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, adapter_of
 from xaidash.explainers.modalities.image import IMAGE_ADAPTER
 from xaidash.explainers.modalities.prompt import PROMPT_ADAPTER
+from xaidash.explainers.modalities.series import SERIES_ADAPTER
 from xaidash.explainers.modalities.table import TABLE_ADAPTER
 from xaidash.explainers.modalities.text import TEXT_ADAPTER
 
@@ -11,6 +12,7 @@ __all__ = [
     "ADAPTERS",
     "IMAGE_ADAPTER",
     "PROMPT_ADAPTER",
+    "SERIES_ADAPTER",
     "TABLE_ADAPTER",
     "TEXT_ADAPTER",
     "Drawing",

@@ -24,6 +24,8 @@ from xaidash.explainers.perturbation_curves import CurveResult, Mode
 from xaidash.models.bundle import ModelBundle
 
 if TYPE_CHECKING:
+    import altair as alt
+
     from xaidash.explainers.registry import MethodOutput
 
 
@@ -178,6 +180,13 @@ class ExplainingModality(Modality):
         upscale: int | None,
     ) -> Image.Image | None:
         """The map drawn again at another size (the enlarged view); None where a map has no size to change."""
+        return None
+
+    def chart(
+        self, values: np.ndarray, raw: Any, *, signed: bool, scale: float, units: str, channels: Any = None
+    ) -> alt.Chart | None:
+        """An interactive chart of map `values` over the input `raw` (a series: its line over the attribution band,
+        a tooltip per step), on colour `scale`, `channels` the input's channel names; None where maps are pictures."""
         return None
 
     def background_image(self, image: Any) -> np.ndarray | None:
