@@ -205,11 +205,19 @@ class SeriesAdapter(ExplainingModality, SeriesModality):
         return s.reshape(1, -1) if s.ndim == 1 else s
 
     def chart(
-        self, values: np.ndarray, raw: Any, *, signed: bool, scale: float, units: str, channels: Any = None
+        self,
+        values: np.ndarray,
+        raw: Any,
+        *,
+        signed: bool,
+        scale: float,
+        units: str,
+        channels: Any = None,
+        step_name: str = "step",
     ) -> alt.Chart | None:
         v, s = chart_inputs(values, raw)
         names = tuple(channels) if channels is not None else ()
-        return series_chart(v, s, signed=signed, scale=scale, units=units, channel_names=names)
+        return series_chart(v, s, signed=signed, scale=scale, units=units, channel_names=names, step_name=step_name)
 
     def figure_json(self, values: np.ndarray, labels: Sequence[str] | None) -> dict[str, Any]:
         read = parse_labels(labels)

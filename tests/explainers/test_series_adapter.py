@@ -279,13 +279,22 @@ def test_the_listed_metrics_are_registered_and_worded_for_steps() -> None:
 
 def test_the_hover_chart_shows_step_value_and_attribution(multi: ModelBundle) -> None:
     raw = torch.randn(3, STEPS)
+    values = np.arange(STEPS, dtype=np.float32) - 4
     chart = ADAPTER.chart(
-        np.arange(STEPS, dtype=np.float32), raw, signed=True, scale=8.0, units="logit", channels=("x", "y", "z")
+        values, raw, signed=True, scale=8.0, units="logit", channels=("x", "y", "z"), step_name="frame"
     )
     assert chart is not None
     spec = chart.to_dict()
-    text = str(spec)
-    assert "'attribution (logit)'" in text and "'x'" in text and "'z'" in text
+    strip = spec["vconcat"][1]["encoding"]
+    assert [t["field"] for t in strip["tooltip"]] == ["step", "x", "y", "z", "attribution"]
+    assert strip["tooltip"][0]["title"] == "frame" and strip["color"]["title"] == "logit"
+    scale = strip["color"]["scale"]
+    assert scale["domain"][0] == -8.0 and scale["domain"][-1] == 8.0 and scale["clamp"]
+    assert scale["range"][0] == "#" + "".join(f"{round(c * 255):02x}" for c in colorize(np.array([-8.0]), True, 8.0)[0])
+    rows = spec["datasets"][spec["vconcat"][1]["data"]["name"]]
+    assert [r["attribution"] for r in rows] == values.tolist()
+    assert [r["z"] for r in rows] == pytest.approx(raw[2].tolist())
+    assert [r["start"] for r in rows][:2] == [-0.5, 0.5]  # a step's cell centred on the lines' point
     assert adapter_of("image").chart(np.zeros((2, 2)), None, signed=True, scale=1.0, units="") is None
 
 
