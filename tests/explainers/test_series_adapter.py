@@ -100,6 +100,7 @@ def test_a_multivariate_series_is_typed_channel_by_channel(multi: ModelBundle) -
         ("1, 2; 3, 4", ["has 1 channel", "has 2"]),
         ("   ", ["Give a series"]),
         (",,", ["is empty"]),
+        ("5", ["has one value", "at least 2 frames"]),
     ],
 )
 def test_a_typed_series_that_cannot_be_read_is_refused_in_one_line(
