@@ -41,7 +41,7 @@ REFERENCES = {
     "padding_tokens": "f(all padding)",
     "zero": "0",
 }
-MODALITIES = {"image": "Image", "text": "Text", "table": "Table"}
+MODALITIES = {"image": "Image", "text": "Text", "table": "Table", "series": "Series"}
 
 
 def registries() -> tuple[Any, Any, Any]:
@@ -239,8 +239,10 @@ def classes_text(info: Any) -> str:
 def ground_truth(info: Any) -> str:
     if info.has_masks:
         return "pixel masks"
-    if info.has_rationales:
-        return "rationale words"
+    if info.has_rationales:  # the indices that set the label: words of a text, time steps of a series
+        from xaidash.data.modalities import modality_of
+
+        return f"rationale {modality_of(info.modality).units}"
     if info.truth_columns:
         return "the columns that set the label: " + ", ".join(f"`{c}`" for c in info.truth_columns)
     return "none"

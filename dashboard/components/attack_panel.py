@@ -337,6 +337,12 @@ def attack_panel(report: ExplainReport, i: int, choice: Any) -> None:
             _attack_section(bkey, bundle, raw, choice, key)
         elif EDITS in searches(bundle.modality):
             st.caption(text_note())
+        elif not searches(bundle.modality):
+            st.caption(
+                f"Attacks and counterfactual searches are drawn for images, texts and table rows; xaidash has none "
+                f"for {adapter.label} yet."
+            )
+            return
         else:
             st.caption(
                 f"Gradient attacks (FGSM, PGD) move pixels within a budget; they do not apply to {adapter.label}. "

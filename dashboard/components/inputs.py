@@ -135,20 +135,22 @@ def _tiles(t: _Tested, shown: list[int], chosen: list[int], pick_key: str, max_i
     """One gallery page: picture tiles that pick a sample when clicked, or a table of texts."""
     info, split, labels, preds = t.info, t.split, t.labels, t.preds
     adapter = modality_of(info.modality)
-    if not adapter.pictured:  # texts, rows: one line each in a table
-        st.dataframe(
-            pd.DataFrame(
-                {
-                    "index": shown,
-                    adapter.sample: [adapter.one_line(adapter.item(split, i), info, MAX_TEXT_CHARS) for i in shown],
-                    "true": [_class_name(info, int(labels[i])) for i in shown],
-                    "predicted": [_class_name(info, int(preds[i])) for i in shown],
-                    "probability": [float(t.probs[i, preds[i]]) for i in shown],
-                }
-            ),
-            hide_index=True,
-            width="stretch",
+    if not adapter.pictured:  # texts, series: one line each in a table (a series also as a small line)
+        frame = pd.DataFrame(
+            {
+                "index": shown,
+                adapter.sample: [adapter.one_line(adapter.item(split, i), info, MAX_TEXT_CHARS) for i in shown],
+                "true": [_class_name(info, int(labels[i])) for i in shown],
+                "predicted": [_class_name(info, int(preds[i])) for i in shown],
+                "probability": [float(t.probs[i, preds[i]]) for i in shown],
+            }
         )
+        lines = [adapter.sparkline(adapter.item(split, i)) for i in shown]
+        config = {}
+        if shown and lines[0] is not None:
+            frame.insert(1, "shape", lines)
+            config["shape"] = st.column_config.LineChartColumn("shape", width="medium")
+        st.dataframe(frame, hide_index=True, width="stretch", column_config=config)
         return
     with st.container(horizontal=True, gap="small"):
         for i in shown:

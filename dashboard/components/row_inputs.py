@@ -30,13 +30,20 @@ def shown_as_rows(bundle: ModelBundle) -> bool:
 
 
 def row_frame(info: DatasetInfo, rows: Any, index: Sequence[int]) -> pd.DataFrame:
-    """Raw rows (N, F) as a table: numbers in their columns' units, a category column by its categories' names."""
-    values = np.asarray(rows, dtype=np.float64).reshape(len(index), -1)
-    data: dict[str, Any] = {}
-    for j, column in enumerate(info.columns):
-        col = values[:, j]
-        data[column.name] = [column.value_text(v) for v in col] if column.categorical else col
-    return pd.DataFrame(data, index=list(index))
+    """Raw inputs as the adapter's table of them (rows: numbers in their columns' units, categories by name)."""
+    frame = adapter_of(info.modality).preview(info, list(rows))
+    frame.index = list(index)
+    return frame
+
+
+def show_frame(frame: pd.DataFrame) -> None:
+    """A table of inputs, a list-valued column (a series' values) drawn as a sparkline."""
+    lines = {
+        c: st.column_config.LineChartColumn(c)
+        for c in frame.columns
+        if len(frame) and isinstance(frame[c].iloc[0], list)
+    }
+    st.dataframe(frame, width="stretch", column_config=lines)
 
 
 def _select(df_key: str, pick_key: str, shown: list[int], max_inputs: int) -> None:
@@ -119,65 +126,54 @@ def cells_frame(cells: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame([{name: value for name, _, value in parts}])
 
 
-def _example_line(info: DatasetInfo, row: Any) -> str:
-    return ", ".join(c.value_text(float(v)) for c, v in zip(info.columns, np.asarray(row).reshape(-1), strict=True))
-
-
 def typed_rows(bundle: ModelBundle, key: str, max_inputs: int, example: Any) -> list[tuple[Any, str]]:
     """Rows typed one a line as comma-separated values in column order (category names), each read by the adapter;
     (raw row, name) per row read, the others said in one line each."""
-    info = bundle.info
+    adapter = adapter_of(bundle.modality)
+    guide = adapter.typing_guide(bundle.info, example)
+    assert guide is not None  # the adapter offers the 'values' source only with a guide
     widget = f"{key}_rows_text"
     if widget not in st.session_state:
-        st.session_state[widget] = _example_line(info, example)
-    st.caption("Columns, in order: " + ", ".join(f"**{c.name}**" for c in info.columns))
-    text = st.text_area(
-        "Rows: one a line, values separated by commas",
-        key=widget,
-        height=90,
-        help="numbers in each column's own units (within the training data's range); a category column by its "
-        "category's name",
-    )
+        st.session_state[widget] = guide.example
+    st.caption(guide.caption)
+    text = st.text_area(guide.label, key=widget, height=90, help=guide.help)
     lines = [s.strip() for s in (text or "").splitlines() if s.strip()]
     if not lines:
-        st.warning("Type a row: one value per column, separated by commas.", icon=":material/edit_note:")
+        st.warning(guide.empty, icon=":material/edit_note:")
         return []
     if len(lines) > max_inputs:
-        st.warning(f"{len(lines)} rows typed; the first {max_inputs} are used.")
-    adapter = adapter_of(bundle.modality)
+        st.warning(f"{len(lines)} inputs typed; the first {max_inputs} are used.")
     out = []
     for j, line in enumerate(lines[:max_inputs]):
         try:
             row, _ = adapter.read_input(line, bundle)
         except ExplainError as e:
-            st.error(f"Row {j + 1}: {e}", icon=":material/error:")
+            st.error(f"{adapter.sample.capitalize()} {j + 1}: {e}", icon=":material/error:")
             continue
-        out.append((row, f"typed row {j + 1}"))
+        out.append((row, f"typed {adapter.sample} {j + 1}"))
     return out
 
 
 def uploaded_rows(bundle: ModelBundle, key: str, max_inputs: int, types: tuple[str, ...]) -> list[tuple[Any, str]]:
     """Rows of an uploaded CSV file whose header names the data set's columns (other columns left out)."""
-    f = st.file_uploader(
-        "A .csv file with a header naming the columns (other columns, such as an id or the label, are left out)",
-        type=list(types),
-        key=f"{key}_rowsfile",
-    )
+    adapter = adapter_of(bundle.modality)
+    example = adapter.example(bundle.info, bundle.tokenizer)[0]
+    guide = adapter.typing_guide(bundle.info, example)
+    assert guide is not None  # the adapter offers the 'rows file' source only with a guide
+    f = st.file_uploader(guide.file_label, type=list(types), key=f"{key}_rowsfile")
     if f is None:
-        st.info(f"Upload a UTF-8 .csv file with the columns {', '.join(c.name for c in bundle.info.columns)}.")
+        st.info(guide.file_hint)
         return []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / Path(f.name).name
         path.write_bytes(f.getvalue())
         try:
-            rows = adapter_of(bundle.modality).read_inputs(str(path), bundle)
+            rows = adapter.read_inputs(str(path), bundle)
         except ExplainError as e:
             st.error(str(e), icon=":material/error:")
             return []
     if len(rows) > max_inputs:
-        st.warning(f"{f.name} holds {len(rows)} rows; the first {max_inputs} are used.")
+        st.warning(f"{f.name} holds {len(rows)} inputs; the first {max_inputs} are used.")
     shown = rows[:max_inputs]
-    st.dataframe(
-        row_frame(bundle.info, np.stack([np.asarray(r) for r, _ in shown]), range(1, len(shown) + 1)), width="stretch"
-    )
+    show_frame(row_frame(bundle.info, [r for r, _ in shown], range(1, len(shown) + 1)))
     return shown

@@ -91,6 +91,11 @@ class Modality(Spec):
         values; a picture by its size (pages show pictures themselves)."""
         return cut(str(raw), chars)
 
+    def sparkline(self, raw: Any, points: int = 200) -> list[float] | None:
+        """One raw input as at most `points` values a table can draw as a small line (a series); None where an input
+        is not a line of values."""
+        return None
+
     def same_inputs(self, a: Sequence[int], b: Sequence[int]) -> bool:
         """Whether two models of this modality read the same inputs (images: the same shape)."""
         return True

@@ -96,6 +96,11 @@ class SeriesModality(Modality):
         what = f"{x.shape[1]} steps" if x.shape[0] == 1 else f"{x.shape[0]} channels x {x.shape[1]} steps"
         return cut(f"{what}: {head}{', …' if x.shape[1] > 8 else ''}", chars)
 
+    def sparkline(self, raw: Any, points: int = 200) -> list[float] | None:
+        """The first channel, resampled to at most `points` steps."""
+        x = as_series(raw)[:1]
+        return [float(v) for v in resample(x, min(points, x.shape[1]))[0]]
+
     def same_inputs(self, a: Sequence[int], b: Sequence[int]) -> bool:
         return tuple(a) == tuple(b)
 

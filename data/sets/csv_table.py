@@ -33,7 +33,7 @@ Every refusal is one DatasetError line raised before anything is loaded, trained
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -67,6 +67,9 @@ MAX_CLASSES = 100
 REGRESSION_MIN_ROWS = 25  # a number to predict: 5 test rows, one in each fifth of its range
 MAX_CATEGORIES = 200
 ID_LIKE_ROWS = 20  # a text column whose every value differs, over at least this many rows, is an identifier
+# Readers of other kinds of file behind `csv:`, by its modality= option: each adds itself here (data/sets/csv_series.py
+# adds "series"), as it reads this module's helpers: importing it from here would make an import cycle.
+MODALITY_READERS: dict[str, Callable[[str], NotedDatasetSource]] = {}
 
 
 @dataclass(frozen=True)
@@ -472,15 +475,24 @@ def table_source(arg: str) -> NotedDatasetSource:
 
 
 def csv_source(arg: str) -> NotedDatasetSource:
-    """The source for 'csv:<path>[?text=<column>&label=<column>] (texts) or csv:<path>?target=<column>[&id=<column>&categorical=<columns>&numeric=<columns>&drop=<columns>&missing=impute|refuse&task=regression|classes&unit=<text>] (a table)':
-    a table when a table option is given, else texts with labels."""
+    """The source for 'csv:<path>[?text=<column>&label=<column>] (texts) or csv:<path>?target=<column>[&id=<column>&categorical=<columns>&numeric=<columns>&drop=<columns>&missing=impute|refuse&task=regression|classes&unit=<text>] (a table) or csv:<path>?modality=series&label=<column>[&id=<column>][&time=<column>&value=<columns>] (series)':
+    series when modality=series is given (the reader in MODALITY_READERS), a table when a table option is, else texts
+    with labels."""
     _, sep, query = arg.partition("?")
     keys = {k for k, _ in parse_qsl(query, keep_blank_values=True)} if sep else set()
+    if "modality" in keys:  # another kind of file (series): its reader's own options and rules
+        modality = dict(parse_qsl(query, keep_blank_values=True))["modality"].strip().lower()
+        if modality not in MODALITY_READERS:
+            raise DatasetError(
+                f"modality={modality!r}: csv: reads modality={' or '.join(sorted(MODALITY_READERS))}; a table takes "
+                "target=, texts text= and label=, without modality=."
+            )
+        return MODALITY_READERS[modality](arg)
     unknown = sorted(keys - set(TABLE_OPTIONS) - set(TEXT_OPTIONS))
     if unknown:
         raise DatasetError(
             f"Unknown option(s) {', '.join(unknown)} in {arg!r}; a table takes {', '.join(TABLE_OPTIONS)} "
-            f"(target= required), a text data set {', '.join(TEXT_OPTIONS)}."
+            f"(target= required), a text data set {', '.join(TEXT_OPTIONS)}, series modality=series and its options."
         )
     if keys & set(TABLE_OPTIONS):
         if keys & set(TEXT_OPTIONS):

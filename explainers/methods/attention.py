@@ -1,11 +1,12 @@
-"""Attention maps (text) and attention rollout (vision and text transformers).
+"""Attention maps (text, series) and attention rollout (vision, text and series transformers).
 
-Both apply only to models with `forward_with_attention` (vit_tiny, text_transformer, minilm).
+Both apply only to models with `forward_with_attention` (vit_tiny, text_transformer, minilm, series_transformer).
 Which attention row becomes the map:
 - a model with a class token (vit_tiny's token 0, BERT's [CLS]) : that token's row, since the
   class token is what the classifier reads;
-- a model without one (text_transformer pools the mean of its tokens): the mean of the rows of
-  the real (non-padding) tokens, the attention the pooled vector receives.
+- a model without one (text_transformer pools the mean of its tokens, series_transformer of its time steps): the
+  mean of the rows of the real (non-padding) tokens, the attention the pooled vector receives.
+The input's modality adapter lays the row out over the input's features (`attention_map`): words, patches, steps.
 Maps are non-negative; attention to special tokens ([CLS], [SEP]) is dropped when word pieces
 are merged into words.
 """
@@ -35,6 +36,7 @@ def _applies(bundle: ModelBundle) -> str | None:
     if not has_attention(bundle.model):
         return (
             "the model exposes no global attention weights (transformers do: vit_tiny, text_transformer, minilm, "
+            "series_transformer, "
             "imported ViT, DeiT or BERT-like models; not Swin's windowed attention)"
         )
     return None
@@ -71,7 +73,7 @@ register(
     MethodSpec(
         id="attention",
         label="Attention",
-        modalities=("text",),
+        modalities=("text", "series"),
         compute=_attention,
         params=(
             Param("layer", "int", -1, "Attention layer to read, 0 = first; -1 = last.", min=-1),
@@ -90,7 +92,7 @@ register(
     MethodSpec(
         id="attention_rollout",
         label="Attention rollout",
-        modalities=("image", "text"),
+        modalities=("image", "text", "series"),
         compute=_rollout,
         params=(
             Param(

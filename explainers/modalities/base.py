@@ -52,6 +52,21 @@ class Drawing:
 
 
 @dataclass(frozen=True)
+class TypingGuide:
+    """How a page asks for inputs typed as values or given as a CSV file (sources 'values' and 'rows file'): the
+    caption above the box, the box's label and help, the example it starts with, what to say when it is empty; the
+    file uploader's label and what to say before a file is given."""
+
+    caption: str
+    label: str
+    help: str
+    example: str
+    empty: str
+    file_label: str
+    file_hint: str
+
+
+@dataclass(frozen=True)
 class ExplainingModality(Modality):
     """Facts: `displays` how its maps can be shown (the first is the default); `metrics` the ids of the quality
     metrics that apply to its maps (explainers/metrics/registry.py); `region` what a perturbation hides, in the
@@ -80,6 +95,18 @@ class ExplainingModality(Modality):
     def read_inputs(self, spec: str, bundle: ModelBundle) -> list[tuple[Any, str]]:
         """Every input a file holds (a CSV of table rows), each as `read_input` gives one: [(raw, description)]."""
         return [self.read_input(spec, bundle)]
+
+    def typing_guide(self, info: Any, example: Any) -> TypingGuide | None:
+        """The words a page asks for typed values or a CSV file with (see `TypingGuide`); None where this modality
+        has neither source."""
+        return None
+
+    def preview(self, info: Any, raws: Sequence[Any]) -> Any:
+        """Inputs read from a file as a table to show before they are explained (a pandas DataFrame, one row per
+        input; a list-valued column is drawn as a sparkline)."""
+        import pandas as pd
+
+        return pd.DataFrame({self.sample: [self.one_line(r, info) for r in raws]})
 
     def input_cells(self, info: Any, raw: Any) -> tuple[str, ...] | None:
         """One input's values as people read them, 'name = value' per feature, when an input is shown as such (a

@@ -27,7 +27,7 @@ from xaidash.explainers.figures import render
 from xaidash.explainers.figures.bars import draw_bars
 from xaidash.explainers.figures.png import png_bytes
 from xaidash.explainers.map_arrays import spearman, word_maps
-from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, extend
+from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, TypingGuide, extend
 from xaidash.explainers.modalities.table_curves import table_perturbation_curve
 from xaidash.explainers.modalities.table_values import parse_row, row_problem, training_rows
 from xaidash.explainers.perturbation_curves import CurveResult, Mode
@@ -128,6 +128,32 @@ class TableAdapter(ExplainingModality, TableModality):
 
     def input_cells(self, info: Any, raw: Any) -> tuple[str, ...] | None:
         return tuple(value_labels(info, self.as_batch(raw)[0]))
+
+    def typing_guide(self, info: Any, example: Any) -> TypingGuide:
+        names = ", ".join(c.name for c in info.columns)
+        values = self.as_batch(example)[0].tolist()
+        return TypingGuide(
+            caption="Columns, in order: " + ", ".join(f"**{c.name}**" for c in info.columns),
+            label="Rows: one a line, values separated by commas",
+            help="numbers in each column's own units (within the training data's range); a category column by its "
+            "category's name",
+            example=", ".join(c.value_text(float(v)) for c, v in zip(info.columns, values, strict=True)),
+            empty="Type a row: one value per column, separated by commas.",
+            file_label="A .csv file with a header naming the columns (other columns, such as an id or the label, "
+            "are left out)",
+            file_hint=f"Upload a UTF-8 .csv file with the columns {names}.",
+        )
+
+    def preview(self, info: Any, raws: Sequence[Any]) -> Any:
+        """Rows as a table: numbers in their columns' units, a category column by its categories' names."""
+        import pandas as pd
+
+        values = np.asarray([np.asarray(r, dtype=np.float64).reshape(-1) for r in raws]).reshape(len(raws), -1)
+        data: dict[str, Any] = {}
+        for j, column in enumerate(info.columns):
+            col = values[:, j]
+            data[column.name] = [column.value_text(v) for v in col] if column.categorical else col
+        return pd.DataFrame(data)
 
     def sample_problem(self, raw: Any, bundle: ModelBundle, name: str) -> str | None:
         problem = row_problem(bundle.info, self.as_batch(raw))

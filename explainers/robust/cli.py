@@ -195,6 +195,10 @@ def _counterfactual(args: argparse.Namespace) -> int:
         return _value_counterfactual(args, run, bundle, sample)
     to = class_index(bundle, args.to, "--to")
     cf: Counterfactual
+    if not searches(bundle.modality):
+        raise ExplainError(
+            f"Counterfactual searches are drawn for images, texts and table rows; not for {bundle.adapter.label}."
+        )
     search = args.search or searches(bundle.modality)[0]
     if search not in searches(bundle.modality):
         raise ExplainError(

@@ -370,6 +370,10 @@ def counterfactual(
     `text_counterfactual` (EDITS; budget: the most word edits) or `table_counterfactual` (COLUMNS; budget: the most
     changed columns; `fixed`: the columns left alone). `options` go to that search (`progress` too)."""
     allowed = searches(bundle.modality)
+    if not allowed:
+        raise ExplainError(
+            f"Counterfactual searches are drawn for images, texts and table rows; not for {bundle.adapter.label}."
+        )
     search = search or allowed[0]
     if search not in allowed:
         names = ", ".join(f"{s} ({SEARCHES[s].name})" for s in allowed)

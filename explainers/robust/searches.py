@@ -55,11 +55,13 @@ SEARCHES: dict[str, SearchFacts] = {
 def searches(modality: str) -> list[str]:
     """The searches a modality's inputs allow, the default first: those its adapter declares (`counterfactuals`: a
     table's column changes), else a pixel budget and a patch where inputs can be perturbed within a pixel budget
-    (`attackable`), else word edits."""
+    (`attackable`), word edits where inputs are read through a tokenizer; none otherwise."""
     adapter = adapter_of(modality)
     if adapter.counterfactuals:
         return list(adapter.counterfactuals)
-    return [PERTURBATION, PATCH] if adapter.attackable else [EDITS]
+    if adapter.attackable:
+        return [PERTURBATION, PATCH]
+    return [EDITS] if adapter.tokenized else []
 
 
 @dataclass(frozen=True)

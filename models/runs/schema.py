@@ -14,6 +14,7 @@ from typing import Any
 
 import jsonschema
 
+from xaidash.data.modalities import MODALITIES
 from xaidash.models.registry import ModelError
 
 MAX_CLASSES = 100_000
@@ -26,6 +27,7 @@ _fraction = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
 
 # A table's columns (data/registry.py TableColumn): what a model standardises and one-hot encodes with.
 MAX_COLUMNS = 5000
+MAX_CHANNELS = 1024  # per-channel mean and std: an image's colours, a multivariate series' channels
 TABLE_COLUMN = {
     "type": "object",
     "required": ["name", "kind"],
@@ -48,15 +50,15 @@ DATASET_INFO = {
     "required": ["name", "modality", "classes"],
     "properties": {
         "name": {"type": "string"},
-        "modality": {"enum": ["image", "text", "table"]},
+        "modality": {"enum": sorted(m.id for m in MODALITIES)},
         "classes": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_CLASSES},
         "input_shape": {
             "type": ["array", "null"],
             "items": {"type": "integer", "minimum": 1, "maximum": MAX_SIDE},
             "maxItems": 3,
         },
-        "mean": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 4},
-        "std": {"type": ["array", "null"], "items": {"type": "number", "exclusiveMinimum": 0}, "maxItems": 4},
+        "mean": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": MAX_CHANNELS},
+        "std": {"type": ["array", "null"], "items": {"type": "number", "exclusiveMinimum": 0}, "maxItems": MAX_CHANNELS},
         "description": {"type": "string"},
         "builtin": {"type": "boolean"},
         "has_masks": {"type": "boolean"},
@@ -64,6 +66,8 @@ DATASET_INFO = {
         "source_url": {"type": "string"},
         "columns": {"type": "array", "items": TABLE_COLUMN, "maxItems": MAX_COLUMNS},
         "truth_columns": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_COLUMNS},
+        "channel_names": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_CHANNELS},
+        "step_name": {"type": "string"},
         "regression": {
             "type": ["object", "null"],
             "required": ["name", "mean", "std"],

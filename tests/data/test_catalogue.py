@@ -29,6 +29,10 @@ def test_registered_with_consistent_info(info: DatasetInfo):
         channels = info.input_shape[0]
         assert len(info.input_shape) == 3 and len(info.mean) == len(info.std) == channels
         assert all(0 < m < 1 for m in info.mean) and all(0 < s < 1 for s in info.std)
+    elif info.modality == "series":  # channels x steps, one training mean and std per channel, each channel named
+        channels = info.input_shape[0]
+        assert len(info.input_shape) == 2 and len(info.mean) == len(info.std) == len(info.channel_names) == channels
+        assert all(s > 0 for s in info.std) and info.step_name
     elif info.columns:  # a table: one value per column
         assert info.input_shape == (len(info.columns),) and not info.mean
     else:

@@ -22,6 +22,7 @@ from xaidash.data.paths import data_root
 from xaidash.data.registry import (
     DatasetInfo,
     ImageSplit,
+    SeriesSplit,
     Split,
     TableSplit,
     TextSplit,
@@ -34,8 +35,9 @@ from xaidash.data.tokenizer import split_words
 CHECKED = 256  # samples per split whose values are read (dtypes, shapes and labels are checked in full)
 FACTORIES = ("imagefolder", "csv")
 TABLE_CASE = "csv:<a small table in tmp_path>?target=y"  # the csv: factory's other kind: a table of columns
+SERIES_CASE = "csv:<small series in tmp_path>?modality=series"  # and its third: series, one per row (some shorter)
 CASES = [info.name for info in list_datasets()] + [f"{prefix}:<small data in tmp_path>" for prefix in FACTORIES]
-CASES.append(TABLE_CASE)
+CASES += [TABLE_CASE, SERIES_CASE]
 
 _loaded: dict[tuple[str, Path], dict[str, Split]] = {}
 
@@ -62,12 +64,21 @@ def _write_table(path: Path) -> Path:
     return path
 
 
+def _write_series(path: Path) -> Path:
+    """Wide: an id, classes up and down, 6 steps; every fourth series 2 steps shorter (its last cells empty)."""
+    rows = [f"s{i},{'ud'[i % 2]}," + ",".join(str(i + k) for k in range(6 - 2 * (i % 4 == 0))) for i in range(20)]
+    path.write_text("id,y,t0,t1,t2,t3,t4,t5\n" + "\n".join(r + ",," * (r.count(",") < 7) for r in rows) + "\n")
+    return path
+
+
 @pytest.fixture(params=CASES)
 def name(request: pytest.FixtureRequest, offline_data: Path, tmp_path: Path) -> str:
     """A registered data set's name (read offline from the shared-data mirror), or a factory's on small data."""
     case: str = request.param
     if case == TABLE_CASE:
         return f"csv:{_write_table(tmp_path / 'table.csv')}?target=y&id=id"
+    if case == SERIES_CASE:
+        return f"csv:{_write_series(tmp_path / 'series.csv')}?modality=series&label=y&id=id"
     if case.startswith("imagefolder:"):
         return f"imagefolder:{_write_image_folder(tmp_path / 'colours')}?size=16"
     if case.startswith("csv:"):
@@ -173,6 +184,26 @@ def _check_rows(info: DatasetInfo, split: TableSplit) -> None:
     assert split.ids is None or len(split.ids) == len(split)
 
 
+def _check_series(info: DatasetInfo, split: SeriesSplit) -> None:
+    """Raw series: float32 (N, C, T) as declared, finite; one name and one training mean and (positive) std per
+    channel; real lengths within 2..T where a set pads; with `has_rationales`, windows of distinct steps in range."""
+    n = len(split)
+    assert split.series.dtype == torch.float32 and split.series.shape == (n, *info.input_shape)
+    assert torch.isfinite(split.series).all()
+    channels, steps = info.input_shape
+    assert len(info.channel_names) == len(info.mean) == len(info.std) == channels and min(info.std) > 0
+    if split.lengths is not None:
+        assert split.lengths.shape == (n,) and int(split.lengths.min()) >= 2 and int(split.lengths.max()) <= steps
+    if info.has_rationales:
+        assert split.windows is not None and len(split.windows) == n
+        for i in spread(n).tolist():
+            window = split.windows[i]
+            assert window and len(set(window)) == len(window) and all(0 <= t < steps for t in window), (i, window)
+    else:
+        assert split.windows is None
+    assert split.ids is None or len(split.ids) == n
+
+
 def test_inputs_have_the_declared_type_shape_and_range(name: str) -> None:
     info = get_info(name)
     for split in splits_of(name).values():
@@ -180,5 +211,7 @@ def test_inputs_have_the_declared_type_shape_and_range(name: str) -> None:
             _check_images(info, split)
         elif isinstance(split, TableSplit):
             _check_rows(info, split)
+        elif isinstance(split, SeriesSplit):
+            _check_series(info, split)
         else:
             _check_texts(info, split)

@@ -19,6 +19,7 @@ from xaidash.models.runs.checkpoint import load_weights, save_weights
 RGB = DatasetInfo("rgb32", "image", ("a", "b", "c", "d"), (3, 32, 32), (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
 GREY = DatasetInfo("grey28", "image", tuple(str(i) for i in range(10)), (1, 28, 28), (0.13,), (0.31,))
 TEXT = DatasetInfo("text2", "text", ("neg", "pos"))
+SERIES = DatasetInfo("series2x40", "series", ("a", "b", "c"), (2, 40), (0.0, 0.0), (1.0, 1.0))
 VOCAB, PAD = 50, 0
 TEXTS = ["Unbelievably good, isn't it?", "bad"]
 
@@ -32,6 +33,8 @@ def info_for(name: str) -> DatasetInfo:
         return TEXT
     if spec.modality == "table":
         return get_info("planted")
+    if spec.modality == "series":
+        return SERIES
     return next(info for info in (RGB, GREY) if spec.fits(info) is None)
 
 
@@ -45,7 +48,7 @@ def model_for(name: str) -> nn.Module:
 
 def inputs_for(name: str) -> torch.Tensor:
     spec, info = get_spec(name), info_for(name)
-    if spec.modality == "image":
+    if spec.modality in ("image", "series"):
         return torch.randn(2, *info.input_shape, generator=torch.Generator().manual_seed(1))
     if spec.modality == "table":  # two typical rows, standardised and one-hot as the model reads them
         table = modality_of("table")
@@ -128,7 +131,7 @@ def test_attention_weights_per_layer(name: str) -> None:
             h.remove()
     torch.testing.assert_close(logits, plain)
     assert len(weights) == len(spec.attention)
-    tokens = 1 + model.grid[0] * model.grid[1] if spec.modality == "image" else x.shape[1]
+    tokens = 1 + model.grid[0] * model.grid[1] if spec.modality == "image" else x.shape[-1]  # series: one per step
     pad = x == pad_id_of(name) if spec.modality == "text" else None
     for path, a in zip(spec.attention, weights, strict=True):
         assert a.dim() == 4 and a.shape[0] == len(x) and a.shape[2:] == (tokens, tokens)
