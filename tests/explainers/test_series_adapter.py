@@ -359,3 +359,15 @@ def test_magnitudes_are_one_batch_of_step_scores() -> None:
 def test_the_localisation_metrics_say_steps_for_a_series() -> None:
     assert "(the steps known to set the label)" in metric_meaning("rationale_pointing", "series")
     assert "series" in metric_meaning("random_logit", "series")
+
+
+def test_the_typing_guide_starts_from_a_series_the_adapter_reads(multi: ModelBundle) -> None:
+    example = torch.arange(3 * STEPS, dtype=torch.float32).view(3, STEPS) / 7
+    guide = ADAPTER.typing_guide(multi.info, example)
+    assert "3 channels in order: x, y, z" in guide.caption and "';'" in guide.label
+    read, _ = ADAPTER.read_input(guide.example, multi)
+    torch.testing.assert_close(read, example, atol=1e-3, rtol=1e-3)
+    table = ADAPTER.preview(multi.info, [example, example + 1])
+    assert list(table.columns) == ["frames", "x", "y", "z"] and table["y"][1][0] == pytest.approx(
+        float(example[1, 0]) + 1
+    )
