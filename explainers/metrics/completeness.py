@@ -29,7 +29,6 @@ from xaidash.explainers.baselines import (
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.guard import evaluating
 from xaidash.explainers.map_arrays import Attributions, target_tensor
-from xaidash.explainers.methods.series_baselines import fixed_baseline, segment_fill
 from xaidash.explainers.metrics.maps import flat_maps
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.modalities.table_values import background_reference
@@ -129,16 +128,7 @@ class _Scored:
 
 def _baseline(s: _Scored) -> np.ndarray:
     kind = s.explanation.params["baseline"]
-    if kind in BASELINES:  # an image's baseline
-        return s.outputs(make_baselines(kind, s.bundle, s.x, background=s.background, seed=s.seed))
-    # a series' baseline (explainers/methods/series_baselines.py): with segments, the series with every segment hidden
-    segments = s.explanation.segments
-    if segments is None:
-        return s.outputs(fixed_baseline(kind, s.bundle, s.x))
-    rows = [
-        segment_fill(kind, s.bundle, s.x[i : i + 1], torch.as_tensor(segments[i]).reshape(-1)) for i in range(len(s.x))
-    ]
-    return s.outputs(torch.cat(rows))
+    return s.outputs(make_baselines(kind, s.bundle, s.x, background=s.background, seed=s.seed))
 
 
 def _background(s: _Scored) -> np.ndarray:
