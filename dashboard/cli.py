@@ -144,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     from xaidash.explainers.cli import add_commands as explain_commands
     from xaidash.explainers.concepts.cli import add_commands as concept_commands
     from xaidash.explainers.influence.cli import add_commands as influence_commands
+    from xaidash.explainers.inspection.recurrent_cli import add_commands as recurrent_commands
     from xaidash.explainers.language.cli import add_commands as generate_commands
     from xaidash.explainers.robust.cli import add_commands as robust_commands
     from xaidash.explainers.tabular.cli import add_commands as global_commands
@@ -160,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     concept_commands(sub)
     influence_commands(sub)
     global_commands(sub)
+    recurrent_commands(sub)
     _add_serve(sub)
     return parser
 

@@ -128,6 +128,15 @@ for _page in (
         blurb="which pixels a unit can see, and which it actually uses",
     ),
     PageInfo(
+        "recurrent",
+        "recurrent.py",
+        "Recurrent",
+        ":material/cycle:",
+        "recurrent",
+        INSIDE,
+        blurb="a GRU's or LSTM's hidden state over time (PCA) and its gates, for one series",
+    ),
+    PageInfo(
         "embeddings",
         "embeddings.py",
         "Embeddings",

@@ -76,6 +76,24 @@ class RegressionTarget:
 
 
 @dataclass(frozen=True)
+class Forecast:
+    """A series to forecast: a model reads `window` past steps and answers the next `horizon` (its outputs, the
+    data set's `classes`, are 't+1' ... 't+H', each in `regression`'s units). `season`: the steps in one season
+    (12 months), what the seasonal-naive forecast repeats; `tail`: the held-out last steps of the series, whose
+    values only the test windows forecast."""
+
+    horizon: int
+    window: int
+    season: int
+    tail: int
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """The outputs' names: ('t+1', ..., 't+H')."""
+        return tuple(f"t+{h}" for h in range(1, self.horizon + 1))
+
+
+@dataclass(frozen=True)
 class DatasetInfo:
     """What a data set is. `input_shape` is (C, H, W) for images, (C, T) for series (channels, time steps), () for
     text; `mean` / `std` per channel (images, series: the training split's, which the model is fed standardised by)."""
@@ -97,6 +115,8 @@ class DatasetInfo:
     source_url: str = ""
     # A number to predict (`classes` is then its one name: the model has one output); None: classes
     regression: RegressionTarget | None = None
+    # A series to forecast (`regression` is then the series' values, `classes` one name per step ahead); None: not
+    forecast: Forecast | None = None
 
     @property
     def num_classes(self) -> int:

@@ -88,6 +88,8 @@ ModelPasses = Callable[[ModelBundle, dict[str, Any], int, int, tuple[int, int]],
 #   (prompt layer IG);
 # - reference_rows: a table row with every column replaced by the `baseline` param's reference row (the training
 #   split's mean or median row), or the mean output over several background rows (tables' IG and KernelSHAP);
+# - series_baseline: the series' `baseline` param's baseline series (series IG and DeepLift);
+# - series_hidden: the series with every segment hidden by the `baseline` param's fill (series KernelSHAP);
 # - zero: no input, f(reference) = 0: the attributions add up to the output itself (LRP's conservation).
 Reference = Literal[
     "baseline",
@@ -98,6 +100,8 @@ Reference = Literal[
     "masked_prompt",
     "baseline_embedding",
     "reference_rows",
+    "series_baseline",
+    "series_hidden",
     "zero",
 ]
 # What the values add up to at each reference, as every legend, caption, warning and `xaidash methods` words it
@@ -111,11 +115,14 @@ TOTALS: dict[str, str] = {
     "masked_prompt": "f(prompt) − f(every feature replaced by the baseline token)",
     "baseline_embedding": "f(prompt) − f(every feature's embedding set to the baseline token's)",
     "reference_rows": "f(x) − f(reference row) (with the background baseline: the mean over its rows)",
+    "series_baseline": "f(x) − f(baseline series)",
+    "series_hidden": "f(x) − f(every segment hidden)",
     "zero": "f(x)",
 }
-# The granularity of one attribution: the map repeats a superpixel's value over its pixels, so a
-# per-superpixel sum takes each value once.
-Unit = Literal["pixel", "superpixel", "word", "token", "column"]
+# The granularity of one attribution: the map repeats a superpixel's (a series' segment's) value over its pixels
+# (steps), so a per-superpixel (per-segment) sum takes each value once.
+Unit = Literal["pixel", "superpixel", "word", "token", "column", "step", "segment"]
+GROUPED_UNITS = ("superpixel", "segment")
 
 
 # Diagnostics a method that declares completeness reports beside its gap diagnostic, one value per input:

@@ -191,7 +191,7 @@ register(
         "f(baseline) (Sundararajan et al., 2017). Diagnostic: the convergence delta, the gap to that sum.",
         output="logit",
         completeness=Completeness(
-            reference="baseline", unit="pixel", diagnostic="convergence_delta", tolerance=IG_TOLERANCE
+            reference="series_baseline", unit="step", diagnostic="convergence_delta", tolerance=IG_TOLERANCE
         ),
         passes=_ig_passes,
         featured=1,
@@ -211,7 +211,7 @@ register(
         description="Differences from a baseline series propagated with the Rescale rule; the values add up to "
         "f(series) - f(baseline) (Shrikumar et al., 2017). Diagnostic: the convergence delta.",
         output="logit",
-        completeness=Completeness(reference="baseline", unit="pixel", diagnostic="convergence_delta"),
+        completeness=Completeness(reference="series_baseline", unit="step", diagnostic="convergence_delta"),
         passes=per_input(fwd_bwd=2, fwd=2),
     )
 )

@@ -76,7 +76,7 @@ register(
         "series' mean, a smoothed copy, or a straight line across the segment), fitted with the Shapley kernel. "
         "Diagnostic additivity_gap: |sum - (f(x) - f(every segment hidden))|.",
         output="logit",
-        completeness=Completeness(reference="baseline", unit="superpixel", diagnostic="additivity_gap"),
+        completeness=Completeness(reference="series_hidden", unit="segment", diagnostic="additivity_gap"),
         passes=_passes,
         featured=4,
     )

@@ -29,11 +29,12 @@ from xaidash.explainers.baselines import (
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.guard import evaluating
 from xaidash.explainers.map_arrays import Attributions, target_tensor
+from xaidash.explainers.methods.series_baselines import fixed_baseline, segment_fill
 from xaidash.explainers.metrics.maps import flat_maps
 from xaidash.explainers.modalities import adapter_of
 from xaidash.explainers.modalities.table_values import background_reference
 from xaidash.explainers.params import ExplainError
-from xaidash.explainers.registry import Completeness, MethodSpec, get_method
+from xaidash.explainers.registry import GROUPED_UNITS, Completeness, MethodSpec, get_method
 from xaidash.explainers.samples import resolve_background
 from xaidash.explainers.segmentation import fill
 from xaidash.models.bundle import ModelBundle
@@ -74,10 +75,10 @@ def _outputs(bundle: ModelBundle, x: torch.Tensor, t: torch.Tensor, output: str,
 
 
 def _unit_sums(e: Explanation, completeness: Completeness) -> np.ndarray:
-    if completeness.unit != "superpixel":
+    if completeness.unit not in GROUPED_UNITS:
         return np.array([float(np.sum(m, dtype=np.float64)) for m in flat_maps(e)])
     if e.segments is None:
-        raise ExplainError(f"{e.method} attributes superpixels but its explanation carries no segment labels.")
+        raise ExplainError(f"{e.method} attributes {completeness.unit}s but its explanation carries no segment labels.")
     sums = []
     for i in range(len(e)):
         labels, values = np.asarray(e.segments[i]).ravel(), e.item(i).astype(np.float64).ravel()
@@ -167,6 +168,17 @@ def _reference_rows(s: _Scored) -> np.ndarray:
     return values[:, s.t.to(values.device)].mean(0).double().cpu().numpy()
 
 
+def _series_baseline(s: _Scored) -> np.ndarray:
+    return s.outputs(fixed_baseline(str(s.explanation.params["baseline"]), s.bundle, s.x))
+
+
+def _series_hidden(s: _Scored) -> np.ndarray:
+    if s.explanation.segments is None:
+        raise ExplainError(f"{s.spec.id} hides segments but its explanation carries no segment labels.")
+    labels = torch.as_tensor(np.asarray(s.explanation.segments[0]).reshape(-1), device=s.bundle.device)
+    return s.outputs(segment_fill(str(s.explanation.params["baseline"]), s.bundle, s.x, labels.long()))
+
+
 # f(reference) of each reference a classifier's method may declare (explainers/registry.py `Reference`).
 _REFERENCES: dict[str, Callable[[_Scored], np.ndarray]] = {
     "baseline": _baseline,
@@ -176,6 +188,8 @@ _REFERENCES: dict[str, Callable[[_Scored], np.ndarray]] = {
     "padding_embedding": _padding_embedding,
     "padding_tokens": _padding_tokens,
     "reference_rows": _reference_rows,
+    "series_baseline": _series_baseline,
+    "series_hidden": _series_hidden,
 }
 
 

@@ -73,6 +73,18 @@ def r2_warning(config: dict[str, Any], r2: float) -> str | None:
     return None
 
 
+def forecast_warning(summary: dict[str, Any]) -> str | None:
+    """`accuracy_warning` for a forecast: its test MAE no better than the naive forecast's (the last value repeated)
+    on the same windows. R² over a short tail's own spread says little: Lynx's forecasts beat the naive one at R² < 0."""
+    mae, naive = summary.get("test_mae"), summary["test_naive_mae"]
+    if mae is None or float(mae) < float(naive):
+        return None
+    return (
+        f"This forecaster's test MAE ({float(mae):.4g}) is no better than repeating the window's last value "
+        f"({float(naive):.4g}): it has not learned the series, and its explanations show what such a model does."
+    )
+
+
 def chance_accuracy(summary: dict[str, Any], num_classes: int, confusion: np.ndarray | None = None) -> float:
     """The accuracy of always predicting the most common test class (from the confusion matrix when known: the
     summary's, or `confusion` as `Run.confusion()` reads it from its own file)."""
@@ -88,6 +100,8 @@ def accuracy_warning(
     config: dict[str, Any], summary: dict[str, Any], confusion: np.ndarray | None = None
 ) -> str | None:
     """One sentence when the run's model is too poor to explain meaningfully, else None."""
+    if summary.get("test_naive_mae") is not None:  # a forecast: judged against the naive forecasts, not R² 0
+        return forecast_warning(summary)
     r2 = measured_r2(summary)
     if r2 is not None:
         return r2_warning(config, r2)

@@ -81,6 +81,17 @@ DATASET_INFO = {
             },
             "additionalProperties": False,
         },
+        "forecast": {
+            "type": ["object", "null"],
+            "required": ["horizon", "window", "season", "tail"],
+            "properties": {
+                "horizon": {"type": "integer", "minimum": 1, "maximum": MAX_SIDE},
+                "window": {"type": "integer", "minimum": 1, "maximum": MAX_SIDE},
+                "season": {"type": "integer", "minimum": 1, "maximum": MAX_SIDE},
+                "tail": {"type": "integer", "minimum": 1},
+            },
+            "additionalProperties": False,
+        },
     },
     # Every key becomes a DatasetInfo field (store.info_from_json): an unknown one is damage, not a newer version's
     # addition (tests/models/test_damaged_runs.py checks these keys are DatasetInfo's fields).
@@ -95,6 +106,8 @@ MODEL_OPTIONS = {
         "dropout": {"type": "number", "minimum": 0, "maximum": 1},
         "patch_size": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_SIDE},
         "freeze_encoder": {"type": "boolean"},
+        "channels": {"type": "integer", "minimum": 1, "maximum": MAX_CHANNELS},
+        "anchor": {"type": "boolean"},
     },
 }
 
@@ -106,7 +119,7 @@ CONFIG = {
     "then": {"required": ["modality"]},  # an imported run is rebuilt from its source and modality (models/external)
     "properties": {
         "model": {"type": "string", "minLength": 1},
-        "modality": {"enum": ["image", "text", "causal_lm", "table"]},
+        "modality": {"enum": sorted(m.id for m in MODALITIES)},
         # A generative language model's run (models/language): what it is and where it came from.
         "language_model": {
             "type": "object",
@@ -195,6 +208,14 @@ SUMMARY = {
         "test_r2": {"type": ["number", "null"], "maximum": 1},
         "test_rmse": {"type": ["number", "null"], "minimum": 0},
         "test_mae": {"type": ["number", "null"], "minimum": 0},
+        # a forecast: the naive and seasonal-naive forecasts' errors on the same test windows, its own per step ahead
+        **{
+            f"test_{b}_{m}": {"type": ["number", "null"], "minimum": 0}
+            for b in ("naive", "seasonal_naive")
+            for m in ("mae", "rmse")
+        },
+        "test_mae_by_step": {"type": "array", "items": {"type": "number", "minimum": 0}, "maxItems": MAX_SIDE},
+        "test_rmse_by_step": {"type": "array", "items": {"type": "number", "minimum": 0}, "maxItems": MAX_SIDE},
         "confusion": {"type": ["array", "null"], "maxItems": MAX_CLASSES},
         "confusion_file": {"enum": ["confusion.npy", None]},  # a large matrix, beside the summary (runstore)
     },

@@ -34,14 +34,25 @@ def errors_text(scores: dict[str, Any], target: RegressionTarget, prefix: str = 
 
 def final_score_text(summary: dict[str, Any], target: RegressionTarget | None) -> str:
     """The headline of a finished run: 'test acc 96.5%', or 'test R² 0.42 · RMSE 59.81 · MAE 47.79 (disease
-    progression)' for a number to predict."""
+    progression)' for a number to predict, a forecast's followed by its naive forecasts' MAE (`baselines_text`)."""
     if target is None:
         return f"test acc {percent(summary.get('test_acc'))}"
     r2 = summary.get("test_r2")
     if r2 is None:
         return f"test R² {MISSING}"
     errors = errors_text(summary, target)
-    return f"test {r2_text(r2)}" + (f" · {errors} ({target.name})" if errors else "")
+    return f"test {r2_text(r2)}" + (f" · {errors} ({target.name})" if errors else "") + baselines_text(summary, target)
+
+
+def baselines_text(summary: dict[str, Any], target: RegressionTarget) -> str:
+    """A forecast's yardsticks on the same test windows: '; naive MAE 77.84 · seasonal naive MAE 51.46' ('' for
+    a run that is not a forecast)."""
+    parts = [
+        f"{name} MAE {target.value_text(float(summary[key]))}"
+        for name, key in (("naive", "test_naive_mae"), ("seasonal naive", "test_seasonal_naive_mae"))
+        if summary.get(key) is not None
+    ]
+    return "; " + " · ".join(parts) if parts else ""
 
 
 def epoch_score_text(acc: float | None, r2: float | None, regression: bool) -> str:

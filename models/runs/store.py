@@ -40,7 +40,7 @@ from typing import Any, Literal
 import numpy as np
 
 from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
-from xaidash.data.registry import DatasetInfo, RegressionTarget, TableColumn
+from xaidash.data.registry import DatasetInfo, Forecast, RegressionTarget, TableColumn
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
@@ -99,6 +99,8 @@ def info_from_json(obj: dict[str, Any]) -> DatasetInfo:
     fields["columns"] = tuple(_column(c) for c in obj.get("columns", ()))
     if obj.get("regression") is not None:
         fields["regression"] = RegressionTarget(**obj["regression"])
+    if obj.get("forecast") is not None:
+        fields["forecast"] = Forecast(**obj["forecast"])
     return DatasetInfo(**fields)
 
 

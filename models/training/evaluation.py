@@ -9,9 +9,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from xaidash.data.registry import RegressionTarget
+from xaidash.data.registry import DatasetInfo, RegressionTarget
 from xaidash.models.device import autocast
-from xaidash.models.task import RegressionSums
+from xaidash.models.task import ForecastSums, RegressionSums
 from xaidash.models.training.batches import LoaderData, Shard, TensorData
 from xaidash.models.training.distributed import SINGLE, DistContext
 
@@ -26,15 +26,17 @@ def evaluate(
     num_classes: int | None = None,
     dist: DistContext = SINGLE,
     target: RegressionTarget | None = None,
+    forecast: DatasetInfo | None = None,
 ) -> dict[str, Any]:
     """Loss, accuracy and (when num_classes is given) the confusion matrix [true][pred]; for a number to predict
     (`target`) the standardised squared error as the loss, R², RMSE and MAE in its units, and no accuracy. With
     several processes each evaluates its share and the sums are reduced: every rank gets the figures over the
-    whole data."""
+    whole data. `forecast`: the data set of a series to forecast (with `target`), whose naive and seasonal-naive
+    errors on the same windows and the model's errors per step ahead are added (`ForecastSums.scores`)."""
     model.eval()
     dist.sync_buffers(model)
     if target is not None:
-        return _evaluate_regression(model, data, device, amp, batch_size, dist, target)
+        return _evaluate_regression(model, data, device, amp, batch_size, dist, target, forecast)
     # Sums stay on the device until the end: one host read for the whole pass, not one per batch.
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), dtype=torch.long, device=device)
@@ -72,16 +74,23 @@ def _evaluate_regression(
     batch_size: int,
     dist: DistContext,
     target: RegressionTarget,
+    forecast: DatasetInfo | None = None,
 ) -> dict[str, Any]:
     sums = RegressionSums(device)
+    steps = ForecastSums(forecast.forecast, device) if forecast is not None and forecast.forecast else None
     shard = Shard(dist.rank, dist.world_size, pad=False) if dist.active else None
     for x, y in data.batches(batch_size, shuffle=False, shard=shard):
         with autocast(device, amp and device.type != "cpu"):
             outputs = model(x.to(device))
         sums.add(outputs.float(), y.to(device))
+        if steps is not None and forecast is not None:
+            steps.add(forecast, x.to(device), outputs.float(), y.to(device))
     reduced = dist.sum(list(sums.sums), device) if dist.active else None
     n = int(reduced[0] if reduced is not None else float(sums.sums[0]))
-    return {**sums.scores(target, reduced), "acc": None, "n": n}
+    out: dict[str, Any] = {**sums.scores(target, reduced), "acc": None, "n": n}
+    if steps is not None:
+        out.update(steps.scores(dist.sum(list(steps.sums), device) if dist.active else None))
+    return out
 
 
 @dataclass

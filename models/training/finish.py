@@ -9,6 +9,7 @@ from typing import Any
 
 from xaidash.models.runs.checkpoint import save_training_state, save_weights
 from xaidash.models.runs.store import STATE, WEIGHTS
+from xaidash.models.task import FORECAST_SCORES
 from xaidash.models.training.config import Callback, TrainResult
 from xaidash.models.training.evaluation import evaluate
 from xaidash.models.training.loop import EpochResult, step_record
@@ -129,14 +130,17 @@ def _test(session: TrainingSession) -> dict[str, Any]:
         num_classes=None if regression is not None else data.info.num_classes,
         dist=session.dist,
         target=regression,
+        forecast=data.info if data.info.forecast is not None else None,
     )
 
 
 def _test_scores(test: dict[str, Any]) -> dict[str, Any]:
-    """The test record's scores: the accuracy, or R², RMSE and MAE for a number to predict."""
+    """The test record's scores: the accuracy, or R², RMSE and MAE for a number to predict; a forecast's also the
+    naive and seasonal-naive forecasts' and its own per step ahead."""
     if test.get("r2") is None:
         return {"test_acc": test.get("acc")}
-    return {"test_acc": None, "test_r2": test["r2"], "test_rmse": test["rmse"], "test_mae": test["mae"]}
+    scores = {"test_acc": None, "test_r2": test["r2"], "test_rmse": test["rmse"], "test_mae": test["mae"]}
+    return scores | {f"test_{key}": test[key] for key in FORECAST_SCORES if key in test}
 
 
 def save_failed(e: OSError) -> str:

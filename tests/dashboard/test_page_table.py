@@ -55,7 +55,7 @@ def test_pages_are_grouped_by_task() -> None:
         "": ["Home"],
         "Train and import": ["Train", "Import"],
         "Explain and compare": ["Explain", "Generate", "Side by side", "Compare", "Global view"],
-        "Inside the model": ["Attention", "Receptive fields", "Embeddings", "Model"],
+        "Inside the model": ["Attention", "Receptive fields", "Recurrent", "Embeddings", "Model"],
         "Training data and concepts": ["Training data", "Concepts"],
     }
 

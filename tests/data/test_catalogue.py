@@ -24,7 +24,10 @@ def test_the_expected_data_sets_are_registered():
 def test_registered_with_consistent_info(info: DatasetInfo):
     fewest = 1 if info.regression is not None else 2  # a number to predict: its one name, the model's one output
     assert info.description and len(info.classes) == len(set(info.classes)) >= fewest
-    assert info.regression is None or info.classes == (info.regression.name,)
+    if info.forecast is not None:  # a number per step ahead: one output each
+        assert info.regression is not None and info.classes == info.forecast.steps
+    else:
+        assert info.regression is None or info.classes == (info.regression.name,)
     if info.modality == "image":
         channels = info.input_shape[0]
         assert len(info.input_shape) == 3 and len(info.mean) == len(info.std) == channels

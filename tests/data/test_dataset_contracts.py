@@ -115,7 +115,10 @@ def test_info_is_the_sources_and_its_classes_are_named_once(name: str) -> None:
     # a number to predict has one "class", its name (the model's one output); classes are at least two
     fewest = 1 if info.regression is not None else 2
     assert isinstance(info.classes, tuple) and info.num_classes == len(info.classes) >= fewest
-    if info.regression is not None:
+    if info.forecast is not None:  # a number per step ahead: one output each, 't+1' ... 't+H'
+        assert info.regression is not None and info.regression.std > 0
+        assert info.classes == info.forecast.steps and info.num_classes == info.forecast.horizon
+    elif info.regression is not None:
         assert info.num_classes == 1 and info.regression.name == info.classes[0] and info.regression.std > 0
     assert all(isinstance(c, str) and c.strip() for c in info.classes), info.classes
     assert len(set(info.classes)) == info.num_classes, info.classes
@@ -128,11 +131,14 @@ def test_both_splits_load_and_hold_every_class_in_training(name: str) -> None:
         modality_of(info.modality).check_split(split, name)  # the split its modality's adapter reads
         assert len(split) > 0, split_name
         labels = split.labels
-        if info.regression is not None:  # the values to predict, in their units, finite
-            assert labels.dtype == torch.float32 and labels.shape == (len(split),) and labels.isfinite().all()
+        if info.regression is not None:  # the values to predict, in their units, finite (a forecast's: one per step)
+            steps = (info.forecast.horizon,) if info.forecast is not None else ()
+            assert labels.dtype == torch.float32 and labels.shape == (len(split), *steps) and labels.isfinite().all()
             continue
         assert labels.dtype == torch.int64 and labels.shape == (len(split),), (split_name, labels.dtype, labels.shape)
         assert int(labels.min()) >= 0 and int(labels.max()) < info.num_classes, split_name
+    if info.forecast is not None:  # split by time: the held-out tail need not span the history's range
+        return
     if info.regression is not None:  # both sides span the target's range (stratified on its quintiles)
         train, test = splits["train"].labels, splits["test"].labels
         assert float(train.min()) == info.regression.low and float(train.max()) == info.regression.high

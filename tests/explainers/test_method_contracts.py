@@ -25,7 +25,7 @@ from xaidash.data.registry import get_info
 from xaidash.data.tokenizer import WordVocab, split_words
 from xaidash.explainers import explain, list_methods
 from xaidash.explainers.explanation import Explanation
-from xaidash.explainers.registry import MethodSpec, get_method
+from xaidash.explainers.registry import GROUPED_UNITS, MethodSpec, get_method
 from xaidash.models import ModelBundle, build_model, get_spec, list_models
 
 TEXTS = ["the plot was not bad , honestly", "dull !", "an unknownword and great acting here"]
@@ -141,7 +141,7 @@ def test_shape_values_and_targets(method: str, modality: str, model: str) -> Non
         if not spec.signed:
             assert (a >= 0).all(), f"{spec.id} is declared unsigned but gave negative values"
     assert all(len(v) == 3 and np.isfinite(v).all() for v in e.diagnostics.values())
-    if spec.completeness is not None and spec.completeness.unit == "superpixel":
+    if spec.completeness is not None and spec.completeness.unit in GROUPED_UNITS:
         assert e.segments is not None and e.segments.shape == (3, *bundle.info.input_shape[1:])
 
 

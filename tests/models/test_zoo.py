@@ -11,7 +11,7 @@ from torch import nn
 import xaidash.data.sets  # registers the data sets: a table model is built for `planted`)
 import xaidash.models  # noqa: F401  (registers the zoo)
 from xaidash.data.modalities import modality_of
-from xaidash.data.registry import DatasetInfo, get_info
+from xaidash.data.registry import DatasetInfo, get_info, list_datasets
 from xaidash.data.tokenizer import split_words
 from xaidash.models.registry import ModelError, build_model, get_spec, list_models
 from xaidash.models.runs.checkpoint import load_weights, save_weights
@@ -33,8 +33,8 @@ def info_for(name: str) -> DatasetInfo:
         return TEXT
     if spec.modality == "table":
         return get_info("planted")
-    if spec.modality == "series":
-        return SERIES
+    if spec.modality == "series":  # the first built-in series set it fits (a classifier's or a forecast's)
+        return next(i for i in list_datasets() if i.modality == "series" and i.builtin and spec.fits(i) is None)
     return next(info for info in (RGB, GREY) if spec.fits(info) is None)
 
 
@@ -48,7 +48,7 @@ def model_for(name: str) -> nn.Module:
 
 def inputs_for(name: str) -> torch.Tensor:
     spec, info = get_spec(name), info_for(name)
-    if spec.modality in ("image", "series"):
+    if spec.modality in ("image", "series"):  # standardised pixels or steps
         return torch.randn(2, *info.input_shape, generator=torch.Generator().manual_seed(1))
     if spec.modality == "table":  # two typical rows, standardised and one-hot as the model reads them
         table = modality_of("table")
