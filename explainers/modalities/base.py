@@ -183,10 +183,19 @@ class ExplainingModality(Modality):
         return None
 
     def chart(
-        self, values: np.ndarray, raw: Any, *, signed: bool, scale: float, units: str, channels: Any = None
+        self,
+        values: np.ndarray,
+        raw: Any,
+        *,
+        signed: bool,
+        scale: float,
+        units: str,
+        channels: Any = None,
+        step_name: str = "step",
     ) -> alt.Chart | None:
         """An interactive chart of map `values` over the input `raw` (a series: its line over the attribution band,
-        a tooltip per step), on colour `scale`, `channels` the input's channel names; None where maps are pictures."""
+        a tooltip per step), on colour `scale` with the legend's `units`; `channels` the input's channel names and
+        `step_name` what one step is (`DatasetInfo.channel_names`, `step_name`); None where maps are pictures."""
         return None
 
     def background_image(self, image: Any) -> np.ndarray | None:

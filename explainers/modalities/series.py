@@ -24,7 +24,7 @@ from xaidash.data.registry import DatasetInfo
 from xaidash.explainers.figures.png import png_bytes
 from xaidash.explainers.inspection.attention import TokenLayout, query_row
 from xaidash.explainers.map_arrays import row_magnitudes, spearman, word_maps
-from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, extend
+from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, TypingGuide, extend
 from xaidash.explainers.modalities.series_curves import series_perturbation_curve
 from xaidash.explainers.modalities.series_draw import chart_inputs, draw_series, series_chart, with_bar
 from xaidash.explainers.modalities.series_read import (
@@ -99,6 +99,36 @@ class SeriesAdapter(ExplainingModality, SeriesModality):
         if named is None or named[1] is not None:
             return [self.read_input(spec, bundle)]
         return [(r.series, r.description) for r in file_series(named[0], bundle.info, None)]
+
+    def typing_guide(self, info: Any, example: Any) -> TypingGuide:
+        channels, steps = info.input_shape
+        series = self.as_batch(example)[0]
+        names = ", ".join(info.channel_names) if channels > 1 and info.channel_names else ""
+        return TypingGuide(
+            caption=f"A series of {steps} {info.step_name}s"
+            + (f", {channels} channels in order: {names}" if channels > 1 else "")
+            + "; another length is resampled to it by linear interpolation",
+            label="Series: one a line, values separated by commas" + (", channels by ';'" if channels > 1 else ""),
+            help="numbers in each channel's own units; a series of another length is resampled to "
+            f"{steps} {info.step_name}s",
+            example="; ".join(", ".join(f"{float(v):.4g}" for v in row) for row in series),
+            empty="Type a series: values separated by commas" + (", channels by ';'." if channels > 1 else "."),
+            file_label="A .csv file of numbers, one series per row (an optional header row)",
+            file_hint="Upload a UTF-8 .csv file holding one series per row."
+            if channels == 1
+            else f"A CSV file holds univariate series; {info.name} has {channels} channels: type them instead.",
+        )
+
+    def preview(self, info: Any, raws: Sequence[Any]) -> Any:
+        """Series as a table: their length and, per channel, the values (drawn as a sparkline)."""
+        import pandas as pd
+
+        series = [self.as_batch(r)[0] for r in raws]
+        names = list(info.channel_names) or [f"channel {c + 1}" for c in range(series[0].shape[0] if series else 0)]
+        data: dict[str, Any] = {info.step_name + "s": [int(s.shape[1]) for s in series]}
+        for c, name in enumerate(names):
+            data[name] = [[float(v) for v in s[c]] for s in series]
+        return pd.DataFrame(data)
 
     def sample_problem(self, raw: Any, bundle: ModelBundle, name: str) -> str | None:
         problem = series_problem(bundle.info, self.as_batch(raw))
@@ -205,11 +235,19 @@ class SeriesAdapter(ExplainingModality, SeriesModality):
         return s.reshape(1, -1) if s.ndim == 1 else s
 
     def chart(
-        self, values: np.ndarray, raw: Any, *, signed: bool, scale: float, units: str, channels: Any = None
+        self,
+        values: np.ndarray,
+        raw: Any,
+        *,
+        signed: bool,
+        scale: float,
+        units: str,
+        channels: Any = None,
+        step_name: str = "step",
     ) -> alt.Chart | None:
         v, s = chart_inputs(values, raw)
         names = tuple(channels) if channels is not None else ()
-        return series_chart(v, s, signed=signed, scale=scale, units=units, channel_names=names)
+        return series_chart(v, s, signed=signed, scale=scale, units=units, channel_names=names, step_name=step_name)
 
     def figure_json(self, values: np.ndarray, labels: Sequence[str] | None) -> dict[str, Any]:
         read = parse_labels(labels)

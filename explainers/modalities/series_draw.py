@@ -22,6 +22,7 @@ DPI = 100
 MARGINS = 0.8  # inches above and below the two panels
 COLORBAR_HEIGHT = 40
 COLORBAR_FONT = 14
+RAMP_STOPS = 11
 LINE_COLOURS = ("#222222", "#1b7837", "#762a83", "#b35806", "#2166ac", "#8c510a")
 
 
@@ -129,10 +130,11 @@ def series_chart(
     for c, name in enumerate(names):
         band[name] = s[c].astype(float)
     span = float(scale) if scale > 0 else float(np.nanmax(np.abs(v)) or 1.0)
-    domain = [-span, 0.0, span] if signed else [0.0, span / 2, span]
+    # the PNG's colour map sampled at RAMP_STOPS values, blended in RGB between them: the same colours as the PNG
+    domain = [float(d) for d in np.linspace(-span if signed else 0.0, span, RAMP_STOPS)]
     ramp = [_hex(colorize(np.array([d]), signed, span)[0]) for d in domain]
     tips = [alt.Tooltip("step:Q", title=step_name), *[alt.Tooltip(f"{n}:Q", format=".4g") for n in names]]
-    tips.append(alt.Tooltip("attribution:Q", title=f"attribution ({units})" if units else "attribution", format=".4g"))
+    tips.append(alt.Tooltip("attribution:Q", format=".4g"))  # its units: the colour legend (a long key is cut)
     hover = alt.selection_point(fields=["step"], on="pointerover", nearest=True, empty=False)
     time = alt.Scale(domain=[-0.5, v.size - 0.5], nice=False, zero=False)
     legend = alt.Legend(orient="top", title=None) if len(s) > 1 else None
@@ -158,7 +160,11 @@ def series_chart(
         .encode(
             x=alt.X("start:Q", scale=time, title=step_name),
             x2="end:Q",
-            color=alt.Color("attribution:Q", title=units or "attribution").scale(domain=domain, range=ramp, clamp=True),
+            color=alt.Color(
+                "attribution:Q",
+                title=units or "attribution",
+                legend=alt.Legend(orient="bottom", direction="horizontal", gradientLength=320, titleLimit=600),
+            ).scale(domain=domain, range=ramp, clamp=True, interpolate="rgb"),
             tooltip=tips,
         )
     )

@@ -72,6 +72,10 @@ def fitted(values: list[list[float]], info: DatasetInfo, what: str) -> ReadSerie
         raise ExplainError(f"The channels of {what} differ in length ({', '.join(str(n) for n in sorted(lengths))}).")
     series = torch.tensor(values, dtype=torch.float32)
     given = series.shape[1]
+    if given < 2 <= steps:
+        raise ExplainError(
+            f"{what} has one value: a series needs at least 2 {info.step_name}s (the model reads {steps})."
+        )
     note = ""
     if given != steps:
         series = resample(series, steps)

@@ -100,6 +100,7 @@ def test_a_multivariate_series_is_typed_channel_by_channel(multi: ModelBundle) -
         ("1, 2; 3, 4", ["has 1 channel", "has 2"]),
         ("   ", ["Give a series"]),
         (",,", ["is empty"]),
+        ("5", ["has one value", "at least 2 frames"]),
     ],
 )
 def test_a_typed_series_that_cannot_be_read_is_refused_in_one_line(
@@ -279,13 +280,22 @@ def test_the_listed_metrics_are_registered_and_worded_for_steps() -> None:
 
 def test_the_hover_chart_shows_step_value_and_attribution(multi: ModelBundle) -> None:
     raw = torch.randn(3, STEPS)
+    values = np.arange(STEPS, dtype=np.float32) - 4
     chart = ADAPTER.chart(
-        np.arange(STEPS, dtype=np.float32), raw, signed=True, scale=8.0, units="logit", channels=("x", "y", "z")
+        values, raw, signed=True, scale=8.0, units="logit", channels=("x", "y", "z"), step_name="frame"
     )
     assert chart is not None
     spec = chart.to_dict()
-    text = str(spec)
-    assert "'attribution (logit)'" in text and "'x'" in text and "'z'" in text
+    strip = spec["vconcat"][1]["encoding"]
+    assert [t["field"] for t in strip["tooltip"]] == ["step", "x", "y", "z", "attribution"]
+    assert strip["tooltip"][0]["title"] == "frame" and strip["color"]["title"] == "logit"
+    scale = strip["color"]["scale"]
+    assert scale["domain"][0] == -8.0 and scale["domain"][-1] == 8.0 and scale["clamp"]
+    assert scale["range"][0] == "#" + "".join(f"{round(c * 255):02x}" for c in colorize(np.array([-8.0]), True, 8.0)[0])
+    rows = spec["datasets"][spec["vconcat"][1]["data"]["name"]]
+    assert [r["attribution"] for r in rows] == values.tolist()
+    assert [r["z"] for r in rows] == pytest.approx(raw[2].tolist())
+    assert [r["start"] for r in rows][:2] == [-0.5, 0.5]  # a step's cell centred on the lines' point
     assert adapter_of("image").chart(np.zeros((2, 2)), None, signed=True, scale=1.0, units="") is None
 
 
@@ -349,3 +359,15 @@ def test_magnitudes_are_one_batch_of_step_scores() -> None:
 def test_the_localisation_metrics_say_steps_for_a_series() -> None:
     assert "(the steps known to set the label)" in metric_meaning("rationale_pointing", "series")
     assert "series" in metric_meaning("random_logit", "series")
+
+
+def test_the_typing_guide_starts_from_a_series_the_adapter_reads(multi: ModelBundle) -> None:
+    example = torch.arange(3 * STEPS, dtype=torch.float32).view(3, STEPS) / 7
+    guide = ADAPTER.typing_guide(multi.info, example)
+    assert "3 channels in order: x, y, z" in guide.caption and "';'" in guide.label
+    read, _ = ADAPTER.read_input(guide.example, multi)
+    torch.testing.assert_close(read, example, atol=1e-3, rtol=1e-3)
+    table = ADAPTER.preview(multi.info, [example, example + 1])
+    assert list(table.columns) == ["frames", "x", "y", "z"] and table["y"][1][0] == pytest.approx(
+        float(example[1, 0]) + 1
+    )
