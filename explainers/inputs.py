@@ -92,10 +92,15 @@ def _dataset_sample(bundle: ModelBundle, split_name: str, index: int, spec: str)
         raise ExplainError(f"Cannot load the {split_name} split of {info.name}: {e}") from None
     if not 0 <= index < len(split):
         raise ExplainError(f"{spec} is out of range: the {split_name} split of {info.name} has {len(split)} samples.")
-    given = int(split.labels[index])
-    label: int | float | None = given if 0 <= given < info.num_classes else None
     name = f"{info.name} {split_name} #{index}"
-    if info.regression is not None:  # a number to predict: the row's true value, in the target's units
+    truth_values = split.labels[index].reshape(-1)
+    given = int(truth_values[0])
+    label: int | float | None = given if 0 <= given < info.num_classes else None
+    if len(truth_values) > 1 and info.regression is not None:  # a forecast: the true values of every step ahead
+        label = None
+        head = ", ".join(info.regression.value_text(float(v)) for v in truth_values[:3])
+        name += f" (true {head}{', …' if len(truth_values) > 3 else ''})"
+    elif info.regression is not None:  # a number to predict: the row's true value, in the target's units
         label = float(split.labels[index])
         name += f" (true {info.regression.value_text(label)})"
     elif label is not None:
