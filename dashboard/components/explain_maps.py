@@ -16,6 +16,7 @@ from xaidash.explainers.figures.map_figure import MapFigure
 from xaidash.explainers.figures.png import png_bytes
 from xaidash.explainers.figures.render import LARGE_UPSCALE
 from xaidash.explainers.inspection import ood
+from xaidash.explainers.modalities import adapter_of
 from xaidash.models.bundle import ModelBundle
 
 CARD_WIDTH = 224  # px: maps are this wide (>= 200 px); the row wraps to the next line instead of shrinking them
@@ -69,7 +70,17 @@ def map_card(
             problem := selected_run_problem()
         ):  # above every map: a failed run's or NaN weights' maps are noise
             st.warning(f"{problem}: this map is not meaningful", icon=":material/warning:")
-        if fig.map_png is not None:
+        chart = adapter_of(fig.modality).chart(
+            fig.values,
+            fig.background,
+            signed=fig.signed,
+            scale=fig.scale,
+            units=fig.legend.units,
+            labels=fig.words,
+        )
+        if chart is not None:  # an interactive chart (a series: hovering a step gives its value and attribution)
+            st.altair_chart(chart, width="stretch")
+        elif fig.map_png is not None:
             st.image(fig.map_png, width="stretch")
         if fig.tokens_html is not None:
             st.markdown(fig.tokens_html, unsafe_allow_html=True)

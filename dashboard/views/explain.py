@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard import services
@@ -286,6 +287,12 @@ def scale_caption(choice: Choice, modality: str) -> None:
     )
 
 
+def series_frame(series: list[list[float]]) -> pd.DataFrame:
+    """A series' channels as the columns of a frame indexed by step (one 'value' column for one channel)."""
+    names = ["value"] if len(series) == 1 else [f"channel {c + 1}" for c in range(len(series))]
+    return pd.DataFrame(dict(zip(names, series, strict=True)))
+
+
 def input_header(
     report: ExplainReport, i: int, probs: np.ndarray, coverage: TextCoverage | None = None, note: str = ""
 ) -> None:
@@ -300,6 +307,8 @@ def input_header(
     with st.container(horizontal=True, gap="medium"):
         if inp.image is not None:
             st.image(to_pil(inp.image, 224), width=200)
+        if inp.series is not None:  # a series: its channels as lines over the steps
+            st.line_chart(series_frame(inp.series), width=320, height=180)
         with st.container(width=300 if target is None else 640):  # no class chart beside a value
             if inp.text is not None and not inp.cells:  # a row's values are the table below
                 cut = coverage is not None and coverage.truncated

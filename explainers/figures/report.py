@@ -197,6 +197,7 @@ class ReportInput:
     ood: OODScore | None = None
     values: list[float] | None = None
     cells: tuple[str, ...] = ()
+    series: list[list[float]] | None = None  # a series' values, one list per channel (channels x steps)
 
     @classmethod
     def of(
@@ -212,6 +213,10 @@ class ReportInput:
         """From a raw input as the pages take it: an image (C, H, W) in [0, 1], a text, or a row (1-D)."""
         if isinstance(raw, str):
             return cls(name, label, None, raw, dict(predictions or {}), ood)
+        if np.ndim(raw) == 2:  # a series (channels, steps): kept as its values, drawn as lines
+            rows = [[float(v) for v in row] for row in np.asarray(raw, dtype=np.float64)]
+            text = f"{len(rows[0])} steps" + (f", {len(rows)} channels" if len(rows) > 1 else "")
+            return cls(name, label, None, words or text, dict(predictions or {}), ood, series=rows)
         if np.ndim(raw) == 1:
             values = [float(v) for v in np.asarray(raw, dtype=np.float64)]
             text = words or ", ".join(f"{v:.4g}" for v in values)
@@ -219,7 +224,10 @@ class ReportInput:
         return cls(name, label, image_hwc(raw), None, dict(predictions or {}), ood)
 
     def raw(self, channels: int = 3) -> np.ndarray | str | None:
-        """The inverse of `of`: the text, a row's values, or the image (C, H, W) float32 with `channels` channels."""
+        """The inverse of `of`: the text, a row's values, a series (C, T), or the image (C, H, W) float32 with
+        `channels` channels."""
+        if self.series is not None:
+            return np.asarray(self.series, np.float32)
         if self.values is not None:
             return np.asarray(self.values, np.float32)
         if self.text is not None:
@@ -243,6 +251,7 @@ class ReportInput:
             "file": file,
             "text": self.text,
             **({"values": self.values, "cells": list(self.cells)} if self.values is not None else {}),
+            **({"series": self.series} if self.series is not None else {}),
             "predictions": {k: [p.to_json() for p in v] for k, v in self.predictions.items()},
             "out_of_distribution": None if self.ood is None else self.ood.to_json(),
         }
@@ -264,6 +273,7 @@ class ReportInput:
             None if ood is None else OODScore.from_json(ood),
             None if d.get("values") is None else [float(v) for v in d["values"]],
             tuple(str(c) for c in d.get("cells") or ()),
+            None if d.get("series") is None else [[float(v) for v in row] for row in d["series"]],
         )
 
 

@@ -49,7 +49,9 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     labels = resolved_segments(ctx, params)
     on = coalitions(samples, int(labels.max()) + 1, ctx.seed)  # the first shows every segment (lime's convention)
     fill = segment_fill(str(params["baseline"]), ctx.bundle, ctx.x, labels)
-    probs, used = scored_coalitions(ctx, fill, on, labels, probability=True, what="LIME")
+    # a forecaster's outputs are values in the series' units: explained as they are (no softmax across steps ahead)
+    probability = ctx.bundle.regression is None
+    probs, used = scored_coalitions(ctx, fill, on, labels, probability=probability, what="LIME")
     probs_np = probs.double().cpu().numpy()
     weights, r2 = surrogates(on.numpy(), probs_np, float(params["kernel_width"]), ctx.seed)
     return MethodOutput(

@@ -192,10 +192,12 @@ class ExplainingModality(Modality):
         units: str,
         channels: Any = None,
         step_name: str = "step",
+        labels: Sequence[str] | None = None,
     ) -> alt.Chart | None:
         """An interactive chart of map `values` over the input `raw` (a series: its line over the attribution band,
         a tooltip per step), on colour `scale` with the legend's `units`; `channels` the input's channel names and
-        `step_name` what one step is (`DatasetInfo.channel_names`, `step_name`); None where maps are pictures."""
+        `step_name` what one step is (`DatasetInfo.channel_names`, `step_name`), or read from the map's `labels`
+        where they carry them (a drawn `MapFigure`'s words); None where maps are pictures."""
         return None
 
     def background_image(self, image: Any) -> np.ndarray | None:

@@ -151,7 +151,10 @@ register(
         "its past; one output per step ahead, added to the window's last value.",
         fits=_fits,
         input_note="a window of one series to forecast",
-        last_conv=LAYERS[-1],
+        # No Grad-CAM default: the head reads the last step's features only, so the gradient-weighted maps of the last
+        # block are zero but at one step (measured: all zero after the ReLU on the untrained and trained model); a
+        # user may still pick a block (`--param gradcam.layer=blocks.3`). Gradients and perturbations show the steps.
+        last_conv=None,
         conv_layers=LAYERS,
         feature_layouts={path: FeatureLayout("ncl") for path in LAYERS},
         recipes=RECIPES,

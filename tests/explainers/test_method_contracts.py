@@ -21,7 +21,7 @@ from image_bundles import fresh_bundle
 from model_state import model_state
 from table_bundles import split, untrained_bundle
 
-from xaidash.data.registry import get_info
+from xaidash.data.registry import get_info, list_datasets
 from xaidash.data.tokenizer import WordVocab, split_words
 from xaidash.explainers import explain, list_methods
 from xaidash.explainers.explanation import Explanation
@@ -51,6 +51,10 @@ def bundle_of(name: str) -> ModelBundle:
         return fresh_bundle(name)
     if spec.modality == "table":
         return untrained_bundle()
+    if spec.modality == "series":  # the first built-in series set it fits (a classifier's or a forecast's)
+        series = next(i for i in list_datasets() if i.modality == "series" and i.builtin and spec.fits(i) is None)
+        torch.manual_seed(0)
+        return ModelBundle(build_model(name, series).eval(), spec, series, torch.device("cpu"))
     info = get_info("cues")
     if spec.tokenizer is not None:
         pytest.importorskip("transformers")
@@ -133,6 +137,9 @@ def test_shape_values_and_targets(method: str, modality: str, model: str) -> Non
         elif modality == "table":
             assert e.tokens is not None and len(e.tokens[i]) == len(bundle.info.columns)
             assert a.shape == (len(bundle.info.columns),)
+        elif modality == "series":  # one value per time step, each step labelled with its values
+            assert a.shape == (bundle.info.input_shape[1],)
+            assert e.tokens is not None and len(e.tokens[i]) == bundle.info.input_shape[1]
         else:
             assert e.tokens is not None
             assert e.tokens[i] == split_words(TEXTS[i])

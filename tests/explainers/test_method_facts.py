@@ -4,6 +4,7 @@ compute completeness exactly where it is declared, and the one deletion/insertio
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import numpy as np
@@ -12,7 +13,7 @@ import torch
 from image_bundles import RGB16, fresh_bundle
 from table_bundles import split, untrained_bundle
 
-from xaidash.data.registry import get_source
+from xaidash.data.registry import get_source, load_split
 from xaidash.data.tokenizer import WordVocab
 from xaidash.explainers import explain, list_methods
 from xaidash.explainers import metrics as M
@@ -43,9 +44,23 @@ def images(n: int, seed: int = 1) -> torch.Tensor:
     return torch.rand(n, *RGB16.input_shape, generator=torch.Generator().manual_seed(seed))
 
 
+@functools.cache
+def series_bundle(name: str) -> ModelBundle:
+    """An untrained zoo series model on `series_shapes` (its splits load offline: real series, a real background)."""
+    info = get_source("series_shapes").info
+    torch.manual_seed(0)
+    return ModelBundle(build_model(name, info).eval(), get_spec(name), info, torch.device("cpu"))
+
+
+def series_inputs(n: int, which: str = "test", start: int = 0) -> torch.Tensor:
+    return load_split("series_shapes", which).series[start : start + n].clone()  # type: ignore[union-attr]
+
+
 def bundle_for(spec: MethodSpec, modality: str) -> ModelBundle:
     if modality == "table":
         return untrained_bundle()
+    if modality == "series":
+        return series_bundle("series_transformer" if spec.family == "attention" else "series_cnn")
     if modality == "text":
         return text_bundle("text_transformer" if spec.family == "attention" else "text_cnn")
     bundle = fresh_bundle("resnet_small")
@@ -55,6 +70,8 @@ def bundle_for(spec: MethodSpec, modality: str) -> ModelBundle:
 def inputs_for(modality: str, n: int) -> list[str] | torch.Tensor:
     if modality == "text":
         return TEXTS[:n]
+    if modality == "series":  # amplified: an untrained network's output barely moves on the plain series
+        return series_inputs(n) * 4
     return split().rows[:n].clone() if modality == "table" else images(n)
 
 
@@ -82,6 +99,8 @@ def test_a_method_reads_the_background_exactly_when_it_says_it_needs_one(method,
     elif modality == "table":  # two sets of different training rows
         rows = split(which="train").rows
         dark, light = bundle.prepare(rows[:6]), bundle.prepare(rows[6:12])
+    elif modality == "series":  # two sets of different training series
+        dark, light = bundle.prepare(series_inputs(6, "train")), bundle.prepare(series_inputs(6, "train", 6))
     else:  # two backgrounds with different images and different channel means
         dark, light = bundle.prepare(images(6, seed=2) * 0.3), bundle.prepare(0.7 + images(6, seed=3) * 0.3)
     a = explain(bundle, x, [0, 1], method, background=dark, **params)

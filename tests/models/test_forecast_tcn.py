@@ -107,9 +107,10 @@ def test_deeplift_attributions_add_up_to_the_change_of_each_step(anchor: bool) -
 
 
 def test_grad_cam_layers_are_one_d_conv_maps() -> None:
+    """Blocks a user may pick for Grad-CAM, read as 1-D maps; no default (the head reads the last step only)."""
     spec = get_spec("series_tcn")
     model = built(stand_in())
-    assert spec.last_conv == spec.conv_layers[-1]
+    assert spec.last_conv is None and spec.conv_layers
     for path in spec.conv_layers:
         assert spec.feature_layout(path).kind == "ncl"
         model.get_submodule(path)
