@@ -274,3 +274,17 @@ def sanity_chart(rows: Sequence[dict[str, Any]], methods: Sequence[str] | None =
         tooltip=["method", "step", "layer", alt.Tooltip("spearman:Q", format=".3f")],
     )
     return (base.mark_line() + base.mark_point(filled=True)).properties(height=260)
+
+
+def forecast_chart(history: Sequence[float], forecast: Sequence[float], value_title: str) -> alt.LayerChart:
+    """A forecast on one time axis: the window the model read (steps -T+1 .. 0) and its forecast of the steps ahead
+    (1 .. H), hovering a step gives its value."""
+    past = pd.DataFrame({"step": np.arange(-len(history) + 1, 1), "value": history, "part": "history"})
+    ahead = pd.DataFrame({"step": np.arange(0, len(forecast) + 1), "value": [history[-1], *forecast]})
+    ahead["part"] = "forecast"
+    data = pd.concat([past, ahead], ignore_index=True)
+    x = alt.X("step:Q", title="steps (0 = the last one read; 1, 2, … ahead)")
+    colour = alt.Color("part:N", scale=alt.Scale(domain=["history", "forecast"], range=["#4c78a8", "#e45756"]))
+    base = alt.Chart(data).encode(x=x, y=alt.Y("value:Q", title=value_title), color=colour)
+    tips = [alt.Tooltip("part:N"), alt.Tooltip("step:Q"), alt.Tooltip("value:Q", format=".4g")]
+    return (base.mark_line() + base.mark_circle(size=28).encode(tooltip=tips)).properties(height=200)

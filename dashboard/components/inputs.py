@@ -186,7 +186,7 @@ def _gallery_pages(
         _tiles(t, idx[(page - 1) * GALLERY_PAGE : page * GALLERY_PAGE], chosen, pick_key, max_inputs)
 
 
-def _sample(adapter: Modality, split: Split, index: int, label: int | float, name: str) -> PickedInput:
+def _sample(adapter: Modality, split: Split, index: int, label: int | float | None, name: str) -> PickedInput:
     """Sample `index` of a split as an input, with its ground truth (an object mask, a rationale) when known."""
     truth = adapter.ground_truth(split, [index])
     return PickedInput(
@@ -210,9 +210,10 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
     labels = split.labels[: len(probs)].numpy()
     tested = _Tested(info, split, labels, probs, probs.argmax(1))
     if info.regression is not None:  # a number to predict: rows ordered by their error, no classes
-        idx, show = regression_order(info.regression, key, labels, probs[:, 0])
+        values = probs[:, 0] if probs.shape[1] == 1 else probs  # a forecast: a value per step ahead
+        idx, show = regression_order(info.regression, key, labels, values)
         classes: list[str] = []
-        describe, what = row_describer(info.regression, labels, probs[:, 0]), "test index, true → predicted value"
+        describe, what = row_describer(info.regression, labels, values), "test index, true → predicted value"
     else:
         idx, classes, show = _filtered(info, key, labels, tested.preds)
         describe, what = _class_describer(info, labels, tested.preds), "test index, true class → predicted class"
@@ -225,8 +226,13 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
         row_table(info, bundle.adapter.items(split, range(len(probs))), idx, labels, probs, pick_key, max_inputs)
     else:
         _gallery_pages(tested, key, pick_key, idx, chosen, max_inputs, bundle.adapter.gallery_open)
-    as_label = float if info.regression is not None else int
-    return [_sample(bundle.adapter, split, i, as_label(labels[i]), f"test #{i}") for i in chosen]
+
+    def as_label(i: int) -> int | float | None:  # a forecast's truth is a value per step ahead: no one label
+        if labels[i].size > 1:
+            return None
+        return float(labels[i]) if info.regression is not None else int(labels[i])
+
+    return [_sample(bundle.adapter, split, i, as_label(i), f"test #{i}") for i in chosen]
 
 
 def _toggle_pick(pick_key: str, index: int, max_inputs: int) -> None:

@@ -17,8 +17,9 @@ ORDERS = ("test order", "largest errors first", "smallest errors first")
 def regression_order(
     target: RegressionTarget, key: str, labels: np.ndarray, values: np.ndarray
 ) -> tuple[list[int], str]:
-    """The 'Show' choice over the test rows: (their indices in that order, the choice)."""
-    errors = np.abs(values - labels)
+    """The 'Show' choice over the test rows: (their indices in that order, the choice). A forecast's rows hold a
+    value per step ahead: its error is the mean over them."""
+    errors = np.abs(values - labels).reshape(len(values), -1).mean(1)
     show = str(
         st.radio(
             "Show",
@@ -40,4 +41,9 @@ def regression_order(
 
 def row_describer(target: RegressionTarget, labels: np.ndarray, values: np.ndarray) -> Callable[[int], str]:
     """'#3 true 151 → 152.3' for the samples list."""
-    return lambda i: f"#{i} true {target.value_text(float(labels[i]))} → {target.value_text(float(values[i]))}"
+
+    def first(v: np.ndarray) -> str:  # a forecast: its first step ahead, marked as such
+        flat = np.asarray(v).reshape(-1)
+        return target.value_text(float(flat[0])) + (" …" if len(flat) > 1 else "")
+
+    return lambda i: f"#{i} true {first(labels[i])} → {first(values[i])}"

@@ -485,8 +485,16 @@ def inputs_expander(result: Comparison, bundle: ModelBundle) -> None:
             cols = st.columns(8)
             for j, (i, name) in enumerate(zip(smp.indices, names, strict=True)):
                 cols[j % 8].image(to_pil(smp.raw[j], 64), caption=f"#{i} {name}", width="stretch")
-        else:
-            st.dataframe(pd.DataFrame({"index": smp.indices, "text": smp.raw, "label": names}), hide_index=True)
+        else:  # texts, series: one line each (a series also as a small line)
+            adapter, raws = bundle.adapter, list(smp.raw)
+            frame = pd.DataFrame(
+                {"index": smp.indices, adapter.sample: [adapter.one_line(r, bundle.info) for r in raws], "label": names}
+            )
+            config = {}
+            if raws and adapter.sparkline(raws[0]) is not None:
+                frame.insert(1, "shape", [adapter.sparkline(r) for r in raws])
+                config["shape"] = st.column_config.LineChartColumn("shape", width="medium")
+            st.dataframe(frame, hide_index=True, column_config=config)
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import streamlit as st
 from xaidash.dashboard import services
 from xaidash.dashboard.components.attack_panel import attack_panel
 from xaidash.dashboard.components.calibration_view import probability_note, session_temperature, temperature_caption
-from xaidash.dashboard.components.charts import topk_chart
+from xaidash.dashboard.components.charts import forecast_chart, topk_chart
 from xaidash.dashboard.components.explain_maps import error_card, map_card, map_display_choice, ood_hint, ood_scores
 from xaidash.dashboard.components.explain_tables import diagnostics_table, metrics_legend, metrics_table
 from xaidash.dashboard.components.images import to_pil
@@ -307,7 +307,13 @@ def input_header(
     with st.container(horizontal=True, gap="medium"):
         if inp.image is not None:
             st.image(to_pil(inp.image, 224), width=200)
-        if inp.series is not None:  # a series: its channels as lines over the steps
+        ahead = inp.predictions["A"]
+        if inp.series is not None and target is not None and len(ahead) > 1:  # a forecast: history and steps ahead
+            with st.container(width=560):
+                title = target.name + (f" ({target.unit})" if target.unit else "")
+                forecast = [float(p.value or 0.0) for p in ahead]
+                st.altair_chart(forecast_chart(inp.series[0], forecast, title), width="stretch")
+        elif inp.series is not None:  # a series: its channels as lines over the steps
             st.line_chart(series_frame(inp.series), width=320, height=180)
         with st.container(width=300 if target is None else 640):  # no class chart beside a value
             if inp.text is not None and not inp.cells:  # a row's values are the table below

@@ -171,7 +171,7 @@ def _fit_images(images: torch.Tensor, bundle: ModelBundle, what: str) -> torch.T
 
 
 def _load_dataset_class(arg: str, bundle: ModelBundle, examples: int, seed: int) -> ConceptExamples:
-    from xaidash.data.registry import TextSplit, get_info
+    from xaidash.data.registry import ImageSplit, TextSplit, get_info
 
     parts = arg.split(":")
     split = "train"
@@ -193,6 +193,8 @@ def _load_dataset_class(arg: str, bundle: ModelBundle, examples: int, seed: int)
     origin = ConceptOrigin(name, (cls,) * len(chosen))
     if isinstance(loaded, TextSplit):
         return ConceptExamples(label, f"dataset:{arg}", [loaded.texts[i] for i in chosen], origin=origin)
+    if not isinstance(loaded, ImageSplit):  # series: the adapter's batch of raw inputs
+        return ConceptExamples(label, f"dataset:{arg}", bundle.adapter.items(loaded, chosen), origin=origin)
     images = _fit_images(loaded.batch(chosen), bundle, f"Data set {name}") if chosen else loaded.batch([])
     return ConceptExamples(label, f"dataset:{arg}", images, origin=origin)
 
@@ -242,7 +244,7 @@ def _load_text(arg: str, bundle: ModelBundle, examples: int, seed: int) -> Conce
 
 
 def _load_gallery(arg: str, bundle: ModelBundle, examples: int, seed: int) -> ConceptExamples:
-    from xaidash.data.registry import TextSplit
+    from xaidash.data.registry import ImageSplit, TextSplit
 
     if reason := bundle.no_dataset_reason("a concept of gallery examples"):
         raise ExplainError(reason)
@@ -263,6 +265,8 @@ def _load_gallery(arg: str, bundle: ModelBundle, examples: int, seed: int) -> Co
     origin = ConceptOrigin(bundle.info.name, tuple(classes[int(split.labels[i])] for i in indices))
     if isinstance(split, TextSplit):
         return ConceptExamples(name, f"gallery:{arg}", [split.texts[i] for i in indices], origin=origin)
+    if not isinstance(split, ImageSplit):  # series: the adapter's batch of raw inputs
+        return ConceptExamples(name, f"gallery:{arg}", bundle.adapter.items(split, indices), origin=origin)
     return ConceptExamples(name, f"gallery:{arg}", split.batch(indices), origin=origin)
 
 
@@ -272,7 +276,7 @@ register(
         "A class of a data set",
         "NAME:CLASS[:SPLIT]",
         "the examples of one class of a registered data set (train split unless :test)",
-        ("image", "text"),
+        ("image", "text", "series"),
         _load_dataset_class,
     )
 )
@@ -304,7 +308,7 @@ register(
         "Examples picked in the gallery",
         "I,J,K",
         "samples of the run's test split by index",
-        ("image", "text"),
+        ("image", "text", "series"),
         _load_gallery,
     )
 )

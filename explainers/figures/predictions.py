@@ -43,8 +43,10 @@ def top_predictions(
     every page, the CLI and the reports list. `target` (a number to predict): `probs` is the predicted value, and
     the list holds that one value."""
     p = np.asarray(probs, dtype=np.float64).reshape(-1)
-    if target is not None:
-        return [Prediction(0, target.name, None, float(p[0]))]
+    if target is not None:  # its value; a forecast's, one per step ahead in order (t+1 first)
+        if len(p) == 1:
+            return [Prediction(0, target.name, None, float(p[0]))]
+        return [Prediction(h, str(classes[h]), None, float(v)) for h, v in enumerate(p)]
     order = np.argsort(-p, kind="stable")[: max(0, min(int(k), len(p)))]
     return [Prediction(int(i), str(classes[int(i)]), float(p[int(i)])) for i in order]
 
