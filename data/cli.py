@@ -6,7 +6,7 @@ import argparse
 
 from xaidash.data.catalogue import datasets_table
 from xaidash.data.paths import data_root
-from xaidash.data.registry import list_factories
+from xaidash.data.registry import own_data_forms
 
 
 def _cmd_datasets(args: argparse.Namespace) -> int:
@@ -17,7 +17,7 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
     for r in rows:
         print("  ".join(r[c].ljust(widths[c]) for c in cols))
     print(f"\nData root: {data_root()} (set XAIDASH_DATA to change it)")
-    print("Your own data: " + ", ".join(f"{p}:<path>" for p in list_factories()))
+    print("Your own data: " + ", ".join(own_data_forms()))
     print("  a table of your own: csv:<path>?target=<column>[&id=..&categorical=..&numeric=..&drop=..&missing=..]")
     return 0
 

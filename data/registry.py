@@ -232,14 +232,22 @@ class DatasetSource(Spec):
 
 @dataclass(frozen=True)
 class DatasetFactory(Spec):
-    """A parametrised data set such as 'imagefolder:<path>': `id` is the prefix, `build(argument)` its source."""
+    """A parametrised data set such as 'imagefolder:<path>': `id` is the prefix, `build(argument)` its source,
+    `argument` how the part after the prefix is written, `own` whether it reads the user's own files (a built-in
+    set with options, `forecast:airline?horizon=6`, is not)."""
 
     id: str
     build: Callable[[str], DatasetSource]
+    argument: str = "<path>"
+    own: bool = True
+
+    @property
+    def form(self) -> str:
+        return f"{self.id}:{self.argument}"
 
 
 def _unknown(name: Hashable, known: list[str]) -> str:
-    named = ", ".join(known) + ", " + ", ".join(f"{p}:<path>" for p in list_factories())
+    named = ", ".join(known) + ", " + ", ".join(f.form for f in FACTORIES)
     return f"Unknown dataset {name!r}. Known: {named}."
 
 
@@ -252,8 +260,15 @@ def register(source: DatasetSource) -> DatasetSource:
     return DATASETS.register(source)
 
 
-def register_factory(prefix: str, factory: Callable[[str], DatasetSource]) -> None:
-    FACTORIES.register(DatasetFactory(prefix, factory))
+def register_factory(
+    prefix: str, factory: Callable[[str], DatasetSource], argument: str = "<path>", own: bool = True
+) -> None:
+    FACTORIES.register(DatasetFactory(prefix, factory, argument, own))
+
+
+def own_data_forms() -> list[str]:
+    """How the user's own data is named ('csv:<path>', 'imagefolder:<path>')."""
+    return [f.form for f in FACTORIES if f.own]
 
 
 def list_factories() -> list[str]:

@@ -27,7 +27,7 @@ from xaidash.dashboard.components.row_inputs import row_table, shown_as_rows, ty
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
 from xaidash.data.modalities import Modality, modality_of
-from xaidash.data.registry import DatasetInfo, Split
+from xaidash.data.registry import DatasetInfo, RegressionTarget, Split
 from xaidash.explainers.modalities.image_files import FITS, load_image
 from xaidash.explainers.params import MAX_TEXT_CHARS, ExplainError
 from xaidash.models.bundle import ModelBundle
@@ -61,6 +61,12 @@ class PickedInput:
     def __post_init__(self) -> None:
         if not self.key:
             self.key = services.content_key(self.raw)
+
+
+def _value_text(target: RegressionTarget, values: Any) -> str:
+    """A true or predicted value in the target's units; a forecast's first step ahead, then '…'."""
+    flat = np.asarray(values, dtype=np.float64).reshape(-1)
+    return target.value_text(float(flat[0])) + (" …" if len(flat) > 1 else "")
 
 
 def _class_name(info: DatasetInfo, label: int | None) -> str:
@@ -143,6 +149,13 @@ def _tiles(t: _Tested, shown: list[int], chosen: list[int], pick_key: str, max_i
                 "true": [_class_name(info, int(labels[i])) for i in shown],
                 "predicted": [_class_name(info, int(preds[i])) for i in shown],
                 "probability": [float(t.probs[i, preds[i]]) for i in shown],
+            }
+            if info.regression is None
+            else {  # values (a forecast: its first step ahead, then …)
+                "index": shown,
+                adapter.sample: [adapter.one_line(adapter.item(split, i), info, MAX_TEXT_CHARS) for i in shown],
+                "true": [_value_text(info.regression, labels[i]) for i in shown],
+                "predicted": [_value_text(info.regression, t.probs[i]) for i in shown],
             }
         )
         lines = [adapter.sparkline(adapter.item(split, i)) for i in shown]

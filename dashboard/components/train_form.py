@@ -19,7 +19,7 @@ from xaidash.data.errors import DatasetError
 from xaidash.data.formatting import percent, r2_text
 from xaidash.data.modalities import modality_of
 from xaidash.data.paths import data_root, offline
-from xaidash.data.registry import DatasetInfo, get_source, list_datasets, list_factories
+from xaidash.data.registry import DatasetInfo, get_source, list_datasets, own_data_forms
 from xaidash.models.device import device_choices
 from xaidash.models.registry import ModelSpec, models_for, recommended_model
 from xaidash.models.training.compiled import COMPILE_MODES
@@ -160,7 +160,7 @@ def recipe_note(spec: ModelSpec, info: DatasetInfo) -> str:
 def own_dataset(c1: Any) -> DatasetInfo | None:
     """A data set of the user's own, by the name the command line's --dataset takes (`csv:<path>?target=...`,
     `imagefolder:<path>`): its info, or None with the one line that says what is wrong (or what to type)."""
-    examples = ", ".join(f"{p}:<path>" for p in list_factories())
+    examples = ", ".join(own_data_forms())
     typed = c1.text_input(
         "Your data set",
         key=OWN_KEY,

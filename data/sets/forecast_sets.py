@@ -222,4 +222,4 @@ def forecast_source(argument: str) -> TableSource:
 
 for _series in SERIES.values():
     register(_series.source())
-register_factory("forecast", forecast_source)
+register_factory("forecast", forecast_source, argument="<name>?horizon=H&window=W", own=False)
