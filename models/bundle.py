@@ -82,8 +82,12 @@ class ModelBundle:
         return torch.cat(out) if out else torch.empty(0, self.info.num_classes, device=x.device)
 
     def predicted(self, x: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
-        """The predicted class of each prepared input, (N,) long on the device."""
-        return self.logits(x, batch_size).argmax(1)
+        """The predicted class of each prepared input, (N,) long on the device. A model that predicts numbers has no
+        class to pick: its first output (a forecast's next step), not the largest value."""
+        logits = self.logits(x, batch_size)
+        if self.regression is not None:
+            return torch.zeros(len(logits), dtype=torch.long, device=logits.device)
+        return logits.argmax(1)
 
     def predict_proba(
         self, inputs: torch.Tensor | Sequence[str], batch_size: int = 256, temperature: float | None = None

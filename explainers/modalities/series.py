@@ -246,11 +246,15 @@ class SeriesAdapter(ExplainingModality, SeriesModality):
         step_name: str = "step",
         labels: Sequence[str] | None = None,
     ) -> alt.Chart | None:
-        v, s = chart_inputs(values, raw)
         names = tuple(channels) if channels is not None else ()
         read = parse_labels(labels) if labels else None
         if read is not None and channels is None:  # a drawn figure's words name the channels and the step
             names, step_name = tuple(read[1]), read[2]
+        if raw is None and read is not None:  # and carry the series' values
+            raw = read[0]
+        if raw is None:
+            return None
+        v, s = chart_inputs(values, raw)
         return series_chart(v, s, signed=signed, scale=scale, units=units, channel_names=names, step_name=step_name)
 
     def figure_json(self, values: np.ndarray, labels: Sequence[str] | None) -> dict[str, Any]:

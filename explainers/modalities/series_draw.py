@@ -112,9 +112,11 @@ def series_chart(
     units: str,
     channel_names: tuple[str, ...] = (),
     step_name: str = "step",
+    width: int = 330,
 ) -> alt.Chart:
-    """Lines (one per channel) over a band of the attribution per step on the same colour scale as the PNG; hovering
-    a step shows its values and attribution."""
+    """Lines (one per channel) over a band of the attribution per step on the same colour scale as the PNG, `width`
+    pixels wide (both on one time axis); hovering a step shows its values and attribution. The colour bar with the
+    units is the card's own (drawn under the chart), so the band carries no legend of its own."""
     v = np.asarray(values, np.float32).reshape(-1)
     s = series_axes(np.asarray(series, np.float32), v.size)
     names = [channel_names[c] if c < len(channel_names) else f"channel {c + 1}" for c in range(len(s))]
@@ -160,16 +162,14 @@ def series_chart(
         .encode(
             x=alt.X("start:Q", scale=time, title=step_name),
             x2="end:Q",
-            color=alt.Color(
-                "attribution:Q",
-                title=units or "attribution",
-                legend=alt.Legend(orient="bottom", direction="horizontal", gradientLength=320, titleLimit=600),
-            ).scale(domain=domain, range=ramp, clamp=True, interpolate="rgb"),
+            color=alt.Color("attribution:Q", title=units or "attribution", legend=None).scale(
+                domain=domain, range=ramp, clamp=True, interpolate="rgb"
+            ),
             tooltip=tips,
         )
     )
     return (
-        alt.vconcat((lines_chart + rule).properties(height=180), strip.properties(height=40))
+        alt.vconcat((lines_chart + rule).properties(height=160, width=width), strip.properties(height=36, width=width))
         .resolve_scale(color="independent")
         .configure_view(stroke=None)
     )
