@@ -247,7 +247,7 @@ class DatasetFactory(Spec):
 
 
 def _unknown(name: Hashable, known: list[str]) -> str:
-    named = ", ".join(known) + ", " + ", ".join(f.form for f in FACTORIES)
+    named = ", ".join(known) + ", " + ", ".join(f.form for f in sorted(FACTORIES, key=lambda f: f.id))
     return f"Unknown dataset {name!r}. Known: {named}."
 
 
@@ -268,7 +268,7 @@ def register_factory(
 
 def own_data_forms() -> list[str]:
     """How the user's own data is named ('csv:<path>', 'imagefolder:<path>')."""
-    return [f.form for f in FACTORIES if f.own]
+    return [f.form for f in sorted(FACTORIES, key=lambda f: f.id) if f.own]
 
 
 def list_factories() -> list[str]:

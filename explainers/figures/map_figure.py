@@ -381,7 +381,8 @@ def explanation_figures(
     adapter = adapter_of(modality)
     specs = {m: get_method(e.method, modality) for m, e in explanations.items()}
     legends = {m: map_legend(specs[m], modality, target=regression) for m in explanations}
-    maps = {m: e.item(index) for m, e in explanations.items()}
+    shown = adapter.display(display)
+    maps = {m: adapter.display_values(e, index, shown) for m, e in explanations.items()}
     groups = {m: legends[m].group for m in maps}
     own = map_scales(maps, groups, scale_mode)
     out: dict[str, MapFigure] = {}

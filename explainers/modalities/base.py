@@ -148,6 +148,11 @@ class ExplainingModality(Modality):
         """What the `tokens` positions of one input's attention are (labels, patch grid, the query row)."""
         raise ExplainError(f"Attention is not shown for {self.label}.")
 
+    def display_values(self, explanation: Any, index: int, display: str) -> np.ndarray:
+        """The values map `index` of an `Explanation` is drawn from in `display`: its map (a multivariate series'
+        heatmap: its per-channel maps, where the method made them)."""
+        return np.asarray(explanation.item(index))
+
     def display(self, requested: str | None = None) -> str:
         """The display a map is drawn with: `requested` when this modality has it, else its default."""
         return requested if requested in self.displays else self.displays[0]

@@ -234,6 +234,12 @@ class SeriesAdapter(ExplainingModality, SeriesModality):
         s = np.asarray(torch.as_tensor(image, dtype=torch.float32).cpu(), np.float32)
         return s.reshape(1, -1) if s.ndim == 1 else s
 
+    def display_values(self, explanation: Any, index: int, display: str) -> np.ndarray:
+        channels = explanation.channel_attributions
+        if display == "heatmap" and channels is not None:  # channel x time, as the heatmap draws it
+            return np.asarray(channels[index], np.float32)
+        return np.asarray(explanation.item(index))
+
     def chart(
         self,
         values: np.ndarray,
@@ -253,6 +259,8 @@ class SeriesAdapter(ExplainingModality, SeriesModality):
         if raw is None and read is not None:  # and carry the series' values
             raw = read[0]
         if raw is None:
+            return None
+        if np.ndim(values) == 2:  # per-channel maps: the heatmap PNG shows them
             return None
         v, s = chart_inputs(values, raw)
         return series_chart(v, s, signed=signed, scale=scale, units=units, channel_names=names, step_name=step_name)

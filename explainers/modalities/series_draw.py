@@ -68,7 +68,7 @@ def draw_series(
         name = channel_names[c] if c < len(channel_names) else f"channel {c + 1}"
         top.plot(steps, row, color=LINE_COLOURS[c % len(LINE_COLOURS)], linewidth=1.4, label=name)
     if len(s) > 1:
-        top.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8, ncol=min(len(s), 6), frameon=False)
+        top.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8, ncol=min(len(s), 3), frameon=False)
     top.set_xlim(-0.5, length - 0.5)
     top.tick_params(labelbottom=False, labelsize=8)
     top.grid(alpha=0.25)
@@ -80,7 +80,10 @@ def draw_series(
     band.set_yticklabels(labels if len(rows) > 1 else ["map"], fontsize=8)
     band.set_xlabel(step_name, fontsize=9)
     band.tick_params(labelsize=8)
-    fig.subplots_adjust(left=0.09, right=0.98, top=1 - 0.3 / height, bottom=0.5 / height)
+    # room on the left for the longest row label ("accelerometer x"): about 0.075 inch per character at 8 pt
+    longest = max((len(t) for t in labels), default=4) if len(rows) > 1 else 4
+    left = min(0.35, max(0.09, (0.2 + 0.075 * longest) / (width / DPI)))
+    fig.subplots_adjust(left=left, right=0.98, top=1 - 0.3 / height, bottom=0.5 / height)
     return _image(fig)
 
 
@@ -139,7 +142,7 @@ def series_chart(
     tips.append(alt.Tooltip("attribution:Q", format=".4g"))  # its units: the colour legend (a long key is cut)
     hover = alt.selection_point(fields=["step"], on="pointerover", nearest=True, empty=False)
     time = alt.Scale(domain=[-0.5, v.size - 0.5], nice=False, zero=False)
-    legend = alt.Legend(orient="top", title=None) if len(s) > 1 else None
+    legend = alt.Legend(orient="top", title=None, columns=3) if len(s) > 1 else None
     colour = alt.Color("channel:N", legend=legend).scale(domain=names, range=list(LINE_COLOURS[: len(s)]))
     lines_chart = (
         alt.Chart(lines)

@@ -82,7 +82,7 @@ def test_tcav_takes_rows_as_inputs_and_refuses_concepts_in_one_line(wine_run) ->
     with pytest.raises(ExplainError) as refused:
         concept_report(bundle, ["dataset:wine:cultivar 1"], 0, layers=["net.3"])
     assert str(refused.value) == (
-        "Concept 'dataset:wine:cultivar 1': dataset: concepts are for image or text models; this is a table model."
+        "Concept 'dataset:wine:cultivar 1': dataset: concepts are for image or text or series models; this is a table model."
     )
 
 
