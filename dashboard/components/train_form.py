@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from xaidash.data.catalogue import dataset_status
-from xaidash.data.errors import DatasetError
+from xaidash.data.errors import DatasetError, XaidashError
 from xaidash.data.formatting import percent, r2_text
 from xaidash.data.modalities import modality_of
 from xaidash.data.paths import data_root, offline
@@ -200,6 +200,8 @@ def choose_dataset() -> DatasetInfo | None:
         return own_dataset(c1)
     info = get_source(dataset).info
     c1.caption(info.description)
+    if info.forecast is not None:
+        return forecast_choice(info, c1)
     if status[dataset] == "needs download":
         if offline():
             c1.warning(
@@ -213,6 +215,24 @@ def choose_dataset() -> DatasetInfo | None:
                 icon=":material/cloud_download:",
             )
     return info
+
+
+def forecast_choice(info: DatasetInfo, c1: Any) -> DatasetInfo | None:
+    """A forecast set's horizon and window, chosen in the form (its declared ones by default): the data set as
+    `forecast:NAME?horizon=H&window=W` names it when they differ, one line when they cannot be read."""
+    f = info.forecast
+    assert f is not None
+    h1, h2 = c1.columns(2)
+    horizon = int(h1.number_input("Horizon (steps ahead)", 1, 512, f.horizon, key=f"train_horizon_{info.name}"))
+    window = int(h2.number_input("Window (steps read)", 2, 512, f.window, key=f"train_window_{info.name}"))
+    if (horizon, window) == (f.horizon, f.window):
+        return info
+    name = f"forecast:{info.name}?horizon={horizon}&window={window}"
+    try:
+        return get_source(name).info
+    except XaidashError as e:
+        c1.error(str(e), icon=":material/error:")
+        return None
 
 
 def choose_model(info: DatasetInfo) -> ModelSpec | None:

@@ -115,7 +115,7 @@ def series_chart(
     units: str,
     channel_names: tuple[str, ...] = (),
     step_name: str = "step",
-    width: int = 330,
+    width: int = 300,
 ) -> alt.Chart:
     """Lines (one per channel) over a band of the attribution per step on the same colour scale as the PNG, `width`
     pixels wide (both on one time axis); hovering a step shows its values and attribution. The colour bar with the
@@ -148,7 +148,9 @@ def series_chart(
         alt.Chart(lines)
         .mark_line()
         .encode(
-            x=alt.X("step:Q", scale=time, axis=alt.Axis(labels=False, title=None)), y=alt.Y("value:Q"), color=colour
+            x=alt.X("step:Q", scale=time, axis=alt.Axis(labels=False, title=None)),
+            y=alt.Y("value:Q", scale=alt.Scale(zero=False)),  # the series' own range, as the PNG draws it
+            color=colour,
         )
     )
     rule = (
