@@ -285,6 +285,7 @@ def forecast_chart(history: Sequence[float], forecast: Sequence[float], value_ti
     data = pd.concat([past, ahead], ignore_index=True)
     x = alt.X("step:Q", title="steps (0 = the last one read; 1, 2, … ahead)")
     colour = alt.Color("part:N", scale=alt.Scale(domain=["history", "forecast"], range=["#4c78a8", "#e45756"]))
-    base = alt.Chart(data).encode(x=x, y=alt.Y("value:Q", title=value_title), color=colour)
+    y = alt.Y("value:Q", title=value_title, scale=alt.Scale(zero=False))
+    base = alt.Chart(data).encode(x=x, y=y, color=colour)
     tips = [alt.Tooltip("part:N"), alt.Tooltip("step:Q"), alt.Tooltip("value:Q", format=".4g")]
     return (base.mark_line() + base.mark_circle(size=28).encode(tooltip=tips)).properties(height=200)

@@ -79,7 +79,7 @@ def map_card(
             labels=fig.words,
         )
         if chart is not None:  # an interactive chart (a series: hovering a step gives its value and attribution)
-            st.altair_chart(chart, width="stretch")
+            st.altair_chart(chart, width="content")  # its own width: both panels on one time axis
         elif fig.map_png is not None:
             st.image(fig.map_png, width="stretch")
         if fig.tokens_html is not None:

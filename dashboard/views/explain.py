@@ -108,7 +108,14 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
     with st.container(border=True):
         chosen = pick_methods(run.id, bundle, by_id)
         c2, c4, c3 = st.columns([2, 2, 3])
-        if info.regression is not None:  # one output: nothing to pick
+        if info.regression is not None and info.num_classes > 1:  # a forecast: which step ahead
+            target_name = c2.selectbox(
+                "Step ahead",
+                list(info.classes),
+                key=f"explain_target_{info.name}",
+                help="the forecast value the maps explain: t+1 is the next step",
+            )
+        elif info.regression is not None:  # one output: nothing to pick
             target_name = info.regression.name
             c2.markdown(f"**Target:** the predicted {target_name}")
             c2.caption("The model predicts one number: the maps explain it, in its units (no class to pick).")
@@ -145,7 +152,8 @@ def controls(run: Run, bundle: ModelBundle) -> Choice:
             for j, m in enumerate(chosen):
                 with cols[j % len(cols)].expander(f"{by_id[m].label} parameters"):
                     params[m] = param_controls(by_id[m], "explain", layer_choices(bundle))
-    target = None if target_name == "predicted class" or info.regression else list(info.classes).index(target_name)
+    named = target_name in info.classes and (info.regression is None or info.num_classes > 1)
+    target = list(info.classes).index(target_name) if named and target_name != "predicted class" else None
     return Choice(chosen, by_id, params, str(target_name), target, bool(shared), str(display), bool(with_metrics))
 
 

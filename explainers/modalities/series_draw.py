@@ -115,7 +115,7 @@ def series_chart(
     units: str,
     channel_names: tuple[str, ...] = (),
     step_name: str = "step",
-    width: int = 300,
+    width: int = 320,
 ) -> alt.Chart:
     """Lines (one per channel) over a band of the attribution per step on the same colour scale as the PNG, `width`
     pixels wide (both on one time axis); hovering a step shows its values and attribution. The colour bar with the

@@ -110,6 +110,10 @@ def test_a_forecast_shows_history_and_every_step_ahead_and_explains_the_next_ste
     np.testing.assert_allclose(ahead["value"].to_numpy()[1:], want, rtol=1e-4)
     captions = [c for c in texts(at.caption) if c.startswith("target ")]
     assert captions and all(c.startswith("target t+1") for c in captions)
+    at.selectbox(key="explain_target_seasonal_trend").set_value("t+6").run()  # another step ahead
+    assert_ok(at)
+    captions = [c for c in texts(at.caption) if c.startswith("target ")]
+    assert captions and all(c.startswith("target t+6") for c in captions)
 
 
 def test_compare_lists_series_inputs_as_lines(runs, monkeypatch) -> None:
