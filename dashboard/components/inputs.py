@@ -22,12 +22,18 @@ from PIL import Image
 
 from xaidash.dashboard import services
 from xaidash.dashboard.components.images import to_pil
-from xaidash.dashboard.components.regression_inputs import ORDERS, regression_order, row_describer
-from xaidash.dashboard.components.row_inputs import row_table, shown_as_rows, typed_rows, uploaded_rows
+from xaidash.dashboard.components.regression_inputs import ORDERS, first_value_text, regression_order, row_describer
+from xaidash.dashboard.components.row_inputs import (
+    row_table,
+    shown_as_rows,
+    typed_rows,
+    uploaded_rows,
+    with_sparklines,
+)
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
 from xaidash.data.modalities import Modality, modality_of
-from xaidash.data.registry import DatasetInfo, RegressionTarget, Split
+from xaidash.data.registry import DatasetInfo, Split
 from xaidash.explainers.modalities.image_files import FITS, load_image
 from xaidash.explainers.params import MAX_TEXT_CHARS, ExplainError
 from xaidash.models.bundle import ModelBundle
@@ -61,12 +67,6 @@ class PickedInput:
     def __post_init__(self) -> None:
         if not self.key:
             self.key = services.content_key(self.raw)
-
-
-def _value_text(target: RegressionTarget, values: Any) -> str:
-    """A true or predicted value in the target's units; a forecast's first step ahead, then '…'."""
-    flat = np.asarray(values, dtype=np.float64).reshape(-1)
-    return target.value_text(float(flat[0])) + (" …" if len(flat) > 1 else "")
 
 
 def _class_name(info: DatasetInfo, label: int | None) -> str:
@@ -154,15 +154,11 @@ def _tiles(t: _Tested, shown: list[int], chosen: list[int], pick_key: str, max_i
             else {  # values (a forecast: its first step ahead, then …)
                 "index": shown,
                 adapter.sample: [adapter.one_line(adapter.item(split, i), info, MAX_TEXT_CHARS) for i in shown],
-                "true": [_value_text(info.regression, labels[i]) for i in shown],
-                "predicted": [_value_text(info.regression, t.probs[i]) for i in shown],
+                "true": [first_value_text(info.regression, labels[i]) for i in shown],
+                "predicted": [first_value_text(info.regression, t.probs[i]) for i in shown],
             }
         )
-        lines = [adapter.sparkline(adapter.item(split, i)) for i in shown]
-        config = {}
-        if shown and lines[0] is not None:
-            frame.insert(1, "shape", lines)
-            config["shape"] = st.column_config.LineChartColumn("shape", width="medium")
+        config = with_sparklines(frame, adapter, [adapter.item(split, i) for i in shown])
         st.dataframe(frame, hide_index=True, width="stretch", column_config=config)
         return
     with st.container(horizontal=True, gap="small"):

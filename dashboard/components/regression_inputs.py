@@ -5,6 +5,7 @@ true and predicted value in the target's units. Drawing only; the picker (inputs
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import streamlit as st
@@ -42,8 +43,10 @@ def regression_order(
 def row_describer(target: RegressionTarget, labels: np.ndarray, values: np.ndarray) -> Callable[[int], str]:
     """'#3 true 151 → 152.3' for the samples list."""
 
-    def first(v: np.ndarray) -> str:  # a forecast: its first step ahead, marked as such
-        flat = np.asarray(v).reshape(-1)
-        return target.value_text(float(flat[0])) + (" …" if len(flat) > 1 else "")
+    return lambda i: f"#{i} true {first_value_text(target, labels[i])} → {first_value_text(target, values[i])}"
 
-    return lambda i: f"#{i} true {first(labels[i])} → {first(values[i])}"
+
+def first_value_text(target: RegressionTarget, values: Any) -> str:
+    """A true or predicted value in the target's units; a forecast's first step ahead, then '…'."""
+    flat = np.asarray(values, dtype=np.float64).reshape(-1)
+    return target.value_text(float(flat[0])) + (" …" if len(flat) > 1 else "")

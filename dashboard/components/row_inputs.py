@@ -36,6 +36,16 @@ def row_frame(info: DatasetInfo, rows: Any, index: Sequence[int]) -> pd.DataFram
     return frame
 
 
+def with_sparklines(frame: pd.DataFrame, adapter: Any, raws: Sequence[Any]) -> dict[str, Any]:
+    """Adds a 'shape' column to a table of inputs, each drawn as a small line, where the adapter draws one (a
+    series); the table's column settings for it (none otherwise)."""
+    lines = [adapter.sparkline(r) for r in raws]
+    if not lines or lines[0] is None:
+        return {}
+    frame.insert(1, "shape", lines)
+    return {"shape": st.column_config.LineChartColumn("shape", width="medium")}
+
+
 def show_frame(frame: pd.DataFrame) -> None:
     """A table of inputs, a list-valued column (a series' values) drawn as a sparkline."""
     lines = {

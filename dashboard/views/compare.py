@@ -29,6 +29,7 @@ from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.params import param_controls
 from xaidash.dashboard.components.ranking_view import ranking_view
 from xaidash.dashboard.components.report_downloads import report_downloads
+from xaidash.dashboard.components.row_inputs import with_sparklines
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
 from xaidash.data.modalities import modality_of
@@ -490,11 +491,7 @@ def inputs_expander(result: Comparison, bundle: ModelBundle) -> None:
             frame = pd.DataFrame(
                 {"index": smp.indices, adapter.sample: [adapter.one_line(r, bundle.info) for r in raws], "label": names}
             )
-            config = {}
-            if raws and adapter.sparkline(raws[0]) is not None:
-                frame.insert(1, "shape", [adapter.sparkline(r) for r in raws])
-                config["shape"] = st.column_config.LineChartColumn("shape", width="medium")
-            st.dataframe(frame, hide_index=True, column_config=config)
+            st.dataframe(frame, hide_index=True, column_config=with_sparklines(frame, adapter, raws))
 
 
 def main() -> None:
