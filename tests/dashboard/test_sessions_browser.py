@@ -65,6 +65,17 @@ def add_method(page, label: str) -> None:
     page.keyboard.press("Escape")
 
 
+def job_running(page, within_ms: int = 3000) -> bool:
+    """Whether the page shows its job at work: the progress line or the Cancel button, sampled for a few seconds
+    because the progress line is redrawn between methods and can be missing at any one instant."""
+    for _ in range(within_ms // 250):
+        progress = page.get_by_text(re.compile(r"^Explaining with")).count()
+        if progress or page.get_by_role("button", name="Cancel").count():
+            return True
+        page.wait_for_timeout(250)
+    return False
+
+
 def test_a_short_explanation_is_not_kept_waiting_by_another_sessions_long_one(tmp_path: Path, serve_app):
     root = tmp_path / "runs"
     run = make_run(root, "cues", "text_cnn", epochs=1)
@@ -94,7 +105,7 @@ def test_a_short_explanation_is_not_kept_waiting_by_another_sessions_long_one(tm
             while time.monotonic() < deadline and not (results.count() == 3 and script_idle(b)):
                 b.wait_for_timeout(200)
             waited = time.monotonic() - started
-            a_still_running = a.get_by_text(re.compile(r"^Explaining with")).count() > 0
+            a_still_running = job_running(a)
             print(f"session B: 3 maps after {waited:.1f} s; session A still running: {a_still_running}")
             assert results.count() == 3, f"session B showed {results.count()} of 3 maps after {waited:.0f} s"
             assert b.get_by_text("fine", exact=True).count() > 0  # the maps are those of the new sentence
