@@ -276,16 +276,33 @@ def sanity_chart(rows: Sequence[dict[str, Any]], methods: Sequence[str] | None =
     return (base.mark_line() + base.mark_point(filled=True)).properties(height=260)
 
 
-def forecast_chart(history: Sequence[float], forecast: Sequence[float], value_title: str) -> alt.LayerChart:
-    """A forecast on one time axis: the window the model read (steps -T+1 .. 0) and its forecast of the steps ahead
-    (1 .. H), hovering a step gives its value."""
+def forecast_chart(
+    history: Sequence[float], forecast: Sequence[float], value_title: str, truth: Sequence[float] | None = None
+) -> alt.LayerChart:
+    """A forecast on one time axis: the window the model read (steps -T+1 .. 0), its forecast of the steps ahead
+    (1 .. H) and, when known, what really came (`truth`, the target); hovering a step gives its value."""
     past = pd.DataFrame({"step": np.arange(-len(history) + 1, 1), "value": history, "part": "history"})
-    ahead = pd.DataFrame({"step": np.arange(0, len(forecast) + 1), "value": [history[-1], *forecast]})
-    ahead["part"] = "forecast"
-    data = pd.concat([past, ahead], ignore_index=True)
+    parts = [past, _ahead(history[-1], forecast, "forecast")]
+    if truth is not None:
+        parts.append(_ahead(history[-1], truth, "true future"))
+    data = pd.concat(parts, ignore_index=True)
     x = alt.X("step:Q", title="steps (0 = the last one read; 1, 2, … ahead)")
-    colour = alt.Color("part:N", scale=alt.Scale(domain=["history", "forecast"], range=["#4c78a8", "#e45756"]))
+    colour = alt.Color(
+        "part:N",
+        scale=alt.Scale(domain=["history", "forecast", "true future"], range=["#4c78a8", "#e45756", "#54a24b"]),
+    )
+    dash = alt.StrokeDash(
+        "part:N", scale=alt.Scale(domain=["history", "forecast", "true future"], range=[[1, 0], [1, 0], [5, 3]])
+    )
     y = alt.Y("value:Q", title=value_title, scale=alt.Scale(zero=False))
     base = alt.Chart(data).encode(x=x, y=y, color=colour)
     tips = [alt.Tooltip("part:N"), alt.Tooltip("step:Q"), alt.Tooltip("value:Q", format=".4g")]
-    return (base.mark_line() + base.mark_circle(size=28).encode(tooltip=tips)).properties(height=200)
+    lines = base.mark_line().encode(strokeDash=dash)
+    return (lines + base.mark_circle(size=28).encode(tooltip=tips)).properties(height=200)
+
+
+def _ahead(last: float, values: Sequence[float], part: str) -> pd.DataFrame:
+    """The steps ahead (1 .. H), joined to the last step read (0) so the line continues the history."""
+    frame = pd.DataFrame({"step": np.arange(0, len(values) + 1), "value": [last, *values]})
+    frame["part"] = part
+    return frame

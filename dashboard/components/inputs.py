@@ -63,6 +63,7 @@ class PickedInput:
     mask: np.ndarray | None = None
     rationale: list[int] | None = None
     key: str = ""
+    future: tuple[float, ...] | None = None  # a forecast's true values of the steps ahead (t+1 first)
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -195,15 +196,20 @@ def _gallery_pages(
         _tiles(t, idx[(page - 1) * GALLERY_PAGE : page * GALLERY_PAGE], chosen, pick_key, max_inputs)
 
 
-def _sample(adapter: Modality, split: Split, index: int, label: int | float | None, name: str) -> PickedInput:
-    """Sample `index` of a split as an input, with its ground truth (an object mask, a rationale) when known."""
+def _sample(
+    adapter: Modality, split: Split, index: int, label: np.ndarray, regression: bool, name: str
+) -> PickedInput:
+    """Sample `index` of a split as an input, with its ground truth (an object mask, a rationale, a forecast's true
+    future) when known. A forecast's truth is a value per step ahead: no one label."""
     truth = adapter.ground_truth(split, [index])
+    several = label.size > 1
     return PickedInput(
         adapter.item(split, index),
-        label,
+        None if several else float(label) if regression else int(label),
         name,
         mask=None if truth.masks is None else truth.masks[0],
         rationale=None if truth.rationales is None else truth.rationales[0],
+        future=tuple(float(v) for v in label.reshape(-1)) if several else None,
     )
 
 
@@ -236,12 +242,10 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
     else:
         _gallery_pages(tested, key, pick_key, idx, chosen, max_inputs, bundle.adapter.gallery_open)
 
-    def as_label(i: int) -> int | float | None:  # a forecast's truth is a value per step ahead: no one label
-        if labels[i].size > 1:
-            return None
-        return float(labels[i]) if info.regression is not None else int(labels[i])
-
-    return [_sample(bundle.adapter, split, i, as_label(i), f"test #{i}") for i in chosen]
+    return [
+        _sample(bundle.adapter, split, i, np.asarray(labels[i]), info.regression is not None, f"test #{i}")
+        for i in chosen
+    ]
 
 
 def _toggle_pick(pick_key: str, index: int, max_inputs: int) -> None:
@@ -531,7 +535,8 @@ def _training_sample(bundle: ModelBundle, key: str) -> list[PickedInput]:
         st.image(to_pil(bundle.adapter.item(split, index), 128), caption=f"train #{index}", width=128)
     else:
         st.markdown(f"> {bundle.adapter.one_line(bundle.adapter.item(split, index), info, MAX_TEXT_CHARS)}")
-    return [_sample(bundle.adapter, split, index, label, f"train #{index}")]
+    truth = np.asarray(split.labels[index])
+    return [_sample(bundle.adapter, split, index, truth, info.regression is not None, f"train #{index}")]
 
 
 def _pick_key(key: str, dataset: str, classes: list[str], show: str) -> str:

@@ -274,6 +274,7 @@ def build(
             ood=ood,
             notes=notes,
             source="Explain page",
+            futures=[p.future for p in inputs],
         ),
     )
     return report
@@ -311,6 +312,8 @@ def input_header(
     classes, target = report.run.classes, report.run.regression
     top = inp.predictions["A"][0]
     truth = f" · true: **{truth_text(inp.label, classes, target)}**" if inp.label is not None else ""
+    if inp.future and target is not None:  # a forecast: what came next, beside the forecast of t+1 below
+        truth = f" · true t+1: **{target.value_text(inp.future[0])}**"
     mark = verdict_text(top, inp.label, target)
     with st.container(horizontal=True, gap="medium"):
         if inp.image is not None:
@@ -320,7 +323,8 @@ def input_header(
             with st.container(width=560):
                 title = target.name + (f" ({target.unit})" if target.unit else "")
                 forecast = [float(p.value or 0.0) for p in ahead]
-                st.altair_chart(forecast_chart(inp.series[0], forecast, title), width="stretch")
+                chart = forecast_chart(inp.series[0], forecast, title, truth=inp.future)
+                st.altair_chart(chart, width="stretch")
         elif inp.series is not None:  # a series: its channels as lines over the steps
             st.line_chart(series_frame(inp.series), width=320, height=180)
         with st.container(width=300 if target is None else 640):  # no class chart beside a value

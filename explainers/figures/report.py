@@ -490,10 +490,12 @@ def session_report(
     notes: Sequence[str] = (),
     source: str = "",
     top_k: int = TOP_K,
+    futures: Sequence[Sequence[float] | None] | None = None,
 ) -> ExplainReport:
     """The report of one model's session, as the Explain page and `xaidash explain` build it: `inputs` are
     (name, raw input, true class or None), `probs` their class probabilities (N, classes), `ood` their
-    out-of-distribution scores when there are any."""
+    out-of-distribution scores when there are any, `futures` a forecast's true values of the steps ahead per input
+    (None where unknown)."""
     run = RunInfo.of(bundle, run_id)
     p = np.asarray(probs)
     rows = [
@@ -505,6 +507,7 @@ def session_report(
             None if ood is None else ood[i],
             None if isinstance(raw, str) else bundle.adapter.one_line(raw, bundle.info, 4000),
             adapter_of(bundle.modality).input_cells(bundle.info, raw),
+            None if futures is None else futures[i],
         )
         for i, (name, raw, label) in enumerate(inputs)
     ]

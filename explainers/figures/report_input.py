@@ -32,6 +32,7 @@ class ReportInput:
     values: list[float] | None = None
     cells: tuple[str, ...] = ()
     series: list[list[float]] | None = None  # a series' values, one list per channel (channels x steps)
+    future: list[float] | None = None  # a forecast's true values of the steps ahead (t+1 first), when known
 
     @classmethod
     def of(
@@ -43,8 +44,14 @@ class ReportInput:
         ood: OODScore | None = None,
         words: str | None = None,
         cells: Sequence[str] | None = None,
+        future: Sequence[float] | None = None,
     ) -> ReportInput:
-        """From a raw input as the pages take it: an image (C, H, W) in [0, 1], a text, or a row (1-D)."""
+        """From a raw input as the pages take it: an image (C, H, W) in [0, 1], a text, or a row (1-D); `future`: a
+        forecast's true values of the steps ahead."""
+        if future is not None:
+            made = cls.of(name, raw, label, predictions, ood, words, cells)
+            made.future = [float(v) for v in future]
+            return made
         if isinstance(raw, str):
             return cls(name, label, None, raw, dict(predictions or {}), ood)
         if np.ndim(raw) == 2:  # a series (channels, steps): kept as its values, drawn as lines
@@ -86,6 +93,7 @@ class ReportInput:
             "text": self.text,
             **({"values": self.values, "cells": list(self.cells)} if self.values is not None else {}),
             **({"series": self.series} if self.series is not None else {}),
+            **({"future": self.future} if self.future is not None else {}),
             "predictions": {k: [p.to_json() for p in v] for k, v in self.predictions.items()},
             "out_of_distribution": None if self.ood is None else self.ood.to_json(),
         }
@@ -108,4 +116,5 @@ class ReportInput:
             None if d.get("values") is None else [float(v) for v in d["values"]],
             tuple(str(c) for c in d.get("cells") or ()),
             None if d.get("series") is None else [[float(v) for v in row] for row in d["series"]],
+            None if d.get("future") is None else [float(v) for v in d["future"]],
         )

@@ -108,6 +108,12 @@ def test_a_forecast_shows_history_and_every_step_ahead_and_explains_the_next_ste
     x = load_split("seasonal_trend", "test").series[:1]
     want = bundle.predict_proba(x)[0].numpy()
     np.testing.assert_allclose(ahead["value"].to_numpy()[1:], want, rtol=1e-4)
+    # and what really came next (the test split's target of test #0), on the same axis, continuing the history
+    came = parts[0][parts[0]["part"] == "true future"]
+    truth = np.asarray(load_split("seasonal_trend", "test").labels[0], dtype=np.float64)
+    np.testing.assert_allclose(came["value"].to_numpy()[1:], truth, rtol=1e-5)
+    assert came["value"].iloc[0] == ahead["value"].iloc[0] and came["step"].tolist() == ahead["step"].tolist()
+    assert any("true t+1:" in m for m in texts(at.markdown))
     captions = [c for c in texts(at.caption) if c.startswith("target ")]
     assert captions and all(c.startswith("target t+1") for c in captions)
     at.selectbox(key="explain_target_seasonal_trend").set_value("t+6").run()  # another step ahead

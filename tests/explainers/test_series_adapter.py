@@ -371,3 +371,21 @@ def test_the_typing_guide_starts_from_a_series_the_adapter_reads(multi: ModelBun
     assert list(table.columns) == ["frames", "x", "y", "z"] and table["y"][1][0] == pytest.approx(
         float(example[1, 0]) + 1
     )
+
+
+def test_a_forecasts_true_future_is_kept_in_the_report_and_reads_back(uni: ModelBundle) -> None:
+    from xaidash.explainers.figures.report import ExplainReport, ReportSettings, session_report
+
+    x = np.linspace(0.0, 1.0, STEPS, dtype=np.float32)[None]
+    probs = uni.predict_proba(torch.as_tensor(x)[None]).numpy()
+    report = session_report(
+        uni, "run", [("a", x, None), ("b", x, None)], np.concatenate([probs, probs]), [],
+        ReportSettings(methods=[]), futures=[(1.5, 2.5), None],
+    )
+    first, second = report.inputs
+    assert first.future == [1.5, 2.5] and second.future is None
+    assert first.series is not None and len(first.series[0]) == STEPS  # the future does not replace the series
+    d = json.loads(report.to_json())
+    assert d["inputs"][0]["future"] == [1.5, 2.5] and "future" not in d["inputs"][1]
+    back = ExplainReport.from_json(report.to_json())
+    assert back.inputs[0].future == [1.5, 2.5] and back.inputs[1].future is None
