@@ -196,9 +196,7 @@ def _gallery_pages(
         _tiles(t, idx[(page - 1) * GALLERY_PAGE : page * GALLERY_PAGE], chosen, pick_key, max_inputs)
 
 
-def _sample(
-    adapter: Modality, split: Split, index: int, label: np.ndarray, regression: bool, name: str
-) -> PickedInput:
+def _sample(adapter: Modality, split: Split, index: int, label: np.ndarray, regression: bool, name: str) -> PickedInput:
     """Sample `index` of a split as an input, with its ground truth (an object mask, a rationale, a forecast's true
     future) when known. A forecast's truth is a value per step ahead: no one label."""
     truth = adapter.ground_truth(split, [index])

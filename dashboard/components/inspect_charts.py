@@ -212,11 +212,15 @@ def heat_image(values: np.ndarray, min_side: int = 224, cmap: str = "inferno") -
 
 
 def erf_profile_chart(
-    trained: np.ndarray, random: np.ndarray, width: int, box: tuple[int, int] | None = None
+    trained: np.ndarray,
+    random: np.ndarray,
+    width: int,
+    box: tuple[int, int] | None = None,
+    axis_title: str = "image column (pixels)",
 ) -> alt.LayerChart:
-    """One row of the two effective-field maps (each scaled to its own peak) over the image's columns: the
-    x axis runs exactly over the image (0 to width - 1, no padding beyond it), y from 0 to 1, and the
-    theoretical box's columns (`box`: first, last) are shaded."""
+    """One row of the two effective-field maps (each scaled to its own peak) over the image's columns (or a
+    series' steps): the x axis runs exactly over the input (0 to width - 1, no padding beyond it), y from 0 to 1,
+    and the theoretical box's columns (`box`: first, last) are shaded."""
     cols = np.arange(width)
     df = pd.DataFrame(
         {
@@ -228,7 +232,7 @@ def erf_profile_chart(
     x = alt.X(
         "column:Q",
         scale=alt.Scale(domain=[0, width - 1], nice=False, zero=False),
-        axis=alt.Axis(title="image column (pixels)", tickMinStep=1, format="d"),
+        axis=alt.Axis(title=axis_title, tickMinStep=1, format="d"),
     )
     lines = (
         alt.Chart(df)
@@ -244,15 +248,47 @@ def erf_profile_chart(
     )
     layers: list[Any] = []
     if box is not None:
-        lo, hi = max(0, box[0]), min(width - 1, box[1])
-        band = pd.DataFrame({"from": [lo - 0.5 if lo > 0 else 0], "to": [hi + 0.5 if hi < width - 1 else width - 1]})
-        layers.append(
-            alt.Chart(band)
-            .mark_rect(color="#00e5ff", opacity=0.15)
-            .encode(x=alt.X("from:Q", scale=alt.Scale(domain=[0, width - 1], nice=False)), x2="to:Q")
-        )
+        layers.append(_field_band(box, width))
     layers.append(lines)
     return alt.LayerChart(layer=layers).properties(height=240)
+
+
+def _field_band(box: tuple[int, int], width: int) -> alt.Chart:
+    """The theoretical field's columns or steps (first, last), shaded across the chart's height."""
+    lo, hi = max(0, box[0]), min(width - 1, box[1])
+    band = pd.DataFrame({"from": [lo - 0.5 if lo > 0 else 0], "to": [hi + 0.5 if hi < width - 1 else width - 1]})
+    return (
+        alt.Chart(band)
+        .mark_rect(color="#00e5ff", opacity=0.15)
+        .encode(x=alt.X("from:Q", scale=alt.Scale(domain=[0, width - 1], nice=False)), x2="to:Q")
+    )
+
+
+def series_field_chart(series: np.ndarray, box: tuple[int, int], channels: Sequence[str], step: str) -> alt.LayerChart:
+    """A series (C, T) as one line per channel over its steps, with one unit's theoretical field (first, last step)
+    shaded; hovering a step gives its values."""
+    values = np.asarray(series, dtype=np.float64)
+    steps = values.shape[-1]
+    names = list(channels)[: len(values)] or [f"channel {c + 1}" for c in range(len(values))]
+    df = pd.DataFrame(
+        {
+            "step": np.tile(np.arange(steps), len(values)),
+            "value": values.reshape(-1),
+            "channel": np.repeat(names, steps),
+        }
+    )
+    x = alt.X("step:Q", scale=alt.Scale(domain=[0, steps - 1], nice=False), axis=alt.Axis(title=step, format="d"))
+    lines = (
+        alt.Chart(df)
+        .mark_line()
+        .encode(
+            x=x,
+            y=alt.Y("value:Q", scale=alt.Scale(zero=False), title="value"),
+            color=alt.Color("channel:N", title=None, legend=None if len(values) == 1 else alt.Legend()),
+            tooltip=["channel", "step", alt.Tooltip("value:Q", format=".4g")],
+        )
+    )
+    return alt.LayerChart(layer=[_field_band(box, steps), lines]).properties(height=200)
 
 
 def mosaic(

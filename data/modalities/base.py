@@ -36,7 +36,8 @@ class Modality(Spec):
     data, untested, moderate and stable (`models.training.recipes.generic_recipe`; empty where models of this kind
     are not trained here);
     `spatial` whether inputs lie on a 2-D grid (convolution feature maps, first-layer filters, receptive fields,
-    NHWC layout, Grad-CAM layers); `tokenized` whether a tokenizer turns inputs into ids (and pads them);
+    NHWC layout, Grad-CAM layers); `local` whether a convolution reads neighbouring positions of an input (pixels
+    of an image, steps of a series), so its layers have receptive fields counted in `units`; `tokenized` whether a tokenizer turns inputs into ids (and pads them);
     `gallery_open` whether a page opens its picture gallery of test samples by default; `sources` the ways a page
     offers to give inputs besides the test set ('upload' files of `upload_types`, 'type' text, 'values' typed
     as comma-separated values, 'rows file' a CSV file of rows); `pictured` whether an
@@ -51,6 +52,7 @@ class Modality(Spec):
     augmentations: tuple[str, ...] = ("none",)
     generic_training: tuple[tuple[str, Any], ...] = ()
     spatial: bool = False
+    local: bool = False
     tokenized: bool = False
     gallery_open: bool = False
     sources: tuple[str, ...] = ()

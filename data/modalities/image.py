@@ -78,6 +78,7 @@ IMAGE = MODALITIES.register(
             ("weight_decay", 0.01),
         ),
         spatial=True,
+        local=True,
         gallery_open=True,
         sources=("upload",),
         upload_types=IMAGE_UPLOADS,

@@ -131,6 +131,7 @@ SERIES = MODALITIES.register(
         unit="step",
         units="steps",
         sample="series",
+        local=True,
         generic_training=(("epochs", 100), ("batch_size", 16), ("lr", 1e-3), ("weight_decay", 1e-4)),
         sources=("values", "rows file"),  # typed comma-separated values; a CSV file of series, one per row
         upload_types=("csv",),

@@ -2,7 +2,8 @@
 Deep Convolutional Neural Networks"): the gradient of one unit of a layer (all channels of the
 centre unit by default) with respect to the input pixels, its absolute value summed over input
 channels and averaged over many inputs. Shown for the trained weights and for the same
-architecture re-initialised at random, beside the theoretical box of `models.inspect`.
+architecture re-initialised at random, beside the theoretical box of `models.inspect`. A series (N, C, T) is an
+image one row high: the map is (1, T), one value per step.
 
 Written by hand: captum attributes outputs of the whole model, not of one unit of an inner layer
 averaged over inputs.
@@ -66,14 +67,17 @@ def effective_receptive_field(
     batch_size: int = 64,
     progress: Progress | None = None,
 ) -> tuple[np.ndarray, tuple[int, int], tuple[int, int]]:
-    """(mean |gradient| map (H, W), unit, layer output size) of `layer`'s unit for prepared inputs x (N, C, H, W).
+    """(mean |gradient| map (H, W), unit, layer output size) of `layer`'s unit for prepared inputs x (N, C, H, W),
+    or for series x (N, C, T): a map (1, T), the unit (0, step) and the output size (1, steps).
 
     The objective for each input is the sum over channels of the layer's output at `unit`
     (default: the centre unit); inputs are independent in eval mode, so one backward pass per
     batch gives every input's own gradient.
     """
-    if x.dim() != 4:
-        raise ExplainError(f"The effective receptive field needs images (N, C, H, W); got shape {tuple(x.shape)}.")
+    if x.dim() not in (3, 4):
+        raise ExplainError(
+            f"The effective receptive field needs images (N, C, H, W) or series (N, C, T); got shape {tuple(x.shape)}."
+        )
     try:
         module = model.get_submodule(layer)
     except AttributeError:
@@ -86,7 +90,7 @@ def effective_receptive_field(
 
     was_training = model.training
     model.eval()
-    total = torch.zeros(x.shape[-2:], dtype=torch.float64)
+    total = torch.zeros(_grid(x.shape), dtype=torch.float64)
     out_hw: tuple[int, int] | None = None
     handle = module.register_forward_hook(hook)
     try:
@@ -96,16 +100,17 @@ def effective_receptive_field(
             with contextlib.suppress(_Stop):  # the hook stops the pass once the layer has run
                 model(xb)
             out = captured.get("out")
-            if not isinstance(out, torch.Tensor) or out.dim() != 4:
+            if not isinstance(out, torch.Tensor) or out.dim() != x.dim():
                 raise ExplainError(
-                    f"Layer {layer!r} does not output a feature map (N, C, H, W); pick a conv or pooling layer."
+                    f"Layer {layer!r} does not output a feature map like its input's; pick a conv or pooling layer."
                 )
-            out_hw = (int(out.shape[-2]), int(out.shape[-1]))
+            out_hw = _grid(out.shape)
             r, c = unit if unit is not None else (out_hw[0] // 2, out_hw[1] // 2)
             if not (0 <= r < out_hw[0] and 0 <= c < out_hw[1]):
                 raise ExplainError(f"Unit ({r}, {c}) is outside {layer}'s output of {out_hw[0]}x{out_hw[1]}.")
-            (grad,) = torch.autograd.grad(out[:, :, r, c].sum(), xb)
-            total += grad.detach().abs().sum(1).sum(0).double().cpu()
+            at_unit = out[:, :, c] if out.dim() == 3 else out[:, :, r, c]
+            (grad,) = torch.autograd.grad(at_unit.sum(), xb)
+            total += grad.detach().abs().sum(1).sum(0).double().cpu().reshape(total.shape)
             if progress:
                 progress(min(start + batch_size, len(x)), len(x))
     finally:
@@ -113,6 +118,11 @@ def effective_receptive_field(
         model.train(was_training)
     assert out_hw is not None
     return (total / len(x)).float().numpy(), (r, c), out_hw
+
+
+def _grid(shape: torch.Size) -> tuple[int, int]:
+    """A feature map's (height, width); a series' (N, C, T) is one row of T."""
+    return (1, int(shape[-1])) if len(shape) == 3 else (int(shape[-2]), int(shape[-1]))
 
 
 def reinitialized(model: nn.Module, seed: int = 0) -> nn.Module:
@@ -135,16 +145,16 @@ def bundle_erf(
     batch_size: int = 64,
     progress: Progress | None = None,
 ) -> ERF:
-    """The effective receptive field of `layer` over images (N, C, H, W) in [0, 1], with the
-    bundle's weights or (random_weights) a randomly re-initialised copy of the model."""
+    """The effective receptive field of `layer` over raw inputs as the data set holds them (images (N, C, H, W) in
+    [0, 1], series (N, C, T)), with the bundle's weights or (random_weights) a randomly re-initialised copy."""
     reason = why_not_applicable(bundle.model, bundle.modality, bool(bundle.spec.attention))
     if reason:
         raise ExplainError(f"No receptive field for {bundle.spec.name}: {reason}.")
     images01 = torch.as_tensor(images01, dtype=torch.float32)
-    if images01.dim() == 3:
+    if images01.dim() == len(bundle.info.input_shape):  # one input
         images01 = images01.unsqueeze(0)
     if len(images01) == 0:
-        raise ExplainError("The effective receptive field needs at least one input image.")
+        raise ExplainError("The effective receptive field needs at least one input.")
     model = reinitialized(bundle.model, seed) if random_weights else bundle.model
     x = bundle.prepare(images01)
     grad_map, unit, out_hw = effective_receptive_field(model, x, layer, unit, batch_size, progress)

@@ -1,4 +1,4 @@
-"""Theoretical receptive fields of the conv and pooling layers of an image model.
+"""Theoretical receptive fields of the conv and pooling layers of an image model or a series model.
 
 The arithmetic of Dumoulin & Visin (2016) and Araujo et al. (2019, "Computing receptive fields
 of convolutional neural networks"), per axis, for a layer with kernel k, stride s, padding p,
@@ -15,6 +15,9 @@ installed libraries (torchvision, captum, ...) computes receptive fields.
 
 The layers are read from the module graph in forward order by tracing one dummy input with
 forward hooks, so the order is the one `forward` uses, not the order modules were declared.
+
+Series (N, C, T) are read as images one row high: a Conv1d of kernel k is a (1, k) kernel, and a padding module
+(ConstantPad1d, as the causal and 'same' series models pad) moves the fields by its left padding.
 
 Residual networks: the arithmetic follows the main path. Modules inside a branch named
 `shortcut` (resnet_small) or `downsample` (torchvision ResNets) are left out: a shortcut is an
@@ -61,9 +64,19 @@ class RFLayer:
     rf: Pair
     jump: Pair
     start: tuple[float, float]
+    axes: int = 2  # 2: an image's rows and columns; 1: a series' steps (the row axis is one high)
 
     def centre_unit(self) -> Pair:
         return self.output_size[0] // 2, self.output_size[1] // 2
+
+    @property
+    def causal(self) -> bool:
+        """A series layer whose unit t sees steps up to t and none after it (a causal convolution's)."""
+        return self.axes == 1 and self.start[1] + (self.rf[1] - 1) / 2 == 0
+
+    def default_unit(self) -> Pair:
+        """The last step for a causal series layer (the one a forecaster's head reads), else the centre unit."""
+        return (0, self.output_size[1] - 1) if self.causal else self.centre_unit()
 
     def box(self, unit: Pair, image_size: Pair | None = None) -> tuple[int, int, int, int]:
         """(top, left, bottom, right), inclusive pixel indices of the field of output unit (row, col);
@@ -91,7 +104,7 @@ class RFLayer:
 
         def fmt(p: tuple) -> str:
             a, b = (f"{v:g}" if isinstance(v, float) else str(v) for v in p)
-            return a if a == b else f"{a}x{b}"
+            return b if self.axes == 1 or a == b else f"{a}x{b}"
 
         return {
             "layer": self.path,
@@ -100,8 +113,8 @@ class RFLayer:
             "stride": fmt(self.stride),
             "padding": fmt(self.padding),
             "dilation": fmt(self.dilation),
-            "output size": f"{self.output_size[0]}x{self.output_size[1]}",
-            "receptive field": f"{self.rf[0]}x{self.rf[1]}",
+            "output size": fmt(self.output_size) if self.axes == 1 else f"{self.output_size[0]}x{self.output_size[1]}",
+            "receptive field": fmt(self.rf) if self.axes == 1 else f"{self.rf[0]}x{self.rf[1]}",
             "jump": fmt(self.jump),
             "start": fmt(self.start),
         }
@@ -130,6 +143,8 @@ def _geometry(module: nn.Module, path: str, in_hw: Pair, out_hw: Pair) -> tuple[
         )
     if isinstance(module, nn.AvgPool2d):
         return _pair(module.kernel_size), _pair(module.stride or module.kernel_size), _pair(module.padding), (1, 1)
+    if isinstance(module, (nn.Conv1d, nn.MaxPool1d, nn.AvgPool1d, nn.AdaptiveAvgPool1d, nn.AdaptiveMaxPool1d)):
+        return _line_geometry(module, path, in_hw[1], out_hw[1])
     if isinstance(module, (nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)):
         (h, w), (oh, ow) = in_hw, out_hw
         if h % oh or w % ow:
@@ -142,22 +157,49 @@ def _geometry(module: nn.Module, path: str, in_hw: Pair, out_hw: Pair) -> tuple[
     return None
 
 
+def _line_geometry(module: nn.Module, path: str, steps_in: int, steps_out: int) -> tuple[Pair, Pair, Pair, Pair]:
+    """(kernel, stride, padding, dilation) of a 1-D layer, as a (1, k) kernel over a series one row high."""
+    if isinstance(module, (nn.AdaptiveAvgPool1d, nn.AdaptiveMaxPool1d)):
+        if steps_in % steps_out:
+            raise ModelError(
+                f"{path}: adaptive pooling from {steps_in} to {steps_out} steps uses windows of varying size; "
+                "its receptive field has no single size."
+            )
+        return (1, steps_in // steps_out), (1, steps_in // steps_out), (0, 0), (1, 1)
+    kernel, stride = _pair(module.kernel_size)[1], _pair(module.stride or module.kernel_size)[1]
+    dilation = _pair(getattr(module, "dilation", 1))[1]
+    padding = getattr(module, "padding", 0)
+    if isinstance(padding, str):  # Conv1d's 'same' / 'valid'
+        padding = 0 if padding == "valid" else dilation * (kernel - 1) // 2
+    return (1, kernel), (1, stride), (0, _pair(padding)[1]), (1, dilation)
+
+
+def _left_padding(module: nn.Module) -> int | None:
+    """The steps a series padding module adds before the first step (it moves every field by that many), else
+    None."""
+    if isinstance(module, (nn.ConstantPad1d, nn.ZeroPad1d, nn.ReflectionPad1d, nn.ReplicationPad1d)):
+        return int(_pair(module.padding)[0])
+    return None
+
+
 def why_not_applicable(model: nn.Module, modality: str, has_attention: bool = False) -> str | None:
     """A one-line reason when receptive fields do not apply to this model, else None."""
-    if not modality_of(modality).spatial:
+    kind = modality_of(modality)
+    if not kind.local:
         return (
-            "receptive fields are computed for image models; a text model reads token ids, and its "
-            "attention or pooling over the whole text has no spatial window"
+            f"receptive fields are computed for convolutional models of images and series; a model of {kind.label} "
+            "reads them whole (a text model reads token ids, and its attention or pooling over the whole text has no "
+            "local window)"
         )
     if has_attention or callable(getattr(model, "forward_with_attention", None)):
         return (
-            "self-attention mixes every patch with every other one: after the patch embedding each token "
-            "already sees the whole image, so there is no local window to compute (see the Attention page)"
+            f"self-attention mixes every {kind.unit} (or patch) with every other one: after the embedding each token "
+            f"already sees the whole input, so there is no local window to compute (see the Attention page)"
         )
-    if not any(isinstance(m, nn.Conv2d) for m in model.modules()):
+    if not any(isinstance(m, (nn.Conv1d, nn.Conv2d)) for m in model.modules()):
         return (
-            "the model has no convolution: its first linear layer reads every pixel at once, "
-            "so every unit's receptive field is the whole image"
+            f"the model has no convolution (or a recurrent layer carries every {kind.unit} forward): no unit has a "
+            f"local window of {kind.units}"
         )
     return None
 
@@ -166,35 +208,47 @@ def _on_shortcut(path: str) -> bool:
     return any(part in SHORTCUT_NAMES for part in path.split("."))
 
 
+def _grid(shape: tuple[int, ...] | None, axes: int) -> Pair | None:
+    """A feature map's (height, width): a series' (N, C, T) as one row of T; None for anything else (a vector)."""
+    if shape is None or len(shape) != axes + 2:
+        return None
+    return (1, int(shape[-1])) if axes == 1 else (int(shape[-2]), int(shape[-1]))
+
+
 def receptive_fields(model: nn.Module, x: torch.Tensor) -> list[RFLayer]:
     """The main path's conv and pooling layers of `model`, in forward order, each with its receptive field.
 
-    `x` is one prepared input (1, C, H, W). Layers that keep the spatial size (ReLU, BatchNorm,
-    dropout) pass through; the walk stops at the first module whose output is no longer a
-    feature map (Flatten, Linear). A module that changes the spatial size in a way this
+    `x` is one prepared input: an image (1, C, H, W) or a series (1, C, T). Layers that keep the feature map's size
+    (ReLU, BatchNorm, dropout) pass through; a series' padding module moves the fields; the walk stops at the first
+    module whose output is no longer a feature map (Flatten, Linear). A module that changes the size in a way this
     arithmetic does not model raises ModelError.
     """
-    if x.dim() != 4:
-        raise ModelError(f"Receptive fields need an image input (N, C, H, W); got shape {tuple(x.shape)}.")
-    calls = trace(model, x[:1])
+    if x.dim() not in (3, 4):
+        raise ModelError(
+            f"Receptive fields need an image (N, C, H, W) or a series (N, C, T); got shape {tuple(x.shape)}."
+        )
+    axes = x.dim() - 2
     rf, jump, start = [1, 1], [1, 1], [0.0, 0.0]
     out: list[RFLayer] = []
-    for call in calls:
+    for call in trace(model, x[:1]):
+        in_hw, out_hw = _grid(call.input_shape, axes), _grid(call.output_shape, axes)
         if _on_shortcut(call.path) or call.output_shape is None or call.input_shape is None:
             continue
-        if len(call.output_shape) != 4 or len(call.input_shape) != 4:
-            if out:  # Flatten / Linear after the feature maps: the spatial part is over
+        if in_hw is None or out_hw is None:
+            if out:  # Flatten / Linear after the feature maps: the local part is over
                 break
             continue
-        in_hw = (int(call.input_shape[-2]), int(call.input_shape[-1]))
-        out_hw = (int(call.output_shape[-2]), int(call.output_shape[-1]))
+        left = _left_padding(call.module)
+        if left is not None:  # padding before the first step: every field starts that many steps earlier
+            start[1] -= left * jump[1]
+            continue
         geometry = _geometry(call.module, call.path, in_hw, out_hw)
         if geometry is None:
             if in_hw != out_hw:
                 raise ModelError(
                     f"Layer {call.path or '(model)'} ({type(call.module).__name__}) changes the feature map from "
-                    f"{call.input_shape[-2]}x{call.input_shape[-1]} to {out_hw[0]}x{out_hw[1]} in a way the "
-                    "receptive-field arithmetic does not model."
+                    f"{_size(in_hw, axes)} to {_size(out_hw, axes)} in a way the receptive-field arithmetic does "
+                    "not model."
                 )
             continue
         k, s, p, d = geometry
@@ -205,21 +259,26 @@ def receptive_fields(model: nn.Module, x: torch.Tensor) -> list[RFLayer]:
             jump[a] = jump[a] * s[a]
         out.append(
             RFLayer(
-                path=call.path,
-                kind=type(call.module).__name__,
-                kernel=k,
-                stride=s,
-                padding=p,
-                dilation=d,
-                output_size=out_hw,
-                rf=(rf[0], rf[1]),
-                jump=(jump[0], jump[1]),
-                start=(start[0], start[1]),
+                call.path,
+                type(call.module).__name__,
+                k,
+                s,
+                p,
+                d,
+                out_hw,
+                (rf[0], rf[1]),
+                (jump[0], jump[1]),
+                (start[0], start[1]),
+                axes,
             )
         )
     if not out:
         raise ModelError(f"{type(model).__name__} has no conv or pooling layer on its main path.")
     return out
+
+
+def _size(hw: Pair, axes: int) -> str:
+    return f"{hw[1]} steps" if axes == 1 else f"{hw[0]}x{hw[1]}"
 
 
 def bundle_receptive_fields(bundle: ModelBundle) -> list[RFLayer]:

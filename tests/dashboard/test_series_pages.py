@@ -151,3 +151,35 @@ def test_train_offers_a_forecasts_horizon_and_window(runs, monkeypatch) -> None:
     at.button(key=next(b.key for b in at.button if "Start" in b.label)).click().run()
     assert started and started[0].dataset == "forecast:airline?horizon=6&window=24"
     assert OWN  # the own-data choice stays offered beside the built-in sets
+
+
+def test_receptive_fields_of_a_causal_forecaster_are_drawn_in_steps(runs, monkeypatch) -> None:
+    """series_tcn on the Receptive fields page: the table of its six blocks (127 steps at the last), the unit on the
+    last step (what the head reads), the series with the field shaded, and the effective field per step inside it."""
+    at = _open(runs, monkeypatch, "seasonal_trend", page="views/receptive_fields.py")
+    info = get_info("seasonal_trend")
+    steps = info.input_shape[-1]
+    table = at.dataframe[0].value
+    assert list(table["receptive field"]) == ["3", "7", "15", "31", "63", "127"]
+    assert at.selectbox(key="rf_layer").value == "blocks.5.conv"
+    assert at.number_input(key="rf_col_blocks.5.conv").value == steps - 1
+    caps = texts(at.caption)
+    assert any(c.startswith(f"step {steps - 1} of blocks.5.conv sees steps 0–{steps - 1}") for c in caps)
+    erf = next(c for c in caps if c.startswith("Mean |∂ unit / ∂ step|"))
+    assert "Trained weights: 100.0% inside" in erf and "Random weights: 100.0% inside" in erf
+    frames = [f for frames in _frames(at) for f in frames]
+    assert any("relative gradient" in f.columns and len(f) == 2 * steps for f in frames)  # one value per step each
+    assert any("channel" in f.columns and len(f) == steps for f in frames)  # the series read, under its field
+    at.selectbox(key="rf_layer").set_value("blocks.2.conv").run()
+    assert_ok(at)
+    assert any(
+        c.startswith(f"step {steps - 1} of blocks.2.conv sees steps {steps - 15}–{steps - 1}")
+        for c in texts(at.caption)
+    )
+
+
+def test_receptive_fields_of_a_series_cnn_are_centred_on_their_step(runs, monkeypatch) -> None:
+    at = _open(runs, monkeypatch, "gunpoint", page="views/receptive_fields.py")
+    assert list(at.dataframe[0].value["receptive field"]) == ["8", "12", "14", "163"]
+    assert at.selectbox(key="rf_layer").value == "blocks.2.1"
+    assert any(c.startswith("step 75 of blocks.2.1 sees steps 69–82 of 150") for c in texts(at.caption))

@@ -69,3 +69,31 @@ def test_bundle_erf_trained_and_random_weights():
     vit = ModelBundle(build_model("vit_tiny", info), get_spec("vit_tiny"), info, torch.device("cpu"))
     with pytest.raises(ExplainError, match="self-attention"):
         bundle_erf(vit, images, "patch_embed")
+
+
+def test_a_series_erf_is_one_value_per_step_exactly_inside_the_kernel():
+    """A Conv1d of kernel 5 over (N, C, T): the map is (1, T), non-zero on the unit's five steps alone, each the
+    summed |weight| the objective's gradient gives; the default unit is the middle step."""
+    torch.manual_seed(0)
+    conv = nn.Conv1d(2, 3, 5, padding=2)
+    x = torch.randn(4, 2, 21)
+    grad_map, unit, out_hw = effective_receptive_field(conv, x, "")
+    assert grad_map.shape == (1, 21) and unit == (0, 10) and out_hw == (1, 21)
+    assert set(np.nonzero(grad_map[0])[0]) == set(range(8, 13))
+    np.testing.assert_allclose(grad_map[0, 8:13], conv.weight.detach().sum(0).abs().sum(0).numpy(), rtol=1e-5)
+    edge, _, _ = effective_receptive_field(conv, x, "", unit=(0, 20))
+    assert set(np.nonzero(edge[0])[0]) == {18, 19, 20}  # clipped by the padding
+
+
+def test_a_causal_forecasters_erf_never_reaches_a_later_step():
+    """series_tcn without its anchor (which reads every step relative to the last): the last block's unit t has no
+    gradient from any step after t, for trained-at-random and re-initialised weights alike."""
+    info = get_info("seasonal_trend")
+    bundle = ModelBundle(
+        build_model("series_tcn", info, anchor=False), get_spec("series_tcn"), info, torch.device("cpu")
+    )
+    series = torch.randn(6, *info.input_shape) * 3 + 40
+    for random_weights in (False, True):
+        erf = bundle_erf(bundle, series, "blocks.5.conv", (0, 20), random_weights=random_weights)
+        assert erf.map.shape == (1, info.input_shape[-1])
+        assert erf.map[0, 21:].sum() == 0 and erf.map[0, :21].sum() > 0

@@ -379,8 +379,13 @@ def test_a_forecasts_true_future_is_kept_in_the_report_and_reads_back(uni: Model
     x = np.linspace(0.0, 1.0, STEPS, dtype=np.float32)[None]
     probs = uni.predict_proba(torch.as_tensor(x)[None]).numpy()
     report = session_report(
-        uni, "run", [("a", x, None), ("b", x, None)], np.concatenate([probs, probs]), [],
-        ReportSettings(methods=[]), futures=[(1.5, 2.5), None],
+        uni,
+        "run",
+        [("a", x, None), ("b", x, None)],
+        np.concatenate([probs, probs]),
+        [],
+        ReportSettings(methods=[]),
+        futures=[(1.5, 2.5), None],
     )
     first, second = report.inputs
     assert first.future == [1.5, 2.5] and second.future is None

@@ -109,8 +109,50 @@ def test_text_models_have_no_receptive_field():
     info = get_info("cues")
     spec = get_spec("text_cnn")
     model = build_model("text_cnn", info, vocab_size=50, pad_id=0)
-    with pytest.raises(ModelError, match="image models"):
+    with pytest.raises(ModelError, match="convolutional models of images and series"):
         bundle_receptive_fields(ModelBundle(model, spec, info, torch.device("cpu")))
+
+
+def test_a_causal_series_forecaster_sees_127_steps_up_to_its_own():
+    """series_tcn's six causal blocks (kernel 3, dilations 1..32) as the arithmetic reads them from the module graph:
+    the padding modules move each field to end at its own step, and the last block sees the 127 steps its formula
+    gives; unit t's field is steps t-126 .. t."""
+    from xaidash.models.zoo.series_tcn import RECEPTIVE_FIELD
+
+    bundle = fresh("series_tcn", "seasonal_trend")
+    layers = bundle_receptive_fields(bundle)
+    assert [layer.rf[1] for layer in layers] == [3, 7, 15, 31, 63, 127] and layers[-1].rf[1] == RECEPTIVE_FIELD
+    assert all(layer.axes == 1 and layer.causal and layer.rf[0] == 1 for layer in layers)
+    last = layers[-1]
+    steps = bundle.info.input_shape[-1]
+    assert last.default_unit() == (0, steps - 1) and last.box((0, steps - 1)) == (0, steps - 127, 0, steps - 1)
+    assert last.box((0, 10), (1, steps)) == (0, 0, 0, 10)  # clipped at the first step: the rest is padding
+    assert last.row()["receptive field"] == "127" and last.row()["output size"] == str(steps)
+
+
+def test_a_same_padded_series_cnn_is_centred_and_checked_by_gradients():
+    """series_cnn's kernels 8, 5, 3 behind 'same' padding modules: fields of 8, 12 and 14 steps centred on their
+    step; a unit's input gradient is non-zero on exactly the steps of its theoretical field (random inputs)."""
+    bundle = fresh("series_cnn", "gunpoint")
+    layers = bundle_receptive_fields(bundle)
+    convs = [layer for layer in layers if layer.kind == "Conv1d"]
+    assert [layer.rf[1] for layer in convs] == [8, 12, 14] and not any(layer.causal for layer in layers)
+    assert layers[-1].kind == "AdaptiveAvgPool1d" and layers[-1].output_size == (1, 1)
+    model, last = bundle.model.eval(), convs[-1]
+    x = torch.randn(1, *bundle.info.input_shape, requires_grad=True)
+    captured: dict[str, torch.Tensor] = {}
+    handle = model.get_submodule(last.path).register_forward_hook(lambda m, i, o: captured.update(out=o))
+    model(x)
+    handle.remove()
+    (grad,) = torch.autograd.grad(captured["out"][0, :, 75].sum(), x)
+    seen = np.nonzero(grad[0].abs().sum(0).numpy())[0]
+    _, lo, _, hi = last.box((0, 75))
+    assert (lo, hi) == (69, 82) and seen.min() == lo and seen.max() == hi
+
+
+def test_recurrent_series_models_have_no_receptive_field():
+    with pytest.raises(ModelError, match="no convolution"):
+        bundle_receptive_fields(fresh("series_gru", "gunpoint"))
 
 
 @pytest.mark.parametrize("name,dataset", [("simple_cnn", "mnist"), ("vit_tiny", "shapes"), ("resnet_small", "digits")])
