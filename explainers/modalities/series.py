@@ -23,8 +23,8 @@ from xaidash.data.modalities.series import SERIES, SeriesModality
 from xaidash.data.registry import DatasetInfo
 from xaidash.explainers.figures.png import png_bytes
 from xaidash.explainers.inspection.attention import TokenLayout, query_row
-from xaidash.explainers.map_arrays import row_magnitudes, spearman, word_maps
-from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, TypingGuide, extend
+from xaidash.explainers.modalities.base import ADAPTERS, Drawing, Maps, TypingGuide, extend
+from xaidash.explainers.modalities.row_maps import RowMaps
 from xaidash.explainers.modalities.series_curves import series_perturbation_curve
 from xaidash.explainers.modalities.series_draw import chart_inputs, draw_series, series_chart, with_bar
 from xaidash.explainers.modalities.series_read import (
@@ -73,7 +73,7 @@ def parse_labels(labels: Sequence[str] | None) -> tuple[np.ndarray, tuple[str, .
 
 
 @dataclass(frozen=True)
-class SeriesAdapter(ExplainingModality, SeriesModality):
+class SeriesAdapter(RowMaps, SeriesModality):
     # ---- reading inputs ----------------------------------------------------------------------------------------
     def read_input(self, spec: str, bundle: ModelBundle, fit: str = "crop") -> tuple[Any, str]:
         """A CSV file of series (`series.csv` holding one, or `series.csv:ROW`, ROW counting data rows from 1), else
@@ -275,30 +275,7 @@ class SeriesAdapter(ExplainingModality, SeriesModality):
             "step_name": None if read is None else read[2],
         }
 
-    def values_from_json(self, d: dict[str, Any]) -> np.ndarray | None:
-        if "attributions" not in d:
-            return None
-        return np.asarray([np.nan if v is None else v for v in d["attributions"]], np.float32)
-
-    # ---- metrics -----------------------------------------------------------------------------------------------
-    def metric_inputs(self, bundle: ModelBundle, inputs: Any) -> torch.Tensor:
-        return self.checked(bundle, inputs)
-
-    def metric_maps(self, attributions: Any) -> list[np.ndarray]:
-        """One 1-D array of step scores per series."""
-        return word_maps(attributions)
-
-    def magnitudes(self, attributions: Any, device: torch.device | None) -> list[torch.Tensor]:
-        """|map| of every series as one (N, T) tensor on `device` (the series of one model share their length)."""
-        maps = self.metric_maps(attributions)
-        if len({m.size for m in maps}) > 1:
-            return row_magnitudes(maps)
-        return [torch.from_numpy(np.abs(np.stack(maps).astype(np.float64))).to(device or "cpu")]
-
-    def map_similarity(self, a: np.ndarray, b: np.ndarray) -> float:
-        """Spearman rank correlation of the step scores."""
-        return spearman(a, b)
-
+    # ---- metrics (the maps: RowMaps) -------------------------------------------------------------------------
     def perturbation_curve(
         self, bundle: ModelBundle, raw: Any, attributions: Any, *, mode: Mode, steps: int, batch_size: int = 256
     ) -> CurveResult:

@@ -26,8 +26,8 @@ from xaidash.data.registry import DatasetInfo
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.bars import draw_bars
 from xaidash.explainers.figures.png import png_bytes
-from xaidash.explainers.map_arrays import spearman, word_maps
-from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, TypingGuide, extend
+from xaidash.explainers.modalities.base import ADAPTERS, Drawing, Maps, TypingGuide, extend
+from xaidash.explainers.modalities.row_maps import RowMaps
 from xaidash.explainers.modalities.table_curves import table_perturbation_curve
 from xaidash.explainers.modalities.table_values import parse_row, row_problem, training_rows
 from xaidash.explainers.perturbation_curves import CurveResult, Mode
@@ -94,7 +94,7 @@ def _csv_spec(spec: str) -> tuple[Path, int | None] | None:
 
 
 @dataclass(frozen=True)
-class TableAdapter(ExplainingModality, TableModality):
+class TableAdapter(RowMaps, TableModality):
     # ---- reading inputs ----------------------------------------------------------------------------------------
     def read_input(self, spec: str, bundle: ModelBundle, fit: str = "crop") -> tuple[Any, str]:
         """A CSV file of rows (`rows.csv` holding one row, or `rows.csv:ROW`, ROW counting data rows from 1), else a
@@ -240,28 +240,7 @@ class TableAdapter(ExplainingModality, TableModality):
         values = d.get("row_values") or [""] * len(d["columns"])
         return tuple(f"{c}{LABEL_SEP}{v}" if v else str(c) for c, v in zip(d["columns"], values, strict=False))
 
-    def values_from_json(self, d: dict[str, Any]) -> np.ndarray | None:
-        if "attributions" not in d:
-            return None
-        return np.asarray([np.nan if v is None else v for v in d["attributions"]], np.float32)
-
-    # ---- metrics -----------------------------------------------------------------------------------------------
-    def metric_inputs(self, bundle: ModelBundle, inputs: Any) -> torch.Tensor:
-        return self.checked(bundle, inputs)
-
-    def metric_maps(self, attributions: Any) -> list[np.ndarray]:
-        """One 1-D array of column scores per row."""
-        return word_maps(attributions)
-
-    def magnitudes(self, attributions: Any, device: torch.device | None) -> list[torch.Tensor]:
-        """|map| of every row as one (N, F) tensor on `device` (rows of one table share their width)."""
-        maps = self.metric_maps(attributions)
-        return [torch.from_numpy(np.abs(np.stack(maps).astype(np.float64))).to(device or "cpu")]
-
-    def map_similarity(self, a: np.ndarray, b: np.ndarray) -> float:
-        """Spearman rank correlation of the column scores (a row's map is too short for SSIM)."""
-        return spearman(a, b)
-
+    # ---- metrics (the maps: RowMaps) -------------------------------------------------------------------------
     def perturbation_curve(
         self, bundle: ModelBundle, raw: Any, attributions: Any, *, mode: Mode, steps: int, batch_size: int = 256
     ) -> CurveResult:
