@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 
@@ -94,6 +94,17 @@ class Forecast:
 
 
 @dataclass(frozen=True)
+class GraphFacts:
+    """What a data set of graphs asks. `task`: "node" (classify one node of a graph: an input is a graph and a node)
+    or "graph" (classify a whole graph); `feature_names`: one per node feature, in order; `hops`: how far from a
+    node an explanation draws its neighbourhood (the depth of the message passing that reads it)."""
+
+    task: Literal["node", "graph"]
+    feature_names: tuple[str, ...]
+    hops: int = 3
+
+
+@dataclass(frozen=True)
 class DatasetInfo:
     """What a data set is. `input_shape` is (C, H, W) for images, (C, T) for series (channels, time steps), () for
     text; `mean` / `std` per channel (images, series: the training split's, which the model is fed standardised by)."""
@@ -117,6 +128,8 @@ class DatasetInfo:
     regression: RegressionTarget | None = None
     # A series to forecast (`regression` is then the series' values, `classes` one name per step ahead); None: not
     forecast: Forecast | None = None
+    # Graphs: node or graph classification, the node features' names (`input_shape` is (features,)); None: not graphs
+    graph: GraphFacts | None = None
 
     @property
     def num_classes(self) -> int:
@@ -199,7 +212,24 @@ class SeriesSplit:
         return int(self.series.shape[0])
 
 
-Split = ImageSplit | TextSplit | TableSplit | SeriesSplit
+@dataclass
+class GraphSplit:
+    """Graphs (PyTorch Geometric `Data`: raw node features `x` (n, F) float32, `edge_index` (2, E) long, and where
+    known the ground truth `node_truth` (n,) bool and `edge_truth` (E,) bool: the motif that sets a label) and one
+    sample per label: sample i is graph `graph_of[i]`, and its node `nodes[i]` for a node task (`nodes` None: each
+    sample is a whole graph). A transductive set (BA-Shapes, the karate club) has one graph; its train and test
+    splits are seeded subsets of its nodes."""
+
+    graphs: list[Any]
+    labels: torch.Tensor
+    graph_of: torch.Tensor
+    nodes: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+
+Split = ImageSplit | TextSplit | TableSplit | SeriesSplit | GraphSplit
 
 
 class Loader(Protocol):
