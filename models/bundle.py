@@ -78,8 +78,9 @@ class ModelBundle:
         `batch_size` rows per forward pass, without gradients. The one batched forward pass every
         layer uses (predictions, metrics, SHAP expectations), so batching lives in one place."""
         step = max(1, int(batch_size))
-        out = [self.model(x[i : i + step]).float() for i in range(0, len(x), step)]
-        return torch.cat(out) if out else torch.empty(0, self.info.num_classes, device=x.device)
+        rows, select = self.adapter.rows(x), self.adapter.select
+        out = [self.model(select(x, slice(i, i + step))).float() for i in range(0, rows, step)]
+        return torch.cat(out) if out else torch.empty(0, self.info.num_classes, device=self.device)
 
     def predicted(self, x: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
         """The predicted class of each prepared input, (N,) long on the device. A model that predicts numbers has no

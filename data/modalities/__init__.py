@@ -11,6 +11,7 @@ adapter here (plus its explaining half), its data sets and its models.
 """
 
 from xaidash.data.modalities.base import MODALITIES, GroundTruth, Modality, modality_of
+from xaidash.data.modalities.graph import GRAPH, GraphModality
 from xaidash.data.modalities.image import IMAGE, ImageModality
 from xaidash.data.modalities.prompt import PROMPT, PromptModality
 from xaidash.data.modalities.series import SERIES, SeriesModality
@@ -18,6 +19,8 @@ from xaidash.data.modalities.table import TABLE, TableModality
 from xaidash.data.modalities.text import TEXT, TextModality
 
 __all__ = [
+    "GRAPH",
+    "GraphModality",
     "IMAGE",
     "MODALITIES",
     "PROMPT",

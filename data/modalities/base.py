@@ -75,6 +75,14 @@ class Modality(Spec):
         """Raw inputs (as given by a user or a data set) as the tensor the model reads, on `device`."""
         raise NotImplementedError
 
+    def rows(self, x: Any) -> int:
+        """How many inputs a prepared batch (what `prepare` returns) holds."""
+        return len(x)
+
+    def select(self, x: Any, index: torch.Tensor | slice) -> Any:
+        """The inputs `index` of a prepared batch, as a prepared batch (a tensor's rows)."""
+        return x[index]
+
     def padding_mask(self, x: torch.Tensor, tokenizer: Any) -> torch.Tensor | None:
         """Which positions of prepared inputs are real (not padding); None when every position is."""
         return None

@@ -8,6 +8,7 @@ torch_geometric is imported inside the functions: it takes seconds to import and
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +116,25 @@ class GraphModality(Modality):
 
     def count(self, batch: Any) -> int:
         return len(batch)
+
+    def rows(self, x: Any) -> int:
+        return int(x.owner.shape[0])
+
+    def select(self, x: Any, index: torch.Tensor | slice) -> Any:
+        """Inputs of a prepared batch: a node task keeps the batch's graphs and picks the nodes asked about (no copy
+        of a shared graph); a graph task re-batches the graphs picked."""
+        from torch_geometric.data import Batch
+
+        owner = x.owner[index]
+        centre = centre_of(x)
+        if centre is not None:
+            picked = copy.copy(x)
+            picked.owner, picked.centre = owner, centre[index]
+            return picked
+        graphs = x.index_select(owner.tolist())
+        out = Batch.from_data_list(graphs)
+        out.owner = torch.arange(len(graphs), device=owner.device)
+        return out
 
     def example(self, info: DatasetInfo, tokenizer: Any, n: int = 1) -> list[GraphInput]:
         """A ring of four nodes at the training mean (node 0 asked, for a node task)."""

@@ -200,3 +200,6 @@ def register_all() -> None:
     for name in NODE_SETS:
         register(TableSource(name, lambda n=name: _node_info(n), _node_loader(name)))
     register(TableSource("ba_2motifs", _two_motifs_info, _graph_loader))
+
+
+register_all()

@@ -63,8 +63,9 @@ class TensorData:
     """Inputs as the model reads them (normalised images, token ids, prepared table rows) and labels, on the training
     device."""
 
-    x: torch.Tensor
+    x: Any  # a tensor; a PyG Batch for graphs (`select` picks its inputs)
     y: torch.Tensor
+    select: Callable[[Any, Any], Any] | None = None  # the adapter's: how inputs are picked out of `x`
 
     def __len__(self) -> int:
         return len(self.y)
@@ -80,7 +81,7 @@ class TensorData:
         (the tensors stay where they are; only indices are sharded). Token ids come in batches of similar
         length, each cut to its longest text: random pools of texts, sorted by length within a pool, the batches
         shuffled (training); sorted by length (evaluation, whose sums do not depend on the order)."""
-        if self.x.dtype == torch.long:
+        if isinstance(self.x, torch.Tensor) and self.x.dtype == torch.long:
             yield from self._text_batches(batch_size, shuffle, generator, shard)
             return
         n = len(self.y)
@@ -91,7 +92,7 @@ class TensorData:
             n = len(order)
         for i in range(0, n, batch_size):
             idx = order[i : i + batch_size] if order is not None else slice(i, i + batch_size)
-            yield self.x[idx], self.y[idx]
+            yield (self.x[idx] if self.select is None else self.select(self.x, idx)), self.y[idx]
 
     def _text_batches(
         self, batch_size: int, shuffle: bool, generator: torch.Generator | None, shard: Shard | None
@@ -188,10 +189,12 @@ def prepared_tensors(
     if index:
         x = adapter.prepare(adapter.items(split, index), info, tokenizer, cpu)
     else:  # an empty split keeps the prepared shape (and dtype) of one sample
-        x = adapter.prepare(adapter.example(info, tokenizer, 1), info, tokenizer, cpu)[:0]
+        x = adapter.select(adapter.prepare(adapter.example(info, tokenizer, 1), info, tokenizer, cpu), slice(0, 0))
+    labels = labels.float() if labels.is_floating_point() else labels.long()
+    if not isinstance(x, torch.Tensor):  # a PyG Batch of graphs: on the device, inputs picked by the adapter
+        return TensorData(x.to(device), labels.to(device), adapter.select)
     keep_on_cpu = x.numel() * x.element_size() > DEVICE_BYTES_LIMIT
     # class codes as int64; a number to predict keeps its float32 values (.long() would cut 12.7 to 12)
-    labels = labels.float() if labels.is_floating_point() else labels.long()
     return TensorData(x if keep_on_cpu else x.to(device), labels.to(device))
 
 

@@ -9,9 +9,8 @@ import torch
 from xaidash.data.errors import ExplainError
 from xaidash.data.modalities.graph import GRAPH, GraphInput, centre_of, feature_stats
 from xaidash.data.registry import get_info, load_split
-from xaidash.data.sets import graph_sets
+import xaidash.data.sets  # noqa: F401  (registers the graph sets)
 
-graph_sets.register_all()
 NODE_SETS = ("ba_shapes", "tree_cycles", "tree_grid", "infection", "karate")
 CPU = torch.device("cpu")
 
