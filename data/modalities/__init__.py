@@ -20,13 +20,13 @@ from xaidash.data.modalities.text import TEXT, TextModality
 
 __all__ = [
     "GRAPH",
-    "GraphModality",
     "IMAGE",
     "MODALITIES",
     "PROMPT",
     "SERIES",
     "TABLE",
     "TEXT",
+    "GraphModality",
     "GroundTruth",
     "ImageModality",
     "Modality",

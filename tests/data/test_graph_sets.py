@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+import xaidash.data.sets  # noqa: F401  (registers the graph sets)
 from xaidash.data.errors import ExplainError
 from xaidash.data.modalities.graph import GRAPH, GraphInput, centre_of, feature_stats
 from xaidash.data.registry import get_info, load_split
-import xaidash.data.sets  # noqa: F401  (registers the graph sets)
 
 NODE_SETS = ("ba_shapes", "tree_cycles", "tree_grid", "infection", "karate")
 CPU = torch.device("cpu")
