@@ -58,6 +58,7 @@ from xaidash.models.runs.store import Run, delete_run, list_runs, runs_root
 manager = services.job_manager()
 FOLLOWING = "train_following"  # the run this session's job panel shows running elsewhere: a full rerun at its end
 PANEL_TIMER = "train_panel_timer"  # the job panel's redraw interval as this page run set it (None: no timer)
+DETAILS = "train_details_of"  # while a job trains: the run whose details this page run drew ('' none, None not yet)
 
 
 st.title("Train")
@@ -380,12 +381,18 @@ def runs_table_panel() -> None:
     with guard("Listing runs"):
         runs_table("train_runs_table", manager.current())
         st.caption("Click a row to select that run for every page.")
+    drawn = st.session_state.get(DETAILS)
+    if drawn is not None and drawn != (focus_of({r.id: r for r in list_runs()}) or ""):
+        # A click here (on a run still without weights: it stays pending, no rerun) changed the focus: the
+        # details below are drawn outside this fragment.
+        st.rerun(scope="app")
 
 
 runs_tab, compare_tab = st.tabs(["Runs", "Compare runs"], key="train_tabs")
 with runs_tab:
     show_flash(RUNS)
     if manager.busy():
+        st.session_state[DETAILS] = None  # not drawn yet in this page run: the table's fragment must not compare
         # The focused run's details (settings, charts) stay out of the timer, drawn once per page run (a click
         # on a row reruns the page): redrawing them every few seconds cost the trainer CPU on a small machine.
         st.fragment(runs_table_panel, run_every=5.0)()
@@ -393,6 +400,7 @@ with runs_tab:
         # included, so its details, and Delete run, show.
         listed = {r.id: r for r in list_runs()}
         focused = listed.get(focus_of(listed) or "")
+        st.session_state[DETAILS] = focused.id if focused is not None else ""
         if focused is not None:
             with guard("Showing the run"):
                 run_details(focused)

@@ -1,11 +1,12 @@
 """Actions on the Train page while a job trains, in a real browser (`xaidash serve` + Chromium): "Delete run" on the
 run being trained is refused within seconds, under the button, while the job goes on (issue 36: the refusal used to
-show only after the job had ended); the run is kept; the message's Stop button stops the job; "Use this run" in the
+show only after the job had ended); a click on its row shows its details, even before it has weights; the run is kept; the message's Stop button stops the job; "Use this run" in the
 job panel (a click inside a fragment, which reruns the fragment alone) selects the run for the sidebar and the Runs
 tab at once; the run can then be deleted."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from inspect_runs import make_run
 pytestmark = pytest.mark.browser
 sync_api = require_browser()
 WAIT_MS = 240_000  # a job's start or end (data, model, test evaluation, a rerun) on a loaded 2-core machine
+ROW_PX, HEADER_PX, MARKER_PX = 35, 35, 15  # Streamlit's data grid: row and header height, row-marker column
 SAY_WITHIN_S = 10.0  # the refusal must show while the job trains: seconds, not the job's remaining minutes
 
 
@@ -38,6 +40,15 @@ def fill(page, label: str, value: str) -> None:
     field.fill(value)
     field.press("Tab")
     wait_idle(page)
+
+
+def click_table_row(page, table, row: int) -> None:
+    """Click a data row's marker cell: the grid is a canvas, so by position (row 0 is the first data row)."""
+    table.scroll_into_view_if_needed()  # below the live job panel: a click outside the viewport lands nowhere
+    page.wait_for_timeout(300)
+    box = table.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + MARKER_PX, box["y"] + HEADER_PX + ROW_PX * row + ROW_PX / 2)
 
 
 def new_run(root: Path, other: str):
@@ -70,8 +81,16 @@ def test_deleting_the_run_being_trained_is_refused_within_seconds(tmp_path: Path
         try:
             start_long_job(page, url)
             run = new_run(root, other.id)
-            page.goto(f"{url}/train?run={run.id}")  # selects the run being trained
-            page.get_by_text(f"Settings of {run.id}").wait_for()
+            # A click on its row (the newest, the first) selects it: its details and Delete run show below the
+            # table, which is redrawn every few seconds while the job trains.
+            table = page.locator(".st-key-train_runs_table")
+            details = page.get_by_text(f"Settings of {run.id}")
+            for _ in range(3):  # the canvas may still be laying out on a loaded machine: click again until it selects
+                click_table_row(page, table, 0)
+                with contextlib.suppress(AssertionError):
+                    sync_api.expect(details).to_be_visible(timeout=15_000)
+                    break
+            sync_api.expect(details).to_be_visible(timeout=WAIT_MS)
             progress = page.get_by_text(re.compile(r"^Epoch \d+/100 · step \d+"))
             sync_api.expect(progress.first).to_be_visible(timeout=WAIT_MS)
             page.get_by_text("Yes, delete this run").click()
