@@ -132,7 +132,8 @@ def test_api_explains_long_texts_on_the_words_read_and_refuses_impossible_batch_
     e = explain(bundle, "word " * 4000 + "x", method="saliency")
     assert e.tokens == [["word"] * bundle.tokenizer.max_length]
     assert explain(bundle, "a short text", method="saliency").attributions  # within the limit: explained
-    monkeypatch.setattr(bundle.tokenizer, "max_length", 5000)  # a model that reads 5,000 words: the part read, 24,999 characters
+    # a model that reads 5,000 words: the part it reads has 24,999 characters
+    monkeypatch.setattr(bundle.tokenizer, "max_length", 5000)
     with pytest.raises(ExplainError, match=r"24,999 characters; at most 20,000"):
         explain(bundle, "word " * 5000 + "x", method="saliency")
     image_bundle = load_bundle(good_run, device="cpu")
