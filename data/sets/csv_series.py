@@ -1,8 +1,8 @@
 """Your own time series: `csv:<path>?modality=series&label=<column>[&id=<column>]` (wide: one series per row) or
 `csv:<path>?modality=series&label=<column>&id=<column>&time=<column>&value=<column>[,<column>...]` (long: one row
 per step). The `csv:` factory (data/sets/csv_table.py) sends a name with `modality=series` here (this module adds
-itself to its MODALITY_READERS); data/sets/_csv_read.py reads the file (UTF-8, delimiter sniffed, every line as many
-fields as the header, refusals naming the line).
+itself to its MODALITY_READERS); data/sets/_csv_read.py reads the file (UTF-8, or UTF-16 by its byte-order mark;
+delimiter sniffed, every line as many fields as the header, refusals naming the line).
 
 Rules (docs/cli.md, "Your own series"):
 - Wide: every column but the label (and the id) is one time step, in file order; every value must be a number.

@@ -25,6 +25,7 @@ from PIL import Image
 from xaidash.data.errors import DatasetError
 from xaidash.data.registry import DatasetInfo, ImageSplit, SplitName, TextSplit, register_factory
 from xaidash.data.sets._common import NotedDatasetSource, stratified_indices
+from xaidash.data.text_files import decode_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -281,14 +282,12 @@ def _delimiter(header: str) -> str:
 def _read_table(path: Path, notes: list[str]) -> pd.DataFrame:
     import pandas as pd  # imported on use: keeps `import data.sets` light
 
-    raw = path.read_bytes()
-    if not raw.strip():
+    decoded = decode_text(path.read_bytes(), str(path), latin1=True)  # the byte-order mark tells UTF-16
+    content = decoded.text
+    if not content.strip():
         raise DatasetError(f"{path} is empty: it needs a header line (e.g. text,label) and one row per sample.")
-    try:
-        content = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        content = raw.decode("latin-1")
-        notes.append(f"{path.name} is not valid UTF-8; it was read as Latin-1 (check accented characters).")
+    if decoded.note:
+        notes.append(decoded.note)
     header = content.splitlines()[0]
     sep = _delimiter(header)
     try:
