@@ -36,7 +36,8 @@ def _odd_characters(text: str) -> int:
 
 @dataclass(frozen=True)
 class Decoded:
-    """A file's text, the encoding it was read with (as a user names it) and, when that was a guess, a note."""
+    """A file's text, the encoding it was read with (as a user names it) and, when that was a guess, a note (the
+    caller says which file it is about)."""
 
     text: str
     encoding: str
@@ -92,7 +93,7 @@ def decode_text(
         return Decoded(raw.decode("utf-8"), "UTF-8")
     except UnicodeDecodeError as err:
         if latin1:
-            note = f"{name} is not valid UTF-8; it was read as Latin-1 (check accented characters)."
+            note = "not valid UTF-8; it was read as Latin-1 (check accented characters)."
             return Decoded(raw.decode("latin-1"), "Latin-1", note)
         raise error(
             f"{name} is not UTF-8 text: byte 0x{raw[err.start]:02x} at offset {err.start:,} cannot be decoded; {hint}."
