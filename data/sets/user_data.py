@@ -316,7 +316,7 @@ def _read_table(path: Path, notes: list[str]) -> pd.DataFrame:
     if not content.strip():
         raise DatasetError(f"{path} is empty: it needs a header line (e.g. text,label) and one row per sample.")
     if decoded.note:
-        notes.append(decoded.note)
+        notes.append(f"{path.name} is {decoded.note}")
     header = content.splitlines()[0]
     sep = _delimiter(header)
     try:

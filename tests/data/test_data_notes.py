@@ -35,7 +35,7 @@ def test_the_command_line_says_a_note_in_its_own_words(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
-        f"warning: csv {path}: not valid UTF-8; it was read as Latin-1 (check accented characters)."
+        f"warning: csv {path}: latin.csv is not valid UTF-8; it was read as Latin-1 (check accented characters)."
     ]
     assert f"Texts from {path}: 2 classes" in done.stdout and "1 note(s): see the warning lines above." in done.stdout
 
