@@ -21,3 +21,16 @@ class DatasetUnavailable(DatasetError):
 class ExplainError(XaidashError):
     """An explanation (or another computation on a model: an attack, a projection) cannot be computed as asked;
     the message says why and what to do."""
+
+
+UNEXPECTED_THEN = "try other settings, and report it if it happens again"
+
+
+def error_text(err: BaseException, where: str = "", then: str = UNEXPECTED_THEN) -> str:
+    """The one line a user reads for `err`. One of ours (a XaidashError) already says what went wrong and what to
+    do: its message alone. Anything else (a bug, a library's complaint) is worded 'an unexpected error in <where>:
+    <its message>; <then>'. Never Python's class name or a source location: a log keeps the traceback."""
+    if isinstance(err, XaidashError):
+        return str(err)
+    message = " ".join(str(err).split())[:500] or "it gave no message"
+    return f"an unexpected error{f' in {where}' if where else ''}: {message}; {then}"

@@ -14,6 +14,7 @@ import torch
 from xaidash.data.errors import ExplainError
 from xaidash.data.modalities import TEXT, TextModality
 from xaidash.data.paths import is_file
+from xaidash.data.text_files import decode_text
 from xaidash.data.tokenizer import split_words, word_spans
 from xaidash.explainers.figures.html_parts import highlight_tokens
 from xaidash.explainers.inspection.attention import TokenLayout, query_row
@@ -31,13 +32,11 @@ FIRST_PREFIX_CHARS = 4096
 
 
 def read_text_file(path: Path) -> str:
-    """A text file's contents (UTF-8, a byte-order mark dropped); ExplainError when it is missing or not UTF-8."""
+    """A text file's contents (UTF-8, or the encoding its byte-order mark names); ExplainError when it is missing or
+    not text."""
     if not is_file(path):
         raise ExplainError(f"Text file {str(path)!r} does not exist.")
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise ExplainError(f"{path.name} is not UTF-8 text.") from None
+    return decode_text(path.read_bytes(), path.name, error=ExplainError).text
 
 
 def read_extent(bundle: ModelBundle, text: str) -> tuple[int, int] | None:

@@ -49,7 +49,8 @@ def test_a_table_typed_on_the_train_page_is_read_and_trained_by_its_name(
     assert_ok(at)
     assert not at.error
     shown = texts(at.caption)
-    assert any("Missing values filled: colour: 9 as '(missing)'" in c for c in shown), shown
+    boxed = texts(at.warning)  # the data set's notes in a warning box (issue 36), its description a caption
+    assert any("Missing values filled: colour: 9 as '(missing)'" in w for w in boxed), boxed
     assert any("target 'label' (2 classes), 2 columns (1 numeric, 1 categorical: colour)" in c for c in shown), shown
     assert at.selectbox(key="train_model").value == "tabular_mlp"
     next(b for b in at.button if b.label == "Start training").click().run()
