@@ -26,11 +26,17 @@ class ExplainError(XaidashError):
 UNEXPECTED_THEN = "try other settings, and report it if it happens again"
 
 
+def plain_message(err: BaseException, limit: int = 500) -> str:
+    """An exception's own message on one line, without Python's class name ('it gave no message' when empty): what a
+    run's summary, a refusal or a log line quotes of a library's complaint."""
+    return " ".join(str(err).split())[:limit] or "it gave no message"
+
+
 def error_text(err: BaseException, where: str = "", then: str = UNEXPECTED_THEN) -> str:
     """The one line a user reads for `err`. One of ours (a XaidashError) already says what went wrong and what to
     do: its message alone. Anything else (a bug, a library's complaint) is worded 'an unexpected error in <where>:
     <its message>; <then>'. Never Python's class name or a source location: a log keeps the traceback."""
     if isinstance(err, XaidashError):
         return str(err)
-    message = " ".join(str(err).split())[:500] or "it gave no message"
+    message = plain_message(err)
     return f"an unexpected error{f' in {where}' if where else ''}: {message}; {then}"
