@@ -400,7 +400,7 @@ def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int, types: tuple[st
         if any(len(t) > MAX_TEXT_CHARS for t in texts):
             st.warning(
                 f"{f.name}: texts longer than {MAX_TEXT_CHARS:,} characters are cut to their first {MAX_TEXT_CHARS:,} "
-                "(the model reads only its first few hundred words).",
+                "here; the model reads fewer: the note under each input says how many of its words it reads.",
                 icon=":material/content_cut:",
             )
             texts = [t[:MAX_TEXT_CHARS] for t in texts]
