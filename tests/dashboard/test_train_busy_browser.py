@@ -93,7 +93,10 @@ def test_deleting_the_run_being_trained_is_refused_within_seconds(tmp_path: Path
             sync_api.expect(details).to_be_visible(timeout=WAIT_MS)
             progress = page.get_by_text(re.compile(r"^Epoch \d+/100 · step \d+"))
             sync_api.expect(progress.first).to_be_visible(timeout=WAIT_MS)
-            page.get_by_text("Yes, delete this run").click()
+            # The rerun the click caused may still show the previous run's details below (stale until it ends).
+            confirm = page.get_by_text("Yes, delete this run")
+            sync_api.expect(confirm).to_have_count(1, timeout=WAIT_MS)
+            confirm.click()
             delete = page.get_by_role("button", name="Delete run")
             sync_api.expect(delete).to_be_enabled(timeout=WAIT_MS)
             delete.scroll_into_view_if_needed()
@@ -145,7 +148,10 @@ def test_deleting_the_run_being_trained_is_refused_within_seconds(tmp_path: Path
             sync_api.expect(page.get_by_text(f"Settings of {run.id}")).to_be_visible(timeout=WAIT_MS)
             print(f"'Use this run' shown {time.monotonic() - clicked:.1f} s after the click")
             wait_idle(page)
-            page.get_by_text("Yes, delete this run").click()
+            # The rerun the click caused may still show the previous run's details below (stale until it ends).
+            confirm = page.get_by_text("Yes, delete this run")
+            sync_api.expect(confirm).to_have_count(1, timeout=WAIT_MS)
+            confirm.click()
             delete = page.get_by_role("button", name="Delete run")
             sync_api.expect(delete).to_be_enabled(timeout=WAIT_MS)
             delete.click()
