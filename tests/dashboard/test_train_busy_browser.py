@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, FLAGS, require_browser
+from browser import CHROMIUM, FLAGS, fill_number, pick_option, require_browser, wait_idle
 from inspect_runs import make_run
 
 pytestmark = pytest.mark.browser
@@ -20,26 +20,6 @@ sync_api = require_browser()
 WAIT_MS = 240_000  # a job's start or end (data, model, test evaluation, a rerun) on a loaded 2-core machine
 ROW_PX, HEADER_PX, MARKER_PX = 35, 35, 15  # Streamlit's data grid: row and header height, row-marker column
 SAY_WITHIN_S = 10.0  # the refusal must show while the job trains: seconds, not the job's remaining minutes
-
-
-def wait_idle(page, timeout: float = WAIT_MS) -> None:
-    """Until Streamlit says the script is not running (its status widget is gone)."""
-    page.wait_for_timeout(500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
-    page.wait_for_timeout(300)
-
-
-def pick_option(page, label: str, option: re.Pattern) -> None:
-    page.get_by_test_id("stSelectbox").filter(has_text=label).first.click()
-    page.get_by_role("option", name=option).click()
-    wait_idle(page)
-
-
-def fill(page, label: str, value: str) -> None:
-    field = page.get_by_role("spinbutton", name=label, exact=True)
-    field.fill(value)
-    field.press("Tab")
-    wait_idle(page)
 
 
 def click_table_row(page, table, row: int) -> None:
@@ -65,8 +45,8 @@ def start_long_job(page, url: str) -> None:
     wait_idle(page)
     pick_option(page, "Data set", re.compile(r"^digits"))
     pick_option(page, "Model", re.compile(r"^mlp"))
-    fill(page, "Epochs", "100")
-    fill(page, "Batch size", "1")
+    fill_number(page, "Epochs", "100")
+    fill_number(page, "Batch size", "1")
     page.get_by_role("button", name="Start training").click()
     page.get_by_text(re.compile(r"^Epoch \d+/100 · step [1-9]")).first.wait_for()
 

@@ -184,13 +184,15 @@ def stand_in_engine(root: Path, gate: threading.Event):
 
     def fn(cfg, callbacks, stop):
         run = Run.create(cfg.dataset, cfg.model, root)
+        # Locked before anything is written, as the engine locks it (models/training/session.py): a page listing the
+        # runs meanwhile tidies an unlocked folder, and would take this writer's temporary file for a dead one's.
+        lock = RunLock.acquire(run.path, run.id)
         resolved = asdict(cfg) | {"epochs": 5, "batch_size": 16}
         run.write_config(
             {"model": cfg.model, "dataset": cfg.dataset, "classes": list(get_info(cfg.dataset).classes)}
             | {"train": resolved, "device": "cpu", "created": time.time(), "lr": 0.01}
         )
         run.update_summary(state="running", epochs_done=0, epochs=5)
-        lock = RunLock.acquire(run.path, run.id)  # held as the engine holds it: the run is alive, not interrupted
         for cb in callbacks:
             cb(TrainEvent(kind="start", run_id=run.id, epochs=5, total_steps=235))
         for step in (1, 2, 3):
