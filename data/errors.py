@@ -26,10 +26,14 @@ class ExplainError(XaidashError):
 UNEXPECTED_THEN = "try other settings, and report it if it happens again"
 
 
-def plain_message(err: BaseException, limit: int = 500) -> str:
+def plain_message(err: BaseException, limit: int = 500, first_line: bool = False) -> str:
     """An exception's own message on one line, without Python's class name ('it gave no message' when empty): what a
-    run's summary, a refusal or a log line quotes of a library's complaint."""
-    return " ".join(str(err).split())[:limit] or "it gave no message"
+    run's summary, a refusal or a log line quotes of a library's complaint. `first_line`: only its first line (a
+    compiler's or a library's report can run for pages)."""
+    text = str(err).strip()
+    if first_line:
+        text = text.splitlines()[0] if text else ""
+    return " ".join(text.split())[:limit] or "it gave no message"
 
 
 def error_text(err: BaseException, where: str = "", then: str = UNEXPECTED_THEN) -> str:

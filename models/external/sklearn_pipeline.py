@@ -229,7 +229,7 @@ def settle_categories(model: PipelineModule, x: torch.Tensor, labels: torch.Tens
         try:
             scores[mode] = _score(model, x, labels)
         except Exception as e:  # noqa: BLE001 - the pipeline's own error, reported below
-            errors.append(plain_message(e))
+            errors.append(plain_message(e, first_line=True))
             continue
     if not scores:
         raise ModelError(f"{where} does not run on the table's rows: {errors[0]}")

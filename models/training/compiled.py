@@ -65,8 +65,7 @@ class CompiledSteps:
         except Exception as e:  # any compiler failure: the eager model decides what is really wrong
             if is_out_of_memory(e):
                 raise
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""  # a compiler's report runs for pages
-            self.failure = plain_message(RuntimeError(first))
+            self.failure = plain_message(e, first_line=True)
             warnings.warn(
                 f"torch.compile failed ({self.failure}); training goes on without it.", RuntimeWarning, stacklevel=2
             )
