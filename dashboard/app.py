@@ -16,7 +16,15 @@ IN_TRAINING_CHILD = __name__ == "__mp_main__"
 
 
 def main() -> None:
+    import warnings
+
     import streamlit as st
+
+    from xaidash.data.notes import DataNote
+
+    # A data set's notes reach the user in a warning box (dashboard/errors.show_notes, which collects them); one
+    # raised where no page collects it is not printed to the server log as a Python warning with a source path.
+    warnings.filterwarnings("ignore", category=DataNote)
 
     from xaidash.dashboard.access import gate
     from xaidash.dashboard.errors import show_error

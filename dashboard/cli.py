@@ -12,8 +12,10 @@ import secrets
 import signal
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 APP = Path(__file__).resolve().parent / "app.py"
 MAX_UPLOAD_MB = 50
@@ -230,10 +232,24 @@ def _is_user_error(err: BaseException) -> bool:
     return isinstance(err, XaidashError)
 
 
+def _show_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
+    """A warning in the command's own words: `warning: <message>` on stderr, without Python's source path, line
+    number and class (a data set's notes, data/notes.py, and any library's warning alike)."""
+    print(f"warning: {message}", file=file or sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = serve_parser() if argv[:1] == ["serve"] else build_parser()
     args = parser.parse_args(argv)
+    with warnings.catch_warnings():  # restores Python's own display when main() returns (tests call it in-process)
+        warnings.showwarning = _show_warning
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `xaidash methods | head`: the reader left, nothing to report

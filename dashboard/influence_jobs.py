@@ -5,17 +5,21 @@ continues from there). Plain threading, no Streamlit: a worker thread cannot wri
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import traceback
 from dataclasses import dataclass, replace
 
 import streamlit as st
 
-from xaidash.data.errors import XaidashError
+from xaidash.data.errors import XaidashError, error_text
 from xaidash.explainers.influence.api import SelfInfluenceStatus, run_self_influence
 from xaidash.models.runs.store import Run
 
 ACTIVE = ("running", "stopping")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,9 @@ class BackgroundSelfInfluence:
         try:
             status = run_self_influence(run, method, progress=self._progress, stop=stop)
         except Exception as e:  # noqa: BLE001 - the thread must end in a state the page can show
-            error = str(e) if isinstance(e, XaidashError) else f"{type(e).__name__}: {e}"
+            if not isinstance(e, XaidashError):
+                log.error("self-influence of %s crashed:\n%s", run.id, traceback.format_exc())
+            error = error_text(e, "the self-influence job")
         with self._lock:
             if error:
                 state = "failed"

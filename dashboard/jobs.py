@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from xaidash.data.errors import DatasetError
+from xaidash.data.errors import DatasetError, error_text
 from xaidash.data.registry import get_source
 from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
@@ -390,7 +390,7 @@ class Job:
             self._finish("failed", str(e))
         except Exception as e:  # noqa: BLE001 - the thread must end in a state the page can show
             log.error("training job %s crashed:\n%s", self.id, traceback.format_exc())
-            message = f"Training crashed: {type(e).__name__}: {e}"
+            message = error_text(e, "training")
             self._mark_run_failed(message)
             self._finish("failed", message)
         else:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 import os
 import threading
 import time
+import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
@@ -25,9 +27,10 @@ import torch
 
 from xaidash.dashboard.jobs import JobManager
 from xaidash.dashboard.replicas import ReplicaPool
-from xaidash.data.errors import DatasetError
+from xaidash.data.errors import DatasetError, XaidashError, error_text
 from xaidash.data.modalities.base import held_inputs
-from xaidash.data.registry import ImageSplit, Split, TextSplit, load_split
+from xaidash.data.notes import collect_notes
+from xaidash.data.registry import ImageSplit, Split, TextSplit, get_source, load_split
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.language.convert import import_language_model
 from xaidash.models.language.loading import LM_FOLDER, load_language_model
@@ -39,6 +42,8 @@ from xaidash.models.training.process import train_in_process
 GALLERY_LIMIT = 2000  # test samples whose predictions the gallery filters use
 T = TypeVar("T")
 M = TypeVar("M", ModelBundle, LanguageModel)
+
+log = logging.getLogger(__name__)
 
 
 @st.cache_resource(show_spinner=False)
@@ -137,8 +142,21 @@ def lease(
 
 @st.cache_resource(max_entries=6, show_spinner=False)
 def dataset_split(name: str, split: str) -> Split:
-    """A data set split, loaded once per process (offline: only what is under the data root)."""
-    return load_split(name, split)  # type: ignore[arg-type]
+    """A data set split, loaded once per process (offline: only what is under the data root). Its notes are the
+    sidebar's warning box (`dataset_notes`), not Python warnings in the server's log."""
+    with collect_notes():
+        return load_split(name, split)  # type: ignore[arg-type]
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def dataset_notes(name: str) -> tuple[str, ...]:
+    """What a data set of the user's own noted when read (files skipped, links left out, an encoding guessed, values
+    filled); () for a built-in one, and for one that cannot be read now (the page that loads it says why)."""
+    try:
+        with collect_notes():
+            return tuple(getattr(get_source(name), "notes", ()))
+    except DatasetError:
+        return ()
 
 
 def image_split(name: str, split: str) -> ImageSplit:
@@ -313,7 +331,9 @@ class BackgroundImport:
         try:
             run_id = import_language_model(source).id  # looked up here, so tests can swap it
         except Exception as e:  # noqa: BLE001 - the thread must end in a state the page can show
-            error = str(e) if isinstance(e, (ModelError, DatasetError)) else f"{type(e).__name__}: {e}"
+            if not isinstance(e, XaidashError):
+                log.error("language model import of %s crashed:\n%s", source, traceback.format_exc())
+            error = error_text(e, "the import")
         with self._lock:
             self._snap = ImportSnapshot(
                 source, "failed" if error else "completed", self._snap.started, time.time(), run_id, error

@@ -11,6 +11,7 @@ from xaidash.dashboard.components.job_status import job_line
 from xaidash.dashboard.components.quality import show_run_warning
 from xaidash.dashboard.components.quickstart import select_demo_run_when_done
 from xaidash.dashboard.components.run_picker import run_link_notice, run_picker
+from xaidash.dashboard.errors import show_notes
 from xaidash.dashboard.run_facts import epochs_text, run_kind, state_word
 from xaidash.dashboard.state import Slot, current_page, page_runs, slot_of
 from xaidash.data.formatting import percent
@@ -77,6 +78,8 @@ def _selected_run(runs: tuple[RunKind, ...]) -> None:
             facts = ["imported: trained elsewhere"]
         st.caption(" · ".join(facts))
         st.caption(f"`{run.id}`")
+        if c["dataset"]:  # a data set of the user's own: what was skipped or guessed when it was read
+            show_notes(st, services.dataset_notes(c["dataset"]))
     except Exception as e:  # noqa: BLE001 - a damaged run must not break every page
         st.warning(f"Run {run.id} is unreadable: {e}")
         return

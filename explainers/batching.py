@@ -60,7 +60,7 @@ def run_halving(fn: Callable[[int], T], batch_size: int, *, what: str = "the exp
         except (torch.cuda.OutOfMemoryError, RuntimeError) as err:
             if not is_out_of_memory(err):
                 raise
-            message = str(err).splitlines()[0] if str(err) else type(err).__name__
+            message = str(err).splitlines()[0] if str(err) else "no message"
         # Outside the except block: the traceback (and the tensors its frames hold) is released first.
         _free_cached_memory()
         if size == 1:

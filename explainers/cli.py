@@ -191,6 +191,7 @@ def _explain_one(
         batch_size=args.batch_size,
         seed=args.seed,
         done=_say_done,
+        label={spec.id: spec.label for spec in chosen}.__getitem__,
     )
     resolved = {r.method: r.explanation.params for r in results if r.explanation is not None}
     settings = ReportSettings(

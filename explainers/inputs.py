@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from xaidash.explainers.modalities import adapter_of
+from xaidash.explainers.modalities.text import read_extent
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
@@ -62,15 +63,15 @@ class TextCoverage:
 
 
 def text_coverage(bundle: ModelBundle, text: str) -> TextCoverage:
-    """How many words of `text` the model reads (`TextCoverage`), from its tokenizer's word of each position."""
+    """How many words of `text` the model reads (`TextCoverage`), from its tokenizer's word of each position (on the
+    part it reads: `read_extent`), of how many words in all."""
     from xaidash.data.tokenizer import word_spans
 
-    spans = word_spans(text)
-    if bundle.tokenizer is None:  # not a text model: nothing is cut
-        return TextCoverage(len(spans), len(spans), len(text))
-    seen = [w for w in bundle.tokenizer.word_ids(text) if w is not None]
-    read = min(len(spans), max(seen) + 1) if seen else 0
-    return TextCoverage(read, len(spans), spans[read - 1][1] if read else 0)
+    total = len(word_spans(text))
+    extent = read_extent(bundle, text)
+    if extent is None:
+        return TextCoverage(total, total, len(text))
+    return TextCoverage(extent[0], total, extent[1])
 
 
 # dataset:N, dataset:test:N, dataset:train:N, the short test:N / train:N (what the pages' links say), and row:N /

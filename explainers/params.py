@@ -20,7 +20,9 @@ __all__ = [
 ]
 
 # The longest text explained: LIME and occlusion build one perturbed copy per sample and word, so a 5 MB text
-# ran them out of memory; the text models read at most a few hundred tokens of it anyway.
+# ran them out of memory. Texts are first cut to the words the model reads (`modalities.text.read_part`, a few
+# hundred tokens for the text models here), so only a model that reads more than this is refused; the dashboard's
+# text box keeps this many characters per line.
 MAX_TEXT_CHARS = 20_000
 MAX_BATCH_SIZE = 65_536  # samples per forward pass (--batch-size)
 
@@ -31,8 +33,8 @@ def check_text_length(texts: list[str]) -> None:
         if len(text) > MAX_TEXT_CHARS:
             which = f"Text {i + 1} of {len(texts)}" if len(texts) > 1 else "The text"
             raise ExplainError(
-                f"{which} has {len(text):,} characters; at most {MAX_TEXT_CHARS:,} can be explained "
-                "(the model reads only its first few hundred words): shorten it or explain a part of it."
+                f"{which} has {len(text):,} characters; at most {MAX_TEXT_CHARS:,} can be explained: "
+                "shorten it or explain a part of it."
             )
 
 

@@ -242,7 +242,7 @@ def _never_raises(applies: Applies) -> Applies:
         try:
             return applies(bundle)
         except Exception as e:  # noqa: BLE001 - the reason is the answer
-            return f"the model does not run on {bundle.info.name}'s inputs ({type(e).__name__}: {str(e)[:160]})"
+            return f"the model does not run on {bundle.info.name}'s inputs ({' '.join(str(e).split())[:160]})"
 
     guarded.never_raises = True  # type: ignore[attr-defined]
     return guarded

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from xaidash.data.errors import error_text
 from xaidash.data.modalities import GroundTruth
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
@@ -105,7 +106,7 @@ def input_metrics(
             try:
                 values[metric.id] = metric.compute(ctx)
             except Exception as err:  # noqa: BLE001 - one metric failing must not hide the others
-                errors[metric.id] = f"{type(err).__name__}: {err}"
+                errors[metric.id] = error_text(err, metric.title, then="the other metrics went on")
     return values, errors
 
 

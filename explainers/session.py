@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import torch
 
+from xaidash.data.errors import error_text
 from xaidash.data.modalities import GroundTruth
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.perturbation_curves import CURVE_STEPS
@@ -41,9 +42,10 @@ class Cache(Protocol):
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> tuple[Any, bool]: ...
 
 
-def error_line(err: BaseException) -> str:
-    """The one line a failed method (or metric) is reported with."""
-    return f"{type(err).__name__}: {err}"
+def error_line(err: BaseException, where: str = "") -> str:
+    """The one line a failed method (or metric) is reported with: our own error's message, or an unexpected one
+    worded in plain words (data/errors.py `error_text`), never with Python's class name."""
+    return error_text(err, where, then="the other methods went on; try other parameters for it")
 
 
 @dataclass
@@ -92,7 +94,9 @@ def run_session(
                 value, hit = compute(method), False
             outcome: Outcome[T] = Outcome(method, value, cached=hit, seconds=time.perf_counter() - start)
         except Exception as err:  # noqa: BLE001 - one method failing must not hide the others
-            outcome = Outcome(method, error=error_line(err), exception=err, seconds=time.perf_counter() - start)
+            outcome = Outcome(
+                method, error=error_line(err, label(method)), exception=err, seconds=time.perf_counter() - start
+            )
         outcomes.append(outcome)
         if done is not None:
             done(outcome)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from xaidash.data.atomic import atomic_write_json
-from xaidash.data.errors import DatasetError
+from xaidash.data.errors import DatasetError, plain_message
 from xaidash.data.registry import Split, get_source
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.calibration import N_BINS, CalibrationScores, calibration_scores, fit_temperature
@@ -260,9 +260,7 @@ def load_calibration(run: Run | str | Path) -> Calibration | None:
     try:
         return Calibration.from_json(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ModelError(
-            f"{r.id}/{CALIBRATION} is damaged ({type(e).__name__}: {e}); measure calibration again."
-        ) from None
+        raise ModelError(f"{r.id}/{CALIBRATION} is damaged ({plain_message(e)}); measure calibration again.") from None
 
 
 _fresh: dict[tuple[str, int, int, str], bool] = {}  # (weights path, size, mtime_ns, saved hash) -> hashes equal

@@ -10,4 +10,4 @@ bash scripts/setup.sh test
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 XAIDASH_OFFLINE=1
 workers=$(python -c "import os; print(max(1, min(int(os.environ.get('XAIDASH_TEST_WORKERS', 2)), os.cpu_count() or 1)))")
-python -m pytest -q --durations=15 -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
+python -m pytest -q --durations=40 -n "$workers" --dist loadfile --no-loadscope-reorder "$@"

@@ -10,6 +10,8 @@ from typing import Any
 import streamlit as st
 
 from xaidash.dashboard.components.generate_answer import shown_token
+from xaidash.data.errors import ExplainError
+from xaidash.data.text_files import decode_text
 from xaidash.models.language.model import LanguageModel
 from xaidash.models.language.prompt import MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, Prompt
 
@@ -36,7 +38,11 @@ def _apply_upload(upload: Any) -> None:
     if upload is None or st.session_state.get(UPLOADED_KEY) == upload.file_id:
         return
     st.session_state[UPLOADED_KEY] = upload.file_id
-    text = upload.getvalue()[: MAX_UPLOAD_CHARS * 4].decode("utf-8", errors="replace")
+    try:  # the encoding its byte-order mark names, else UTF-8; a file that is not text is refused in one line
+        text = decode_text(upload.getvalue(), upload.name, error=ExplainError).text
+    except ExplainError as e:
+        st.error(str(e), icon=":material/error:")
+        return
     st.session_state[PROMPT_KEY] = text[:MAX_UPLOAD_CHARS]
 
 

@@ -34,6 +34,7 @@ from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
 from xaidash.data.modalities import Modality, modality_of
 from xaidash.data.registry import DatasetInfo, Split
+from xaidash.data.text_files import decode_text
 from xaidash.explainers.modalities.image_files import FITS, load_image
 from xaidash.explainers.params import MAX_TEXT_CHARS, ExplainError
 from xaidash.models.bundle import ModelBundle
@@ -387,12 +388,8 @@ def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int, types: tuple[st
     try:
         if not data:
             raise ExplainError(f"{f.name} is empty (0 bytes): upload a file with some text.")
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise ExplainError(
-                f"{f.name} is not UTF-8 text: save it with UTF-8 encoding and upload it again."
-            ) from None
+        hint = "save it as UTF-8 and upload it again"
+        text = decode_text(data, f.name, error=ExplainError, hint=hint).text
         if f.name.lower().endswith(".csv"):
             texts, labels = _csv_texts(text, f.name, info, key)
         else:
@@ -403,7 +400,7 @@ def _uploaded_text(info: DatasetInfo, key: str, max_inputs: int, types: tuple[st
         if any(len(t) > MAX_TEXT_CHARS for t in texts):
             st.warning(
                 f"{f.name}: texts longer than {MAX_TEXT_CHARS:,} characters are cut to their first {MAX_TEXT_CHARS:,} "
-                "(the model reads only its first few hundred words).",
+                "here; the model reads fewer: the note under each input says how many of its words it reads.",
                 icon=":material/content_cut:",
             )
             texts = [t[:MAX_TEXT_CHARS] for t in texts]

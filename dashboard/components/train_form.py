@@ -8,16 +8,17 @@ copy) until the model or the data set changes.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import fields
 from typing import Any
 
 import streamlit as st
 
+from xaidash.dashboard.errors import show_notes
 from xaidash.data.catalogue import dataset_status
 from xaidash.data.errors import DatasetError, XaidashError
 from xaidash.data.formatting import percent, r2_text
 from xaidash.data.modalities import modality_of
+from xaidash.data.notes import collect_notes
 from xaidash.data.paths import data_root, offline
 from xaidash.data.registry import DatasetInfo, get_source, list_datasets, own_data_forms
 from xaidash.models.device import device_choices
@@ -173,16 +174,13 @@ def own_dataset(c1: Any) -> DatasetInfo | None:
         c1.info(f"Type the name of your data: {examples}.", icon=":material/edit:")
         return None
     try:
-        with warnings.catch_warnings(record=True):  # the source's notes are shown below, not logged
-            warnings.simplefilter("always")
+        with collect_notes():  # the source's notes are shown below, in a warning box, not logged
             source = get_source(typed)
     except DatasetError as e:
         c1.error(str(e), icon=":material/error:")
         return None
     c1.caption(source.info.description)
-    for note in getattr(source, "notes", ()):  # what was skipped or filled, where the description does not say it
-        if note not in source.info.description:
-            c1.caption(note)
+    show_notes(c1, getattr(source, "notes", ()))
     return source.info
 
 

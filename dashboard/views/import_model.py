@@ -15,6 +15,7 @@ from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.state import select_run
 from xaidash.data.registry import list_datasets
+from xaidash.data.text_files import decode_text
 from xaidash.models.external import ImportOptions, ImportSource, describe, import_model, list_sources
 from xaidash.models.external.options import (
     classes_from_text,
@@ -209,10 +210,7 @@ def import_options(form: ImportForm, folder: Path) -> ImportOptions:
         raise ModelError("Give class names or a labels file, not both.")
     classes: tuple[str, ...] = parse_classes(form.classes_text) if form.classes_text else ()
     if form.labels_upload is not None:
-        try:
-            text = form.labels_upload.getvalue().decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise ModelError(f"{form.labels_upload.name} is not UTF-8 text.") from None
+        text = decode_text(form.labels_upload.getvalue(), form.labels_upload.name, error=ModelError).text
         classes = classes_from_text(text, form.labels_upload.name)
     weights = saved(form.weights_upload, folder) if form.weights_upload is not None else None
     if weights is None and form.weights_path:

@@ -30,9 +30,15 @@ from xaidash.dashboard.components.job_status import (
 )
 from xaidash.dashboard.components.quality import show_run_warning
 from xaidash.dashboard.components.run_actions import (
+    ACTIONS,
+    DELETE,
+    JOB,
+    RUNS,
     STARTED,
     WATCHING,
+    drop_flash,
     flash,
+    flash_waiting,
     run_actions,
     show_flash,
     state_message,
@@ -45,12 +51,14 @@ from xaidash.dashboard.run_facts import has_weights, planned_epochs, settings_ro
 from xaidash.dashboard.state import RUN_KEY, select_run
 from xaidash.data.formatting import MISSING, percent, r2_text
 from xaidash.data.registry import RegressionTarget
+from xaidash.models.runs.lock import RunLocked
 from xaidash.models.runs.scores import run_target
 from xaidash.models.runs.store import Run, delete_run, list_runs, runs_root
 
 manager = services.job_manager()
 FOLLOWING = "train_following"  # the run this session's job panel shows running elsewhere: a full rerun at its end
 PANEL_TIMER = "train_panel_timer"  # the job panel's redraw interval as this page run set it (None: no timer)
+DETAILS = "train_details_of"  # while a job trains: the run whose details this page run drew ('' none, None not yet)
 
 
 st.title("Train")
@@ -94,6 +102,8 @@ def ended_run_state(job: JobSnapshot) -> tuple[Run, FolderState] | None:
 
 
 def job_panel() -> None:
+    if flash_waiting(JOB):  # a click in this panel said something: drawn above it, outside this fragment
+        st.rerun(scope="app")
     job = manager.current()
     if job is None:
         st.caption("No training job in this server session yet.")
@@ -163,19 +173,25 @@ def ended_job(run: Run, state: FolderState) -> None:
         st.session_state.pop(FOLLOWING, None)
         st.rerun(scope="app")
     state_message(state)
-    run_actions(run, state, key="job")
+    run_actions(run, state, key=JOB)
     if focus_of({r.id: r for r in list_runs()}) != run.id:  # else the Runs section below draws them, once
         show_curves({run.id: run.metrics()}, curve_controls("job_curves"), empty_note="This run logged no curves.")
     if st.session_state.get(RUN_KEY) != run.id and has_weights(run) and state.state != "running":
         st.button(
             "Use this run",
             key=f"job_use_{run.id}",
-            on_click=select_run,
+            on_click=use_run,
             args=(run.id,),
             type="primary",
             icon=":material/check:",
             help="select it for every page (its results are under Runs below)",
         )
+
+
+def use_run(run_id: str) -> None:
+    """The "Use this run" button: select it, and say so above the panel (the page reruns: the sidebar shows it too)."""
+    select_run(run_id)
+    flash("success", f"Run {run_id} is selected for every page.", JOB)
 
 
 def run_results(run: Run) -> None:
@@ -265,6 +281,7 @@ def job_curves() -> None:
 
 
 st.subheader("Training job")
+show_flash(JOB)
 # While a job trains: its progress line every second, its curves every few (redrawing charts costs the
 # browser and the server CPU time that a small machine's trainer needs).
 # A run of this panel's job that another process trains (the command line resumed it): every few seconds.
@@ -276,19 +293,29 @@ if manager.busy():
 
 # ---- runs ---------------------------------------------------------------------------------------
 def delete_callback(run_id: str) -> None:
+    """Delete the run, or say why not under the button (the run is kept), in the page run that follows."""
     job = manager.current()
     if job is not None and job.active and job.run_id == run_id:
-        flash("error", f"Run {run_id} is being trained right now: stop the job first, then delete it.")
+        flash(
+            "error",
+            f"Run {run_id} is being trained right now: stop the job first, then delete it (stopping keeps what it "
+            "has trained so far).",
+            DELETE,
+            offer_stop=True,
+        )
         return
     try:
         delete_run(run_id)
+    except RunLocked as e:  # another process trains it: the message names it and says what to do
+        flash("error", str(e), DELETE)
+        return
     except Exception as e:  # noqa: BLE001 - shown as a message after the rerun
-        flash("error", f"Could not delete {run_id}: {e}")
+        flash("error", f"Could not delete {run_id}: {e}", DELETE)
         return
     if st.session_state.get(RUN_KEY) == run_id:
         select_run(None)
     st.session_state.pop("train_confirm_delete", None)
-    flash("success", f"Deleted run {run_id}.")
+    flash("success", f"Deleted run {run_id}.", RUNS)
 
 
 def in_job_panel(run: Run) -> JobSnapshot | None:
@@ -308,7 +335,8 @@ def run_details(run: Run) -> None:
             state_message(state)
         elif s.get("error"):
             st.error(s["error"])
-        run_actions(run, state, key="run")
+        run_actions(run, state, key=ACTIONS)
+    show_flash(ACTIONS)
     left, right = st.columns([2, 3])
     with left:
         st.markdown(f"**Settings of `{run.id}`**")
@@ -325,6 +353,7 @@ def run_details(run: Run) -> None:
             disabled=not confirm,
             icon=":material/delete:",
         )
+        show_flash(DELETE)
     with right:
         measured = s.get("val_acc") is not None or s.get("val_r2") is not None
         if state.state in ("completed", "stopped") or (state.state == "interrupted" and measured):
@@ -336,7 +365,6 @@ def run_details(run: Run) -> None:
 
 
 def runs_panel() -> None:
-    show_flash()
     with guard("Listing runs"):
         job = manager.current()
         run = runs_table("train_runs_table", job)
@@ -353,15 +381,26 @@ def runs_table_panel() -> None:
     with guard("Listing runs"):
         runs_table("train_runs_table", manager.current())
         st.caption("Click a row to select that run for every page.")
+    drawn = st.session_state.get(DETAILS)
+    if drawn is not None and drawn != (focus_of({r.id: r for r in list_runs()}) or ""):
+        # A click here (on a run still without weights: it stays pending, no rerun) changed the focus: the
+        # details below are drawn outside this fragment.
+        st.rerun(scope="app")
 
 
 runs_tab, compare_tab = st.tabs(["Runs", "Compare runs"], key="train_tabs")
 with runs_tab:
+    show_flash(RUNS)
     if manager.busy():
+        st.session_state[DETAILS] = None  # not drawn yet in this page run: the table's fragment must not compare
         # The focused run's details (settings, charts) stay out of the timer, drawn once per page run (a click
         # on a row reruns the page): redrawing them every few seconds cost the trainer CPU on a small machine.
         st.fragment(runs_table_panel, run_every=5.0)()
-        focused = next((r for r in list_runs() if r.id == st.session_state.get(RUN_KEY)), None)
+        # The run the table focuses, as when no job trains: a clicked run without weights yet (the one training)
+        # included, so its details, and Delete run, show.
+        listed = {r.id: r for r in list_runs()}
+        focused = listed.get(focus_of(listed) or "")
+        st.session_state[DETAILS] = focused.id if focused is not None else ""
         if focused is not None:
             with guard("Showing the run"):
                 run_details(focused)
@@ -369,3 +408,4 @@ with runs_tab:
         runs_panel()
 with compare_tab, guard("Comparing runs"):
     compare_runs_section()
+drop_flash()  # the page ran to its end: a notice not drawn by now was about a run no longer shown

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xaidash.data.errors import DatasetError
+from xaidash.data.text_files import decode_text
 
 MAX_COLUMNS = 2000  # the run schema keeps up to 5,000; a one-hot of 2,000 columns is already a wide model
 DELIMITERS = (",", ";", "\t")
@@ -36,21 +37,12 @@ class RawTable:
 
 
 def decode(path: Path, raw: bytes) -> str:
-    """The file's text: UTF-8, with or without a byte-order mark; anything else refused with where it fails."""
-    if not raw.strip():
+    """The file's text (data/text_files.py: the byte-order mark tells UTF-8, UTF-16 or UTF-32, else UTF-8);
+    a file that is not text, or holds nothing but blanks, refused with where it fails."""
+    text = decode_text(raw, str(path)).text
+    if not text.strip():
         raise DatasetError(f"{path} is empty: a table needs a header line (the column names) and one line per row.")
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise DatasetError(f"{path} is UTF-16 text: save it as UTF-8 (in Excel: CSV UTF-8).")
-    nul = raw.find(b"\x00")
-    if nul >= 0:
-        raise DatasetError(f"{path} is not a text file: it holds a NUL byte at offset {nul:,} (binary data?).")
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise DatasetError(
-            f"{path} is not UTF-8 text: byte 0x{raw[err.start]:02x} at offset {err.start:,} cannot be decoded; "
-            "save it as UTF-8 (in Excel: CSV UTF-8)."
-        ) from None
+    return text
 
 
 def _fields_per_line(text: str, delimiter: str) -> list[int]:

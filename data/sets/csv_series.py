@@ -1,8 +1,8 @@
 """Your own time series: `csv:<path>?modality=series&label=<column>[&id=<column>]` (wide: one series per row) or
 `csv:<path>?modality=series&label=<column>&id=<column>&time=<column>&value=<column>[,<column>...]` (long: one row
 per step). The `csv:` factory (data/sets/csv_table.py) sends a name with `modality=series` here (this module adds
-itself to its MODALITY_READERS); data/sets/_csv_read.py reads the file (UTF-8, delimiter sniffed, every line as many
-fields as the header, refusals naming the line).
+itself to its MODALITY_READERS); data/sets/_csv_read.py reads the file (UTF-8, or UTF-16 by its byte-order mark;
+delimiter sniffed, every line as many fields as the header, refusals naming the line).
 
 Rules (docs/cli.md, "Your own series"):
 - Wide: every column but the label (and the id) is one time step, in file order; every value must be a number.
@@ -34,11 +34,12 @@ import torch
 
 from xaidash.data.errors import DatasetError
 from xaidash.data.modalities.series import channel_stats
+from xaidash.data.notes import warn_notes
 from xaidash.data.registry import DatasetInfo, SeriesSplit, SplitName
 from xaidash.data.sets._common import NotedDatasetSource, stratified_indices
 from xaidash.data.sets._csv_read import RawTable, read_table
 from xaidash.data.sets.csv_table import MAX_CLASSES, MISSING_TOKENS, MODALITY_READERS, _as_float, _sorted_values
-from xaidash.data.sets.user_data import _warn, parse_argument
+from xaidash.data.sets.user_data import parse_argument
 
 SERIES_OPTIONS = ("modality", "label", "id", "time", "value")
 MODALITY = "series"
@@ -334,7 +335,7 @@ def series_source(arg: str) -> NotedDatasetSource:
     path = path.resolve()
     stat = path.stat()
     scanned = _scan(path, (stat.st_mtime_ns, stat.st_size), opts)
-    _warn(scanned.notes, f"csv {path}")
+    warn_notes(scanned.notes, f"csv {path}")
     train = scanned.splits["train"]
     lengths = torch.from_numpy(scanned.lengths)
     mean, std = channel_stats(torch.from_numpy(scanned.series[train]), lengths[train] if scanned.padded else None)

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from xaidash.data.errors import DatasetError
+from xaidash.data.notes import warn_notes
 from xaidash.data.registry import (
     DatasetInfo,
     RegressionTarget,
@@ -54,8 +55,8 @@ from xaidash.data.registry import (
 from xaidash.data.sets._common import NotedDatasetSource, regression_indices, stratified_indices
 from xaidash.data.sets._csv_read import RawTable, read_table
 from xaidash.data.sets._tables import as_rows, regression_target, table_columns
-from xaidash.data.sets.user_data import _warn, parse_argument
 from xaidash.data.sets.user_data import csv_source as text_csv_source
+from xaidash.data.sets.user_data import parse_argument
 
 TABLE_OPTIONS = ("target", "id", "categorical", "numeric", "drop", "missing", "task", "unit")
 TEXT_OPTIONS = ("text", "label")
@@ -455,7 +456,7 @@ def table_source(arg: str) -> NotedDatasetSource:
     path = path.resolve()
     stat = path.stat()
     scanned = _scan(path, (stat.st_mtime_ns, stat.st_size), opts)
-    _warn(scanned.notes, f"csv {path}")
+    warn_notes(scanned.notes, f"csv {path}")
 
     def load(split: SplitName, root: Path, download: bool) -> TableSplit:
         idx = scanned.splits[split]

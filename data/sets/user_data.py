@@ -3,14 +3,13 @@ with a target, `csv:<path>?target=<column>`, is data/sets/csv_table.py's).
 
 Options follow a `?`: `imagefolder:/data/pets?size=96`, `csv:/data/reviews.csv?text=body&label=stars`.
 A folder or file is scanned once per change (cached on modification times); what was skipped
-or guessed on the way is kept in the source's `notes` and raised as a warning.
+or guessed on the way is kept in the source's `notes` and raised as a `DataNote` (data/notes.py).
 """
 
 from __future__ import annotations
 
 import io
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,8 +22,10 @@ import torch
 from PIL import Image
 
 from xaidash.data.errors import DatasetError
+from xaidash.data.notes import warn_notes
 from xaidash.data.registry import DatasetInfo, ImageSplit, SplitName, TextSplit, register_factory
 from xaidash.data.sets._common import NotedDatasetSource, stratified_indices
+from xaidash.data.text_files import decode_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,11 +49,6 @@ def parse_argument(arg: str, allowed: Sequence[str]) -> tuple[Path, dict[str, st
     if unknown:
         raise DatasetError(f"Unknown option(s) {', '.join(unknown)} in {arg!r}; allowed: {', '.join(allowed)}.")
     return Path(path.strip()).expanduser(), options
-
-
-def _warn(notes: Sequence[str], where: str) -> None:
-    if notes:
-        warnings.warn(f"{where}: " + " ".join(notes), UserWarning, stacklevel=3)
 
 
 # --- imagefolder -------------------------------------------------------------------------------
@@ -95,18 +91,51 @@ class _Folder:
     notes: tuple[str, ...]
 
 
-def _subfolders(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+def _link_back(path: Path, root: Path) -> str | None:
+    """Why a link must not be read, for a link that leads back into the data set's own tree (`all -> .`, `cats2 ->
+    cats`: every image would count twice, under two labels) or to a folder that holds it (`up -> ..`), or loops;
+    None for anything else (not a link, or a link to another place, read as before)."""
+    if not path.is_symlink():
+        return None
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError):  # a loop (a -> b -> a) or a dangling link: nothing to read there
+        return f"Skipped {path.relative_to(root)}: a link that loops or leads nowhere."
+    if target == root or root in target.parents:
+        inside = "the data set itself" if target == root else f"{target.relative_to(root)}, inside the data set"
+        return f"Skipped {path.relative_to(root)}: a link to {inside} (its images would be read twice)."
+    if target in root.parents:
+        return f"Skipped {path.relative_to(root)}: a link to {target}, a folder that holds the data set."
+    return None
 
 
-def _image_files(folder: Path) -> list[Path]:
-    """Image files anywhere below `folder` (sorted, hidden entries skipped), like ImageFolder."""
+def _subfolders(folder: Path, root: Path, notes: list[str]) -> list[Path]:
+    """The visible sub-folders of `folder`, links back into the tree left out with a note."""
+    found = []
+    for p in sorted(folder.iterdir()):
+        if p.name.startswith(".") or not (p.is_dir() or p.is_symlink()):
+            continue
+        why = _link_back(p, root)
+        if why is not None:
+            notes.append(why)
+        elif p.is_dir():
+            found.append(p)
+    return found
+
+
+def _image_files(folder: Path, root: Path, notes: list[str]) -> list[Path]:
+    """Image files anywhere below `folder` (sorted, hidden entries skipped), like ImageFolder; links to folders
+    below it are not followed (os.walk's default: no loop), links to files back into the tree skipped with a note."""
     found = []
     for here, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         named = [Path(here) / f for f in sorted(files) if not f.startswith(".") and f.lower().endswith(IMAGE_SUFFIXES)]
-        # Regular files only: opening a named pipe (FIFO) or a device would block forever; stat() does not.
-        found += [p for p in named if p.is_file()]
+        for p in named:
+            why = _link_back(p, root)
+            if why is not None:
+                notes.append(why)
+            elif p.is_file():  # regular files only: opening a named pipe (FIFO) would block forever; stat() does not
+                found.append(p)
     return found
 
 
@@ -116,15 +145,16 @@ def _readable(path: Path) -> str | None:
         with Image.open(path) as img:
             img.verify()
     except Exception as err:  # noqa: BLE001 - PIL raises many types for broken files (OSError, SyntaxError, struct.error, ...)
-        return f"{type(err).__name__}: {err}"
+        return " ".join(str(err).split()) or "it cannot be parsed as an image"
     return None
 
 
 def _scan_classes(
-    folder: Path, classes: Sequence[str] | None, notes: list[str]
+    folder: Path, classes: Sequence[str] | None, notes: list[str], root: Path
 ) -> tuple[list[str], list[str], list[int]]:
-    """Classes (sorted sub-folder names, or the given ones), image paths and labels of one folder."""
-    dirs = _subfolders(folder)
+    """Classes (sorted sub-folder names, or the given ones), image paths and labels of one folder (in `root`'s
+    tree: a class folder that links back into it is no class)."""
+    dirs = _subfolders(folder, root, notes)
     if classes is None:
         if not dirs:
             raise DatasetError(
@@ -144,10 +174,10 @@ def _scan_classes(
     labels: list[int] = []
     for label, name in enumerate(classes):
         class_dir = folder / name
-        if not class_dir.is_dir():
+        if class_dir not in dirs:
             notes.append(f"{folder.name}/ has no folder for class {name!r}.")
             continue
-        files = _image_files(class_dir)
+        files = _image_files(class_dir, root, notes)
         if not files:
             raise DatasetError(
                 f"Class folder {class_dir} holds no images ({', '.join(IMAGE_SUFFIXES)}); add images or remove the folder."
@@ -201,22 +231,22 @@ def _folder_signature(folder: Path) -> tuple:
 @lru_cache(maxsize=16)
 def _scan_folder(folder: Path, size: int, signature: tuple) -> _Folder:
     notes: list[str] = []
-    top = {d.name.lower(): d for d in _subfolders(folder)}
+    top = {d.name.lower(): d for d in _subfolders(folder, folder, notes)}
     if "train" in top and "test" in top:
-        classes, train_paths, train_labels = _scan_classes(top["train"], None, notes)
-        _, test_paths, test_labels = _scan_classes(top["test"], classes, notes)
+        classes, train_paths, train_labels = _scan_classes(top["train"], None, notes, folder)
+        _, test_paths, test_labels = _scan_classes(top["test"], classes, notes, folder)
         ignored = sorted(name for name in top if name not in ("train", "test"))
         if ignored:
             notes.append(f"Ignored folder(s) {', '.join(ignored)}: only train/ and test/ are read.")
         splits = {"train": (tuple(train_paths), tuple(train_labels)), "test": (tuple(test_paths), tuple(test_labels))}
     else:
-        classes, paths, labels = _scan_classes(folder, None, notes)
+        classes, paths, labels = _scan_classes(folder, None, notes, folder)
         splits = {}
         for split in ("train", "test"):
             idx = stratified_indices(labels, split)
             splits[split] = (tuple(paths[i] for i in idx), tuple(labels[i] for i in idx))
     mean, std = _channel_stats(splits["train"][0], size, notes)
-    return _Folder(tuple(classes), splits, mean, std, tuple(notes))
+    return _Folder(tuple(classes), splits, mean, std, tuple(dict.fromkeys(notes)))  # the top is listed twice
 
 
 def imagefolder_source(arg: str) -> NotedDatasetSource:
@@ -234,7 +264,7 @@ def imagefolder_source(arg: str) -> NotedDatasetSource:
         raise DatasetError(f"{folder} is a file; imagefolder: needs a folder with one sub-folder per class.")
     folder = folder.resolve()
     scanned = _scan_folder(folder, size, _folder_signature(folder))
-    _warn(scanned.notes, f"imagefolder {folder}")
+    warn_notes(scanned.notes, f"imagefolder {folder}")
 
     def load(split: SplitName, root: Path, download: bool) -> ImageSplit:
         paths, labels = scanned.splits[split]
@@ -281,14 +311,12 @@ def _delimiter(header: str) -> str:
 def _read_table(path: Path, notes: list[str]) -> pd.DataFrame:
     import pandas as pd  # imported on use: keeps `import data.sets` light
 
-    raw = path.read_bytes()
-    if not raw.strip():
+    decoded = decode_text(path.read_bytes(), str(path), latin1=True)  # the byte-order mark tells UTF-16
+    content = decoded.text
+    if not content.strip():
         raise DatasetError(f"{path} is empty: it needs a header line (e.g. text,label) and one row per sample.")
-    try:
-        content = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        content = raw.decode("latin-1")
-        notes.append(f"{path.name} is not valid UTF-8; it was read as Latin-1 (check accented characters).")
+    if decoded.note:
+        notes.append(f"{path.name} is {decoded.note}")
     header = content.splitlines()[0]
     sep = _delimiter(header)
     try:
@@ -413,7 +441,7 @@ def csv_source(arg: str) -> NotedDatasetSource:
         raise DatasetError(f"{path} is not a file; csv: needs a table with a text and a label column.")
     path = path.resolve()
     table = _scan_csv(path, path.stat().st_mtime_ns, options.get("text"), options.get("label"))
-    _warn(table.notes, f"csv {path}")
+    warn_notes(table.notes, f"csv {path}")
 
     def load(split: SplitName, root: Path, download: bool) -> TextSplit:
         texts, labels = table.splits[split]

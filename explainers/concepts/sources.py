@@ -19,6 +19,7 @@ import torch
 
 from xaidash.data.errors import DatasetError
 from xaidash.data.specs import Registry, Spec
+from xaidash.data.text_files import decode_text
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
 
@@ -236,9 +237,10 @@ def _load_text(arg: str, bundle: ModelBundle, examples: int, seed: int) -> Conce
     if not path.is_file():
         raise ExplainError(f"Concept text file {path} does not exist.")
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ExplainError(f"Concept text file {path} cannot be read as UTF-8 text: {e}") from None
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ExplainError(f"Concept text file {path} cannot be read: {e.strerror or e}.") from None
+    lines = decode_text(raw, f"Concept text file {path.name}", error=ExplainError).text.splitlines()
     texts = [line.strip() for line in lines if line.strip()]
     return ConceptExamples(path.stem, f"text:{arg}", texts)
 

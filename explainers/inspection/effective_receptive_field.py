@@ -23,7 +23,7 @@ from torch import nn
 
 from xaidash.explainers.params import ExplainError
 from xaidash.models.bundle import ModelBundle
-from xaidash.models.inspect.receptive_field import why_not_applicable
+from xaidash.models.inspect.receptive_field import feature_grid, why_not_applicable
 
 Progress = Callable[[int, int], None]
 
@@ -121,8 +121,10 @@ def effective_receptive_field(
 
 
 def _grid(shape: torch.Size) -> tuple[int, int]:
-    """A feature map's (height, width); a series' (N, C, T) is one row of T."""
-    return (1, int(shape[-1])) if len(shape) == 3 else (int(shape[-2]), int(shape[-1]))
+    """A feature map's (height, width) as the theoretical fields read it; a series' (N, C, T) is one row of T."""
+    grid = feature_grid(tuple(shape), len(shape) - 2)
+    assert grid is not None  # images and series only: the caller checked the dimensions
+    return grid
 
 
 def reinitialized(model: nn.Module, seed: int = 0) -> nn.Module:

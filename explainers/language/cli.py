@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from xaidash.data.argtypes import float_range, int_range
+from xaidash.data.text_files import decode_text
 from xaidash.explainers.cli import one_line_errors
 from xaidash.explainers.figures.map_figure import MapFigure
 from xaidash.explainers.figures.result_json import check_out_folder, parameters_of, result_document, write_result
@@ -54,9 +55,7 @@ def read_prompt(text: str | None, file: str | None) -> str:
                 raise ExplainError(
                     f"--prompt-file {file}: larger than {MAX_PROMPT_FILE:,} bytes; give a shorter prompt."
                 )
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise ExplainError(f"--prompt-file {file}: not UTF-8 text.") from None
+            text = decode_text(path.read_bytes(), f"--prompt-file {file}", error=ExplainError).text
         except OSError as err:
             raise ExplainError(f"--prompt-file {file}: cannot read it ({err.strerror or err}).") from None
     if text is None or not text.strip():

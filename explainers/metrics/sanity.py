@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from xaidash.data.errors import error_text
 from xaidash.explainers.api import explain
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.guard import evaluating
@@ -179,7 +180,7 @@ def _trained_maps(
             )
             e = given if given is not None and reuse else cascade.explain(bundle, m)
         except Exception as err:  # noqa: BLE001 - one method failing must not stop the others
-            result.errors[m] = f"{type(err).__name__}: {err}"
+            result.errors[m] = error_text(err, m, then="the other methods went on")
             continue
         originals[m] = cascade.maps(e)
         if cascade.keep_maps:
@@ -212,7 +213,9 @@ def _randomise(
             try:
                 e = cascade.explain(rb, m)
             except Exception as err:  # noqa: BLE001
-                result.errors[m] = f"step {step} ({top_down[step - 1]}): {type(err).__name__}: {err}"
+                result.errors[m] = (
+                    f"step {step} ({top_down[step - 1]}): {error_text(err, m, then='the other methods went on')}"
+                )
                 continue
             if cascade.keep_maps:
                 result.maps[m].append(e.attributions)

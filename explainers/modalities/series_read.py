@@ -18,6 +18,7 @@ from xaidash.data.errors import DatasetError, ExplainError
 from xaidash.data.modalities.series import resample
 from xaidash.data.paths import is_file
 from xaidash.data.registry import DatasetInfo, SeriesSplit, load_split
+from xaidash.data.text_files import decode_text
 from xaidash.models.bundle import ModelBundle
 
 MAX_CSV_BYTES = 20_000_000
@@ -125,10 +126,7 @@ def csv_rows(path: Path) -> list[list[str]]:
         raise ExplainError(f"CSV file {str(path)!r} does not exist.")
     if path.stat().st_size > MAX_CSV_BYTES:
         raise ExplainError(f"{path.name} is larger than {MAX_CSV_BYTES // 1_000_000} MB: give the series to explain.")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise ExplainError(f"{path.name} is not UTF-8 text.") from None
+    text = decode_text(path.read_bytes(), path.name, error=ExplainError).text
     records = [r for r in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in r)]
     if records and _is_header(records[0]):
         records = records[1:]

@@ -23,6 +23,7 @@ from xaidash.data.errors import ExplainError
 from xaidash.data.modalities.table import TABLE, TableModality, prepared_width, to_columns
 from xaidash.data.paths import is_file
 from xaidash.data.registry import DatasetInfo
+from xaidash.data.text_files import decode_text
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.bars import draw_bars
 from xaidash.explainers.figures.png import png_bytes
@@ -59,10 +60,7 @@ def read_csv_rows(path: Path, info: DatasetInfo) -> torch.Tensor:
         raise ExplainError(f"CSV file {str(path)!r} does not exist.")
     if path.stat().st_size > MAX_CSV_BYTES:
         raise ExplainError(f"{path.name} is larger than {MAX_CSV_BYTES // 1_000_000} MB: give the rows to explain.")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise ExplainError(f"{path.name} is not UTF-8 text.") from None
+    text = decode_text(path.read_bytes(), path.name, error=ExplainError).text
     records = [r for r in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in r)]
     if not records:
         raise ExplainError(f"{path.name} is empty: it needs a header of column names and at least one row.")

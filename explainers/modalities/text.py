@@ -14,7 +14,8 @@ import torch
 from xaidash.data.errors import ExplainError
 from xaidash.data.modalities import TEXT, TextModality
 from xaidash.data.paths import is_file
-from xaidash.data.tokenizer import split_words
+from xaidash.data.text_files import decode_text
+from xaidash.data.tokenizer import split_words, word_spans
 from xaidash.explainers.figures.html_parts import highlight_tokens
 from xaidash.explainers.inspection.attention import TokenLayout, query_row
 from xaidash.explainers.map_arrays import row_magnitudes, spearman, word_maps
@@ -25,16 +26,44 @@ from xaidash.explainers.registry import MethodOutput
 from xaidash.models.bundle import ModelBundle
 
 LONGEST_PATH = 4096  # a --input longer than this (or with a line break) is the text itself, never a file name
+# Where the model stops reading is looked for in prefixes of a text, this long at first (at least 16 characters per
+# token the model reads), four times longer each time the model reads all of one: a 5 MB text costs what is read.
+FIRST_PREFIX_CHARS = 4096
 
 
 def read_text_file(path: Path) -> str:
-    """A text file's contents (UTF-8, a byte-order mark dropped); ExplainError when it is missing or not UTF-8."""
+    """A text file's contents (UTF-8, or the encoding its byte-order mark names); ExplainError when it is missing or
+    not text."""
     if not is_file(path):
         raise ExplainError(f"Text file {str(path)!r} does not exist.")
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise ExplainError(f"{path.name} is not UTF-8 text.") from None
+    return decode_text(path.read_bytes(), path.name, error=ExplainError).text
+
+
+def read_extent(bundle: ModelBundle, text: str) -> tuple[int, int] | None:
+    """(how many words of `text` the model reads, where the last of them ends) when its tokenizer's limit cuts the
+    text; None when the model reads all of it. Found on growing prefixes of the text: a prefix settles it once the
+    tokenizer fills its `max_length` there and stops before the prefix's last word (which may be cut mid-word)."""
+    tokenizer = bundle.tokenizer
+    if tokenizer is None:  # not a text model: nothing is cut
+        return None
+    size = max(FIRST_PREFIX_CHARS, 16 * tokenizer.max_length)
+    while True:
+        part = text[:size]
+        spans, ids = word_spans(part), tokenizer.word_ids(part)
+        seen = [w for w in ids if w is not None]
+        read = min(len(spans), max(seen) + 1) if seen else 0
+        if len(ids) >= tokenizer.max_length and read < len(spans):
+            return read, spans[read - 1][1] if read else 0
+        if size >= len(text):
+            return None
+        size *= 4
+
+
+def read_part(bundle: ModelBundle, text: str) -> str:
+    """The part of `text` the model reads: its words up to the last one within the tokenizer's limit (the text
+    itself when the model reads all of it). The model's ids, and so every map, are the same for both."""
+    extent = read_extent(bundle, text)
+    return text if extent is None else text[: extent[1]]
 
 
 def word_labels(labels: Sequence[str] | None, n: int) -> list[str]:
@@ -100,7 +129,10 @@ class TextAdapter(SequenceAdapter, TextModality):
         texts = self.as_batch(inputs)
         if not texts or any(not t.strip() for t in texts):
             raise ExplainError("Text input is empty: type or upload some text.")
-        check_text_length(texts)  # before any method builds perturbed copies of it
+        # Every method explains the words the model reads (the note `TextCoverage.sentence` says how many): a 5 MB
+        # text is cut to them here, so LIME's and occlusion's perturbed copies are copies of those words only.
+        texts = [read_part(bundle, t) for t in texts]
+        check_text_length(texts)  # a model that reads more than this: before any method builds perturbed copies
         return texts
 
     def attention_map(self, bundle: ModelBundle, raw: Any, x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
@@ -160,7 +192,7 @@ class TextAdapter(SequenceAdapter, TextModality):
 
     # ---- metrics -----------------------------------------------------------------------------------------------
     def metric_inputs(self, bundle: ModelBundle, inputs: Any) -> list[str]:
-        return self.as_batch(inputs)
+        return self.checked(bundle, inputs)
 
     def metric_maps(self, attributions: Any) -> list[np.ndarray]:
         """One 1-D array of word scores per text."""
@@ -178,7 +210,8 @@ class TextAdapter(SequenceAdapter, TextModality):
         self, bundle: ModelBundle, raw: Any, attributions: Any, *, mode: Mode, steps: int, batch_size: int = 256
     ) -> CurveResult:
         """Words removed from the text (deletion) or put back into an empty one (insertion), most relevant first."""
-        return text_perturbation_curve(bundle, raw, attributions, mode=mode, steps=steps, batch_size=batch_size)
+        texts = self.checked(bundle, raw)  # the words the maps are of
+        return text_perturbation_curve(bundle, texts, attributions, mode=mode, steps=steps, batch_size=batch_size)
 
 
 TEXT_ADAPTER = ADAPTERS.register(

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
+from xaidash.data.errors import error_text
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.registry import get_method
 from xaidash.explainers.robust.attack import AttackResult
@@ -109,5 +110,7 @@ def explanation_change(
             k = top_k(TOP_SHARE, a.size)
             out.append(MapChange(m, spec.label, k_class, e0, e1, rank_correlation(a, b), top_k_overlap(a, b, k), k))
         except Exception as err:  # noqa: BLE001 - one method failing must not hide the others
-            out.append(MapChange(m, spec.label, k_class, error=f"{type(err).__name__}: {err}"))
+            out.append(
+                MapChange(m, spec.label, k_class, error=error_text(err, spec.label, then="the other methods went on"))
+            )
     return out

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xaidash.data.errors import plain_message
 from xaidash.data.modalities import IMAGE, TEXT
 from xaidash.data.paths import offline
 from xaidash.models.external.hf_models import quiet_transformers, wrap_image, wrap_text
@@ -76,9 +77,7 @@ def resolve_folder(argument: str) -> Path:
             ) from None
         raise ModelError(f"hf:{argument}: could not download it (no network?) and it is not cached.") from None
     except Exception as e:  # noqa: BLE001 - the hub's many errors (unknown repo, gated, network) read the same here
-        raise ModelError(
-            f"hf:{argument}: no such folder, and the hub refused the id: {type(e).__name__}: {e}"
-        ) from None
+        raise ModelError(f"hf:{argument}: no such folder, and the hub refused the id: {plain_message(e)}") from None
 
 
 def _class_names(config: Any) -> tuple[str, ...] | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from xaidash.data.errors import plain_message
 from xaidash.data.modalities import modality_of
 from xaidash.data.registry import DatasetInfo, get_info
 from xaidash.models.external.options import ImportOptions
@@ -51,9 +52,7 @@ def output_width(model: nn.Module, x: torch.Tensor, what: str) -> int:
     try:
         out = model.eval()(x)
     except Exception as e:  # noqa: BLE001 - whatever the model raises, the user must see it
-        raise ModelError(
-            f"The model does not run on {what}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        ) from None
+        raise ModelError(f"The model does not run on {what}: {plain_message(e, first_line=True)}") from None
     if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[0] != len(x):
         shown = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ModelError(f"The model returned {shown} for {what}: it must return logits of shape (N, classes).")

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from xaidash.data.errors import plain_message
 from xaidash.data.modalities import modality_of
 from xaidash.data.registry import DatasetInfo
 from xaidash.models.external.options import ImportOptions
@@ -56,7 +57,7 @@ def _import_file(path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as e:  # noqa: BLE001 - the user's code: any error is theirs to see
         sys.modules.pop(name, None)
-        raise ModelError(f"Running {path.name} raised {type(e).__name__}: {e}") from None
+        raise ModelError(f"Running {path.name} failed: {plain_message(e)}") from None
     return module
 
 
@@ -84,7 +85,7 @@ def _import_module(name: str) -> ModuleType:
     except ImportError as e:
         raise ModelError(f"Python module {name} cannot be imported ({e}): run from its folder or install it.") from None
     except Exception as e:  # noqa: BLE001 - the user's code
-        raise ModelError(f"Importing {name} raised {type(e).__name__}: {e}") from None
+        raise ModelError(f"Importing {name} failed: {plain_message(e)}") from None
 
 
 def _call_factory(module: ModuleType, factory: str, kwargs: dict[str, Any], where: str) -> nn.Module:
@@ -98,7 +99,7 @@ def _call_factory(module: ModuleType, factory: str, kwargs: dict[str, Any], wher
     try:
         model = fn(**kwargs)
     except Exception as e:  # noqa: BLE001 - the user's factory: any error is theirs to see
-        raise ModelError(f"{where}:{factory}({_args(kwargs)}) raised {type(e).__name__}: {e}") from None
+        raise ModelError(f"{where}:{factory}({_args(kwargs)}) failed: {plain_message(e)}") from None
     if not isinstance(model, nn.Module):
         raise ModelError(f"{where}:{factory}({_args(kwargs)}) returned a {type(model).__name__}, not an nn.Module.")
     return model.float().eval()

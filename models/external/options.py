@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from xaidash.data.registry import DatasetInfo
+from xaidash.data.text_files import decode_text
 from xaidash.models.registry import ModelError
 
 # --layer KIND=PATH: which detected layer each kind overrides.
@@ -96,10 +97,7 @@ def read_classes_file(path: Path | str) -> tuple[str, ...]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise ModelError(f"Classes file {str(path)!r} does not exist.")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise ModelError(f"Classes file {path.name} is not UTF-8 text.") from None
+    text = decode_text(path.read_bytes(), f"Classes file {path.name}", error=ModelError).text
     return classes_from_text(text, path.name)
 
 

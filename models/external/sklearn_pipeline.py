@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from xaidash.data.errors import plain_message
 from xaidash.data.modalities.table import column_slices
 from xaidash.data.registry import DatasetInfo
 from xaidash.models.registry import ModelError
@@ -61,7 +62,7 @@ def read_pipeline(path: Path, info: DatasetInfo) -> Any:
     try:
         found = list(sio.get_untrusted_types(file=path))
     except Exception as e:  # noqa: BLE001 - a damaged or foreign file: whatever skops raises, say so in one line
-        raise ModelError(f"{path.name} is not a readable skops file ({type(e).__name__}: {e}).") from None
+        raise ModelError(f"{path.name} is not a readable skops file ({plain_message(e)}).") from None
     refused = sorted(set(found) - set(TRUSTED))
     if refused:
         raise ModelError(
@@ -72,7 +73,7 @@ def read_pipeline(path: Path, info: DatasetInfo) -> Any:
     try:
         pipeline = sio.load(path, trusted=found)
     except Exception as e:  # noqa: BLE001 - as above
-        raise ModelError(f"{path.name} cannot be loaded by skops ({type(e).__name__}: {e}).") from None
+        raise ModelError(f"{path.name} cannot be loaded by skops ({plain_message(e)}).") from None
     _check_task(pipeline, info, path.name)
     return pipeline
 
@@ -228,7 +229,7 @@ def settle_categories(model: PipelineModule, x: torch.Tensor, labels: torch.Tens
         try:
             scores[mode] = _score(model, x, labels)
         except Exception as e:  # noqa: BLE001 - the pipeline's own error, reported below
-            errors.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            errors.append(plain_message(e, first_line=True))
             continue
     if not scores:
         raise ModelError(f"{where} does not run on the table's rows: {errors[0]}")

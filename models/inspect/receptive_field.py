@@ -208,7 +208,7 @@ def _on_shortcut(path: str) -> bool:
     return any(part in SHORTCUT_NAMES for part in path.split("."))
 
 
-def _grid(shape: tuple[int, ...] | None, axes: int) -> Pair | None:
+def feature_grid(shape: tuple[int, ...] | None, axes: int) -> Pair | None:
     """A feature map's (height, width): a series' (N, C, T) as one row of T; None for anything else (a vector)."""
     if shape is None or len(shape) != axes + 2:
         return None
@@ -231,7 +231,7 @@ def receptive_fields(model: nn.Module, x: torch.Tensor) -> list[RFLayer]:
     rf, jump, start = [1, 1], [1, 1], [0.0, 0.0]
     out: list[RFLayer] = []
     for call in trace(model, x[:1]):
-        in_hw, out_hw = _grid(call.input_shape, axes), _grid(call.output_shape, axes)
+        in_hw, out_hw = feature_grid(call.input_shape, axes), feature_grid(call.output_shape, axes)
         if _on_shortcut(call.path) or call.output_shape is None or call.input_shape is None:
             continue
         if in_hw is None or out_hw is None:

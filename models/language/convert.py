@@ -24,6 +24,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
+from xaidash.data.errors import plain_message
 from xaidash.models.language.loading import LM_FOLDER, MARK, MODALITY, load_folder
 from xaidash.models.language.model import SUPPORTED_TYPES, decoder_parts
 from xaidash.models.registry import ModelError
@@ -128,9 +129,7 @@ def check_gguf(path: Path) -> dict[str, Any]:
     try:
         reader = gguf.GGUFReader(str(path))
     except Exception as e:  # noqa: BLE001 (gguf raises ValueError, IndexError, struct errors... on damage)
-        raise ModelError(
-            f"{path.name} is damaged or truncated: the GGUF reader stopped with {type(e).__name__}: {e}"
-        ) from None
+        raise ModelError(f"{path.name} is damaged or truncated: the GGUF reader stopped: {plain_message(e)}") from None
     field = reader.fields.get("general.architecture")
     if field is None:
         raise ModelError(f"{path.name} names no architecture (general.architecture is missing).")

@@ -24,6 +24,7 @@ from typing import Literal, TypeVar
 import torch
 from torch import nn
 
+from xaidash.data.errors import plain_message
 from xaidash.data.modalities import modality_of
 from xaidash.models.device import is_out_of_memory
 
@@ -64,7 +65,7 @@ class CompiledSteps:
         except Exception as e:  # any compiler failure: the eager model decides what is really wrong
             if is_out_of_memory(e):
                 raise
-            self.failure = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:500]
+            self.failure = plain_message(e, first_line=True)
             warnings.warn(
                 f"torch.compile failed ({self.failure}); training goes on without it.", RuntimeWarning, stacklevel=2
             )

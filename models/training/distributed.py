@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as tdist
 
+from xaidash.data.errors import plain_message
 from xaidash.models.registry import ModelError
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class DistContext:
         later ones are usually other ranks losing their peer). The one write a rank other than 0 makes."""
         with _suppress_all():
             if run.summary().get("state", "running") == "running":
-                run.update_summary(state="failed", error=f"rank {self.rank} failed: {type(error).__name__}: {error}")
+                run.update_summary(state="failed", error=f"rank {self.rank} failed: {plain_message(error)}")
 
 
 SINGLE = DistContext()

@@ -19,7 +19,7 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
-from xaidash.data.errors import XaidashError
+from xaidash.data.errors import XaidashError, plain_message
 from xaidash.models.training.config import Callback, TrainConfig, TrainEvent, TrainingFailed, TrainResult
 from xaidash.models.training.distributed import SINGLE, DistContext
 from xaidash.models.training.finish import finish_run, finish_unsaved, save_failed, write_checkpoint
@@ -82,7 +82,7 @@ def train(
                 dist.mark_failed(session.run, e)
             else:
                 with suppress(Exception):
-                    session.run.update_summary(state="failed", error=f"{type(e).__name__}: {e}")
+                    session.run.update_summary(state="failed", error=plain_message(e))
             raise
         try:
             return finish_run(session, state, error, epoch, emit)

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from xaidash.data.errors import DatasetError
+from xaidash.data.errors import DatasetError, plain_message
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import resolve_run
 from xaidash.models.training.config import TrainConfig, TrainEvent, TrainResult
@@ -114,7 +114,7 @@ def worker_main(
             tdist.destroy_process_group()
         return None
     except BaseException as e:
-        put(_Msg.FAILED, ctx.rank, f"{type(e).__name__}: {e}", traceback.format_exc(), time.time())
+        put(_Msg.FAILED, ctx.rank, plain_message(e), traceback.format_exc(), time.time())
         if tdist.is_initialized():
             tdist.destroy_process_group()
         raise
@@ -283,7 +283,7 @@ def _failure_reason(failures: list[tuple[float, int, str]], launcher_error: Base
             how = how or f"killed by {failure.signal_name()}"
         return f"rank {rank} failed: {how or f'exit code {failure.exitcode}'}"
     if launcher_error is not None:
-        return f"the launcher failed: {type(launcher_error).__name__}: {launcher_error}"
+        return f"the launcher failed: {plain_message(launcher_error)}"
     return "the training processes ended without a result"
 
 

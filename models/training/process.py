@@ -29,7 +29,7 @@ from typing import Any, cast
 
 import torch
 
-from xaidash.data.errors import DatasetError
+from xaidash.data.errors import DatasetError, plain_message
 from xaidash.models.registry import ModelError
 from xaidash.models.training.config import TrainConfig, TrainEvent, TrainResult
 from xaidash.models.training.engine import train
@@ -84,7 +84,7 @@ def _child(config: dict[str, Any], resume: str | None, events: Any, stop: Any, p
     except BaseException as e:  # noqa: BLE001 - whatever happened, the parent must hear of it
         import traceback
 
-        events.put((_Outcome.CRASHED, f"{type(e).__name__}: {e}", traceback.format_exc()))
+        events.put((_Outcome.CRASHED, plain_message(e), traceback.format_exc()))
     else:
         events.put((_Outcome.RESULT, result.to_message()))  # TrainResult holds a Run: its path goes instead
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from xaidash.data.errors import plain_message
 from xaidash.data.registry import DatasetSource, get_source
 from xaidash.models.device import device_name
 from xaidash.models.registry import ModelError, ModelSpec, get_spec
@@ -158,7 +159,7 @@ def setup_run(cfg: TrainConfig, resume: str | Path | None = None, dist: DistCont
         try:
             recipe = _recorded_recipe(config)
         except (KeyError, TypeError, ValueError) as e:  # hand-edited: no key, or fields Recipe cannot take
-            raise ModelError(f"{resumed.id}/config.json is damaged: recipe: {type(e).__name__}: {e}.") from None
+            raise ModelError(f"{resumed.id}/config.json is damaged: recipe: {plain_message(e)}.") from None
     else:
         recipe = cfg.recipe()
     cfg = cfg.with_recipe()

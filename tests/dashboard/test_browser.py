@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser import CHROMIUM, FLAGS, require_browser
+from browser import CHROMIUM, FLAGS, pick_option, require_browser, wait_idle
 from PIL import Image, ImageDraw
 
 pytestmark = pytest.mark.browser
@@ -62,14 +62,6 @@ class Shots:
         return path
 
 
-def pick_option(page, label: str, option: str | re.Pattern) -> None:
-    page.get_by_test_id("stSelectbox").filter(has_text=label).first.click()
-    if isinstance(option, str):
-        page.get_by_role("option", name=option, exact=True).click()
-    else:
-        page.get_by_role("option", name=option).click()
-
-
 def add_methods(page, labels: list[str]) -> None:
     box = page.get_by_test_id("stMultiSelect").filter(has_text="Methods").first
     for label in labels:
@@ -78,13 +70,6 @@ def add_methods(page, labels: list[str]) -> None:
         page.get_by_role("option", name=label, exact=True).click()
         page.wait_for_timeout(300)
     page.keyboard.press("Escape")
-
-
-def wait_idle(page, timeout: float = 180_000) -> None:
-    """Until Streamlit says the script is not running (the 'Running…' status widget is gone)."""
-    page.wait_for_timeout(500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
-    page.wait_for_timeout(300)
 
 
 @pytest.mark.long(seconds=60)

@@ -143,3 +143,33 @@ def test_a_text_run_words_its_metrics_and_scales_in_words_not_pixels(text_explai
     captions = texts(at.caption)
     assert any("most relevant words are removed" in c for c in captions), captions
     assert not any("pixel" in c for c in captions), [c for c in captions if "pixel" in c]
+
+
+def _lime_strip(at: AppTest) -> str:
+    """The LIME map of the one input shown: its strip of highlighted words."""
+    strips = [v for v in texts(at.markdown) if "xai-tokens" in v]
+    assert len(strips) == 1, strips  # one input, one method
+    return strips[0]
+
+
+def test_lime_maps_a_long_typed_or_uploaded_text_on_the_words_the_model_reads(text_explain: AppTest) -> None:
+    """Issue 36: LIME, like every method, explains the model's first 64 words of a long text, with the note that
+    says so, whether typed (19,999 characters) or uploaded (a 5 MB .txt, cut to its first 20,000 characters)."""
+    at = text_explain
+    at.multiselect(key="explain_methods").set_value(["lime"]).run()
+    text = " ".join(f"w{i}" for i in range(4000))[: MAX_TEXT_CHARS - 1]
+    _typed(at, text)
+    assert any(f"reads only the first 64 of {len(text.split()):,} words" in w for w in texts(at.warning))
+    strip = _lime_strip(at)
+    assert strip.count("<span") == 64 and ">w63</span>" in strip and ">w64</span>" not in strip
+    assert not any("LIME" in e for e in texts(at.error)), texts(at.error)
+    at.radio(key="explain_source").set_value("Upload .txt / .csv").run()
+    big = " ".join(f"u{i}" for i in range(800_000)).encode()
+    assert len(big) > 5_000_000
+    at.file_uploader(key="explain_textfile").set_value(("long.txt", big, "text/plain")).run()
+    assert_ok(at)
+    warnings = texts(at.warning)
+    assert any("long.txt: texts longer than 20,000 characters are cut" in w for w in warnings), warnings
+    assert any("reads only the first 64 of" in w for w in warnings), warnings
+    strip = _lime_strip(at)
+    assert strip.count("<span") == 64 and ">u63</span>" in strip and ">u64</span>" not in strip

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, FLAGS, require_browser
+from browser import CHROMIUM, FLAGS, fill_number, pick_option, require_browser, wait_idle
 
 pytestmark = pytest.mark.browser
 sync_api = require_browser()
@@ -18,26 +18,6 @@ WAIT_MS = 240_000  # a run's end (its test evaluation, a rerun) on a loaded 2-co
 CUT_CELLS = """(selector) => [...document.querySelectorAll(selector)]
     .filter(el => el.getClientRects().length && el.scrollWidth > el.clientWidth + 1)
     .map(el => el.innerText)"""
-
-
-def wait_idle(page, timeout: float = 180_000) -> None:
-    """Until Streamlit says the script is not running (its status widget is gone)."""
-    page.wait_for_timeout(500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
-    page.wait_for_timeout(300)
-
-
-def pick_option(page, label: str, option: re.Pattern) -> None:
-    page.get_by_test_id("stSelectbox").filter(has_text=label).first.click()
-    page.get_by_role("option", name=option).click()
-    wait_idle(page)
-
-
-def fill(page, label: str, value: str) -> None:
-    field = page.get_by_role("spinbutton", name=label, exact=True)
-    field.fill(value)
-    field.press("Tab")
-    wait_idle(page)
 
 
 def summary(root: Path) -> dict:
@@ -66,8 +46,8 @@ def test_a_stopped_run_resumes_and_trains_more_epochs_from_the_page(tmp_path: Pa
             wait_idle(page)
             pick_option(page, "Data set", re.compile(r"^digits"))
             pick_option(page, "Model", re.compile(r"^mlp"))
-            fill(page, "Epochs", "3")
-            fill(page, "Batch size", "1")  # about 1,300 steps an epoch: time to press Stop before the run ends
+            fill_number(page, "Epochs", "3")
+            fill_number(page, "Batch size", "1")  # about 1,300 steps an epoch: time to press Stop before the run ends
             page.get_by_role("button", name="Start training").click()
             # a step of any epoch: under load the page may redraw seldom, and Stop in epoch 2 is as good a test
             page.get_by_text(re.compile(r"^Epoch [1-3]/3 · step [1-9]")).first.wait_for()
@@ -98,7 +78,7 @@ def test_a_stopped_run_resumes_and_trains_more_epochs_from_the_page(tmp_path: Pa
             # a rerun under way may still show the old copy
             sync_api.expect(page.get_by_text("Smoothing", exact=True)).to_have_count(1, timeout=WAIT_MS)
 
-            fill(page, "More epochs", "1")
+            fill_number(page, "More epochs", "1")
             page.get_by_role("button", name="Train 1 more epoch", exact=True).click()
             sync_api.expect(page.get_by_text(re.compile(r"^Finished in .*4 of 4 epochs done"))).to_be_visible(
                 timeout=WAIT_MS

@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from app_pages import assert_ok, make_app, open_page, texts
+from app_pages import assert_ok, make_app, open_page, record_starts, texts
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 
 from xaidash.dashboard.components.train_form import OWN
 from xaidash.data.registry import get_info, load_split
-from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import load_bundle, resolve_run
 from xaidash.models.training.config import TrainConfig
 
@@ -132,15 +131,7 @@ def test_compare_lists_series_inputs_as_lines(runs, monkeypatch) -> None:
 
 
 def test_train_offers_a_forecasts_horizon_and_window(runs, monkeypatch) -> None:
-    from xaidash.dashboard.services import job_manager
-
-    started = []
-
-    def start(cfg):  # records what the page would train, and starts nothing
-        started.append(cfg)
-        raise ModelError("stand-in: not started")
-
-    monkeypatch.setattr(job_manager(), "start", start)
+    started = record_starts(monkeypatch)
     at = open_page(make_app(), "views/train.py")
     at.selectbox(key="train_dataset").set_value("airline").run()
     assert_ok(at)

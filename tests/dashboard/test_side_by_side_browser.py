@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,18 @@ IMAGES = """() => Array.from(document.querySelectorAll('[data-testid=stMain] [da
 BARS = """() => Array.from(document.querySelectorAll('[data-testid=stMain] .xai-cbar')).map(b => ({
     width: b.getBoundingClientRect().width, text: b.innerText
 }))"""
+
+
+def loaded_maps(page, within_s: float = 60.0) -> tuple[list[dict], list[dict]]:
+    """(the square map images of at least 300 px once four have loaded, every image): the text can be drawn before
+    the images finish loading on a loaded machine (their natural size is 0 until then)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        images = page.evaluate(IMAGES)
+        maps = [im for im in images if im["natural"][0] >= 300 and im["natural"][0] == im["natural"][1]]
+        if len(maps) >= 4 or time.monotonic() > deadline:
+            return maps, images
+        page.wait_for_timeout(500)
 
 
 def test_side_by_side_maps_are_readable_at_1440_and_1024(tmp_path: Path, serve_app):
@@ -48,8 +61,7 @@ def test_side_by_side_maps_are_readable_at_1440_and_1024(tmp_path: Path, serve_a
                 assert "unexpected" not in body, body[:2000]
                 assert "Side by side" in body and "Results" in body
                 assert body.count("· scale: one scale for both models") == 2, body[-3000:]  # IG and saliency rows
-                images = page.evaluate(IMAGES)
-                maps = [im for im in images if im["natural"][0] >= 300 and im["natural"][0] == im["natural"][1]]
+                maps, images = loaded_maps(page)
                 assert len(maps) == 4, images  # 1 input x 2 methods x 2 models
                 assert all(im["shown"][0] >= 200 for im in maps), (width, maps)
                 bars = page.evaluate(BARS)

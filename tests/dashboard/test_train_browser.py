@@ -9,20 +9,13 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, FLAGS, require_browser
+from browser import CHROMIUM, FLAGS, require_browser, wait_idle
 from inspect_runs import make_run
 
 pytestmark = pytest.mark.browser
 
 sync_api = require_browser()
 ROW_PX, HEADER_PX, MARKER_PX = 35, 35, 15  # Streamlit's data grid: row and header height, row-marker column
-
-
-def wait_idle(page, timeout: float = 120_000) -> None:
-    """Until Streamlit says the script is not running (its status widget is gone)."""
-    page.wait_for_timeout(500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
-    page.wait_for_timeout(300)
 
 
 def click_table_row(page, table, row: int) -> None:

@@ -184,13 +184,15 @@ def stand_in_engine(root: Path, gate: threading.Event):
 
     def fn(cfg, callbacks, stop):
         run = Run.create(cfg.dataset, cfg.model, root)
+        # Locked before anything is written, as the engine locks it (models/training/session.py): a page listing the
+        # runs meanwhile tidies an unlocked folder, and would take this writer's temporary file for a dead one's.
+        lock = RunLock.acquire(run.path, run.id)
         resolved = asdict(cfg) | {"epochs": 5, "batch_size": 16}
         run.write_config(
             {"model": cfg.model, "dataset": cfg.dataset, "classes": list(get_info(cfg.dataset).classes)}
             | {"train": resolved, "device": "cpu", "created": time.time(), "lr": 0.01}
         )
         run.update_summary(state="running", epochs_done=0, epochs=5)
-        lock = RunLock.acquire(run.path, run.id)  # held as the engine holds it: the run is alive, not interrupted
         for cb in callbacks:
             cb(TrainEvent(kind="start", run_id=run.id, epochs=5, total_steps=235))
         for step in (1, 2, 3):
@@ -400,3 +402,84 @@ def test_the_job_panel_draws_the_run_from_its_folder_when_another_process_resume
     )
     labels = [b.label for b in at.button]
     assert "Resume" not in labels and "Train 2 more epochs" in labels
+
+
+def start_stand_in_job(at: AppTest, root: Path, monkeypatch) -> str:
+    """Start the stand-in engine's job from the form; the run it trains (alive, locked, no weights yet)."""
+    gate = threading.Event()
+    monkeypatch.setattr(job_manager(), "train_fn", stand_in_engine(root, gate))
+    at.selectbox(key="train_dataset").set_value("digits").run()
+    at.selectbox(key="train_model").set_value("mlp").run()
+    button(at, "Start training").click().run()
+    assert gate.wait(10)
+    at.run()
+    return job_manager().current().run_id
+
+
+def test_deleting_the_run_a_job_trains_is_refused_at_once_with_a_stop_button(tmp_path, monkeypatch):
+    """The issue: "Delete run" on the run being trained said nothing until the job had ended (the page drew its
+    notices only when no job ran). The refusal shows in the same page run, under the button, with a way on."""
+    root = tmp_path / "runs"
+    at = open_page(make_app(), "views/train.py")
+    run_id = start_stand_in_job(at, root, monkeypatch)
+    # A click on its row: no weights yet, so pending; its details (and Delete run) show all the same.
+    click_row(at, "train_runs_table", run_id)
+    assert any(f"Settings of `{run_id}`" in v for v in texts(at.markdown))
+    at.checkbox(key="train_confirm_delete").check().run()
+    button(at, "Delete run").click().run()
+    assert_ok(at)
+    assert job_manager().busy()  # refused: the job trains on, the run is kept
+    assert (root / run_id / "config.json").exists()
+    refusal = f"Run {run_id} is being trained right now: stop the job first, then delete it"
+    assert any(refusal in v for v in texts(at.error)), texts(at.error)
+    # The way on, beside the message: stop the job, then delete.
+    button(at, "Stop the job").click().run()
+    job_manager().wait(10)
+    assert job_manager().current().state == "stopped"
+    at.run()
+    at.run()  # the page reruns once when it sees the job end
+    assert not any(refusal in v for v in texts(at.error))  # said once, not after the job's end
+    at.checkbox(key="train_confirm_delete").check().run()
+    button(at, "Delete run").click().run()
+    assert_ok(at)
+    assert any(f"Deleted run {run_id}." in v for v in texts(at.success)), texts(at.success)
+    assert not (root / run_id).exists()
+
+
+def test_deleting_another_run_while_a_job_trains_says_so_at_once(runs, tmp_path, monkeypatch):
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(runs["root"], root)
+    monkeypatch.setenv("XAIDASH_RUNS", str(root))
+    at = open_page(make_app(runs["image"]), "views/train.py")
+    start_stand_in_job(at, root, monkeypatch)
+    at.checkbox(key="train_confirm_delete").check().run()
+    button(at, "Delete run").click().run()
+    assert_ok(at)
+    assert job_manager().busy()
+    assert any(f"Deleted run {runs['image']}." in v for v in texts(at.success)), texts(at.success)
+    assert not (root / runs["image"]).exists()
+
+
+def test_resume_refused_because_a_job_started_meanwhile_says_so_at_once(tmp_path, monkeypatch):
+    """Resume drawn while nothing trained, pressed after another session started a job: the refusal shows in
+    the job panel at once (it used to wait for the other job's end)."""
+    root = tmp_path / "runs"
+    at = open_page(make_app(), "views/train.py")
+    start_stand_in_job(at, root, monkeypatch)
+    button(at, "Stop").click().run()
+    job_manager().wait(10)
+    at.run()
+    at.run()
+    resume = button(at, "Resume")
+    assert not resume.disabled
+    other = threading.Event()  # another session's job
+    monkeypatch.setattr(job_manager(), "train_fn", stand_in_engine(tmp_path / "other", other))
+    job_manager().start(TrainConfig(dataset="digits", model="mlp"))
+    assert other.wait(10)
+    resume.click().run()
+    assert_ok(at)
+    errors = " ".join(texts(at.error))
+    assert "Could not resume" in errors and "already running" in errors, errors
+    assert any(b.label == "Stop the job" for b in at.button)  # the way on: stop it (or wait for it)

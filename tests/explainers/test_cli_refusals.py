@@ -123,16 +123,51 @@ def test_serve_port_is_checked(capsys):
     assert stop.value.code == 2 and "--port" in capsys.readouterr().err
 
 
-def test_api_refuses_long_texts_and_impossible_batch_sizes(root, good_run):
+def test_api_explains_long_texts_on_the_words_read_and_refuses_impossible_batch_sizes(root, good_run, monkeypatch):
+    """Issue 36 changed the first half: a text over 20,000 characters was refused; every method now explains the
+    words the model reads (its tokenizer's max_length), and only a model that reads more than 20,000 characters is
+    refused."""
     text_run = _train(root, "cues", "text_cnn")
     bundle = load_bundle(text_run, device="cpu")
-    with pytest.raises(ExplainError, match=r"20,001 characters; at most 20,000"):
-        explain(bundle, "word " * 4000 + "x", method="saliency")
+    e = explain(bundle, "word " * 4000 + "x", method="saliency")
+    assert e.tokens == [["word"] * bundle.tokenizer.max_length]
     assert explain(bundle, "a short text", method="saliency").attributions  # within the limit: explained
+    # a model that reads 5,000 words: the part it reads has 24,999 characters
+    monkeypatch.setattr(bundle.tokenizer, "max_length", 5000)
+    with pytest.raises(ExplainError, match=r"24,999 characters; at most 20,000"):
+        explain(bundle, "word " * 5000 + "x", method="saliency")
     image_bundle = load_bundle(good_run, device="cpu")
     with pytest.raises(ExplainError, match="batch_size=0"):
         explain(image_bundle, torch.rand(1, *image_bundle.info.input_shape), method="saliency", batch_size=0)
     assert MAX_TEXT_CHARS == 20_000
+
+
+def test_a_5mb_text_file_is_explained_by_every_method_on_the_words_the_model_reads(root, tmp_path, capsys):
+    """Issue 36: `xaidash explain` on a 5 MB text refused it (`lime: failed: … at most 20,000 characters`, exit 1).
+    Now LIME, like saliency and KernelSHAP, explains the model's first 64 words, the note says so, exit 0."""
+    import json
+
+    from xaidash.data.tokenizer import split_words
+
+    text_run = _train(root, "cues", "text_cnn")
+    words = ["the", "film", "was", "wonderful", "dreadful", "and", "cast", "seemed", ",", "plot"]
+    text = " ".join(words[(i * 7) % len(words)] for i in range(900_000))
+    assert len(text) > 4_500_000
+    path = tmp_path / "long.txt"
+    path.write_text(text)
+    out = tmp_path / "out"
+    argv = ["explain", "--run", text_run.id, "--input", str(path), "--methods", "lime,saliency,shap_kernel"]
+    assert main([*argv, "--param", "samples=300", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "note: The model reads only the first 64 of 900,000 words" in err and "failed" not in err, err
+    report = json.loads((out / "report.json").read_text())
+    assert any("first 64 of 900,000 words" in n for n in report["notes"])
+    read = split_words(text)[:64]
+    for e in report["explanations"]:
+        assert e["error"] is None and e["figure"]["words"] == read, e["method"]
+        assert len(e["figure"]["scores"]) == 64
+    lime = next(e for e in report["explanations"] if e["method"] == "lime")
+    assert lime["params"]["samples"] == 300 and (out / lime["files"]["map"]).is_file()
 
 
 @pytest.mark.parametrize(

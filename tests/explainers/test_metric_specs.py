@@ -60,7 +60,8 @@ def test_scoring_computes_what_applies_and_reports_what_fails(image_bundle, monk
     monkeypatch.setattr(scoring, "metrics_for", lambda page, modality: [never, broken, sparseness])
     values, errors = scoring.input_metrics(image_bundle, x, e)
     assert set(values) == {"sparseness"} and len(values["sparseness"]) == 2
-    assert errors == {"broken": "ValueError: no such luck"}  # "never" does not apply: neither value nor error
+    # "never" does not apply: neither value nor error; a failure in plain words, no class name (issue 36)
+    assert errors == {"broken": f"an unexpected error in {sparseness.title}: no such luck; the other metrics went on"}
 
 
 def test_the_registry_decides_what_applies(image_bundle) -> None:

@@ -52,7 +52,13 @@ def test_cached_methods_are_reused_and_a_failure_does_not_stop_the_others() -> N
     )
     assert [(o.method, o.value, o.error, o.cached) for o in first] == [
         ("a", 1, None, False),
-        ("bad", None, "ValueError: no such thing", False),
+        # An unexpected error in plain words, under the method's label: never Python's class name (issue 36).
+        (
+            "bad",
+            None,
+            "an unexpected error in BAD: no such thing; the other methods went on; try other parameters for it",
+            False,
+        ),
         ("ccc", 3, None, False),
     ]
     assert isinstance(first[1].exception, ValueError) and not first[1].ok and first[0].ok

@@ -107,7 +107,7 @@ def test_a_csv_that_is_not_text_or_not_there_gets_one_line(bundle: ModelBundle, 
     binary.write_bytes(b"\xff\xfe\x00\x81" * 50)
     with pytest.raises(ExplainError) as err:
         ADAPTER.read_input(str(binary), bundle)
-    assert "not UTF-8" in one_line(err)
+    assert "rows.csv is not a text file: read as UTF-16 LE" in one_line(err)  # the bytes only look like a mark
     with pytest.raises(ExplainError) as err:
         ADAPTER.read_input(str(tmp_path / "missing.csv"), bundle)
     assert "does not exist" in one_line(err)

@@ -40,3 +40,19 @@ def open_run_page(run: Any, page: str, monkeypatch: Any, timeout: float = 120, *
     for k, v in state.items():
         at.session_state[k] = v
     return open_page(at, f"views/{page}.py")
+
+
+def record_starts(monkeypatch: Any) -> list[Any]:
+    """The Train page's Start recorded instead of run: the list fills with each config the page would train (the
+    page is told the job could not start)."""
+    from xaidash.dashboard.services import job_manager
+    from xaidash.models.registry import ModelError
+
+    started: list[Any] = []
+
+    def start(cfg: Any) -> None:
+        started.append(cfg)
+        raise ModelError("stand-in: not started")
+
+    monkeypatch.setattr(job_manager(), "start", start)
+    return started

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from types import ModuleType
 from typing import Any
@@ -54,3 +55,29 @@ def open_expander(expander: Any, timeout: float = 30.0) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"the expander did not finish opening in {timeout} s")
+
+
+def wait_idle(page: Any, timeout: float = 240_000) -> None:
+    """Until Streamlit says the script is not running (its 'Running…' status widget is gone); `timeout` in ms, long
+    enough for a job's start or end on a loaded 2-core machine."""
+    page.wait_for_timeout(500)
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+    page.wait_for_timeout(300)
+
+
+def pick_option(page: Any, label: str, option: str | re.Pattern[str]) -> None:
+    """Choose `option` (a whole name, or a pattern) in the select box labelled `label`, then wait for the rerun."""
+    page.get_by_test_id("stSelectbox").filter(has_text=label).first.click()
+    if isinstance(option, str):
+        page.get_by_role("option", name=option, exact=True).click()
+    else:
+        page.get_by_role("option", name=option).click()
+    wait_idle(page)
+
+
+def fill_number(page: Any, label: str, value: str) -> None:
+    """Type `value` into the number field labelled `label` and apply it (Tab), then wait for the rerun."""
+    field = page.get_by_role("spinbutton", name=label, exact=True)
+    field.fill(value)
+    field.press("Tab")
+    wait_idle(page)
