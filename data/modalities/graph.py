@@ -72,6 +72,20 @@ def _standardised(graph: Any, info: DatasetInfo, device: torch.device) -> Any:
     return Data(x=((x - mean) / std).to(device), edge_index=edges.to(device))
 
 
+def explained_subgraph(inp: GraphInput, hops: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(node ids, edge ids) of the input's graph that its explanation covers, both ascending (CPU, long): for a node,
+    its `hops`-hop neighbourhood (every node whose features can reach it through `hops` layers of message passing)
+    and the edges among those nodes; for a whole graph, all of it. Methods, maps and drawings all index a map by
+    this one function, so they agree on which node and edge each value belongs to."""
+    edge_index = torch.as_tensor(inp.graph.edge_index, dtype=torch.long).cpu()
+    if inp.node is None:
+        return torch.arange(inp.nodes), torch.arange(edge_index.shape[1])
+    from torch_geometric.utils import k_hop_subgraph
+
+    subset, _, _, edge_mask = k_hop_subgraph(int(inp.node), int(hops), edge_index, num_nodes=inp.nodes)
+    return subset.sort().values, torch.nonzero(edge_mask).view(-1)
+
+
 def centre_of(batch: Any) -> torch.Tensor | None:
     """The nodes a prepared batch asks about (a node task), else None (PyG stores no None attribute)."""
     return getattr(batch, "centre", None)
