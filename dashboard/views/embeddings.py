@@ -2,7 +2,8 @@
 projected to 2-D (UMAP, t-SNE, PCA), as an interactive map; click a point to open it (test samples on the
 Explain page); place your own input. Above `INTERACTIVE_MAX` samples the map draws every sample as binned
 density and a seeded sample of them as points with tooltips (components/embedding_map.py). For a generative
-language model: a text data set's sentences or tokens at one layer (components/lm_embeddings.py)."""
+language model: a text data set's sentences or tokens at one layer (components/lm_embeddings.py). For a graph model:
+every message-passing layer's node embeddings and over-smoothing (components/graph_embeddings.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from xaidash.dashboard.components.embedding_map import (
     projection_choice,
     value_bands,
 )
+from xaidash.dashboard.components.graph_embeddings import graph_embeddings
 from xaidash.dashboard.components.images import to_pil
 from xaidash.dashboard.components.inputs import (
     OPEN_SAMPLE_PARAM,
@@ -458,6 +460,9 @@ def main() -> None:
     run, bundle = require_bundle("look inside")
     stop_without_dataset(bundle, "the Embeddings page, which projects the test split,")
     bundle_key = services.run_key(run)
+    if bundle.info.graph is not None:  # graphs: a batch holds every node of its graphs, read through `embed`
+        graph_embeddings(bundle, bundle_key)
+        return
     split = services.dataset_split(bundle.info.name, "test")
     names = _layer_names(bundle_key, bundle)
     choice = controls(bundle, split, names)
