@@ -34,7 +34,7 @@ def _as_targets(
         raise ExplainError(f"Got {len(t)} targets for {n} inputs.")
     if ((t < 0) | (t >= bundle.info.num_classes)).any():
         raise ExplainError(f"Target classes must lie in 0..{bundle.info.num_classes - 1}.")
-    return t.to(x.device)
+    return t.to(bundle.device)
 
 
 def explain(
@@ -65,14 +65,14 @@ def explain(
     background = resolve_background(bundle, spec.needs_background(resolved), background)
     with guarded(bundle.model, seed, bundle.device):
         x = bundle.prepare(raw)
-        t = _as_targets(targets, len(x), bundle, x)
+        t = _as_targets(targets, bundle.adapter.rows(x), bundle, x)
         ctx = MethodContext(
             bundle=bundle, x=x, targets=t, raw=raw, batch_size=batch_size, background=background, seed=seed
         )
-        synchronize(x.device)
+        synchronize(bundle.device)
         start = time.perf_counter()
         out = spec.compute(ctx, resolved)
-        synchronize(x.device)
+        synchronize(bundle.device)
         seconds = time.perf_counter() - start
     maps = adapter.to_maps(bundle, raw, out)
     return Explanation(
@@ -81,7 +81,7 @@ def explain(
         targets=t.cpu().numpy(),
         attributions=maps.attributions,
         seconds=seconds,
-        device=str(x.device),
+        device=str(bundle.device),
         modality=bundle.modality,
         tokens=maps.labels,
         channel_attributions=maps.channels,

@@ -13,7 +13,8 @@ class Explanation:
     """Attributions for a batch of inputs from one method.
 
     Images: `attributions` is (N, H, W), signed, at the input's resolution (channels summed;
-    the per-channel map, when the method has one, is kept in `channel_attributions`).
+    the per-channel map, when the method has one, is kept in `channel_attributions`; graphs: a list of
+    (nodes, features) arrays, one per input, as their subgraphs differ in size).
     Text: `attributions` is a list with one 1-D array per input, one score per word of
     `tokens[i]` (word pieces merged back into words).
     `diagnostics` maps a name (e.g. 'convergence_delta') to one value per input.
@@ -29,7 +30,7 @@ class Explanation:
     device: str
     modality: str
     tokens: list[list[str]] | None = None
-    channel_attributions: np.ndarray | None = None
+    channel_attributions: np.ndarray | list[np.ndarray] | None = None
     diagnostics: dict[str, list[float]] = field(default_factory=dict)
     segments: np.ndarray | None = None
 

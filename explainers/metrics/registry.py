@@ -29,6 +29,13 @@ from xaidash.data.specs import Registry, Spec
 from xaidash.explainers.explanation import Explanation
 from xaidash.explainers.metrics.completeness import completeness_gap
 from xaidash.explainers.metrics.complexity import complexity, sparseness
+from xaidash.explainers.metrics.graph_truth import (
+    FIDELITY_SHARE,
+    characterization,
+    edge_auc,
+    graph_fidelity,
+    has_edge_truth,
+)
 from xaidash.explainers.metrics.ground_truth import energy_in_mask, pointing_game, rationale_energy, rationale_pointing
 from xaidash.explainers.metrics.random_logit import random_logit
 from xaidash.explainers.metrics.road import ROAD_STEPS, road_curve
@@ -258,6 +265,22 @@ def _random_logit(ctx: MetricContext) -> Any:
     return random_logit(ctx.bundle, ctx.raw, e, background=ctx.background, batch_size=ctx.batch_size, seed=ctx.seed)
 
 
+def _has_edge_truth(ctx: MetricContext) -> bool:
+    return has_edge_truth(ctx.adapter.as_batch(ctx.raw))
+
+
+def _edge_auc(ctx: MetricContext) -> Any:
+    return edge_auc(ctx.bundle, ctx.adapter.checked(ctx.bundle, ctx.raw), ctx.explanation)
+
+
+def _fidelity(ctx: MetricContext) -> tuple[np.ndarray, np.ndarray]:
+    """fid+ and fid- from one pass over the inputs, shared by the three fidelity metrics."""
+    if "graph_fidelity" not in ctx.shared:
+        raws, e = ctx.adapter.checked(ctx.bundle, ctx.raw), ctx.explanation
+        ctx.shared["graph_fidelity"] = graph_fidelity(ctx.bundle, raws, e, [int(t) for t in e.targets])
+    return ctx.shared["graph_fidelity"]
+
+
 def _seconds(ctx: MetricContext) -> Any:
     return [ctx.explanation.seconds] * len(ctx.explanation)  # one timing for the whole batch
 
@@ -280,6 +303,10 @@ def _infidelity_passes(steps: int) -> MetricPasses:
 
 def _stability_passes(steps: int) -> MetricPasses:
     return MetricPasses(maps=COMPARE_NEIGHBOURS, shared="stability")  # the map of every neighbour
+
+
+def _fidelity_passes(steps: int) -> MetricPasses:
+    return MetricPasses(forward=2, shared="graph_fidelity")  # the explanation's edges alone, and without them
 
 
 def _random_logit_passes(steps: int) -> MetricPasses:
@@ -393,6 +420,52 @@ _SPECS = (
         (0.0, 1.0),
         score=_truth_recall,
         when=_has_truth_columns,
+    ),
+    MetricSpec(
+        "edge_auc",
+        "Edge AUC (motif)",
+        HIGHER,
+        "ROC AUC of the map's edge values against the ground-truth motif's edges of the explained subgraph "
+        "(0.5: no better than chance; nodes outside a motif are not scored)",
+        "localisation",
+        (0.0, 1.0),
+        score=_edge_auc,
+        when=_has_edge_truth,
+    ),
+    MetricSpec(
+        "fidelity_plus",
+        "Fidelity+",
+        HIGHER,
+        f"PyG's fid+: whether the prediction leaves the target once the map's top {FIDELITY_SHARE:.0%} of the "
+        "explained edges are masked out",
+        "faithfulness",
+        (0.0, 1.0),
+        cost="costly",
+        score=lambda ctx: _fidelity(ctx)[0],
+        passes=_fidelity_passes,
+    ),
+    MetricSpec(
+        "fidelity_minus",
+        "Fidelity−",
+        LOWER,
+        f"PyG's fid-: whether the prediction leaves the target when the map's top {FIDELITY_SHARE:.0%} of the "
+        "explained edges are kept alone",
+        "faithfulness",
+        (0.0, 1.0),
+        cost="costly",
+        score=lambda ctx: _fidelity(ctx)[1],
+        passes=_fidelity_passes,
+    ),
+    MetricSpec(
+        "characterization",
+        "Characterization",
+        HIGHER,
+        "PyG's characterization score: the weighted harmonic mean of fid+ and 1 − fid- (0.5 each)",
+        "faithfulness",
+        (0.0, 1.0),
+        cost="costly",
+        score=lambda ctx: characterization(*_fidelity(ctx)),
+        passes=_fidelity_passes,
     ),
     MetricSpec(
         "completeness_gap",

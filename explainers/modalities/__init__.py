@@ -2,6 +2,7 @@
 `base.ExplainingModality`). `adapter_of(name)` is the one way to reach one; importing this package registers them."""
 
 from xaidash.explainers.modalities.base import ADAPTERS, Drawing, ExplainingModality, Maps, adapter_of
+from xaidash.explainers.modalities.graph import GRAPH_ADAPTER
 from xaidash.explainers.modalities.image import IMAGE_ADAPTER
 from xaidash.explainers.modalities.prompt import PROMPT_ADAPTER
 from xaidash.explainers.modalities.series import SERIES_ADAPTER
@@ -10,6 +11,7 @@ from xaidash.explainers.modalities.text import TEXT_ADAPTER
 
 __all__ = [
     "ADAPTERS",
+    "GRAPH_ADAPTER",
     "IMAGE_ADAPTER",
     "PROMPT_ADAPTER",
     "SERIES_ADAPTER",

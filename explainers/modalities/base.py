@@ -33,11 +33,11 @@ if TYPE_CHECKING:
 class Maps:
     """A method's output as maps: `attributions` one map per input (images (N, H, W); texts a list of 1-D word
     scores), `labels` the features each map scores when they are named (a text's words), `channels` the
-    per-channel maps when the method made them (images (N, C, H, W))."""
+    per-channel maps when the method made them (images (N, C, H, W); graphs one (nodes, features) array per input)."""
 
     attributions: np.ndarray | list[np.ndarray]
     labels: list[list[str]] | None = None
-    channels: np.ndarray | None = None
+    channels: np.ndarray | list[np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
