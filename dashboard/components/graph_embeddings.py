@@ -264,7 +264,9 @@ def graph_embeddings(bundle: ModelBundle, bundle_key: str) -> None:
         show_error(e, "The layers' embeddings")
         return
     layers = points.layers
-    layer = int(c2.selectbox("Layer", range(len(layers.names)), format_func=lambda k: layers.names[k], key="gemb_layer"))
+    layer = int(
+        c2.selectbox("Layer", range(len(layers.names)), format_func=lambda k: layers.names[k], key="gemb_layer")
+    )
     method = projection_choice(c3, "gemb_method")
     pcols = st.columns(len(PARAMS[method]) + 1)
     params = {}
@@ -283,10 +285,14 @@ def graph_embeddings(bundle: ModelBundle, bundle_key: str) -> None:
     add_text(drawn, bundle, splits)
     per_sample = frame.drop_duplicates(["split", "index"])  # a graph's nodes count once
     accuracy = float((per_sample["correct"] == "correct").mean())
-    title = f"{LABELS[method]} of {layers.names[layer]} · {len(frame):,} nodes of {n:,} samples · accuracy {accuracy:.1%}"
+    title = (
+        f"{LABELS[method]} of {layers.names[layer]} · {len(frame):,} nodes of {n:,} samples · accuracy {accuracy:.1%}"
+    )
     alt.data_transformers.disable_max_rows()
     event = st.altair_chart(
-        map_chart(drawn, colour, title, proj.axis_labels(), None, density, tooltips(drawn), legend_order(colour, bundle)),
+        map_chart(
+            drawn, colour, title, proj.axis_labels(), None, density, tooltips(drawn), legend_order(colour, bundle)
+        ),
         on_select="rerun",
         selection_mode="pick",
         key=f"gemb_chart_{layer}_{n}_{method}",

@@ -9,7 +9,7 @@ import pytest
 import torch
 from sklearn.metrics.pairwise import euclidean_distances
 
-import xaidash.data.sets  # noqa: F401  (registers the graph sets)
+import xaidash.data.sets  # (registers the graph sets)
 import xaidash.models.zoo  # noqa: F401  (registers the models)
 from xaidash.data.registry import get_info, load_split
 from xaidash.explainers.inspection.graph_layers import dirichlet_energy, graph_layers, relative_spread

@@ -1,0 +1,134 @@
+"""Graphs on the pages (issue 32) through AppTest: a graph set trained from the Train page (the job, its finished
+run and curves), and the Embeddings page's per-layer node embeddings and over-smoothing chart on a tiny trained gcn
+(a few epochs on one torch thread)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from app_pages import assert_ok, open_page, texts
+from app_pages import make_app as _make_app
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+from xaidash.dashboard.services import job_manager
+from xaidash.data.registry import load_split
+from xaidash.explainers.inspection.graph_layers import graph_layers
+from xaidash.models.runs.store import load_bundle, resolve_run
+from xaidash.models.training.config import TrainConfig
+
+TIMEOUT = 180
+make_app = functools.partial(_make_app, timeout=TIMEOUT)
+
+
+def _train(root: Path, dataset: str, epochs: int, **options: int) -> str:
+    from xaidash.models.training.engine import train
+
+    torch.set_num_threads(1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XAIDASH_RUNS", str(root))
+        mp.setenv("XAIDASH_OFFLINE", "1")
+        cfg = TrainConfig(dataset=dataset, model="gcn", epochs=epochs, device="cpu", seed=0, model_options=options)
+        result = train(cfg)
+    assert result.ok, result.error
+    return Path(result.run_dir).name
+
+
+@pytest.fixture(scope="module")
+def graph_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """gcn on ba_shapes (node task, motifs recorded) and on ba_2motifs (graph task), a few epochs each."""
+    root = tmp_path_factory.mktemp("graph_runs")
+    return root, {"ba_shapes": _train(root, "ba_shapes", 30), "ba_2motifs": _train(root, "ba_2motifs", 2)}
+
+
+def _open(graph_runs, monkeypatch, which: str, page: str, **state):
+    root, ids = graph_runs
+    monkeypatch.setenv("XAIDASH_RUNS", str(root))
+    at = make_app(ids[which])
+    for k, v in state.items():
+        at.session_state[k] = v
+    return open_page(at, page)
+
+
+def _frames(at) -> list[list[pd.DataFrame]]:
+    """Every Vega-Lite chart's data sets, as frames (one list per chart)."""
+    return [
+        [convert_arrow_bytes_to_pandas_df(d.data.data) for d in c.proto.datasets] for c in at.get("vega_lite_chart")
+    ]
+
+
+def _expected(graph_runs, which: str, n: int | None = None):
+    root, ids = graph_runs
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XAIDASH_RUNS", str(root))
+        bundle = load_bundle(resolve_run(ids[which]))
+    test = load_split(bundle.info.name, "test")
+    return graph_layers(bundle, test, range(n or len(test))), test
+
+
+@pytest.mark.slow  # trains karate through the job manager, as the page's button does
+def test_a_graph_set_trains_from_the_train_page(tmp_path, monkeypatch):
+    monkeypatch.setenv("XAIDASH_RUNS", str(tmp_path))
+    torch.set_num_threads(1)
+    job_manager.clear()
+    at = open_page(make_app(), "views/train.py")
+    at.selectbox(key="train_dataset").set_value("karate").run()
+    assert_ok(at)
+    assert at.selectbox(key="train_model").value in {"gcn", "sage", "gin", "gat"}
+    at.selectbox(key="train_model").set_value("gcn").run()
+    at.number_input(key="train_epochs").set_value(40).run()
+    assert_ok(at)
+    next(b for b in at.button if b.label == "Start training").click().run()
+    assert_ok(at)
+    job_manager().wait(150)
+    at.run()
+    assert_ok(at)
+    run = resolve_run("latest")
+    assert run.config()["dataset"] == "karate" and run.summary()["state"] == "completed"
+    assert run.info.graph is not None and run.info.graph.task == "node"  # the graph facts survive config.json
+    finished = " ".join(texts(at.success))
+    assert "Finished" in finished and "40 of 40 epochs" in finished
+    assert at.get("vega_lite_chart"), "no training curves"
+    job_manager.clear()
+
+
+def test_embeddings_shows_each_layers_node_embeddings_and_their_spread(graph_runs, monkeypatch):
+    at = _open(graph_runs, monkeypatch, "ba_shapes", "views/embeddings.py", gemb_source="test+train")
+    assert_ok(at)
+    assert not at.error, texts(at.error)
+    expected, _ = _expected(graph_runs, "ba_shapes")
+    assert (
+        list(at.selectbox(key="gemb_layer").options)
+        == expected.names
+        == [f"layer {k} of 3 (20 units)" for k in (1, 2, 3)]
+    )
+    points, chart = _frames(at)[0][-1], _frames(at)[1][0]
+    assert len(points) == 700 and set(points["split"]) == {"test", "train"}  # every node of BA-Shapes, once
+    assert set(points["true"]) == {"base", "house top", "house middle", "house bottom"}
+    # The over-smoothing chart: both measures per layer, over the whole graph, as graph_layers computes them.
+    spread = chart[chart["measure"].str.startswith("spread")].sort_values("layer")["value"].tolist()
+    energy = chart[chart["measure"].str.startswith("Dirichlet")].sort_values("layer")["value"].tolist()
+    assert spread == pytest.approx(expected.spread, rel=1e-6) and energy == pytest.approx(expected.energy, rel=1e-6)
+    assert f"from {expected.spread[0]:.3f} at layer 1 to {expected.spread[-1]:.3f} at layer 3" in " ".join(
+        texts(at.main.caption)
+    )
+    # The third layer, coloured by motif membership: BA-Shapes' 400 house nodes.
+    at.selectbox(key="gemb_layer").set_value(2).run()
+    at.radio(key="gemb_colour").set_value("motif").run()
+    assert_ok(at)
+    points = _frames(at)[0][-1]
+    assert (points["motif"] == "in the motif").sum() == 400
+    assert "PCA of layer 3 of 3" in str(at.get("vega_lite_chart")[0].proto.spec)
+
+
+def test_embeddings_of_a_graph_task_draw_every_node_of_the_graphs(graph_runs, monkeypatch):
+    at = _open(graph_runs, monkeypatch, "ba_2motifs", "views/embeddings.py", gemb_n=30)
+    assert_ok(at)
+    _, test = _expected(graph_runs, "ba_2motifs", 200)
+    points = _frames(at)[0][-1]
+    sizes = {int(i): int(test.graphs[int(i)].num_nodes) for i in points["index"].unique()}
+    assert len(sizes) == 30 and len(points) == sum(sizes.values())  # 30 graphs, one point per node
+    assert set(points["true"]) <= {"house", "cycle"} and "motif" in at.radio(key="gemb_colour").options
