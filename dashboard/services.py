@@ -8,6 +8,7 @@ happen to share an id in different run roots never mix.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import logging
 import os
@@ -184,15 +185,33 @@ def test_predictions(key: str, _bundle_obj: ModelBundle, limit: int = GALLERY_LI
         return bundle.predict_proba(bundle.adapter.items(split, range(n))).numpy()
 
 
-def content_key(value: Any) -> str:
-    """A short hash of an input (tensor, array or text) for cache keys."""
-    h = hashlib.sha1()
+def _hash_into(h: Any, value: Any) -> None:
+    """Feed `value` into the hash `h`: a text, a number or None, a tensor or array, a dataclass's fields (a graph
+    input: its graph and node) or a mapping-like object's items (a PyG graph's `to_dict()`), in a fixed order."""
     if isinstance(value, str):
         h.update(b"s" + value.encode("utf-8"))
+    elif value is None or isinstance(value, bool | int | float):
+        h.update(f"v{value!r}".encode())
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            h.update(f"f{f.name}".encode())
+            _hash_into(h, getattr(value, f.name))
+    elif callable(getattr(value, "to_dict", None)):
+        items = value.to_dict()
+        for name in sorted(items):
+            h.update(f"k{name}".encode())
+            _hash_into(h, items[name])
     else:
         a = np.ascontiguousarray(torch.as_tensor(value).detach().cpu().numpy())
         h.update(str((a.shape, a.dtype)).encode())
         h.update(a.tobytes())
+
+
+def content_key(value: Any) -> str:
+    """A short hash of an input (tensor, array, text, or a structured input such as a graph and its node) for cache
+    keys."""
+    h = hashlib.sha1()
+    _hash_into(h, value)
     return h.hexdigest()[:16]
 
 

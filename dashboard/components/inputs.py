@@ -95,8 +95,16 @@ def _filtered(info: DatasetInfo, key: str, labels: np.ndarray, preds: np.ndarray
     return idx, classes, show
 
 
-def _class_describer(info: DatasetInfo, labels: np.ndarray, preds: np.ndarray) -> Callable[[int], str]:
-    return lambda i: f"#{i} {_class_name(info, int(labels[i]))}→{_class_name(info, int(preds[i]))}"
+def _class_describer(
+    info: DatasetInfo, labels: np.ndarray, preds: np.ndarray, name: Callable[[int], str | None]
+) -> Callable[[int], str]:
+    """'#12 cat→dog', or with the input's short name where the adapter gives one: '#12 node 412: base→house top'."""
+
+    def describe(i: int) -> str:
+        short = name(i)
+        return f"#{i}{f' {short}:' if short else ''} {_class_name(info, int(labels[i]))}→{_class_name(info, int(preds[i]))}"
+
+    return describe
 
 
 def _chosen(
@@ -230,7 +238,10 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
         describe, what = row_describer(info.regression, labels, values), "test index, true → predicted value"
     else:
         idx, classes, show = _filtered(info, key, labels, tested.preds)
-        describe, what = _class_describer(info, labels, tested.preds), "test index, true class → predicted class"
+        describe = _class_describer(
+            info, labels, tested.preds, lambda i: bundle.adapter.short_name(bundle.adapter.item(split, i))
+        )
+        what = "test index, true class → predicted class"
     if not idx:
         st.info("No test samples match these filters: widen them.")
         return []

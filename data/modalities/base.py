@@ -101,6 +101,11 @@ class Modality(Spec):
         values; a picture by its size (pages show pictures themselves)."""
         return cut(str(raw), chars)
 
+    def short_name(self, raw: Any) -> str | None:
+        """A few words that tell one input from the others of its split where its index does not (a graph's node:
+        'node 412'), for a picker's options; None where the index is name enough."""
+        return None
+
     def sparkline(self, raw: Any, points: int = 200) -> list[float] | None:
         """One raw input as at most `points` values a table can draw as a small line (a series); None where an input
         is not a line of values."""

@@ -170,6 +170,11 @@ class GraphModality(Modality):
         size = f"a graph of {inp.nodes:,} nodes and {inp.edges // 2:,} edges"
         return cut(f"node {inp.node} of {size}" if inp.node is not None else size[0].upper() + size[1:], chars)
 
+    def short_name(self, raw: Any) -> str | None:
+        """'node 412' (a node task's inputs share one graph: the node tells them apart); None for a whole graph."""
+        node = as_graph_input(raw).node
+        return None if node is None else f"node {node}"
+
     def same_inputs(self, a: Sequence[int], b: Sequence[int]) -> bool:
         return tuple(a) == tuple(b)
 

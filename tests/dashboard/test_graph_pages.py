@@ -132,3 +132,20 @@ def test_embeddings_of_a_graph_task_draw_every_node_of_the_graphs(graph_runs, mo
     sizes = {int(i): int(test.graphs[int(i)].num_nodes) for i in points["index"].unique()}
     assert len(sizes) == 30 and len(points) == sum(sizes.values())  # 30 graphs, one point per node
     assert set(points["true"]) <= {"house", "cycle"} and "motif" in at.radio(key="gemb_colour").options
+
+
+def test_explains_picker_names_a_node_tasks_samples_by_their_node(graph_runs, monkeypatch):
+    at = _open(graph_runs, monkeypatch, "ba_shapes", "views/explain.py")
+    assert_ok(at)
+    test = load_split("ba_shapes", "test")
+    picker = next(m for m in at.multiselect if m.label.startswith("Samples"))
+    first = picker.format_func(0)
+    assert first.startswith(
+        f"#0 node {int(test.nodes[0])}: {('base', 'house top', 'house middle', 'house bottom')[int(test.labels[0])]}→"
+    )
+    assert picker.value == [0]
+    # A graph task's samples are whole graphs: their index names them.
+    at = _open(graph_runs, monkeypatch, "ba_2motifs", "views/explain.py")
+    assert_ok(at)
+    picker = next(m for m in at.multiselect if m.label.startswith("Samples"))
+    assert picker.format_func(3).split(" ")[1].split("→")[0] in {"house", "cycle"}
