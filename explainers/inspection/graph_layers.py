@@ -133,7 +133,7 @@ def graph_layers(bundle: ModelBundle, split: Split, indices: Sequence[int]) -> G
     if not len(indices):
         raise ModelError("Pick at least one sample to read the layers of.")
     picked = [int(i) for i in indices]
-    batch = bundle.prepare(bundle.adapter.items(split, picked))
+    batch: Any = bundle.prepare(bundle.adapter.items(split, picked))  # a PyG Batch (the graph modality)
     bundle.model.eval()
     layers = list(embed(batch.x, batch.edge_index))
     if not layers:
