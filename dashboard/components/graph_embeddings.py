@@ -106,8 +106,9 @@ def sources(bundle: ModelBundle, where: Any) -> dict[str, Split]:
 
 def sample_count(bundle: ModelBundle, where: Any, splits: dict[str, Split]) -> int:
     total = sum(len(s) for s in splits.values())
-    if st.session_state.get("gemb_n", 0) > total:  # chosen for another run's larger split
-        st.session_state["gemb_n"] = total
+    key = f"gemb_n_{'+'.join(splits)}"  # its own N per source: all of the test split, then all of both
+    if st.session_state.get(key, 0) > total:  # chosen for another run's larger split
+        st.session_state[key] = total
     node_task = bundle.info.graph is not None and bundle.info.graph.task == "node"
     what = "node" if node_task else bundle.adapter.sample
     return int(
@@ -116,7 +117,7 @@ def sample_count(bundle: ModelBundle, where: Any, splits: dict[str, Split]) -> i
             min_value=1,
             max_value=total,
             value=min(1000, total),
-            key="gemb_n",
+            key=key,
             help=f"Up to {total:,}: the test split first, then training samples. Each sample is a {what}; the map "
             "shows every node of a graph asked about, one point per node.",
         )
@@ -218,17 +219,24 @@ def smoothing_section(points: GraphPoints, info: DatasetInfo) -> None:
     st.subheader("Over-smoothing: how alike the nodes become, layer by layer")
     where = "the whole graph" if info.graph is not None and info.graph.task == "node" else "every test graph read"
     st.altair_chart(smoothing_chart(layers), width="content")
-    first, last = layers.spread[0], layers.spread[-1]
-    trend = "shrinks" if last < first else "does not shrink"
+    depth = len(layers.spread)
     st.caption(
         f"Both over every node of {where}, layer by layer, free of each layer's scale. **Spread**: the mean squared "
         "distance between two nodes' embeddings over twice their mean squared length (0: every node has the same "
         "embedding); distances rather than angles, since nodes that all start with the same features keep nearly "
         "one direction and differ in length. **Dirichlet energy**: how much neighbours still differ, tr(Hᵀ Δ H) / "
         "tr(Hᵀ H) with Δ the GCN's normalised Laplacian (self-loops added; Cai and Wang 2020); 0 where repeated "
-        f"neighbourhood averaging converges. Here the spread {trend} from {first:.3f} at layer 1 to {last:.3f} at "
-        f"layer {len(layers.spread)}. A deeper model shows more of it: `xaidash train --model-option layers=8 …`."
+        "neighbourhood averaging converges. Both falling layer after layer is over-smoothing. Here the spread "
+        f"{_went(layers.spread)} and the energy {_went(layers.energy)} from layer 1 to layer {depth}."
     )
+
+
+def _went(values: list[float]) -> str:
+    """'falls from 0.696 to 0.099', 'rises from …', or 'stays at …'."""
+    first, last = values[0], values[-1]
+    if f"{first:.3g}" == f"{last:.3g}":
+        return f"stays at {first:.3g}"
+    return f"{'falls' if last < first else 'rises'} from {first:.3g} to {last:.3g}"
 
 
 def selected_point(event: Any, frame: pd.DataFrame, bundle: ModelBundle, splits: dict[str, Split]) -> None:

@@ -112,9 +112,9 @@ def test_embeddings_shows_each_layers_node_embeddings_and_their_spread(graph_run
     spread = chart[chart["measure"].str.startswith("spread")].sort_values("layer")["value"].tolist()
     energy = chart[chart["measure"].str.startswith("Dirichlet")].sort_values("layer")["value"].tolist()
     assert spread == pytest.approx(expected.spread, rel=1e-6) and energy == pytest.approx(expected.energy, rel=1e-6)
-    assert f"from {expected.spread[0]:.3f} at layer 1 to {expected.spread[-1]:.3f} at layer 3" in " ".join(
-        texts(at.main.caption)
-    )
+    caption = " ".join(texts(at.main.caption))
+    assert f"from {expected.spread[0]:.3g} to {expected.spread[-1]:.3g}" in caption
+    assert f"from {expected.energy[0]:.3g} to {expected.energy[-1]:.3g} from layer 1 to layer 3" in caption
     # The third layer, coloured by motif membership: BA-Shapes' 400 house nodes.
     at.selectbox(key="gemb_layer").set_value(2).run()
     at.radio(key="gemb_colour").set_value("motif").run()
@@ -125,7 +125,7 @@ def test_embeddings_shows_each_layers_node_embeddings_and_their_spread(graph_run
 
 
 def test_embeddings_of_a_graph_task_draw_every_node_of_the_graphs(graph_runs, monkeypatch):
-    at = _open(graph_runs, monkeypatch, "ba_2motifs", "views/embeddings.py", gemb_n=30)
+    at = _open(graph_runs, monkeypatch, "ba_2motifs", "views/embeddings.py", gemb_n_test=30)
     assert_ok(at)
     _, test = _expected(graph_runs, "ba_2motifs", 200)
     points = _frames(at)[0][-1]
