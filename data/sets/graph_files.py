@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -52,7 +52,7 @@ HOPS = 3  # the neighbourhood an explanation draws: the depth of the graph model
 class _Scanned:
     task: Literal["node", "graph"]
     classes: tuple[str, ...]
-    graphs: tuple[object, ...]  # PyG Data, one per file
+    graphs: tuple[Any, ...]  # PyG Data, one per file
     graph_of: np.ndarray  # (samples,) the graph of each sample
     nodes: np.ndarray | None  # (samples,) the node of each sample (a node task)
     labels: np.ndarray  # (samples,) class codes
@@ -217,7 +217,7 @@ def _split(scanned: _Scanned, split: SplitName) -> GraphSplit:
 
 def _describe(path: Path, scanned: _Scanned) -> str:
     n_train, n_test = (len(scanned.splits[s]) for s in ("train", "test"))
-    nodes = sum(int(g.num_nodes) for g in scanned.graphs)  # type: ignore[attr-defined]
+    nodes = sum(int(g.num_nodes) for g in scanned.graphs)
     what = "graph classification" if scanned.task == "graph" else "node classification"
     unit = "graphs" if scanned.task == "graph" else "labelled nodes"
     features = ", ".join(scanned.feature_names[:8]) + (", ..." if len(scanned.feature_names) > 8 else "")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -228,7 +228,7 @@ def _graph_loader(split: SplitName, root: Path, download: bool) -> GraphSplit:
 def register_all() -> None:
     """Every set, its info made on first use (generating a graph imports torch_geometric: seconds)."""
     for name in NODE_SETS:
-        register(TableSource(name, lambda n=name: _node_info(n), _node_loader(name)))
+        register(TableSource(name, partial(_node_info, name), _node_loader(name)))
     register(TableSource("ba_2motifs", _two_motifs_info, _graph_loader))
 
 
