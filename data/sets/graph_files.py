@@ -234,6 +234,8 @@ def _describe(path: Path, scanned: _Scanned) -> str:
 
 def graphs_source(arg: str) -> NotedDatasetSource:
     """The source for 'graphs:<path>' (a folder of graph files, or one file)."""
+    if "?" in arg:
+        raise DatasetError(f"graphs:{arg}: graphs: takes a path and no options (what follows '?').")
     path, _ = parse_argument(arg, ())
     if not path.exists():
         raise DatasetError(f"Graph folder {path} does not exist.")

@@ -255,6 +255,8 @@ def test_bad_folders_and_csv_files_are_refused_in_one_line(tmp_path: Path) -> No
     empty.mkdir()
     assert "holds no graph files" in _refusal(f"graphs:{empty}")
     assert "does not exist" in _refusal(f"graphs:{tmp_path / 'nowhere'}")
+    assert "takes a path and no options" in _refusal(f"graphs:{empty}?size=3")
+    assert "No path given" in _refusal("graphs:")
     folder = tmp_path / "csv"
     folder.mkdir()
     (folder / "a.edges.csv").write_text("source,target\n1,2\n")
