@@ -23,7 +23,7 @@ from torch import nn
 
 from xaidash.data.modalities.graph import GraphInput, explained_subgraph
 from xaidash.explainers.map_arrays import word_maps
-from xaidash.explainers.modalities.graph_curves import edge_parts, hops_of
+from xaidash.explainers.modalities.graph_curves import edge_parts, hops_of, prepared
 from xaidash.models.bundle import ModelBundle
 
 FIDELITY_SHARE = 0.2  # the explanation's edges: this share of the explained subgraph's, highest values first
@@ -102,11 +102,11 @@ def graph_fidelity(
     plus, minus = [], []
     hops = hops_of(bundle)
     for inp, values, t in zip(raws, edge_parts(bundle, raws, word_maps(attributions)), targets, strict=True):
-        prepared = bundle.prepare([GraphInput(inp.graph, inp.node)])
+        batch = prepared(bundle, [inp])
         size = inp.nodes if inp.node is not None else 1
         explanation = Explanation(
-            x=prepared.x,
-            edge_index=prepared.edge_index,
+            x=batch.x,
+            edge_index=batch.edge_index,
             edge_mask=hard_mask(inp, hops, values).to(bundle.device),
             target=torch.full((size,), int(t), dtype=torch.long, device=bundle.device),
             index=inp.node,
