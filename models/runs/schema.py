@@ -92,6 +92,16 @@ DATASET_INFO = {
             },
             "additionalProperties": False,
         },
+        "graph": {
+            "type": ["object", "null"],
+            "required": ["task", "feature_names"],
+            "properties": {
+                "task": {"enum": ["node", "graph"]},
+                "feature_names": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_CHANNELS},
+                "hops": {"type": "integer", "minimum": 0, "maximum": MAX_SIDE},
+            },
+            "additionalProperties": False,
+        },
     },
     # Every key becomes a DatasetInfo field (store.info_from_json): an unknown one is damage, not a newer version's
     # addition (tests/models/test_damaged_runs.py checks these keys are DatasetInfo's fields).

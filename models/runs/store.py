@@ -40,7 +40,7 @@ from typing import Any, Literal
 import numpy as np
 
 from xaidash.data.atomic import atomic_write_bytes, atomic_write_json
-from xaidash.data.registry import DatasetInfo, Forecast, RegressionTarget, TableColumn
+from xaidash.data.registry import DatasetInfo, Forecast, GraphFacts, RegressionTarget, TableColumn
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.device import pick_device
 from xaidash.models.registry import ModelError, get_spec
@@ -101,6 +101,8 @@ def info_from_json(obj: dict[str, Any]) -> DatasetInfo:
         fields["regression"] = RegressionTarget(**obj["regression"])
     if obj.get("forecast") is not None:
         fields["forecast"] = Forecast(**obj["forecast"])
+    if obj.get("graph") is not None:
+        fields["graph"] = GraphFacts(**{**obj["graph"], "feature_names": tuple(obj["graph"]["feature_names"])})
     return DatasetInfo(**fields)
 
 
