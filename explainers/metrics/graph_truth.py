@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
-from torch import nn
 
 from xaidash.data.modalities.graph import GraphInput, explained_subgraph
 from xaidash.explainers.map_arrays import word_maps
@@ -63,26 +62,16 @@ def hard_mask(inp: GraphInput, hops: int, edge_values: np.ndarray, share: float 
     return mask
 
 
-class PyGForward(nn.Module):
-    """The model in PyG's calling convention (`gnn(x, edge_index, batch)`), what an `Explainer` calls; a module, so
-    PyG finds its message-passing layers to mask."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.inner = model
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, batch: torch.Tensor | None = None) -> torch.Tensor:
-        return self.inner.gnn(x, edge_index, batch)  # type: ignore[operator]
-
-
 def pyg_explainer(bundle: ModelBundle) -> Any:
     """A PyG `Explainer` of the model for fidelity (its algorithm never runs: fidelity reads the masks given)."""
     from torch_geometric.explain import Explainer
     from torch_geometric.explain.algorithm import DummyExplainer
 
+    from xaidash.models.zoo.graph_common import PyGView
+
     task = bundle.info.graph.task if bundle.info.graph is not None else "graph"
     return Explainer(
-        PyGForward(bundle.model),
+        PyGView(cast(Any, bundle.model)),
         DummyExplainer(),
         explanation_type="phenomenon",
         edge_mask_type="object",
