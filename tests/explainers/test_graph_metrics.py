@@ -109,7 +109,7 @@ def test_pyg_gnnexplainer_masks_find_the_houses(bundle) -> None:
 
 def test_the_hard_mask_keeps_the_top_share_of_the_subgraphs_edges(bundle, inputs) -> None:
     inp = inputs[0]
-    nodes, edges = explained_subgraph(inp, bundle.info.graph.hops)
+    _, edges = explained_subgraph(inp, bundle.info.graph.hops)
     values = np.arange(len(edges), dtype=np.float32)[::-1].copy()  # the first edges highest
     mask = hard_mask(inp, bundle.info.graph.hops, values)
     k = max(1, round(FIDELITY_SHARE * len(edges)))
