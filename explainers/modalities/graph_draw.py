@@ -80,14 +80,15 @@ def draw_graph(g: GraphLayout, values: np.ndarray, *, signed: bool, scale: float
         widths = 0.8 + 3.7 * strength
         ax.add_collection(LineCollection(segments, colors=colours, linewidths=widths, zorder=2))
         ax.add_collection(LineCollection(segments, colors="#999999", linewidths=0.4, zorder=1.5))
-    size = 40.0 if big else 260.0
+    size = 24.0 if big else 260.0
     fills = colorize(np.nan_to_num(node_v), signed, s)
     outline = [MOTIF_COLOUR if m else "#666666" for m in g.motif_nodes]
     lw = [2.6 if m else 0.6 for m in g.motif_nodes]
     ax.scatter(pos[:, 0], pos[:, 1], s=size, c=fills, edgecolors=outline, linewidths=lw, zorder=3)
-    if g.asked is not None:
-        a = pos[g.asked]
-        ax.scatter([a[0]], [a[1]], s=size * 2.6, facecolors="none", edgecolors=ASKED_COLOUR, linewidths=2.4, zorder=4)
+    if g.asked is not None:  # on top of everything, haloed in white: found at once even in a crowd of nodes
+        a, ring = pos[g.asked], max(size * 2.6, 420.0)
+        ax.scatter([a[0]], [a[1]], s=ring, facecolors="none", edgecolors="white", linewidths=6.0, zorder=6)
+        ax.scatter([a[0]], [a[1]], s=ring, facecolors="none", edgecolors=ASKED_COLOUR, linewidths=2.6, zorder=7)
     if not big:
         for i, v in enumerate(g.nodes):
             ax.annotate(str(v), pos[i], fontsize=7, ha="center", va="center", zorder=5, color=_ink(fills[i]))
