@@ -5,9 +5,11 @@ NAME.edges.csv. The folder data set (`graphs:<path>`, data/sets/graph_files.py) 
 JSON: {"nodes": [{"id": "a", "features": [1.0, 0.5], "label": "x"}, ...], "edges": [["a", "b"], ...],
 "label": "toxic", "feature_names": ["mass", "charge"], "node": "a"}; only "nodes" is required. A node may be a bare id
 ("a"); an id is a string or a whole number (1 and "1" are the same node) and defaults to the node's position.
-"label" on the graph (graph classification) or on nodes (node classification); "node" names the node(s) to explain.
-CSV: NAME.nodes.csv has an `id` column, an optional `label` column and one column per feature (the header names
-them); NAME.edges.csv has `source` and `target` columns.
+"label" on the graph (graph classification) or on nodes (node classification); "node" names the node(s) to explain;
+`"truth": true` on a node marks it as part of what sets the label (a motif): the ground truth, its edges the edges
+among those nodes, as PyG marks a generated motif.
+CSV: NAME.nodes.csv has an `id` column, optional `label` and `truth` (1 or 0) columns and one column per feature (the
+header names them); NAME.edges.csv has `source` and `target` columns.
 
 Edges are undirected: each is given once (either way) and both directions are kept; an edge given twice, or both
 ways, is kept once, and an edge from a node to itself is left out (a model adds each node's own features itself):
@@ -20,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,8 @@ from xaidash.data.text_files import decode_text
 
 CONSTANT_FEATURE = "constant"  # the one feature of a graph given without features
 GRAPH_KEYS = ("nodes", "edges", "label", "feature_names", "node", "name")
-NODE_KEYS = ("id", "features", "label")
+NODE_KEYS = ("id", "features", "label", "truth")
+TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no", "")  # a CSV truth column's values
 NODES_CSV, EDGES_CSV = ".nodes.csv", ".edges.csv"
 SHOWN_IDS = 8  # node ids named in a refusal that lists them
 
@@ -52,6 +55,7 @@ class GraphFile:
     feature_names: tuple[str, ...] | None
     asked: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    truth: tuple[bool, ...] | None = None  # the nodes known to set the label (None: not given)
 
     @property
     def stem(self) -> str:
@@ -64,7 +68,11 @@ class GraphFile:
         from torch_geometric.data import Data
 
         x = self.x if self.x.shape[1] else torch.ones(len(self.ids), 1)
-        return Data(x=x.float(), edge_index=self.edge_index, node_ids=list(self.ids), num_nodes=len(self.ids))
+        data = Data(x=x.float(), edge_index=self.edge_index, node_ids=list(self.ids), num_nodes=len(self.ids))
+        if self.truth is not None:  # the truth nodes and the edges among them, as PyG marks a motif
+            data.node_truth = torch.tensor(self.truth, dtype=torch.bool)
+            data.edge_truth = data.node_truth[self.edge_index[0]] & data.node_truth[self.edge_index[1]]
+        return data
 
 
 def graph_stem(name: str) -> str:
@@ -125,8 +133,10 @@ class _Nodes:
     labels: list[str | None]
     where: dict[str, int]  # id -> position
     notes: list[str]
+    truth: list[bool] = field(default_factory=list)
+    truth_given: bool = False
 
-    def add(self, node: str, features: list[float], label: str | None, place: str) -> None:
+    def add(self, node: str, features: list[float], label: str | None, place: str, truth: bool | None = None) -> None:
         """One node; a node listed twice must say the same both times (it is then kept once, with a note)."""
         if node in self.where:
             first = self.where[node]
@@ -135,8 +145,10 @@ class _Nodes:
                     f"{self.name}: node {node!r} is labelled twice, {self.labels[first]!r} and {label!r} ({place}): "
                     "a node has one label."
                 )
-            if self.rows[first] != features:
-                raise DatasetError(f"{self.name}: node {node!r} is listed twice with different features ({place}).")
+            if self.rows[first] != features or self.truth[first] != bool(truth):
+                raise DatasetError(
+                    f"{self.name}: node {node!r} is listed twice with different features or truth ({place})."
+                )
             self.notes.append(f"{self.name}: node {node!r} is listed twice; kept once.")
             return
         if self.rows and len(features) != len(self.rows[0]):
@@ -148,6 +160,8 @@ class _Nodes:
         self.ids.append(node)
         self.rows.append(features)
         self.labels.append(label)
+        self.truth.append(bool(truth))
+        self.truth_given |= truth is not None
 
 
 def _json_nodes(name: str, nodes: Any, notes: list[str]) -> _Nodes:
@@ -172,7 +186,10 @@ def _json_nodes(name: str, nodes: Any, notes: list[str]) -> _Nodes:
         if not isinstance(values, list):
             raise DatasetError(f'{name}: the "features" of node {node_id!r} are a list of numbers.')
         features = [_number(v, f"{name}: feature {j + 1} of node {node_id!r}") for j, v in enumerate(values)]
-        read.add(node_id, features, _label_text(node.get("label"), f"{name}, node {node_id!r}"), place)
+        truth = node.get("truth")
+        if truth is not None and not isinstance(truth, bool):
+            raise DatasetError(f'{name}: the "truth" of node {node_id!r} is true or false, not {json.dumps(truth)}.')
+        read.add(node_id, features, _label_text(node.get("label"), f"{name}, node {node_id!r}"), place, truth)
     return read
 
 
@@ -263,6 +280,7 @@ def _finish(name: str, nodes: _Nodes, edges: torch.Tensor, label: Any, names: An
         feature_names=feature_names,
         asked=_asked(name, asked, nodes.where),
         notes=tuple(nodes.notes),
+        truth=tuple(nodes.truth) if nodes.truth_given else None,
     )
 
 
@@ -313,7 +331,8 @@ def parse_csv_pair(path: Path) -> GraphFile:
     table = read_table(nodes_path)
     id_col = _column(nodes_path, table.header, "id", "each node's id")
     label_col = table.header.index("label") if "label" in table.header else None
-    feature_cols = [i for i in range(len(table.header)) if i not in (id_col, label_col)]
+    truth_col = table.header.index("truth") if "truth" in table.header else None
+    feature_cols = [i for i in range(len(table.header)) if i not in (id_col, label_col, truth_col)]
     notes: list[str] = []
     nodes = _Nodes(nodes_path.name, [], [], [], {}, notes)
     for row, line in zip(table.rows, table.lines, strict=True):
@@ -327,7 +346,12 @@ def parse_csv_pair(path: Path) -> GraphFile:
                     f"{where}: {table.header[i]!r} is {row[i]!r}, not a number: node features are numbers."
                 ) from None
         label = row[label_col] if label_col is not None and row[label_col] else None
-        nodes.add(_id_text(row[id_col], where), features, label, f"line {line}")
+        truth = None
+        if truth_col is not None:
+            if row[truth_col].lower() not in TRUE + FALSE:
+                raise DatasetError(f"{where}: 'truth' is {row[truth_col]!r}; write 1 or 0 (true or false).")
+            truth = row[truth_col].lower() in TRUE
+        nodes.add(_id_text(row[id_col], where), features, label, f"line {line}", truth)
     edges = read_table(edges_path)
     source = _column(edges_path, edges.header, "source", "one end of each edge")
     target = _column(edges_path, edges.header, "target", "the other end")

@@ -9,6 +9,8 @@
 - The split is the stratified 80/20 split every data set uses (data/sets/_common.py, seed 0), the same on every load:
   of the graphs for a graph task, of the labelled nodes for a node task (whose graphs both splits share, as the
   built-in node sets do).
+- Ground truth: nodes marked `"truth": true` (a CSV `truth` column) and the edges among them, where given; the
+  maps' motif outline and the edge-mask AUC read them as they read a generated set's motifs.
 - Features: every graph has the same number of node features (and, where a file names them, the same names); none
   at all gives each node one constant feature. The model standardises them with the training split's mean and std
   (a node task's: every node's, as its graphs are in both splits).
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -52,7 +54,7 @@ HOPS = 3  # the neighbourhood an explanation draws: the depth of the graph model
 class _Scanned:
     task: Literal["node", "graph"]
     classes: tuple[str, ...]
-    graphs: tuple[object, ...]  # PyG Data, one per file
+    graphs: tuple[Any, ...]  # PyG Data, one per file
     graph_of: np.ndarray  # (samples,) the graph of each sample
     nodes: np.ndarray | None  # (samples,) the node of each sample (a node task)
     labels: np.ndarray  # (samples,) class codes
@@ -217,14 +219,16 @@ def _split(scanned: _Scanned, split: SplitName) -> GraphSplit:
 
 def _describe(path: Path, scanned: _Scanned) -> str:
     n_train, n_test = (len(scanned.splits[s]) for s in ("train", "test"))
-    nodes = sum(int(g.num_nodes) for g in scanned.graphs)  # type: ignore[attr-defined]
+    nodes = sum(int(g.num_nodes) for g in scanned.graphs)
     what = "graph classification" if scanned.task == "graph" else "node classification"
     unit = "graphs" if scanned.task == "graph" else "labelled nodes"
     features = ", ".join(scanned.feature_names[:8]) + (", ..." if len(scanned.feature_names) > 8 else "")
+    truth = sum(getattr(g, "node_truth", None) is not None for g in scanned.graphs)
     return (
         f"Graphs from {path}: {what}, {len(scanned.graphs):,} graph(s) of {nodes:,} nodes in all, "
         f"{len(scanned.classes)} classes, {len(scanned.feature_names)} node feature(s) ({features}); "
         f"{n_train:,} train / {n_test:,} test {unit} (stratified, seed 0)."
+        + (f" Ground truth (the nodes marked truth) in {truth:,} graph(s)." if truth else "")
     )
 
 
@@ -250,6 +254,7 @@ def graphs_source(arg: str) -> NotedDatasetSource:
         mean=tuple(mean),
         std=tuple(std),
         description=_describe(path, scanned),
+        has_rationales=any(getattr(g, "node_truth", None) is not None for g in scanned.graphs),
         graph=GraphFacts(task=scanned.task, feature_names=scanned.feature_names, hops=HOPS),
     )
     return NotedDatasetSource(info=info, loader=load, is_available=lambda root: path.exists(), notes=scanned.notes)

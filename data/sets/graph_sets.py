@@ -26,18 +26,19 @@ Features: the generated sets have none of their own; every node gets the same 10
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from dataclasses import dataclass
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from xaidash.data.modalities.graph import feature_stats
 from xaidash.data.registry import DatasetInfo, GraphFacts, GraphSplit, Loader, SplitName, register
-from xaidash.data.sets._common import stratified_indices
+from xaidash.data.sets._common import TEST_FRACTION, stratified_indices
 from xaidash.data.sets._tables import TableSource
 
 ONES = 10  # constant features per node of a generated graph
@@ -142,69 +143,95 @@ def _graph_split(split: SplitName) -> GraphSplit:
     return GraphSplit(picked, labels[chosen].clone(), torch.arange(len(picked)), None)
 
 
-NODE_SETS: dict[str, tuple[tuple[str, ...], str]] = {
-    "ba_shapes": (
+@dataclass(frozen=True)
+class _NodeSet:
+    """What a node set's info says, known without generating it: listing the data sets (`xaidash datasets`, the Home
+    page) neither imports torch_geometric nor builds a graph. tests/data/test_graph_sets.py checks every fact against
+    the generated graph. `one_hot`: for one-hot features, how many nodes have each (else every feature is a constant
+    one, which standardisation leaves as it is)."""
+
+    classes: tuple[str, ...]
+    nodes: int
+    description: str
+    features: tuple[str, ...] = tuple(f"feature {i}" for i in range(ONES))
+    one_hot: tuple[int, ...] = ()
+    truth: bool = True  # the motifs' nodes are recorded
+
+    def stats(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """`feature_stats` of the graph: a one-hot feature held by c of n nodes has mean c/n and (unbiased, as
+        torch.std) variance c(n-c)/(n(n-1)); a constant one mean 0 and std 1."""
+        if not self.one_hot:
+            return (0.0,) * len(self.features), (1.0,) * len(self.features)
+        n = self.nodes
+        return tuple(c / n for c in self.one_hot), tuple(math.sqrt(c * (n - c) / (n * (n - 1))) for c in self.one_hot)
+
+
+NODE_SETS: dict[str, _NodeSet] = {
+    "ba_shapes": _NodeSet(
         ("base", "house top", "house middle", "house bottom"),
+        700,
         "BA-Shapes (GNNExplainer's benchmark, built by PyG's ExplainerDataset): a Barabási-Albert graph of 300 nodes "
         "with 80 houses attached; a node's class is its place in a house or the base; the houses are the truth.",
     ),
-    "tree_cycles": (
+    "tree_cycles": _NodeSet(
         ("tree", "cycle"),
+        871,
         "Tree-Cycles: a binary tree of 511 nodes with 60 six-node cycles attached; is a node in a cycle?",
     ),
-    "tree_grid": (
+    "tree_grid": _NodeSet(
         ("tree", "grid"),
+        1231,
         "Tree-Grid: a binary tree of 511 nodes with 80 3x3 grids attached; is a node in a grid?",
     ),
-    "infection": (
+    "infection": _NodeSet(
         ("infected", "1 step", "2 steps", "3 steps", "farther"),
+        500,
         "Infection (PyG's InfectionDataset): 50 of 500 nodes of an Erdős-Rényi graph are infected; a node's class is "
         "its distance to the nearest infected one (or farther than 3 steps); every edge within 3 steps out of an "
         "infected node is the truth.",
+        features=("healthy", "infected"),
+        one_hot=(450, 50),
+        truth=False,
     ),
-    "karate": (
+    "karate": _NodeSet(
         ("community 0", "community 1", "community 2", "community 3"),
+        34,
         "Zachary's karate club (34 members, 78 friendships), as PyG ships it, with one-hot identity features; the "
         "split below replaces PyG's train_mask (one labelled member per community).",
+        features=tuple(f"member {i}" for i in range(34)),
+        one_hot=(1,) * 34,
+        truth=False,
     ),
 }
 
 
 def _node_info(name: str) -> DatasetInfo:
-    graph, labels, train, test = _node_set(name)
-    classes, description = NODE_SETS[name]
-    description += f" {len(train):,} train / {len(test):,} test nodes (stratified, seed 0); works offline."
-    classes = classes[: int(labels.max()) + 1]
-    mean, std = feature_stats([graph])
-    features = int(graph.x.shape[1])
-    names = tuple(f"feature {i}" for i in range(features))
-    if name == "infection":
-        names = ("healthy", "infected")
-    elif name == "karate":
-        names = tuple(f"member {i}" for i in range(features))
+    spec = NODE_SETS[name]
+    n_test = math.ceil(spec.nodes * TEST_FRACTION)  # the stratified split's size, as scikit-learn rounds it
+    mean, std = spec.stats()
     return DatasetInfo(
         name=name,
         modality="graph",
-        classes=classes,
-        input_shape=(features,),
-        mean=tuple(mean),
-        std=tuple(std),
-        description=description,
+        classes=spec.classes,
+        input_shape=(len(spec.features),),
+        mean=mean,
+        std=std,
+        description=f"{spec.description} {spec.nodes - n_test:,} train / {n_test:,} test nodes (stratified, seed 0); "
+        "works offline.",
         builtin=True,
-        has_rationales=getattr(graph, "node_truth", None) is not None,
-        graph=GraphFacts(task="node", feature_names=names, hops=3),
+        has_rationales=spec.truth,
+        graph=GraphFacts(task="node", feature_names=spec.features, hops=3),
     )
 
 
 def _two_motifs_info() -> DatasetInfo:
-    mean, std = feature_stats(_graph_split("train").graphs)
     return DatasetInfo(
         name="ba_2motifs",
         modality="graph",
         classes=("house", "cycle"),
         input_shape=(ONES,),
-        mean=tuple(mean),
-        std=tuple(std),
+        mean=(0.0,) * ONES,  # constant features (checked against feature_stats by the tests)
+        std=(1.0,) * ONES,
         description="BA-2Motifs (generated as PGExplainer's set): 1,000 Barabási-Albert graphs of 20 nodes, each with "
         "one house (class house) or five-node cycle (class cycle) attached; the motif's edges are the truth. 800 train "
         "/ 200 test graphs (stratified, seed 0); works offline.",
@@ -226,9 +253,10 @@ def _graph_loader(split: SplitName, root: Path, download: bool) -> GraphSplit:
 
 
 def register_all() -> None:
-    """Every set, its info made on first use (generating a graph imports torch_geometric: seconds)."""
+    """Every set; its info is known without generating it, its graphs are generated on first load (seconds: that
+    imports torch_geometric)."""
     for name in NODE_SETS:
-        register(TableSource(name, lambda n=name: _node_info(n), _node_loader(name)))
+        register(TableSource(name, partial(_node_info, name), _node_loader(name)))
     register(TableSource("ba_2motifs", _two_motifs_info, _graph_loader))
 
 

@@ -36,6 +36,10 @@ def test_registered_with_consistent_info(info: DatasetInfo):
         channels = info.input_shape[0]
         assert len(info.input_shape) == 2 and len(info.mean) == len(info.std) == len(info.channel_names) == channels
         assert all(s > 0 for s in info.std) and info.step_name
+    elif info.graph is not None:  # graphs: one training mean and std per node feature, each feature named
+        features = len(info.graph.feature_names)
+        assert info.input_shape == (features,) and len(info.mean) == len(info.std) == features
+        assert all(s > 0 for s in info.std) and info.graph.task in ("node", "graph") and info.graph.hops >= 1
     elif info.columns:  # a table: one value per column
         assert info.input_shape == (len(info.columns),) and not info.mean
     else:

@@ -9,6 +9,7 @@ from the shared-data mirror; values are checked on an evenly spread slice so 60,
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from xaidash.data.modalities import modality_of
 from xaidash.data.paths import data_root
 from xaidash.data.registry import (
     DatasetInfo,
+    GraphSplit,
     ImageSplit,
     SeriesSplit,
     Split,
@@ -36,8 +38,9 @@ CHECKED = 256  # samples per split whose values are read (dtypes, shapes and lab
 FACTORIES = ("imagefolder", "csv")
 TABLE_CASE = "csv:<a small table in tmp_path>?target=y"  # the csv: factory's other kind: a table of columns
 SERIES_CASE = "csv:<small series in tmp_path>?modality=series"  # and its third: series, one per row (some shorter)
+GRAPHS_CASE = "graphs:<a folder of small graphs in tmp_path>"
 CASES = [info.name for info in list_datasets()] + [f"{prefix}:<small data in tmp_path>" for prefix in FACTORIES]
-CASES += [TABLE_CASE, SERIES_CASE]
+CASES += [TABLE_CASE, SERIES_CASE, GRAPHS_CASE]
 
 _loaded: dict[tuple[str, Path], dict[str, Split]] = {}
 
@@ -71,12 +74,26 @@ def _write_series(path: Path) -> Path:
     return path
 
 
+def _write_graphs(folder: Path) -> Path:
+    """Ten JSON graphs of 4 nodes, a ring (class ring) or a star (class star), 2 features, a ring's nodes the truth."""
+    folder.mkdir()
+    for i in range(10):
+        ring = i % 2 == 1
+        edges = [[0, 1], [1, 2], [2, 3], [3, 0]] if ring else [[0, 1], [0, 2], [0, 3]]
+        nodes = [{"id": n, "features": [n, i], "truth": ring} for n in range(4)]
+        doc = {"label": "ring" if ring else "star", "nodes": nodes, "edges": edges}
+        (folder / f"g{i}.json").write_text(json.dumps(doc), encoding="utf-8")
+    return folder
+
+
 @pytest.fixture(params=CASES)
 def name(request: pytest.FixtureRequest, offline_data: Path, tmp_path: Path) -> str:
     """A registered data set's name (read offline from the shared-data mirror), or a factory's on small data."""
     case: str = request.param
     if case == TABLE_CASE:
         return f"csv:{_write_table(tmp_path / 'table.csv')}?target=y&id=id"
+    if case == GRAPHS_CASE:
+        return f"graphs:{_write_graphs(tmp_path / 'graphs')}"
     if case == SERIES_CASE:
         return f"csv:{_write_series(tmp_path / 'series.csv')}?modality=series&label=y&id=id"
     if case.startswith("imagefolder:"):
@@ -210,6 +227,32 @@ def _check_series(info: DatasetInfo, split: SeriesSplit) -> None:
     assert split.ids is None or len(split.ids) == n
 
 
+def _check_graphs(info: DatasetInfo, split: GraphSplit) -> None:
+    """Graphs: float32 finite features (n, F) as declared, undirected long edges between existing nodes, the truth
+    masks (where recorded) bool and of the right length; each sample's graph (and node, a node task) in range."""
+    assert info.graph is not None and info.input_shape == (len(info.graph.feature_names),)
+    n = len(split)
+    assert split.graph_of.dtype == torch.int64 and split.graph_of.shape == (n,)
+    assert int(split.graph_of.min()) >= 0 and int(split.graph_of.max()) < len(split.graphs)
+    assert (split.nodes is None) == (info.graph.task == "graph")
+    for graph in split.graphs[:CHECKED]:
+        assert graph.x.dtype == torch.float32 and graph.x.shape == (graph.num_nodes, *info.input_shape)
+        assert torch.isfinite(graph.x).all() and graph.edge_index.dtype == torch.int64
+        assert graph.edge_index.numel() == 0 or int(graph.edge_index.max()) < graph.num_nodes
+        assert graph.is_undirected() and not graph.has_self_loops()
+        truth = getattr(graph, "node_truth", None)
+        if truth is not None:
+            assert truth.dtype == torch.bool and truth.shape == (graph.num_nodes,)
+        edge_truth = getattr(graph, "edge_truth", None)
+        if edge_truth is not None:
+            assert edge_truth.dtype == torch.bool and edge_truth.shape == (graph.edge_index.shape[1],)
+    if split.nodes is not None:
+        sizes = torch.tensor([int(g.num_nodes) for g in split.graphs])
+        assert split.nodes.dtype == torch.int64 and bool((split.nodes < sizes[split.graph_of]).all())
+    if info.has_rationales:
+        assert any(getattr(g, "node_truth", None) is not None for g in split.graphs)
+
+
 def test_inputs_have_the_declared_type_shape_and_range(name: str) -> None:
     info = get_info(name)
     for split in splits_of(name).values():
@@ -219,5 +262,7 @@ def test_inputs_have_the_declared_type_shape_and_range(name: str) -> None:
             _check_rows(info, split)
         elif isinstance(split, SeriesSplit):
             _check_series(info, split)
+        elif isinstance(split, GraphSplit):
+            _check_graphs(info, split)
         else:
             _check_texts(info, split)

@@ -156,6 +156,39 @@ def test_what_is_fixed_is_said_in_notes(tmp_path: Path) -> None:
     assert graph.data().x.tolist() == [[1.0], [1.0], [1.0]]  # no features: one constant feature
 
 
+def test_nodes_marked_truth_are_the_ground_truth_with_the_edges_among_them(tmp_path: Path) -> None:
+    """A house on a path, the house marked: its nodes and exactly its 6 edges are the truth (PyG's rule for a motif),
+    in JSON and in CSV alike; the split reads them as ground truth."""
+    house = [["h0", "h1"], ["h1", "h2"], ["h2", "h3"], ["h3", "h0"], ["h0", "h4"], ["h1", "h4"]]
+    base = [["b0", "b1"], ["b1", "b2"], ["b2", "h3"]]
+    ids = ["b0", "b1", "b2", "h0", "h1", "h2", "h3", "h4"]
+    folder = tmp_path / "houses"
+    folder.mkdir()
+    for i in range(10):
+        label = "house" if i % 2 else "path"
+        nodes = [{"id": n, "truth": n.startswith("h") and i % 2 == 1} for n in ids]
+        _write(folder / f"g{i}.json", {"label": label, "nodes": nodes, "edges": base + house})
+    graph = parse_graph_file(folder / "g1.json").data()
+    assert graph.node_truth.tolist() == [False] * 3 + [True] * 5
+    marked = {tuple(e) for e in graph.edge_index[:, graph.edge_truth].t().tolist()}
+    assert marked == {(ids.index(a), ids.index(b)) for a, b in house} | {(ids.index(b), ids.index(a)) for a, b in house}
+    (folder / "g1.json").unlink()
+    rows = "id,truth\n" + "".join(f"{n},{int(n.startswith('h'))}\n" for n in ids)
+    (folder / "g1.nodes.csv").write_text(rows)
+    (folder / "g1.edges.csv").write_text("source,target\n" + "".join(f"{a},{b}\n" for a, b in base + house))
+    (folder / "labels.csv").write_text("graph,label\ng1,house\n")
+    csv_graph = parse_graph_file(folder / "g1.nodes.csv").data()
+    assert torch.equal(csv_graph.edge_truth, graph.edge_truth) and torch.equal(csv_graph.node_truth, graph.node_truth)
+    name = f"graphs:{folder}"
+    info = get_info(name)
+    assert info.has_rationales and "Ground truth (the nodes marked truth) in 10 graph(s)." in info.description
+    test = load_split(name, "test")
+    truth = GRAPH.ground_truth(test, range(len(test)))
+    assert truth.rationales == [[3, 4, 5, 6, 7] if int(y) == 0 else [] for y in test.labels]  # classes: house, path
+    (folder / "g1.nodes.csv").write_text("id,truth\nb0,maybe\n")
+    assert _refusal(name) == "g1.nodes.csv, line 2: 'truth' is 'maybe'; write 1 or 0 (true or false)."
+
+
 def _folder(tmp_path: Path, *docs: Any) -> str:
     folder = tmp_path / "f"
     folder.mkdir()
@@ -203,6 +236,7 @@ REFUSALS = [
     ("a list, not a graph", [[1, 2]], 'g0.json: a graph file is a JSON object with "nodes" and "edges"'),
     ("a misspelt field", [{"nodes": ["a"], "egdes": []}], "g0.json: unknown field(s) 'egdes'"),
     ("an edge of three ends", [{"nodes": ["a", "b"], "edges": [["a", "b", "a"]]}], "g0.json: edge 1 is"),
+    ("truth that is no yes or no", [{"nodes": [{"id": 0, "truth": 1}]}], "the \"truth\" of node '0' is true or false"),
     (
         "bad JSON",
         ['{"nodes": [\n  {"id": 1}\n  {"id": 2}]}'],

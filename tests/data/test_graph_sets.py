@@ -6,6 +6,8 @@ node)."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import networkx as nx
 import numpy as np
@@ -65,6 +67,31 @@ def test_a_node_sets_splits_share_one_graph_and_split_its_nodes_stratified(name:
     whole = torch.cat([train.labels, test.labels]).bincount() / graph.num_nodes
     assert float((share - whole).abs().max()) < 0.02
     assert graph.is_undirected() and not graph.has_self_loops()
+
+
+@pytest.mark.parametrize("name", NODE_SETS)
+def test_a_node_sets_info_says_what_its_generated_graph_holds(name: str) -> None:
+    """The info is written down (listing data sets generates nothing): every fact of it checked on the graph."""
+    graph, labels = _all_labels(name)
+    info, train = get_info(name), load_split(name, "train")
+    mean, std = feature_stats([graph])
+    np.testing.assert_allclose(info.mean, mean, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(info.std, std, rtol=1e-6)
+    assert info.num_classes == int(labels.max()) + 1 == len(labels.unique())
+    assert info.has_rationales == (getattr(graph, "node_truth", None) is not None)
+    assert f"{len(train):,} train / {graph.num_nodes - len(train):,} test nodes" in info.description
+
+
+def test_listing_the_graph_sets_imports_no_graph_library() -> None:
+    code = (
+        "import sys\n"
+        "from xaidash.data.catalogue import datasets_table\n"
+        "rows = {r['name']: r for r in datasets_table()}\n"
+        "assert rows['ba_2motifs']['input'] == 'graphs (10 features per node)', rows['ba_2motifs']\n"
+        "assert 'torch_geometric' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_generated_graphs_are_the_same_in_every_process_and_leave_the_callers_generators_alone() -> None:
