@@ -46,14 +46,17 @@ class ReportInput:
         cells: Sequence[str] | None = None,
         future: Sequence[float] | None = None,
     ) -> ReportInput:
-        """From a raw input as the pages take it: an image (C, H, W) in [0, 1], a text, or a row (1-D); `future`: a
-        forecast's true values of the steps ahead."""
+        """From a raw input as the pages take it: an image (C, H, W) in [0, 1], a text, or a row (1-D), else (a graph)
+        its `words`; `future`: a forecast's true values of the steps ahead."""
         if future is not None:
             made = cls.of(name, raw, label, predictions, ood, words, cells)
             made.future = [float(v) for v in future]
             return made
         if isinstance(raw, str):
             return cls(name, label, None, raw, dict(predictions or {}), ood)
+        if words is not None and not isinstance(raw, (list, tuple)) and not hasattr(raw, "__array__"):
+            # neither a picture, a text nor values (a graph and its node): kept as its adapter's words
+            return cls(name, label, None, words, dict(predictions or {}), ood)
         if np.ndim(raw) == 2:  # a series (channels, steps): kept as its values, drawn as lines
             rows = [[float(v) for v in row] for row in np.asarray(raw, dtype=np.float64)]
             text = f"{len(rows[0])} steps" + (f", {len(rows)} channels" if len(rows) > 1 else "")

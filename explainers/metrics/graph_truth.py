@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
-from torch import nn
 
 from xaidash.data.modalities.graph import GraphInput, explained_subgraph
 from xaidash.explainers.map_arrays import word_maps
-from xaidash.explainers.modalities.graph_curves import edge_parts, hops_of
+from xaidash.explainers.modalities.graph_curves import edge_parts, hops_of, prepared
 from xaidash.models.bundle import ModelBundle
 
 FIDELITY_SHARE = 0.2  # the explanation's edges: this share of the explained subgraph's, highest values first
@@ -63,26 +62,16 @@ def hard_mask(inp: GraphInput, hops: int, edge_values: np.ndarray, share: float 
     return mask
 
 
-class PyGForward(nn.Module):
-    """The model in PyG's calling convention (`gnn(x, edge_index, batch)`), what an `Explainer` calls; a module, so
-    PyG finds its message-passing layers to mask."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.inner = model
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, batch: torch.Tensor | None = None) -> torch.Tensor:
-        return self.inner.gnn(x, edge_index, batch)  # type: ignore[operator]
-
-
 def pyg_explainer(bundle: ModelBundle) -> Any:
     """A PyG `Explainer` of the model for fidelity (its algorithm never runs: fidelity reads the masks given)."""
     from torch_geometric.explain import Explainer
     from torch_geometric.explain.algorithm import DummyExplainer
 
+    from xaidash.models.zoo.graph_common import PyGView
+
     task = bundle.info.graph.task if bundle.info.graph is not None else "graph"
     return Explainer(
-        PyGForward(bundle.model),
+        PyGView(cast(Any, bundle.model)),
         DummyExplainer(),
         explanation_type="phenomenon",
         edge_mask_type="object",
@@ -102,11 +91,11 @@ def graph_fidelity(
     plus, minus = [], []
     hops = hops_of(bundle)
     for inp, values, t in zip(raws, edge_parts(bundle, raws, word_maps(attributions)), targets, strict=True):
-        prepared = bundle.prepare([GraphInput(inp.graph, inp.node)])
+        batch = prepared(bundle, [inp])
         size = inp.nodes if inp.node is not None else 1
         explanation = Explanation(
-            x=prepared.x,
-            edge_index=prepared.edge_index,
+            x=batch.x,
+            edge_index=batch.edge_index,
             edge_mask=hard_mask(inp, hops, values).to(bundle.device),
             target=torch.full((size,), int(t), dtype=torch.long, device=bundle.device),
             index=inp.node,

@@ -5,9 +5,10 @@ on a layout fixed per subgraph with the node asked ringed and the ground-truth m
 heatmap (graph_draw.py); scored by removing edges (graph_curves.py), against the motif's edges and by PyG's fidelity
 (explainers/metrics/graph_truth.py).
 
-Inputs a user names (`xaidash explain --input`): `node:K` is node K of the data set's graph (a node task whose test
-split is one graph: BA-Shapes' nodes are all in it); a graph file (`read_graph_file`'s JSON or CSV form) holding one
-graph, `FILE:N` graph N of a file of several (from 1), and for a node task `FILE:node:K` node K of its graph."""
+Inputs a user names (`xaidash explain --input`), besides a data set's samples (`test:N`): `node:K` is node K of the
+data set's graph (a node task whose test split is one graph: BA-Shapes' nodes are all in it); a graph file
+(docs/graph-files.md, read by `read_graph_file`): its graph, or for a node task `FILE:NODE` its node of that id (the
+file's own "node" when none is named)."""
 
 from __future__ import annotations
 
@@ -36,22 +37,24 @@ from xaidash.explainers.registry import MethodOutput
 from xaidash.models.bundle import ModelBundle
 
 _NODE_SPEC = re.compile(r"^node:(\d+)$")
-_FILE_SPEC = re.compile(r"^(.*?)(?::(?:node:(\d+)|(\d+)))?$")
 
 
 def _task(bundle: ModelBundle) -> str:
     return bundle.info.graph.task if bundle.info.graph is not None else "graph"
 
 
-def _file_graphs(path: Path, bundle: ModelBundle) -> list[Any]:
-    """The graphs a graph file holds (helper gdata's reader: one line on a bad file, nothing left behind)."""
-    if not path.is_file():
-        raise ExplainError(f"Graph file {str(path)!r} does not exist.")
-    from xaidash.data.graph_files import read_graph_file
+def _file_inputs(spec: str, bundle: ModelBundle) -> list[tuple[GraphInput, str]]:
+    """The inputs a graph file holds (data/modalities/graph_read.py: `FILE`, or `FILE:NODE` a node of it by its id)."""
+    from xaidash.data.modalities.graph_read import read_graph_file
 
-    read = read_graph_file(path, bundle.info)
-    graphs = list(read) if isinstance(read, (list, tuple)) else [read]
-    return [g.graph if isinstance(g, GraphInput) else g for g in graphs]
+    path, node = Path(spec).expanduser(), None
+    if not path.exists() and ":" in spec:
+        head, _, node = spec.rpartition(":")
+        path = Path(head).expanduser()
+    if not path.exists() and not Path(str(path) + ".nodes.csv").exists():
+        raise ExplainError(f"Graph file {str(path)!r} does not exist.")
+    inputs = read_graph_file(path, bundle.info, node)
+    return [(inp, f"{path.name}: {GRAPH.one_line(inp, bundle.info)}") for inp in inputs]
 
 
 @dataclass(frozen=True)
@@ -62,39 +65,16 @@ class GraphAdapter(RowMaps, GraphModality):
         every = self.read_inputs(spec, bundle)
         if len(every) > 1:
             name = Path(spec.strip()).name
-            raise ExplainError(f"{name} holds {len(every)} graphs: name one as {name}:N (1 to {len(every)}).")
+            raise ExplainError(f"{name} asks about {len(every)} nodes: name one as {name}:NODE (its id).")
         return every[0]
 
     def read_inputs(self, spec: str, bundle: ModelBundle) -> list[tuple[Any, str]]:
-        """Every graph of a graph file, or the one input `spec` names."""
+        """Every input a graph file holds (each node it asks about, or its graph), or the one `spec` names."""
         spec = spec.strip()
         node = _NODE_SPEC.match(spec)
         if node:
             return [self._data_set_node(int(node.group(1)), bundle)]
-        m = _FILE_SPEC.match(spec)
-        assert m is not None  # the pattern matches every string
-        path, node_text, number = Path(m.group(1)).expanduser(), m.group(2), m.group(3)
-        graphs = _file_graphs(path, bundle)
-        if number is not None:
-            if not 1 <= int(number) <= len(graphs):
-                raise ExplainError(f"{path.name} holds {len(graphs)} graph(s): N must lie in 1..{len(graphs)}.")
-            graphs, first = [graphs[int(number) - 1]], int(number)
-        else:
-            first = 1
-        task = _task(bundle)
-        if task == "node":
-            if node_text is None:
-                raise ExplainError(f"{bundle.spec.name} classifies nodes: name one as {path.name}:node:K.")
-            if len(graphs) != 1:
-                raise ExplainError(f"{path.name} holds {len(graphs)} graphs: a node is named in a file of one.")
-            inp = GraphInput(graphs[0], int(node_text))
-            return [(inp, f"node {node_text} of {path.name} ({self.one_line(inp, bundle.info)})")]
-        if node_text is not None:
-            raise ExplainError(f"{bundle.spec.name} classifies whole graphs, not nodes: name the file alone.")
-        return [
-            (GraphInput(g, None), f"{path.name} graph {first + i} ({self.one_line(g, bundle.info)})")
-            for i, g in enumerate(graphs)
-        ]
+        return list(_file_inputs(spec, bundle))
 
     def _data_set_node(self, node: int, bundle: ModelBundle) -> tuple[GraphInput, str]:
         from xaidash.data.registry import GraphSplit, load_split
@@ -145,8 +125,8 @@ class GraphAdapter(RowMaps, GraphModality):
             maps.append(values)
             labels.append(words)
             channels.append(per_feature)
-        kept = channels if all(c is not None for c in channels) else None
-        return Maps(maps, labels, kept)
+        kept = [c for c in channels if c is not None]
+        return Maps(maps, labels, kept if len(kept) == len(channels) else None)
 
     def map_labels(self, labels: list[list[str]] | None, index: int) -> list[str] | None:
         return None if not labels else labels[index]
@@ -266,4 +246,3 @@ GRAPH_ADAPTER = ADAPTERS.register(
         attackable=False,
     )
 )
-

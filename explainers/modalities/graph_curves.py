@@ -10,7 +10,7 @@ as edges go; there is no batched deletion curve in torch_geometric."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -36,9 +36,16 @@ def edge_parts(bundle: ModelBundle, raws: Sequence[GraphInput], maps: Sequence[n
     for inp, m in zip(raws, maps, strict=True):
         nodes, edges = explained_subgraph(inp, hops_of(bundle))
         if m.size != len(nodes) + len(edges):
-            raise ExplainError(f"A graph map has {m.size} values; the explained subgraph has {len(nodes) + len(edges)}.")
+            raise ExplainError(
+                f"A graph map has {m.size} values; the explained subgraph has {len(nodes) + len(edges)}."
+            )
         out.append(m[len(nodes) :])
     return out
+
+
+def prepared(bundle: ModelBundle, inputs: Sequence[GraphInput]) -> Any:
+    """Graph inputs as the model reads them: a PyG `Batch` (`GraphModality.prepare`)."""
+    return bundle.prepare(cast(Any, list(inputs)))
 
 
 def with_edges(inp: GraphInput, keep: torch.Tensor) -> GraphInput:
@@ -54,7 +61,7 @@ def probabilities(bundle: ModelBundle, copies: Sequence[GraphInput], targets: to
     out = torch.empty(len(copies), device=bundle.device)
     with evaluating(bundle.model), torch.no_grad():
         for s in range(0, len(copies), chunk):
-            x = bundle.prepare(list(copies[s : s + chunk]))
+            x = prepared(bundle, copies[s : s + chunk])
             p = bundle.scores(bundle.model(x).float())
             out[s : s + chunk] = p.gather(1, targets[s : s + chunk].unsqueeze(1))[:, 0]
     return out
@@ -84,13 +91,13 @@ def graph_perturbation_curve(
     n = len(raws)
     t = target_tensor(targets, n, bundle.device)
     if t is None:
-        t = bundle.predicted(bundle.prepare(list(raws)), batch_size)
+        t = bundle.predicted(prepared(bundle, raws), batch_size)
     copies: list[GraphInput] = []
     for inp, values in zip(raws, edge_parts(bundle, raws, maps), strict=True):
         _, sub = explained_subgraph(inp, hops_of(bundle))
         order = sub[torch.from_numpy(np.argsort(-values, kind="stable"))]  # highest value first
         for f in fractions:
-            moved = order[: int(round(f * len(order)))]
+            moved = order[: round(f * len(order))]
             keep = torch.ones(inp.edges, dtype=torch.bool)
             if mode == "deletion":
                 keep[moved] = False

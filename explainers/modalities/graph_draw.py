@@ -57,9 +57,7 @@ def undirected(g: GraphLayout, edge_values: np.ndarray) -> tuple[list[tuple[int,
     return pairs, values, motif
 
 
-def draw_graph(
-    g: GraphLayout, values: np.ndarray, *, signed: bool, scale: float, width: int = WIDTH_PX
-) -> Image.Image:
+def draw_graph(g: GraphLayout, values: np.ndarray, *, signed: bool, scale: float, width: int = WIDTH_PX) -> Image.Image:
     """The subgraph with nodes and edges coloured by the map (edges also widened by |value| / scale)."""
     node_v, edge_v = g.split(values)
     pos = layout(g.structure)
@@ -82,14 +80,15 @@ def draw_graph(
         widths = 0.8 + 3.7 * strength
         ax.add_collection(LineCollection(segments, colors=colours, linewidths=widths, zorder=2))
         ax.add_collection(LineCollection(segments, colors="#999999", linewidths=0.4, zorder=1.5))
-    size = 40.0 if big else 260.0
+    size = 24.0 if big else 260.0
     fills = colorize(np.nan_to_num(node_v), signed, s)
     outline = [MOTIF_COLOUR if m else "#666666" for m in g.motif_nodes]
     lw = [2.6 if m else 0.6 for m in g.motif_nodes]
     ax.scatter(pos[:, 0], pos[:, 1], s=size, c=fills, edgecolors=outline, linewidths=lw, zorder=3)
-    if g.asked is not None:
-        a = pos[g.asked]
-        ax.scatter([a[0]], [a[1]], s=size * 2.6, facecolors="none", edgecolors=ASKED_COLOUR, linewidths=2.4, zorder=4)
+    if g.asked is not None:  # on top of everything, haloed in white: found at once even in a crowd of nodes
+        a, ring = pos[g.asked], max(size * 2.6, 420.0)
+        ax.scatter([a[0]], [a[1]], s=ring, facecolors="none", edgecolors="white", linewidths=6.0, zorder=6)
+        ax.scatter([a[0]], [a[1]], s=ring, facecolors="none", edgecolors=ASKED_COLOUR, linewidths=2.6, zorder=7)
     if not big:
         for i, v in enumerate(g.nodes):
             ax.annotate(str(v), pos[i], fontsize=7, ha="center", va="center", zorder=5, color=_ink(fills[i]))
@@ -173,7 +172,10 @@ def graph_chart(
             "y": [pos[a][1] for a, _ in pairs],
             "x2": [pos[b][0] for _, b in pairs],
             "y2": [pos[b][1] for _, b in pairs],
-            "edge": [f"{g.nodes[a]}–{g.nodes[b]}" + (" (motif)" if m else "") for (a, b), m in zip(pairs, motif)],
+            "edge": [
+                f"{g.nodes[a]}–{g.nodes[b]}" + (" (motif)" if m else "")
+                for (a, b), m in zip(pairs, motif, strict=False)
+            ],
             "value": pair_v.astype(float),
             "width": 1.0 + 4.0 * np.clip(np.abs(pair_v) / span, 0, 1),
         }
@@ -189,17 +191,18 @@ def graph_chart(
             "features": ["; ".join(f"{k}={v:.4g}" for k, v in f) or "all 0" for f in g.features],
             "value": node_v.astype(float),
             "ring": [2.5 if i == g.asked else 1.8 if g.motif_nodes[i] else 0.5 for i in range(len(g.nodes))],
-            "outline": [ASKED_COLOUR if i == g.asked else MOTIF_COLOUR if g.motif_nodes[i] else "#666666"
-                        for i in range(len(g.nodes))],  # fmt: skip
+            "outline": [
+                ASKED_COLOUR if i == g.asked else MOTIF_COLOUR if g.motif_nodes[i] else "#666666"
+                for i in range(len(g.nodes))
+            ],
         }
     )
     axis = alt.Scale(domain=[0, 1])
-    plain = {"axis": None, "scale": axis}
     lines = (
         alt.Chart(edges)
         .mark_rule()
         .encode(
-            x=alt.X("x:Q", **plain), y=alt.Y("y:Q", **plain), x2="x2:Q", y2="y2:Q",
+            x=alt.X("x:Q", axis=None, scale=axis), y=alt.Y("y:Q", axis=None, scale=axis), x2="x2:Q", y2="y2:Q",
             color=alt.Color("value:Q", scale=colour_scale, legend=None),
             strokeWidth=alt.StrokeWidth("width:Q", scale=None, legend=None),
             tooltip=[alt.Tooltip("edge:N"), alt.Tooltip("value:Q", format=".4g", title=units or "value")],
@@ -209,7 +212,7 @@ def graph_chart(
         alt.Chart(nodes)
         .mark_circle(size=160 if len(g.nodes) <= 60 else 40, opacity=1)
         .encode(
-            x=alt.X("x:Q", **plain), y=alt.Y("y:Q", **plain),
+            x=alt.X("x:Q", axis=None, scale=axis), y=alt.Y("y:Q", axis=None, scale=axis),
             color=alt.Color("value:Q", scale=colour_scale, legend=None),
             stroke=alt.Stroke("outline:N", scale=None), strokeWidth=alt.StrokeWidth("ring:Q", scale=None),
             tooltip=[alt.Tooltip("node:Q"), alt.Tooltip("role:N"), alt.Tooltip("features:N"),

@@ -127,7 +127,7 @@ def test_the_chart_has_a_node_per_node_with_its_features_and_value(bundle, maps)
     fig = explanation_figures(maps, 0, classes=bundle.info.classes)["truth_map"]
     chart = ADAPTER.chart(fig.values, None, signed=False, scale=fig.scale, units="u", labels=fig.words)
     spec = chart.to_dict()
-    data = [d for d in spec["datasets"].values() if d and "node" in d[0]][0]
+    data = next(d for d in spec["datasets"].values() if d and "node" in d[0])
     g = parse_graph_labels(e.tokens[0])
     assert [d["node"] for d in data] == list(g.nodes)
     assert data[g.asked]["role"].startswith("explained")
@@ -154,7 +154,7 @@ def _hand_deletion(bundle: ModelBundle, inp: GraphInput, values: np.ndarray, tar
     out = []
     for f in np.linspace(0, 1, steps + 1):
         keep = torch.ones(inp.edges, dtype=torch.bool)
-        keep[order[: int(round(f * len(order)))]] = False
+        keep[order[: round(f * len(order))]] = False
         from torch_geometric.data import Data
 
         g = Data(x=inp.graph.x, edge_index=inp.graph.edge_index[:, keep])
@@ -173,3 +173,46 @@ def test_deletion_removes_edges_in_order_as_a_plain_loop_does(bundle, inputs, ma
     insertion = ADAPTER.perturbation_curve(bundle, inputs, e, mode="insertion", steps=4)
     np.testing.assert_allclose(insertion.curves[:, -1], curve.curves[:, 0], atol=1e-5)  # all edges back = the input
     assert curve.substrate == "edges removed"
+
+
+def test_a_graph_file_node_is_read_and_explained(bundle, tmp_path, maps) -> None:
+    import json
+
+    nodes = [{"id": f"n{i}", "features": [1.0] * 10} for i in range(5)]
+    edges = [["n0", "n1"], ["n1", "n2"], ["n2", "n3"], ["n3", "n0"], ["n3", "n4"]]
+    path = tmp_path / "ring.json"
+    path.write_text(json.dumps({"nodes": nodes, "edges": edges}))
+    r = resolve_sample(f"{path}:n4", bundle)
+    assert isinstance(r.raw, GraphInput) and r.raw.node == 4 and "ring.json" in r.description
+    with pytest.raises(ExplainError, match=r"name one as ring\.json:NODE"):
+        resolve_sample(str(path), bundle)  # a node task: the file's five nodes
+    rows = ADAPTER.read_inputs(str(path), bundle)
+    assert [inp.node for inp, _ in rows] == [0, 1, 2, 3, 4]
+
+
+def test_xaidash_explain_writes_a_graph_report_that_reads_back(tmp_path, monkeypatch, maps) -> None:
+    """`xaidash explain --run RUN --input node:K --methods ... --metrics --report FILE.html` on a gcn the engine
+    trained: each map with its colour bar, the metrics, and a report.json that draws the same maps again."""
+    from xaidash.explainers.cli import main
+    from xaidash.explainers.figures.png import data_uri
+    from xaidash.explainers.figures.report import ExplainReport
+    from xaidash.models.training.config import TrainConfig
+    from xaidash.models.training.engine import train
+
+    monkeypatch.setenv("XAIDASH_RUNS", str(tmp_path / "runs"))
+    config = TrainConfig(dataset="ba_shapes", model="gcn", epochs=20, batch_size=4096, lr=0.01, device="cpu", seed=0)
+    result = train(config)
+    assert result.ok, result.error
+    out, html = tmp_path / "out", tmp_path / "report.html"
+    args = ["explain", "--run", result.run_dir.name, "--input", "node:305", "--methods", "truth_map,truth_edges"]
+    assert main([*args, "--metrics", "--out", str(out), "--report", str(html)]) == 0
+    back = ExplainReport.read_dir(out)
+    assert back.inputs[0].text is not None and back.inputs[0].text.startswith("node 305 of a graph of 700 nodes")
+    for method in ("truth_map", "truth_edges"):
+        written = (out / "maps" / f"input_00_{method}.png").read_bytes()
+        figure = back.figure(0, method)
+        assert figure.figure_png == written and figure.modality == "graph"
+        assert parse_graph_labels(figure.words) is not None
+        assert data_uri(written) in html.read_text()
+    (entry,) = [e for e in back.explanations if e.method == "truth_map"]
+    assert entry.metrics["edge_auc"] == 1.0 and set(entry.metrics) >= {"deletion_auc", "fidelity_plus", "sparseness"}
