@@ -276,7 +276,7 @@ def graph_embeddings(bundle: ModelBundle, bundle_key: str) -> None:
         c2.selectbox("Layer", range(len(layers.names)), format_func=lambda k: layers.names[k], key="gemb_layer")
     )
     method = projection_choice(c3, "gemb_method")
-    pcols = st.columns(len(PARAMS[method]) + 1)
+    pcols = st.columns([1.0] * len(PARAMS[method]) + [1.6])  # the colouring: four or five choices in a row
     params = {}
     for param, col in zip(PARAMS[method], pcols, strict=False):  # one column more than parameters
         with col:
