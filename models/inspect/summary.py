@@ -49,10 +49,12 @@ class ModelSummary:
         return [r.row() for r in self.rows]
 
 
-def summarize(model: nn.Module, x: torch.Tensor) -> ModelSummary:
+def summarize(model: nn.Module, x: Any, input_shape: tuple[int, ...] | None = None) -> ModelSummary:
     """Rows in forward order (leaf modules, plus containers that own parameters themselves);
-    modules the forward pass never calls come last, marked 'not called'."""
-    calls = trace(model, x[:1], leaves_only=False)
+    modules the forward pass never calls come last, marked 'not called'. `x`: a prepared batch (its first sample is
+    traced when it is a tensor; another prepared input, a graph batch, as it is); `input_shape`: one sample's shape
+    where `x` has none of its own (a graph's node features)."""
+    calls = trace(model, x[:1] if isinstance(x, torch.Tensor) else x, leaves_only=False)
     first: dict[int, Any] = {}
     counts: dict[int, int] = {}
     for c in calls:
@@ -84,9 +86,9 @@ def summarize(model: nn.Module, x: torch.Tensor) -> ModelSummary:
         rows=ordered,
         total=sum(r.parameters for r in ordered),
         trainable=sum(r.trainable for r in ordered),
-        input_shape=tuple(x.shape[1:]),
+        input_shape=tuple(x.shape[1:]) if isinstance(x, torch.Tensor) else tuple(input_shape or ()),
     )
 
 
 def summarize_bundle(bundle: ModelBundle) -> ModelSummary:
-    return summarize(bundle.model, example_input(bundle))
+    return summarize(bundle.model, example_input(bundle), tuple(bundle.info.input_shape))

@@ -149,3 +149,20 @@ def test_explains_picker_names_a_node_tasks_samples_by_their_node(graph_runs, mo
     assert_ok(at)
     picker = next(m for m in at.multiselect if m.label.startswith("Samples"))
     assert picker.format_func(3).split(" ")[1].split("→")[0] in {"house", "cycle"}
+
+
+def test_the_model_page_summarises_a_graph_models_layers(graph_runs, monkeypatch):
+    at = _open(graph_runs, monkeypatch, "ba_shapes", "views/model.py")
+    assert_ok(at)
+    assert not at.error, texts(at.error)
+    rows = next(d.value for d in at.dataframe if "output shape" in d.value.columns)
+    convs = rows[rows["type"] == "GCNConv"]
+    assert list(convs["layer"]) == ["convs.0", "convs.1", "convs.2"] and set(convs["output shape"]) == {"20"}
+    assert int(rows["parameters"].sum()) == sum(p.numel() for p in _expected_bundle(graph_runs).model.parameters())
+
+
+def _expected_bundle(graph_runs):
+    root, ids = graph_runs
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XAIDASH_RUNS", str(root))
+        return load_bundle(resolve_run(ids["ba_shapes"]))
