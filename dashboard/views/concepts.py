@@ -11,9 +11,10 @@ from xaidash.dashboard.components.concepts_chart import show_results
 from xaidash.dashboard.components.concepts_sources import concept_picker
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
+from xaidash.data.modalities import modality_of
 from xaidash.explainers.concepts.api import DEFAULT_EXAMPLES, DEFAULT_RANDOM_SETS, MAX_RANDOM_SETS, concept_report
 from xaidash.explainers.concepts.layers import default_layer, layer_choices
-from xaidash.explainers.concepts.sources import MIN_EXAMPLES
+from xaidash.explainers.concepts.sources import MIN_EXAMPLES, list_sources
 
 st.title("Concepts")
 st.caption(
@@ -26,6 +27,14 @@ if reason := bundle.no_dataset_reason("TCAV (its random counter-examples and the
     st.info(
         f"{reason} On the command line, `xaidash concepts --random folder:PATH --inputs-from folder:PATH` takes "
         "both from folders instead.",
+        icon=":material/info:",
+    )
+    st.stop()
+if not list_sources(bundle.modality):  # no source of concept examples reads this model's inputs
+    st.info(
+        f"TCAV needs examples of a concept as {bundle.adapter.label}, and no concept source reads "
+        f"{bundle.adapter.label} yet: pick a run of a model of "
+        f"{', '.join(sorted({modality_of(m).label for s in list_sources() for m in s.modalities}))}.",
         icon=":material/info:",
     )
     st.stop()

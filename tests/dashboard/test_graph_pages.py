@@ -166,3 +166,9 @@ def _expected_bundle(graph_runs):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XAIDASH_RUNS", str(root))
         return load_bundle(resolve_run(ids["ba_shapes"]))
+
+
+def test_the_concepts_page_says_in_a_line_that_no_concept_source_reads_graphs(graph_runs, monkeypatch):
+    at = _open(graph_runs, monkeypatch, "ba_shapes", "views/concepts.py")
+    assert_ok(at)
+    assert not at.error and "no concept source reads graphs yet" in " ".join(texts(at.info))
