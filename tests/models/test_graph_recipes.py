@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-import xaidash.data.sets  # noqa: F401  (registers the data sets)
+import xaidash.data.sets  # registers the data sets
 import xaidash.models  # noqa: F401  (registers the zoo)
 from xaidash.data.registry import get_info
 from xaidash.models.registry import get_spec, models_for, recommended_model
