@@ -189,6 +189,23 @@ def test_nodes_marked_truth_are_the_ground_truth_with_the_edges_among_them(tmp_p
     assert _refusal(name) == "g1.nodes.csv, line 2: 'truth' is 'maybe'; write 1 or 0 (true or false)."
 
 
+def test_a_generated_set_written_as_files_reads_back_the_same(tmp_path: Path) -> None:
+    """BA-2Motifs graphs written in the documented format (each edge once, motif nodes marked truth) read back with
+    the same features, edges and truth as PyG generated them: the truth rule (edges among truth nodes) is PyG's."""
+    generated = load_split("ba_2motifs", "test")
+    folder = tmp_path / "motifs"
+    folder.mkdir()
+    for i, (graph, label) in enumerate(zip(generated.graphs[:20], generated.labels[:20], strict=True)):
+        nodes = [{"id": n, "features": graph.x[n].tolist(), "truth": bool(graph.node_truth[n])} for n in range(25)]
+        edges = [[a, b] for a, b in graph.edge_index.t().tolist() if a < b]
+        _write(folder / f"g{i:02d}.json", {"label": ["house", "cycle"][int(label)], "nodes": nodes, "edges": edges})
+    for i, graph in enumerate(generated.graphs[:20]):
+        read = parse_graph_file(folder / f"g{i:02d}.json").data()
+        assert torch.equal(read.x, graph.x) and torch.equal(read.node_truth, graph.node_truth)
+        pairs = {tuple(e): bool(t) for e, t in zip(graph.edge_index.t().tolist(), graph.edge_truth, strict=True)}
+        assert {tuple(e): bool(t) for e, t in zip(read.edge_index.t().tolist(), read.edge_truth, strict=True)} == pairs
+
+
 def _folder(tmp_path: Path, *docs: Any) -> str:
     folder = tmp_path / "f"
     folder.mkdir()
