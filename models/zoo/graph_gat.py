@@ -1,0 +1,84 @@
+"""A graph attention network (Veličković et al. 2018) of PyTorch Geometric's `GATConv` layers: each node weighs its
+neighbours' messages by learnt attention (several heads, averaged), an ELU after each layer; the same heads as gcn
+(graph_common.py). PyG's `AttentionExplainer` reads the `GATConv` layers' attention as an edge mask;
+`forward_with_attention` gives each layer's attention beside the logits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from xaidash.data.registry import DatasetInfo
+from xaidash.models.registry import ModelOption
+from xaidash.models.training.recipes import Recipe
+from xaidash.models.zoo.graph_common import HIDDEN, LAYERS, GraphNet, register_graph_model, task_of
+
+HEADS = 4
+
+Attention = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class GraphGAT(GraphNet):
+    def forward_with_attention(
+        self, x: torch.Tensor, edge_index: torch.Tensor, batch: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, Attention]:
+        """(logits as `gnn` gives them, per layer (edge_index (2, E'), attention (E', heads))): GATConv's own
+        output, whose edges are the graph's with a self-loop per node appended."""
+        embeddings, attention, h = [], [], self.inputs(x, edge_index)
+        for conv, act, drop in zip(self.convs, self.acts, self.drops, strict=True):
+            out, (edges, alpha) = conv(h, edge_index, return_attention_weights=True)
+            embeddings.append(act(out))
+            attention.append((edges, alpha))
+            h = drop(embeddings[-1])
+        return self.read(embeddings, batch), attention
+
+
+def _conv(heads: int) -> Any:
+    def make(cin: int, cout: int) -> nn.Module:
+        from torch_geometric.nn import GATConv
+
+        return GATConv(cin, cout, heads=heads, concat=False)
+
+    return make
+
+
+def build(
+    info: DatasetInfo,
+    hidden: int = HIDDEN,
+    layers: int = LAYERS,
+    heads: int = HEADS,
+    dropout: float = 0.0,
+    concat: bool = True,
+    sum_readout: bool = False,
+    degree: bool = True,
+    **_: Any,
+) -> GraphGAT:
+    return GraphGAT(
+        _conv(int(heads)),
+        info.input_shape[0],
+        info.num_classes,
+        task_of(info),
+        int(hidden),
+        int(layers),
+        act=nn.ELU,
+        dropout=float(dropout),
+        concat=bool(concat),
+        sum_readout=bool(sum_readout),
+        degree=bool(degree),
+    )
+
+
+RECIPES = {
+    "graph": Recipe(epochs=300, batch_size=4096, lr=1e-2, optimizer="adam", schedule="constant", weight_decay=5e-4),
+}
+
+register_graph_model(
+    "gat",
+    build,
+    f"Graph attention network: {LAYERS} GAT layers of {HIDDEN} units ({HEADS} attention heads, averaged), their "
+    "outputs concatenated; a linear layer per node, or a global mean readout and an MLP head per graph.",
+    RECIPES,
+    {"heads": ModelOption("int", 1, 16, help="attention heads per layer (averaged)")},
+)
