@@ -42,18 +42,15 @@ class GraphAttribution:
 PYG_CONFIG = {"mode": "multiclass_classification", "return_type": "raw"}  # the models answer raw logits
 
 
-class GNN(nn.Module):
-    """A graph model in PyG's convention, what `torch_geometric.explain` calls: `gnn(x, edge_index, batch)`
-    (node logits, or graph logits with `batch`). It holds the model as a submodule, so PyG finds its message-passing
-    layers to put edge masks on."""
+def pyg_view(model: nn.Module) -> nn.Module:
+    """The model in PyG's convention (models/zoo/graph_common's `PyGView`), what `torch_geometric.explain` calls, in
+    the model's own mode: PyG's Explainer puts its module back in the mode it found it in, and a view left in
+    training mode would leave the model there."""
+    from xaidash.models.zoo.graph_common import PyGView
 
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-        self.train(model.training)  # PyG's Explainer puts its module back in the mode it found it in
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, batch: torch.Tensor | None = None) -> torch.Tensor:
-        return self.model.gnn(x, edge_index, batch)  # type: ignore[operator]
+    view = PyGView(model)  # type: ignore[arg-type]
+    view.train(model.training)
+    return view
 
 
 class CopyRows(nn.Module):
@@ -63,7 +60,7 @@ class CopyRows(nn.Module):
 
     def __init__(self, model: nn.Module, rows: torch.Tensor, task: str) -> None:
         super().__init__()
-        self.gnn, self.task = GNN(model), task
+        self.gnn, self.task = pyg_view(model), task
         self.register_buffer("rows", rows)
         self.train(model.training)
 
@@ -116,7 +113,7 @@ def explainer(
     edge_mask: str | None,
     explanation_type: str = "phenomenon",
 ) -> Any:
-    """PyG's `Explainer` around `module` (`GNN` or `CopyRows`) on raw logits: a 'phenomenon' explanation of the
+    """PyG's `Explainer` around `module` (`pyg_view` or `CopyRows`) on raw logits: a 'phenomenon' explanation of the
     target class given (a 'model' one for what reads no target: attention)."""
     from torch_geometric.explain import Explainer
 
@@ -128,19 +125,6 @@ def explainer(
         edge_mask_type=edge_mask,
         model_config={**PYG_CONFIG, "task_level": task_level},
     )
-
-
-def forget_masks(model: nn.Module) -> None:
-    """Undo what GNNExplainer leaves on a model: its edge mask is a Parameter, so setting it registers
-    `_edge_mask` among each message-passing layer's parameters, and PyG's clearing sets it to None but keeps the
-    entry; a later explainer's mask (CaptumExplainer's) is then wrapped in a new Parameter, cut off from captum's
-    input ('the differentiated Tensor ... not used')."""
-    from torch_geometric.nn import MessagePassing
-
-    for m in model.modules():
-        if isinstance(m, MessagePassing) and "_edge_mask" in m._parameters and m._parameters["_edge_mask"] is None:
-            del m._parameters["_edge_mask"]
-            m._edge_mask = None  # a plain attribute again, as before any explainer ran
 
 
 def edge_offsets(batch: Any) -> torch.Tensor:

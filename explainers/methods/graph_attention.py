@@ -10,7 +10,7 @@ from typing import Any, cast
 import torch
 
 from xaidash.data.modalities.graph import centre_of, explained_subgraph
-from xaidash.explainers.methods._graph import GNN, GraphAttribution, edge_offsets, explainer, hops_of, task_of
+from xaidash.explainers.methods._graph import GraphAttribution, edge_offsets, explainer, hops_of, pyg_view, task_of
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
@@ -40,7 +40,7 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
 
     task, batch = task_of(ctx.bundle), cast(Any, ctx.x)  # a PyG Batch
     pyg = explainer(
-        GNN(ctx.model),
+        pyg_view(ctx.model),
         AttentionExplainer(reduce=str(params["reduce"])),
         task,
         node_mask=None,

@@ -24,11 +24,11 @@ from xaidash.explainers.methods._graph import (
     check_copies,
     copies,
     explainer,
-    forget_masks,
     input_chunks,
 )
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.models.zoo.graph_common import release_masks
 
 
 def copies_gnnexplainer(made: Copies, seed: int, **kwargs: Any) -> Any:
@@ -110,7 +110,7 @@ def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
             try:
                 found = pyg(made.x, made.edge_index, target=made.targets, batch=made.batch)
             finally:
-                forget_masks(ctx.model)
+                release_masks(ctx.model)
             out.extend(made.attribution(i, found.node_mask, found.edge_mask) for i in range(len(index)))
         return out
 

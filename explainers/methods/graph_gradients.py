@@ -23,18 +23,18 @@ from xaidash.explainers.methods._graph import (
     check_copies,
     copies,
     explainer,
-    forget_masks,
     input_chunks,
 )
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
+from xaidash.models.zoo.graph_common import release_masks
 
 
 def captum_masks(ctx: MethodContext, made: Copies, method: str, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """(node feature values (n, F), edge values (E,)) over a batch of copies from PyG's CaptumExplainer."""
     from torch_geometric.explain.algorithm import CaptumExplainer
 
-    forget_masks(ctx.model)
+    release_masks(ctx.model)
     module = TargetSum(ctx.model, made.rows, made.task, made.targets)
     pyg = explainer(module, CaptumExplainer(method, **kwargs), "graph", node_mask="attributes", edge_mask="object")
     target = torch.zeros(1, dtype=torch.long, device=made.x.device)  # TargetSum's one output

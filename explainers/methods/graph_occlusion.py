@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from xaidash.explainers.batching import rows_per_pass, run_halving
-from xaidash.explainers.methods._graph import GNN, Copies, GraphAttribution, copies, input_chunks
+from xaidash.explainers.methods._graph import Copies, GraphAttribution, copies, input_chunks, pyg_view
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 
@@ -86,7 +86,7 @@ def _perturbed(plan: _Plan, ks: torch.Tensor, task: str) -> tuple[torch.Tensor, 
 
 def _scores(ctx: MethodContext, plans: list[_Plan], task: str, size: int) -> torch.Tensor:
     """The target logit of every perturbation of every plan, in order, `size` perturbed graphs per pass."""
-    gnn = GNN(ctx.model)
+    gnn = pyg_view(ctx.model)
     starts = torch.cumsum(torch.tensor([0] + [p.count for p in plans]), 0).tolist()
     device = ctx.targets.device
     out = []

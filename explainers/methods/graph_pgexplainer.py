@@ -20,10 +20,11 @@ from typing import Any
 import torch
 
 from xaidash.data.modalities.graph import centre_of, explained_subgraph
-from xaidash.explainers.methods._graph import GNN, GraphAttribution, edge_offsets, explainer, hops_of, task_of
+from xaidash.explainers.methods._graph import GraphAttribution, edge_offsets, explainer, hops_of, pyg_view, task_of
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
+from xaidash.models.zoo.graph_common import release_masks
 
 # (id of a bundle, settings) -> (a weak reference to the bundle, the trained network's weights, its facts): what a
 # model with no run folder keeps for the process (and what spares reading the file again for one with).
@@ -66,7 +67,7 @@ def _training_inputs(bundle: ModelBundle, count: int, seed: int) -> tuple[Any, t
 
 def _train(ctx: MethodContext, params: dict[str, Any], pyg: Any) -> dict[str, str]:
     """PyG's training loop: every epoch, one step per picked training node (on its whole graph) or graph."""
-    task, model = task_of(ctx.bundle), GNN(ctx.model)
+    task, model = task_of(ctx.bundle), pyg_view(ctx.model)
     batch, predicted, where = _training_inputs(ctx.bundle, int(params["train_inputs"]), ctx.seed)
     algorithm, epochs, start = pyg.algorithm, int(params["epochs"]), time.perf_counter()
     if task == "node":
@@ -103,7 +104,7 @@ def trained_explainer(ctx: MethodContext, params: dict[str, Any]) -> tuple[Any, 
     from xaidash.models.runs.checkpoint import read_tensors, save_weights
 
     bundle, key = ctx.bundle, _settings(params, ctx.seed)
-    pyg = explainer(GNN(ctx.model), _algorithm(params), task_of(bundle), node_mask=None, edge_mask="object")
+    pyg = explainer(pyg_view(ctx.model), _algorithm(params), task_of(bundle), node_mask=None, edge_mask="object")
     path = stored_path(bundle, params, ctx.seed)
     with _LOCK:
         entry = _TRAINED.get((id(bundle), key))
@@ -114,7 +115,10 @@ def trained_explainer(ctx: MethodContext, params: dict[str, Any]) -> tuple[Any, 
     else:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(ctx.seed))
-            facts = _train(ctx, params, pyg)
+            try:
+                facts = _train(ctx, params, pyg)
+            finally:
+                release_masks(ctx.model)
         weights = {k: v.detach().cpu().clone() for k, v in pyg.algorithm.mlp.state_dict().items()}
         if path is not None:
             save_weights(pyg.algorithm.mlp, path, metadata=facts)

@@ -16,7 +16,7 @@ import xaidash.explainers.methods
 import xaidash.models.zoo  # noqa: F401  (registers the models)
 from xaidash.data.modalities.graph import GRAPH, GraphInput, explained_subgraph
 from xaidash.data.registry import get_info, load_split
-from xaidash.explainers.methods._graph import GNN, GraphAttribution, explainer
+from xaidash.explainers.methods._graph import GraphAttribution, explainer, pyg_view
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import MethodContext, MethodOutput, get_method, list_methods
 from xaidash.models.bundle import ModelBundle
@@ -83,7 +83,7 @@ def _run(bundle: ModelBundle, method: str, raw: list[GraphInput], seed: int = 0,
 def _pyg_node(bundle: ModelBundle, inp: GraphInput, algorithm: Any, target: int, **masks: Any) -> Any:
     """PyG's own Explainer called for one node on its whole graph."""
     g = bundle.prepare([inp])
-    pyg = explainer(GNN(bundle.model), algorithm, "node", **masks)
+    pyg = explainer(pyg_view(bundle.model), algorithm, "node", **masks)
     return pyg(g.x, g.edge_index, target=torch.full((g.num_nodes,), target), index=int(inp.node))
 
 
@@ -127,7 +127,7 @@ def test_captum_on_graphs_equals_pygs_own_call_per_graph(motifs: ModelBundle) ->
     for inp, attr, target in zip(raw, out.attributions, _predicted(motifs, raw), strict=True):
         g = motifs.prepare([inp])
         pyg = explainer(
-            GNN(motifs.model),
+            pyg_view(motifs.model),
             CaptumExplainer("IntegratedGradients", n_steps=20),
             "graph",
             node_mask="attributes",
@@ -166,7 +166,9 @@ def test_gnnexplainer_batched_equals_pygs_call_on_each_neighbourhood_with_the_sa
     for inp, attr, target in zip(raw, out.attributions, _predicted(shapes, raw), strict=True):
         x, edge_index, centre, at_nodes, at_edges = _neighbourhood(shapes, inp)
         torch.manual_seed(7)
-        pyg = explainer(GNN(shapes.model), GNNExplainer(epochs=30), "node", node_mask="attributes", edge_mask="object")
+        pyg = explainer(
+            pyg_view(shapes.model), GNNExplainer(epochs=30), "node", node_mask="attributes", edge_mask="object"
+        )
         ref = pyg(x, edge_index, target=torch.full((len(x),), target), index=centre)
         torch.testing.assert_close(attr.node_features, ref.node_mask[at_nodes], rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(attr.edges, ref.edge_mask[at_edges], rtol=1e-4, atol=1e-5)
@@ -200,7 +202,9 @@ def test_gnnexplainer_on_graphs_equals_pygs_call_per_graph(motifs: ModelBundle) 
     for inp, attr, target in zip(raw, out.attributions, _predicted(motifs, raw), strict=True):
         g = motifs.prepare([inp])
         torch.manual_seed(1)
-        pyg = explainer(GNN(motifs.model), GNNExplainer(epochs=20), "graph", node_mask="attributes", edge_mask="object")
+        pyg = explainer(
+            pyg_view(motifs.model), GNNExplainer(epochs=20), "graph", node_mask="attributes", edge_mask="object"
+        )
         ref = pyg(g.x, g.edge_index, target=torch.tensor([target]))
         torch.testing.assert_close(attr.node_features, ref.node_mask, rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(attr.edges, ref.edge_mask, rtol=1e-4, atol=1e-5)
@@ -339,3 +343,59 @@ def test_a_model_that_reads_past_its_layers_is_refused_in_one_line(shapes: Model
         with pytest.raises(ExplainError, match="cannot be") as err:
             _run(bundle, method, raw, **params)
         assert "\n" not in str(err.value)
+
+
+@pytest.fixture(scope="session")
+def fresh(one_thread: None) -> dict[str, ModelBundle]:
+    """Untrained, seeded GIN and GAT on BA-Shapes: the equalities below need no training."""
+    info, out = get_info("ba_shapes"), {}
+    for name in ("gin", "gat"):
+        torch.manual_seed(0)
+        out[name] = ModelBundle(build_model(name, info).eval(), get_spec(name), info, CPU)
+    return out
+
+
+@pytest.mark.parametrize("name", ["gin", "gat"])
+def test_saliency_and_occlusion_on_gin_and_gat_equal_their_references(fresh: dict[str, ModelBundle], name: str) -> None:
+    from torch_geometric.explain.algorithm import CaptumExplainer
+
+    bundle = fresh[name]
+    raw = _house_nodes(2)
+    saliency, occlusion = _run(bundle, "saliency", raw), _run(bundle, "occlusion", raw, remove="edges")
+    for inp, s, o, target in zip(
+        raw, saliency.attributions, occlusion.attributions, _predicted(bundle, raw), strict=True
+    ):
+        ref = _pyg_node(bundle, inp, CaptumExplainer("Saliency"), target, node_mask="attributes", edge_mask="object")
+        nodes, edges = explained_subgraph(inp, HOPS)
+        torch.testing.assert_close(s.node_features, ref.node_mask[nodes], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(s.edges, ref.edge_mask[edges], rtol=1e-5, atol=1e-6)
+        g = bundle.prepare([inp])
+        ei, node = g.edge_index, int(inp.node)
+        with torch.no_grad():
+            base = bundle.model.gnn(g.x, ei)[node, target]
+            for k, (u, v) in enumerate(ei[:, edges[:12]].t().tolist()):
+                pair = ((ei[0] == u) & (ei[1] == v)) | ((ei[0] == v) & (ei[1] == u))
+                drop = base - bundle.model.gnn(g.x, _without(ei, pair))[node, target]
+                torch.testing.assert_close(o.edges[k], drop, rtol=1e-4, atol=1e-5)
+
+
+def test_attention_on_gat_equals_pygs_attention_explainer_per_node(fresh: dict[str, ModelBundle]) -> None:
+    from torch_geometric.explain.algorithm import AttentionExplainer
+
+    bundle, raw = fresh["gat"], _house_nodes(3)
+    assert get_method("attention", "graph").applies(bundle) is None
+    for reduce in ("max", "mean"):
+        out = _run(bundle, "attention", raw, reduce=reduce)
+        for inp, attr in zip(raw, out.attributions, strict=True):
+            g = bundle.prepare([inp])
+            pyg = explainer(
+                pyg_view(bundle.model),
+                AttentionExplainer(reduce=reduce),
+                "node",
+                node_mask=None,
+                edge_mask="object",
+                explanation_type="model",
+            )
+            ref = pyg(g.x, g.edge_index, index=int(inp.node)).edge_mask
+            torch.testing.assert_close(attr.edges, ref[explained_subgraph(inp, HOPS)[1]])
+            assert attr.node_features is None and float(attr.edges.max()) > 0
