@@ -385,7 +385,7 @@ def _what_arguments(p: argparse.ArgumentParser) -> None:
         help="image path; dataset:INDEX or dataset:train:INDEX (test:INDEX, row:INDEX and row:train:INDEX alike); "
         "dataset:all or dataset:START:STOP (a whole split into the run's attribution store, see --split); for text "
         "models the text or a .txt file; for table models a CSV file (FILE.csv:ROW) or the row's values, "
-        "comma-separated",
+        "comma-separated; for graph models node:K (node K of the data set's graph) or a graph file (FILE, FILE:NODE)",
     )
     p.add_argument("--target", help="class index or name to explain (default: the predicted class)")
     p.add_argument(
@@ -466,7 +466,8 @@ def _how_arguments(p: argparse.ArgumentParser) -> None:
         choices=DISPLAYS,
         default=None,
         help="how maps are drawn, where a model's inputs offer a choice: image maps over a grey copy of the input "
-        "(overlay, their default) or alone (heatmap); text maps are always the words highlighted",
+        "(overlay, their default) or alone (heatmap); graph maps on the graph (graph, their default) or as a "
+        "feature x node heatmap (heatmap); text maps are always the words highlighted",
     )
     p.add_argument(
         "--background",

@@ -65,16 +65,17 @@ def measure_pass_times(bundle: ModelBundle, rows: int = PROBE_ROWS, repeats: int
     model.eval()
     try:
         x = bundle.prepare(raw)
-        n = len(x)
+        n = bundle.adapter.rows(x)  # a prepared graph batch is no tensor: its adapter counts its inputs
 
         def forward() -> None:
             with torch.no_grad():
                 model(x)
 
         def backward() -> None:
-            # to the input, as the gradient methods take it; token ids are not differentiable, so a text model's
-            # gradient reaches its first parameters (its embedding) instead
-            leaf = x.detach().requires_grad_(True) if x.is_floating_point() else None
+            # to the input, as the gradient methods take it; token ids are not differentiable (nor is a graph batch
+            # a tensor), so the gradient reaches the model's first parameters (a text model's embedding) instead
+            floating = isinstance(x, torch.Tensor) and x.is_floating_point()
+            leaf = x.detach().requires_grad_(True) if floating else None
             wrt = [leaf] if leaf is not None else [next(p for p in model.parameters() if p.requires_grad)]
             out = model(leaf if leaf is not None else x).float()
             torch.autograd.grad(out.sum(), wrt)

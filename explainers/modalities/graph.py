@@ -121,7 +121,7 @@ class GraphAdapter(RowMaps, GraphModality):
         names = bundle.info.graph.feature_names if bundle.info.graph is not None else ()
         maps, labels, channels = [], [], []
         for inp, part in zip(graphs, parts, strict=True):
-            values, words, per_feature = one_map(inp, hops_of(bundle), part.node_features, part.edges, names)
+            values, words, per_feature = one_map(inp, hops_of(bundle), part, names)
             maps.append(values)
             labels.append(words)
             channels.append(per_feature)

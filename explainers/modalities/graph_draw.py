@@ -78,8 +78,9 @@ def draw_graph(g: GraphLayout, values: np.ndarray, *, signed: bool, scale: float
         ax.add_collection(LineCollection(halo, colors=MOTIF_COLOUR, linewidths=7.0, alpha=0.45, zorder=1))
         colours = colorize(pair_v, signed, s)
         widths = 0.8 + 3.7 * strength
+        # a grey rim under each edge: an edge near 0 (white on a signed scale) is still seen on the white page
+        ax.add_collection(LineCollection(segments, colors="#8c8c8c", linewidths=widths + 1.2, zorder=1.5))
         ax.add_collection(LineCollection(segments, colors=colours, linewidths=widths, zorder=2))
-        ax.add_collection(LineCollection(segments, colors="#999999", linewidths=0.4, zorder=1.5))
     size = 24.0 if big else 260.0
     fills = colorize(np.nan_to_num(node_v), signed, s)
     outline = [MOTIF_COLOUR if m else "#666666" for m in g.motif_nodes]

@@ -7,9 +7,10 @@ Labels: 'node 12 [asked, motif]: feature 0=1; feature 1=0.5' (the roles in brack
 features of a node are its raw values, the nonzero ones where a graph has more than `FEATURES_SHOWN` of them) and
 'edge 12-40 [motif]' (the edge from node 12 to node 40; PyG stores an undirected edge as two directed ones).
 
-Where a method scores only edges (PGExplainer, attention), a node's value is the mean of the values of the edges that
-touch it in the subgraph (0 for a node without one); where it scores only node features, an edge's value is the mean
-of its two nodes' values. Both are written by hand: PyG's `Explanation` keeps node and edge masks apart."""
+A node's value is the sum of its feature values, or its own value where a method scores whole nodes (occlusion by
+removing a node); where a method scores only edges (PGExplainer, attention), it is the mean of the values of the edges
+that touch it in the subgraph (0 for a node without one); where it scores no edges, an edge's value is the mean of
+its two nodes' values. Both are written by hand: PyG's `Explanation` keeps node and edge masks apart."""
 
 from __future__ import annotations
 
@@ -135,10 +136,13 @@ def _node_from_edges(n: int, pairs: np.ndarray, edge_values: np.ndarray) -> np.n
 
 
 def one_map(
-    inp: GraphInput, hops: int, node_features: Any, edge_values: Any, feature_names: Sequence[str]
+    inp: GraphInput, hops: int, part: Any, feature_names: Sequence[str]
 ) -> tuple[np.ndarray, list[str], np.ndarray | None]:
     """(map over the subgraph's nodes then edges, its labels, the node x feature values or None) of one input's
-    `GraphAttribution` parts, checked against the subgraph's size."""
+    `GraphAttribution` (node features, whole nodes where the method scores those, edges), checked against the
+    subgraph's size. A node's value: its features' sum, else its own value, else derived from its edges."""
+    node_features, edge_values = part.node_features, part.edges
+    whole = getattr(part, "nodes", None)
     nodes, edges = explained_subgraph(inp, hops)
     n, e = len(nodes), len(edges)
     where = torch.full((inp.nodes,), -1, dtype=torch.long)
@@ -156,8 +160,12 @@ def one_map(
         raise ExplainError(f"A graph method scored {edge_v.size} edges; the explained subgraph has {e}.")
     if per_feature is not None:
         node_v = per_feature.sum(1)
+    elif whole is not None:
+        node_v = torch.as_tensor(whole).detach().float().cpu().numpy().reshape(-1)
+        if node_v.size != n:
+            raise ExplainError(f"A graph method scored {node_v.size} nodes; the explained subgraph has {n}.")
     else:
-        assert edge_v is not None  # GraphAttribution holds one of the two
+        assert edge_v is not None  # GraphAttribution holds one of its parts at least
         node_v = _node_from_edges(n, pairs, edge_v)
     if edge_v is None:
         edge_v = ((node_v[pairs[0]] + node_v[pairs[1]]) / 2).astype(np.float32) if e else np.zeros(0, np.float32)

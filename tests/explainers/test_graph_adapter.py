@@ -216,3 +216,25 @@ def test_xaidash_explain_writes_a_graph_report_that_reads_back(tmp_path, monkeyp
         assert data_uri(written) in html.read_text()
     (entry,) = [e for e in back.explanations if e.method == "truth_map"]
     assert entry.metrics["edge_auc"] == 1.0 and set(entry.metrics) >= {"deletion_auc", "fidelity_plus", "sparseness"}
+
+
+def test_whole_node_values_are_the_nodes_and_their_edges_mean(bundle, inputs) -> None:
+    """A method that scores whole nodes (occlusion removing a node: `GraphAttribution.nodes`) keeps them as the node
+    values; each edge gets the mean of its two nodes'."""
+    from types import SimpleNamespace
+
+    from xaidash.explainers.modalities.graph_maps import one_map
+
+    inp = inputs[0]
+    nodes, edges = explained_subgraph(inp, bundle.info.graph.hops)
+    own = torch.arange(len(nodes), dtype=torch.float32)
+    part = SimpleNamespace(node_features=None, edges=None, nodes=own)
+    values, labels, per_feature = one_map(inp, bundle.info.graph.hops, part, bundle.info.graph.feature_names)
+    assert per_feature is None and len(labels) == values.size == len(nodes) + len(edges)
+    np.testing.assert_array_equal(values[: len(nodes)], own.numpy())
+    where = {int(v): k for k, v in enumerate(nodes)}
+    for j, e in enumerate(edges.tolist()):
+        a, b = where[int(inp.graph.edge_index[0, e])], where[int(inp.graph.edge_index[1, e])]
+        assert values[len(nodes) + j] == pytest.approx((a + b) / 2)
+    with pytest.raises(ExplainError, match="scored 2 nodes"):
+        one_map(inp, 3, SimpleNamespace(node_features=None, edges=None, nodes=own[:2]), ())

@@ -164,3 +164,12 @@ def test_a_graph_task_is_scored_over_whole_graphs(hands) -> None:
     assert not errors, errors
     assert values["edge_auc"] == [1.0, 1.0, 1.0]
     assert all(v in (0.0, 1.0) for v in values["fidelity_plus"] + values["fidelity_minus"])
+
+
+def test_compare_prices_a_graph_model_per_input(bundle) -> None:
+    """Compare's cost estimate counts a prepared graph batch's inputs (not its graphs) and takes the gradient to the
+    model's first parameters (the batch is no tensor)."""
+    from xaidash.explainers.comparison.estimate import PROBE_ROWS, measure_pass_times
+
+    times = measure_pass_times(bundle, rows=16, repeats=1)
+    assert times.rows == min(16, PROBE_ROWS) and times.forward > 0 and times.backward > 0
