@@ -101,6 +101,11 @@ class Modality(Spec):
         values; a picture by its size (pages show pictures themselves)."""
         return cut(str(raw), chars)
 
+    def input_rows(self, x: Any, value: torch.Tensor) -> torch.Tensor:
+        """A layer's output `value` for the prepared batch `x`, one row per input: as it is where a layer's first
+        dimension is the batch's (images, texts, rows); a graph layer's rows are nodes or graphs, not inputs."""
+        return value
+
     def short_name(self, raw: Any) -> str | None:
         """A few words that tell one input from the others of its split where its index does not (a graph's node:
         'node 412'), for a picker's options; None where the index is name enough."""

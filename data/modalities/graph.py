@@ -170,6 +170,19 @@ class GraphModality(Modality):
         size = f"a graph of {inp.nodes:,} nodes and {inp.edges // 2:,} edges"
         return cut(f"node {inp.node} of {size}" if inp.node is not None else size[0].upper() + size[1:], chars)
 
+    def input_rows(self, x: Any, value: torch.Tensor) -> torch.Tensor:
+        """A layer's rows per input: a node layer's (one row per node of the batch) at each input's node (a node
+        task), a readout's (one row per graph of the batch) at each input's graph."""
+        centre = centre_of(x)
+        if centre is not None and value.shape[0] == int(x.num_nodes):
+            return value[centre]
+        if value.shape[0] == int(x.num_graphs):
+            return value[x.owner]
+        raise ExplainError(
+            f"A layer of {value.shape[0]} rows is neither per node ({int(x.num_nodes)}) nor per graph "
+            f"({int(x.num_graphs)}) of the batch."
+        )
+
     def short_name(self, raw: Any) -> str | None:
         """'node 412' (a node task's inputs share one graph: the node tells them apart); None for a whole graph."""
         node = as_graph_input(raw).node

@@ -37,7 +37,9 @@ CACHE_FOLDER = "inspect"
 # ---- which layers ------------------------------------------------------------------------
 def classifier_layer(model: nn.Module, x: torch.Tensor) -> str:
     """The path of the last nn.Linear a forward pass calls: the classifier head."""
-    linears = [c.path for c in trace(model, x[:1]) if isinstance(c.module, nn.Linear)]
+    linears = [
+        c.path for c in trace(model, x[:1] if isinstance(x, torch.Tensor) else x) if isinstance(c.module, nn.Linear)
+    ]
     if not linears:
         raise ModelError(f"{type(model).__name__} calls no linear layer: there is no penultimate layer to read.")
     return linears[-1]
@@ -236,7 +238,7 @@ def _read_features(
             chunk = indices[start : start + batch_size]
             x = bundle.prepare(raw_batch(bundle, data, chunk))
             logits = model(x)
-            value = reader.captured(layer, bundle.spec.name)
+            value = bundle.adapter.input_rows(x, reader.captured(layer, bundle.spec.name))
             mask = bundle.adapter.padding_mask(x, bundle.tokenizer)
             feats.append(_reduce(value, reduce, mask).cpu())
             preds.append(logits.argmax(1).cpu())
@@ -322,7 +324,8 @@ def input_activation(bundle: ModelBundle, raw: Any, layer: str = PENULTIMATE, re
         x = bundle.prepare([raw] if isinstance(raw, str) else raw)
         model(x)
         mask = bundle.adapter.padding_mask(x, bundle.tokenizer)
-        return _reduce(reader.captured(layer, bundle.spec.name), reduce, mask).cpu().numpy()
+        value = bundle.adapter.input_rows(x, reader.captured(layer, bundle.spec.name))
+        return _reduce(value, reduce, mask).cpu().numpy()
     finally:
         reader.remove()
 

@@ -144,6 +144,7 @@ def test_explains_picker_names_a_node_tasks_samples_by_their_node(graph_runs, mo
         f"#0 node {int(test.nodes[0])}: {('base', 'house top', 'house middle', 'house bottom')[int(test.labels[0])]}→"
     )
     assert picker.value == [0]
+    assert not [c for c in texts(at.main.caption) if "Out-of-distribution check not available" in c]
     # A graph task's samples are whole graphs: their index names them.
     at = _open(graph_runs, monkeypatch, "ba_2motifs", "views/explain.py")
     assert_ok(at)

@@ -109,3 +109,23 @@ def test_a_model_without_message_passing_layers_is_refused_in_a_sentence() -> No
     plain = ModelBundle(torch.nn.Linear(34, 4), bundle.spec, bundle.info, CPU)  # no embed(x, edge_index)
     with pytest.raises(ModelError, match="no message-passing layers"):
         graph_layers(plain, test, [0])
+
+
+def test_the_penultimate_layer_of_a_graph_model_is_read_per_input() -> None:
+    """The head's input per input (the out-of-distribution check reads it): a node task's rows at the nodes asked,
+    a graph task's pooled rows at each input's graph, whatever else shares the batch."""
+    from xaidash.models.inspect.activations import PENULTIMATE, input_activation
+
+    bundle = _bundle("karate")
+    test = load_split("karate", "test")
+    inputs = bundle.adapter.items(test, range(len(test)))
+    got = input_activation(bundle, inputs, PENULTIMATE)
+    batch = bundle.prepare(inputs)
+    whole = torch.cat(bundle.model.embed(batch.x, batch.edge_index), dim=1)
+    np.testing.assert_allclose(got, whole[test.nodes].detach().numpy(), rtol=1e-6)
+    motifs = _bundle("ba_2motifs")
+    graphs = load_split("ba_2motifs", "test")
+    together = input_activation(motifs, motifs.adapter.items(graphs, [4, 1, 9]), PENULTIMATE)
+    alone = [input_activation(motifs, motifs.adapter.items(graphs, [i]), PENULTIMATE)[0] for i in (4, 1, 9)]
+    assert together.shape == (3, 20)
+    np.testing.assert_allclose(together, np.stack(alone), rtol=1e-5, atol=1e-6)
