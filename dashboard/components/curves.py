@@ -130,6 +130,7 @@ def _x_axis(max_step: int) -> alt.X:
     )
 
 
+MAX_VAL_DOTS = 100  # validation points drawn as dots up to this many epochs, as a plain line beyond
 MAX_EPOCH_MARKS = 12  # more epochs than this (a table's many short ones): every k-th is marked, so labels stay apart
 
 
@@ -191,9 +192,15 @@ def metric_chart(
         y=alt.Y("smoothed:Q", scale=y_scale, axis=y_axis), tooltip=tooltip
     )
     layers.append(smoothed.encode(strokeDash=dash) if dash is not None else smoothed)
-    val_line = val.mark_line(strokeWidth=2, point=alt.OverlayMarkDef(size=45, filled=True)).encode(
-        y=y_raw, tooltip=tooltip
+    # One dot per epoch while they stay apart; hundreds of full-batch epochs (a graph's) would merge into a band.
+    val_dots = (
+        d[d.series == VALIDATION].groupby("run").size().max() <= MAX_VAL_DOTS
+        if (d.series == VALIDATION).any()
+        else True
     )
+    val_line = val.mark_line(
+        strokeWidth=2 if val_dots else 1.5, point=alt.OverlayMarkDef(size=45, filled=True) if val_dots else False
+    ).encode(y=y_raw, tooltip=tooltip)
     layers.append(val_line.encode(strokeDash=dash) if dash is not None else val_line)
     ends = None if ends is None else marked_ends(ends)
     if ends is not None and not ends.empty:

@@ -173,3 +173,22 @@ def test_the_concepts_page_says_in_a_line_that_no_concept_source_reads_graphs(gr
     at = _open(graph_runs, monkeypatch, "ba_shapes", "views/concepts.py")
     assert_ok(at)
     assert not at.error and "no concept source reads graphs yet" in " ".join(texts(at.info))
+
+
+@pytest.mark.parametrize(("epochs", "dots"), [(30, True), (500, False)])
+def test_validation_dots_give_way_to_a_line_over_hundreds_of_full_batch_epochs(epochs: int, dots: bool) -> None:
+    from xaidash.dashboard.components.curves import CurveOptions, curve_frame, epoch_ends, metric_chart
+
+    history = [
+        record
+        for e in range(1, epochs + 1)
+        for record in (
+            {"kind": "step", "epoch": e, "step": e, "train_loss": 1.0 / e, "train_acc": 0.5, "interval_steps": 1},
+            {"kind": "epoch", "epoch": e, "step": e, "val_loss": 1.0 / e, "val_acc": 0.5},
+        )
+    ]
+    chart = metric_chart(curve_frame(history), "loss", CurveOptions(), epoch_ends(history), by_run=False)
+    assert chart is not None
+    marks = [layer.get("mark") for layer in chart.to_dict()["layer"]]
+    validation = [m for m in marks if isinstance(m, dict) and m.get("type") == "line" and m.get("strokeWidth") != 1]
+    assert any(bool(m.get("point")) for m in validation) is dots
