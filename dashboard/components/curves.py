@@ -143,6 +143,12 @@ def marked_ends(ends: pd.DataFrame) -> pd.DataFrame:
     return ends[(ends["epoch"] % k == 0) | (ends["label"] == "stopped")]
 
 
+def _validation_dots(d: pd.DataFrame) -> bool:
+    """One dot per epoch while they stay apart; hundreds of full-batch epochs (a graph's) would merge into a band."""
+    validation = d[d.series == VALIDATION]
+    return validation.empty or int(validation.groupby("run").size().max()) <= MAX_VAL_DOTS
+
+
 def metric_chart(
     df: pd.DataFrame, metric: str, options: CurveOptions, ends: pd.DataFrame | None, by_run: bool
 ) -> alt.LayerChart | None:
@@ -192,12 +198,7 @@ def metric_chart(
         y=alt.Y("smoothed:Q", scale=y_scale, axis=y_axis), tooltip=tooltip
     )
     layers.append(smoothed.encode(strokeDash=dash) if dash is not None else smoothed)
-    # One dot per epoch while they stay apart; hundreds of full-batch epochs (a graph's) would merge into a band.
-    val_dots = (
-        d[d.series == VALIDATION].groupby("run").size().max() <= MAX_VAL_DOTS
-        if (d.series == VALIDATION).any()
-        else True
-    )
+    val_dots = _validation_dots(d)
     val_line = val.mark_line(
         strokeWidth=2 if val_dots else 1.5, point=alt.OverlayMarkDef(size=45, filled=True) if val_dots else False
     ).encode(y=y_raw, tooltip=tooltip)

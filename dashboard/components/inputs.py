@@ -30,6 +30,7 @@ from xaidash.dashboard.components.row_inputs import (
     uploaded_rows,
     with_sparklines,
 )
+from xaidash.dashboard.components.sample_names import class_describer, class_name
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import selected_run
 from xaidash.data.modalities import Modality, modality_of
@@ -71,10 +72,6 @@ class PickedInput:
             self.key = services.content_key(self.raw)
 
 
-def _class_name(info: DatasetInfo, label: int | None) -> str:
-    return info.classes[label] if label is not None and 0 <= label < info.num_classes else "?"
-
-
 def _filtered(info: DatasetInfo, key: str, labels: np.ndarray, preds: np.ndarray) -> tuple[list[int], list[str], str]:
     """The class and right/wrong filters: (matching test indices, the classes chosen, the 'show' choice)."""
     n = len(preds)
@@ -93,18 +90,6 @@ def _filtered(info: DatasetInfo, key: str, labels: np.ndarray, preds: np.ndarray
     idx = np.flatnonzero(keep).tolist()
     st.caption(f"{len(idx)} of the first {n} test samples match ({int((preds == labels).sum())} predicted correctly).")
     return idx, classes, show
-
-
-def _class_describer(
-    info: DatasetInfo, labels: np.ndarray, preds: np.ndarray, name: Callable[[int], str | None]
-) -> Callable[[int], str]:
-    """'#12 cat→dog', or with the input's short name where the adapter gives one: '#12 node 412: base→house top'."""
-
-    def describe(i: int) -> str:
-        short = name(i)
-        return f"#{i}{f' {short}:' if short else ''} {_class_name(info, int(labels[i]))}→{_class_name(info, int(preds[i]))}"
-
-    return describe
 
 
 def _chosen(
@@ -156,8 +141,8 @@ def _tiles(t: _Tested, shown: list[int], chosen: list[int], pick_key: str, max_i
             {
                 "index": shown,
                 adapter.sample: [adapter.one_line(adapter.item(split, i), info, MAX_TEXT_CHARS) for i in shown],
-                "true": [_class_name(info, int(labels[i])) for i in shown],
-                "predicted": [_class_name(info, int(preds[i])) for i in shown],
+                "true": [class_name(info, int(labels[i])) for i in shown],
+                "predicted": [class_name(info, int(preds[i])) for i in shown],
                 "probability": [float(t.probs[i, preds[i]]) for i in shown],
             }
             if info.regression is None
@@ -178,7 +163,7 @@ def _tiles(t: _Tested, shown: list[int], chosen: list[int], pick_key: str, max_i
             with st.container(width=112, gap=None, border=picked):
                 st.image(to_pil(adapter.item(split, i), 128), width="stretch")
                 st.button(
-                    f"{'☑' if picked else '☐'} #{i} {_class_name(info, int(labels[i]))} {mark}",
+                    f"{'☑' if picked else '☐'} #{i} {class_name(info, int(labels[i]))} {mark}",
                     key=f"{pick_key}_pick_{i}",
                     on_click=_toggle_pick,
                     args=(pick_key, i, max_inputs),
@@ -238,9 +223,7 @@ def _gallery(bundle: ModelBundle, key: str, bundle_key: str, max_inputs: int) ->
         describe, what = row_describer(info.regression, labels, values), "test index, true → predicted value"
     else:
         idx, classes, show = _filtered(info, key, labels, tested.preds)
-        describe = _class_describer(
-            info, labels, tested.preds, lambda i: bundle.adapter.short_name(bundle.adapter.item(split, i))
-        )
+        describe = class_describer(info, split, labels, tested.preds, bundle.adapter)
         what = "test index, true class → predicted class"
     if not idx:
         st.info("No test samples match these filters: widen them.")
@@ -509,7 +492,7 @@ def _as_trained(info: DatasetInfo, split: Split, index: int) -> str:
     trained, given = int(samples.labels[p]), int(samples.dataset_labels[p])
     if trained == given:
         return ""
-    return f"; the run was trained with the label **{_class_name(info, trained)}** (flipped: label noise)"
+    return f"; the run was trained with the label **{class_name(info, trained)}** (flipped: label noise)"
 
 
 def _training_sample(bundle: ModelBundle, key: str) -> list[PickedInput]:
@@ -533,7 +516,7 @@ def _training_sample(bundle: ModelBundle, key: str) -> list[PickedInput]:
     index = int(c1.number_input(f"Train index (0 to {size - 1})", 0, size - 1, key=widget, on_change=keep))
     label = int(split.labels[index])
     c2.caption(
-        f"Training sample #{index} of {size:,}, labelled **{_class_name(info, label)}** in the data set"
+        f"Training sample #{index} of {size:,}, labelled **{class_name(info, label)}** in the data set"
         f"{_as_trained(info, split, index)}. Opened from a link (the influence gallery or the Training data page); pick "
         "another input source above to go back to the test set."
     )
