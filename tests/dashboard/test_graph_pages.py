@@ -100,11 +100,9 @@ def test_embeddings_shows_each_layers_node_embeddings_and_their_spread(graph_run
     assert_ok(at)
     assert not at.error, texts(at.error)
     expected, _ = _expected(graph_runs, "ba_shapes")
-    assert (
-        list(at.selectbox(key="gemb_layer").options)
-        == expected.names
-        == [f"layer {k} of 3 (20 units)" for k in (1, 2, 3)]
-    )
+    width = int(expected.embeddings[0].shape[1])  # the recipe's units per layer
+    assert list(at.selectbox(key="gemb_layer").options) == expected.names
+    assert expected.names == [f"layer {k} of 3 ({width} units)" for k in (1, 2, 3)]
     points, chart = _frames(at)[0][-1], _frames(at)[1][0]
     assert len(points) == 700 and set(points["split"]) == {"test", "train"}  # every node of BA-Shapes, once
     assert set(points["true"]) == {"base", "house top", "house middle", "house bottom"}
@@ -158,8 +156,10 @@ def test_the_model_page_summarises_a_graph_models_layers(graph_runs, monkeypatch
     assert not at.error, texts(at.error)
     rows = next(d.value for d in at.dataframe if "output shape" in d.value.columns)
     convs = rows[rows["type"] == "GCNConv"]
-    assert list(convs["layer"]) == ["convs.0", "convs.1", "convs.2"] and set(convs["output shape"]) == {"20"}
-    assert int(rows["parameters"].sum()) == sum(p.numel() for p in _expected_bundle(graph_runs).model.parameters())
+    model = _expected_bundle(graph_runs).model
+    width = str(model.convs[0].out_channels)
+    assert list(convs["layer"]) == ["convs.0", "convs.1", "convs.2"] and set(convs["output shape"]) == {width}
+    assert int(rows["parameters"].sum()) == sum(p.numel() for p in model.parameters())
 
 
 def _expected_bundle(graph_runs):
