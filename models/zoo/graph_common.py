@@ -141,13 +141,15 @@ def release_masks(model: nn.Module) -> None:
             del module._parameters["_edge_mask"]
 
 
-def full_batch(epochs: int, expected_acc: float | None = None, recommended: bool = False, **options: Any) -> Recipe:
+def full_batch(
+    epochs: int, expected_acc: float | None = None, recommended: bool = False, lr: float = 1e-2, **options: Any
+) -> Recipe:
     """A node set's recipe: all its training nodes in one batch (one step an epoch, every step the whole graph's
     message passing), Adam at 0.01 with weight decay 5e-4, the GNNExplainer paper's; `options`: build options."""
     return Recipe(
         epochs=epochs,
         batch_size=4096,
-        lr=1e-2,
+        lr=lr,
         optimizer="adam",
         schedule="constant",
         weight_decay=5e-4,
