@@ -41,7 +41,7 @@ REFERENCES = {
     "padding_tokens": "f(all padding)",
     "zero": "0",
 }
-MODALITIES = {"image": "Image", "text": "Text", "table": "Table", "series": "Series"}
+MODALITIES = {"image": "Image", "text": "Text", "table": "Table", "series": "Series", "graph": "Graph"}
 
 
 def registries() -> tuple[Any, Any, Any]:
