@@ -171,6 +171,6 @@ register(
         signed=True,
         family="perturbation",
         output="logit",
-        featured=1,
+        featured=4,
     )
 )
