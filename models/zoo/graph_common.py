@@ -141,6 +141,22 @@ def release_masks(model: nn.Module) -> None:
             del module._parameters["_edge_mask"]
 
 
+def full_batch(epochs: int, expected_acc: float | None = None, recommended: bool = False, **options: Any) -> Recipe:
+    """A node set's recipe: all its training nodes in one batch (one step an epoch, every step the whole graph's
+    message passing), Adam at 0.01 with weight decay 5e-4, the GNNExplainer paper's; `options`: build options."""
+    return Recipe(
+        epochs=epochs,
+        batch_size=4096,
+        lr=1e-2,
+        optimizer="adam",
+        schedule="constant",
+        weight_decay=5e-4,
+        expected_acc=expected_acc,
+        recommended=recommended,
+        model_options=tuple(options.items()),
+    )
+
+
 def fits(info: DatasetInfo) -> str | None:
     return None if info.graph is not None else "reads graphs (ba_shapes, tree_cycles, ba_2motifs, karate, ...)"
 
@@ -178,5 +194,8 @@ def register_graph_model(
             input_note="graphs: one node's class, or a whole graph's",
             recipes=recipes,
             options={**OPTIONS, **(extra or {})},
+            # Graphs are explained through PyG's explainers (CaptumExplainer's gradients), not captum's DeepLift
+            # or shap's DeepExplainer, which take one input tensor (the zoo table says so).
+            deeplift_ok=False,
         )
     )

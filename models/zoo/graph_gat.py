@@ -12,8 +12,7 @@ from torch import nn
 
 from xaidash.data.registry import DatasetInfo
 from xaidash.models.registry import ModelOption
-from xaidash.models.training.recipes import Recipe
-from xaidash.models.zoo.graph_common import HIDDEN, LAYERS, GraphNet, register_graph_model, task_of
+from xaidash.models.zoo.graph_common import HIDDEN, LAYERS, GraphNet, full_batch, register_graph_model, task_of
 
 HEADS = 4
 
@@ -71,7 +70,7 @@ def build(
 
 
 RECIPES = {
-    "graph": Recipe(epochs=300, batch_size=4096, lr=1e-2, optimizer="adam", schedule="constant", weight_decay=5e-4),
+    "graph": full_batch(300),
 }
 
 register_graph_model(

@@ -33,6 +33,8 @@ def info_for(name: str) -> DatasetInfo:
         return TEXT
     if spec.modality == "table":
         return get_info("planted")
+    if spec.modality == "graph":  # node classification on one shared graph
+        return get_info("ba_shapes")
     if spec.modality == "series":  # the first built-in series set it fits (a classifier's or a forecast's)
         return next(i for i in list_datasets() if i.modality == "series" and i.builtin and spec.fits(i) is None)
     return next(info for info in (RGB, GREY) if spec.fits(info) is None)
@@ -50,9 +52,9 @@ def inputs_for(name: str) -> torch.Tensor:
     spec, info = get_spec(name), info_for(name)
     if spec.modality in ("image", "series"):  # standardised pixels or steps
         return torch.randn(2, *info.input_shape, generator=torch.Generator().manual_seed(1))
-    if spec.modality == "table":  # two typical rows, standardised and one-hot as the model reads them
-        table = modality_of("table")
-        return table.prepare(table.example(info, None, 2), info, None, torch.device("cpu"))
+    if spec.modality in ("table", "graph"):  # two typical rows or graphs, prepared as the model reads them
+        adapter = modality_of(spec.modality)
+        return adapter.prepare(adapter.example(info, None, 2), info, None, torch.device("cpu"))
     if spec.tokenizer is not None:
         return spec.tokenizer().encode(TEXTS)
     return torch.tensor([[4, 9, 17, 3, 8, 2], [5, 11, 0, 0, 0, 0]])  # second row padded
@@ -68,7 +70,8 @@ def test_forward_gives_finite_logits_per_class(name: str) -> None:
     x = inputs_for(name)
     with torch.no_grad():
         out = model_for(name)(x)
-    assert out.shape == (len(x), info_for(name).num_classes)
+    rows = modality_of(get_spec(name).modality).rows(x)  # a graph batch: one row per input, not per graph
+    assert out.shape == (rows, info_for(name).num_classes)
     assert torch.isfinite(out).all()
 
 
