@@ -135,6 +135,6 @@ register(
         signed=False,
         family="perturbation",
         output="logit",
-        featured=4,
+        featured=3,
     )
 )

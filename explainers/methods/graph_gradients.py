@@ -81,7 +81,7 @@ register(
         signed=False,
         family="gradient",
         output="logit",
-        featured=3,
+        featured=1,
     )
 )
 

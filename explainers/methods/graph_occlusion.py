@@ -72,9 +72,7 @@ def _perturbed(plan: _Plan, ks: torch.Tensor, task: str) -> tuple[torch.Tensor, 
     v = torch.where(is_node, plan.nodes[which] if len(plan.nodes) else -1, -1)
     keep_edge &= (src[None, :] != v[:, None]) & (dst[None, :] != v[:, None])
     local = torch.arange(n, device=ks.device)
-    keep_node = (
-        local[None, :] != v[:, None] if task == "graph" else torch.ones(k, n, dtype=torch.bool, device=ks.device)
-    )
+    keep_node = torch.ones(k, n, dtype=torch.bool, device=ks.device) if task == "node" else local[None, :] != v[:, None]
     flat_keep = keep_node.flatten()
     new_id = torch.cumsum(flat_keep, 0) - 1
     shift = (torch.arange(k, device=ks.device) * n)[:, None]
@@ -110,7 +108,7 @@ def _scores(ctx: MethodContext, plans: list[_Plan], task: str, size: int) -> tor
             targets.append(torch.full((hi - lo,), plan.target, device=device))
             nodes, graphs = nodes + len(x), graphs + hi - lo
         batch = torch.cat(gs)
-        logits = gnn(torch.cat(xs), torch.cat(es, 1), batch if task == "graph" else None)
+        logits = gnn(torch.cat(xs), torch.cat(es, 1), None if task == "node" else batch)
         out.append(logits[torch.cat(rows)].gather(1, torch.cat(targets).view(-1, 1))[:, 0].float())
     return torch.cat(out)
 
@@ -171,6 +169,6 @@ register(
         signed=True,
         family="perturbation",
         output="logit",
-        featured=1,
+        featured=4,
     )
 )

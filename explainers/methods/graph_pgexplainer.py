@@ -73,7 +73,7 @@ def _train(ctx: MethodContext, params: dict[str, Any], pyg: Any) -> dict[str, st
     if task == "node":
         target = torch.zeros(batch.num_nodes, dtype=torch.long, device=predicted.device)
         target[where] = predicted
-    graphs = [batch.get_example(int(g)) for g in where] if task == "graph" else []
+    graphs = [] if task == "node" else [batch.get_example(int(g)) for g in where]
     loss = 0.0
     with warnings.catch_warnings():  # PyG's train returns float(loss) of a tensor that requires grad: harmless
         warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad=True to a scalar")

@@ -22,6 +22,8 @@ from xaidash.explainers.registry import MethodContext, MethodOutput, get_method,
 from xaidash.models.bundle import ModelBundle
 from xaidash.models.registry import build_model, get_spec
 
+# captum's notice, on the reference calls below, that it set requires_grad on PyG's inputs itself
+pytestmark = pytest.mark.filterwarnings("ignore:Input Tensor 0 did not already require gradients")
 CPU = torch.device("cpu")
 HOPS = 3
 
