@@ -1,8 +1,10 @@
 """Graph maps scored against the motif and by PyG's own fidelity (registered in registry.py).
 
-- Edge-mask ROC AUC: how well a map's edge values rank the ground-truth motif's edges above the rest of the explained
-  subgraph (scikit-learn's `roc_auc_score`; PyG's `groundtruth_metrics(..., 'auroc')` computes the same through
-  torchmetrics). The GNNExplainer paper's protocol: for a node task, only nodes that lie in a motif are scored (a base
+- Edge-mask ROC AUC: how well a map's edge values, by magnitude, rank the ground-truth motif's edges above the rest of
+  the explained subgraph (scikit-learn's `roc_auc_score` of |value|; PyG's `groundtruth_metrics(..., 'auroc')` gives
+  the same on |mask| through torchmetrics). Magnitude, as the GNNExplainer paper scores its gradient baseline: an edge
+  that moves the target's logit either way is one the prediction depends on; masks (GNNExplainer, PGExplainer) are
+  non-negative, so for them it is the AUC of the mask itself. The GNNExplainer paper's protocol: for a node task, only nodes that lie in a motif are scored (a base
   node's class is not explained by a house next to it); NaN where the subgraph's edges are all motif or all not.
 - Fidelity+ / fidelity- and the characterization score (GraphFramEx, Amara et al. 2022), computed by PyG itself:
   `torch_geometric.explain.metric.fidelity` on an `Explainer` of the model (its `gnn`, PyG's convention) and an
@@ -33,7 +35,7 @@ def has_edge_truth(raws: Sequence[Any]) -> bool:
 
 
 def edge_auc(bundle: ModelBundle, raws: Sequence[GraphInput], attributions: Any) -> np.ndarray:
-    """Per input the ROC AUC of its map's edge values against the motif's edges of its subgraph (NaN: undefined)."""
+    """Per input the ROC AUC of its map's |edge values| against the motif's edges of its subgraph (NaN: undefined)."""
     from sklearn.metrics import roc_auc_score
 
     out = []
@@ -47,7 +49,7 @@ def edge_auc(bundle: ModelBundle, raws: Sequence[GraphInput], attributions: Any)
         _, edges = explained_subgraph(inp, hops_of(bundle))
         t = torch.as_tensor(truth).bool()[edges].numpy()
         ok = t.any() and not t.all() and np.isfinite(values).all()
-        out.append(float(roc_auc_score(t, values)) if ok else math.nan)
+        out.append(float(roc_auc_score(t, np.abs(values))) if ok else math.nan)
     return np.asarray(out, np.float64)
 
 

@@ -425,7 +425,7 @@ _SPECS = (
         "edge_auc",
         "Edge AUC (motif)",
         HIGHER,
-        "ROC AUC of the map's edge values against the ground-truth motif's edges of the explained subgraph "
+        "ROC AUC of the map's |edge values| against the ground-truth motif's edges of the explained subgraph "
         "(0.5: no better than chance; nodes outside a motif are not scored)",
         "localisation",
         (0.0, 1.0),
