@@ -60,7 +60,9 @@ def test_report_sorts_and_a_row_click_opens_the_stored_maps(tmp_path: Path, serv
             assert page.locator('[data-testid="stException"]').count() == 0, body[:2000]
             assert "Samples explained of 40" in body and "40 of 40" in body and "Per class" in body
             # the per-class heatmap, and a box plot and a histogram for deletion and insertion AUC
-            assert page.locator('[data-testid="stVegaLiteChart"]').count() == 1 + 2 * 2
+            # (charts are drawn by the browser after the script has finished: retried for a loaded machine)
+            charts = page.locator('[data-testid="stVegaLiteChart"]')
+            sync_api.expect(charts).to_have_count(1 + 2 * 2, timeout=60_000)
 
             pick(page, "Sort by", "highest loss")
             table = page.locator('[class*="st-key-dsr_table_test_highest-loss_"]')
