@@ -93,13 +93,17 @@ class Forecast:
         return tuple(f"t+{h}" for h in range(1, self.horizon + 1))
 
 
+GraphTask = Literal["node", "graph"]
+GRAPH_TASKS: tuple[GraphTask, ...] = ("node", "graph")  # classify one node of a graph, or a whole graph
+
+
 @dataclass(frozen=True)
 class GraphFacts:
     """What a data set of graphs asks. `task`: "node" (classify one node of a graph: an input is a graph and a node)
     or "graph" (classify a whole graph); `feature_names`: one per node feature, in order; `hops`: how far from a
     node an explanation draws its neighbourhood (the depth of the message passing that reads it)."""
 
-    task: Literal["node", "graph"]
+    task: GraphTask
     feature_names: tuple[str, ...]
     hops: int = 3
 

@@ -161,7 +161,7 @@ def _samples(
     graphs: Sequence[GraphFile], labels: dict[str, str], task: str, notes: list[str]
 ) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
     """(graph of each sample, node of each sample or None, label text of each sample)."""
-    if task == "graph":
+    if task != "node":  # whole graphs
         texts = [g.label or labels[g.stem] for g in graphs]
         return np.arange(len(graphs)), None, texts
     graph_of, nodes, texts = [], [], []
@@ -220,8 +220,8 @@ def _split(scanned: _Scanned, split: SplitName) -> GraphSplit:
 def _describe(path: Path, scanned: _Scanned) -> str:
     n_train, n_test = (len(scanned.splits[s]) for s in ("train", "test"))
     nodes = sum(int(g.num_nodes) for g in scanned.graphs)
-    what = "graph classification" if scanned.task == "graph" else "node classification"
-    unit = "graphs" if scanned.task == "graph" else "labelled nodes"
+    what = "node classification" if scanned.task == "node" else "graph classification"
+    unit = "labelled nodes" if scanned.task == "node" else "graphs"
     features = ", ".join(scanned.feature_names[:8]) + (", ..." if len(scanned.feature_names) > 8 else "")
     truth = sum(getattr(g, "node_truth", None) is not None for g in scanned.graphs)
     return (
@@ -243,7 +243,7 @@ def graphs_source(arg: str) -> NotedDatasetSource:
     scanned = _scan(path, _signature(path))
     warn_notes(scanned.notes, f"graphs {path}")
     train = _split(scanned, "train")
-    mean, std = feature_stats(train.graphs if scanned.task == "graph" else list(scanned.graphs))
+    mean, std = feature_stats(list(scanned.graphs) if scanned.task == "node" else train.graphs)
 
     def load(split: SplitName, root: Path, download: bool) -> GraphSplit:
         return _split(scanned, split)

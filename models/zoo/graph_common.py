@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from xaidash.data.modalities.graph import centre_of
-from xaidash.data.registry import DatasetInfo
+from xaidash.data.registry import GRAPH_TASKS, DatasetInfo
 from xaidash.models.registry import DROPOUT, ModelOption, ModelSpec, register
 from xaidash.models.training.recipes import Recipe
 
@@ -52,7 +52,7 @@ class GraphNet(nn.Module):
         from torch_geometric.nn import SimpleConv
         from torch_geometric.nn.aggr import MeanAggregation, SumAggregation
 
-        if task not in ("node", "graph"):
+        if task not in GRAPH_TASKS:
             raise ValueError(f"A graph model classifies nodes or graphs, not {task!r}.")
         self.task = task
         self.concat = concat
