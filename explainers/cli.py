@@ -353,7 +353,11 @@ def _explain_dataset(
 
 def _facts(spec: MethodSpec) -> str:
     """What the method explains and what its attributions add up to, in its spec's declared words."""
-    what = {"attention": "attention weights", "activations": "a layer's activations, no class"}.get(
+    what = {
+        "attention": "attention weights",
+        "activations": "a layer's activations, no class",
+        "prediction": "what keeps the model's prediction, no class",
+    }.get(
         spec.output, f"explains the {spec.output}"
     )
     c = spec.completeness

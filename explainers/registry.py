@@ -64,8 +64,9 @@ class MethodOutput:
 Applies = Callable[[ModelBundle], "str | None"]
 # What a map explains: the target's logit, its softmax probability, or no output at all, the same whatever the
 # target: attention weights read from the model, or a layer's own activations (Eigen-CAM's principal component).
-Output = Literal["logit", "probability", "attention", "activations"]
-NO_OUTPUT: tuple[str, ...] = ("attention", "activations")
+# "prediction": a mask learnt to keep the model's own prediction (PGExplainer's), whatever target is asked.
+Output = Literal["logit", "probability", "attention", "activations", "prediction"]
+NO_OUTPUT: tuple[str, ...] = ("attention", "activations", "prediction")
 # Resolved params -> whether the method compares against background samples of the training split.
 NeedsBackground = Callable[[dict[str, Any]], bool]
 # (resolved params, inputs, background samples, (H, W)) -> (forward+backward, forward-only) model passes

@@ -217,8 +217,8 @@ GRAPH = MODALITIES.register(
     GraphModality(
         id="graph",
         label="graphs",
-        unit="node",
-        units="nodes",
+        unit="node or edge",  # a graph map scores both (explainers/modalities/graph_maps.py)
+        units="nodes and edges",
         sample="graph",
         generic_training=(("epochs", 200), ("batch_size", 64), ("lr", 1e-2), ("weight_decay", 5e-4)),
     )

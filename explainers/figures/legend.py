@@ -104,6 +104,13 @@ def map_legend(
             spec.signed,
             "bright = the layer's dominant activation pattern is strong here; the same for every class",
         )
+    if spec.output == "prediction":  # PGExplainer: a mask of what keeps the prediction, the same for every class
+        return MapLegend(
+            f"mask weight per {words.region or unit} (0-1, kept to preserve the model's prediction)",
+            f"{spec.family}|{spec.id}|prediction",
+            spec.signed,
+            f"bright = the model's prediction needs this {words.region or unit}; the same for every {words.target}",
+        )
     if c is not None:
         per = per_given or c.unit
         units = f"{out} contribution per {per}"

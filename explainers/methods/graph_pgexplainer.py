@@ -197,6 +197,6 @@ register(
         "embeddings, not the target: the same map whatever class is asked. Values in [0, 1].",
         signed=False,
         family="perturbation",
-        output="activations",
+        output="prediction",
     )
 )

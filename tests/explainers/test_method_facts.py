@@ -13,6 +13,7 @@ import torch
 from image_bundles import RGB16, fresh_bundle
 from table_bundles import split, untrained_bundle
 
+from xaidash.data.modalities.graph import GRAPH, GraphInput
 from xaidash.data.registry import get_source, load_split
 from xaidash.data.tokenizer import WordVocab
 from xaidash.explainers import explain, list_methods
@@ -25,7 +26,7 @@ from xaidash.explainers.scoring import explain_and_score, input_metrics
 from xaidash.models import ModelBundle, build_model, get_spec
 
 TEXTS = ["the plot was not bad , honestly", "a dull and slow film", "great acting"]
-CHEAP = {"samples": 16, "steps": 8, "background_size": 4}
+CHEAP = {"samples": 16, "steps": 8, "background_size": 4, "epochs": 2, "train_inputs": 4}
 
 
 def cheap_params(spec: MethodSpec) -> dict[str, int]:
@@ -56,7 +57,21 @@ def series_inputs(n: int, which: str = "test", start: int = 0) -> torch.Tensor:
     return load_split("series_shapes", which).series[start : start + n].clone()  # type: ignore[union-attr]
 
 
+@functools.cache
+def graph_bundle(name: str) -> ModelBundle:
+    """An untrained zoo graph model on `ba_shapes` (generated offline)."""
+    info = get_source("ba_shapes").info
+    torch.manual_seed(0)
+    return ModelBundle(build_model(name, info).eval(), get_spec(name), info, torch.device("cpu"))
+
+
+def graph_inputs(n: int, which: str = "test", start: int = 0) -> list[GraphInput]:
+    return GRAPH.items(load_split("ba_shapes", which), range(start, start + n))
+
+
 def bundle_for(spec: MethodSpec, modality: str) -> ModelBundle:
+    if modality == "graph":
+        return graph_bundle("gat" if spec.family == "attention" else "gcn")
     if modality == "table":
         return untrained_bundle()
     if modality == "series":
@@ -67,7 +82,9 @@ def bundle_for(spec: MethodSpec, modality: str) -> ModelBundle:
     return bundle if spec.supports(bundle) else fresh_bundle("vit_tiny")
 
 
-def inputs_for(modality: str, n: int) -> list[str] | torch.Tensor:
+def inputs_for(modality: str, n: int) -> list[str] | list[GraphInput] | torch.Tensor:
+    if modality == "graph":
+        return graph_inputs(n)
     if modality == "text":
         return TEXTS[:n]
     if modality == "series":  # amplified: an untrained network's output barely moves on the plain series
@@ -99,6 +116,8 @@ def test_a_method_reads_the_background_exactly_when_it_says_it_needs_one(method,
     elif modality == "table":  # two sets of different training rows
         rows = split(which="train").rows
         dark, light = bundle.prepare(rows[:6]), bundle.prepare(rows[6:12])
+    elif modality == "graph":  # two sets of different training nodes
+        dark, light = bundle.prepare(graph_inputs(6, "train")), bundle.prepare(graph_inputs(6, "train", 6))
     elif modality == "series":  # two sets of different training series
         dark, light = bundle.prepare(series_inputs(6, "train")), bundle.prepare(series_inputs(6, "train", 6))
     else:  # two backgrounds with different images and different channel means

@@ -6,6 +6,7 @@ clearly. Slow: the default recipes reach the accuracy the issue asks, trained th
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -49,6 +50,7 @@ def random_graph(nodes: int, edges: int, seed: int) -> object:
 
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
+    np.random.seed(seed)  # PyG's BA generator draws from NumPy's global generator too
     return Data(x=torch.randn(nodes, FEATURES, generator=g), edge_index=barabasi_albert_graph(nodes, edges))
 
 
@@ -231,6 +233,7 @@ def house_graph(bases: int, houses: int, seed: int) -> tuple[object, torch.Tenso
     from torch_geometric.datasets.graph_generator import BAGraph
 
     torch.manual_seed(seed)
+    np.random.seed(seed)  # PyG's BA generator draws from NumPy's global generator too
     d = ExplainerDataset(BAGraph(num_nodes=bases, num_edges=3), "house", num_motifs=houses)[0]
     return Data(x=torch.ones(d.num_nodes, FEATURES), edge_index=d.edge_index), d.y
 
@@ -269,6 +272,7 @@ def two_motifs(count: int, seed: int) -> tuple[list[object], torch.Tensor]:
     from torch_geometric.datasets.motif_generator import CycleMotif, HouseMotif
 
     torch.manual_seed(seed)
+    np.random.seed(seed)  # PyG's BA generator draws from NumPy's global generator too
     graphs, labels = [], []
     for label, motif in enumerate((HouseMotif(), CycleMotif(5))):
         made = ExplainerDataset(BAGraph(num_nodes=12, num_edges=1), motif, num_motifs=1, num_graphs=count // 2)
