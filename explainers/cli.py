@@ -357,9 +357,7 @@ def _facts(spec: MethodSpec) -> str:
         "attention": "attention weights",
         "activations": "a layer's activations, no class",
         "prediction": "what keeps the model's prediction, no class",
-    }.get(
-        spec.output, f"explains the {spec.output}"
-    )
+    }.get(spec.output, f"explains the {spec.output}")
     c = spec.completeness
     if c is None:
         return what
