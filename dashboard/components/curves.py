@@ -131,7 +131,18 @@ def _x_axis(max_step: int) -> alt.X:
 
 
 MAX_VAL_DOTS = 100  # validation points drawn as dots up to this many epochs, as a plain line beyond
-MAX_EPOCH_MARKS = 12  # more epochs than this (a table's many short ones): every k-th is marked, so labels stay apart
+MAX_EPOCH_MARKS = 8  # more epochs than this (a table's or a graph's many short ones): every k-th is marked, k a round
+# number (1, 2, 5 times a power of ten), so eight labels of 'epoch 500' stay apart in a half-width chart at 1440 px
+
+
+def round_step(at_least: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that is at least `at_least`."""
+    power = 1
+    while True:
+        for m in (1, 2, 5):
+            if m * power >= at_least:
+                return m * power
+        power *= 10
 
 
 def marked_ends(ends: pd.DataFrame) -> pd.DataFrame:
@@ -139,7 +150,7 @@ def marked_ends(ends: pd.DataFrame) -> pd.DataFrame:
     MAX_EPOCH_MARKS, so their labels do not pile up."""
     if len(ends) <= MAX_EPOCH_MARKS:
         return ends
-    k = -(-len(ends) // MAX_EPOCH_MARKS)
+    k = round_step(-(-len(ends) // MAX_EPOCH_MARKS))
     return ends[(ends["epoch"] % k == 0) | (ends["label"] == "stopped")]
 
 

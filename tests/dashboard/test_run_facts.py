@@ -154,3 +154,11 @@ def test_many_short_epochs_mark_every_kth_end_and_a_stop():
     assert marked["label"].iloc[-1] == "stopped" and (marked["epoch"].diff().dropna() > 1).all()
     few = ends.head(MAX_EPOCH_MARKS)
     assert marked_ends(few).equals(few)
+
+
+def test_five_hundred_full_batch_epochs_are_marked_at_round_epochs():
+    from xaidash.dashboard.components.curves import MAX_EPOCH_MARKS, marked_ends
+
+    ends = epoch_ends([{"kind": "epoch", "epoch": e, "step": e} for e in range(1, 501)])
+    marked = marked_ends(ends)["epoch"].to_list()
+    assert marked == [100, 200, 300, 400, 500] and len(marked) <= MAX_EPOCH_MARKS
