@@ -9,6 +9,7 @@ torch_geometric is imported inside the functions: it takes seconds to import and
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,10 @@ import torch
 from xaidash.data.errors import ExplainError
 from xaidash.data.modalities.base import MODALITIES, GroundTruth, Modality, cut
 from xaidash.data.registry import DatasetInfo, GraphSplit, Split
+
+# torch_geometric 2.8.1 scripts a few helpers with torch.jit.script when it is imported, which torch 2.14 answers with
+# a FutureWarning that says nothing a user can act on (the CLI would print it before every graph command).
+warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
 
 
 @dataclass(frozen=True, eq=False)
