@@ -42,11 +42,11 @@ def build(
 
 
 # expected_acc: the test accuracy of `xaidash train --dataset D --model sage` (seed 0, one CPU thread; the network trains
-# on the train split less its 10% validation share), with the seconds the run took on 2 shared cores under load (an
-# upper bound). Node sets train full batch (batch_size above their training nodes): one step per epoch.
-#   ba_shapes: 100% in 46 s (300 epochs; the default: GCN needs more units and epochs for less, GIN at this
-#              learning rate swings between 74% and 95% from one 250 epochs to the next).
-#   karate:    100% of the 7 test members in 37 s (200 epochs; gcn's recipe, 24 s, is the default)
+# on the train split less its 10% validation share), with the seconds the run took on 2 cores at a load of about 2
+# (measured on the graph sets as branch gdata generates them: seeded numpy too, stratified splits). Node sets train
+# full batch (batch_size above their training nodes): one step per epoch.
+#   ba_shapes: 100% in 7 s (300 epochs; the default)
+#   karate:    100% of the 7 test members in 4 s (200 epochs)
 # The graph fallback (any other graph data) is untested.
 RECIPES = {
     "ba_shapes": full_batch(300, 1.0, recommended=True),
