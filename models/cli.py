@@ -16,7 +16,8 @@ from xaidash.data.argtypes import int_range
 from xaidash.data.formatting import percent
 from xaidash.models.calibration_text import cmd_calibration
 from xaidash.models.device import device_arg
-from xaidash.models.registry import ModelError
+from xaidash.data.registry import get_info
+from xaidash.models.registry import ModelError, get_spec, recommended_model
 from xaidash.models.runs.quality import accuracy_warning, run_warning
 from xaidash.models.runs.scores import epoch_score_text, final_score_text, recipe_score_text, run_target
 from xaidash.models.runs.store import delete_run, resolve_run, run_liveness, runs_root
@@ -128,11 +129,25 @@ def _report(result: TrainResult) -> int:
     return 0
 
 
+def default_model(dataset: str) -> str:
+    """The model `xaidash train` uses when none is named: the default (resnet_small) where it fits the data set,
+    else the data set's recommended model, as the Train page preselects it (a graph set's or a table's)."""
+    default = TrainConfig().model
+    try:
+        info = get_info(dataset)
+    except Exception:  # an unknown or unreadable data set: validate() says why in its own words
+        return default
+    if get_spec(default).fits(info) is None:
+        return default
+    recommended = recommended_model(info)
+    return default if recommended is None else recommended.name
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The TrainConfig `xaidash train`'s arguments ask for (also read by models/training/worker.py under torchrun)."""
     return TrainConfig(
         dataset=args.dataset,
-        model=args.model,
+        model=args.model if args.model is not None else default_model(args.dataset),
         epochs=args.epochs,
         batch_size=args.batch_size,
         lr=args.lr,
@@ -300,7 +315,12 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dataset", default=d.dataset, help="data set name (xaidash datasets), imagefolder:<path> or csv:<path>"
     )
-    p.add_argument("--model", default=d.model, help="zoo model (xaidash models)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help=f"zoo model (xaidash models); default: {d.model} where it fits the data set, else the data set's "
+        "recommended model (the one the Train page preselects)",
+    )
     _add_recipe_settings(p)
     _add_run_settings(p, d)
     add_distributed_arguments(p)

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from xaidash.dashboard.cli import main, serve_command
+from xaidash.data.registry import get_info
 
 
 def test_train_then_runs(capsys):
@@ -104,3 +105,13 @@ def test_resume_from_the_command_line_keeps_the_runs_own_settings(capsys):
     assert f"completed: run {run_id}" in capsys.readouterr().out
     run = list_runs()[0]
     assert run.config()["dataset"] == "digits" and run.summary()["epochs_done"] == 2
+
+
+def test_train_without_a_model_picks_one_that_reads_the_data_set():
+    from xaidash.models.cli import default_model
+    from xaidash.models.registry import recommended_model
+
+    assert default_model("mnist") == "resnet_small"  # the default where it fits
+    assert default_model("ba_shapes") == recommended_model(get_info("ba_shapes")).name == "sage"
+    assert default_model("ba_2motifs") == "gin"
+    assert default_model("no_such_set") == "resnet_small"  # validate() refuses the data set in its own words
