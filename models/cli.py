@@ -13,10 +13,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from xaidash.data.argtypes import int_range
+from xaidash.data.errors import XaidashError
 from xaidash.data.formatting import percent
+from xaidash.data.registry import get_info
 from xaidash.models.calibration_text import cmd_calibration
 from xaidash.models.device import device_arg
-from xaidash.data.registry import get_info
 from xaidash.models.registry import ModelError, get_spec, recommended_model
 from xaidash.models.runs.quality import accuracy_warning, run_warning
 from xaidash.models.runs.scores import epoch_score_text, final_score_text, recipe_score_text, run_target
@@ -135,7 +136,7 @@ def default_model(dataset: str) -> str:
     default = TrainConfig().model
     try:
         info = get_info(dataset)
-    except Exception:  # an unknown or unreadable data set: validate() says why in its own words
+    except XaidashError:  # an unknown or unreadable data set: validate() says why in its own words
         return default
     if get_spec(default).fits(info) is None:
         return default
