@@ -6,7 +6,8 @@ adapter (explainers/modalities/graph.py) can turn them into one map per input an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -15,7 +16,7 @@ from torch import nn
 
 from xaidash.data.modalities.graph import centre_of, explained_subgraph
 from xaidash.explainers.params import ExplainError
-from xaidash.explainers.registry import MethodContext
+from xaidash.explainers.registry import MethodContext, MethodOutput
 from xaidash.models.bundle import ModelBundle
 
 
@@ -34,6 +35,29 @@ class GraphAttribution:
     def __post_init__(self) -> None:
         if self.node_features is None and self.edges is None and self.nodes is None:
             raise ValueError("a graph attribution scores node features, nodes, edges or a mix of them")
+
+
+Compute = Callable[[MethodContext, dict[str, Any]], MethodOutput]
+
+
+def as_it_was(compute: Compute) -> Compute:
+    """`compute` that gives the model back with the attributes its modules had: PyG's explain machinery leaves its
+    own on message-passing layers (a `propagate` it generates on first use, a cleared `_edge_mask` parameter, its
+    explain flags), and a method must hand the model back as it was given (tests/explainers/test_method_contracts)."""
+
+    @functools.wraps(compute)
+    def wrapped(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
+        saved = [(m, dict(m.__dict__), dict(m._parameters)) for m in ctx.model.modules()]
+        try:
+            return compute(ctx, params)
+        finally:
+            for module, attributes, parameters in saved:
+                module.__dict__.clear()
+                module.__dict__.update(attributes)
+                module._parameters.clear()
+                module._parameters.update(parameters)
+
+    return wrapped
 
 
 # ---- What the graph methods share beyond the output form: the model in PyG's convention, explainers built for a

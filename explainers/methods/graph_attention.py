@@ -10,7 +10,15 @@ from typing import Any, cast
 import torch
 
 from xaidash.data.modalities.graph import centre_of, explained_subgraph
-from xaidash.explainers.methods._graph import GraphAttribution, edge_offsets, explainer, hops_of, pyg_view, task_of
+from xaidash.explainers.methods._graph import (
+    GraphAttribution,
+    as_it_was,
+    edge_offsets,
+    explainer,
+    hops_of,
+    pyg_view,
+    task_of,
+)
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
@@ -68,7 +76,7 @@ register(
         id="attention",
         label="Attention",
         modalities=("graph",),
-        compute=_compute,
+        compute=as_it_was(_compute),
         params=(
             Param(
                 "reduce",

@@ -21,6 +21,7 @@ from xaidash.explainers.methods._graph import (
     Copies,
     CopyRows,
     GraphAttribution,
+    as_it_was,
     check_copies,
     copies,
     explainer,
@@ -124,7 +125,7 @@ register(
         id="gnnexplainer",
         label="GNNExplainer",
         modalities=("graph",),
-        compute=_compute,
+        compute=as_it_was(_compute),
         params=(
             Param("epochs", "int", 100, "Gradient steps that fit the masks (PyG's default: 100).", min=1, max=5000),
             Param("lr", "float", 0.01, "Learning rate of the masks' Adam optimiser.", min=1e-5, max=1.0),

@@ -20,6 +20,7 @@ from xaidash.explainers.methods._graph import (
     Copies,
     GraphAttribution,
     TargetSum,
+    as_it_was,
     check_copies,
     copies,
     explainer,
@@ -75,7 +76,7 @@ register(
         id="saliency",
         label="Saliency",
         modalities=("graph",),
-        compute=captum_compute("Saliency", "Saliency"),
+        compute=as_it_was(captum_compute("Saliency", "Saliency")),
         description=f"The absolute gradient of the target logit with respect to each {_WHAT} (captum's Saliency "
         "through PyG's CaptumExplainer).",
         signed=False,
@@ -90,7 +91,7 @@ register(
         id="inputxgrad",
         label="Input x Gradient",
         modalities=("graph",),
-        compute=captum_compute("InputXGradient", "Input x Gradient"),
+        compute=as_it_was(captum_compute("InputXGradient", "Input x Gradient")),
         description=f"The gradient of the target logit times the input, for each {_WHAT}: an edge's value is its "
         "gradient, its weight being 1 (captum's InputXGradient through PyG's CaptumExplainer).",
         family="gradient",
@@ -103,7 +104,7 @@ register(
         id="ig",
         label="Integrated Gradients",
         modalities=("graph",),
-        compute=captum_compute("IntegratedGradients", "Integrated Gradients"),
+        compute=as_it_was(captum_compute("IntegratedGradients", "Integrated Gradients")),
         params=(Param("steps", "int", 50, "Points on the path from the empty graph to the input.", min=2, max=1000),),
         description=f"Integrated Gradients for each {_WHAT}, along the path that scales every feature and every "
         "edge's weight together from 0 (no features, no messages) to the input (captum's IntegratedGradients "

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from xaidash.explainers.batching import rows_per_pass, run_halving
-from xaidash.explainers.methods._graph import Copies, GraphAttribution, copies, input_chunks, pyg_view
+from xaidash.explainers.methods._graph import Copies, GraphAttribution, as_it_was, copies, input_chunks, pyg_view
 from xaidash.explainers.params import ExplainError, Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 
@@ -152,7 +152,7 @@ register(
         id="occlusion",
         label="Occlusion",
         modalities=("graph",),
-        compute=_compute,
+        compute=as_it_was(_compute),
         params=(
             Param(
                 "remove",

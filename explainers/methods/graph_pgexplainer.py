@@ -20,7 +20,15 @@ from typing import Any
 import torch
 
 from xaidash.data.modalities.graph import centre_of, explained_subgraph
-from xaidash.explainers.methods._graph import GraphAttribution, edge_offsets, explainer, hops_of, pyg_view, task_of
+from xaidash.explainers.methods._graph import (
+    GraphAttribution,
+    as_it_was,
+    edge_offsets,
+    explainer,
+    hops_of,
+    pyg_view,
+    task_of,
+)
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
 from xaidash.models.bundle import ModelBundle
@@ -177,7 +185,7 @@ register(
         id="pgexplainer",
         label="PGExplainer",
         modalities=("graph",),
-        compute=_compute,
+        compute=as_it_was(_compute),
         params=(
             Param("epochs", "int", 30, "Training epochs of the explainer network (PyG's example: 30).", min=1, max=500),
             Param("lr", "float", 0.003, "Learning rate of the explainer network's Adam optimiser.", min=1e-5, max=1.0),

@@ -168,6 +168,39 @@ def task_of(info: DatasetInfo) -> str:
     return info.graph.task
 
 
+def graph_builder(
+    conv: Callable[[int, int], nn.Module], *, sum_readout: bool = False, degree: bool = False
+) -> Callable[..., GraphNet]:
+    """The `build` of a model that is a `GraphNet` of `conv` layers; `sum_readout` and `degree` are its defaults
+    for those options (GIN sums, SAGE reads the degree)."""
+    default_sum, default_degree = sum_readout, degree
+
+    def build(
+        info: DatasetInfo,
+        hidden: int = HIDDEN,
+        layers: int = LAYERS,
+        dropout: float = 0.0,
+        concat: bool = True,
+        sum_readout: bool = default_sum,
+        degree: bool = default_degree,
+        **_: Any,
+    ) -> GraphNet:
+        return GraphNet(
+            conv,
+            info.input_shape[0],
+            info.num_classes,
+            task_of(info),
+            int(hidden),
+            int(layers),
+            dropout=float(dropout),
+            concat=bool(concat),
+            sum_readout=bool(sum_readout),
+            degree=bool(degree),
+        )
+
+    return build
+
+
 OPTIONS: dict[str, ModelOption] = {
     "hidden": ModelOption("int", 1, 512, help="units per layer"),
     "layers": ModelOption("int", 1, 8, help="message-passing layers"),

@@ -4,12 +4,9 @@ layer), for graph classification the same layers, a global mean readout and an M
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
-from xaidash.data.registry import DatasetInfo
-from xaidash.models.zoo.graph_common import HIDDEN, LAYERS, GraphNet, full_batch, register_graph_model, task_of
+from xaidash.models.zoo.graph_common import HIDDEN, LAYERS, full_batch, graph_builder, register_graph_model
 
 
 def _conv(cin: int, cout: int) -> nn.Module:
@@ -18,28 +15,7 @@ def _conv(cin: int, cout: int) -> nn.Module:
     return GCNConv(cin, cout)
 
 
-def build(
-    info: DatasetInfo,
-    hidden: int = HIDDEN,
-    layers: int = LAYERS,
-    dropout: float = 0.0,
-    concat: bool = True,
-    sum_readout: bool = False,
-    degree: bool = False,
-    **_: Any,
-) -> GraphNet:
-    return GraphNet(
-        _conv,
-        info.input_shape[0],
-        info.num_classes,
-        task_of(info),
-        int(hidden),
-        int(layers),
-        dropout=float(dropout),
-        concat=bool(concat),
-        sum_readout=bool(sum_readout),
-        degree=bool(degree),
-    )
+build = graph_builder(_conv)
 
 
 # expected_acc: the test accuracy of `xaidash train --dataset D --model gcn` (seed 0, one CPU thread; the network trains

@@ -5,13 +5,10 @@ graph has, which a mean forgets) and an MLP head, as the course describes; the m
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
-from xaidash.data.registry import DatasetInfo
 from xaidash.models.training.recipes import Recipe
-from xaidash.models.zoo.graph_common import HIDDEN, LAYERS, GraphNet, full_batch, register_graph_model, task_of
+from xaidash.models.zoo.graph_common import HIDDEN, LAYERS, full_batch, graph_builder, register_graph_model
 
 
 def _conv(cin: int, cout: int) -> nn.Module:
@@ -20,28 +17,7 @@ def _conv(cin: int, cout: int) -> nn.Module:
     return GINConv(nn.Sequential(nn.Linear(cin, cout), nn.ReLU(), nn.Linear(cout, cout)), train_eps=True)
 
 
-def build(
-    info: DatasetInfo,
-    hidden: int = HIDDEN,
-    layers: int = LAYERS,
-    dropout: float = 0.0,
-    concat: bool = True,
-    sum_readout: bool = True,
-    degree: bool = False,
-    **_: Any,
-) -> GraphNet:
-    return GraphNet(
-        _conv,
-        info.input_shape[0],
-        info.num_classes,
-        task_of(info),
-        int(hidden),
-        int(layers),
-        dropout=float(dropout),
-        concat=bool(concat),
-        sum_readout=bool(sum_readout),
-        degree=bool(degree),
-    )
+build = graph_builder(_conv, sum_readout=True)
 
 
 # expected_acc: the test accuracy of `xaidash train --dataset D --model gin` (seed 0, one CPU thread; the network trains

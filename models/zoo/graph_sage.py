@@ -3,12 +3,9 @@ neighbours, a separate weight for the node itself): the same stack and heads as 
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import nn
 
-from xaidash.data.registry import DatasetInfo
-from xaidash.models.zoo.graph_common import HIDDEN, LAYERS, GraphNet, full_batch, register_graph_model, task_of
+from xaidash.models.zoo.graph_common import HIDDEN, LAYERS, full_batch, graph_builder, register_graph_model
 
 
 def _conv(cin: int, cout: int) -> nn.Module:
@@ -17,28 +14,7 @@ def _conv(cin: int, cout: int) -> nn.Module:
     return SAGEConv(cin, cout)
 
 
-def build(
-    info: DatasetInfo,
-    hidden: int = HIDDEN,
-    layers: int = LAYERS,
-    dropout: float = 0.0,
-    concat: bool = True,
-    sum_readout: bool = False,
-    degree: bool = True,
-    **_: Any,
-) -> GraphNet:
-    return GraphNet(
-        _conv,
-        info.input_shape[0],
-        info.num_classes,
-        task_of(info),
-        int(hidden),
-        int(layers),
-        dropout=float(dropout),
-        concat=bool(concat),
-        sum_readout=bool(sum_readout),
-        degree=bool(degree),
-    )
+build = graph_builder(_conv, degree=True)
 
 
 # expected_acc: the test accuracy of `xaidash train --dataset D --model sage` (seed 0, one CPU thread; the network trains

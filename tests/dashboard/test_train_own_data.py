@@ -25,7 +25,8 @@ def test_a_table_typed_on_the_train_page_is_read_and_trained_by_its_name(
     at = open_page(make_app(), "views/train.py")
     at.selectbox(key="train_dataset").set_value(OWN).run()
     assert_ok(at)
-    assert any("Type the name of your data: csv:<path>, imagefolder:<path>" in i for i in texts(at.info))
+    hint = next(i for i in texts(at.info) if "Type the name of your data:" in i)
+    assert all(form in hint for form in ("csv:<path>", "graphs:<path>", "imagefolder:<path>")), hint
 
     bad = tmp_path / "one.csv"
     bad.write_text("x,label\n1,a\n2,a\n")

@@ -21,7 +21,8 @@ from image_bundles import fresh_bundle
 from model_state import model_state
 from table_bundles import split, untrained_bundle
 
-from xaidash.data.registry import get_info, list_datasets
+from xaidash.data.modalities.graph import GRAPH, GraphInput, explained_subgraph
+from xaidash.data.registry import get_info, list_datasets, load_split
 from xaidash.data.tokenizer import WordVocab, split_words
 from xaidash.explainers import explain, list_methods
 from xaidash.explainers.explanation import Explanation
@@ -30,7 +31,7 @@ from xaidash.models import ModelBundle, build_model, get_spec, list_models
 
 TEXTS = ["the plot was not bad , honestly", "dull !", "an unknownword and great acting here"]
 # Small settings by parameter name, so a new method with such a parameter is cheap here too.
-CHEAP = {"samples": 16, "steps": 8, "background_size": 4}
+CHEAP = {"samples": 16, "steps": 8, "background_size": 4, "epochs": 2, "train_inputs": 4}
 TARGETS = [0, 1, 0]
 
 
@@ -51,6 +52,10 @@ def bundle_of(name: str) -> ModelBundle:
         return fresh_bundle(name)
     if spec.modality == "table":
         return untrained_bundle()
+    if spec.modality == "graph":  # BA-Shapes' nodes (generated offline)
+        torch.manual_seed(0)
+        graphs = get_info("ba_shapes")
+        return ModelBundle(build_model(name, graphs).eval(), spec, graphs, torch.device("cpu"))
     if spec.modality == "series":  # the first built-in series set it fits (a classifier's or a forecast's)
         series = next(i for i in list_datasets() if i.modality == "series" and i.builtin and spec.fits(i) is None)
         torch.manual_seed(0)
@@ -70,7 +75,9 @@ def bundle_of(name: str) -> ModelBundle:
     return ModelBundle(model.eval(), spec, info, torch.device("cpu"), tokenizer=tokenizer)
 
 
-def inputs_for(bundle: ModelBundle) -> torch.Tensor | list[str]:
+def inputs_for(bundle: ModelBundle) -> torch.Tensor | list[str] | list[GraphInput]:
+    if bundle.modality == "graph":  # three test nodes of BA-Shapes
+        return GRAPH.items(load_split("ba_shapes", "test"), range(3))
     if bundle.modality == "text":
         return list(TEXTS)
     if bundle.modality == "table":
@@ -137,6 +144,10 @@ def test_shape_values_and_targets(method: str, modality: str, model: str) -> Non
         elif modality == "table":
             assert e.tokens is not None and len(e.tokens[i]) == len(bundle.info.columns)
             assert a.shape == (len(bundle.info.columns),)
+        elif modality == "graph":  # one value per node, then per edge, of the node's neighbourhood, each labelled
+            nodes, edges = explained_subgraph(inputs_for(bundle)[i], bundle.info.graph.hops)
+            assert a.shape == (len(nodes) + len(edges),)
+            assert e.tokens is not None and len(e.tokens[i]) == a.size
         elif modality == "series":  # one value per time step, each step labelled with its values
             assert a.shape == (bundle.info.input_shape[1],)
             assert e.tokens is not None and len(e.tokens[i]) == bundle.info.input_shape[1]
