@@ -263,7 +263,7 @@ class MethodSpec(Spec):
     description: str = ""
     applies: Applies = field(default=lambda bundle: None)  # None when usable on the model, else why not
     signed: bool = True  # False for methods whose maps are non-negative by construction (Grad-CAM, saliency, attention)
-    family: str = "gradient"  # gradient | cam | perturbation | shap | attention
+    family: str = "gradient"  # gradient | cam | perturbation | shap | attention | mask (a fitted soft mask)
     output: Output = field(kw_only=True)  # no default: every method says what it explains
     needs_background: NeedsBackground = never
     completeness: Completeness | None = None  # None: the attributions add up to nothing in particular

@@ -332,10 +332,10 @@ def common_methods(a: ModelBundle, b: ModelBundle) -> tuple[list[MethodSpec], di
 def shares_units(spec: MethodSpec) -> bool:
     """Whether one method's maps of two models that take the same input are in the same units, so one colour
     scale compares like with like: values that add up to the explained output (IG, DeepLift, SHAP), changes of
-    that output when a region is hidden (occlusion, LIME), its sensitivity to each input element (saliency),
-    or attention weights. Maps in relative units (the CAM family's weighted activations of each model's own
+    that output when a region is hidden (occlusion, LIME), its sensitivity to each input element (saliency), a
+    fitted mask's weights (GNNExplainer, 0-1) or attention weights. Maps in relative units (the CAM family's weighted activations of each model's own
     layer; signed gradient heuristics) get one scale per model: `legend.map_legend` says 'relative units'."""
-    if spec.output == "attention" or spec.completeness is not None or spec.family == "perturbation":
+    if spec.output == "attention" or spec.completeness is not None or spec.family in ("perturbation", "mask"):
         return True
     return spec.family == "gradient" and not spec.signed
 

@@ -119,6 +119,11 @@ def map_legend(
             f"red = raises the target's {out}, blue = lowers it, white = no effect; "
             f"the values add up to {c.total} (f: the target's {out})"
         )
+    elif spec.family == "mask":  # GNNExplainer: a soft mask fitted to keep the target's output, not a change of it
+        region = words.region or unit
+        units = f"mask weight per {region} (0-1, fitted to keep the target's {out})"
+        group = f"{spec.family}|{spec.id}|{out}"
+        meaning = f"bright = the target's {out} needs this {region}; dark = it can be masked out"
     elif spec.family == "perturbation":
         region = words.region or unit
         units = f"Δ {out} per {region}"

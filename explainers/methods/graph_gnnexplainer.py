@@ -134,7 +134,7 @@ register(
         "with as little of the graph as it can (PyG's GNNExplainer, fitted for many inputs at once on their "
         "neighbourhoods). Values in [0, 1].",
         signed=False,
-        family="perturbation",
+        family="mask",
         output="logit",
         featured=3,
     )

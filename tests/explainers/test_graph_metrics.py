@@ -173,3 +173,15 @@ def test_compare_prices_a_graph_model_per_input(bundle) -> None:
 
     times = measure_pass_times(bundle, rows=16, repeats=1)
     assert times.rows == min(16, PROBE_ROWS) and times.forward > 0 and times.backward > 0
+
+
+def test_mask_methods_say_their_values_are_mask_weights_not_changes_of_the_logit() -> None:
+    from xaidash.explainers.figures.legend import map_legend
+    from xaidash.explainers.registry import get_method
+
+    fitted = map_legend(get_method("gnnexplainer", "graph"), "graph")
+    learnt = map_legend(get_method("pgexplainer", "graph"), "graph")
+    removed = map_legend(get_method("occlusion", "graph"), "graph")
+    assert fitted.units == "mask weight per edge (0-1, fitted to keep the target's logit)"
+    assert learnt.units == "mask weight per edge (0-1, kept to preserve the model's prediction)"
+    assert removed.units == "Δ logit per edge" and fitted.group != removed.group
