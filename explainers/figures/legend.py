@@ -70,6 +70,24 @@ def _regression_legend(legend: MapLegend, out: str, target: RegressionTarget) ->
     return MapLegend(say(legend.units), legend.group, legend.signed, say(legend.meaning))
 
 
+def _classless_legend(spec: LegendFacts, region: str, target: str) -> MapLegend:
+    """The legend of a map that explains no one class: a layer's dominant activations (Eigen-CAM) or a mask of what
+    keeps the model's own prediction (PGExplainer)."""
+    if spec.output == "activations":
+        return MapLegend(
+            "projection on the activations' first principal component (relative units)",
+            f"{spec.family}|{spec.id}|activations",
+            spec.signed,
+            "bright = the layer's dominant activation pattern is strong here; the same for every class",
+        )
+    return MapLegend(
+        f"mask weight per {region} (0-1, kept to preserve the model's prediction)",
+        f"{spec.family}|{spec.id}|prediction",
+        spec.signed,
+        f"bright = the model's prediction needs this {region}; the same for every {target}",
+    )
+
+
 def map_legend(
     spec: LegendFacts, modality: str = "image", unit: str | None = None, target: RegressionTarget | None = None
 ) -> MapLegend:
@@ -97,20 +115,8 @@ def map_legend(
             spec.signed,
             f"bright = attended to more; read from the model, the same for every target {words.target}",
         )
-    if spec.output == "activations":  # Eigen-CAM: no output explained
-        return MapLegend(
-            "projection on the activations' first principal component (relative units)",
-            f"{spec.family}|{spec.id}|activations",
-            spec.signed,
-            "bright = the layer's dominant activation pattern is strong here; the same for every class",
-        )
-    if spec.output == "prediction":  # PGExplainer: a mask of what keeps the prediction, the same for every class
-        return MapLegend(
-            f"mask weight per {words.region or unit} (0-1, kept to preserve the model's prediction)",
-            f"{spec.family}|{spec.id}|prediction",
-            spec.signed,
-            f"bright = the model's prediction needs this {words.region or unit}; the same for every {words.target}",
-        )
+    if spec.output in ("activations", "prediction"):
+        return _classless_legend(spec, words.region or unit, words.target)
     if c is not None:
         per = per_given or c.unit
         units = f"{out} contribution per {per}"
