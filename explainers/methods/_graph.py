@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from xaidash.data.modalities.graph import centre_of, explained_subgraph
+from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.params import ExplainError
 from xaidash.explainers.registry import MethodContext, MethodOutput
 from xaidash.models.bundle import ModelBundle
@@ -282,3 +283,25 @@ def input_chunks(ctx: MethodContext, size: int | None = None) -> list[list[int]]
     n = ctx.targets.shape[0]
     step = max(1, int(size or ctx.batch_size))
     return [list(range(i, min(i + step, n))) for i in range(0, n, step)]
+
+
+Masks = Callable[["Copies"], tuple[torch.Tensor | None, torch.Tensor | None]]
+
+
+def explained_in_copies(ctx: MethodContext, masks: Masks, what: str) -> tuple[list[GraphAttribution], int]:
+    """Every input explained on a copy of its computation subgraph, `ctx.batch_size` rows a chunk (halved when memory
+    runs out): `masks(made)` gives (node-feature values, edge values) over a chunk's copies; each chunk's copies are
+    first checked to predict as the whole graph does. (attributions, rows per pass used)."""
+    with torch.no_grad():
+        full = ctx.model(ctx.x).float()
+
+    def run(size: int) -> list[GraphAttribution]:
+        out: list[GraphAttribution] = []
+        for index in input_chunks(ctx, size):
+            made = copies(ctx, index)
+            check_copies(ctx, made, index, full)
+            nodes, edges = masks(made)
+            out.extend(made.attribution(i, nodes, edges) for i in range(len(index)))
+        return out
+
+    return run_halving(run, rows_per_pass(ctx.batch_size, ctx.targets.device), what=what)

@@ -16,16 +16,12 @@ from typing import Any
 
 import torch
 
-from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.methods._graph import (
     Copies,
     CopyRows,
-    GraphAttribution,
     as_it_was,
-    check_copies,
-    copies,
+    explained_in_copies,
     explainer,
-    input_chunks,
 )
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
@@ -97,25 +93,18 @@ def _penalty(
 
 def _compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
     epochs, lr = int(params["epochs"]), float(params["lr"])
-    with torch.no_grad():
-        full = ctx.model(ctx.x).float()
 
-    def run(size: int) -> list[GraphAttribution]:
-        out: list[GraphAttribution] = []
-        for index in input_chunks(ctx, size):
-            made = copies(ctx, index)
-            check_copies(ctx, made, index, full)
-            algorithm = copies_gnnexplainer(made, ctx.seed, epochs=epochs, lr=lr)
-            module = CopyRows(ctx.model, made.rows, made.task)
-            pyg = explainer(module, algorithm, "graph", node_mask="attributes", edge_mask="object")
-            try:
-                found = pyg(made.x, made.edge_index, target=made.targets, batch=made.batch)
-            finally:
-                release_masks(ctx.model)
-            out.extend(made.attribution(i, found.node_mask, found.edge_mask) for i in range(len(index)))
-        return out
+    def masks(made: Copies) -> tuple[torch.Tensor, torch.Tensor]:
+        algorithm = copies_gnnexplainer(made, ctx.seed, epochs=epochs, lr=lr)
+        module = CopyRows(ctx.model, made.rows, made.task)
+        pyg = explainer(module, algorithm, "graph", node_mask="attributes", edge_mask="object")
+        try:
+            found = pyg(made.x, made.edge_index, target=made.targets, batch=made.batch)
+        finally:
+            release_masks(ctx.model)
+        return found.node_mask, found.edge_mask
 
-    attributions, used = run_halving(run, rows_per_pass(ctx.batch_size, ctx.targets.device), what="GNNExplainer")
+    attributions, used = explained_in_copies(ctx, masks, what="GNNExplainer")
     n = len(attributions)
     return MethodOutput(attributions, {"batch_size": [float(used)] * n, "epochs": [float(epochs)] * n})
 

@@ -14,17 +14,13 @@ from typing import Any
 
 import torch
 
-from xaidash.explainers.batching import rows_per_pass, run_halving
 from xaidash.explainers.methods._common import quiet_hook_notices
 from xaidash.explainers.methods._graph import (
     Copies,
-    GraphAttribution,
     TargetSum,
     as_it_was,
-    check_copies,
-    copies,
+    explained_in_copies,
     explainer,
-    input_chunks,
 )
 from xaidash.explainers.params import Param
 from xaidash.explainers.registry import MethodContext, MethodOutput, MethodSpec, register
@@ -51,19 +47,7 @@ def captum_compute(method: str, what: str, **fixed: Any) -> Any:
 
     def compute(ctx: MethodContext, params: dict[str, Any]) -> MethodOutput:
         kwargs = {**fixed, **({"n_steps": int(params["steps"])} if "steps" in params else {})}
-        with torch.no_grad():
-            full = ctx.model(ctx.x).float()
-
-        def run(size: int) -> list[GraphAttribution]:
-            out: list[GraphAttribution] = []
-            for index in input_chunks(ctx, size):
-                made = copies(ctx, index)
-                check_copies(ctx, made, index, full)
-                nodes, edges = captum_masks(ctx, made, method, **kwargs)
-                out.extend(made.attribution(i, nodes, edges) for i in range(len(index)))
-            return out
-
-        attributions, used = run_halving(run, rows_per_pass(ctx.batch_size, ctx.targets.device), what=what)
+        attributions, used = explained_in_copies(ctx, lambda made: captum_masks(ctx, made, method, **kwargs), what=what)
         return MethodOutput(attributions, {"batch_size": [float(used)] * len(attributions)})
 
     return compute
