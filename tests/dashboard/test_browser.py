@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser import CHROMIUM, FLAGS, pick_option, require_browser, wait_idle
+from browser import CHROMIUM, FLAGS, add_methods, pick_option, require_browser, wait_idle
 from PIL import Image, ImageDraw
 
 pytestmark = pytest.mark.browser
@@ -62,14 +62,6 @@ class Shots:
         return path
 
 
-def add_methods(page, labels: list[str]) -> None:
-    box = page.get_by_test_id("stMultiSelect").filter(has_text="Methods").first
-    for label in labels:
-        box.locator("input").click()
-        box.locator("input").fill(label)
-        page.get_by_role("option", name=label, exact=True).click()
-        page.wait_for_timeout(300)
-    page.keyboard.press("Escape")
 
 
 @pytest.mark.long(seconds=60)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser import CHROMIUM, FLAGS, require_browser, settle
+from browser import CHROMIUM, FLAGS, add_methods, require_browser, settle
 from imported_models import import_external, write_hf_vit
 from PIL import Image, ImageDraw
 
@@ -60,16 +60,6 @@ def bird_png(path: Path) -> Path:
     return path
 
 
-def add_methods(page, labels: list[str]) -> None:
-    """Type each label into the Methods box and take the first match (the list may open off screen)."""
-    box = page.get_by_test_id("stMultiSelect").filter(has_text="Methods").first
-    for label in labels:
-        box.locator("input").click()
-        box.locator("input").fill(label)
-        page.wait_for_timeout(500)
-        page.keyboard.press("Enter")
-        page.wait_for_timeout(500)
-    page.keyboard.press("Escape")
 
 
 def method_header(page, label: str):

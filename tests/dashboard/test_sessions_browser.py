@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, FLAGS, require_browser, settle
+from browser import CHROMIUM, FLAGS, add_methods, require_browser, settle
 from inspect_runs import make_run
 
 pytestmark = pytest.mark.browser
@@ -57,12 +57,6 @@ def script_idle(page) -> bool:
     return page.get_attribute('[data-testid="stApp"]', "data-test-script-state") == "notRunning"
 
 
-def add_method(page, label: str) -> None:
-    box = page.get_by_test_id("stMultiSelect").filter(has_text="Methods").first
-    box.locator("input").click()
-    box.locator("input").fill(label)
-    page.get_by_role("option", name=label, exact=True).click()
-    page.keyboard.press("Escape")
 
 
 def job_running(page, within_ms: int = 3000) -> bool:
@@ -94,7 +88,7 @@ def test_a_short_explanation_is_not_kept_waiting_by_another_sessions_long_one(tm
             open_typed_text(a, url, run.id)
             open_typed_text(b, url, run.id)
             # Session A: 200 texts with SHAP besides the default methods (tens of seconds here).
-            add_method(a, "SHAP")
+            add_methods(a, ["SHAP"])
             settle(a)
             type_text(a, long_text)
             a.get_by_text(re.compile(r"^Explaining with")).first.wait_for(timeout=60_000)

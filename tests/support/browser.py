@@ -81,3 +81,30 @@ def fill_number(page: Any, label: str, value: str) -> None:
     field.fill(value)
     field.press("Tab")
     wait_idle(page)
+
+
+def add_methods(page: Any, labels: list[str], box_label: str = "Methods") -> None:
+    """Add each of `labels` to the multiselect labelled `box_label`: type it, click its exact option, and check that
+    exactly that one chip was added, then close the list.
+
+    Streamlit 1.67 heads the list with a bulk entry ("Select all", or "Select N matches" once you type) and filters
+    fuzzily as you type, so Enter or a click during the redraw can select every method: wait for the typed filter to
+    apply (no "Select all" entry), and count the chips."""
+    box = page.get_by_test_id("stMultiSelect").filter(has_text=box_label).first
+    chips = box.locator('[data-tag], [data-baseweb="tag"]')  # Streamlit 1.67, and before
+    for label in labels:
+        before = chips.count()
+        box.locator("input").click()
+        box.locator("input").fill(label)
+        select_all = page.get_by_role("option", name="Select all", exact=True)
+        deadline = time.time() + 30
+        while select_all.count() and time.time() < deadline:
+            time.sleep(0.1)
+        page.get_by_role("option", name=label, exact=True).click()
+        deadline = time.time() + 30
+        while chips.count() == before and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)  # a bulk selection would draw its other chips by now
+        added = chips.all_inner_texts()[before:]
+        assert chips.count() == before + 1, f"adding {label!r} gave {chips.count() - before} chips: {added}"
+    page.keyboard.press("Escape")
