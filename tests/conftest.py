@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,16 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ
     import torch
 
     torch.set_num_threads(1)
+
+# Outside a test's own roots (session fixtures built before `_isolated_roots`, a job thread that outlives its test,
+# a subprocess started with a copy of the environment) runs land in one folder of this process, removed at the end:
+# never in the user's ~/.local/share/xaidash/runs, where 1-epoch test runs used to pile up.
+_SESSION_RUNS = tempfile.mkdtemp(prefix="xaidash-test-runs-")
+os.environ["XAIDASH_RUNS"] = _SESSION_RUNS
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_SESSION_RUNS, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
