@@ -62,8 +62,6 @@ class Shots:
         return path
 
 
-
-
 @pytest.mark.long(seconds=60)
 def test_train_then_explain_five_methods_in_the_browser(server: str, tmp_path: Path):
     good = shape_png(tmp_path / "circle.png")

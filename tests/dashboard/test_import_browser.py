@@ -60,8 +60,6 @@ def bird_png(path: Path) -> Path:
     return path
 
 
-
-
 def method_header(page, label: str):
     return page.get_by_test_id("stCaptionContainer").filter(has_text=re.compile(f"^{re.escape(label)}$")).first
 

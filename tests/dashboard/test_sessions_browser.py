@@ -57,8 +57,6 @@ def script_idle(page) -> bool:
     return page.get_attribute('[data-testid="stApp"]', "data-test-script-state") == "notRunning"
 
 
-
-
 def job_running(page, within_ms: int = 3000) -> bool:
     """Whether the page shows its job at work: the progress line or the Cancel button, sampled for a few seconds
     because the progress line is redrawn between methods and can be missing at any one instant."""
