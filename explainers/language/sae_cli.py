@@ -74,9 +74,10 @@ class Progress:
             print("evaluating on the held-out tokens ...", flush=True)
 
     def _every(self, phase: str, done: int, total: int, line: Any) -> None:
+        key = f"{phase} of {total}"  # the held-out and the training harvest count separately
         bucket = done * PROGRESS_LINES // max(total, 1)
-        if self.shown.get(phase, -1) < bucket:
-            self.shown[phase] = bucket
+        if self.shown.get(key, -1) < bucket:
+            self.shown[key] = bucket
             print(line(), flush=True)
 
 
@@ -128,7 +129,8 @@ def _train(args: argparse.Namespace) -> int:
     t = expected_seconds(config, int(lm.embedding().weight.shape[1]), lm.num_layers, store.measured_rates(run))
     print(
         f"{'resuming ' + args.resume if args.resume else 'training'}: layer {config.layer} {config.site}, "
-        f"{config.architecture} width {config.width:,}, {config.tokens:,} tokens of {config.corpus} on {lm.device}; "
+        f"{config.architecture} width {config.width:,}, {config.tokens:,} tokens of {config.corpus} "
+        f"x {config.epochs} epoch{'s' if config.epochs > 1 else ''} on {lm.device}; "
         f"expected about {duration_text(t['total'])} (harvest {duration_text(t['harvest'])}, train "
         f"{duration_text(t['train'])}, evaluate {duration_text(t['evaluate'])}). Ctrl-C stops with a resumable state.",
         flush=True,

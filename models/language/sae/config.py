@@ -40,14 +40,14 @@ class SaeConfig:
     width: int = 2304
     k: int | None = 32
     corpus: str = "sst2"
-    tokens: int = 300_000
+    tokens: int = 150_000
     context: int = 64
     batch_tokens: int = 1024
     lr: float = 1e-3
     heldout_tokens: int = 8192
     seed: int = 0
     sparsity: float = 1.0
-    epochs: int = 1
+    epochs: int = 3  # SmolLM2 layer 15, 150k tokens: held-out EV 0.854 after 1 epoch, 0.977 after 3
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
