@@ -8,7 +8,7 @@
 
 SAELens computes the losses through a HookedTransformer, which cannot wrap the loaded SmolLM2 offline: here the
 site is replaced through models.language.sites.editing. As in training, position 0 and the special tokens (attention
-sinks, harvest.harvested_positions) keep their activation; the losses are over the predictions from position 1 on."""
+sinks, harvest.harvested_positions) and the massive activations (harvest.massive) keep their activation; the losses are over the predictions from position 1 on."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import torch
 
 from xaidash.models.language.model import LanguageModel
 from xaidash.models.language.sae import store
-from xaidash.models.language.sae.harvest import harvested_positions, special_ids
+from xaidash.models.language.sae.harvest import harvested_positions, massive, special_ids
 from xaidash.models.language.sae.lens import sae_lens
 from xaidash.models.language.sites import editing
 from xaidash.models.runs.store import Run
@@ -80,10 +80,11 @@ def loss_metrics(lm: LanguageModel, sae: Any, layer: int, site: str, contexts: t
         keep = harvested_positions(batch, special).to(lm.device)[..., None]
 
         def reconstructed(out: torch.Tensor, keep: torch.Tensor = keep) -> torch.Tensor:
-            return torch.where(keep, sae.decode(sae.encode(out.float())).to(out.dtype), out)
+            replace = keep & ~massive(out)[..., None]
+            return torch.where(replace, sae.decode(sae.encode(out.float())).to(out.dtype), out)
 
         def zeroed(out: torch.Tensor, keep: torch.Tensor = keep) -> torch.Tensor:
-            return torch.where(keep, torch.zeros_like(out), out)
+            return torch.where(keep & ~massive(out)[..., None], torch.zeros_like(out), out)
 
         loss, n = next_token_loss(lm, batch)
         totals["clean"] += loss

@@ -152,4 +152,5 @@ def test_a_stop_while_harvesting_resumes_the_harvest_where_it_stopped(run, lm):
     tokens, heldout = store.corpus_tokens(run, resumed.id)
     index = torch.cat([i for _, i in store.activation_chunks(run, resumed.id, "train")])
     usable = harvested_positions(tokens[~heldout], special_ids(lm.tokenizer))
-    assert len(set(index.tolist())) == len(index) == int(usable.sum()) >= SMALL.tokens
+    assert len(set(index.tolist())) == len(index) >= SMALL.tokens
+    assert len(index) >= 0.99 * int(usable.sum())  # less only the few massive activations
