@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         )
         folder = Path(scratch) / "bench-run" / "saes" / "bench"
         harvest_tps = harvest_speed(lm, config, folder, device)
-        train_config = SaeConfig(**{**config.to_json(), "tokens": args.train_tokens})
+        train_config = SaeConfig(**{**config.to_json(), "tokens": args.train_tokens, "epochs": 1})
         r = train_speeds(train_config, d_model(lm), folder, device)
         n = train_config.total_steps * train_config.batch_tokens
         ours, theirs = r["xaidash_s"], r["saelens_s"]
