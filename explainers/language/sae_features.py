@@ -231,8 +231,8 @@ def logit_effects(
     up = effect.topk(k)
     down = (-effect).topk(k)
     return (
-        [(int(i), float(v)) for v, i in zip(up.values, up.indices)],
-        [(int(i), -float(v)) for v, i in zip(down.values, down.indices)],
+        [(int(i), float(v)) for v, i in zip(up.values, up.indices, strict=True)],
+        [(int(i), -float(v)) for v, i in zip(down.values, down.indices, strict=True)],
     )
 
 
@@ -243,7 +243,7 @@ def neighbours(loaded: LoadedSae, feature: int, k: int = 10) -> list[tuple[int, 
     cos = w @ w[feature]
     cos[feature] = -torch.inf
     top = cos.topk(min(k, loaded.width - 1))
-    return [(int(i), float(v)) for v, i in zip(top.values, top.indices)]
+    return [(int(i), float(v)) for v, i in zip(top.values, top.indices, strict=True)]
 
 
 def features_on_token(
