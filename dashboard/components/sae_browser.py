@@ -94,8 +94,8 @@ def _search(
             }
             for f, v, at in found.top
         ]
-        st.caption(f"Features on the text's {len(words)} tokens (the first token left out, as in harvesting):")
-        _link_table(rows)
+        st.caption(f"Features that fire most on the text's {len(words)} token(s):")
+        _link_table(rows, "No feature fires on this text.")
         if len(found.token_ids) == 1:
             corpus = sf.features_on_token(index, tokens, found.token_ids[0], K)
             st.caption(f"Features whose top {sf.TOP_N} corpus tokens are most often {visible(words[0])!r}:")
@@ -108,13 +108,14 @@ def _search(
                         "largest activation": round(v, 3),
                     }
                     for f, n, v in corpus
-                ]
+                ],
+                f"No feature has {visible(words[0])!r} among its top {sf.TOP_N} corpus tokens.",
             )
 
 
-def _link_table(rows: list[dict[str, object]]) -> None:
+def _link_table(rows: list[dict[str, object]], empty: str) -> None:
     if not rows:
-        st.info("No feature fires there.")
+        st.info(empty)
         return
     st.dataframe(
         pd.DataFrame(rows),

@@ -137,11 +137,12 @@ def _second_pass(
     feat_t = torch.arange(width).view(-1, 1, 1).expand_as(targets).reshape(-1)
     want = flat_t >= 0
     t_idx, t_feat, t_pos = flat_t[want], feat_t[want], want.nonzero().squeeze(1)
-    scale = torch.where(max_value > 0, BINS / max_value.clamp_min(1e-30), torch.zeros_like(max_value))
+    peak = max_value.double()  # float64 bins as numpy.histogram computes them
+    scale = torch.where(peak > 0, BINS / peak.clamp_min(1e-30), torch.zeros_like(peak))
     for f, index in _encoded(sae, run, sae_id):
         rows, cols = (f > 0).nonzero(as_tuple=True)
         vals = f[rows, cols]
-        bins = (vals * scale[cols]).long().clamp(0, BINS - 1)
+        bins = (vals.double() * scale[cols]).long().clamp(0, BINS - 1)
         hist.view(-1).index_add_(0, cols * BINS + bins, torch.ones_like(bins))
         order = index.argsort()
         sorted_index = index[order]
@@ -272,21 +273,25 @@ class TextSearch:
 
 
 def search_text(lm: LanguageModel, loaded: LoadedSae, text: str, k: int = 10) -> TextSearch:
-    """The features that fire most on `text`'s tokens (the site read at the SAE's layer, encoded). The first
-    token is left out as harvesting leaves it out (the attention sink)."""
+    """The features that fire most on `text`'s tokens (the site read at the SAE's layer, encoded). The text is
+    read after one sink token (the tokenizer's BOS, else its EOS) so none of its tokens sits at position 0, which
+    harvesting leaves out (the attention sink's activations are orders of magnitude off)."""
     if not text.strip():
         raise ModelError("Type a text to search for the features that fire on it.")
-    ids = lm.tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"][:, : lm.context]
+    tok = lm.tokenizer
+    sink = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    ids = tok(text, return_tensors="pt", add_special_tokens=False)["input_ids"][:, : lm.context - 1]
+    if sink is not None:
+        ids = torch.cat([torch.tensor([[int(sink)]]), ids], 1)
     with torch.no_grad(), reading(lm, loaded.layer, loaded.site) as seen:
         lm.model(input_ids=ids.to(lm.device), use_cache=False)
-        site = seen[0][0].float()
-        acts = loaded.sae.encode(site.to(loaded.sae.W_dec.device)).float().cpu()
-    skip = acts[1:] if len(acts) > 1 else acts
-    best, at = skip.max(0)
+        site = seen[0][0, 1:] if sink is not None else seen[0][0]
+        acts = loaded.sae.encode(site.float().to(loaded.sae.W_dec.device)).float().cpu()
+    best, at = acts.max(0)
     order = best.argsort(descending=True)[:k]
-    offset = 1 if len(acts) > 1 else 0
-    top = [(int(f), float(best[f]), int(at[f]) + offset) for f in order if best[f] > 0]
-    return TextSearch(token_ids=[int(i) for i in ids[0]], acts=acts, top=top)
+    top = [(int(f), float(best[f]), int(at[f])) for f in order if best[f] > 0]
+    text_ids = ids[0, 1:] if sink is not None else ids[0]
+    return TextSearch(token_ids=[int(i) for i in text_ids], acts=acts, top=top)
 
 
 def context_of(
