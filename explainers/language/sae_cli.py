@@ -74,9 +74,10 @@ class Progress:
             print("evaluating on the held-out tokens ...", flush=True)
 
     def _every(self, phase: str, done: int, total: int, line: Any) -> None:
+        key = f"{phase} of {total}"  # the held-out and the training harvest count separately
         bucket = done * PROGRESS_LINES // max(total, 1)
-        if self.shown.get(phase, -1) < bucket:
-            self.shown[phase] = bucket
+        if self.shown.get(key, -1) < bucket:
+            self.shown[key] = bucket
             print(line(), flush=True)
 
 
@@ -95,6 +96,7 @@ def _config(args: argparse.Namespace) -> SaeConfig:
         heldout_tokens=args.heldout_tokens,
         seed=args.seed,
         sparsity=args.sparsity,
+        epochs=args.epochs,
     )
 
 
@@ -127,7 +129,8 @@ def _train(args: argparse.Namespace) -> int:
     t = expected_seconds(config, int(lm.embedding().weight.shape[1]), lm.num_layers, store.measured_rates(run))
     print(
         f"{'resuming ' + args.resume if args.resume else 'training'}: layer {config.layer} {config.site}, "
-        f"{config.architecture} width {config.width:,}, {config.tokens:,} tokens of {config.corpus} on {lm.device}; "
+        f"{config.architecture} width {config.width:,}, {config.tokens:,} tokens of {config.corpus} "
+        f"x {config.epochs} epoch{'s' if config.epochs > 1 else ''} on {lm.device}; "
         f"expected about {duration_text(t['total'])} (harvest {duration_text(t['harvest'])}, train "
         f"{duration_text(t['train'])}, evaluate {duration_text(t['evaluate'])}). Ctrl-C stops with a resumable state.",
         flush=True,
@@ -219,6 +222,9 @@ def _add_train(sub: Any) -> None:
         "--corpus", default=d.corpus, help=f"sst2, sms_spam, cues, a text FILE or a FOLDER (default {d.corpus})"
     )
     p.add_argument("--tokens", type=int, default=d.tokens, help=f"training tokens (default {d.tokens:,})")
+    p.add_argument(
+        "--epochs", type=int, default=d.epochs, help=f"passes over the harvested tokens (default {d.epochs})"
+    )
     p.add_argument("--context", type=int, default=d.context, help=f"tokens per context (default {d.context})")
     p.add_argument("--batch-tokens", type=int, default=d.batch_tokens, help=f"default {d.batch_tokens:,}")
     p.add_argument("--lr", type=float_range(0.0, 1.0, lo_open=True), default=d.lr, help=f"default {d.lr:g}")

@@ -15,12 +15,18 @@ def test_json_round_trip_and_defaults_are_valid():
     config.check_settings()
     assert SaeConfig.from_json(config.to_json()) == config
     assert SaeConfig.from_json({**config.to_json(), "unknown": 1}) == config
-    assert config.total_steps == config.tokens // config.batch_tokens
+    assert config.total_steps == config.tokens * config.epochs // config.batch_tokens
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [({"width": 0}, "Width"), ({"k": 0}, "k 0"), ({"context": 2}, "Context"), ({"batch_tokens": 0}, "batch")],
+    [
+        ({"width": 0}, "Width"),
+        ({"k": 0}, "k 0"),
+        ({"context": 2}, "Context"),
+        ({"batch_tokens": 0}, "batch"),
+        ({"epochs": 0}, "Epochs 0"),
+    ],
 )
 def test_check_settings_refuses_with_one_line(change, message):
     with pytest.raises(ModelError, match=message) as e:
@@ -29,7 +35,7 @@ def test_check_settings_refuses_with_one_line(change, message):
 
 
 def test_expected_time_scales_with_tokens_width_and_depth():
-    base = SaeConfig(layer=15, tokens=100_000, width=1024)
+    base = SaeConfig(layer=15, tokens=100_000, width=1024, epochs=1)
     rates = Rates(layer_tokens_s=1000.0, train_macs_s=1e9)
     t = expected_seconds(base, 576, 30, rates)
     assert t["harvest"] == pytest.approx((100_000 + base.heldout_tokens) * 16 / 1000.0)
@@ -37,3 +43,5 @@ def test_expected_time_scales_with_tokens_width_and_depth():
     assert t["total"] == pytest.approx(t["harvest"] + t["train"] + t["evaluate"])
     wider = expected_seconds(dataclasses.replace(base, width=2048), 576, 30, rates)
     assert wider["train"] == pytest.approx(2 * t["train"])
+    longer = expected_seconds(dataclasses.replace(base, epochs=3), 576, 30, rates)
+    assert longer["train"] == pytest.approx(3 * t["train"]) and longer["harvest"] == t["harvest"]
