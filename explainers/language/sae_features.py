@@ -51,8 +51,8 @@ ROWS = 2048  # activations encoded at once: (ROWS, width) floats in memory
 class FeatureIndex:
     """The index of one SAE. `top_values`/`top_index`: (width, N), largest first, index -1 where a feature fired on
     fewer than N tokens; `windows`: (width, N, BEFORE + 1 + AFTER) the feature's activation on the tokens around
-    each top token (NaN where there is no harvested token: before the context's start, or its unharvested first
-    position); `hist`: (width, BINS) counts of non-zero activations in equal bins from 0 to `max_value`;
+    each top token (NaN where there is no harvested token: outside the context, or a token harvesting left out);
+    `hist`: (width, BINS) counts of non-zero activations in equal bins from 0 to `max_value`;
     `density`: (width,) fraction of tokens with a non-zero activation; `mean_active`: (width,) mean activation
     where non-zero; `tokens`: the number of harvested tokens read."""
 
@@ -89,7 +89,9 @@ def _encoded(sae: Any, run: Run | Path, sae_id: str) -> Iterator[tuple[torch.Ten
                 yield sae.encode(acts[s : s + ROWS]).float(), index[s : s + ROWS]
 
 
-def _first_pass(sae: Any, run: Run | Path, sae_id: str, width: int, n: int) -> tuple[torch.Tensor, ...]:
+def _first_pass(
+    sae: Any, run: Run | Path, sae_id: str, width: int, n: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """Top-N values and indices per feature, firing counts, sums and maxima."""
     top_v = torch.full((width, n), -torch.inf)
     top_i = torch.full((width, n), -1, dtype=torch.int64)

@@ -55,4 +55,4 @@ def contexts_html(rows: Sequence[tuple[Sequence[str], Sequence[float], int, floa
         f"{esc(f'{top:.3g}')}</code>{context_html(words, values, focus, scale)}</div>"
         for words, values, focus, top in rows
     )
-    return f"<div>{body}{scale_html(scale, 'outlined: the token of each row’s activation')}</div>"
+    return f"<div>{body}{scale_html(scale, 'outlined: the token of each row’s activation; grey: a token not harvested')}</div>"

@@ -88,8 +88,8 @@ def test_windows_hold_the_features_activation_around_each_top_token(setup, brute
             flat = c * context + pos - focus + k
             if flat in row_of:
                 assert v == pytest.approx(float(f[row_of[flat], j]))
-            else:  # position 0 of a context is not harvested
-                assert math.isnan(v) and (pos - focus + k) == 0
+            else:  # not harvested (position 0, the massive activations harvesting leaves out)
+                assert math.isnan(v)
             checked += 1
     assert checked > 50
 
