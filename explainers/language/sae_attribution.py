@@ -17,6 +17,12 @@ feature's activation through SAELens's own `decode` and, through e, the gradient
 (the attribution patching of Marks et al., "Sparse feature circuits", 2024) is written here: SAELens attaches SAEs
 to TransformerLens models only, not to the transformers model xaidash loads.
 
+Positions counted: the user's own prompt tokens (the query's features) and every position that reads the answer
+(the last prompt position, which predicts its first token, and the answer's tokens). The chat template's and special
+tokens are left out unless the query counts them as features too (`include_template`), as for the token
+attributions: the first of them is the attention sink, whose activations are tens of times larger than any other's
+and whose features would top every list while saying nothing about this answer. Every position's terms are kept.
+
 Like any gradient x activation, a feature's attribution is the first-order change of the target if the feature were
 switched off at every position: large features and saturated softmaxes make the real change differ."""
 
@@ -53,18 +59,21 @@ class FeatureAttribution:
     """Attribution of a query's explained output to an SAE's features at (layer, site).
 
     tokens: the T positions read (the prompt, then the answer up to the explained step), `prompt_length` of them the
-    prompt's; output: the explained output's value; attribution: (width,) each feature's activation x gradient summed
-    over positions; max_activation: (width,) its largest activation over the positions, at `argmax_position`;
+    prompt's; counted: (T,) the positions summed (see the module docstring); output: the explained output's value;
+    attribution: (width,) each feature's activation x gradient summed over the counted positions; max_activation:
+    (width,) its largest activation over them, at `argmax_position`;
     top: the `top` features with the largest |attribution|, largest first; top_attribution / top_activation: (T,
     len(top)) their values per position; error, bias, total: (T,) the error term's and the decoder bias's
-    attribution and the site's gradient x activation per position; error_share: (T,) |e| / |x| per position (the
-    part of the activation the SAE misses); gap: |features + bias + error - total| summed over positions."""
+    attribution and the site's gradient x activation per position (the totals sum the counted ones); error_share:
+    (T,) |e| / |x| per position (the part of the activation the SAE misses); gap: |features + bias + error - total|
+    over the counted positions."""
 
     layer: int
     site: str
     width: int
     tokens: tuple[str, ...]
     prompt_length: int
+    counted: np.ndarray
     output: float
     attribution: np.ndarray
     max_activation: np.ndarray
@@ -83,15 +92,15 @@ class FeatureAttribution:
 
     @property
     def error_total(self) -> float:
-        return float(self.error.sum())
+        return float(self.error[self.counted].sum())
 
     @property
     def bias_total(self) -> float:
-        return float(self.bias.sum())
+        return float(self.bias[self.counted].sum())
 
     @property
     def site_total(self) -> float:
-        return float(self.total.sum())
+        return float(self.total[self.counted].sum())
 
     @property
     def gap(self) -> float:
@@ -99,7 +108,7 @@ class FeatureAttribution:
 
     @property
     def active(self) -> int:
-        """Features active at one position or more."""
+        """Features active at one counted position or more."""
         return int((self.max_activation > 0).sum())
 
     def rest_total(self) -> float:
@@ -164,6 +173,13 @@ def _gradients(
     return float(value.detach()), seen, grad_f[0], grad_site[0]
 
 
+def counted_positions(query: PromptQuery) -> list[int]:
+    """The positions summed: the query's feature positions and those that read the answer (module docstring)."""
+    length = len(query.prompt.ids)
+    users = {p for group in query.features for p in group}
+    return sorted(users | set(range(length - 1, length + query.n_steps - 1)))
+
+
 def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().double().cpu().numpy()
 
@@ -177,13 +193,16 @@ def sae_attribution(
     value, seen, grad_f, g = _gradients(lm, query, sae, layer, site)
     assert seen.x is not None and seen.features is not None and seen.error is not None
     f = seen.features.detach()[0]
+    counted = torch.zeros(len(f), dtype=torch.bool, device=f.device)
+    counted[counted_positions(query)] = True
     with torch.no_grad():
         bias = sae.decode(torch.zeros(1, _width(sae), dtype=f.dtype, device=f.device))[0]
         per_position = f * grad_f  # (T, width)
-        attribution = per_position.double().sum(0)
+        attribution = per_position[counted].double().sum(0)
         order = torch.argsort(attribution.abs(), descending=True, stable=True)[: max(0, min(top, _width(sae)))]
         order = order[attribution[order] != 0]  # an inactive feature has no attribution to show
-        max_act, argmax = f.max(dim=0)
+        max_act, where = f[counted].max(dim=0)
+        argmax = counted.nonzero()[:, 0][where]
         x, e = seen.x, seen.error.detach()[0]
         share = e.norm(dim=-1) / x.norm(dim=-1).clamp_min(torch.finfo(x.dtype).tiny)
         ids = list(query.prompt.ids) + list(query.target_ids[:-1])
@@ -193,6 +212,7 @@ def sae_attribution(
             width=_width(sae),
             tokens=tuple(lm.token_text(ids)),
             prompt_length=len(query.prompt.ids),
+            counted=counted.cpu().numpy(),
             output=value,
             attribution=_np(attribution),
             max_activation=_np(max_act),

@@ -15,7 +15,7 @@ from tiny_lm import tiny_lm
 
 from xaidash.explainers.language.methods.gradients import sequence_ids
 from xaidash.explainers.language.query import make_query
-from xaidash.explainers.language.sae_attribution import check_sae, sae_attribution
+from xaidash.explainers.language.sae_attribution import check_sae, counted_positions, sae_attribution
 from xaidash.explainers.language.scoring import explained, score_rows, step_log_probs
 from xaidash.explainers.params import ExplainError
 from xaidash.models.language.generate import generate
@@ -106,8 +106,9 @@ def test_parts_add_up_to_the_sites_gradient_x_activation(lm, query, site, make):
     gxa, _ = site_grad_x_act(lm, query, 1, site)
     # the site's total is captum's, position by position, and the parts add up to it at every position
     np.testing.assert_allclose(fa.total, gxa.sum(-1).double().numpy(), rtol=1e-4, atol=1e-6)
-    per_feature = fa.attribution.sum() + fa.error.sum() + fa.bias.sum()
-    assert per_feature == pytest.approx(fa.site_total, rel=1e-4, abs=1e-6)
+    counted = fa.counted
+    per_feature = fa.attribution.sum() + fa.error[counted].sum() + fa.bias[counted].sum()
+    assert per_feature == pytest.approx(float(gxa.sum(-1)[torch.from_numpy(counted)].sum()), rel=1e-4, abs=1e-6)
     assert fa.gap < 1e-4 * max(1.0, abs(fa.site_total))
     assert fa.bias_total != 0 and fa.error_total != 0 and fa.active > 0
     assert len(fa.tokens) == len(fa.total) == len(fa.error_share) == len(query.prompt.ids) + query.n_steps - 1
@@ -122,13 +123,16 @@ def test_feature_attribution_is_activation_times_decoder_gradient(lm, query):
         lm.model(input_ids=sequence_ids(lm, query), use_cache=False)
         f = sae.encode(seen[0][0])
     _, grad = site_grad_x_act(lm, query, 0, "resid")
-    brute = (f * (grad @ sae.W_dec.detach().T)).sum(0).double().numpy()
+    counted = counted_positions(query)
+    brute = (f * (grad @ sae.W_dec.detach().T))[counted].sum(0).double().numpy()
     np.testing.assert_allclose(fa.attribution, brute, rtol=1e-4, atol=1e-7)
-    np.testing.assert_allclose(fa.max_activation, f.max(0).values.double().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(fa.max_activation, f[counted].max(0).values.double().numpy(), rtol=1e-6)
+    peak = f[counted].argmax(0).numpy()
+    np.testing.assert_array_equal(fa.argmax_position, np.array(counted)[peak])
     ranked = np.argsort(-np.abs(brute), kind="stable")
     assert list(fa.top) == [int(i) for i in ranked if brute[i] != 0]
     assert fa.top_attribution.shape == (len(fa.tokens), len(fa.top))
-    np.testing.assert_allclose(fa.top_attribution.sum(0), fa.attribution[list(fa.top)], rtol=1e-6)
+    np.testing.assert_allclose(fa.top_attribution[fa.counted].sum(0), fa.attribution[list(fa.top)], rtol=1e-6)
     assert fa.rest_total() == pytest.approx(0.0, abs=1e-6)  # every active feature is in the top 64
 
 
@@ -138,11 +142,23 @@ def test_lossless_sae_gives_each_dimensions_gradient_x_activation(lm, query):
     d = _width(lm)
     fa = sae_attribution(lm, query, lossless_sae(d), 1, "mlp", top=2 * d)
     gxa, _ = site_grad_x_act(lm, query, 1, "mlp")
-    per_dim = gxa.sum(0).double().numpy()
+    per_dim = gxa[counted_positions(query)].sum(0).double().numpy()
     np.testing.assert_allclose(fa.attribution[:d] + fa.attribution[d:], per_dim, rtol=1e-4, atol=1e-7)
     np.testing.assert_allclose(fa.error, 0.0, atol=1e-6)
     np.testing.assert_allclose(fa.error_share, 0.0, atol=1e-6)
     assert fa.bias_total == 0.0
+
+
+def test_positions_counted(lm, query):
+    """The user's tokens and the positions that read the answer; with the template included, every position."""
+    n_prompt, n_read = len(query.prompt.ids), len(query.prompt.ids) + query.n_steps - 1
+    users = list(query.prompt.features)
+    assert 0 < len(users) < n_prompt - 1  # the tiny model's chat template adds tokens around the user's
+    assert counted_positions(query) == sorted(set(users) | set(range(n_prompt - 1, n_read)))
+    everything = make_query(lm, query.prompt, query.target_ids, span=query.span, include_template=True)
+    assert counted_positions(everything) == list(range(n_read))
+    fa = sae_attribution(lm, everything, topk_sae(_width(lm)), 1, "resid")
+    assert fa.counted.all() and fa.site_total == pytest.approx(float(fa.total.sum()))
 
 
 def test_output_is_the_scorers_explained_value_with_a_contrast(lm):
@@ -154,7 +170,8 @@ def test_output_is_the_scorers_explained_value_with_a_contrast(lm):
     scores, _ = score_rows(lm, q, torch.tensor([list(prompt.ids)]))
     assert fa.output == pytest.approx(float(explained(q, scores)[0]), abs=1e-4)
     gxa, _ = site_grad_x_act(lm, q, 1, "attn")
-    assert fa.site_total == pytest.approx(float(gxa.sum()), rel=1e-4, abs=1e-6)
+    counted = torch.tensor(counted_positions(q))
+    assert fa.site_total == pytest.approx(float(gxa[counted].sum()), rel=1e-4, abs=1e-6)
 
 
 def test_refusals(lm, query):
