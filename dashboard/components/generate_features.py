@@ -164,12 +164,13 @@ def _table(frame: pd.DataFrame) -> None:
 
 
 def completeness_line(fa: FeatureAttribution) -> str:
-    share = float(fa.error_share.mean())
+    share = float(fa.error_share[fa.counted].mean())
     return (
         f"The parts add up: features {fa.features_total:+.4f} + error term {fa.error_total:+.4f} + "
         f"decoder bias {fa.bias_total:+.4f} = {fa.site_total:+.4f}, the gradient × activation of "
         f"the whole site (gap {fa.gap:.1e}). {fa.active:,} of {fa.width:,} features are active at one of the "
-        f"{len(fa.tokens)} positions; the error is {share:.0%} of the activation's norm on average there."
+        f"{int(fa.counted.sum())} positions counted; the error is {share:.0%} of the activation's norm on average "
+        "there."
     )
 
 
@@ -203,9 +204,10 @@ def features_panel(ctx: LMContext, query: PromptQuery) -> None:
         fa = attribution_of(ctx, query, record, TOP_MAX)
         st.caption(
             f"Each feature of the SAE at layer {fa.layer} ({record.config.site}): its activation × the gradient of "
-            f"{output_label} (= {fa.output:+.3f}), summed over the prompt and answer positions: to first order, how "
-            "much the target would drop if the feature were switched off. Red features raise the target, blue ones "
-            "lower it; the error term is the part of the activation the SAE does not explain."
+            f"{output_label} (= {fa.output:+.3f}), summed over your prompt's tokens and the positions that read the "
+            "answer (the template's too when “Include template tokens” is on): to first order, how much the target "
+            "would drop if the feature were switched off there. Red features raise the target, blue ones lower it; "
+            "the error term is the part of the activation the SAE does not explain."
         )
         st.altair_chart(features_chart(chart_frame(fa, n), output_label), width="stretch")
         st.caption(completeness_line(fa))

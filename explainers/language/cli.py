@@ -345,7 +345,8 @@ def _sae_features(lm: LanguageModel, query: PromptQuery, run: Run, sae_id: str) 
     fa = sae_attribution(lm, query, loaded.sae, loaded.layer, loaded.site, top=SAE_TOP)
     print(
         f"\nSAE {sae_id} (layer {fa.layer} {fa.site}, {fa.width:,} features, {fa.active:,} active): activation x "
-        f"gradient of {F.target_label(query)} = {fa.output:+.4f}, summed over {len(fa.tokens)} positions"
+        f"gradient of {F.target_label(query)} = {fa.output:+.4f}, summed over {int(fa.counted.sum())} of "
+        f"{len(fa.tokens)} positions (the user's tokens and those reading the answer)"
     )
     scale = max([abs(float(fa.attribution[f])) for f in fa.top] + [abs(fa.error_total), abs(fa.bias_total)])
     for f in fa.top:
