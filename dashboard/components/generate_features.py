@@ -88,7 +88,9 @@ def chart_frame(fa: FeatureAttribution, n: int) -> pd.DataFrame:
     for label, value, what in extra:
         if label.startswith("0 other"):
             continue
-        rows.append({"part": label, "attribution": value, "kind": NOT_A_FEATURE, "max activation": None, "fires most on": what})
+        rows.append(
+            {"part": label, "attribution": value, "kind": NOT_A_FEATURE, "max activation": None, "fires most on": what}
+        )
     return pd.DataFrame(rows)
 
 

@@ -9,7 +9,6 @@ from typing import Any
 import streamlit as st
 
 from xaidash.dashboard.components.generate_answer import answer_view
-from xaidash.dashboard.components.generate_features import features_panel
 from xaidash.dashboard.components.generate_compute import (
     LMContext,
     Target,
@@ -18,6 +17,7 @@ from xaidash.dashboard.components.generate_compute import (
     prompt_of,
     query_of,
 )
+from xaidash.dashboard.components.generate_features import features_panel
 from xaidash.dashboard.components.generate_inside import INSIDE_KEY
 from xaidash.dashboard.components.generate_maps import MapsRequest, make_request, maps_section, rows_sentence
 from xaidash.dashboard.components.generate_prompt import PromptSettings, prompt_inputs, rendered_view

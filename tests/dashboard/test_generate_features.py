@@ -5,15 +5,14 @@ browser once that page is registered."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from app_pages import assert_ok, make_app, texts
+from random_sae import write_sae
 from tiny_lm import save_tiny_folder
 
 from xaidash.dashboard.components import generate_features
@@ -30,34 +29,13 @@ from xaidash.models.language.convert import import_language_model
 from xaidash.models.language.generate import generate
 from xaidash.models.language.loading import load_language_model
 from xaidash.models.language.prompt import build_prompt
-from xaidash.models.language.sae.config import SaeConfig
-from xaidash.models.language.sae.store import load_sae, sae_folder, write_config, write_weights
+from xaidash.models.language.sae.store import load_sae, sae_folder
 from xaidash.models.runs.store import Run
 
-os.environ.setdefault("WANDB_MODE", "disabled")
 PROMPT = "what is the capital of france ?"
 SAE_ID = "20261128-000000-L1-resid-topk-64"
 TIMEOUT = 180
-
-
-def write_sae(run: Run, sae_id: str, layer: int = 1, width: int = 64) -> None:
-    """A SAELens TopK SAE with random weights stored as a finished SAE of the run (the store's own writers)."""
-    from sae_lens import TopKSAE, TopKSAEConfig
-
-    d_in = int(load_language_model(run).embedding().weight.shape[1])
-    sae = TopKSAE(TopKSAEConfig(d_in=d_in, d_sae=width, k=8))
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in sae.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * (0.1 if p.ndim == 1 else 1.0 / p.shape[0] ** 0.5))
-    config = SaeConfig(
-        layer=layer, site="resid", width=width, k=8, corpus="cues", tokens=4096, batch_tokens=128, lr=1e-3,
-        heldout_tokens=512,
-    )
-    folder = sae_folder(run, sae_id)
-    folder.mkdir(parents=True)
-    write_config(folder, config, d_in, "finished")
-    write_weights(folder, sae.state_dict(), sae.cfg.to_dict())
+D_IN = 32  # the tiny Llama's width
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +78,7 @@ def test_panel_without_then_with_an_sae(root: Path, lm_run: Run) -> None:
     said = " ".join(texts(at.info))
     assert "No trained sparse autoencoder" in said and f"xaidash sae train --run {lm_run.id}" in said
 
-    write_sae(lm_run, SAE_ID)
+    write_sae(lm_run, SAE_ID, D_IN)
     at = generate_page()
     assert at.selectbox(key="gen_sae").value == SAE_ID
     fa, _ = expected(lm_run)
@@ -123,7 +101,7 @@ def test_panel_without_then_with_an_sae(root: Path, lm_run: Run) -> None:
 
 def test_chart_rows_add_up_to_the_sites_total(root: Path, lm_run: Run) -> None:
     if not sae_folder(lm_run, SAE_ID).is_dir():
-        write_sae(lm_run, SAE_ID)
+        write_sae(lm_run, SAE_ID, D_IN)
     fa, _ = expected(lm_run)
     frame = chart_frame(fa, 4)
     assert list(frame["part"][:4]) == [f"#{f}" for f in fa.top[:4]]
@@ -132,7 +110,9 @@ def test_chart_rows_add_up_to_the_sites_total(root: Path, lm_run: Run) -> None:
     parts = fa.features_total + fa.error_total + fa.bias_total
     assert float(frame["attribution"].sum()) == pytest.approx(parts, rel=1e-9, abs=1e-12)
     assert parts == pytest.approx(fa.site_total, rel=1e-4, abs=1e-7)  # float32 roundings apart
-    assert all(frame["kind"][:4] == np.where(fa.attribution[list(fa.top[:4])] > 0, "raises the target", "lowers the target"))
+    assert all(
+        frame["kind"][:4] == np.where(fa.attribution[list(fa.top[:4])] > 0, "raises the target", "lowers the target")
+    )
 
 
 def test_feature_links(monkeypatch: pytest.MonkeyPatch, root: Path, lm_run: Run) -> None:
@@ -142,7 +122,7 @@ def test_feature_links(monkeypatch: pytest.MonkeyPatch, root: Path, lm_run: Run)
     monkeypatch.setattr(generate_features.PAGES, "find", lambda name: page if name == "features" else None)
     assert feature_link("run 1", "sae-a", 17) == "features?run=run+1&sae=sae-a&feature=17"
     if not sae_folder(lm_run, SAE_ID).is_dir():
-        write_sae(lm_run, SAE_ID)
+        write_sae(lm_run, SAE_ID, D_IN)
     fa, _ = expected(lm_run)
     table = features_table(fa, lm_run.id, SAE_ID, 3)
     assert isinstance(table, pd.DataFrame)

@@ -6,19 +6,23 @@ switching a feature off changes the target's log-probability as its attribution 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from captum.attr import LayerGradientXActivation
-from tiny_lm import tiny_lm
+from random_sae import randomised, topk_sae, write_sae
+from tiny_lm import save_tiny_folder, tiny_lm
 
 from xaidash.explainers.language.methods.gradients import sequence_ids
 from xaidash.explainers.language.query import make_query
 from xaidash.explainers.language.sae_attribution import check_sae, counted_positions, sae_attribution
 from xaidash.explainers.language.scoring import explained, score_rows, step_log_probs
 from xaidash.explainers.params import ExplainError
+from xaidash.models.language.convert import import_language_model
 from xaidash.models.language.generate import generate
+from xaidash.models.language.loading import load_language_model
 from xaidash.models.language.prompt import build_prompt
 from xaidash.models.language.sites import SITES, editing, reading, site_module
 from xaidash.models.registry import ModelError
@@ -26,26 +30,10 @@ from xaidash.models.registry import ModelError
 os.environ.setdefault("WANDB_MODE", "disabled")
 
 
-def _randomised(sae, seed: int):
-    """Every parameter of a SAELens SAE drawn at random (SAELens starts b_dec at zero: a bias term of zero would
-    test nothing)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in sae.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * (0.3 if p.ndim == 1 else 1.0 / p.shape[0] ** 0.5))
-    return sae
-
-
-def topk_sae(d_in: int, width: int = 64, k: int = 8, seed: int = 0):
-    from sae_lens import TopKSAE, TopKSAEConfig
-
-    return _randomised(TopKSAE(TopKSAEConfig(d_in=d_in, d_sae=width, k=k)), seed)
-
-
 def jumprelu_sae(d_in: int, width: int = 48, seed: int = 1):
     from sae_lens import JumpReLUSAE, JumpReLUSAEConfig
 
-    sae = _randomised(JumpReLUSAE(JumpReLUSAEConfig(d_in=d_in, d_sae=width)), seed)
+    sae = randomised(JumpReLUSAE(JumpReLUSAEConfig(d_in=d_in, d_sae=width)), seed)
     with torch.no_grad():
         sae.threshold.copy_(torch.full_like(sae.threshold, 0.2))
     return sae
@@ -94,7 +82,7 @@ def site_grad_x_act(lm, query, layer: int, site: str) -> tuple[torch.Tensor, tor
     module = site_module(lm, layer, site)
     gxa = LayerGradientXActivation(forward, module).attribute(ids, attribute_to_layer_input=False)
     grad = LayerGradientXActivation(forward, module, multiply_by_inputs=False).attribute(ids)
-    first = (lambda t: t[0] if isinstance(t, (tuple, list)) else t)  # noqa: E731 - a block's output may be a tuple
+    first = lambda t: t[0] if isinstance(t, (tuple, list)) else t  # noqa: E731 - a block's output may be a tuple
     return first(gxa)[0].detach(), first(grad)[0].detach()
 
 
@@ -252,3 +240,30 @@ def test_switching_a_trained_features_off_changes_the_log_prob_as_predicted(tmp_
     assert np.mean(np.sign(predicted) == np.sign(actual)) >= 0.75
     slope = float(predicted @ actual / (predicted @ predicted))
     assert 0.5 < slope < 2.5
+
+
+def test_generate_command_lists_the_features(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """`xaidash generate --sae`: the explainer's top features and terms for the target; an unknown SAE is one line
+    before the model loads."""
+    from xaidash.dashboard.cli import main
+    from xaidash.models.language.sae.store import load_sae
+
+    run = import_language_model("hf:" + str(save_tiny_folder(tmp_path / "tiny")), root=tmp_path / "runs")
+    monkeypatch.setenv("XAIDASH_RUNS", str(tmp_path / "runs"))
+    write_sae(run, "sae-a", d_in=32)
+    args = ["generate", "--run", run.id, "--prompt", "the movie was", "--max-new-tokens", "3", "--device", "cpu"]
+    assert main([*args, "--sae", "nope"]) == 2
+    assert "has no SAE 'nope' (its SAEs: sae-a)" in capsys.readouterr().err
+    assert main([*args, "--sae", "sae-a", "--target-step", "1"]) == 0
+    out = capsys.readouterr().out
+    lm = load_language_model(run)
+    prompt = build_prompt(lm, "the movie was")
+    q = make_query(lm, prompt, generate(lm, prompt, max_new_tokens=3).ids, span=(1, 2))
+    loaded = load_sae(run, "sae-a")
+    fa = sae_attribution(lm, q, loaded.sae, loaded.layer, loaded.site, top=12)
+    listed = [int(line.split()[0][1:]) for line in out.splitlines() if line.startswith("  #")]
+    assert listed == list(fa.top)
+    assert f"#{fa.top[0]:<8} {fa.attribution[fa.top[0]]:+10.4f}" in out
+    assert f"error     {fa.error_total:+10.4f}" in out and f"= {fa.site_total:+.4f}" in out
+    assert main([*args, "--target-step", "1"]) == 2  # a target without --explain or --sae
+    assert "add --explain METHODS" in capsys.readouterr().err
