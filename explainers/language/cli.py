@@ -288,10 +288,8 @@ def _generate(args: argparse.Namespace) -> int:
     if report_path is not None and not chosen:
         raise ExplainError(f"--report needs --explain METHODS ({known_methods()}).")
     run = pick_run(args.run)
-    if args.sae:  # an unknown SAE is said before the model loads
-        from xaidash.models.language.sae.store import read_record
-
-        read_record(run, args.sae)
+    if args.sae:
+        _check_sae(run, args.sae)
 
     print(f"loading {run.id} ...", file=sys.stderr)
     lm = load_language_model(run, device=args.device)
@@ -334,6 +332,13 @@ def _generate(args: argparse.Namespace) -> int:
     }
     code = _explain(generation, lm, query, chosen, params, out, report_path, args.metrics, request) if chosen else 0
     return _sae_features(lm, query, run, args.sae) if args.sae else code
+
+
+def _check_sae(run: Run, sae_id: str) -> None:
+    """A ModelError naming the run's SAEs when it has none by that id: said before the model loads."""
+    from xaidash.models.language.sae.store import read_record
+
+    read_record(run, sae_id)
 
 
 def _sae_features(lm: LanguageModel, query: PromptQuery, run: Run, sae_id: str) -> int:
