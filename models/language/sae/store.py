@@ -25,7 +25,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from xaidash.data.atomic import atomic_write, atomic_write_json
-from xaidash.models.language.sae.config import SaeConfig
+from xaidash.models.language.sae.config import Rates, SaeConfig
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import Run
 
@@ -217,6 +217,16 @@ def write_weights(folder: Path, weights: dict[str, torch.Tensor], saelens_cfg: d
     tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in weights.items()}
     atomic_write(folder / WEIGHTS, lambda p: save_file(tensors, str(p)))
     update_config(folder, saelens=saelens_cfg)
+
+
+def measured_rates(run: Run | str | Path) -> Rates | None:
+    """The throughputs the run's newest finished SAE measured on this machine (None before the first): the
+    expected time of the next one (config.expected_seconds)."""
+    for record in reversed(list_saes(run)):
+        rates = (_read_json(record.folder / CONFIG) or {}).get("rates") or {}
+        if record.status == "finished" and rates.get("layer_tokens_s") and rates.get("train_macs_s"):
+            return Rates(layer_tokens_s=float(rates["layer_tokens_s"]), train_macs_s=float(rates["train_macs_s"]))
+    return None
 
 
 # ---- the corpus and the harvested activations -------------------------------------------------------------------

@@ -21,10 +21,11 @@ from typing import Any
 
 import torch
 
+from xaidash.data.atomic import atomic_write_json
 from xaidash.models.language.model import LanguageModel
 from xaidash.models.language.sae import store
 from xaidash.models.language.sae.config import SaeConfig
-from xaidash.models.language.sae.harvest import HarvestProgress, harvest
+from xaidash.models.language.sae.harvest import HarvestProgress, harvest, read_plan
 from xaidash.models.language.sae.lens import sae_lens
 from xaidash.models.language.sae.trainer_state import clear_state, load_state, save_state
 from xaidash.models.language.sites import d_model
@@ -246,6 +247,21 @@ def train_sae(
         raise
 
 
+def _rates(
+    config: SaeConfig, d_in: int, folder: Path, harvest_s: float | None, train_s: float | None
+) -> dict[str, float]:
+    """Throughputs this training measured (config.Rates), over the work it did whole: decoder-layer tokens per
+    second of the harvest, SAE-training MACs per second."""
+    rates: dict[str, float] = {}
+    plan = read_plan(folder) or {}
+    harvested = (len(plan.get("train", [])) + len(plan.get("heldout", []))) * (config.context - 1)
+    if harvest_s and harvested:
+        rates["layer_tokens_s"] = harvested * (config.layer + 1) / harvest_s
+    if train_s:
+        rates["train_macs_s"] = 3.0 * d_in * config.width * config.total_steps * config.batch_tokens / train_s
+    return rates
+
+
 def _harvest_event(config: SaeConfig, p: HarvestProgress) -> SaeEvent:
     return SaeEvent("harvest", 0, config.total_steps, p.tokens_done, p.tokens_total, p.elapsed)
 
@@ -261,11 +277,12 @@ def _run_job(
     from xaidash.models.language.sae.evaluate import evaluate_folder
 
     t0 = time.monotonic()
+    fresh = read_plan(folder) is None  # harvested whole in this call: its time is a measured rate
     if not harvest(lm, config, folder, stop, lambda p: emit(_harvest_event(config, p))):
         store.update_config(folder, status="stopped", pid=None)
         emit(SaeEvent("stopped", 0, config.total_steps, 0, 0, time.monotonic() - t0))
         return store.read_record(run, folder.name)
-    harvest_s = time.monotonic() - t0
+    harvest_s = time.monotonic() - t0 if fresh else None
     device = str(lm.device)
     resuming = store.has_state(folder)
     skip = 0
@@ -287,15 +304,9 @@ def _run_job(
     emit(SaeEvent("evaluate", config.total_steps, config.total_steps, trainer.n_training_samples, 0, train_s))
     metrics = evaluate_folder(lm, run, folder.name)
     metrics["dead_in_training"] = int(trainer.dead_neurons.sum().item())
-    from xaidash.data.atomic import atomic_write_json
-
     atomic_write_json(folder / store.METRICS, metrics)
     clear_state(folder)
-    rates = {
-        "harvest_s": harvest_s,
-        "train_s": train_s,
-        "train_tokens_s": trainer.n_training_samples / max(train_s, 1e-9),
-    }
+    rates = _rates(config, d_model(lm), folder, harvest_s, None if resuming else train_s)
     store.update_config(folder, status="finished", pid=None, rates=rates)
     emit(SaeEvent("done", config.total_steps, config.total_steps, trainer.n_training_samples, 0, time.monotonic() - t0))
     return store.read_record(run, folder.name)

@@ -127,3 +127,27 @@ def test_a_text_folder_is_a_corpus(lm, tmp_path):
     stream = ids[:, 1:].reshape(-1).tolist()
     one = lm.tokenizer("one two three four five six seven", add_special_tokens=False)["input_ids"]
     assert stream[: len(one) + 1] == [*one, lm.tokenizer.eos_token_id]
+
+
+def test_a_stop_while_harvesting_resumes_the_harvest_where_it_stopped(run, lm):
+    stop = threading.Event()
+
+    def on_event(e: SaeEvent) -> None:
+        if e.phase == "harvest" and e.tokens_seen >= 1000:
+            stop.set()
+
+    stopped = train_sae(run, SMALL, on_event, stop, lm=lm)
+    assert stopped.status == "stopped" and not store.has_state(stopped.folder)
+    with pytest.raises(ModelError, match="no weights yet"):
+        store.load_sae(run, stopped.id)
+    first = sorted(p.name for p in (stopped.folder / store.ACTIVATIONS).iterdir())
+
+    seen: list[SaeEvent] = []
+    resumed = train_sae(run, None, seen.append, threading.Event(), resume=stopped.id, lm=lm)
+    assert resumed.status == "finished"
+    harvested = [e.tokens_seen for e in seen if e.phase == "harvest"]
+    assert harvested and harvested[0] > 128  # it went on from the chunks already on disk
+    assert set(first) <= {p.name for p in (resumed.folder / store.ACTIVATIONS).iterdir()}
+    _, heldout = store.corpus_tokens(run, resumed.id)
+    index = torch.cat([i for _, i in store.activation_chunks(run, resumed.id, "train")])
+    assert len(set(index.tolist())) == len(index) == int((~heldout).sum()) * (SMALL.context - 1)
