@@ -24,6 +24,7 @@ from xaidash.models.language.sae.store import WEIGHTS, SaeRecord, list_saes, loa
 BROWSER = "features"  # the page that shows one feature (`?run=..&sae=..&feature=N`)
 USABLE = ("finished", "stopped")  # a stopped SAE keeps the weights it had when it stopped
 TOP_DEFAULT, TOP_MAX = 12, 40
+ROW_PX = 35  # Streamlit's dataframe row height
 RAISES, LOWERS, NOT_A_FEATURE = "raises the target", "lowers the target", "not one feature"
 COLOURS = {RAISES: "#c0392b", LOWERS: "#2e6db4", NOT_A_FEATURE: "#9a9a9a"}  # red up, blue down, as the maps
 
@@ -97,7 +98,6 @@ def chart_frame(fa: FeatureAttribution, n: int) -> pd.DataFrame:
 def features_chart(frame: pd.DataFrame, output_label: str) -> alt.Chart:
     """Horizontal bars in the order of the frame, coloured by what each does to the target, with their legend."""
     order = list(frame["part"])
-    height = max(120, 22 * len(order))
     return (
         alt.Chart(frame)
         .mark_bar()
@@ -116,7 +116,7 @@ def features_chart(frame: pd.DataFrame, output_label: str) -> alt.Chart:
                 "fires most on",
             ],
         )
-        .properties(height=height)
+        .properties(height=alt.Step(22))  # one band per bar, whatever their number
     )
 
 
@@ -144,6 +144,7 @@ def _table(frame: pd.DataFrame) -> None:
         frame if linked else frame.drop(columns=["browse"]),
         hide_index=True,
         width="stretch",
+        height=ROW_PX * (len(frame) + 1) + 3,  # every row, no inner scrolling
         column_config={
             "feature": st.column_config.NumberColumn("feature", format="#%d", width="small"),
             "attribution": st.column_config.NumberColumn(

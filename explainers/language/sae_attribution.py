@@ -20,8 +20,9 @@ to TransformerLens models only, not to the transformers model xaidash loads.
 Positions counted: the user's own prompt tokens (the query's features) and every position that reads the answer
 (the last prompt position, which predicts its first token, and the answer's tokens). The chat template's and special
 tokens are left out unless the query counts them as features too (`include_template`), as for the token
-attributions: the first of them is the attention sink, whose activations are tens of times larger than any other's
-and whose features would top every list while saying nothing about this answer. Every position's terms are kept.
+attributions. Counted, they top every list while saying nothing about this answer: on SmolLM2 with an SAE at layer 6,
+the first token (the attention sink) had feature activations above 100 where the user's tokens had under 35, and its
+features filled the top of the list for any target. Every position's terms are kept in the result.
 
 Like any gradient x activation, a feature's attribution is the first-order change of the target if the feature were
 switched off at every position: large features and saturated softmaxes make the real change differ."""
