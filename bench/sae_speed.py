@@ -94,29 +94,41 @@ def heldout_ev(sae: Any, folder: Path) -> float:
     return float(activation_metrics(model, chunks)["explained_variance"])
 
 
-def train_speeds(config: Any, d_in: int, folder: Path, device: torch.device) -> tuple[float, float, float, float]:
-    """(xaidash seconds, SAELens fit seconds, xaidash EV, SAELens EV) on the same activations and settings."""
-    from xaidash.models.language.sae.train import NORM_BATCHES, build_trainer, run_steps
+def train_speeds(config: Any, d_in: int, folder: Path, device: torch.device) -> dict[str, float]:
+    """Seconds, held-out EV and the largest weight difference of xaidash's loop and SAELens's fit on the same
+    activations and settings."""
+    from xaidash.models.language.sae.train import build_trainer, inference_weights, prepare_trainer, run_steps
 
     trainer = build_trainer(config, d_in, str(device), folder)
+    prepare_trainer(trainer, config, folder)  # the activation scale and decoder bias, before the first step
+    # The same seed gives the same initial weights; fit keeps the scale it is given, and gets the same bias: both
+    # sides then train the same SAE on the same batches.
+    reference = build_trainer(config, d_in, str(device), folder)
+    reference.activation_scaler.scaling_factor = trainer.activation_scaler.scaling_factor
+    reference.sae.b_dec.data.copy_(trainer.sae.b_dec.data)
+
     synchronize(device)
     start = time.perf_counter()
     run_steps(trainer, config, folder, lambda e: None, threading.Event())
     synchronize(device)
     ours = time.perf_counter() - start
-    ours_ev = heldout_ev(trainer, folder)
 
-    reference = build_trainer(config, d_in, str(device), folder)  # the same seed: the same initial weights
-    reference.cfg.n_batches_for_norm_estimate = min(NORM_BATCHES, config.total_steps)
     synchronize(device)
     start = time.perf_counter()
     with contextlib.redirect_stderr(io.StringIO()):  # fit's tqdm bar
         reference.fit()
     synchronize(device)
     theirs = time.perf_counter() - start
-    # fit folded the activation scale into the weights already: inference_weights folds nothing more
-    theirs_ev = heldout_ev(reference, folder)
-    return ours, theirs, ours_ev, theirs_ev
+    ours_w, _ = inference_weights(trainer)
+    theirs_w, _ = inference_weights(reference)  # fit folded its scale already: nothing more is folded
+    diff = max(float((ours_w[k] - theirs_w[k]).abs().max()) for k in ours_w)
+    return {
+        "xaidash_s": ours,
+        "saelens_s": theirs,
+        "xaidash_ev": heldout_ev(trainer, folder),
+        "saelens_ev": heldout_ev(reference, folder),
+        "max_weight_diff": diff,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
@@ -144,14 +156,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         folder = Path(scratch) / "bench-run" / "saes" / "bench"
         harvest_tps = harvest_speed(lm, config, folder, device)
         train_config = SaeConfig(**{**config.to_json(), "tokens": args.train_tokens})
-        ours, theirs, ours_ev, theirs_ev = train_speeds(train_config, d_model(lm), folder, device)
+        r = train_speeds(train_config, d_model(lm), folder, device)
         n = train_config.total_steps * train_config.batch_tokens
+        ours, theirs = r["xaidash_s"], r["saelens_s"]
         print(
             f"training {train_config.architecture} width {args.width:,} k {args.k}, {n:,} samples, batch "
-            f"{args.batch_tokens:,}: xaidash {ours:.1f} s ({n / ours:,.0f} tokens/s, EV {ours_ev:.3f}), SAELens fit "
-            f"{theirs:.1f} s ({n / theirs:,.0f} tokens/s, EV {theirs_ev:.3f}), ratio SAELens/xaidash {theirs / ours:.2f}x"
+            f"{args.batch_tokens:,}: xaidash {ours:.1f} s ({n / ours:,.0f} tokens/s, held-out EV "
+            f"{r['xaidash_ev']:.3f}), SAELens fit {theirs:.1f} s ({n / theirs:,.0f} tokens/s, EV "
+            f"{r['saelens_ev']:.3f}); max |weight diff| {r['max_weight_diff']:.2g}; ratio SAELens/xaidash "
+            f"{theirs / ours:.2f}x"
         )
-    return {"harvest_tokens_s": harvest_tps, "xaidash_s": ours, "saelens_s": theirs, "ratio": theirs / ours}
+    return {"harvest_tokens_s": harvest_tps, **r, "ratio": theirs / ours}
 
 
 if __name__ == "__main__":

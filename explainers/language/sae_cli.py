@@ -95,6 +95,7 @@ def _config(args: argparse.Namespace) -> SaeConfig:
         heldout_tokens=args.heldout_tokens,
         seed=args.seed,
         sparsity=args.sparsity,
+        epochs=args.epochs,
     )
 
 
@@ -219,6 +220,9 @@ def _add_train(sub: Any) -> None:
         "--corpus", default=d.corpus, help=f"sst2, sms_spam, cues, a text FILE or a FOLDER (default {d.corpus})"
     )
     p.add_argument("--tokens", type=int, default=d.tokens, help=f"training tokens (default {d.tokens:,})")
+    p.add_argument(
+        "--epochs", type=int, default=d.epochs, help=f"passes over the harvested tokens (default {d.epochs})"
+    )
     p.add_argument("--context", type=int, default=d.context, help=f"tokens per context (default {d.context})")
     p.add_argument("--batch-tokens", type=int, default=d.batch_tokens, help=f"default {d.batch_tokens:,}")
     p.add_argument("--lr", type=float_range(0.0, 1.0, lo_open=True), default=d.lr, help=f"default {d.lr:g}")

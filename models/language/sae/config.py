@@ -18,19 +18,21 @@ ARCHITECTURES = ("topk", "jumprelu", "standard")  # SAELens's training SAEs xaid
 MAX_WIDTH = 1 << 17
 MIN_CONTEXT = 8  # tokens: position 0 is left out of the training data, and a context needs a few to predict
 
-# Measured by bench/sae_speed.py on the 2-core CPU (one torch thread), SmolLM2-135M: decoder-layer tokens per
-# second (harvesting layer L costs L + 1 layers), and SAE training MACs per second (3 passes of d_in x width).
-CPU_LAYER_TOKENS_S = 30_000.0
-CPU_TRAIN_MACS_S = 6.0e9
+# Measured on the 2-core CPU shared with other work (one torch thread), SmolLM2-135M at layer 15, width 2,304:
+# decoder-layer tokens per second while harvesting (layer L costs L + 1 layers; 7,700-9,600 seen) and SAE
+# training MACs per second (3 products of d_in x width per token; 1.05e10-1.33e10 seen).
+CPU_LAYER_TOKENS_S = 9_000.0
+CPU_TRAIN_MACS_S = 1.2e10
 
 
 @dataclass(frozen=True)
 class SaeConfig:
     """What to train: at decoder layer `layer`'s `site` (models.language.sites.SITES), an SAE of `width` features
     of `architecture` (k active features for topk; `sparsity` is the L1 (standard) or L0 (jumprelu) coefficient),
-    on `tokens` activations of `corpus` (a text data set's name, or a text file or folder) cut into contexts of
-    `context` tokens, `batch_tokens` activations a step at learning rate `lr`; `heldout_tokens` of other contexts
-    are kept aside for the evaluation."""
+    on `tokens` activations harvested from `corpus` (a text data set's name, or a text file or folder) cut into
+    contexts of `context` tokens, trained on for `epochs` passes of `batch_tokens` activations a step at learning
+    rate `lr`; `heldout_tokens` of other contexts are kept aside for the evaluation. Harvesting costs a forward
+    pass per token and training far less, so a few epochs over fewer tokens make a better SAE in the same time."""
 
     layer: int
     site: str = "resid"
@@ -45,6 +47,7 @@ class SaeConfig:
     heldout_tokens: int = 8192
     seed: int = 0
     sparsity: float = 1.0
+    epochs: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -56,7 +59,7 @@ class SaeConfig:
 
     @property
     def total_steps(self) -> int:
-        return max(1, self.tokens // self.batch_tokens)
+        return max(1, self.tokens * self.epochs // self.batch_tokens)
 
     def check_settings(self) -> None:
         """The settings alone (no model, no corpus): one ModelError line for the first that cannot work."""
@@ -76,6 +79,8 @@ class SaeConfig:
                 f"{self.tokens:,} training tokens are fewer than one batch of {self.batch_tokens:,}: "
                 "ask for more tokens or a smaller batch."
             )
+        if not 1 <= self.epochs <= 100:
+            raise ModelError(f"Epochs {self.epochs}: train between 1 and 100 passes over the harvested tokens.")
         if self.heldout_tokens < 1:
             raise ModelError("Held-out tokens must be at least 1: the SAE is evaluated on them.")
         if not (self.lr > 0 and math.isfinite(self.lr)):
@@ -118,9 +123,9 @@ def expected_seconds(config: SaeConfig, d_in: int, num_layers: int, rates: Rates
     Harvesting stops at the SAE's layer; training costs about three d_in x width products per token (encoder
     forward and backward; the topk decoder touches k rows)."""
     r = rates or Rates()
-    # a corpus smaller than `tokens` is harvested once and trained on in epochs: this is the upper bound
+    # a corpus smaller than `tokens` is harvested whole: this is the upper bound
     harvest = (config.tokens + config.heldout_tokens) * (config.layer + 1) / r.layer_tokens_s
-    macs = 3.0 * d_in * config.width * config.tokens
+    macs = 3.0 * d_in * config.width * config.tokens * config.epochs
     train = macs / r.train_macs_s
     # evaluation: three full passes (clean, reconstructed, zero-ablated) over the held-out contexts; the
     # unembedding costs about as much as four of SmolLM2's layers

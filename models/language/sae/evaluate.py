@@ -7,8 +7,8 @@
   with the site zero-ablated; loss recovered = (zero - sae) / (zero - clean) (SAELens's ce_loss_score).
 
 SAELens computes the losses through a HookedTransformer, which cannot wrap the loaded SmolLM2 offline: here the
-site is replaced through models.language.sites.editing. As in training, position 0 (the attention sink) keeps its
-activation, and the losses are over the predictions its replacement can change (positions 1 on)."""
+site is replaced through models.language.sites.editing. As in training, position 0 and the special tokens (attention
+sinks, harvest.harvested_positions) keep their activation; the losses are over the predictions from position 1 on."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import torch
 
 from xaidash.models.language.model import LanguageModel
 from xaidash.models.language.sae import store
+from xaidash.models.language.sae.harvest import harvested_positions, special_ids
 from xaidash.models.language.sae.lens import sae_lens
 from xaidash.models.language.sites import editing
 from xaidash.models.runs.store import Run
@@ -69,19 +70,21 @@ def next_token_loss(lm: LanguageModel, ids: torch.Tensor) -> tuple[float, int]:
 @torch.no_grad()
 def loss_metrics(lm: LanguageModel, sae: Any, layer: int, site: str, contexts: torch.Tensor) -> dict[str, float]:
     """Cross-entropy clean, with (layer, site) replaced by the SAE's reconstruction, and zero-ablated; the loss
-    recovered. Positions 0 keep their activation in all three."""
+    recovered. The positions harvesting leaves out (0 and the special tokens) keep their activation in all three."""
 
-    def reconstructed(out: torch.Tensor) -> torch.Tensor:
-        tail = sae.decode(sae.encode(out[:, 1:].float())).to(out.dtype)
-        return torch.cat([out[:, :1], tail], dim=1)
-
-    def zeroed(out: torch.Tensor) -> torch.Tensor:
-        return torch.cat([out[:, :1], torch.zeros_like(out[:, 1:])], dim=1)
-
+    special = special_ids(lm.tokenizer)
     per = max(1, EVAL_BATCH_TOKENS // contexts.shape[1])
     totals = {"clean": 0.0, "sae": 0.0, "zero": 0.0}
     count = 0
     for batch in contexts.split(per):
+        keep = harvested_positions(batch, special).to(lm.device)[..., None]
+
+        def reconstructed(out: torch.Tensor, keep: torch.Tensor = keep) -> torch.Tensor:
+            return torch.where(keep, sae.decode(sae.encode(out.float())).to(out.dtype), out)
+
+        def zeroed(out: torch.Tensor, keep: torch.Tensor = keep) -> torch.Tensor:
+            return torch.where(keep, torch.zeros_like(out), out)
+
         loss, n = next_token_loss(lm, batch)
         totals["clean"] += loss
         count += n

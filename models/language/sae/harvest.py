@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -45,20 +44,29 @@ class _Captured(Exception):
     """Raised by the capture edit once the site's output is kept: the layers after it need not run."""
 
 
-def select_contexts(n_contexts: int, config: SaeConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """Indices into the corpus contexts: the held-out ones (sorted) and the training ones (in training order)."""
-    per = config.context - 1
+def _enough(usable: torch.Tensor, tokens: int) -> int:
+    """How many of the contexts (usable tokens each, in order) give `tokens` tokens (all of them when they cannot)."""
+    total = torch.cumsum(usable, 0)
+    return min(int(torch.searchsorted(total, torch.tensor(tokens))) + 1, len(usable))
+
+
+def select_contexts(
+    contexts: torch.Tensor, special: torch.Tensor, config: SaeConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Indices into the corpus contexts: the held-out ones (sorted) and the training ones (in training order),
+    enough of each for `heldout_tokens` and `tokens` harvested activations (the corpus permitting)."""
     g = torch.Generator().manual_seed(config.seed)
-    order = torch.randperm(n_contexts, generator=g)
-    n_held = min(math.ceil(config.heldout_tokens / per), n_contexts - 1)
-    n_train = min(math.ceil(config.tokens / per), n_contexts - n_held)
+    order = torch.randperm(int(contexts.shape[0]), generator=g)
+    usable = harvested_positions(contexts[order], special).sum(1)
+    n_held = min(_enough(usable, config.heldout_tokens), len(order) - 1)
+    n_train = _enough(usable[n_held:], config.tokens)
     return order[:n_held].sort().values, order[n_held : n_held + n_train]
 
 
 def prepare_tokens(lm: LanguageModel, config: SaeConfig, folder: Path) -> dict[str, Any]:
     """Write tokens.safetensors (the contexts the SAE uses, in corpus order) and the harvest plan; returns it."""
     contexts = corpus_contexts(lm.tokenizer, config.corpus, config.context)
-    held, train = select_contexts(int(contexts.shape[0]), config)
+    held, train = select_contexts(contexts, special_ids(lm.tokenizer), config)
     used = torch.cat([held, train]).sort().values
     position = torch.full((int(contexts.shape[0]),), -1, dtype=torch.int64)
     position[used] = torch.arange(len(used))
@@ -81,6 +89,20 @@ def read_plan(folder: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return plan if isinstance(plan, dict) and (folder / TOKENS).is_file() else None
+
+
+def special_ids(tokenizer: Any) -> torch.Tensor:
+    return torch.tensor(sorted(set(getattr(tokenizer, "all_special_ids", []) or [])), dtype=torch.int64)
+
+
+def harvested_positions(ids: torch.Tensor, special: torch.Tensor) -> torch.Tensor:
+    """(batch, tokens) bool: the activations an SAE reads and replaces. Position 0 and the special tokens (the
+    separators between texts) are left out, as SAELens's `exclude_special_tokens` does: they are attention sinks
+    whose activations are hundreds of times larger (SmolLM2 layer 15: norm ~17,000 at an end-of-text token in
+    position 1, ~170 at a word), and a few of them would dominate the reconstruction loss."""
+    keep = ~torch.isin(ids, special)
+    keep[:, 0] = False
+    return keep
 
 
 def site_activations(lm: LanguageModel, layer: int, site: str, ids: torch.Tensor) -> torch.Tensor:
@@ -116,7 +138,7 @@ def _harvest_split(
     index: list[torch.Tensor] = []
     buffered = 0
     pending = done
-    positions = torch.arange(1, width)
+    special = special_ids(lm.tokenizer)
 
     def flush() -> None:
         nonlocal acts, index, buffered, n_chunk, done
@@ -130,10 +152,13 @@ def _harvest_split(
 
     while pending < len(rows):
         batch = torch.tensor(rows[pending : pending + per_batch], dtype=torch.int64)
-        out = site_activations(lm, config.layer, config.site, tokens[batch])[:, 1:, :]
-        acts.append(out.reshape(-1, out.shape[-1]).float().cpu())
-        index.append((batch[:, None] * width + positions[None, :]).reshape(-1))
-        buffered += out.shape[0] * out.shape[1]
+        ids = tokens[batch]
+        keep = harvested_positions(ids, special)
+        out = site_activations(lm, config.layer, config.site, ids)
+        acts.append(out[keep.to(out.device)].float().cpu())
+        flat = batch[:, None] * width + torch.arange(width)[None, :]
+        index.append(flat[keep])
+        buffered += int(keep.sum())
         pending += len(batch)
         report(split, pending * (width - 1), len(rows) * (width - 1))
         if buffered >= CHUNK_TOKENS:

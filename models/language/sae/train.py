@@ -76,11 +76,15 @@ def training_batches(folder: Path, batch: int, seed: int, skip: int = 0) -> Iter
     if not files:
         raise ModelError(f"SAE {folder.name} has no harvested training activations.")
     epoch = 0
+    sum_rows = 0
     rest: torch.Tensor | None = None
     while True:
+        if epoch == 1 and rest is not None and rest.shape[0] == sum_rows:
+            raise ModelError(f"SAE {folder.name}: {sum_rows:,} harvested tokens are fewer than one batch of {batch:,}.")
         g = torch.Generator().manual_seed(seed * 100_003 + epoch)
         for i in torch.randperm(len(files), generator=g).tolist():
             acts, _ = store.read_chunk(files[i])
+            sum_rows += acts.shape[0] if epoch == 0 else 0
             acts = acts[torch.randperm(acts.shape[0], generator=g)]
             if rest is not None:
                 acts = torch.cat([rest, acts])
@@ -155,17 +159,41 @@ def _step_event(trainer: Any, output: Any, config: SaeConfig, elapsed: float) ->
     )
 
 
+@torch.no_grad()
+def init_decoder_bias(trainer: Any, batches: Iterator[torch.Tensor], n: int) -> None:
+    """b_dec := the mean of the (scaled) activations, before the first step. By hand: SAELens 6 starts b_dec at
+    zero, and a residual stream has a large mean (SmolLM2 layer 15: most of each token's norm) that then decides
+    every token's top k alike, so most features never fire and die (72% of 2,304 in 300 steps). OpenAI's TopK
+    recipe starts b_pre at the geometric median; the mean is the cheap stand-in."""
+    total = torch.zeros(int(trainer.sae.cfg.d_in), dtype=torch.float64)
+    count = 0
+    for _ in range(n):
+        batch = next(batches)
+        total += batch.double().sum(0)
+        count += batch.shape[0]
+    mean = trainer.activation_scaler.scale((total / max(count, 1)).float())
+    trainer.sae.b_dec.data.copy_(mean.to(trainer.sae.b_dec.device))
+
+
+def prepare_trainer(trainer: Any, config: SaeConfig, folder: Path) -> None:
+    """Before the first step (not again on resuming): SAELens's activation scale (fit's norm estimate) and the
+    decoder bias (init_decoder_bias)."""
+    if trainer.activation_scaler.scaling_factor is not None:
+        return
+    # on batches of another seed, so the estimate does not consume the training stream
+    estimate = training_batches(folder, config.batch_tokens, config.seed + 1)
+    n = min(NORM_BATCHES, config.total_steps)
+    with contextlib.redirect_stderr(io.StringIO()):  # its tqdm bar: progress goes through events here
+        trainer.activation_scaler.estimate_scaling_factor(int(trainer.sae.cfg.d_in), estimate, n)
+    init_decoder_bias(trainer, training_batches(folder, config.batch_tokens, config.seed + 1), n)
+
+
 def run_steps(
     trainer: Any, config: SaeConfig, folder: Path, emit: Callable[[SaeEvent], None], stop: threading.Event
 ) -> bool:
     """SAETrainer.fit's loop from where the trainer is to the planned step; False when `stop` ended it first."""
+    prepare_trainer(trainer, config, folder)
     provider = trainer.data_provider
-    if trainer.activation_scaler.scaling_factor is None:
-        # on batches of another seed, so the estimate does not consume the training stream
-        estimate = training_batches(folder, config.batch_tokens, config.seed + 1)
-        n = min(NORM_BATCHES, config.total_steps)
-        with contextlib.redirect_stderr(io.StringIO()):  # its tqdm bar: progress goes through events here
-            trainer.activation_scaler.estimate_scaling_factor(int(trainer.sae.cfg.d_in), estimate, n)
     start = time.monotonic()
     while trainer.n_training_steps < config.total_steps:
         if stop.is_set():

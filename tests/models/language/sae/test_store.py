@@ -67,6 +67,10 @@ def test_corpus_tokens_mark_the_heldout_contexts_and_chunks_index_into_them(sae)
 def test_harvested_activations_are_transformers_hidden_states_at_their_index(sae, lm):
     run, sae_id = sae
     tokens, _ = store.corpus_tokens(run, sae_id)
+    everything = torch.cat([i for _, i in store.activation_chunks(run, sae_id, "train")])
+    harvested = set(tokens.reshape(-1)[everything].tolist())
+    assert not harvested & set(lm.tokenizer.all_special_ids)  # the separators (attention sinks) are left out
+    assert int((tokens[:, 1:] == lm.tokenizer.eos_token_id).sum()) > 0
     acts, index = next(store.activation_chunks(run, sae_id, "train"))
     assert acts.dtype == torch.float32 and acts.shape[1] == 576
     context = int(index[0]) // TINY.context

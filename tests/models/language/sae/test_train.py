@@ -13,6 +13,7 @@ from smollm2_run import smollm2_lm, smollm2_run
 
 from xaidash.models.language.sae import store
 from xaidash.models.language.sae.config import SaeConfig
+from xaidash.models.language.sae.harvest import harvested_positions, special_ids
 from xaidash.models.language.sae.train import SaeEvent, train_sae
 from xaidash.models.registry import ModelError
 
@@ -148,6 +149,7 @@ def test_a_stop_while_harvesting_resumes_the_harvest_where_it_stopped(run, lm):
     harvested = [e.tokens_seen for e in seen if e.phase == "harvest"]
     assert harvested and harvested[0] > 128  # it went on from the chunks already on disk
     assert set(first) <= {p.name for p in (resumed.folder / store.ACTIVATIONS).iterdir()}
-    _, heldout = store.corpus_tokens(run, resumed.id)
+    tokens, heldout = store.corpus_tokens(run, resumed.id)
     index = torch.cat([i for _, i in store.activation_chunks(run, resumed.id, "train")])
-    assert len(set(index.tolist())) == len(index) == int((~heldout).sum()) * (SMALL.context - 1)
+    usable = harvested_positions(tokens[~heldout], special_ids(lm.tokenizer))
+    assert len(set(index.tolist())) == len(index) == int(usable.sum()) >= SMALL.tokens
