@@ -234,8 +234,8 @@ def test_switching_a_trained_features_off_changes_the_log_prob_as_predicted(tmp_
     step = [s.token for s in answer.steps].index(" Paris")
     q = make_query(lm, prompt, answer.ids, span=(step, step + 1))
     predicted, actual = first_order_agreement(lm, q, loaded.sae, loaded.layer, loaded.site, n=12)
-    # Measured: every sign right, correlation 0.9, the real changes about 1.6 times the predicted ones (the target's
-    # probability is 95%: switching a feature off costs more than its slope says).
+    # Measured: every sign right, correlation 0.99, slope 1.02 (with an SAE trained on the special tokens too, whose
+    # features were larger: correlation 0.91, the real changes 1.6 times the predicted ones).
     assert np.corrcoef(predicted, actual)[0, 1] > 0.8
     assert np.mean(np.sign(predicted) == np.sign(actual)) >= 0.75
     slope = float(predicted @ actual / (predicted @ predicted))
