@@ -17,6 +17,7 @@ from xaidash.dashboard.components.generate_compute import (
     prompt_of,
     query_of,
 )
+from xaidash.dashboard.components.generate_features import features_panel
 from xaidash.dashboard.components.generate_inside import INSIDE_KEY
 from xaidash.dashboard.components.generate_maps import MapsRequest, make_request, maps_section, rows_sentence
 from xaidash.dashboard.components.generate_prompt import PromptSettings, prompt_inputs, rendered_view
@@ -26,6 +27,7 @@ from xaidash.dashboard.components.logit_lens_view import logit_lens_section
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.state import LAST_KIND_KEY, selected_run
+from xaidash.data.errors import XaidashError
 from xaidash.explainers.language.targets import DefaultTarget
 from xaidash.models.language.convert import convert_time_text
 from xaidash.models.language.generate import Generation
@@ -126,6 +128,15 @@ def explain_section(
     return target, methods
 
 
+def features_section(ctx: LMContext, generation: Generation, target: Target) -> None:
+    """Which SAE features at a layer drove the same target (a target that cannot be explained is said above)."""
+    try:
+        query = query_of(ctx, generation.prompt, generation.ids, target)
+    except XaidashError:
+        return
+    features_panel(ctx, query)
+
+
 def inside_section(ctx: LMContext, generation: Generation) -> None:
     st.subheader("Inside the model")
     # An answer that ended with the end-of-text token is read without it: nothing is predicted after it.
@@ -161,6 +172,7 @@ def main() -> None:
     default = sync_target_state(generation, ctx.lm)  # before the answer, which outlines the picked token
     answer_section(generation, settings, picked_span(generation))
     target, methods = explain_section(ctx, generation, default)
+    features_section(ctx, generation, target)
     st.subheader("What if the prompt changes")
     whatif_section(ctx, settings, generation, target, methods)
     inside_section(ctx, generation)

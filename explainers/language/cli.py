@@ -40,6 +40,7 @@ from xaidash.models.runs.store import Run
 
 LATEST = "latest-lm"
 BAR = 12  # characters on each side of a signed terminal bar
+SAE_TOP = 12  # features `--sae` lists
 MAX_PROMPT_FILE = 1_000_000  # bytes: a prompt file beyond this is not a prompt
 
 
@@ -272,8 +273,10 @@ def _generate(args: argparse.Namespace) -> int:
         )
         if v is not None
     ]
-    if targeted and not chosen:
-        raise ExplainError(f"{targeted[0]} picks what to explain: add --explain METHODS ({known_methods()}).")
+    if targeted and not chosen and not args.sae:
+        raise ExplainError(
+            f"{targeted[0]} picks what to explain: add --explain METHODS ({known_methods()}) or --sae SAE_ID."
+        )
     if args.span is not None:
         parse_span(args.span)
     out = Path(args.out).expanduser() if args.out else None
@@ -285,6 +288,8 @@ def _generate(args: argparse.Namespace) -> int:
     if report_path is not None and not chosen:
         raise ExplainError(f"--report needs --explain METHODS ({known_methods()}).")
     run = pick_run(args.run)
+    if args.sae:
+        _check_sae(run, args.sae)
 
     print(f"loading {run.id} ...", file=sys.stderr)
     lm = load_language_model(run, device=args.device)
@@ -302,7 +307,7 @@ def _generate(args: argparse.Namespace) -> int:
     print(generation.text)
     how = f"sampled (seed {args.seed}, temperature {args.temperature:g})" if args.sample else "greedy"
     print(f"[{len(generation.steps)} tokens, {how}, stopped at {generation.stopped}, {generation.seconds:.2f} s]")
-    if not chosen:
+    if not chosen and not args.sae:
         print("\n".join(steps_table(generation)))
         return 0
 
@@ -325,7 +330,38 @@ def _generate(args: argparse.Namespace) -> int:
         "inputs": {"prompt": text, "prompt_file": args.prompt_file},
         "parameters": parameters_of(args, leave_out=("run", "prompt", "prompt_file")),
     }
-    return _explain(generation, lm, query, chosen, params, out, report_path, args.metrics, request)
+    code = _explain(generation, lm, query, chosen, params, out, report_path, args.metrics, request) if chosen else 0
+    return _sae_features(lm, query, run, args.sae) if args.sae else code
+
+
+def _check_sae(run: Run, sae_id: str) -> None:
+    """A ModelError naming the run's SAEs when it has none by that id: said before the model loads."""
+    from xaidash.models.language.sae.store import read_record
+
+    read_record(run, sae_id)
+
+
+def _sae_features(lm: LanguageModel, query: PromptQuery, run: Run, sae_id: str) -> int:
+    """The SAE's features with the largest activation x gradient of the target, the error and bias terms."""
+    from xaidash.explainers.language.sae_attribution import sae_attribution
+    from xaidash.models.language.sae.store import load_sae
+
+    loaded = load_sae(run, sae_id, device=str(lm.device))
+    fa = sae_attribution(lm, query, loaded.sae, loaded.layer, loaded.site, top=SAE_TOP)
+    print(
+        f"\nSAE {sae_id} (layer {fa.layer} {fa.site}, {fa.width:,} features, {fa.active:,} active): activation x "
+        f"gradient of {F.target_label(query)} = {fa.output:+.4f}, summed over {int(fa.counted.sum())} of "
+        f"{len(fa.tokens)} positions (the user's tokens and those reading the answer)"
+    )
+    scale = max([abs(float(fa.attribution[f])) for f in fa.top] + [abs(fa.error_total), abs(fa.bias_total)])
+    for f in fa.top:
+        value, peak = float(fa.attribution[f]), int(fa.argmax_position[f])
+        fires = f"max {fa.max_activation[f]:.3f} at {F.quoted(fa.tokens[peak])} ({peak})"
+        print(f"  #{f:<8} {value:+10.4f}  {bar(value, scale, True)}  {fires}")
+    for name, value in (("other", fa.rest_total()), ("error", fa.error_total), ("bias", fa.bias_total)):
+        print(f"  {name:<9} {value:+10.4f}  {bar(value, scale, True)}")
+    print(f"  features + error + bias = {fa.site_total:+.4f}, the site's gradient x activation (gap {fa.gap:.1e})")
+    return 0
 
 
 def _say_failed(outcome: Outcome[Any]) -> None:
@@ -483,6 +519,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         action="append",
         metavar="METHOD.NAME=VALUE",
         help="method parameter, repeatable; NAME=VALUE sets it for every chosen method that has it",
+    )
+    p.add_argument(
+        "--sae",
+        metavar="SAE_ID",
+        help="also list which features of this SAE (xaidash sae list) drove the target: activation x gradient",
     )
     p.add_argument("--out", metavar="DIR", help="write report.json, attributions/*.npy and matrix/* here")
     p.add_argument("--report", metavar="FILE.html", help="also write the report as one self-contained HTML page")
