@@ -46,9 +46,10 @@ def occlusion_reference(
     )
 
 
-def _replayed(rows: np.ndarray) -> Iterator[torch.Tensor]:
+def _replayed(rows: np.ndarray, device: torch.device) -> Iterator[torch.Tensor]:
+    # On the input's device, as captum's own samplers draw them (it indexes them with the feature mask there).
     for row in rows:
-        yield torch.as_tensor(row, dtype=torch.long).view(1, -1)
+        yield torch.as_tensor(row, dtype=torch.long, device=device).view(1, -1)
 
 
 class _ReplayedKernelShap(KernelShap):
@@ -59,7 +60,8 @@ class _ReplayedKernelShap(KernelShap):
         self.rows = rows
 
     def kernel_shap_perturb_generator(self, original_inp: Any, **kwargs: Any) -> Iterator[torch.Tensor]:
-        yield from _replayed(self.rows)
+        first = original_inp[0] if isinstance(original_inp, tuple) else original_inp
+        yield from _replayed(self.rows, first.device)
 
 
 def segment_mask(labels: torch.Tensor, channels: int) -> torch.Tensor:
@@ -116,7 +118,7 @@ def lime_reference(
     from captum._utils.models.linear_model import SkLearnRidge
 
     def replay(original: Any, **kwargs: Any) -> Iterator[torch.Tensor]:
-        yield from _replayed(rows)
+        yield from _replayed(rows, x.device)
 
     def probability(batch: torch.Tensor) -> torch.Tensor:
         return torch.softmax(model(batch), 1)
