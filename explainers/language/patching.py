@@ -221,9 +221,7 @@ def _row_edit(rows: torch.Tensor, positions: torch.Tensor | None, value: Callabl
     return edit
 
 
-def _edits_for(
-    lm: LanguageModel, chunk: Sequence[Patch], donor: Cache, receiver: Cache
-) -> list[tuple[int, str, Edit]]:
+def _edits_for(lm: LanguageModel, chunk: Sequence[Patch], donor: Cache, receiver: Cache) -> list[tuple[int, str, Edit]]:
     """The (layer, site, edit) hooks that put each patch of `chunk` into its own row of the batch."""
     edits: list[tuple[int, str, Edit]] = []
     by: dict[tuple[Kind, int], list[tuple[int, int]]] = {}
@@ -351,7 +349,7 @@ def _ranges(values: list[int]) -> str:
     """[3, 4, 5, 9] -> "3-5, 9"."""
     out: list[str] = []
     start = prev = values[0]
-    for v in values[1:] + [None]:  # type: ignore[list-item]
+    for v in [*values[1:], None]:  # type: ignore[list-item]
         if v is not None and v == prev + 1:
             prev = v
             continue

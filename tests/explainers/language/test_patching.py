@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from smollm2_run import smollm2_lm
 from torch import nn
 
-from tests.support.smollm2_run import smollm2_lm
 from xaidash.explainers.language import patching as P
 from xaidash.models.language.model import LanguageModel
 from xaidash.models.language.sites import editing
@@ -118,7 +118,7 @@ def test_names_example_finds_the_name_positions_then_the_last(lm, names) -> None
     assert result.clean_diff > 2 and result.corrupted_diff < -2  # the model gets both prompts right
     n = lm.num_layers
     early = slice(0, n // 2)
-    names_at = [i for i, (a, b) in enumerate(zip(names.clean_tokens, names.corrupted_tokens)) if a != b]
+    names_at = [i for i, (a, b) in enumerate(zip(names.clean_tokens, names.corrupted_tokens, strict=True)) if a != b]
     assert names_at == [1, 3, 9]
     # early-middle layers: the answer lives at the name positions (the second subject most), nowhere else
     assert result.resid[early, 9].min() > 0.5 and result.resid[early, 1].min() > 0.5
