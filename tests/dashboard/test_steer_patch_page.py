@@ -4,8 +4,6 @@ and steering shows the plain answer generate() gives beside the steered one."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from app_pages import assert_ok, make_app, texts
 from tiny_lm import save_tiny_folder
