@@ -156,14 +156,14 @@ def patch_results(ctx: LMContext) -> None:
         "Each cell: the corrupted prompt run with the residual stream after that layer, at that position alone, "
         "taken from the clean prompt. 100% = the clean logit difference back, 0% = no change."
     )
-    st.altair_chart(resid_chart(result), use_container_width=True)
+    st.altair_chart(resid_chart(result), width="stretch")
     left, right = st.columns([3, 2])
     with left:
         st.markdown("**Attention heads** (each head's output at every position)")
-        st.altair_chart(heads_chart(result), use_container_width=True)
+        st.altair_chart(heads_chart(result), width="stretch")
     with right:
         st.markdown("**MLPs** (each MLP's output at every position)")
-        st.altair_chart(mlp_chart(result), use_container_width=True)
+        st.altair_chart(mlp_chart(result), width="stretch")
 
 
 # ---- steering ------------------------------------------------------------------------------------------------------
@@ -235,7 +235,7 @@ def _answer(title: str, gen: Generation) -> None:
         column_config={"probability": st.column_config.ProgressColumn(format="%.2f", min_value=0, max_value=1)},
         hide_index=True,
         height=220,
-        use_container_width=True,
+        width="stretch",
     )
 
 

@@ -56,12 +56,15 @@ def test_patching_shows_the_explainers_result(lm_run, monkeypatch) -> None:
     shown = "\n".join(texts(at.markdown))
     for line in P.carriers(ref):
         assert line in shown
-    assert len(at.get("arrow_vega_lite_chart")) == 3
+    charts = [c.proto.spec for c in at.main.get("vega_lite_chart")]
+    assert len(charts) == 3
+    assert '"restored"' in charts[0] and '"redblue"' in charts[0]  # the heatmap has its colour bar
 
 
 def test_prompts_of_different_lengths_get_one_line(lm_run, monkeypatch) -> None:
     at = page(lm_run, monkeypatch)
     at.text_input(key="sp_clean").set_value(CLEAN + " the")
+    at.text_input(key="sp_corr").set_value(CORRUPTED)
     at.text_input(key="sp_answer").set_value("cat")
     at.text_input(key="sp_wrong").set_value("dog")
     _submit(at, "Patch")
