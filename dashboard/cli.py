@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     from xaidash.explainers.inspection.recurrent_cli import add_commands as recurrent_commands
     from xaidash.explainers.language.cli import add_commands as generate_commands
     from xaidash.explainers.language.sae_cli import add_commands as sae_commands
+    from xaidash.explainers.language.steer_cli import add_commands as steer_commands
     from xaidash.explainers.robust.cli import add_commands as robust_commands
     from xaidash.explainers.tabular.cli import add_commands as global_commands
     from xaidash.models.cli import add_commands as model_commands
@@ -161,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain_commands(sub)
     generate_commands(sub)
     sae_commands(sub)
+    steer_commands(sub)
     robust_commands(sub)
     concept_commands(sub)
     influence_commands(sub)

@@ -119,6 +119,17 @@ for _page in (
         blurb="every layer and head of a transformer, head and model view",
     ),
     PageInfo(
+        "steer_patch",
+        "steer_patch.py",
+        "Steer & patch",
+        ":material/alt_route:",
+        "steer-patch",
+        INSIDE,
+        runs=LANGUAGE_MODELS,
+        blurb="which layers, positions, heads and MLPs of a language model carry its answer (activation patching), "
+        "and its answer steered along a direction",
+    ),
+    PageInfo(
         "receptive_fields",
         "receptive_fields.py",
         "Receptive fields",
