@@ -26,7 +26,7 @@ from xaidash.models.language.loading import load_language_model
 from xaidash.models.language.model import LanguageModel
 
 
-def hooked_transformer(lm: LanguageModel):  # type: ignore[no-untyped-def]
+def hooked_transformer(lm: LanguageModel):
     from transformer_lens import HookedTransformer, HookedTransformerConfig
     from transformer_lens.pretrained.weight_conversions.llama import convert_llama_weights
 
@@ -67,7 +67,7 @@ def hooked_transformer(lm: LanguageModel):  # type: ignore[no-untyped-def]
 
 
 @torch.no_grad()
-def tl_loop(model, setup: P.PatchingSetup, clean_resid: list[torch.Tensor]) -> np.ndarray:  # type: ignore[no-untyped-def]
+def tl_loop(model, setup: P.PatchingSetup, clean_resid: list[torch.Tensor]) -> np.ndarray:
     n, t = model.cfg.n_layers, setup.clean.shape[1]
     out = np.zeros((n, t))
     ids = setup.corrupted.to(model.cfg.device)

@@ -58,7 +58,11 @@ def patch_form(ctx: LMContext) -> None:
         bar = st.progress(0.0, "Patching…")
         with leased(ctx) as lm:
             setup = P.prepare(lm, clean, corrupted, answer, wrong)
-            result = P.patch_prompts(lm, setup, on_pass=lambda i, t: bar.progress(i / t, f"Patch {i} of {t}"))
+
+            def advance(done: int, total: int) -> None:
+                bar.progress(done / total, f"Patch {done} of {total}")
+
+            result = P.patch_prompts(lm, setup, on_pass=advance)
         bar.empty()
         st.session_state[PATCH_KEY] = (ctx.key, result)
 

@@ -232,13 +232,13 @@ def _edits_for(lm: LanguageModel, chunk: Sequence[Patch], donor: Cache, receiver
         idx = torch.tensor([i for _, i in pairs])
         if kind == "resid":
             src = donor.resid[layer]
-            edits.append((layer, "resid", _row_edit(rows, idx, lambda s=src, i=idx: s[i.to(s.device)], add=False)))
+            edits.append((layer, "resid", _row_edit(rows, idx, lambda s=src, i=idx: s[i.to(s.device)], add=False)))  # type: ignore[misc]
         elif kind == "mlp":
             src = donor.mlp[layer]
-            edits.append((layer, "mlp", _row_edit(rows, None, lambda s=src: s, add=False)))
+            edits.append((layer, "mlp", _row_edit(rows, None, lambda s=src: s, add=False)))  # type: ignore[misc]
         else:
             effects = head_effects(lm, donor, receiver, layer)
-            edits.append((layer, "attn", _row_edit(rows, None, lambda e=effects, i=idx: e[i.to(e.device)], add=True)))
+            edits.append((layer, "attn", _row_edit(rows, None, lambda e=effects, i=idx: e[i.to(e.device)], add=True)))  # type: ignore[misc]
     return edits
 
 
@@ -349,7 +349,7 @@ def _ranges(values: list[int]) -> str:
     """[3, 4, 5, 9] -> "3-5, 9"."""
     out: list[str] = []
     start = prev = values[0]
-    for v in [*values[1:], None]:  # type: ignore[list-item]
+    for v in [*values[1:], None]:
         if v is not None and v == prev + 1:
             prev = v
             continue

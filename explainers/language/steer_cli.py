@@ -28,7 +28,7 @@ from xaidash.models.language.sites import SITES
 from xaidash.models.registry import ModelError
 
 
-def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _load(args: argparse.Namespace):
     import torch
 
     from xaidash.models.language.loading import load_language_model
