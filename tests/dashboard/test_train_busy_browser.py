@@ -77,8 +77,9 @@ def test_deleting_the_run_being_trained_is_refused_within_seconds(tmp_path: Path
             confirm = page.get_by_text("Yes, delete this run")
             sync_api.expect(confirm).to_have_count(1, timeout=WAIT_MS)
             confirm.click()
-            delete = page.get_by_role("button", name="Delete run")
-            sync_api.expect(delete).to_be_enabled(timeout=WAIT_MS)
+            # The enabled one: until its rerun ends, Streamlit may still show the stale disabled button beside it.
+            delete = page.get_by_role("button", name="Delete run", disabled=False)
+            sync_api.expect(delete).to_have_count(1, timeout=WAIT_MS)
             delete.scroll_into_view_if_needed()
 
             clicked = time.monotonic()
@@ -132,8 +133,9 @@ def test_deleting_the_run_being_trained_is_refused_within_seconds(tmp_path: Path
             confirm = page.get_by_text("Yes, delete this run")
             sync_api.expect(confirm).to_have_count(1, timeout=WAIT_MS)
             confirm.click()
-            delete = page.get_by_role("button", name="Delete run")
-            sync_api.expect(delete).to_be_enabled(timeout=WAIT_MS)
+            # The enabled one: until its rerun ends, Streamlit may still show the stale disabled button beside it.
+            delete = page.get_by_role("button", name="Delete run", disabled=False)
+            sync_api.expect(delete).to_have_count(1, timeout=WAIT_MS)
             delete.click()
             sync_api.expect(page.get_by_text(f"Deleted run {run.id}.")).to_be_visible(timeout=WAIT_MS)
             assert not run.path.exists()
