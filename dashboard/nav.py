@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlencode
 
 import streamlit as st
 
@@ -119,6 +120,17 @@ for _page in (
         blurb="every layer and head of a transformer, head and model view",
     ),
     PageInfo(
+        "features",
+        "features.py",
+        "Features",
+        ":material/category_search:",
+        "features",
+        INSIDE,
+        runs=LANGUAGE_MODELS,
+        blurb="a language model's features: sparse autoencoders trained behind Start, and a browser of what each "
+        "feature fires on and writes",
+    ),
+    PageInfo(
         "steer_patch",
         "steer_patch.py",
         "Steer & patch",
@@ -196,6 +208,12 @@ def page_info(name: str) -> PageInfo:
 def page_path(name: str) -> str:
     """The page's path as `st.page_link`, `st.switch_page` and AppTest take it (relative to `app.py`)."""
     return f"{VIEWS.name}/{page_info(name).file}"
+
+
+def page_url(name: str, **params: object) -> str:
+    """A link to the page with `params` in its address (relative to the app's root, as its pages' addresses are)."""
+    query = urlencode(params)
+    return f"{page_info(name).url_path}?{query}" if query else page_info(name).url_path
 
 
 def page_for(kind: RunKind, near: str | None = None) -> PageInfo | None:

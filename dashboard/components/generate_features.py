@@ -6,7 +6,6 @@ activations and a link to each feature's page in the Features browser."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from urllib.parse import urlencode
 
 import altair as alt
 import pandas as pd
@@ -14,14 +13,14 @@ import streamlit as st
 
 from xaidash.dashboard.components.generate_answer import shown_token
 from xaidash.dashboard.components.generate_compute import LMContext, cached, leased
+from xaidash.dashboard.components.sae_browser import BROWSER, feature_link
 from xaidash.dashboard.errors import guard
-from xaidash.dashboard.nav import PAGES, page_path
+from xaidash.dashboard.nav import page_path
 from xaidash.explainers.language.figures import target_label
 from xaidash.explainers.language.query import PromptQuery
 from xaidash.explainers.language.sae_attribution import FeatureAttribution, sae_attribution
 from xaidash.models.language.sae.store import WEIGHTS, SaeRecord, list_saes, load_sae
 
-BROWSER = "features"  # the page that shows one feature (`?run=..&sae=..&feature=N`)
 USABLE = ("finished", "stopped")  # a stopped SAE keeps the weights it had when it stopped
 TOP_DEFAULT, TOP_MAX = 12, 40
 ROW_PX = 35  # Streamlit's dataframe row height
@@ -48,14 +47,6 @@ def attribution_of(ctx: LMContext, query: PromptQuery, record: SaeRecord, top: i
 
     value, _ = cached(("sae_attribution", ctx.key, query, record.id, _version(record), top), compute)
     return value
-
-
-def feature_link(run_id: str, sae_id: str, feature: int) -> str | None:
-    """The feature's page in the browser (a relative URL), None while no browser page is registered."""
-    info = PAGES.find(BROWSER)
-    if info is None:
-        return None
-    return f"{info.url_path}?{urlencode({'run': run_id, 'sae': sae_id, 'feature': feature})}"
 
 
 def _peak_token(fa: FeatureAttribution, feature: int) -> str:
@@ -139,9 +130,8 @@ def features_table(fa: FeatureAttribution, run_id: str, sae_id: str, n: int) -> 
 
 
 def _table(frame: pd.DataFrame) -> None:
-    linked = frame["browse"].notna().any()
     st.dataframe(
-        frame if linked else frame.drop(columns=["browse"]),
+        frame,
         hide_index=True,
         width="stretch",
         height=ROW_PX * (len(frame) + 1) + 3,  # every row, no inner scrolling
@@ -184,8 +174,7 @@ def _no_sae(ctx: LMContext, records: Sequence[SaeRecord]) -> None:
         f"`xaidash sae train --run {ctx.run.id} --layer 15`.",
         icon=":material/info:",
     )
-    if PAGES.find(BROWSER) is not None:
-        st.page_link(page_path(BROWSER), label="Train an SAE", icon=":material/hub:", query_params={"run": ctx.run.id})
+    st.page_link(page_path(BROWSER), label="Train an SAE", icon=":material/hub:", query_params={"run": ctx.run.id})
 
 
 def features_panel(ctx: LMContext, query: PromptQuery) -> None:

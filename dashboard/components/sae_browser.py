@@ -13,6 +13,7 @@ import streamlit as st
 import torch
 
 from xaidash.dashboard.errors import guard
+from xaidash.dashboard.nav import page_url
 from xaidash.dashboard.services import language_model_for
 from xaidash.explainers.language import sae_features as sf
 from xaidash.explainers.language.sae_figures import contexts_html, visible
@@ -40,9 +41,12 @@ def _index(path: str, sae_id: str, stamp: float) -> tuple[sf.FeatureIndex, torch
     return sf.feature_index(Path(path), sae_id, loaded), corpus_tokens(Path(path), sae_id)[0]
 
 
-def feature_link(run: Run, sae_id: str, feature: int) -> str:
-    """The relative address that opens `feature` on the page showing the browser."""
-    return f"?run={run.id}&sae={sae_id}&feature={feature}"
+BROWSER = "features"  # the page that shows the browser
+
+
+def feature_link(run_id: str, sae_id: str, feature: int) -> str:
+    """The address that opens `feature` of SAE `sae_id` of run `run_id` in the browser (every page links so)."""
+    return page_url(BROWSER, run=run_id, sae=sae_id, feature=feature)
 
 
 def _wanted_feature(sae_id: str, width: int) -> int:
@@ -87,7 +91,7 @@ def _search(
         rows = [
             {
                 "feature": f,
-                "open": feature_link(run, sae_id, f),
+                "open": feature_link(run.id, sae_id, f),
                 "largest activation": round(v, 3),
                 "on token": visible(words[at]),
                 "density": float(index.density[f]),
@@ -103,7 +107,7 @@ def _search(
                 [
                     {
                         "feature": f,
-                        "open": feature_link(run, sae_id, f),
+                        "open": feature_link(run.id, sae_id, f),
                         f"of top {sf.TOP_N}": n,
                         "largest activation": round(v, 3),
                     }
@@ -184,7 +188,7 @@ def _effects(run: Run, sae_id: str, lm: LanguageModel, loaded: LoadedSae, featur
         pd.DataFrame(
             {
                 "feature": [f for f, _ in near],
-                "open": [feature_link(run, sae_id, f) for f, _ in near],
+                "open": [feature_link(run.id, sae_id, f) for f, _ in near],
                 "cosine": [round(c, 3) for _, c in near],
             }
         ),

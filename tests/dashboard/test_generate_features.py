@@ -6,7 +6,6 @@ browser once that page is registered."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -116,10 +115,6 @@ def test_chart_rows_add_up_to_the_sites_total(root: Path, lm_run: Run) -> None:
 
 
 def test_feature_links(monkeypatch: pytest.MonkeyPatch, root: Path, lm_run: Run) -> None:
-    monkeypatch.setattr(generate_features.PAGES, "find", lambda name: None)
-    assert feature_link("r", "s", 3) is None
-    page = SimpleNamespace(url_path="features")
-    monkeypatch.setattr(generate_features.PAGES, "find", lambda name: page if name == "features" else None)
     assert feature_link("run 1", "sae-a", 17) == "features?run=run+1&sae=sae-a&feature=17"
     if not sae_folder(lm_run, SAE_ID).is_dir():
         write_sae(lm_run, SAE_ID, D_IN)

@@ -55,7 +55,15 @@ def test_pages_are_grouped_by_task() -> None:
         "": ["Home"],
         "Train and import": ["Train", "Import"],
         "Explain and compare": ["Explain", "Generate", "Side by side", "Compare", "Global view"],
-        "Inside the model": ["Attention", "Steer & patch", "Receptive fields", "Recurrent", "Embeddings", "Model"],
+        "Inside the model": [
+            "Attention",
+            "Features",
+            "Steer & patch",
+            "Receptive fields",
+            "Recurrent",
+            "Embeddings",
+            "Model",
+        ],
         "Training data and concepts": ["Training data", "Concepts"],
     }
 
@@ -64,9 +72,9 @@ def test_each_page_declares_the_runs_it_can_use() -> None:
     from xaidash.dashboard.state import page_runs, slot_of
 
     runs = {p.name: p.runs for p in nav.PAGES}
-    assert runs["generate"] == runs["steer_patch"] == ("language_model",)
+    assert runs["generate"] == runs["features"] == runs["steer_patch"] == ("language_model",)
     assert set(runs["attention"]) == set(runs["embeddings"]) == {"trained", "imported", "language_model"}
-    others = set(runs) - {"generate", "steer_patch", "attention", "embeddings"}
+    others = set(runs) - {"generate", "features", "steer_patch", "attention", "embeddings"}
     assert all(runs[name] == ("trained", "imported") for name in others)
     assert [slot_of(page_runs(n)) for n in ("explain", "generate", "attention", None)] == [
         "classifier",

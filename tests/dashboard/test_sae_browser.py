@@ -65,7 +65,7 @@ def test_search_lists_features_with_links(sae, monkeypatch):
     assert not at.exception
     table = at.dataframe[0].value
     assert len(table) > 0
-    assert all(link.startswith(f"?run={root.name}&sae={sae_id}&feature=") for link in table["open"])
+    assert all(link.startswith(f"features?run={root.name}&sae={sae_id}&feature=") for link in table["open"])
     assert (table["largest activation"].diff().dropna() <= 0).all()
 
 

@@ -37,11 +37,18 @@ def _folder_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
 
 
+def text_datasets() -> list[str]:
+    """The registered data sets of texts, by name: the corpora offered by name."""
+    from xaidash.data.modalities import modality_of
+    from xaidash.data.registry import list_datasets
+
+    return [d.name for d in list_datasets() if modality_of(d.modality).tokenized]
+
+
 def corpus_texts(corpus: str) -> list[str]:
     """The texts of `corpus`: a registered text data set's train split, a text file, or the text files of a folder
     (suffixes TEXT_SUFFIXES, sorted by path). A ModelError line for an unknown name, an empty file or folder."""
-    from xaidash.data.modalities import modality_of
-    from xaidash.data.registry import get_info, list_datasets, load_split
+    from xaidash.data.registry import get_info, load_split
 
     path = Path(corpus).expanduser()
     if path.is_file():
@@ -58,7 +65,7 @@ def corpus_texts(corpus: str) -> list[str]:
                 f"{', '.join(TEXT_SUFFIXES)} with text in them)."
             )
         return texts
-    names = [d.name for d in list_datasets() if modality_of(d.modality).tokenized]  # the data sets of texts
+    names = text_datasets()
     if corpus not in names:
         raise ModelError(f"Corpus {corpus!r} is neither a file, a folder nor a text data set ({', '.join(names)}).")
     try:

@@ -257,16 +257,20 @@ def train_sae(
     *,
     device: str | None = "auto",
     lm: LanguageModel | None = None,
+    on_folder: Callable[[str], None] | None = None,
 ) -> store.SaeRecord:
     """Train (or, with `resume`, continue) an SAE on `lm_run`'s language model; `config` is ignored when resuming
     (the stored settings hold). Returns the record: finished (with metrics) or stopped (resumable). Settings that
-    cannot work raise one ModelError line before anything is written; a failure later marks the SAE failed."""
+    cannot work raise one ModelError line before anything is written; a failure later marks the SAE failed.
+    `on_folder` hears the SAE's id once its folder exists (a page shows which SAE is training)."""
     run = lm_run if isinstance(lm_run, Run) else resolve_run(lm_run)
     if lm is None:
         from xaidash.models.language.loading import load_language_model
 
         lm = load_language_model(run, device)
     folder, config = _open_job(run, config, resume, lm)
+    if on_folder is not None:
+        on_folder(folder.name)
     try:
         return _run_job(run, lm, config, folder, _events_writer(folder, on_event), stop)
     except BaseException as e:

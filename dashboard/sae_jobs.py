@@ -1,0 +1,136 @@
+"""The SAE training job of the Features page: one at a time in a thread of the server, shared by every session,
+as the self-influence job (`influence_jobs`) runs. The page redraws its progress from `snapshot()`; Stop sets the
+event `train_sae` checks between harvest chunks and training steps (a stopped SAE keeps a resumable state under
+its run, and Resume continues it). Plain threading, no Streamlit: a worker thread cannot write a session's state."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import streamlit as st
+
+from xaidash.data.errors import XaidashError, error_text
+from xaidash.models.language.sae.config import SaeConfig
+from xaidash.models.language.sae.train import SaeEvent, train_sae
+from xaidash.models.runs.store import Run
+
+ACTIVE = ("starting", "running", "stopping")
+MAX_CURVE_POINTS = 600  # training steps kept for the live curves (thinned evenly beyond this)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SaeJob:
+    """The job as pages see it. state: idle | starting | running | stopping | finished | stopped | failed.
+    `last` is the newest event; `steps` the training events kept for the curves."""
+
+    run_id: str
+    sae_id: str | None
+    config: SaeConfig | None
+    state: str
+    started: float | None
+    finished: float | None
+    last: SaeEvent | None = None
+    steps: tuple[SaeEvent, ...] = field(default=())
+    error: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+    @property
+    def elapsed_s(self) -> float:
+        if self.started is None:
+            return 0.0
+        return (self.finished or time.time()) - self.started
+
+
+def _thinned(steps: tuple[SaeEvent, ...]) -> tuple[SaeEvent, ...]:
+    """Every other step once the curve holds MAX_CURVE_POINTS (the newest always kept)."""
+    if len(steps) <= MAX_CURVE_POINTS:
+        return steps
+    return (*steps[:-1:2], steps[-1])
+
+
+class BackgroundSae:
+    """`train_sae` for one language-model run at a time; another start while it works is refused."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._snap = SaeJob("", None, None, "idle", None, None)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def snapshot(self) -> SaeJob:
+        with self._lock:
+            return self._snap
+
+    def start(self, run: Run, config: SaeConfig | None, resume: str | None = None, device: str = "auto") -> bool:
+        """Start training `config` on `run` (or continue the stopped SAE `resume`); False when a job runs."""
+        with self._lock:
+            if self._snap.active:
+                return False
+            self._stop = threading.Event()
+            self._snap = SaeJob(run.id, resume, config, "starting", time.time(), None)
+            self._thread = threading.Thread(
+                target=self._work, args=(run, config, resume, device, self._stop), name="xaidash-sae", daemon=True
+            )
+            self._thread.start()
+        return True
+
+    def stop(self) -> bool:
+        """Ask the running job to stop after its chunk or step (False when none runs)."""
+        with self._lock:
+            if not self._snap.active:
+                return False
+            self._stop.set()
+            self._snap = replace(self._snap, state="stopping")
+        return True
+
+    def _on_event(self, event: SaeEvent) -> None:
+        with self._lock:
+            s = self._snap
+            steps = _thinned((*s.steps, event)) if event.phase == "train" else s.steps
+            state = s.state if s.state == "stopping" else "running"
+            self._snap = replace(s, last=event, steps=steps, state=state)
+
+    def _on_folder(self, sae_id: str) -> None:
+        with self._lock:
+            self._snap = replace(self._snap, sae_id=sae_id)
+
+    def _work(self, run: Run, config: SaeConfig | None, resume: str | None, device: str, stop: threading.Event) -> None:
+        record, error = None, None
+        try:
+            record = train_sae(
+                run, config, self._on_event, stop, resume=resume, device=device, on_folder=self._on_folder
+            )
+        except Exception as e:  # noqa: BLE001 - the thread must end in a state the page can show
+            if not isinstance(e, XaidashError):
+                log.error("SAE training on %s crashed:\n%s", run.id, traceback.format_exc())
+            error = error_text(e, "the SAE training")
+        with self._lock:
+            state = (
+                "failed" if error else ("finished" if record is not None and record.status == "finished" else "stopped")
+            )
+            updates: dict[str, Any] = {"state": state, "finished": time.time(), "error": error}
+            if record is not None:
+                updates.update(sae_id=record.id, config=record.config)
+            self._snap = replace(self._snap, **updates)
+
+    def wait(self, timeout: float | None = None) -> SaeJob:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return self.snapshot()
+
+
+@st.cache_resource(show_spinner=False)
+def sae_job() -> BackgroundSae:
+    """The server's one SAE training job."""
+    return BackgroundSae()
