@@ -166,6 +166,13 @@ def _contexts(lm: LanguageModel, index: sf.FeatureIndex, tokens: torch.Tensor, f
     if not rows:
         return
     st.markdown(f"**Top activating contexts** ({len(rows)}; {sf.BEFORE} tokens before, {sf.AFTER} after)")
+    starts = {t for t in (lm.tokenizer.bos_token_id, lm.tokenizer.eos_token_id) if t is not None}
+    after, n = sf.at_start_share(index, tokens, feature, starts)
+    if n and after >= n / 2:
+        st.caption(
+            f"{after} of its {n} top tokens are the first word of a text: this feature marks where a text begins "
+            "(the position), more than any one word."
+        )
     st.html(contexts_html(rows[:SHOWN], float(index.max_value[feature])))
     if len(rows) > SHOWN:
         with st.expander(f"{len(rows) - SHOWN} more"):

@@ -16,10 +16,10 @@ from xaidash.models.language.sae import store
 
 # (field of SaeEvent, title, axis format)
 CURVES = (
-    ("mse", "Reconstruction error (MSE, scaled activations)", ".3g"),
-    ("explained_variance", "Explained variance (batch)", ".2f"),
-    ("l0", "L0 (active features per token)", ".3g"),
-    ("dead", "Dead features (not fired lately)", "d"),
+    ("mse", "Reconstruction MSE", ".3~g"),
+    ("explained_variance", "Explained variance", ".2f"),
+    ("l0", "L0 (features a token)", ".3~g"),
+    ("dead", "Dead features", "d"),
 )
 
 
@@ -51,7 +51,8 @@ def _chart(frame: pd.DataFrame, field: str, title: str, fmt: str) -> alt.Chart:
 
 
 def sae_curves(steps: Sequence[dict[str, Any]], total_steps: int | None = None) -> None:
-    """Four small charts side by side (x up to `total_steps` when known, so a live curve grows into place)."""
+    """Four small charts side by side (x up to `total_steps` when known, so a live curve grows into place): MSE on
+    the activations as SAELens scales them, explained variance of each batch, L0, features not fired lately."""
     rows = [s for s in steps if s.get("step") is not None]
     if not rows:
         st.caption("No training step logged yet.")

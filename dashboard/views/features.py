@@ -48,7 +48,7 @@ def sae_table(records: list[SaeRecord]) -> None:
             {
                 "SAE": r.id,
                 "status": r.status,
-                "where": f"layer {c.layer} · {SITES[c.site].label}" if c.site in SITES else f"layer {c.layer}",
+                "layer · site": f"{c.layer} · {c.site}",
                 "SAE type": f"{c.architecture} · k {c.k}" if c.architecture == "topk" else c.architecture,
                 "width": c.width,
                 "explained variance": _number(m, "explained_variance"),
@@ -63,6 +63,10 @@ def sae_table(records: list[SaeRecord]) -> None:
         hide_index=True,
         width="stretch",
         column_config={
+            "layer · site": st.column_config.TextColumn(
+                help="decoder layer (0 = the first) and site: "
+                + "; ".join(f"{k} = {v.label}" for k, v in SITES.items())
+            ),
             "width": st.column_config.NumberColumn(format="localized"),
             "explained variance": st.column_config.NumberColumn(format="%.3f", help="1 - MSE / variance (held out)"),
             "loss recovered": st.column_config.NumberColumn(
@@ -142,7 +146,8 @@ def run_page(ctx: LMContext) -> None:
     with st.expander("Train a new SAE", expanded=not records and not busy, icon=":material/add:"):
         sae_form(run, ctx.lm, busy)
     if not records:
-        st.info("This run has no SAE yet: set one up above and press Start.", icon=":material/info:")
+        if not busy:
+            st.info("This run has no SAE yet: set one up above and press Start.", icon=":material/info:")
         return
     st.subheader("Sparse autoencoders of this run")
     sae_table(records)
@@ -151,8 +156,12 @@ def run_page(ctx: LMContext) -> None:
     if not browsable(record):
         st.caption(f"SAE {record.id} is {record.status}: its features can be browsed once it has weights.")
         return
-    if record.status == "stopped":
-        st.caption("Stopped before its planned steps: the browser shows it as it is now.")
+    if record.status == "stopped" and not st.toggle(
+        "Browse this stopped SAE as it is now",
+        key=f"features_browse_stopped_{record.id}",
+        help="Indexing its features takes a minute or two; Resume first to browse the finished SAE.",
+    ):
+        return
     st.subheader(f"Features of {record.id}")
     browse_features(run, record.id)
 

@@ -274,26 +274,47 @@ class TextSearch:
     top: list[tuple[int, float, int]]
 
 
+LEAD_IN = "\n"  # read before a searched text: its first token is then not the first of a document
+
+
 def search_text(lm: LanguageModel, loaded: LoadedSae, text: str, k: int = 10) -> TextSearch:
     """The features that fire most on `text`'s tokens (the site read at the SAE's layer, encoded). The text is
-    read after one sink token (the tokenizer's BOS, else its EOS) so none of its tokens sits at position 0, which
-    harvesting leaves out (the attention sink's activations are orders of magnitude off)."""
+    read after one sink token (the tokenizer's BOS, else its EOS), which harvesting leaves out (the attention
+    sink's activations are orders of magnitude off), and a line break: a word right after the sink fires the
+    features of a document's first token (in a corpus of short texts, some of the strongest), which are about
+    where the word is, not what it is. Neither is part of the result."""
     if not text.strip():
         raise ModelError("Type a text to search for the features that fire on it.")
     tok = lm.tokenizer
     sink = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
-    ids = tok(text, return_tensors="pt", add_special_tokens=False)["input_ids"][:, : lm.context - 1]
-    if sink is not None:
-        ids = torch.cat([torch.tensor([[int(sink)]]), ids], 1)
+    lead = [int(sink)] if sink is not None else []
+    lead += tok(LEAD_IN, add_special_tokens=False)["input_ids"]
+    text_ids = tok(text, add_special_tokens=False)["input_ids"][: max(1, lm.context - len(lead))]
+    ids = torch.tensor([[*lead, *text_ids]])
     with torch.no_grad(), reading(lm, loaded.layer, loaded.site) as seen:
         lm.model(input_ids=ids.to(lm.device), use_cache=False)
-        site = seen[0][0, 1:] if sink is not None else seen[0][0]
+        site = seen[0][0, len(lead) :]
         acts = loaded.sae.encode(site.float().to(loaded.sae.W_dec.device)).float().cpu()
     best, at = acts.max(0)
     order = best.argsort(descending=True)[:k]
     top = [(int(f), float(best[f]), int(at[f])) for f in order if best[f] > 0]
-    text_ids = ids[0, 1:] if sink is not None else ids[0]
     return TextSearch(token_ids=[int(i) for i in text_ids], acts=acts, top=top)
+
+
+def at_start_share(index: FeatureIndex, tokens: torch.Tensor, feature: int, starts: set[int]) -> tuple[int, int]:
+    """(how many of the feature's top tokens come right after a document start, of how many): a token after one
+    of `starts` (the BOS or EOS ids that begin and separate the corpus's texts) or at the first harvested
+    position. A feature whose top tokens all do marks where a text begins, whatever its word."""
+    context = tokens.shape[1]
+    n = after = 0
+    for slot in range(index.top_index.shape[1]):
+        flat = int(index.top_index[feature, slot])
+        if flat < 0:
+            continue
+        c, pos = divmod(flat, context)
+        n += 1
+        after += int(pos <= 1 or int(tokens[c, pos - 1]) in starts)
+    return after, n
 
 
 def context_of(

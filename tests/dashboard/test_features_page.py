@@ -77,7 +77,7 @@ def test_the_table_shows_held_out_metrics_and_the_browser_opens_the_linked_featu
 
 
 def test_settings_that_cannot_work_get_one_line_and_leave_nothing(run, monkeypatch, tmp_path):
-    lm_run, sae_id = run
+    lm_run, _ = run
     empty = tmp_path / "empty.txt"
     empty.write_text("  \n")
     at = page(lm_run, monkeypatch)

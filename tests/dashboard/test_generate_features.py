@@ -86,7 +86,7 @@ def test_panel_without_then_with_an_sae(root: Path, lm_run: Run) -> None:
     assert list(table["feature"]) == list(fa.top[:n])
     np.testing.assert_allclose(table["attribution"], fa.attribution[list(fa.top[:n])], rtol=1e-5)
     np.testing.assert_allclose(table["max activation"], fa.max_activation[list(fa.top[:n])], rtol=1e-5)
-    assert "browse" not in table.columns  # no Features page registered on this branch yet
+    assert list(table["browse"]) == [f"features?run={lm_run.id}&sae={SAE_ID}&feature={f}" for f in fa.top[:n]]
     caption = " ".join(texts(at.caption))
     assert "The parts add up" in caption and f"{fa.site_total:+.4f}" in caption and f"{fa.error_total:+.4f}" in caption
     specs = " ".join(str(c.proto.spec) for c in at.main.get("vega_lite_chart"))

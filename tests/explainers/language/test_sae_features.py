@@ -132,9 +132,10 @@ def test_search_text_against_hidden_states(setup):
     ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
     assert found.token_ids == ids
     sink = lm.tokenizer.bos_token_id if lm.tokenizer.bos_token_id is not None else lm.tokenizer.eos_token_id
+    lead = [sink, *lm.tokenizer(sf.LEAD_IN, add_special_tokens=False)["input_ids"]]
     with torch.no_grad():
-        out = lm.model(input_ids=torch.tensor([[sink, *ids]]), output_hidden_states=True)
-        expected = loaded.sae.encode(out.hidden_states[loaded.layer + 1][0, 1:].float())
+        out = lm.model(input_ids=torch.tensor([[*lead, *ids]]), output_hidden_states=True)
+        expected = loaded.sae.encode(out.hidden_states[loaded.layer + 1][0, len(lead) :].float())
     torch.testing.assert_close(found.acts, expected, rtol=1e-4, atol=1e-4)
     best = expected.max(0).values
     assert [f for f, _, _ in found.top] == best.topk(len(found.top)).indices.tolist()
@@ -142,6 +143,22 @@ def test_search_text_against_hidden_states(setup):
         assert v == pytest.approx(float(expected[at, f]), rel=1e-4)
     with pytest.raises(ModelError, match="Type a text"):
         sf.search_text(lm, loaded, "  ", 5)
+
+
+def test_at_start_share_counts_top_tokens_that_begin_a_text(setup):
+    root, sae_id, loaded, lm = setup
+    ix = sf.feature_index(root, sae_id, loaded)
+    tokens, _ = corpus_tokens(root, sae_id)
+    starts = {lm.tokenizer.bos_token_id, lm.tokenizer.eos_token_id} - {None}
+    assert int(tokens[0, 0]) in starts  # every context starts as a document does
+    shares = []
+    for f in range(loaded.width):
+        windows = [sf.context_of(ix, tokens, f, slot) for slot in range(ix.top_index.shape[1])]
+        expected = [focus >= 1 and ids[focus - 1] in starts for ids, _, focus in windows if ids]
+        after, n = sf.at_start_share(ix, tokens, f, starts)
+        assert (after, n) == (sum(expected), len(expected))
+        shares.append(after / n if n else 0.0)
+    assert 0 < max(shares) and min(shares) < 1  # some features mark a text's start, others do not
 
 
 def test_features_on_token_counts_top_contexts(setup):
