@@ -60,10 +60,12 @@ def _live() -> None:
     sae_curves([e.to_json() for e in job.steps], total)
 
 
-def end_message(job: SaeJob) -> None:
-    """The job's outcome, once, in the session that watched it."""
-    if not st.session_state.pop(SEEN_KEY, False):
-        return
+def ended_here(run_id: str) -> str | None:
+    """Once, in the session that watched the server's SAE job on `run_id` end: its outcome as a message, and the
+    SAE it trained (the page then shows that one); else None."""
+    job = sae_job().snapshot()
+    if job.active or job.run_id != run_id or not st.session_state.pop(SEEN_KEY, False):
+        return None
     if job.state == "finished":
         st.success(
             f"SAE {job.sae_id} is trained: its held-out metrics are in the table below.", icon=":material/check:"
@@ -72,11 +74,12 @@ def end_message(job: SaeJob) -> None:
         st.info(f"Stopped: SAE {job.sae_id or ''} keeps what it did; Resume continues it.", icon=":material/pause:")
     elif job.state == "failed":
         st.error(f"The SAE training failed: {job.error}", icon=":material/error:")
+    return job.sae_id
 
 
 def job_panel(run_id: str) -> bool:
     """The live panel when the server's SAE job trains on `run_id` (True), a line when it trains on another run
-    (True: Start is off), else the last job's outcome (False)."""
+    (True: Start is off), else nothing (False)."""
     job = sae_job().snapshot()
     if job.active and job.run_id == run_id:
         st.session_state[SEEN_KEY] = True
@@ -90,6 +93,4 @@ def job_panel(run_id: str) -> bool:
         )
         st.button("Stop it", key="sae_stop_other", icon=":material/stop:", on_click=stop_job)
         return True
-    if job.run_id == run_id:
-        end_message(job)
     return False

@@ -10,7 +10,7 @@ import streamlit as st
 from xaidash.dashboard.components.generate_compute import LMContext, loaded_or_stop
 from xaidash.dashboard.components.sae_browser import browse_features
 from xaidash.dashboard.components.sae_curves import sae_curves, stored_steps
-from xaidash.dashboard.components.sae_job_panel import job_panel
+from xaidash.dashboard.components.sae_job_panel import ended_here, job_panel
 from xaidash.dashboard.components.sae_train_form import sae_form
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.nav import page_path
@@ -99,6 +99,7 @@ def delete_sae(run: Run, sae_id: str) -> None:
         return
     store.remove_sae(run, sae_id)
     st.session_state.pop(PICK_KEY, None)
+    st.session_state.pop(f"sae_confirm_delete_{sae_id}", None)
     st.session_state["features_flash"] = ("success", f"Deleted SAE {sae_id}.")
 
 
@@ -113,7 +114,9 @@ def actions(run: Run, record: SaeRecord, busy: bool) -> None:
         if not sae_job().start(run, None, resume=record.id):
             st.warning("An SAE is already training on this server: stop it first, or wait for it to end.")
         st.rerun()
-    sure = right.checkbox("Yes, delete this SAE", key="sae_confirm_delete", disabled=record.status == "running")
+    sure = right.checkbox(
+        "Yes, delete this SAE", key=f"sae_confirm_delete_{record.id}", disabled=record.status == "running"
+    )
     mid.button(
         "Delete SAE",
         key="sae_delete",
@@ -141,6 +144,9 @@ def browsable(record: SaeRecord) -> bool:
 def run_page(ctx: LMContext) -> None:
     run = ctx.run
     busy = job_panel(run.id)
+    ended = ended_here(run.id)
+    if ended:
+        st.session_state[PICK_KEY] = ended  # show the SAE that just ended, not the one picked before
     _flash()
     records = store.list_saes(run)
     with st.expander("Train a new SAE", expanded=not records and not busy, icon=":material/add:"):

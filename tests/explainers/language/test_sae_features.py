@@ -158,7 +158,7 @@ def test_at_start_share_counts_top_tokens_that_begin_a_text(setup):
         after, n = sf.at_start_share(ix, tokens, f, starts)
         assert (after, n) == (sum(expected), len(expected))
         shares.append(after / n if n else 0.0)
-    assert 0 < max(shares) and min(shares) < 1  # some features mark a text's start, others do not
+    assert max(shares) > 0 and min(shares) < 1  # some features mark a text's start, others do not
 
 
 def test_features_on_token_counts_top_contexts(setup):
