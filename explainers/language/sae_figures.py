@@ -41,8 +41,8 @@ def context_html(words: Sequence[str], values: Sequence[float], focus: int, scal
             f'border-radius:3px;white-space:pre" title="{esc(tip)}">{esc(visible(word))}</span>'
         )
     return (
-        '<div class="xai-sae-context" style="line-height:1.9;font-family:monospace;font-size:13px">'
-        + "".join(spans)
+        '<div class="xai-sae-context" style="line-height:1.9;font-family:monospace;font-size:13px;min-width:0">'
+        + "<wbr>".join(spans)  # a long context wraps between tokens (a token is never cut)
         + "</div>"
     )
 
