@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import streamlit as st
 
+from xaidash.dashboard.background import BackgroundJob
 from xaidash.data.errors import XaidashError, error_text
 from xaidash.explainers.influence.api import SelfInfluenceStatus, run_self_influence
 from xaidash.models.runs.store import Run
@@ -45,46 +46,21 @@ class SelfInfluenceJob:
         return (self.finished or time.time()) - self.started
 
 
-class BackgroundSelfInfluence:
+class BackgroundSelfInfluence(BackgroundJob[SelfInfluenceJob]):
     """`run_self_influence` for one run and method at a time; another start while it works is refused."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._snap = SelfInfluenceJob("", "", "idle", None, None, None, None)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def snapshot(self) -> SelfInfluenceJob:
-        with self._lock:
-            return self._snap
+        super().__init__(SelfInfluenceJob("", "", "idle", None, None, None, None), "xaidash-self-influence")
 
     def start(self, run: Run, method: str) -> bool:
         """Start (or resume) the job for `run` and `method`; False when a job is already running."""
-        with self._lock:
-            if self._snap.active:
-                return False
-            self._stop = threading.Event()
-            self._snap = SelfInfluenceJob(run.id, method, "running", time.time(), None, None, None)
-            self._thread = threading.Thread(
-                target=self._work, args=(run, method, self._stop), name="xaidash-self-influence", daemon=True
-            )
-            self._thread.start()
-        return True
-
-    def stop(self) -> bool:
-        """Ask the running job to stop after its chunk (False when none runs)."""
-        with self._lock:
-            if not self._snap.active:
-                return False
-            self._stop.set()
-            self._snap = replace(self._snap, state="stopping")
-        return True
+        first = SelfInfluenceJob(run.id, method, "running", time.time(), None, None, None)
+        return self.launch(first, self._work, run, method)
 
     def _progress(self, status: SelfInfluenceStatus) -> None:
-        with self._lock:
-            self._snap = replace(self._snap, status=status)
+        self.change(lambda s: replace(s, status=status))
 
-    def _work(self, run: Run, method: str, stop: threading.Event) -> None:
+    def _work(self, stop: threading.Event, run: Run, method: str) -> None:
         status, error = None, None
         try:
             status = run_self_influence(run, method, progress=self._progress, stop=stop)
@@ -92,22 +68,13 @@ class BackgroundSelfInfluence:
             if not isinstance(e, XaidashError):
                 log.error("self-influence of %s crashed:\n%s", run.id, traceback.format_exc())
             error = error_text(e, "the self-influence job")
-        with self._lock:
-            if error:
-                state = "failed"
-            elif status is not None and status.complete:
-                state = "completed"
-            else:
-                state = "stopped"
-            self._snap = replace(
-                self._snap, state=state, finished=time.time(), status=status or self._snap.status, error=error
-            )
-
-    def wait(self, timeout: float | None = None) -> SelfInfluenceJob:
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-        return self.snapshot()
+        if error:
+            state = "failed"
+        elif status is not None and status.complete:
+            state = "completed"
+        else:
+            state = "stopped"
+        self.change(lambda s: replace(s, state=state, finished=time.time(), status=status or s.status, error=error))
 
 
 @st.cache_resource(show_spinner=False)

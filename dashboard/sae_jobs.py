@@ -14,6 +14,7 @@ from typing import Any
 
 import streamlit as st
 
+from xaidash.dashboard.background import BackgroundJob
 from xaidash.data.errors import XaidashError, error_text
 from xaidash.models.language.sae.config import SaeConfig
 from xaidash.models.language.sae.train import SaeEvent, train_sae
@@ -58,53 +59,28 @@ def _thinned(steps: tuple[SaeEvent, ...]) -> tuple[SaeEvent, ...]:
     return (*steps[:-1:2], steps[-1])
 
 
-class BackgroundSae:
+class BackgroundSae(BackgroundJob[SaeJob]):
     """`train_sae` for one language-model run at a time; another start while it works is refused."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._snap = SaeJob("", None, None, "idle", None, None)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def snapshot(self) -> SaeJob:
-        with self._lock:
-            return self._snap
+        super().__init__(SaeJob("", None, None, "idle", None, None), "xaidash-sae")
 
     def start(self, run: Run, config: SaeConfig | None, resume: str | None = None, device: str = "auto") -> bool:
         """Start training `config` on `run` (or continue the stopped SAE `resume`); False when a job runs."""
-        with self._lock:
-            if self._snap.active:
-                return False
-            self._stop = threading.Event()
-            self._snap = SaeJob(run.id, resume, config, "starting", time.time(), None)
-            self._thread = threading.Thread(
-                target=self._work, args=(run, config, resume, device, self._stop), name="xaidash-sae", daemon=True
-            )
-            self._thread.start()
-        return True
-
-    def stop(self) -> bool:
-        """Ask the running job to stop after its chunk or step (False when none runs)."""
-        with self._lock:
-            if not self._snap.active:
-                return False
-            self._stop.set()
-            self._snap = replace(self._snap, state="stopping")
-        return True
+        first = SaeJob(run.id, resume, config, "starting", time.time(), None)
+        return self.launch(first, self._work, run, config, resume, device)
 
     def _on_event(self, event: SaeEvent) -> None:
-        with self._lock:
-            s = self._snap
+        def update(s: SaeJob) -> SaeJob:
             steps = _thinned((*s.steps, event)) if event.phase == "train" else s.steps
-            state = s.state if s.state == "stopping" else "running"
-            self._snap = replace(s, last=event, steps=steps, state=state)
+            return replace(s, last=event, steps=steps, state=s.state if s.state == "stopping" else "running")
+
+        self.change(update)
 
     def _on_folder(self, sae_id: str) -> None:
-        with self._lock:
-            self._snap = replace(self._snap, sae_id=sae_id)
+        self.change(lambda s: replace(s, sae_id=sae_id))
 
-    def _work(self, run: Run, config: SaeConfig | None, resume: str | None, device: str, stop: threading.Event) -> None:
+    def _work(self, stop: threading.Event, run: Run, config: SaeConfig | None, resume: str | None, device: str) -> None:
         record, error = None, None
         try:
             record = train_sae(
@@ -114,20 +90,15 @@ class BackgroundSae:
             if not isinstance(e, XaidashError):
                 log.error("SAE training on %s crashed:\n%s", run.id, traceback.format_exc())
             error = error_text(e, "the SAE training")
-        with self._lock:
-            state = (
-                "failed" if error else ("finished" if record is not None and record.status == "finished" else "stopped")
-            )
-            updates: dict[str, Any] = {"state": state, "finished": time.time(), "error": error}
-            if record is not None:
-                updates.update(sae_id=record.id, config=record.config)
-            self._snap = replace(self._snap, **updates)
-
-    def wait(self, timeout: float | None = None) -> SaeJob:
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-        return self.snapshot()
+        finished = record is not None and record.status == "finished"
+        updates: dict[str, Any] = {
+            "state": "failed" if error else ("finished" if finished else "stopped"),
+            "finished": time.time(),
+            "error": error,
+        }
+        if record is not None:
+            updates.update(sae_id=record.id, config=record.config)
+        self.change(lambda s: replace(s, **updates))
 
 
 @st.cache_resource(show_spinner=False)

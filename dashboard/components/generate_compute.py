@@ -17,12 +17,15 @@ import streamlit as st
 from xaidash.dashboard import services
 from xaidash.dashboard.components.model_queue import queued
 from xaidash.dashboard.errors import show_error
+from xaidash.dashboard.nav import page_path
+from xaidash.dashboard.state import LAST_KIND_KEY, selected_run
 from xaidash.explainers.inspection.attention_view import AttentionView
 from xaidash.explainers.language.api import PromptExplanation, run_method
 from xaidash.explainers.language.faithfulness import FaithfulnessScore, deletion_insertion
 from xaidash.explainers.language.inside import decoder_view
 from xaidash.explainers.language.logit_lens import LogitLens, logit_lens
 from xaidash.explainers.language.query import FeatureUnit, PromptQuery, make_query
+from xaidash.models.language.convert import convert_time_text
 from xaidash.models.language.generate import Generation, generate
 from xaidash.models.language.model import LanguageModel
 from xaidash.models.language.prompt import Prompt, build_prompt
@@ -64,6 +67,23 @@ def loaded_or_stop(run: Run) -> LMContext:
         show_error(e, f"Could not load run {run.id}")
         st.stop()
     raise AssertionError("unreachable")
+
+
+def language_model_or_stop() -> LMContext:
+    """The selected language model's run and model (every language-model page starts here), or what to do, and
+    the page stops."""
+    run = selected_run("language")
+    if run is None:
+        st.info(
+            "No generative language model yet. Press “Get SmolLM2” in Home's quick start (a 135M-parameter chat "
+            f"model shipped offline, converted once: {convert_time_text()}), or import one: "
+            "`xaidash import hf:FOLDER` or `xaidash import gguf:FILE`.",
+            icon=":material/info:",
+        )
+        st.page_link(page_path("home"), label="Go to Home", icon=":material/home:")
+        st.stop()
+    st.session_state[LAST_KIND_KEY] = "language"  # the Attention page follows the kind worked with last
+    return loaded_or_stop(run)
 
 
 @contextmanager

@@ -7,15 +7,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from xaidash.dashboard.components.generate_compute import LMContext, loaded_or_stop
+from xaidash.dashboard.components.generate_compute import LMContext, language_model_or_stop
 from xaidash.dashboard.components.sae_browser import browse_features
 from xaidash.dashboard.components.sae_curves import sae_curves, stored_steps
 from xaidash.dashboard.components.sae_job_panel import ended_here, job_panel
 from xaidash.dashboard.components.sae_train_form import sae_form
 from xaidash.dashboard.errors import guard
-from xaidash.dashboard.nav import page_path
 from xaidash.dashboard.sae_jobs import sae_job
-from xaidash.dashboard.state import LAST_KIND_KEY, selected_run
 from xaidash.models.language.sae import store
 from xaidash.models.language.sae.store import SaeRecord
 from xaidash.models.language.sites import SITES
@@ -174,13 +172,7 @@ def run_page(ctx: LMContext) -> None:
 
 def main() -> None:
     header()
-    run = selected_run("language")
-    if run is None:
-        st.info("No generative language model yet: press “Get SmolLM2” in Home's quick start.", icon=":material/info:")
-        st.page_link(page_path("home"), label="Go to Home", icon=":material/home:")
-        st.stop()
-    st.session_state[LAST_KIND_KEY] = "language"
-    ctx = loaded_or_stop(run)
+    ctx = language_model_or_stop()
     with guard("Features"):
         run_page(ctx)
 

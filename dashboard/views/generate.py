@@ -13,7 +13,7 @@ from xaidash.dashboard.components.generate_compute import (
     LMContext,
     Target,
     generation_of,
-    loaded_or_stop,
+    language_model_or_stop,
     prompt_of,
     query_of,
 )
@@ -26,10 +26,8 @@ from xaidash.dashboard.components.generate_whatif import whatif_section
 from xaidash.dashboard.components.logit_lens_view import logit_lens_section
 from xaidash.dashboard.errors import guard
 from xaidash.dashboard.nav import page_path
-from xaidash.dashboard.state import LAST_KIND_KEY, selected_run
 from xaidash.data.errors import XaidashError
 from xaidash.explainers.language.targets import DefaultTarget
-from xaidash.models.language.convert import convert_time_text
 from xaidash.models.language.generate import Generation
 from xaidash.models.language.prompt import Prompt
 
@@ -43,22 +41,6 @@ def header() -> None:
         "Ask a generative language model, see how sure it was of each token, and which words of your prompt made "
         "it write a token of its answer, by several attribution methods side by side."
     )
-
-
-def require_language_model() -> LMContext:
-    """The selected language model's run and model, or what to do, and the page stops."""
-    run = selected_run("language")
-    if run is None:
-        st.info(
-            "No generative language model yet. Press “Get SmolLM2” in Home's quick start (a 135M-parameter chat "
-            f"model shipped offline, converted once: {convert_time_text()}), or import one: "
-            "`xaidash import hf:FOLDER` or `xaidash import gguf:FILE`.",
-            icon=":material/info:",
-        )
-        st.page_link(page_path("home"), label="Go to Home", icon=":material/home:")
-        st.stop()
-    st.session_state[LAST_KIND_KEY] = "language"  # the Attention page follows the kind worked with last
-    return loaded_or_stop(run)
 
 
 def live_prompt(ctx: LMContext, settings: PromptSettings) -> Prompt | None:
@@ -154,7 +136,7 @@ def inside_section(ctx: LMContext, generation: Generation) -> None:
 
 def main() -> None:
     header()
-    ctx = require_language_model()
+    ctx = language_model_or_stop()
     settings = prompt_inputs(ctx.lm)
     prompt = live_prompt(ctx, settings)
     if prompt is not None and prompt.notice:

@@ -9,10 +9,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from xaidash.dashboard.components.generate_compute import LMContext, leased, loaded_or_stop
+from xaidash.dashboard.components.generate_compute import LMContext, language_model_or_stop, leased
 from xaidash.dashboard.errors import guard
-from xaidash.dashboard.nav import page_path
-from xaidash.dashboard.state import LAST_KIND_KEY, selected_run
 from xaidash.explainers.language import patching as P
 from xaidash.explainers.language import steering as S
 from xaidash.models.language.generate import Generation
@@ -262,13 +260,7 @@ def steer_results(ctx: LMContext) -> None:
 
 def main() -> None:
     header()
-    run = selected_run("language")
-    if run is None:
-        st.info("No generative language model yet: press “Get SmolLM2” in Home's quick start.", icon=":material/info:")
-        st.page_link(page_path("home"), label="Go to Home", icon=":material/home:")
-        st.stop()
-    st.session_state[LAST_KIND_KEY] = "language"
-    ctx = loaded_or_stop(run)
+    ctx = language_model_or_stop()
     patch_tab, steer_tab = st.tabs(["Activation patching", "Steering"])
     with patch_tab:
         patch_form(ctx)
