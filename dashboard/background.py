@@ -6,9 +6,10 @@ a session's state (Streamlit drops writes made outside a script run)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 
 class JobState(Protocol):
@@ -19,6 +20,26 @@ class JobState(Protocol):
 
     @property
     def active(self) -> bool: ...
+
+
+class JobClock:
+    """For job snapshot dataclasses with `state`, `started` and `finished`: whether the job is active (its state is
+    one of the class's ACTIVE_STATES) and how long it has run."""
+
+    ACTIVE_STATES: ClassVar[tuple[str, ...]] = ("starting", "running", "stopping")
+    state: str
+    started: float | None
+    finished: float | None
+
+    @property
+    def active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+    @property
+    def elapsed_s(self) -> float:
+        if self.started is None:
+            return 0.0
+        return (self.finished or time.time()) - self.started
 
 
 S = TypeVar("S", bound=JobState)

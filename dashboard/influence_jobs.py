@@ -10,22 +10,23 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import streamlit as st
 
-from xaidash.dashboard.background import BackgroundJob
+from xaidash.dashboard.background import BackgroundJob, JobClock
 from xaidash.data.errors import XaidashError, error_text
 from xaidash.explainers.influence.api import SelfInfluenceStatus, run_self_influence
 from xaidash.models.runs.store import Run
-
-ACTIVE = ("running", "stopping")
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class SelfInfluenceJob:
+class SelfInfluenceJob(JobClock):
     """The job as pages see it: state idle | running | stopping | completed | stopped | failed."""
+
+    ACTIVE_STATES: ClassVar[tuple[str, ...]] = ("running", "stopping")
 
     run_id: str
     method: str
@@ -34,16 +35,6 @@ class SelfInfluenceJob:
     finished: float | None
     status: SelfInfluenceStatus | None  # the last progress report (None before the first)
     error: str | None
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE
-
-    @property
-    def elapsed_s(self) -> float:
-        if self.started is None:
-            return 0.0
-        return (self.finished or time.time()) - self.started
 
 
 class BackgroundSelfInfluence(BackgroundJob[SelfInfluenceJob]):

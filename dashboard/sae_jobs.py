@@ -14,20 +14,19 @@ from typing import Any
 
 import streamlit as st
 
-from xaidash.dashboard.background import BackgroundJob
+from xaidash.dashboard.background import BackgroundJob, JobClock
 from xaidash.data.errors import XaidashError, error_text
 from xaidash.models.language.sae.config import SaeConfig
 from xaidash.models.language.sae.train import SaeEvent, train_sae
 from xaidash.models.runs.store import Run
 
-ACTIVE = ("starting", "running", "stopping")
 MAX_CURVE_POINTS = 600  # training steps kept for the live curves (thinned evenly beyond this)
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class SaeJob:
+class SaeJob(JobClock):
     """The job as pages see it. state: idle | starting | running | stopping | finished | stopped | failed.
     `last` is the newest event; `steps` the training events kept for the curves."""
 
@@ -40,16 +39,6 @@ class SaeJob:
     last: SaeEvent | None = None
     steps: tuple[SaeEvent, ...] = field(default=())
     error: str | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE
-
-    @property
-    def elapsed_s(self) -> float:
-        if self.started is None:
-            return 0.0
-        return (self.finished or time.time()) - self.started
 
 
 def _thinned(steps: tuple[SaeEvent, ...]) -> tuple[SaeEvent, ...]:
