@@ -33,7 +33,7 @@ def _upload_concept(page, folder: Path) -> None:
 def test_concept_run_shows_the_chart_and_the_verdicts(tmp_path: Path, tmp_path_factory, serve_app):
     run = trained_colour_run(tmp_path_factory)
     root = Path(run.run_dir).parent
-    red, noise = red_folder(tmp_path / "red", n=30), noise_folder(tmp_path / "noise", n=30)
+    red, noise = red_folder(tmp_path / "red", n=50), noise_folder(tmp_path / "noise", n=50)
     with serve_app(root, tmp_path / "server.log") as url, sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
         try:

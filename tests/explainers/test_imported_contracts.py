@@ -112,11 +112,21 @@ def test_the_model_comes_back_as_it_was_given(method: str, name: str, base: Path
 
 @pytest.mark.parametrize("method,name", PAIRS)
 def test_an_input_alone_and_in_a_batch_agree_and_targets_matter(method: str, name: str, base: Path) -> None:
-    spec, _ = applicable(method, name, base)
+    spec, bundle = applicable(method, name, base)
     batch, _, _, _ = batch_run(method, name, base)
-    scale = max(batch.max_abs(), 1e-6)
     alone = single_run(method, name, base, 0, TARGETS[0])
-    np.testing.assert_allclose(alone.item(0), batch.item(0), rtol=1e-4, atol=1e-4 * scale)
+    scale = max(batch.max_abs(), 1e-6)
+    atol = 1e-4 * scale
+    if spec.id == "scorecam":
+        # Score-CAM's masks zero whole regions, and a ConvNeXt's LayerNorm (eps 1e-6) over a zero region scales
+        # float32 rounding by about 1,000: on an AVX-512 CPU the activations of input 0 computed alone and in a
+        # batch differ by 6e-8, and its map by 4%. The map is then only as exact as its response to such rounding:
+        # measured here by jittering the input at 1e-6 relative; cross-talk between inputs would be far larger.
+        x = inputs_for(bundle)[:1]
+        jittered = x * (1 + 1e-6 * torch.randn(x.shape, generator=torch.Generator().manual_seed(0)))
+        moved = explain(bundle, jittered, TARGETS[:1], method, batch_size=64, **cheap(spec))
+        atol = max(atol, 2 * float(np.abs(moved.item(0) - alone.item(0)).max()))
+    np.testing.assert_allclose(alone.item(0), batch.item(0), rtol=1e-4, atol=atol)
     other = single_run(method, name, base, 0, 1)
     if spec.target_dependent:
         assert not np.allclose(alone.item(0), other.item(0)), f"{spec.id} gave one map for two targets"

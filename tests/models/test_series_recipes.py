@@ -25,7 +25,7 @@ SERIES_SETS = (
     "series_shapes",
     "series_shapes_mv",
 )
-POINTS = 0.03  # a recipe's run lands within 3 points of the accuracy it records
+POINTS = 0.03  # a recipe's run reaches the accuracy it records, less 3 points
 DTW_GUNPOINT = 136 / 150  # 1-NN DTW on GunPoint's 150 test series, recomputed here with sktime (0.9067)
 
 
@@ -101,4 +101,7 @@ def test_each_measured_recipe_reaches_its_recorded_accuracy(model: str, dataset:
     summary = result.run.summary()
     assert summary["state"] == "completed" and summary["epochs_done"] == recipe.epochs
     assert recipe.expected_acc is not None
-    assert abs(summary["test_acc"] - recipe.expected_acc) <= POINTS, (summary["test_acc"], recipe.expected_acc)
+    # At least the recorded accuracy, less POINTS. Above it is no failure: 300 epochs of a recurrent model land
+    # elsewhere on another CPU's kernels (series_lstm on GunPoint: 0.867 recorded on an AVX2 machine, 0.913 on an
+    # AVX-512 one, same seed and settings).
+    assert summary["test_acc"] >= recipe.expected_acc - POINTS, (summary["test_acc"], recipe.expected_acc)
