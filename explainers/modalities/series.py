@@ -50,7 +50,8 @@ def step_labels(info: DatasetInfo, series: torch.Tensor) -> list[str]:
     # Occlusion's fixed cost on a GPU (issue 31).
     by_step = list(zip(*s.cpu().tolist(), strict=True))
     return [
-        f"{info.step_name} {t}{LABEL_SEP}" + "; ".join(f"{name}={v:.6g}" for name, v in zip(names, values, strict=False))
+        f"{info.step_name} {t}{LABEL_SEP}"
+        + "; ".join(f"{name}={v:.6g}" for name, v in zip(names, values, strict=False))
         for t, values in enumerate(by_step)
     ]
 
