@@ -31,7 +31,7 @@ class SceneTarget:
             if self.masks is not None:
                 out[self.masks[i]] = self.labels[i]
             else:
-                x0, y0, x1, y1 = (int(round(float(v))) for v in self.boxes[i])
+                x0, y0, x1, y1 = (round(float(v)) for v in self.boxes[i])
                 out[max(y0, 0) : max(y1, 0), max(x0, 0) : max(x1, 0)] = self.labels[i]
         return out
 
