@@ -4,6 +4,8 @@ along an SAE feature or a difference of means)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -139,11 +141,16 @@ def mlp_chart(result: P.PatchingResult) -> alt.Chart:
     )
 
 
+def _stored(key: str, ctx: LMContext) -> Any:
+    """The result the last press kept under `key`, when it was computed on this model; else None."""
+    stored = st.session_state.get(key)
+    return stored[1] if stored and stored[0] == ctx.key else None
+
+
 def patch_results(ctx: LMContext) -> None:
-    stored = st.session_state.get(PATCH_KEY)
-    if not stored or stored[0] != ctx.key:
+    result: P.PatchingResult | None = _stored(PATCH_KEY, ctx)
+    if result is None:
         return
-    result: P.PatchingResult = stored[1]
     s = result.setup
     a, b, c = st.columns(3)
     a.metric(f"Logit difference {s.answer_text!r} − {s.wrong_text!r}, clean", f"{result.clean_diff:.2f}")
@@ -242,10 +249,9 @@ def _answer(title: str, gen: Generation) -> None:
 
 
 def steer_results(ctx: LMContext) -> None:
-    stored = st.session_state.get(STEER_KEY)
-    if not stored or stored[0] != ctx.key:
+    result: S.SteeringResult | None = _stored(STEER_KEY, ctx)
+    if result is None:
         return
-    result: S.SteeringResult = stored[1]
     d = result.direction
     st.caption(
         f"Direction: {d.source}, at layer {d.layer} ({SITES[d.site].label}); strength {result.strength:g}: a vector "
