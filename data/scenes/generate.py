@@ -1,0 +1,252 @@
+"""The generated scene sets: several shapes per image with exact ground truth, the `shapes` of detection.
+
+`scenes`: 96x96 px, one to five objects (circle, square, triangle, cross; the drawing of `data/sets/shapes.py`,
+here with any size, place and, for the hard set, rotation), colour independent of the class, on a noisy
+low-frequency background. Objects drawn later hide what they cover; an instance mask holds only the visible pixels
+and every object keeps at least `keep_visible` of its pixels visible (a placement that would hide more of an earlier
+object is tried again elsewhere, and the object is left out when no place fits), so the ground truth never names
+an object that cannot be seen. `scenes_hard`: 128x128 px, one to six objects, rotated, placed against each other
+more often (more occlusion), over clutter (strokes and elongated blobs that are no object).
+
+Scene i of a split is drawn from its own generator seeded (split seed, i), so a cut (`count`) is the first scenes of
+the full split and every scene is the same on every machine. Nothing is read from disk.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from xaidash.data.errors import DatasetError
+from xaidash.data.scenes.boxes import target_from_masks
+from xaidash.data.scenes.types import SceneSplit, SceneTarget
+
+CLASSES = ("circle", "square", "triangle", "cross")
+SPLIT_SIZES = {"train": 2000, "val": 200, "test": 200}
+SPLITS = tuple(SPLIT_SIZES)
+
+
+@dataclass(frozen=True)
+class SceneStyle:
+    """How one generated set draws its scenes."""
+
+    size: int
+    objects: tuple[int, int]  # fewest and most objects drawn (fewer remain when no place fits)
+    diameter: tuple[float, float]  # px
+    keep_visible: float  # the share of its pixels every object keeps visible
+    tries: int  # places tried per object
+    cluster: float  # chance a new object is placed against an earlier one
+    rotate: float  # largest rotation, degrees
+    clutter: tuple[int, int]  # fewest and most distractors
+    seeds: tuple[int, int, int]  # train, val, test
+
+    def seed(self, split: str) -> int:
+        return self.seeds[SPLITS.index(split)]
+
+
+SCENES = SceneStyle(
+    size=96,
+    objects=(1, 5),
+    diameter=(12.0, 40.0),
+    keep_visible=0.6,
+    tries=8,
+    cluster=0.15,
+    rotate=0.0,
+    clutter=(0, 0),
+    seeds=(34_096_001, 34_096_002, 34_096_003),
+)
+SCENES_HARD = SceneStyle(
+    size=128,
+    objects=(1, 6),
+    diameter=(12.0, 44.0),
+    keep_visible=0.3,
+    tries=8,
+    cluster=0.6,
+    rotate=30.0,
+    clutter=(3, 8),
+    seeds=(34_128_001, 34_128_002, 34_128_003),
+)
+
+
+def generate(style: SceneStyle, split: str, count: int | None = None, name: str = "scenes") -> SceneSplit:
+    """The first `count` scenes (default: all) of `split` ('train', 'val' or 'test') drawn in `style`."""
+    if split not in SPLIT_SIZES:
+        raise DatasetError(f"Unknown split {split!r}: use train, val or test.")
+    total = SPLIT_SIZES[split]
+    n = total if count is None else min(int(count), total)
+    seed = style.seed(split)
+    images: list[torch.Tensor] = []
+    targets: list[SceneTarget] = []
+    for i in range(n):
+        image, masks, labels = draw_scene(style, np.random.default_rng((seed, i)))
+        images.append(torch.from_numpy(image))
+        targets.append(target_from_masks(torch.from_numpy(masks), torch.from_numpy(labels)))
+    return SceneSplit(split, CLASSES, images, targets, [f"{name} {split} {i}" for i in range(n)], True)
+
+
+def draw_scene(style: SceneStyle, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One scene: image (3, H, W) float32 in [0, 1], visible instance masks (N, H, W) bool in drawing order and
+    labels (N,) int64 in 1..4."""
+    size = style.size
+    canvas = _background(rng, size)
+    if style.clutter[1]:
+        _draw_clutter(rng, canvas, style)
+    masks, labels = _place_objects(rng, style)
+    colours = _colours(rng, len(labels))
+    for k in range(len(labels)):  # painter's order: later objects over earlier ones
+        canvas[masks[k]] = colours[k]
+    # Faint noise on the objects, stronger on the background (as in `shapes`).
+    covered = masks.any(axis=0) if len(labels) else np.zeros((size, size), dtype=bool)
+    sigma = np.where(covered, np.float32(0.02), np.float32(rng.uniform(0.03, 0.08)))
+    canvas += rng.standard_normal((size, size, 3), dtype=np.float32) * sigma[..., None]
+    np.clip(canvas, 0.0, 1.0, out=canvas)
+    visible = _visible(masks)
+    return np.ascontiguousarray(canvas.transpose(2, 0, 1)), visible, labels
+
+
+def _visible(masks: np.ndarray) -> np.ndarray:
+    """Each object's pixels not covered by a later one."""
+    out = masks.copy()
+    above = np.zeros(masks.shape[1:], dtype=bool)
+    for k in range(len(masks) - 1, -1, -1):
+        out[k] &= ~above
+        above |= masks[k]
+    return out
+
+
+def _place_objects(rng: np.random.Generator, style: SceneStyle) -> tuple[np.ndarray, np.ndarray]:
+    """Full masks (N, H, W) bool of the placed objects, in drawing order, and their labels 1..4. Each new object is
+    tried at up to `style.tries` places and kept at the first that leaves every earlier object at least
+    `keep_visible` of its pixels visible."""
+    size = style.size
+    wanted = int(rng.integers(style.objects[0], style.objects[1] + 1))
+    masks: list[np.ndarray] = []
+    labels: list[int] = []
+    centres: list[tuple[float, float, float]] = []
+    visible = np.zeros((0, size, size), dtype=bool)
+    areas: list[int] = []
+    for _ in range(wanted):
+        label = int(rng.integers(0, len(CLASSES)))
+        r = float(rng.uniform(*style.diameter)) / 2
+        angle = math.radians(float(rng.uniform(-style.rotate, style.rotate)))
+        for _try in range(style.tries):
+            cx, cy = _centre(rng, style, r, centres)
+            mask = shape_mask(label, cx, cy, r, angle, size)
+            if not mask.any():
+                continue
+            left = (visible & ~mask).reshape(len(areas), size * size).sum(axis=1)
+            if all(left[j] >= style.keep_visible * areas[j] for j in range(len(areas))):
+                break
+        else:
+            continue  # no place fits: leave this object out
+        masks.append(mask)
+        labels.append(label + 1)
+        centres.append((cx, cy, r))
+        areas.append(int(mask.sum()))
+        visible = np.concatenate([visible & ~mask, mask[None]])
+    stacked = np.stack(masks) if masks else np.zeros((0, size, size), dtype=bool)
+    return stacked, np.asarray(labels, dtype=np.int64)
+
+
+def _centre(
+    rng: np.random.Generator, style: SceneStyle, r: float, placed: list[tuple[float, float, float]]
+) -> tuple[float, float]:
+    """A centre that keeps the shape (half-size r, rotated: up to 1.2 r) inside the image; with chance
+    `style.cluster`, next to an earlier object so the two overlap a little."""
+    reach = 1.2 * r + 1.0
+    lo, hi = reach, style.size - reach
+    if placed and rng.uniform() < style.cluster:
+        ox, oy, orad = placed[int(rng.integers(0, len(placed)))]
+        theta = rng.uniform(0, 2 * math.pi)
+        dist = (orad + r) * rng.uniform(0.55, 0.95)
+        return (
+            float(np.clip(ox + dist * math.cos(theta), lo, hi)),
+            float(np.clip(oy + dist * math.sin(theta), lo, hi)),
+        )
+    return float(rng.uniform(lo, hi)), float(rng.uniform(lo, hi))
+
+
+def shape_mask(label: int, cx: float, cy: float, r: float, angle: float, size: int) -> np.ndarray:
+    """(size, size) bool: the filled shape `label` (0 circle, 1 square, 2 triangle, 3 cross) centred at (cx, cy)
+    with half-size r, turned by `angle` radians; the formulas of `data/sets/shapes.py` at pixel centres."""
+    coords = np.arange(size, dtype=np.float32) + 0.5
+    dx0 = coords[None, :] - np.float32(cx)
+    dy0 = coords[:, None] - np.float32(cy)
+    c, s = np.float32(math.cos(angle)), np.float32(math.sin(angle))
+    dx = c * dx0 + s * dy0  # the pixel in the shape's own (unrotated) frame
+    dy = -s * dx0 + c * dy0
+    if label == 0:
+        return np.asarray(dx**2 + dy**2 <= r * r)
+    if label == 1:
+        return np.asarray(np.maximum(np.abs(dx), np.abs(dy)) <= 0.82 * r)
+    if label == 2:
+        top, bottom = -r, 0.8 * r
+        rise = np.clip((dy - top) / (bottom - top), 0.0, 1.0)
+        return np.asarray((dy >= top) & (dy <= bottom) & (np.abs(dx) <= rise * r))
+    arm = max(0.3 * r, 1.2)
+    return np.asarray(((np.abs(dx) <= arm) & (np.abs(dy) <= r)) | ((np.abs(dy) <= arm) & (np.abs(dx) <= r)))
+
+
+def _colours(rng: np.random.Generator, n: int) -> np.ndarray:
+    """(n, 3) saturated colours, independent of the class; hues a golden-ratio step apart so overlapping
+    neighbours rarely share a colour."""
+    start = rng.uniform()
+    out = np.empty((n, 3), dtype=np.float32)
+    for k in range(n):
+        hue = (start + 0.618034 * k + rng.uniform(-0.06, 0.06)) % 1.0
+        out[k] = colorsys.hsv_to_rgb(hue, rng.uniform(0.65, 1.0), rng.uniform(0.7, 1.0))
+    return out
+
+
+def _upsample(grid: np.ndarray, size: int) -> np.ndarray:
+    """Bilinear up-sampling of a small (g, g, 3) grid to (size, size, 3): a smooth random field."""
+    g = grid.shape[0]
+    pos = (np.arange(size, dtype=np.float32) + 0.5) / size * (g - 1)
+    lo = np.minimum(pos.astype(np.int64), g - 2)
+    frac = (pos - lo).astype(np.float32)
+    weights = np.zeros((size, g), dtype=np.float32)  # interpolation matrix, rows sum to 1
+    weights[np.arange(size), lo] = 1 - frac
+    weights[np.arange(size), lo + 1] = frac
+    channels = weights[None] @ grid.transpose(2, 0, 1) @ weights.T[None]  # (3, size, size)
+    return np.ascontiguousarray(channels.transpose(1, 2, 0))
+
+
+def _background(rng: np.random.Generator, size: int) -> np.ndarray:
+    """(H, W, 3) float32: a muted base colour, a colour gradient and low-frequency colour blotches."""
+    base = rng.uniform(0.25, 0.6, size=3).astype(np.float32)
+    angle = rng.uniform(0, 2 * math.pi)
+    coords = (np.arange(size, dtype=np.float32) + 0.5) / size - 0.5
+    ramp = math.cos(angle) * coords[None, :] + math.sin(angle) * coords[:, None]
+    ramp_colour = rng.uniform(-0.4, 0.4, size=3).astype(np.float32)
+    g = int(rng.integers(3, 7))
+    blotches = _upsample(rng.uniform(-0.12, 0.12, size=(g, g, 3)).astype(np.float32), size)
+    return (base + ramp[..., None] * ramp_colour + blotches).astype(np.float32)
+
+
+def _draw_clutter(rng: np.random.Generator, canvas: np.ndarray, style: SceneStyle) -> None:
+    """Distractors under the objects: thin strokes and elongated blobs (at least 2.5 times longer than wide, so no
+    distractor reads as a circle or a square), in colours like the objects'."""
+    size = style.size
+    coords = np.arange(size, dtype=np.float32) + 0.5
+    n = int(rng.integers(style.clutter[0], style.clutter[1] + 1))
+    colours = _colours(rng, n)
+    for k in range(n):
+        cx, cy = rng.uniform(0, size, size=2)
+        theta = rng.uniform(0, math.pi)
+        c, s = math.cos(theta), math.sin(theta)
+        dx0 = coords[None, :] - cx
+        dy0 = coords[:, None] - cy
+        along = c * dx0 + s * dy0
+        across = -s * dx0 + c * dy0
+        if rng.uniform() < 0.6:  # a stroke: a thin line segment
+            half = rng.uniform(8, 30)
+            mask = (np.abs(along) <= half) & (np.abs(across) <= rng.uniform(0.5, 1.3))
+        else:  # an elongated blob
+            a = rng.uniform(6, 14)
+            b = a / rng.uniform(2.5, 4.0)
+            mask = (along / a) ** 2 + (across / b) ** 2 <= 1.0
+        canvas[mask] = colours[k]
