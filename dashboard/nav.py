@@ -31,6 +31,9 @@ SECTIONS = (TOP, TRAIN, EXPLAIN, INSIDE, DATA)
 CLASSIFIERS: tuple[RunKind, ...] = ("trained", "imported")
 LANGUAGE_MODELS: tuple[RunKind, ...] = ("language_model",)
 EVERY_RUN: tuple[RunKind, ...] = CLASSIFIERS + LANGUAGE_MODELS
+# Detectors and segmenters (issue 34): only the pages that declare them offer them, never a classifier page.
+SCENE_RUNS: tuple[RunKind, ...] = ("scene_model",)
+KNOWN_RUNS: tuple[RunKind, ...] = EVERY_RUN + SCENE_RUNS  # what a page may declare
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,8 @@ class PageInfo(Spec):
 def _check(page: PageInfo) -> None:
     if page.section not in SECTIONS:
         raise ValueError(f"page {page.name!r}: section {page.section!r} is not one of {SECTIONS}")
-    if not page.runs or not set(page.runs) <= set(EVERY_RUN):
-        raise ValueError(f"page {page.name!r}: runs {page.runs!r} must be some of {EVERY_RUN}")
+    if not page.runs or not set(page.runs) <= set(KNOWN_RUNS):
+        raise ValueError(f"page {page.name!r}: runs {page.runs!r} must be some of {KNOWN_RUNS}")
 
 
 def _unknown(key: object, known: list[str]) -> str:
@@ -99,6 +102,17 @@ for _page in (
         blurb="two models' predictions and maps for the same inputs, row by row",
     ),
     PageInfo("compare", "compare.py", "Compare", ":material/leaderboard:", "compare", EXPLAIN),
+    PageInfo(
+        "scenes",
+        "scenes.py",
+        "Scenes",
+        ":material/center_focus_strong:",
+        "scenes",
+        EXPLAIN,
+        runs=SCENE_RUNS,
+        blurb="a detector's boxes or a segmenter's regions explained one object at a time (Grad-CAM, D-RISE, IG, "
+        "occlusion), each map scored against the object's true mask",
+    ),
     PageInfo(
         "global_view",
         "global_view.py",
