@@ -1,0 +1,272 @@
+"""The scene models: detectors and segmenters trained here from random weights, each a `SceneModelSpec`.
+
+A detector is torchvision's `FasterRCNN` (library code: its RPN, RoI heads, losses and post-processing) around a
+light backbone of our own, sized for 64-128 px scenes on a CPU: the images are never upscaled (torchvision's
+default resizes to 800 px), the anchors match objects of 10-48 px, and the RoI head is small. A segmenter is a small
+U-Net (conv blocks and max-pool modules down, transposed convolutions and skip concatenation up).
+
+Both take images as (B, 3, H, W) float in [0, 1] (a detector also takes a list, torchvision style); each normalises
+inside. In eval mode the detector returns torchvision's list of dicts (boxes, labels, scores), the segmenter
+(B, C + 1, H, W) logits, channel 0 the background. Every nonlinearity and pooling of OUR modules is its own module
+instance, never in place, so captum's and pytorch-grad-cam's hooks see each one.
+
+`cam_layer` is the module path whose output CAM methods weight: the detector's last backbone block (stride 8), the
+U-Net's bottleneck.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import nn
+from torchvision.models.detection import FasterRCNN
+from torchvision.models.detection.anchor_utils import AnchorGenerator
+from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+from torchvision.ops import MultiScaleRoIAlign
+
+from xaidash.data.specs import Registry, Spec
+from xaidash.models.registry import ModelError
+
+SceneTask = Literal["detect", "segment"]
+MAX_CLASSES = 1000  # object classes a scene model may have (a COCO file names at most a few hundred)
+MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)  # images in [0, 1] -> about [-2, 2]
+
+
+@dataclass(frozen=True)
+class SceneRecipe:
+    """The documented default training of a scene model (what `SceneTrainSettings` None fields take).
+
+    `optimizer` is 'adamw' or 'sgd'; the learning rate warms up linearly over `warmup` of the steps, then
+    follows a cosine to zero. `flip`: random horizontal flips of the training images (and their targets)."""
+
+    epochs: int
+    lr: float
+    batch_size: int
+    optimizer: str = "adamw"
+    weight_decay: float = 1e-4
+    warmup: float = 0.05
+    flip: bool = True
+    train_count: int | None = None  # training images used by default (None: the whole split)
+    measured: str = ""  # what the recipe reached where it was measured, in words (docs and the pages)
+
+
+@dataclass(frozen=True)
+class SceneModelSpec(Spec):
+    """One scene model. `build(num_classes, image_size)` takes the number of object classes WITHOUT the background
+    and the side the model sees (images are neither up- nor downscaled past it)."""
+
+    id: str
+    label: str
+    task: SceneTask
+    build: Callable[[int, int], nn.Module] = field(compare=False)
+    cam_layer: str
+    description: str
+    recipe: SceneRecipe
+    featured: int | None = None
+
+    def make(self, num_classes: int, image_size: int) -> nn.Module:
+        """`build`, with the sizes checked first (one line, ModelError)."""
+        if not 1 <= num_classes <= MAX_CLASSES:
+            raise ModelError(f"{self.id} needs 1 to {MAX_CLASSES} object classes, not {num_classes}.")
+        if not 16 <= image_size <= 2048:
+            raise ModelError(f"{self.id} takes images of 16 to 2048 px per side, not {image_size}.")
+        return self.build(num_classes, image_size)
+
+
+def _check(spec: SceneModelSpec) -> None:
+    if spec.task not in ("detect", "segment"):
+        raise ValueError(f"scene model {spec.id}: task must be detect or segment, not {spec.task!r}")
+
+
+SCENE_MODELS: Registry[SceneModelSpec] = Registry(
+    "scene model",
+    error=ModelError,
+    unknown=lambda key, known: f"Unknown scene model {key!r}: choose one of {', '.join(known)}.",
+    check=_check,
+)
+
+
+def scene_model(model_id: str) -> SceneModelSpec:
+    """The spec registered under `model_id`; ModelError naming the known ones."""
+    return SCENE_MODELS.get(model_id)
+
+
+# ---- building blocks ------------------------------------------------------------------------------------------------
+
+
+def conv_block(c_in: int, c_out: int, stride: int = 1) -> nn.Sequential:
+    """Conv 3x3 -> BatchNorm -> ReLU, twice (the first with `stride`); each ReLU its own module."""
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(),
+        nn.Conv2d(c_out, c_out, 3, padding=1, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(),
+    )
+
+
+class Normalise(nn.Module):
+    """(x - mean) / std per channel, as buffers: images come in [0, 1]."""
+
+    mean: torch.Tensor
+    std: torch.Tensor
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(MEAN).view(1, 3, 1, 1))
+        self.register_buffer("std", torch.tensor(STD).view(1, 3, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std
+
+
+# ---- the detector ---------------------------------------------------------------------------------------------------
+
+
+class SceneBackbone(nn.Module):
+    """Four conv blocks, stride 8 in all: 96 px scenes give a 12x12 map of `out_channels` features (torchvision's
+    detectors read `out_channels`). `stage4` is the block CAMs weight."""
+
+    def __init__(self, widths: tuple[int, int, int, int] = (16, 32, 64, 96)) -> None:
+        super().__init__()
+        self.stem = conv_block(3, widths[0])
+        self.stage2 = conv_block(widths[0], widths[1], stride=2)
+        self.stage3 = conv_block(widths[1], widths[2], stride=2)
+        self.stage4 = conv_block(widths[2], widths[3], stride=2)
+        self.out_channels = widths[3]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.stage4(self.stage3(self.stage2(self.stem(x))))
+
+
+class SceneFasterRCNN(FasterRCNN):
+    """torchvision's FasterRCNN that also takes a (B, 3, H, W) batch (a list of images is what torchvision takes)."""
+
+    def forward(self, images: Any, targets: Any = None) -> Any:
+        if isinstance(images, torch.Tensor) and images.dim() == 4:
+            images = list(images.unbind(0))
+        return super().forward(images, targets)
+
+
+def build_fasterrcnn_small(num_classes: int, image_size: int) -> nn.Module:
+    """A Faster R-CNN for small scenes: our 4-block backbone (stride 8, 96 channels), 12 anchors per place
+    (sides 12-48 px, aspect ratios 0.5, 1, 2), RoIAlign 7x7 into a 2-layer MLP of 256, few sampled RoIs."""
+    backbone = SceneBackbone()
+    anchors = AnchorGenerator(sizes=((12, 20, 32, 48),), aspect_ratios=((0.5, 1.0, 2.0),))
+    # One bilinear sample per bin: torchvision's CPU RoIAlign backward was half of a training step at 2 samples.
+    roi_pool = MultiScaleRoIAlign(featmap_names=["0"], output_size=7, sampling_ratio=1)
+    representation = 256
+    box_head = TwoMLPHead(backbone.out_channels * 7 * 7, representation)
+    return SceneFasterRCNN(
+        backbone,
+        num_classes=None,
+        min_size=image_size,
+        max_size=image_size,
+        image_mean=list(MEAN),
+        image_std=list(STD),
+        rpn_anchor_generator=anchors,
+        rpn_pre_nms_top_n_train=600,
+        rpn_pre_nms_top_n_test=300,
+        rpn_post_nms_top_n_train=300,
+        rpn_post_nms_top_n_test=100,
+        rpn_batch_size_per_image=128,
+        box_roi_pool=roi_pool,
+        box_head=box_head,
+        box_predictor=FastRCNNPredictor(representation, num_classes + 1),
+        box_batch_size_per_image=64,
+        box_score_thresh=0.05,
+        box_detections_per_img=30,
+    )
+
+
+# ---- the segmenter --------------------------------------------------------------------------------------------------
+
+
+class UpBlock(nn.Module):
+    """Transposed convolution (x2), the skip concatenated, then a conv block."""
+
+    def __init__(self, c_in: int, c_skip: int, c_out: int) -> None:
+        super().__init__()
+        self.up = nn.ConvTranspose2d(c_in, c_out, 2, stride=2)
+        self.conv = conv_block(c_out + c_skip, c_out)
+
+    def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        return self.conv(torch.cat([self.up(x), skip], dim=1))
+
+
+class SceneUNet(nn.Module):
+    """A U-Net of three poolings: 16-32-64 channels down, a 128-channel `bottleneck`, back up through transposed
+    convolutions with skip connections, then a 1x1 conv to C + 1 logits. Any image size: padded to a multiple of 8
+    inside and cropped back."""
+
+    def __init__(self, num_classes: int, widths: tuple[int, int, int, int] = (16, 32, 64, 128)) -> None:
+        super().__init__()
+        w1, w2, w3, w4 = widths
+        self.normalise = Normalise()
+        self.down1 = conv_block(3, w1)
+        self.pool1 = nn.MaxPool2d(2)
+        self.down2 = conv_block(w1, w2)
+        self.pool2 = nn.MaxPool2d(2)
+        self.down3 = conv_block(w2, w3)
+        self.pool3 = nn.MaxPool2d(2)
+        self.bottleneck = conv_block(w3, w4)
+        self.up3 = UpBlock(w4, w3, w3)
+        self.up2 = UpBlock(w3, w2, w2)
+        self.up1 = UpBlock(w2, w1, w1)
+        self.head = nn.Conv2d(w1, num_classes + 1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2:]
+        pad_h, pad_w = (-h) % 8, (-w) % 8
+        x = self.normalise(x)
+        if pad_h or pad_w:  # replicate the border: zeros would be a dark frame the model has never seen
+            x = nn.functional.pad(x, (0, pad_w, 0, pad_h), mode="replicate")
+        d1 = self.down1(x)
+        d2 = self.down2(self.pool1(d1))
+        d3 = self.down3(self.pool2(d2))
+        b = self.bottleneck(self.pool3(d3))
+        out = self.head(self.up1(self.up2(self.up3(b, d3), d2), d1))
+        return out[..., :h, :w]
+
+
+def build_unet_small(num_classes: int, image_size: int) -> nn.Module:
+    return SceneUNet(num_classes)
+
+
+# ---- the registered models ------------------------------------------------------------------------------------------
+
+SCENE_MODELS.register(
+    SceneModelSpec(
+        id="fasterrcnn_small",
+        label="Faster R-CNN (small, from scratch)",
+        task="detect",
+        build=build_fasterrcnn_small,
+        cam_layer="backbone.stage4",
+        description=(
+            "torchvision's Faster R-CNN (region proposals, RoIAlign, box head) on a light 4-block backbone of our "
+            "own (stride 8, 96 channels), trained from random weights at the scenes' own size."
+        ),
+        recipe=SceneRecipe(epochs=8, lr=2e-3, batch_size=16, optimizer="adamw"),
+        featured=1,
+    )
+)
+
+SCENE_MODELS.register(
+    SceneModelSpec(
+        id="unet_small",
+        label="U-Net (small)",
+        task="segment",
+        build=build_unet_small,
+        cam_layer="bottleneck",
+        description=(
+            "A small U-Net: conv blocks and max-pooling down (16-32-64 channels), a 128-channel bottleneck, "
+            "transposed convolutions and skip connections up; one logit per class and the background per pixel."
+        ),
+        recipe=SceneRecipe(epochs=8, lr=3e-3, batch_size=16, optimizer="adamw"),
+        featured=1,
+    )
+)
