@@ -59,7 +59,7 @@ class SceneMethodContext:
 
     bundle: SceneModelLike
     image: torch.Tensor
-    targets: list[BoxTarget | RegionTarget]
+    targets: Sequence[BoxTarget | RegionTarget]
     batch_size: int = 32
     progress: SceneProgress | None = None
     seed: int = 0
@@ -113,6 +113,10 @@ class SceneMethodSpec(Spec):
             raise ExplainError(f"{self.label} does not explain a {_TASK_WORDS.get(ctx.bundle.task, 'model')}.")
         if not ctx.targets:
             raise ExplainError("Nothing to explain: pick a box or a region.")
+        if ctx.bundle.task == "detect":
+            box_targets(ctx.targets)
+        elif ctx.bundle.task == "segment":
+            region_targets_of(ctx.targets)
         resolved = self.resolve_params(params, layer_choices(ctx.bundle))
         assert self.compute is not None
         maps = self.compute(ctx, resolved)
