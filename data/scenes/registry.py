@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from threading import Lock
 
 from xaidash.data.errors import DatasetError
-from xaidash.data.scenes import generate
+from xaidash.data.scenes import coco, generate, mask_folder
+from xaidash.data.scenes.own import OwnSceneSet
 from xaidash.data.scenes.types import SceneSplit, SceneTarget
 from xaidash.data.specs import Registry, Spec
 
@@ -159,5 +160,40 @@ SCENE_SETS.register(
         generated=True,
         has_masks=True,
         load=_generated("scenes_hard", generate.SCENES_HARD),
+    )
+)
+
+
+def _own(prefix: str, read: Callable[[str], OwnSceneSet]) -> Callable[[str], SceneSetSpec]:
+    def build(argument: str) -> SceneSetSpec:
+        found = read(argument)
+        return SceneSetSpec(
+            id=f"{prefix}:{argument}",
+            label=found.label,
+            description=found.description,
+            classes=found.classes,
+            image_size=found.image_size,
+            generated=False,
+            has_masks=found.has_masks,
+            load=found.load,
+        )
+
+    return build
+
+
+SCENE_FACTORIES.register(
+    SceneSetFactory(
+        id="coco",
+        argument="<annotations.json>",
+        help="A COCO-format instances file; its images beside it or in its images/ folder.",
+        build=_own("coco", coco.coco_scene_set),
+    )
+)
+SCENE_FACTORIES.register(
+    SceneSetFactory(
+        id="masks",
+        argument="<folder>",
+        help="A folder with images/ and, for each image, a PNG of class indices in masks/; optional classes.txt.",
+        build=_own("masks", mask_folder.mask_scene_set),
     )
 )
