@@ -175,3 +175,21 @@ def test_a_box_no_detection_matches_has_an_empty_map(detector_bundle, image) -> 
     lost = BoxTarget((0.0, 0.0, 2.0, 2.0), 1)
     maps = get_scene_method("gradcam").run(SceneMethodContext(detector_bundle, image, [lost]), {})
     assert float(maps.abs().max()) == 0.0
+
+
+def test_gradcam_equals_pytorch_grad_cam_on_the_zoos_detector(image) -> None:
+    """The same check on the project's own fasterrcnn_small (random weights) through its `SceneBundle`."""
+    from xaidash.models.scenes.bundle import SceneBundle
+    from xaidash.models.scenes.zoo import scene_model
+
+    spec = scene_model("fasterrcnn_small")
+    torch.manual_seed(0)
+    bundle = SceneBundle(spec.make(4, 96).eval(), spec, ("a", "b", "c", "d"), 96, torch.device("cpu"))
+    targets = box_targets(bundle, image, 3)
+    ctx = SceneMethodContext(bundle, image, targets)
+    scaled = library_scaled(get_scene_method("gradcam").run(ctx, {}), cams.gradient_cams(ctx, spec.cam_layer))
+    with GradCAM(bundle.model, [bundle.cam_module()]) as cam:
+        refs = [cam(image[None], [FasterRCNNBoxScoreTarget([t.label], [np.array(t.box)])])[0] for t in targets]
+    for k, ref in enumerate(refs):
+        np.testing.assert_allclose(scaled[k], ref, atol=1e-5)
+    assert sum(float(r.max()) > 0.5 for r in refs) >= 1
