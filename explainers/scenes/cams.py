@@ -184,6 +184,7 @@ register(
         "layer's feature maps; the maps weighted by their averaged gradients, ReLU. One forward pass for every box.",
         reference="pytorch_grad_cam.GradCAM with FasterRCNNBoxScoreTarget (before its min-max scaling)",
         units=GRAD_UNITS,
+        signed=False,
         featured=1,
     )
 )
@@ -199,6 +200,7 @@ register(
         "tutorial does: where inside this object the dominant pattern lies.",
         reference="pytorch_grad_cam.EigenCAM + the tutorial's renormalize_cam_in_bounding_boxes, one box at a time",
         units="Eigen-CAM rescaled inside the target (0 = its lowest, 1 = its highest)",
+        signed=False,
         featured=3,
     )
 )
@@ -213,6 +215,7 @@ register(
         "that channel's feature map; ReLU. One pass per channel, shared by every target.",
         reference="pytorch_grad_cam.AblationCAM (drop not divided by the score; channels set to 0)",
         units="ReLU of the score-drop-weighted activations (score drop × activation)",
+        signed=False,
         featured=4,
     )
 )
@@ -227,6 +230,7 @@ register(
         "that make the region that class lie. One forward pass for every region.",
         reference="pytorch_grad_cam.GradCAM with SemanticSegmentationTarget (before its min-max scaling)",
         units=GRAD_UNITS,
+        signed=False,
         featured=1,
     )
 )

@@ -91,7 +91,7 @@ Compute = Callable[[SceneMethodContext, dict[str, Any]], torch.Tensor]
 class SceneMethodSpec(Spec):
     """One scene method. `tasks`: which models it explains ("detect": boxes, "segment": regions). `compute` returns
     (K, H, W) float, one signed map per target, at the image's size. `units` says what a map's values are (the colour
-    bar's label); `reference` the library call it matches (or the paper it follows); `featured` its rank among the
+    bar's label) and `signed` whether they can be negative; `reference` the library call it matches (or the paper it follows); `featured` its rank among the
     methods a user gets without choosing (None: never by default)."""
 
     id: str = ""
@@ -102,6 +102,7 @@ class SceneMethodSpec(Spec):
     description: str = ""
     reference: str = ""
     units: str = "attribution"
+    signed: bool = True  # False: the maps are never negative (CAMs after ReLU): drawn dark to bright from 0
     featured: int | None = None
 
     def applies(self, task: str) -> bool:
