@@ -3,6 +3,7 @@ what a box is (the tight box of the visible pixels, x1 and y1 exclusive)."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from xaidash.data.scenes.types import SceneTarget
@@ -11,22 +12,19 @@ from xaidash.data.scenes.types import SceneTarget
 def boxes_of_masks(masks: torch.Tensor) -> torch.Tensor:
     """(N, 4) float32 x0, y0, x1, y1 of each (H, W) bool mask's pixels, x1/y1 one past the last pixel; an empty mask
     gets (0, 0, 0, 0)."""
-    n = int(masks.shape[0])
-    out = torch.zeros(n, 4, dtype=torch.float32)
+    array = masks.detach().cpu().numpy().astype(bool, copy=False)  # NumPy: several times faster on small masks
+    n = array.shape[0]
+    out = np.zeros((n, 4), dtype=np.float32)
     if n == 0:
-        return out
-    rows = masks.any(dim=2)  # (N, H): which rows hold a pixel
-    cols = masks.any(dim=1)  # (N, W)
-    h, w = rows.shape[1], cols.shape[1]
-    ys = torch.arange(h)
-    xs = torch.arange(w)
-    big = max(h, w) + 1
-    out[:, 0] = torch.where(cols, xs, big).min(dim=1).values.float()
-    out[:, 1] = torch.where(rows, ys, big).min(dim=1).values.float()
-    out[:, 2] = torch.where(cols, xs, -1).max(dim=1).values.float() + 1
-    out[:, 3] = torch.where(rows, ys, -1).max(dim=1).values.float() + 1
-    out[~masks.flatten(1).any(dim=1)] = 0.0
-    return out
+        return torch.from_numpy(out)
+    rows = array.any(axis=2)  # (N, H): which rows hold a pixel
+    cols = array.any(axis=1)  # (N, W)
+    out[:, 0] = cols.argmax(axis=1)
+    out[:, 1] = rows.argmax(axis=1)
+    out[:, 2] = cols.shape[1] - cols[:, ::-1].argmax(axis=1)
+    out[:, 3] = rows.shape[1] - rows[:, ::-1].argmax(axis=1)
+    out[~rows.any(axis=1)] = 0.0
+    return torch.from_numpy(out)
 
 
 def target_from_masks(masks: torch.Tensor, labels: torch.Tensor) -> SceneTarget:

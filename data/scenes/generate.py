@@ -92,20 +92,23 @@ def draw_scene(style: SceneStyle, rng: np.random.Generator) -> tuple[np.ndarray,
     """One scene: image (3, H, W) float32 in [0, 1], visible instance masks (N, H, W) bool in drawing order and
     labels (N,) int64 in 1..4."""
     size = style.size
-    canvas = _background(rng, size)
+    canvas = _background(rng, size)  # (3, H, W)
     if style.clutter[1]:
         _draw_clutter(rng, canvas, style)
     masks, labels = _place_objects(rng, style)
     colours = _colours(rng, len(labels))
     for k in range(len(labels)):  # painter's order: later objects over earlier ones
-        canvas[masks[k]] = colours[k]
+        canvas[:, masks[k]] = colours[k][:, None]
     # Faint noise on the objects, stronger on the background (as in `shapes`).
     covered = masks.any(axis=0) if len(labels) else np.zeros((size, size), dtype=bool)
     sigma = np.where(covered, np.float32(0.02), np.float32(rng.uniform(0.03, 0.08)))
-    canvas += rng.standard_normal((size, size, 3), dtype=np.float32) * sigma[..., None]
+    # Uniform noise of standard deviation sigma from random bytes: four times faster than normal draws, and it
+    # looks the same at these amplitudes.
+    noise = np.frombuffer(rng.bytes(3 * size * size), dtype=np.int8).reshape(3, size, size).astype(np.float32)
+    noise *= sigma * np.float32(math.sqrt(3) / 128)
+    canvas += noise
     np.clip(canvas, 0.0, 1.0, out=canvas)
-    visible = _visible(masks)
-    return np.ascontiguousarray(canvas.transpose(2, 0, 1)), visible, labels
+    return canvas, _visible(masks), labels
 
 
 def _visible(masks: np.ndarray) -> np.ndarray:
@@ -170,25 +173,38 @@ def _centre(
     return float(rng.uniform(lo, hi)), float(rng.uniform(lo, hi))
 
 
+def _window(cx: float, cy: float, reach: float, size: int) -> tuple[slice, slice]:
+    """The rows and columns within `reach` px of (cx, cy): shapes are computed there only (far faster than over the
+    whole image, and the same values pixel for pixel)."""
+    x0, x1 = max(int(cx - reach) - 1, 0), min(int(cx + reach) + 2, size)
+    y0, y1 = max(int(cy - reach) - 1, 0), min(int(cy + reach) + 2, size)
+    return slice(y0, max(y1, y0)), slice(x0, max(x1, x0))
+
+
 def shape_mask(label: int, cx: float, cy: float, r: float, angle: float, size: int) -> np.ndarray:
     """(size, size) bool: the filled shape `label` (0 circle, 1 square, 2 triangle, 3 cross) centred at (cx, cy)
     with half-size r, turned by `angle` radians; the formulas of `data/sets/shapes.py` at pixel centres."""
+    rows, cols = _window(cx, cy, 1.5 * r, size)
     coords = np.arange(size, dtype=np.float32) + 0.5
-    dx0 = coords[None, :] - np.float32(cx)
-    dy0 = coords[:, None] - np.float32(cy)
+    dx0 = coords[None, cols] - np.float32(cx)
+    dy0 = coords[rows, None] - np.float32(cy)
     c, s = np.float32(math.cos(angle)), np.float32(math.sin(angle))
     dx = c * dx0 + s * dy0  # the pixel in the shape's own (unrotated) frame
     dy = -s * dx0 + c * dy0
     if label == 0:
-        return np.asarray(dx**2 + dy**2 <= r * r)
-    if label == 1:
-        return np.asarray(np.maximum(np.abs(dx), np.abs(dy)) <= 0.82 * r)
-    if label == 2:
+        inside = dx**2 + dy**2 <= r * r
+    elif label == 1:
+        inside = np.maximum(np.abs(dx), np.abs(dy)) <= 0.82 * r
+    elif label == 2:
         top, bottom = -r, 0.8 * r
         rise = np.clip((dy - top) / (bottom - top), 0.0, 1.0)
-        return np.asarray((dy >= top) & (dy <= bottom) & (np.abs(dx) <= rise * r))
-    arm = max(0.3 * r, 1.2)
-    return np.asarray(((np.abs(dx) <= arm) & (np.abs(dy) <= r)) | ((np.abs(dy) <= arm) & (np.abs(dx) <= r)))
+        inside = (dy >= top) & (dy <= bottom) & (np.abs(dx) <= rise * r)
+    else:
+        arm = max(0.3 * r, 1.2)
+        inside = ((np.abs(dx) <= arm) & (np.abs(dy) <= r)) | ((np.abs(dy) <= arm) & (np.abs(dx) <= r))
+    out = np.zeros((size, size), dtype=bool)
+    out[rows, cols] = inside
+    return out
 
 
 def _colours(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -203,7 +219,7 @@ def _colours(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _upsample(grid: np.ndarray, size: int) -> np.ndarray:
-    """Bilinear up-sampling of a small (g, g, 3) grid to (size, size, 3): a smooth random field."""
+    """Bilinear up-sampling of a small (g, g, 3) grid to (3, size, size): a smooth random field."""
     g = grid.shape[0]
     pos = (np.arange(size, dtype=np.float32) + 0.5) / size * (g - 1)
     lo = np.minimum(pos.astype(np.int64), g - 2)
@@ -211,12 +227,11 @@ def _upsample(grid: np.ndarray, size: int) -> np.ndarray:
     weights = np.zeros((size, g), dtype=np.float32)  # interpolation matrix, rows sum to 1
     weights[np.arange(size), lo] = 1 - frac
     weights[np.arange(size), lo + 1] = frac
-    channels = weights[None] @ grid.transpose(2, 0, 1) @ weights.T[None]  # (3, size, size)
-    return np.ascontiguousarray(channels.transpose(1, 2, 0))
+    return weights[None] @ grid.transpose(2, 0, 1) @ weights.T[None]  # (3, size, size)
 
 
 def _background(rng: np.random.Generator, size: int) -> np.ndarray:
-    """(H, W, 3) float32: a muted base colour, a colour gradient and low-frequency colour blotches."""
+    """(3, H, W) float32: a muted base colour, a colour gradient and low-frequency colour blotches."""
     base = rng.uniform(0.25, 0.6, size=3).astype(np.float32)
     angle = rng.uniform(0, 2 * math.pi)
     coords = (np.arange(size, dtype=np.float32) + 0.5) / size - 0.5
@@ -224,7 +239,10 @@ def _background(rng: np.random.Generator, size: int) -> np.ndarray:
     ramp_colour = rng.uniform(-0.4, 0.4, size=3).astype(np.float32)
     g = int(rng.integers(3, 7))
     blotches = _upsample(rng.uniform(-0.12, 0.12, size=(g, g, 3)).astype(np.float32), size)
-    return (base + ramp[..., None] * ramp_colour + blotches).astype(np.float32)
+    canvas = ramp[None] * ramp_colour[:, None, None]
+    canvas += base[:, None, None]
+    canvas += blotches
+    return canvas
 
 
 def _draw_clutter(rng: np.random.Generator, canvas: np.ndarray, style: SceneStyle) -> None:
@@ -235,18 +253,24 @@ def _draw_clutter(rng: np.random.Generator, canvas: np.ndarray, style: SceneStyl
     n = int(rng.integers(style.clutter[0], style.clutter[1] + 1))
     colours = _colours(rng, n)
     for k in range(n):
-        cx, cy = rng.uniform(0, size, size=2)
+        cx, cy = (float(v) for v in rng.uniform(0, size, size=2))
         theta = rng.uniform(0, math.pi)
         c, s = math.cos(theta), math.sin(theta)
-        dx0 = coords[None, :] - cx
-        dy0 = coords[:, None] - cy
-        along = c * dx0 + s * dy0
-        across = -s * dx0 + c * dy0
-        if rng.uniform() < 0.6:  # a stroke: a thin line segment
-            half = rng.uniform(8, 30)
-            mask = (np.abs(along) <= half) & (np.abs(across) <= rng.uniform(0.5, 1.3))
+        stroke = rng.uniform() < 0.6
+        if stroke:  # a thin line segment
+            half, width = rng.uniform(8, 30), rng.uniform(0.5, 1.3)
+            reach = half + width
         else:  # an elongated blob
             a = rng.uniform(6, 14)
             b = a / rng.uniform(2.5, 4.0)
+            reach = a
+        rows, cols = _window(cx, cy, reach, size)
+        dx0 = coords[None, cols] - cx
+        dy0 = coords[rows, None] - cy
+        along = c * dx0 + s * dy0
+        across = -s * dx0 + c * dy0
+        if stroke:
+            mask = (np.abs(along) <= half) & (np.abs(across) <= width)
+        else:
             mask = (along / a) ** 2 + (across / b) ** 2 <= 1.0
-        canvas[mask] = colours[k]
+        canvas[:, rows, cols][:, mask] = colours[k][:, None]
