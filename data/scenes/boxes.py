@@ -12,18 +12,20 @@ from xaidash.data.scenes.types import SceneTarget
 def boxes_of_masks(masks: torch.Tensor) -> torch.Tensor:
     """(N, 4) float32 x0, y0, x1, y1 of each (H, W) bool mask's pixels, x1/y1 one past the last pixel; an empty mask
     gets (0, 0, 0, 0)."""
-    array = masks.detach().cpu().numpy().astype(bool, copy=False)  # NumPy: several times faster on small masks
+    array: np.ndarray = np.asarray(
+        masks.detach().cpu().numpy(), dtype=bool
+    )  # NumPy: several times faster on small masks
     n = array.shape[0]
     out = np.zeros((n, 4), dtype=np.float32)
     if n == 0:
         return torch.from_numpy(out)
-    rows = array.any(axis=2)  # (N, H): which rows hold a pixel
-    cols = array.any(axis=1)  # (N, W)
+    rows: np.ndarray = np.any(array, axis=2)  # (N, H): which rows hold a pixel
+    cols: np.ndarray = np.any(array, axis=1)  # (N, W)
     out[:, 0] = cols.argmax(axis=1)
     out[:, 1] = rows.argmax(axis=1)
     out[:, 2] = cols.shape[1] - cols[:, ::-1].argmax(axis=1)
     out[:, 3] = rows.shape[1] - rows[:, ::-1].argmax(axis=1)
-    out[~rows.any(axis=1)] = 0.0
+    out[~np.any(rows, axis=1)] = 0.0
     return torch.from_numpy(out)
 
 
