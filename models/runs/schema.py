@@ -58,7 +58,11 @@ DATASET_INFO = {
             "maxItems": 3,
         },
         "mean": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": MAX_CHANNELS},
-        "std": {"type": ["array", "null"], "items": {"type": "number", "exclusiveMinimum": 0}, "maxItems": MAX_CHANNELS},
+        "std": {
+            "type": ["array", "null"],
+            "items": {"type": "number", "exclusiveMinimum": 0},
+            "maxItems": MAX_CHANNELS,
+        },
         "description": {"type": "string"},
         "builtin": {"type": "boolean"},
         "has_masks": {"type": "boolean"},
@@ -121,6 +125,37 @@ MODEL_OPTIONS = {
     },
 }
 
+# config.json's `scene_model` (models/scenes/train.py): the model rebuilt from it and the settings resumed with.
+SCENE_SETTINGS = {
+    "type": "object",
+    "required": ["dataset", "model", "epochs", "batch_size", "lr", "seed"],
+    "properties": {
+        "dataset": {"type": "string", "minLength": 1},
+        "model": {"type": "string", "minLength": 1},
+        "epochs": {"type": "integer", "minimum": 1, "maximum": MAX_EPOCHS},
+        "batch_size": {"type": "integer", "minimum": 1, "maximum": 100_000},
+        "lr": {"type": "number", "exclusiveMinimum": 0},
+        "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
+        "train_count": {"type": ["integer", "null"], "minimum": 1},
+        "eval_count": {"type": ["integer", "null"], "minimum": 1},
+        "device": {"type": "string"},
+        "name": {"type": ["string", "null"]},
+    },
+}
+SCENE_MODEL = {
+    "type": "object",
+    "required": ["task", "model", "dataset", "classes", "image_size", "settings"],
+    "properties": {
+        "task": {"enum": ["detect", "segment"]},
+        "model": {"type": "string", "minLength": 1},
+        "dataset": {"type": "string", "minLength": 1},
+        "classes": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_CLASSES},
+        "image_size": {"type": "integer", "minimum": 16, "maximum": MAX_SIDE},
+        "settings": SCENE_SETTINGS,
+        "recipe": {"type": "object"},
+    },
+}
+
 CONFIG = {
     "type": "object",
     # dataset_info and train are required where they are read (Run.info, resuming): listing a run needs neither.
@@ -143,6 +178,8 @@ CONFIG = {
                 "chat_template": {"type": "boolean"},
             },
         },
+        # A detector or segmenter of scenes (models/scenes): what it is, what it was trained on and how.
+        "scene_model": SCENE_MODEL,
         "source": {
             "type": "object",
             "required": ["kind", "record"],
@@ -228,6 +265,10 @@ SUMMARY = {
         "test_rmse_by_step": {"type": "array", "items": {"type": "number", "minimum": 0}, "maxItems": MAX_SIDE},
         "confusion": {"type": ["array", "null"], "maxItems": MAX_CLASSES},
         "confusion_file": {"enum": ["confusion.npy", None]},  # a large matrix, beside the summary (runstore)
+        # a scene model (models/scenes): named metrics (map, map_50, miou, ap/<class>, ...) and the one it is judged by
+        "val_metrics": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
+        "test_metrics": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
+        "headline": {"type": "string"},
     },
 }
 

@@ -52,10 +52,12 @@ from xaidash.models.runs.lock import RunLocked, writer_of
 from xaidash.models.runs.tidy import settle_run
 
 # What a run holds (`Run.kind`), told by a key of its config.json: a model imported from elsewhere records its
-# `source`, a generative language model its `language_model`; a classifier trained here has neither.
-RunKind = Literal["trained", "imported", "language_model"]
+# `source`, a generative language model its `language_model`, a detector or segmenter of scenes its `scene_model`
+# (models/scenes); a classifier trained here has none of them.
+RunKind = Literal["trained", "imported", "language_model", "scene_model"]
 IMPORTED_MARK = "source"
 LANGUAGE_MARK = "language_model"
+SCENE_MARK = "scene_model"
 LM_WEIGHTS = "lm/model.safetensors"  # a language model's converted weights, inside its run folder
 # Confusion matrices with more classes than this go to confusion.npy: 1,000 classes as JSON made a 9 MB summary
 # that every page and every `xaidash runs` parsed.
@@ -67,6 +69,8 @@ def _kind_of(path: Path, stamp: int) -> RunKind:
     config = Run(path).config()
     if LANGUAGE_MARK in config:
         return "language_model"
+    if SCENE_MARK in config:
+        return "scene_model"
     return "imported" if IMPORTED_MARK in config else "trained"
 
 
@@ -118,9 +122,9 @@ class Run:
 
     @property
     def kind(self) -> RunKind:
-        """'trained' (a classifier trained here), 'imported' (a classifier trained elsewhere) or 'language_model'
-        (a generative language model), from config.json, read once per version of it. ModelError when that file is
-        missing or damaged."""
+        """'trained' (a classifier trained here), 'imported' (a classifier trained elsewhere), 'language_model'
+        (a generative language model) or 'scene_model' (a detector or segmenter of scenes, models/scenes), from
+        config.json, read once per version of it. ModelError when that file is missing or damaged."""
         try:
             stamp = self.file(CONFIG).stat().st_mtime_ns
         except OSError:
@@ -130,7 +134,8 @@ class Run:
     @property
     def usable(self) -> bool:
         """Whether the run holds a model worth opening now: a language model's converted weights, or a classifier's
-        weights that are not changing and are finite (`has_usable_weights`). False for an unreadable run."""
+        or scene model's weights that are not changing and are finite (`has_usable_weights`). False for an unreadable
+        run."""
         try:
             kind = self.kind
         except ModelError:
@@ -556,6 +561,11 @@ def load_bundle(run: str | Path | Run, device: str | None = "auto", epoch: int |
     """Rebuild a run's model from JSON + safetensors (the final weights, or those after `epoch`)."""
     r = run if isinstance(run, Run) else resolve_run(run)
     config = r.config()
+    if r.kind == "scene_model":  # boxes or masks, not a class: models/scenes/loading.py opens it
+        raise ModelError(
+            f"Run {r.id} is a detection/segmentation model: use the Scenes page or `xaidash scenes` "
+            f"(xaidash scenes evaluate --run {r.id})."
+        )
     loader = _loader(r)
     if loader is not None:  # an imported model: its source rebuilds it (models/external)
         return loader.load(r, device, epoch)

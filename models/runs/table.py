@@ -36,6 +36,8 @@ def runs_table(root: Path | None = None) -> list[dict[str, str]]:
 
 def _run_row(r: Run) -> dict[str, str]:
     c, s = r.config(), r.summary()
+    if r.kind == "scene_model":
+        return _scene_row(r, c, s)
     if r.kind != "trained":  # imported, or a language model
         return _imported_row(r, c, s)
     return {
@@ -64,5 +66,28 @@ def _imported_row(r: Run, c: dict[str, Any], s: dict[str, Any]) -> dict[str, str
         "test acc": MISSING,
         "quality": quality_label(r, s),  # "not measured", unless its weights hold NaN
         "device": MISSING,
+        "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
+    }
+
+
+def _scene_row(r: Run, c: dict[str, Any], s: dict[str, Any]) -> dict[str, str]:
+    """A detector's or segmenter's run (models/scenes): its headline metric (map_50, miou) in the score columns."""
+    headline = str(s.get("headline") or "")
+
+    def metric(key: str) -> str:
+        value = (s.get(key) or {}).get(headline)
+        return f"{headline} {value:.3f}" if isinstance(value, (int, float)) else MISSING
+
+    settings = (c.get("scene_model") or {}).get("settings") or {}
+    return {
+        "run": r.id,
+        "model": c["model"],
+        "dataset": c["dataset"],
+        "state": run_liveness(r, s).state,
+        "epochs": epochs_cell(s, settings.get("epochs") or "?"),
+        "val acc": metric("val_metrics"),
+        "test acc": metric("test_metrics"),
+        "quality": quality_label(r, s),
+        "device": c.get("device", "?"),
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(c.get("created", 0))),
     }
