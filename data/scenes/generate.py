@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from xaidash.data.errors import DatasetError
-from xaidash.data.scenes.boxes import target_from_masks
+from xaidash.data.scenes.boxes import boxes_of_masks
 from xaidash.data.scenes.types import SceneSplit, SceneTarget
 
 CLASSES = ("circle", "square", "triangle", "cross")
@@ -72,25 +72,64 @@ SCENES_HARD = SceneStyle(
 )
 
 
-def generate(style: SceneStyle, split: str, count: int | None = None, name: str = "scenes") -> SceneSplit:
-    """The first `count` scenes (default: all) of `split` ('train', 'val' or 'test') drawn in `style`."""
+@dataclass(frozen=True)
+class PackedScene:
+    """One scene held compactly, as the registry caches it: the image in 8 bits (the generator rounds to 1/255, so
+    a scene saved as PNG reads back exactly), each pixel's object (0 none, k + 1 object k: visible masks never
+    overlap), labels and tight boxes. About 6 times smaller than the tensors `unpack` makes."""
+
+    image: np.ndarray  # (3, H, W) uint8
+    objects: np.ndarray  # (H, W) uint8
+    labels: np.ndarray  # (N,) int64 in 1..4
+    boxes: np.ndarray  # (N, 4) float32
+
+    def unpack(self) -> tuple[torch.Tensor, SceneTarget]:
+        """The image (3, H, W) float32 in [0, 1] and its ground truth, as new tensors."""
+        image = torch.from_numpy(self.image).float().div_(255.0)
+        ids = np.arange(1, len(self.labels) + 1, dtype=np.uint8)
+        masks = torch.from_numpy(self.objects[None] == ids[:, None, None])
+        return image, SceneTarget(torch.from_numpy(self.boxes.copy()), torch.from_numpy(self.labels.copy()), masks)
+
+
+def draw_split(style: SceneStyle, split: str, count: int | None = None, start: int = 0) -> list[PackedScene]:
+    """Scenes `start` to `count` - 1 (default: to the end) of `split` ('train', 'val' or 'test')."""
     if split not in SPLIT_SIZES:
         raise DatasetError(f"Unknown split {split!r}: use train, val or test.")
     total = SPLIT_SIZES[split]
     n = total if count is None else min(int(count), total)
     seed = style.seed(split)
+    out: list[PackedScene] = []
+    for i in range(start, n):
+        image, masks, labels = draw_scene(style, np.random.default_rng((seed, i)))
+        objects = np.zeros(image.shape[1:], dtype=np.uint8)
+        for k in range(len(labels)):
+            objects[masks[k]] = k + 1
+        boxes = boxes_of_masks(torch.from_numpy(masks)).numpy()
+        out.append(PackedScene(image, objects, labels, boxes))
+    return out
+
+
+def unpack(scenes: list[PackedScene], split: str, name: str) -> SceneSplit:
+    """A SceneSplit of new tensors from packed scenes."""
     images: list[torch.Tensor] = []
     targets: list[SceneTarget] = []
-    for i in range(n):
-        image, masks, labels = draw_scene(style, np.random.default_rng((seed, i)))
-        images.append(torch.from_numpy(image))
-        targets.append(target_from_masks(torch.from_numpy(masks), torch.from_numpy(labels)))
-    return SceneSplit(split, CLASSES, images, targets, [f"{name} {split} {i}" for i in range(n)], True)
+    for scene in scenes:
+        image, target = scene.unpack()
+        images.append(image)
+        targets.append(target)
+    names = [f"{name} {split} {i}" for i in range(len(scenes))]
+    return SceneSplit(split, CLASSES, images, targets, names, True)
+
+
+def generate(style: SceneStyle, split: str, count: int | None = None, name: str = "scenes") -> SceneSplit:
+    """The first `count` scenes (default: all) of `split` ('train', 'val' or 'test') drawn in `style`, not cached
+    (`registry.load_scene_set` caches)."""
+    return unpack(draw_split(style, split, count), split, name)
 
 
 def draw_scene(style: SceneStyle, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One scene: image (3, H, W) float32 in [0, 1], visible instance masks (N, H, W) bool in drawing order and
-    labels (N,) int64 in 1..4."""
+    """One scene: image (3, H, W) uint8, visible instance masks (N, H, W) bool in drawing order and labels (N,)
+    int64 in 1..4."""
     size = style.size
     canvas = _background(rng, size)  # (3, H, W)
     if style.clutter[1]:
@@ -108,7 +147,8 @@ def draw_scene(style: SceneStyle, rng: np.random.Generator) -> tuple[np.ndarray,
     noise *= sigma * np.float32(math.sqrt(3) / 128)
     canvas += noise
     np.clip(canvas, 0.0, 1.0, out=canvas)
-    return canvas, _visible(masks), labels
+    canvas *= 255.0
+    return np.rint(canvas).astype(np.uint8), _visible(masks), labels
 
 
 def _visible(masks: np.ndarray) -> np.ndarray:

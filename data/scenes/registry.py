@@ -14,7 +14,7 @@ from threading import Lock
 from xaidash.data.errors import DatasetError
 from xaidash.data.scenes import coco, generate, mask_folder
 from xaidash.data.scenes.own import OwnSceneSet
-from xaidash.data.scenes.types import SceneSplit, SceneTarget
+from xaidash.data.scenes.types import SceneSplit
 from xaidash.data.specs import Registry, Spec
 
 SPLITS = generate.SPLITS
@@ -60,7 +60,6 @@ def _unknown(name: Hashable, known: list[str]) -> str:
 SCENE_SETS: Registry[SceneSetSpec] = Registry("scene set", error=DatasetError, unknown=_unknown)
 SCENE_FACTORIES: Registry[SceneSetFactory] = Registry("scene set prefix", error=DatasetError)
 
-_cache: dict[tuple[str, str], SceneSplit] = {}
 _cache_lock = Lock()
 
 
@@ -89,37 +88,31 @@ def scene_set(name: str) -> SceneSetSpec:
 
 def load_scene_set(name: str, split: str = "test", count: int | None = None) -> SceneSplit:
     """Split `split` ('train', 'val' or 'test') of a scene set, its first `count` images (None: all). Built-in
-    sets are generated once per process; every call gets its own copy of the tensors."""
+    sets are generated once per process; every call gets tensors of its own."""
     if split not in SPLITS:
         raise DatasetError(f"Unknown split {split!r}: use train, val or test.")
     if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
         raise DatasetError(f"count must be a whole number of images, 1 or more, got {count!r}.")
-    spec = scene_set(name)
-    if not spec.generated:
-        return spec.load(split, count)
-    full = generate.SPLIT_SIZES[split]
-    wanted = full if count is None else min(count, full)
-    key = (spec.id, split)
-    with _cache_lock:  # scene i does not depend on the count: a longer cut holds every shorter one
-        cached = _cache.get(key)
-        if cached is None or len(cached) < wanted:
-            cached = _cache[key] = spec.load(split, wanted)
-    return _copy(cached, wanted)
-
-
-def _copy(split: SceneSplit, n: int) -> SceneSplit:
-    """The first n scenes with tensors of their own."""
-    targets = [
-        SceneTarget(t.boxes.clone(), t.labels.clone(), None if t.masks is None else t.masks.clone())
-        for t in split.targets[:n]
-    ]
-    images = [im.clone() for im in split.images[:n]]
-    return SceneSplit(split.name, split.classes, images, targets, list(split.names[:n]), split.has_masks)
+    return scene_set(name).load(split, count)
 
 
 def _generated(set_id: str, style: generate.SceneStyle) -> Callable[[str, int | None], SceneSplit]:
+    """The loader of a generated set: scenes are drawn once per process and kept packed (8-bit images, one object
+    number per pixel); each call unpacks new tensors, so no caller can change what the next one gets. Scene i does
+    not depend on the count, so a longer cut extends a shorter one."""
+    packed: dict[str, list[generate.PackedScene]] = {}
+
     def load(split: str, count: int | None) -> SceneSplit:
-        return generate.generate(style, split, count, name=set_id)
+        if split not in generate.SPLIT_SIZES:
+            raise DatasetError(f"Unknown split {split!r}: use train, val or test.")
+        full = generate.SPLIT_SIZES[split]
+        wanted = full if count is None else min(count, full)
+        with _cache_lock:
+            have = packed.setdefault(split, [])
+            if len(have) < wanted:
+                have += generate.draw_split(style, split, wanted, start=len(have))
+            scenes = have[:wanted]
+        return generate.unpack(scenes, split, set_id)
 
     return load
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from xaidash.data.errors import DatasetError
-from xaidash.data.scenes.generate import CLASSES, SCENES, generate
+from xaidash.data.scenes import generate
+from xaidash.data.scenes.generate import CLASSES, SCENES
 from xaidash.data.scenes.registry import (
     SCENE_SETS,
     SceneSetSpec,
@@ -33,7 +34,7 @@ def test_names_and_facts():
 def test_load_matches_the_generator_and_cuts_are_prefixes():
     first = load_scene_set("scenes", "val", 5)
     assert len(first) == 5 and first.name == "val" and first.classes == CLASSES
-    direct = generate(SCENES, "val", 5, name="scenes")
+    direct = generate.generate(SCENES, "val", 5, name="scenes")
     for a, b in zip(first.images, direct.images, strict=True):
         assert torch.equal(a, b)
     more = load_scene_set("scenes", "val", 9)  # longer than what is cached: generated again, same first five
@@ -56,19 +57,20 @@ def test_callers_get_copies():
     assert b.targets[0].masks is not None and bool(b.targets[0].masks.any()) and len(b.names) == 2
 
 
-def test_cached_after_the_first_load():
+def test_cached_after_the_first_load(monkeypatch):
     load_scene_set("scenes_hard", "test", 20)
-    calls = []
-    spec = scene_set("scenes_hard")
-    original = spec.load
-    object.__setattr__(spec, "load", lambda split, count: calls.append(count) or original(split, count))
-    try:
-        load_scene_set("scenes_hard", "test", 10)
-        assert calls == []  # served from the cached cut of 20
-        load_scene_set("scenes_hard", "test", 30)
-        assert calls == [30]
-    finally:
-        object.__setattr__(spec, "load", original)
+    calls: list[tuple[int | None, int]] = []
+    draw = generate.draw_split
+
+    def counted(style, split, count=None, start=0):
+        calls.append((count, start))
+        return draw(style, split, count, start)
+
+    monkeypatch.setattr(generate, "draw_split", counted)
+    assert len(load_scene_set("scenes_hard", "test", 10)) == 10
+    assert calls == []  # served from the 20 drawn before
+    assert len(load_scene_set("scenes_hard", "test", 30)) == 30
+    assert calls == [(30, 20)]  # only the ten new scenes are drawn
 
 
 @pytest.mark.parametrize(
