@@ -186,7 +186,7 @@ register(
         ),
         reference="captum.attr.IntegratedGradients on BoxTarget.score / RegionTarget.score",
         units="score (IoU + confidence, or summed logits) per pixel",
-        featured=None,
+        featured=5,
     )
 )
 
@@ -207,6 +207,6 @@ register(
         ),
         reference="captum.attr.Occlusion on BoxTarget.score / RegionTarget.score",
         units="drop of the score",
-        featured=None,
+        featured=6,
     )
 )
