@@ -13,7 +13,7 @@ depend on them) and one generated scene (`scenes_hard` at 128 px when the data s
 - times D-RISE with `--masks` masks for the same boxes (one stream of detector passes of `--batch-size` masked images,
   halved on out-of-memory), and Eigen-CAM and Ablation-CAM of every box, for the record.
 
-Every path runs once to warm up, then the best of `--repeats` is kept; CUDA is synchronised.
+Every path runs once to warm up, then the best of `--repeats` is kept (D-RISE: one timed run); CUDA is synchronised.
 
     python bench/scenes_speed.py --device cpu --threads 1
     python bench/scenes_speed.py --device cuda --boxes 10 --batch-size 256
@@ -102,7 +102,9 @@ def gradcam_row(bundle: SceneBundle, image: torch.Tensor, targets: list[BoxTarge
     return {"xaidash_s": ours_s, "library_s": lib_s, "max_diff": diff}
 
 
-def method_time(bundle: SceneBundle, image: torch.Tensor, targets: list[BoxTarget], method: str, **kw: Any) -> float:
+def method_time(
+    bundle: SceneBundle, image: torch.Tensor, targets: list[BoxTarget], method: str, repeats: int, **kw: Any
+) -> float:
     params = {method: kw.pop("params", {})}
 
     def run() -> None:
@@ -110,7 +112,7 @@ def method_time(bundle: SceneBundle, image: torch.Tensor, targets: list[BoxTarge
         if first.error:
             raise SystemExit(f"{method}: {first.error}")
 
-    return best_time(run, bundle.device, 1 if method == "drise" else 3)
+    return best_time(run, bundle.device, repeats)
 
 
 def main() -> None:
@@ -136,13 +138,13 @@ def main() -> None:
     row = gradcam_row(bundle, image, targets, args.repeats)
     ratio = row["library_s"] / row["xaidash_s"]
     for method in ("eigencam", "ablationcam"):
-        t = method_time(bundle, image, targets, method, batch_size=batch)
+        t = method_time(bundle, image, targets, method, args.repeats, batch_size=batch)
         print(f"{get_scene_method(method).label} ({len(targets)} boxes, {args.size} px): {t:.3f} s")
     if args.masks:
         big = detector(args.drise_size, device)
         big_image = scene_image(args.drise_size).to(device)
         big_targets = top_boxes(big, big_image, args.boxes)
-        t = method_time(big, big_image, big_targets, "drise", batch_size=batch, params={"masks": args.masks})
+        t = method_time(big, big_image, big_targets, "drise", 1, batch_size=batch, params={"masks": args.masks})
         print(
             f"D-RISE ({len(big_targets)} boxes, {args.masks} masks, {args.drise_size} px, batch {batch}): {t:.2f} s, "
             f"{args.masks / t:.0f} masked images/s"
