@@ -179,7 +179,8 @@ def _annotation(
     if ann.get("image_id") not in index:
         raise DatasetError(f"{who} names image id {ann.get('image_id')!r}, which is not among the images.")
     if ann.get("category_id") not in labels:
-        known = ", ".join(map(str, sorted(labels)))
+        ids = sorted(labels)
+        known = ", ".join(map(str, ids)) if len(ids) <= 10 else f"{len(ids)} ids from {ids[0]} to {ids[-1]}"
         raise DatasetError(f"{who} has category id {ann.get('category_id')!r}, not one of the categories ({known}).")
     if ann.get("iscrowd", 0):
         return None

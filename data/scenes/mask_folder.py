@@ -29,6 +29,7 @@ from xaidash.data.scenes.types import SceneSplit, SceneTarget
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 MASK_MODES = ("1", "L", "P", "I", "I;16")  # one value per pixel
+IGNORE = 255  # VOC-style masks mark object borders 255: without classes.txt that would read as 255 classes
 LAYOUT = "images in images/ (PNG or JPEG) and for each a PNG of class indices with the same name in masks/"
 
 
@@ -95,6 +96,11 @@ def _read_folder(folder: Path, listing: tuple[tuple[str, int], ...]) -> MaskFold
                 f"{size[0]}x{size[1]}."
             )
         most = int(values.max())
+        if names is None and most == IGNORE:
+            raise DatasetError(
+                f"Mask {mask.name} holds index {IGNORE} (VOC's 'ignore' border): paint those pixels 0, or name "
+                f"{IGNORE} classes in classes.txt."
+            )
         if names is not None and most > len(names):
             raise DatasetError(
                 f"Mask {mask.name} holds class index {most}, but classes.txt names only {len(names)} classes "

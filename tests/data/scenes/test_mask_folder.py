@@ -102,6 +102,12 @@ def test_broken_folders_get_one_sentence(source, tmp_path):
     (folder / "classes.txt").write_text("circle\nsquare\n")
     assert re.search(r"holds class index [34], but classes.txt names only 2 classes \(1..2", _refusal(folder))
 
+    folder = write_mask_folder(source.subset([0, 1]), tmp_path / "g", classes=False)
+    border = np.asarray(Image.open(folder / "masks" / "scene_1.png")).copy()
+    border[0, :] = 255
+    Image.fromarray(border).save(folder / "masks" / "scene_1.png")
+    assert "holds index 255 (VOC's 'ignore' border): paint those pixels 0" in _refusal(folder)
+
     folder = write_mask_folder(source.subset([0]), tmp_path / "e")
     save_png(source.images[0], folder / "masks" / "scene_0.png")
     assert "Mask scene_0.png is a RGB image: a mask holds one class index per pixel" in _refusal(folder)
