@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from xaidash.dashboard.components.scene_facts import scene_picker_label, scene_row
 from xaidash.dashboard.jobs import JobSnapshot
 from xaidash.data.formatting import percent, plural, r2_text
 from xaidash.models.registry import ModelError
@@ -19,8 +20,8 @@ from xaidash.models.runs.store import WEIGHTS, Run, RunKind, run_liveness
 
 
 def run_kind(run: Run) -> RunKind | None:
-    """`Run.kind` ('trained', 'imported', 'language_model'), or None for a run whose config.json cannot be read (it
-    is still listed, and picking it says why it cannot be used)."""
+    """`Run.kind` ('trained', 'imported', 'language_model', 'scene_model'), or None for a run whose config.json
+    cannot be read (it is still listed, and picking it says why it cannot be used)."""
     try:
         return run.kind
     except ModelError:
@@ -28,9 +29,9 @@ def run_kind(run: Run) -> RunKind | None:
 
 
 def has_weights(run: Run) -> bool:
-    """Whether the run holds weights at all: a language model's converted ones, a classifier's latest (finished or
-    not)."""
-    return run.usable if run_kind(run) == "language_model" else run.file(WEIGHTS).exists()
+    """Whether the run holds weights at all: a language model's converted ones, a scene model's settled ones, a
+    classifier's latest (finished or not)."""
+    return run.usable if run_kind(run) in ("language_model", "scene_model") else run.file(WEIGHTS).exists()
 
 
 def planned_epochs(config: dict[str, Any], summary: dict[str, Any]) -> int | None:
@@ -88,6 +89,8 @@ def state_word(run: Run, summary: dict[str, Any]) -> str:
 def run_row(run: Run, job: JobSnapshot | None = None) -> dict[str, Any]:
     """One row of the runs table (accuracies as percentages, so the column sorts by number)."""
     try:
+        if run.kind == "scene_model":  # a detector or segmenter: its mAP or mIoU in their own columns
+            return scene_row(run)  # (its live progress: the runs table asks the scene job)
         c, s = run.config(), run.summary()
         acc_val, acc_test = s.get("val_acc"), s.get("test_acc")
         return {
@@ -123,6 +126,8 @@ def picker_label(run: Run) -> str:
         return f"⚠ unreadable · {run.id}"
     when = time.strftime("%m-%d %H:%M", time.localtime(c.get("created", 0)))
     kind = run.kind
+    if kind == "scene_model":
+        return scene_picker_label(run)
     if kind == "language_model":
         return f"{c.get('model', '?')} · language model · {when}"
     what = f"{c.get('model', '?')} · {c.get('dataset') or 'no data set'}"

@@ -11,6 +11,17 @@ from xaidash.dashboard.components.job_status import job_line
 from xaidash.dashboard.components.quality import show_run_warning
 from xaidash.dashboard.components.quickstart import select_demo_run_when_done
 from xaidash.dashboard.components.run_picker import run_link_notice, run_picker
+from xaidash.dashboard.components.scene_facts import (
+    dataset_name,
+    model_name,
+    scene_config,
+    scene_state,
+    score_text,
+    task_word,
+)
+from xaidash.dashboard.components.scene_facts import (
+    epochs_text as scene_epochs,
+)
 from xaidash.dashboard.errors import show_notes
 from xaidash.dashboard.run_facts import epochs_text, run_kind, state_word
 from xaidash.dashboard.state import Slot, current_page, page_runs, slot_of
@@ -36,6 +47,7 @@ NO_RUN: dict[Slot, str] = {
     "classifier": "No run selected: train one on the Train page, or press the quick start on Home.",
     "language": "No language model yet: press “Get SmolLM2” on Home, or import one (`xaidash import hf:FOLDER`).",
     "any": "No run selected: train one on the Train page, or press the quick start on Home.",
+    "scene": "No detector or segmenter yet: train one on the Train page (Detection and segmentation).",
 }
 
 
@@ -51,15 +63,27 @@ def _language_model(run: Run) -> None:
     st.caption(f"`{run.id}`")
 
 
+def _scene_model(run: Run) -> None:
+    """A detector or segmenter: model on data set, its test mAP@50 or mIoU, its state when not completed."""
+    section, s = scene_config(run), run.summary()
+    st.markdown(f"**{model_name(run, section)}** on **{dataset_name(run, section)}**")
+    state = scene_state(run, s)
+    facts = [task_word(section), score_text(s)]
+    if state != "completed":
+        facts.append(f"{state}, epochs {scene_epochs(section, s)}")
+    st.caption(" · ".join(facts))
+    st.caption(f"`{run.id}`")
+
+
 def _selected_run(runs: tuple[RunKind, ...]) -> None:
     run = run_picker(runs)  # switch runs in place, on every page: the runs of the kinds this page can use
     if run is None:
         st.caption(NO_RUN[slot_of(runs)])
         return
     kind = run_kind(run)
-    if kind == "language_model":
+    if kind in ("language_model", "scene_model"):
         try:
-            _language_model(run)
+            (_language_model if kind == "language_model" else _scene_model)(run)
         except Exception as e:  # noqa: BLE001 - a damaged run must not break every page
             st.warning(f"Run {run.id} is unreadable: {e}")
         return

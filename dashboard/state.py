@@ -1,7 +1,7 @@
 """The runs a session works with, kept in `st.session_state` so every page sees the same ones.
 
-A session holds two: a classifier (every page that explains predictions) and a generative language model (the
-Generate page). The Attention and Embeddings pages show whichever of the two was picked last. Which runs a page can
+A session holds three: a classifier (every page that explains predictions), a generative language model (the
+Generate page) and a detector or segmenter (a scene model: the Scenes page). The Attention and Embeddings pages show whichever of the two was picked last. Which runs a page can
 use it declares itself (`nav.PageInfo.runs`, read by `page_runs(name)`); picking a run (`select_run`) files it under
 its kind, so a classifier page never falls on a language model, nor the Generate page on a classifier."""
 
@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Literal
 
 import streamlit as st
 
-from xaidash.dashboard.nav import CLASSIFIERS, LANGUAGE_MODELS, PAGES, page_path
+from xaidash.dashboard.components.scene_facts import scene_label
+from xaidash.dashboard.nav import CLASSIFIERS, LANGUAGE_MODELS, PAGES, SCENE_RUNS, page_path
 from xaidash.dashboard.run_facts import run_kind
 from xaidash.data.formatting import percent
 from xaidash.models.runs.scores import headline_text
@@ -23,11 +24,16 @@ if TYPE_CHECKING:
 
 RUN_KEY = "xai_selected_run"  # the classifier run
 LM_KEY = "xai_selected_lm"  # the language-model run
+SCENE_KEY = "xai_selected_scene"  # the scene run (a detector or segmenter)
+# A scene run picked last (in a runs table, or when its training ended): the runs tables focus it rather than the
+# classifier; picking a classifier clears it.
+SCENE_FOCUS_KEY = "xai_scene_focus"
 LAST_KIND_KEY = "xai_last_kind"  # the kind picked last ("classifier" or "language"): what Attention and Embeddings show
 MISSING_KEY = "xai_missing_run"  # a `?run=` link's run that does not exist, until the user picks a run
 ELSEWHERE_KEY = "xai_link_elsewhere"  # a `?run=` link's run of a kind the page it opened cannot use
-# The session's run a page works on: its classifier, its language model, or either (the one picked last).
-Slot = Literal["classifier", "language", "any"]
+# The session's run a page works on: its classifier, its language model, either (the one picked last), or its scene
+# model.
+Slot = Literal["classifier", "language", "any", "scene"]
 
 
 def page_runs(page: str | None) -> tuple[RunKind, ...]:
@@ -39,6 +45,8 @@ def page_runs(page: str | None) -> tuple[RunKind, ...]:
 def slot_of(runs: tuple[RunKind, ...]) -> Slot:
     """The session's run a page that uses `runs` works on: its language model when it uses only those, either
     (the one picked last) when it uses both kinds, else its classifier."""
+    if runs and set(runs) <= set(SCENE_RUNS):
+        return "scene"
     language = set(runs) & set(LANGUAGE_MODELS)
     if not language:
         return "classifier"
@@ -72,10 +80,14 @@ def _find(run_id: str | None) -> Run | None:
 def select_run(run_id: str | None) -> None:
     """Pick a run for every page of its kind (a language model for Generate, a classifier for the others)."""
     run = _find(run_id)
-    if run is not None and run_kind(run) == "language_model":
+    kind = run_kind(run) if run is not None else None
+    if kind == "language_model":
         st.session_state[LM_KEY] = run_id
         st.session_state[LAST_KIND_KEY] = "language"
+    elif kind in SCENE_RUNS:
+        st.session_state[SCENE_KEY] = st.session_state[SCENE_FOCUS_KEY] = run_id
     else:
+        st.session_state.pop(SCENE_FOCUS_KEY, None)
         st.session_state[RUN_KEY] = run_id
         if run_id is not None:
             st.session_state[LAST_KIND_KEY] = "classifier"
@@ -83,9 +95,10 @@ def select_run(run_id: str | None) -> None:
     st.session_state.pop(ELSEWHERE_KEY, None)
 
 
-def _selected_of(kind: Literal["classifier", "language"]) -> Run | None:
-    runs = runs_for(LANGUAGE_MODELS if kind == "language" else CLASSIFIERS)
-    key = LM_KEY if kind == "language" else RUN_KEY
+def _selected_of(kind: Literal["classifier", "language", "scene"]) -> Run | None:
+    kinds = {"language": LANGUAGE_MODELS, "scene": SCENE_RUNS}.get(kind, CLASSIFIERS)
+    runs = runs_for(kinds)
+    key = {"language": LM_KEY, "scene": SCENE_KEY}.get(kind, RUN_KEY)
     # A language model's id under RUN_KEY (a `?run=` link or a test that set the key itself) counts for it.
     wanted = [st.session_state.get(key)] + ([st.session_state.get(RUN_KEY)] if kind == "language" else [])
     for run_id in wanted:
@@ -101,7 +114,7 @@ def _selected_of(kind: Literal["classifier", "language"]) -> Run | None:
 
 def selected_run(kind: Slot = "classifier") -> Run | None:
     """The run of `kind` this session picked; else the newest usable one (remembered); else None. "any": the
-    kind picked last (the classifier when none was), else the other."""
+    kind picked last (the classifier when none was), else the other (never a scene model)."""
     if kind != "any":
         return _selected_of(kind)
     first: Literal["classifier", "language"] = (
@@ -156,6 +169,8 @@ def run_label(run: Run) -> str:
     kind = run.kind
     if kind == "language_model":
         return f"{c['model']} · generative language model · {when}"
+    if kind in SCENE_RUNS:
+        return f"{scene_label(run)} · {when}" + ("" if state == "completed" else f" · {state}")
     if kind == "imported":  # no accuracy measured here, maybe no data set
         return f"{c['model']} on {c.get('dataset') or 'no data set'} · imported · {when}"
     extra = "" if state == "completed" else f" · {state}"

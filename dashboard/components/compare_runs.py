@@ -14,7 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from xaidash.dashboard.components.curves import curve_controls, show_curves
-from xaidash.dashboard.run_facts import final_metrics, settings_rows
+from xaidash.dashboard.nav import SCENE_RUNS
+from xaidash.dashboard.run_facts import final_metrics, run_kind, settings_rows
 from xaidash.dashboard.state import run_label, selected_run
 from xaidash.explainers.comparison.side_by_side import default_comparison, rank_partners
 from xaidash.models.runs.store import Run, list_runs
@@ -67,7 +68,9 @@ def _highlight(table: pd.DataFrame, rows: list[str]) -> pd.io.formats.style.Styl
 
 
 def compare_runs_section() -> None:
-    runs = list_runs()
+    # Classifiers and language models: a scene run's scores and settings are not an accuracy's (its own details and
+    # curves are under Runs).
+    runs = [r for r in list_runs() if run_kind(r) not in SCENE_RUNS]
     if len(runs) < 2:
         st.info("Compare runs needs at least two runs: train another one above.")
         return

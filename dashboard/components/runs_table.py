@@ -15,7 +15,8 @@ import streamlit as st
 
 from xaidash.dashboard.jobs import JobSnapshot
 from xaidash.dashboard.run_facts import has_weights, run_row
-from xaidash.dashboard.state import RUN_KEY, select_run, selected_run
+from xaidash.dashboard.scene_jobs import live_state as scene_live_state
+from xaidash.dashboard.state import RUN_KEY, SCENE_FOCUS_KEY, select_run, selected_run
 from xaidash.models.runs.quality import QUALITY_HELP
 from xaidash.models.runs.store import Run, list_runs, run_liveness
 
@@ -28,6 +29,12 @@ COLUMNS = {
     ),
     "test R²": st.column_config.NumberColumn(
         "test R²", format="%.2f", help="a number to predict: R² on the test rows (1 perfect, 0 the mean)"
+    ),
+    "test mAP@50": st.column_config.NumberColumn(
+        "test mAP@50", format="%.1f%%", help="a detector: mean average precision at IoU 0.5 on the test split"
+    ),
+    "test mIoU": st.column_config.NumberColumn(
+        "test mIoU", format="%.1f%%", help="a segmenter: mean intersection over union of the classes on the test split"
     ),
     "quality": st.column_config.TextColumn("quality", help=QUALITY_HELP),
     "epochs": st.column_config.TextColumn(
@@ -55,6 +62,8 @@ def focused_run_id(runs: dict[str, Run]) -> str | None:
         pending = None
     if pending in runs:
         return pending
+    if st.session_state.get(SCENE_FOCUS_KEY) in runs:  # a scene run picked last (select_run clears it otherwise)
+        return str(st.session_state[SCENE_FOCUS_KEY])
     chosen = selected_run()
     return chosen.id if chosen is not None else None
 
@@ -65,6 +74,8 @@ def focus_of(runs: dict[str, Run]) -> str | None:
     pending = st.session_state.get(PENDING)
     if pending in runs:
         return pending
+    if st.session_state.get(SCENE_FOCUS_KEY) in runs:
+        return str(st.session_state[SCENE_FOCUS_KEY])
     chosen = st.session_state.get(RUN_KEY)
     if chosen in runs:
         return chosen
@@ -109,7 +120,10 @@ def runs_table(key: str, job: JobSnapshot | None = None) -> Run | None:
     wanted = [ids.index(focus)] if focus in ids else []
     if _clicked_row(st.session_state.get(key)) != (wanted[0] if wanted else None):
         st.session_state[key] = {"selection": {"rows": wanted, "columns": [], "cells": []}}
-    table = pd.DataFrame([run_row(r, job) for r in runs])
+    rows = [run_row(r, job) for r in runs]
+    for cells in rows:  # a scene run this server trains: its progress, as a classifier's job row shows its own
+        cells["state"] = scene_live_state(str(cells["run"])) or cells.get("state")
+    table = pd.DataFrame(rows)
     if "test R²" in table.columns:  # a regression run listed: its R² beside the classifiers' accuracies
         order = list(table.columns.drop(["val R²", "test R²"]))
         at = order.index("test acc") + 1 if "test acc" in order else len(order)

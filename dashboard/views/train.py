@@ -1,6 +1,6 @@
 """Train: settings from the model's recipe, a background job with live curves and a Stop button, the job's run as its
 folder says it is once the job has ended (with Resume and "Train N more epochs"), the runs table (a click selects a
-run) and a comparison of runs."""
+run) and a comparison of runs. A second tab trains a detector or a segmenter on scenes (`scene_job_panel`)."""
 
 from __future__ import annotations
 
@@ -44,10 +44,12 @@ from xaidash.dashboard.components.run_actions import (
     state_message,
 )
 from xaidash.dashboard.components.runs_table import focus_of, runs_table
+from xaidash.dashboard.components.scene_job_panel import scene_run_details, scene_section
 from xaidash.dashboard.components.train_form import choose_dataset, choose_model, restore_fields, settings_form
 from xaidash.dashboard.errors import USER_ERRORS, guard, show_error
 from xaidash.dashboard.jobs import JobSnapshot
-from xaidash.dashboard.run_facts import has_weights, planned_epochs, settings_rows
+from xaidash.dashboard.run_facts import has_weights, planned_epochs, run_kind, settings_rows
+from xaidash.dashboard.scene_jobs import scene_job
 from xaidash.dashboard.state import RUN_KEY, select_run
 from xaidash.data.formatting import MISSING, percent, r2_text
 from xaidash.data.registry import RegressionTarget
@@ -64,22 +66,32 @@ DETAILS = "train_details_of"  # while a job trains: the run whose details this p
 st.title("Train")
 
 # ---- settings ---------------------------------------------------------------------------------
-restore_fields()
-c1, c2 = st.columns(2)
-with c1:
-    info = choose_dataset()
-with c2:
-    spec = choose_model(info) if info is not None else None
-if info is not None and spec is not None:
-    cfg = settings_form(info, spec)
-    if cfg is not None:
-        try:
-            job = manager.start(cfg)
-        except USER_ERRORS as e:
-            show_error(e, "Training not started")
-        else:
-            st.session_state[WATCHING] = st.session_state[STARTED] = job.id
-            st.rerun()  # redraw the sidebar (drawn before this page) and start the live panel's timer
+# The scene tab runs only while it is open (its widgets would otherwise sit hidden beside the classifier's).
+classifier_tab, scenes_tab = st.tabs(
+    ["Classifier", "Detection and segmentation"],
+    key="train_task_tab",
+    on_change="rerun",
+)
+with classifier_tab:
+    restore_fields()
+    c1, c2 = st.columns(2)
+    with c1:
+        info = choose_dataset()
+    with c2:
+        spec = choose_model(info) if info is not None else None
+    if info is not None and spec is not None:
+        cfg = settings_form(info, spec)
+        if cfg is not None:
+            try:
+                job = manager.start(cfg)
+            except USER_ERRORS as e:
+                show_error(e, "Training not started")
+            else:
+                st.session_state[WATCHING] = st.session_state[STARTED] = job.id
+                st.rerun()  # redraw the sidebar (drawn before this page) and start the live panel's timer
+if scenes_tab.open:
+    with scenes_tab, guard("Detection and segmentation"):
+        scene_section()
 
 
 # ---- live job ---------------------------------------------------------------------------------
@@ -295,7 +307,8 @@ if manager.busy():
 def delete_callback(run_id: str) -> None:
     """Delete the run, or say why not under the button (the run is kept), in the page run that follows."""
     job = manager.current()
-    if job is not None and job.active and job.run_id == run_id:
+    scenes = scene_job().snapshot()
+    if (job is not None and job.active and job.run_id == run_id) or (scenes.active and scenes.run_id == run_id):
         flash(
             "error",
             f"Run {run_id} is being trained right now: stop the job first, then delete it (stopping keeps what it "
@@ -327,6 +340,10 @@ def in_job_panel(run: Run) -> JobSnapshot | None:
 def run_details(run: Run) -> None:
     """The focused run: its state and way on (unless the job panel above shows them), its settings as a table, its
     results, its curves (unless the job panel draws them live), and deleting it."""
+    if run_kind(run) == "scene_model":  # a detector or segmenter: its scores, settings, curves and Resume
+        scene_run_details(run)
+        delete_controls(run)
+        return
     s = run.summary()
     state = folder_state(run)
     job = in_job_panel(run)
@@ -343,17 +360,7 @@ def run_details(run: Run) -> None:
         # A static table: its cells wrap (a data grid cut "weights after 21 of 43 steps o…" at 1440 px).
         table = pd.DataFrame(settings_rows(run), columns=["setting", "value"])
         st.table(table, hide_index=True)
-        d1, d2 = st.columns([3, 2], vertical_alignment="bottom")
-        confirm = d1.checkbox("Yes, delete this run", key="train_confirm_delete", help=f"delete {run.id} and its files")
-        d2.button(
-            "Delete run",
-            key="train_delete",
-            on_click=delete_callback,
-            args=(run.id,),
-            disabled=not confirm,
-            icon=":material/delete:",
-        )
-        show_flash(DELETE)
+        delete_controls(run)
     with right:
         measured = s.get("val_acc") is not None or s.get("val_r2") is not None
         if state.state in ("completed", "stopped") or (state.state == "interrupted" and measured):
@@ -362,6 +369,21 @@ def run_details(run: Run) -> None:
         st.caption("Its curves are drawn live in the Training job panel above.")
     else:
         show_curves({run.id: run.metrics()}, curve_controls("run_curves"), empty_note="This run logged no curves.")
+
+
+def delete_controls(run: Run) -> None:
+    """Confirm, then Delete run (refused, with the reason under the button, while it trains)."""
+    d1, d2 = st.columns([3, 2], vertical_alignment="bottom")
+    confirm = d1.checkbox("Yes, delete this run", key="train_confirm_delete", help=f"delete {run.id} and its files")
+    d2.button(
+        "Delete run",
+        key="train_delete",
+        on_click=delete_callback,
+        args=(run.id,),
+        disabled=not confirm,
+        icon=":material/delete:",
+    )
+    show_flash(DELETE)
 
 
 def runs_panel() -> None:

@@ -54,7 +54,7 @@ def test_pages_are_grouped_by_task() -> None:
     assert titles == {
         "": ["Home"],
         "Train and import": ["Train", "Import"],
-        "Explain and compare": ["Explain", "Generate", "Side by side", "Compare", "Global view"],
+        "Explain and compare": ["Explain", "Generate", "Side by side", "Compare", "Scenes", "Global view"],
         "Inside the model": [
             "Attention",
             "Features",
@@ -74,12 +74,14 @@ def test_each_page_declares_the_runs_it_can_use() -> None:
     runs = {p.name: p.runs for p in nav.PAGES}
     assert runs["generate"] == runs["features"] == runs["steer_patch"] == ("language_model",)
     assert set(runs["attention"]) == set(runs["embeddings"]) == {"trained", "imported", "language_model"}
-    others = set(runs) - {"generate", "features", "steer_patch", "attention", "embeddings"}
+    assert runs["scenes"] == ("scene_model",)  # detectors and segmenters: no other page offers them
+    others = set(runs) - {"generate", "features", "steer_patch", "attention", "embeddings", "scenes"}
     assert all(runs[name] == ("trained", "imported") for name in others)
-    assert [slot_of(page_runs(n)) for n in ("explain", "generate", "attention", None)] == [
+    assert [slot_of(page_runs(n)) for n in ("explain", "generate", "attention", "scenes", None)] == [
         "classifier",
         "language",
         "any",
+        "scene",
         "classifier",
     ]
 
