@@ -82,7 +82,7 @@ def read_coco(path: Path) -> CocoFile:
     return _read_coco(path, stat.st_mtime_ns, stat.st_size)
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=2)  # a large COCO file parses to hundreds of MB: keep few
 def _read_coco(path: Path, mtime_ns: int, size: int) -> CocoFile:
     data = _load_json(path)
     classes, labels = _categories(data, path)
