@@ -9,7 +9,9 @@ an object that cannot be seen. `scenes_hard`: 128x128 px, one to six objects, ro
 more often (more occlusion), over clutter (strokes and elongated blobs that are no object).
 
 Scene i of a split is drawn from its own generator seeded (split seed, i), so a cut (`count`) is the first scenes of
-the full split and every scene is the same on every machine. Nothing is read from disk.
+the full split, and every scene is the same on every machine (NumPy's seeded generator, element-wise float32
+arithmetic and Python's math module; no matrix products, whose BLAS kernels sum in their own order). Nothing is read
+from disk.
 """
 
 from __future__ import annotations
@@ -259,15 +261,16 @@ def _colours(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _upsample(grid: np.ndarray, size: int) -> np.ndarray:
-    """Bilinear up-sampling of a small (g, g, 3) grid to (3, size, size): a smooth random field."""
+    """Bilinear up-sampling of a small (g, g, 3) grid to (3, size, size): a smooth random field. Element-wise
+    arithmetic, not a matrix product, so every machine computes the same bits (BLAS kernels sum in their own
+    order)."""
     g = grid.shape[0]
     pos = (np.arange(size, dtype=np.float32) + 0.5) / size * (g - 1)
     lo = np.minimum(pos.astype(np.int64), g - 2)
     frac = (pos - lo).astype(np.float32)
-    weights = np.zeros((size, g), dtype=np.float32)  # interpolation matrix, rows sum to 1
-    weights[np.arange(size), lo] = 1 - frac
-    weights[np.arange(size), lo + 1] = frac
-    return weights[None] @ grid.transpose(2, 0, 1) @ weights.T[None]  # (3, size, size)
+    rows = grid[lo] * (1 - frac)[:, None, None] + grid[lo + 1] * frac[:, None, None]  # (size, g, 3)
+    both = rows[:, lo] * (1 - frac)[None, :, None] + rows[:, lo + 1] * frac[None, :, None]  # (size, size, 3)
+    return both.transpose(2, 0, 1)
 
 
 def _background(rng: np.random.Generator, size: int) -> np.ndarray:
