@@ -65,8 +65,15 @@ def read_folder(folder: Path) -> MaskFolder:
     listing: list[tuple[str, int]] = []
     for sub in (folder, folder / "images", folder / "masks"):
         if sub.is_dir():
-            listing += [(str(Path(sub.name) / e.name), e.stat().st_mtime_ns) for e in os.scandir(sub)]
+            listing += [(str(Path(sub.name) / e.name), _mtime(e)) for e in os.scandir(sub)]
     return _read_folder(folder, tuple(sorted(listing)))
+
+
+def _mtime(entry: os.DirEntry[str]) -> int:
+    try:
+        return entry.stat().st_mtime_ns
+    except OSError:  # a broken link: the image check names it
+        return 0
 
 
 @lru_cache(maxsize=8)
