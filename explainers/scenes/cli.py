@@ -159,13 +159,36 @@ def pick_targets(
 
 
 def metrics_line(item: SceneExplanation) -> str:
-    """One explanation's metrics (or why it failed) as one line."""
+    """One explanation's metrics (or why it failed) as one line; metrics that failed for the same reason share it."""
     if item.error is not None:
         return f"failed: {item.error}"
-    parts = [f"{SCENE_METRICS.get(k).title} {v:.3f}" for k, v in item.metrics.items() if k in SCENE_METRICS]
-    parts += [f"{SCENE_METRICS.get(k).title}: {why}" for k, why in item.metric_errors.items() if k in SCENE_METRICS]
-    parts += [why for k, why in item.metric_errors.items() if k not in SCENE_METRICS]
-    return "; ".join(parts) or "no metrics"
+    parts = [f"{_title(k)} {v:.3f}" for k, v in item.metrics.items()]
+    reasons: dict[str, list[str]] = {}
+    for key, why in item.metric_errors.items():
+        reasons.setdefault(why, []).append(_title(key))
+    parts += [f"{', '.join(names)}: {why.rstrip('.')}" for why, names in reasons.items()]
+    return " · ".join(parts) or "no metrics"
+
+
+def _title(key: str) -> str:
+    found = SCENE_METRICS.find(key)
+    return found.title if found is not None else key
+
+
+def results_text(results: Sequence[SceneExplanation], classes: tuple[str, ...]) -> str:
+    """Per target its description, then one line per method: the method's label and the map's metrics."""
+    lines: list[str] = []
+    width = max((len(get_scene_method(r.method).label) for r in results), default=0)
+    targets: list[BoxTarget | RegionTarget] = []
+    for r in results:  # by identity: a RegionTarget holds a tensor, so targets are not compared by value
+        if not any(r.target is t for t in targets):
+            targets.append(r.target)
+    for target in targets:
+        lines.append(target.describe(classes))
+        lines.extend(
+            f"  {get_scene_method(r.method).label:<{width}}  {metrics_line(r)}" for r in results if r.target is target
+        )
+    return "\n".join(lines)
 
 
 def _checked_params(
@@ -209,8 +232,7 @@ def _scenes_explain(args: argparse.Namespace) -> int:
     )
     run_id = bundle.run.id if bundle.run is not None else str(args.run)
     print(f"{scene.name} of {run_id}: {len(targets)} target(s), {len(methods)} method(s)")
-    for item in results:
-        print(f"{item.target.describe(bundle.classes)} · {get_scene_method(item.method).label}: {metrics_line(item)}")
+    print(results_text(results, bundle.classes))
     if out is not None:
         written = _write(out, args, bundle, scene, prediction, results, run_id)
         print(f"wrote {len(written)} files into {out}")
