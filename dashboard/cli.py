@@ -151,9 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     from xaidash.explainers.language.sae_cli import add_commands as sae_commands
     from xaidash.explainers.language.steer_cli import add_commands as steer_commands
     from xaidash.explainers.robust.cli import add_commands as robust_commands
+    from xaidash.explainers.scenes.cli import add_commands as scene_explain_commands
     from xaidash.explainers.tabular.cli import add_commands as global_commands
     from xaidash.models.cli import add_commands as model_commands
     from xaidash.models.external.cli import add_commands as import_commands
+    from xaidash.models.scenes.cli import add_commands as scene_model_commands
 
     parser, sub = _root_parser()
     data_commands(sub)
@@ -168,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     influence_commands(sub)
     global_commands(sub)
     recurrent_commands(sub)
+    scenes = _add_scenes(sub)
+    scene_model_commands(scenes)  # train, evaluate
+    scene_explain_commands(scenes)  # explain
     _add_serve(sub)
     return parser
 
@@ -205,6 +210,18 @@ def _host(text: str) -> str:
     if not _HOSTNAME.match(value):
         raise argparse.ArgumentTypeError(f"{text[:60]!r} is not an IP address or a host name (e.g. 127.0.0.1, 0.0.0.0)")
     return value
+
+
+def _add_scenes(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """`xaidash scenes ...`: one command for detection and segmentation, whose subcommands the models layer (train,
+    evaluate) and the explainers layer (explain) add; its subparsers."""
+    scenes = sub.add_parser(
+        "scenes",
+        help="detection and segmentation: train a detector or segmenter on scenes, evaluate it, explain its boxes",
+        description="Detectors and segmenters: train (scenes, COCO files, mask folders), evaluate, explain per box "
+        "or region.",
+    )
+    return scenes.add_subparsers(dest="scenes_command", required=True)
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:

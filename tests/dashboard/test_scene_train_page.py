@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 from xaidash.dashboard.scene_jobs import scene_job
 from xaidash.dashboard.state import RUN_KEY, SCENE_KEY
 from xaidash.models.runs.store import list_runs
+from xaidash.models.scenes.zoo import SCENE_MODELS
 
 TAB = "Detection and segmentation"
 
@@ -66,8 +67,10 @@ def test_the_form_offers_what_the_set_can_train(tmp_path, monkeypatch) -> None:
     ]
     models = at.selectbox(key="scene_form_model")
     assert [o.split(" · ")[0] for o in models.options] == ["Faster R-CNN (small, from scratch)", "U-Net (small)"]
-    assert at.number_input(key="scene_form_epochs_fasterrcnn_small").value == 8  # the recipe's
-    assert any("8 epochs of 2,000 images" in c for c in texts(at.caption))
+    recipe = SCENE_MODELS.get("fasterrcnn_small").recipe
+    assert at.number_input(key="scene_form_epochs_fasterrcnn_small").value == recipe.epochs
+    assert at.number_input(key="scene_form_batch_fasterrcnn_small").value == recipe.batch_size
+    assert any(f"{recipe.epochs} epochs of 2,000 images" in c for c in texts(at.caption))
     assert start_button(at).label == "Start training the detector"
 
     sets.set_value(sets.options[-1]).run()
