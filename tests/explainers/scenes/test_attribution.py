@@ -61,8 +61,8 @@ def test_ig_and_occlusion_match_captums_own_calls(detector_bundle, segmenter_bun
         got, _ = integrated_gradients(bundle.model, image, target, steps=8, batch_size=3)
         assert torch.allclose(got, ref[0].sum(0), atol=1e-6 * float(ref.abs().max()) + 1e-6)
         with torch.no_grad():
-            ref = Occlusion(f).attribute(image[None], sliding_window_shapes=(3, 14, 14), strides=(3, 7, 7))
-        got = occlusion(bundle.model, image, target, window=14, stride=7)
+            ref = Occlusion(f).attribute(image[None], sliding_window_shapes=(3, 24, 24), strides=(3, 16, 16))
+        got = occlusion(bundle.model, image, target, window=24, stride=16)
         # Summed logits of 1,200 pixels (a score near 100): batched passes round differently by about 1e-5.
         assert torch.allclose(got, ref[0, 0], atol=1e-4)
         assert float(got.abs().max()) > 0
@@ -102,9 +102,13 @@ def test_both_tasks_through_the_registry(method, detector_bundle, segmenter_bund
     assert set(spec.tasks) == {"detect", "segment"}
     boxes = [BoxTarget((10.0, 12.0, 34.0, 36.0), 1), BoxTarget((50.0, 20.0, 80.0, 50.0), 2)]
     maps = spec.run(
-        SceneMethodContext(detector_bundle, image, boxes, batch_size=16), {"steps": 4} if method == "ig" else {}
+        SceneMethodContext(detector_bundle, image, boxes, batch_size=16),
+        {"steps": 4} if method == "ig" else {"window": 32, "stride": 32},
     )
     assert maps.shape == (2, 96, 96) and maps.dtype == torch.float32 and bool(torch.isfinite(maps).all())
     regions = [RegionTarget(1, _region(10, 40, 10, 40))]
-    maps = spec.run(SceneMethodContext(segmenter_bundle, image, regions), {"steps": 4} if method == "ig" else {})
+    maps = spec.run(
+        SceneMethodContext(segmenter_bundle, image, regions),
+        {"steps": 4} if method == "ig" else {"window": 32, "stride": 32},
+    )
     assert maps.shape == (1, 96, 96) and float(maps.abs().max()) > 0

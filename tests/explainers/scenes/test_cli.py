@@ -46,17 +46,17 @@ def _run(argv: list[str], bundle: SceneBundle | None, monkeypatch: pytest.Monkey
 
 def test_a_detector_box_explained_with_files(detector, monkeypatch, capsys, tmp_path) -> None:
     out = tmp_path / "out"
-    argv = ["--input", "test:2", "--min-score", "0", "--box", "1", "--methods", "drise,occlusion"]
+    argv = ["--input", "test:2", "--min-score", "0", "--box", "1", "--methods", "drise,ig", "--param", "ig.steps=4"]
     code = _run([*argv, "--param", "drise.masks=16", "--out", str(out), "--report"], detector, monkeypatch)
     text = capsys.readouterr().out
     assert code == 0, text
     assert "test:2 of r1: 1 target(s), 2 method(s)" in text
     lines = text.splitlines()
-    assert lines[1].startswith("box 1: ") and lines[2].startswith("  D-RISE ") and lines[3].startswith("  Occlusion ")
+    assert lines[1].startswith("box 1: ") and lines[2].startswith("  D-RISE ") and lines[3].startswith("  Integrated ")
     assert "Deletion AUC" in text or "not positive" in text
     doc = json.loads((out / cli.RESULT_JSON).read_text())
     assert doc["request"]["inputs"]["input"] == "test:2" and doc["task"] == "detect"
-    assert [e["method"] for e in doc["explanations"]] == ["drise", "occlusion"]
+    assert [e["method"] for e in doc["explanations"]] == ["drise", "ig"]
     for entry in doc["explanations"]:
         assert entry["error"] is None and (out / entry["map_png"]).read_bytes().startswith(b"\x89PNG")
         assert entry["target"]["index"] == 0 and len(entry["target"]["box"]) == 4
