@@ -7,6 +7,10 @@ So both methods explain boxes and regions alike (tasks: both); the maps are capt
 (IG: what each pixel adds to score(image) - score(baseline)) or averaged over them (Occlusion: its windows cover all
 three channels, so each channel holds the same mean drop of the score). captum's batches of path points or occluded
 images run `ctx.batch_size` at a time, halved on out-of-memory (`explainers/batching.run_halving`).
+
+A box's score is piecewise smooth: it jumps where its detection appears, changes class or crosses the IoU threshold
+along IG's path (from a black image, where nothing is detected), and gradients do not see jumps, so IG's values add up
+to the score's change only where no jump lies on the path (captum's convergence delta says how far off they are).
 """
 
 from __future__ import annotations

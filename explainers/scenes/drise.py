@@ -24,8 +24,8 @@ probabilities). What is computed with torchvision's outputs, exactly:
 
 The map is sum_i w(M_i) M_i / (N p) (RISE's normalisation: the expected weight given that a pixel was shown) minus
 the mean weight over all masks, as xaidash's RISE shows it: red where showing the pixels raises the box's
-similarity, blue where it lowers it, 0 where they do not matter. The paper's map is this plus a constant per box
-(same pixel order, pointing game and deletion curve). The masked images of every box share one stream of
+similarity, blue where it lowers it, 0 where they do not matter. The paper's map (sum_i w_i M_i) is this times
+N p plus a constant per box: the same pixel order, pointing game and deletion curve. The masked images of every box share one stream of
 detector passes of `ctx.batch_size` images, halved on out-of-memory (`explainers/batching.run_halving`); every
 box's weight comes from the same passes.
 """
