@@ -23,7 +23,7 @@ from xaidash.explainers.figures.html_report import ARROWS, CSS, table_html
 from xaidash.explainers.figures.png import data_uri, input_image, png_bytes
 from xaidash.explainers.figures.render import DEFAULT_UPSCALE, OVERLAY_ALPHA, _font, greyscale, with_colour_bar
 from xaidash.explainers.figures.scales import ColourScale, finite_range, tick_text
-from xaidash.explainers.scenes.api import SceneExplanation
+from xaidash.explainers.scenes.api import DEFAULT_MIN_SCORE, SceneExplanation
 from xaidash.explainers.scenes.metrics import SCENE_METRICS
 from xaidash.explainers.scenes.registry import get_scene_method
 from xaidash.explainers.scenes.targets import BoxTarget, RegionTarget, class_name
@@ -99,10 +99,10 @@ def mark_targets(
     out = img.convert("RGBA")
     faint = Image.new("RGBA", out.size, (0, 0, 0, 0))
     draw = ImageDraw.Draw(faint)
-    own = target.index if isinstance(target, BoxTarget) else None
+    own = torch.tensor(target.box) if isinstance(target, BoxTarget) else None
     if others is not None:
         for i in range(len(others)):
-            if i != own:
+            if own is None or not torch.allclose(others.boxes[i].float(), own, atol=1e-3):
                 draw.rectangle(_box_xy(others.boxes[i].tolist(), factor), outline=FAINT, width=1)
     out = Image.alpha_composite(out, faint)
     if isinstance(target, RegionTarget):
@@ -243,10 +243,7 @@ def _card(fig: SceneFigure) -> str:
     if fig.png is None:
         return f'<div class="card error">{title}<div>{esc(fig.error or "no map")}</div></div>'
     lo, hi = fig.value_range or (0.0, 0.0)
-    legend = (
-        f'<div class="legend"><b>{esc(fig.scale.label if fig.scale else "")}</b> · '
-        f"this map: {esc(tick_text(lo))} … {esc(tick_text(hi))}</div>"
-    )
+    legend = f'<div class="legend">this map: {esc(tick_text(lo))} … {esc(tick_text(hi))}</div>'
     img = f'<img class="map" alt="{esc(fig.label)} map of {esc(fig.target_text)} with its colour bar" '
     return (
         f'<figure class="card" style="margin:0">{title}{img}src="{data_uri(fig.png)}">{legend}'
@@ -262,11 +259,14 @@ def scene_report_html(
     *,
     title: str = "Scene explanations",
     subtitle: str = "",
+    min_score: float = DEFAULT_MIN_SCORE,
 ) -> str:
     """One self-contained HTML page of a session (inline CSS and PNGs as data: URIs, no scripts, every text from
     a user or a file escaped): the predictions, then per explained box or region each method's map with the target
-    marked and its colour bar, and the metrics table."""
-    boxes = prediction if isinstance(prediction, Detections) else None
+    marked and its colour bar, and the metrics table. Detections under `min_score` are left out of the pictures
+    (an explained box is drawn whatever its score)."""
+    boxes = prediction.above(min_score) if isinstance(prediction, Detections) else None
+    shown_prediction = boxes if boxes is not None else prediction
     groups: dict[int, list[SceneExplanation]] = {}
     order: list[BoxTarget | RegionTarget] = []
     for e in explanations:
@@ -275,10 +275,13 @@ def scene_report_html(
             order.append(e.target)
             key = len(order) - 1
         groups.setdefault(key, []).append(e)
-    shown = data_uri(boxes_png(image, prediction, classes) if prediction is not None else png_bytes(input_image(image)))
+    shown = data_uri(
+        boxes_png(image, shown_prediction, classes) if shown_prediction is not None else png_bytes(input_image(image))
+    )
+    which = f"detections scoring at least {min_score:g}" if boxes is not None else "the predicted mask"
     sections = [
         f'<section><h2>Predictions</h2><img class="input-img" style="width:288px" alt="the predictions" '
-        f'src="{shown}"></section>'
+        f'src="{shown}"><div class="small muted">{esc(which)}</div></section>'
     ]
     for j, target in enumerate(order):
         cards = "".join(_card(scene_figure(image, e, boxes, classes)) for e in groups[j])
