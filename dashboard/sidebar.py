@@ -22,8 +22,10 @@ from xaidash.dashboard.components.scene_facts import (
 from xaidash.dashboard.components.scene_facts import (
     epochs_text as scene_epochs,
 )
+from xaidash.dashboard.components.scene_job_panel import scene_job_line
 from xaidash.dashboard.errors import show_notes
 from xaidash.dashboard.run_facts import epochs_text, run_kind, state_word
+from xaidash.dashboard.scene_jobs import scene_job
 from xaidash.dashboard.state import Slot, current_page, page_runs, slot_of
 from xaidash.data.formatting import percent
 from xaidash.models.device import describe_default_device
@@ -34,8 +36,14 @@ from xaidash.models.runs.store import LANGUAGE_MARK, Run, RunKind
 def _job_status() -> None:
     manager = services.job_manager()
     job = manager.current()
+    scenes = scene_job().snapshot()
+    if scenes.state != "idle":  # the detection and segmentation job (Train's second tab), beside the classifiers'
+        st.caption(scene_job_line(scenes))
+        if scenes.active:
+            st.progress(scenes.progress)
     if job is None:
-        st.caption("No training job yet.")
+        if scenes.state == "idle":
+            st.caption("No training job yet.")
         return
     queue = manager.find_queue(job.queue_id) if job.queue_size > 1 else None
     st.caption(job_line(job, queue.name if queue is not None else ""))
@@ -121,6 +129,6 @@ def render_sidebar() -> None:
         d = describe_default_device()
         st.caption(f"{d.name}" + (f" · {d.detail}" if d.detail else ""))
         st.subheader("Training")
-        active = services.job_manager().busy()
+        active = services.job_manager().busy() or scene_job().snapshot().active
         # Redraw on a timer only while a job runs: a finished job's line does not change.
         st.fragment(_job_status, run_every=1.0 if active else None)()

@@ -45,13 +45,13 @@ def _loss_chart(frame: pd.DataFrame, total_steps: int | None) -> alt.Chart:
             y=alt.Y("loss:Q", title=None, axis=alt.Axis(format=".3~g")),
             tooltip=[alt.Tooltip("step:Q"), alt.Tooltip("epoch:Q"), alt.Tooltip("loss:Q", format=".4f")],
         )
-        .properties(height=220)
+        .properties(height=240)
     )
 
 
 def _score_chart(frame: pd.DataFrame, epochs: int | None) -> alt.Chart:
     names = {key: name for key, name, _ in SCORES}
-    shown = [key for key in names if key in frame]
+    shown = [key for key in names if key in frame][:2]  # the headline and its neighbour (mAP@50 and mAP; mIoU ...)
     long = frame.melt(id_vars=["epoch"], value_vars=shown, var_name="key", value_name="value").dropna()
     long["score"] = long["key"].map(names)
     title = "Validation " + " and ".join(names[k] for k in shown[:2])
@@ -62,10 +62,11 @@ def _score_chart(frame: pd.DataFrame, epochs: int | None) -> alt.Chart:
         .encode(
             x=alt.X("epoch:Q", title="epoch", scale=alt.Scale(domain=domain), axis=alt.Axis(format="d")),
             y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format=".1f")),
-            color=alt.Color("score:N", title=None, sort=[names[k] for k in shown], legend=alt.Legend(orient="bottom")),
+            # The legend on the right: below the plot, Streamlit took its height from the plot's.
+            color=alt.Color("score:N", title=None, sort=[names[k] for k in shown], legend=alt.Legend(orient="right")),
             tooltip=[alt.Tooltip("epoch:Q"), alt.Tooltip("score:N"), alt.Tooltip("value:Q", format=".3f")],
         )
-        .properties(height=220)
+        .properties(height=240)
     )
 
 

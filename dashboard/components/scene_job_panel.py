@@ -56,6 +56,25 @@ def progress_text(job: SceneJob) -> str:
     return f"{head} · {duration_text(job.elapsed_s)} elapsed{stopping}"
 
 
+def scene_job_line(job: SceneJob) -> str:
+    """The sidebar's line on the scene job: 'training fasterrcnn_small on scenes: epoch 2/6, 31%, about 4m left',
+    or how it ended."""
+    if job.active:
+        e = job.last
+        if e is None or e.phase == "start":
+            return f"starting {job.label} (loading the scenes)…"
+        left = f", about {duration_text(job.eta_s)} left" if job.eta_s is not None else ""
+        stop = " · stopping…" if job.state == "stopping" else ""
+        return f"training {job.label}: epoch {max(e.epoch, 1)}/{e.epochs}, {100 * job.progress:.0f}%{left}{stop}"
+    if job.state == "failed":
+        return f"last scene job failed: {job.label}"
+    score = ""
+    if job.last is not None and job.last.phase == "end" and job.last.metrics:
+        top = headline(dict(job.last.metrics))
+        score = f", test {top[0]} {top[1]:.2f}" if top else ""
+    return f"last scene job {job.state}: {job.label}{score}"
+
+
 def _live() -> None:
     job = scene_job().snapshot()
     if not job.active:

@@ -292,15 +292,18 @@ def job_curves() -> None:
         show_curves({job.label: job.history}, curve_controls("job_curves"))
 
 
-st.subheader("Training job")
-show_flash(JOB)
-# While a job trains: its progress line every second, its curves every few (redrawing charts costs the
-# browser and the server CPU time that a small machine's trainer needs).
-# A run of this panel's job that another process trains (the command line resumed it): every few seconds.
-st.session_state[PANEL_TIMER] = 1.0 if manager.busy() else 3.0 if st.session_state.get(FOLLOWING) else None
-st.fragment(job_panel, run_every=st.session_state[PANEL_TIMER])()
-if manager.busy():
-    st.fragment(job_curves, run_every=4.0)()
+# The classifiers' job panel; left out under the scene tab while this server has no classifier job (its "no job
+# yet" read as if the scene model training above were not a job).
+if not scenes_tab.open or manager.current() is not None:
+    st.subheader("Training job")
+    show_flash(JOB)
+    # While a job trains: its progress line every second, its curves every few (redrawing charts costs the
+    # browser and the server CPU time that a small machine's trainer needs).
+    # A run of this panel's job that another process trains (the command line resumed it): every few seconds.
+    st.session_state[PANEL_TIMER] = 1.0 if manager.busy() else 3.0 if st.session_state.get(FOLLOWING) else None
+    st.fragment(job_panel, run_every=st.session_state[PANEL_TIMER])()
+    if manager.busy():
+        st.fragment(job_curves, run_every=4.0)()
 
 
 # ---- runs ---------------------------------------------------------------------------------------
@@ -413,7 +416,7 @@ def runs_table_panel() -> None:
 runs_tab, compare_tab = st.tabs(["Runs", "Compare runs"], key="train_tabs")
 with runs_tab:
     show_flash(RUNS)
-    if manager.busy():
+    if manager.busy() or scene_job().snapshot().active:  # either job's run row shows its progress on the timer
         st.session_state[DETAILS] = None  # not drawn yet in this page run: the table's fragment must not compare
         # The focused run's details (settings, charts) stay out of the timer, drawn once per page run (a click
         # on a row reruns the page): redrawing them every few seconds cost the trainer CPU on a small machine.
