@@ -267,14 +267,11 @@ def scene_report_html(
     (an explained box is drawn whatever its score)."""
     boxes = prediction.above(min_score) if isinstance(prediction, Detections) else None
     shown_prediction = boxes if boxes is not None else prediction
-    groups: dict[int, list[SceneExplanation]] = {}
-    order: list[BoxTarget | RegionTarget] = []
+    # One section per target, told apart by what it is (its words name box, class, corners or region and size):
+    # a page's cached maps carry equal targets that are not the same object.
+    groups: dict[str, list[SceneExplanation]] = {}
     for e in explanations:
-        key = next((j for j, t in enumerate(order) if t is e.target), None)
-        if key is None:
-            order.append(e.target)
-            key = len(order) - 1
-        groups.setdefault(key, []).append(e)
+        groups.setdefault(e.target.describe(classes), []).append(e)
     shown = data_uri(
         boxes_png(image, shown_prediction, classes) if shown_prediction is not None else png_bytes(input_image(image))
     )
@@ -283,11 +280,10 @@ def scene_report_html(
         f'<section><h2>Predictions</h2><img class="input-img" style="width:288px" alt="the predictions" '
         f'src="{shown}"><div class="small muted">{esc(which)}</div></section>'
     ]
-    for j, target in enumerate(order):
-        cards = "".join(_card(scene_figure(image, e, boxes, classes)) for e in groups[j])
+    for words, items in groups.items():
+        cards = "".join(_card(scene_figure(image, e, boxes, classes)) for e in items)
         sections.append(
-            f'<section><h2>{esc(target.describe(classes))}</h2><div class="maps">{cards}</div>'
-            f"{_metrics_table(groups[j])}</section>"
+            f'<section><h2>{esc(words)}</h2><div class="maps">{cards}</div>{_metrics_table(items)}</section>'
         )
     note = (
         "CAM maps (never negative): dark to bright from 0; signed maps: blue/white/red around 0. Each map has its "

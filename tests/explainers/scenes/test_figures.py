@@ -103,3 +103,12 @@ def test_the_drawn_figure_says_it_has_a_colour_bar(image) -> None:
     e = SceneExplanation("eigencam", BoxTarget((1.0, 1.0, 9.0, 9.0), 1), ramp_map(), 0.0)
     fig = scene_figure(image, e, None, CLASSES)
     assert fig.scale is not None and SCALE_TAG in with_colour_bar(Image.new("RGB", (8, 8)), fig.scale).info
+
+
+def test_the_report_puts_equal_targets_in_one_section(image) -> None:
+    """A page's cached maps carry equal targets that are different objects: still one section per box."""
+    one, same = (BoxTarget((10.0, 12.0, 34.0, 36.0), 1, 0) for _ in range(2))
+    assert one is not same
+    items = [SceneExplanation("gradcam", one, ramp_map(), 0.1), SceneExplanation("eigencam", same, ramp_map(), 0.1)]
+    html = scene_report_html(image, items, PRED, CLASSES)
+    assert html.count("<section>") == 1 + 1 and html.count('class="card"') == 2
