@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xaidash.models.registry import ModelError
-from xaidash.models.runs.store import RESUME_HINT, STATE, Run, run_liveness
+from xaidash.models.runs.store import RESUME_HINT, STATE, Run, resume_command, run_liveness
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class RunProgress:
     can_extend: bool  # train on to a larger total: xaidash train --resume ID --epochs N (N >= min_epochs)
     why_not: str  # why it cannot be resumed, and what can be done instead ('' when can_resume)
     advice: str = ""  # what to do with an interrupted run, as `run_liveness` words it ('' otherwise)
+    resume: str = ""  # the command that continues it (`resume_command`: a scene model's differs); '' -> RESUME_HINT
 
     @property
     def running_elsewhere(self) -> bool:
@@ -62,7 +63,7 @@ class RunProgress:
 
     def command(self, epochs: int | None = None) -> str:
         """The CLI command that continues the run (to `epochs` in all, else to its planned total)."""
-        base = RESUME_HINT.format(id=self.run_id)
+        base = self.resume or RESUME_HINT.format(id=self.run_id)
         return base if epochs is None else f"{base} --epochs {epochs}"
 
 
@@ -96,7 +97,7 @@ def run_progress(run: Run) -> RunProgress:
     steps = summary.get("steps_per_epoch")
     blocker = _blocker(run, config, summary, live.state, live.owner, live.has_weights)
     resumable = not blocker and planned is not None and done < planned
-    resume = RESUME_HINT.format(id=run.id)
+    resume = resume_command(run)
     if blocker or resumable:
         why = blocker
     elif planned is None:
@@ -118,6 +119,7 @@ def run_progress(run: Run) -> RunProgress:
         can_extend=not blocker,
         why_not=why,
         advice=live.advice,
+        resume=resume,
     )
 
 
@@ -134,7 +136,7 @@ def _blocker(
         kind = run.kind
     except ModelError as e:
         return str(e)
-    if kind != "trained":
+    if kind not in ("trained", "scene_model"):
         return f"Run {run.id} is a model imported from elsewhere, not trained here: there is nothing to resume."
     if state == "running":
         where = f"process {owner['pid']} on {owner['host']}" if owner else "another process"
@@ -145,8 +147,9 @@ def _blocker(
             f"Run {run.id}'s training failed ({error}): its weights are those at the failure. Train again with its "
             "settings."
         )
-    if "train" not in config:
-        return f"{run.id}/config.json lacks its training settings (train): it cannot be resumed."
+    settings = "scene_model" if kind == "scene_model" else "train"  # where its training settings are kept
+    if settings not in config:
+        return f"{run.id}/config.json lacks its training settings ({settings}): it cannot be resumed."
     if not has_weights:
         return (
             f"Run {run.id} ended before its first checkpoint: there is nothing to resume. Train again with its "

@@ -24,6 +24,7 @@ the write the writer was in the middle of are removed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -390,6 +391,15 @@ def _mtime(run: Run) -> float:
 
 # ---- what a run is, in fact: alive or interrupted, weights usable or not -----------------------------------------
 RESUME_HINT = "xaidash train --resume {id}"
+SCENE_RESUME_HINT = "xaidash scenes train --resume {id}"  # a detector's or segmenter's run (models/scenes)
+
+
+def resume_command(run: Run) -> str:
+    """The command that goes on training `run` (`xaidash scenes train --resume ID` for a scene model's run)."""
+    with contextlib.suppress(ModelError):
+        if run.kind == "scene_model":
+            return SCENE_RESUME_HINT.format(id=run.id)
+    return RESUME_HINT.format(id=run.id)
 
 
 @dataclass(frozen=True)
@@ -434,7 +444,7 @@ def run_liveness(run: Run, summary: dict[str, Any] | None = None) -> Liveness:
         advice = (
             f"Its training process is gone; it has {kept}"
             + (f" (last checkpoint: epoch {epoch})" if epoch else "")
-            + f". Resume it: {RESUME_HINT.format(id=run.id)}"
+            + f". Resume it: {resume_command(run)}"
         )
     else:
         advice = (

@@ -132,6 +132,11 @@ class _Session:
     on_event: OnEvent | None
     started: float = field(default_factory=time.monotonic)
     records: list[dict[str, Any]] = field(default_factory=list)
+    before: float = 0.0  # seconds trained before a resume (summary's elapsed_s)
+
+    def elapsed_s(self) -> float:
+        """Seconds of training in all, every leg of a resumed run included."""
+        return round(self.before + time.monotonic() - self.started, 1)
 
     @property
     def epochs(self) -> int:
@@ -239,6 +244,8 @@ def _open(
         records = run.metrics() if resume is not None else []
         session = _Session(run, spec, resolved, model, optimizer, train, val, device, facts, where, on_event)
         session.records = records
+        if resume is not None:
+            session.before = float(run.summary().get("elapsed_s") or 0.0)
     except BaseException:
         lock.release()
         raise
@@ -318,7 +325,7 @@ def _end_epoch(s: _Session, epoch: int, losses: list[float]) -> None:
     run_files.save_epoch(s.run, s.model, epoch)
     run_files.save_progress(s.run, s.model, s.optimizer, s.where)
     s.run.write_metrics(s.records)
-    _summary(s, "running", val_metrics=metrics)
+    _summary(s, "running", val_metrics=metrics, elapsed_s=s.elapsed_s())
     s.emit("epoch", loss=mean, metrics=metrics)
 
 
@@ -326,7 +333,7 @@ def _stop(s: _Session) -> None:
     s.model.eval()
     run_files.save_progress(s.run, s.model, s.optimizer, s.where)
     s.run.write_metrics(s.records)
-    _summary(s, "stopped")
+    _summary(s, "stopped", elapsed_s=s.elapsed_s())
     s.emit("end", state="stopped", message=f"stopped: {s.run.summary().get('kept')}")
 
 
@@ -336,5 +343,5 @@ def _finish(s: _Session) -> None:
     metrics = evaluate_scene_model(s.bundle(), test)
     s.records.append({"kind": "test", "epoch": s.epochs, "step": s.where.step, "test": metrics})
     s.run.write_metrics(s.records)
-    _summary(s, "completed", test_metrics=metrics, elapsed_s=round(time.monotonic() - s.started, 1))
+    _summary(s, "completed", test_metrics=metrics, elapsed_s=s.elapsed_s())
     s.emit("end", state="completed", metrics=metrics)

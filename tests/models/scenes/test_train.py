@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from tests.support.scene_runs import tiny_scene_run
 from xaidash.data.errors import DatasetError
 from xaidash.models.registry import ModelError
+from xaidash.models.runs.progress import run_progress
 from xaidash.models.runs.store import list_runs, load_bundle, resolve_run
 from xaidash.models.runs.table import runs_table
 from xaidash.models.scenes.loading import load_scene_run
@@ -63,6 +64,8 @@ def test_stop_leaves_a_resumable_run_and_resume_matches_an_unbroken_run(tmp_path
     assert s["state"] == "stopped" and s["epochs_done"] == 0 and s["partial_steps"] == 1
     assert "1 of 2 steps" in s["kept"] and stopped.file("train_state.safetensors").is_file()
     assert not stopped.checkpoints()
+    progress = run_progress(stopped)
+    assert progress.can_resume and progress.command() == f"xaidash scenes train --resume {stopped.id}"
     resumed = train_scene_model(None, resume=stopped)
     assert resumed.summary()["state"] == "completed" and resumed.summary()["epochs_done"] == 1
     a, b = load_file(str(whole.file("model.safetensors"))), load_file(str(resumed.file("model.safetensors")))
