@@ -249,6 +249,8 @@ def _write(
     run_id: str,
 ) -> list[Path]:
     """Each map's PNG, the predictions' PNG, scene.json and (with --report) report.html, into `out`."""
+    if isinstance(prediction, Detections):  # the boxes --box numbers (highest score first), not the faint rest
+        prediction = prediction.above(args.min_score)
     boxes = prediction if isinstance(prediction, Detections) else None
     files: dict[str, bytes] = {"predictions.png": boxes_png(scene.image, prediction, bundle.classes)}
     entries: list[dict[str, Any]] = []
