@@ -57,15 +57,16 @@ def scene_targets(bundle: Any, image: torch.Tensor, truth: Any) -> tuple[list[An
     return [r for r in region_targets(prediction) if r.label in present], 0
 
 
-def measure(bundle: Any, count: int, params: dict[str, dict[str, Any]], curves: bool) -> dict[str, Any]:
-    """Every method of the bundle's task on the first `count` test scenes: per method the list of per-target metric
-    dicts, the seconds, and the false detections left out."""
+def measure(bundle: Any, count: int, params: dict[str, dict[str, Any]], curves: bool, start: int = 0) -> dict[str, Any]:
+    """Every method of the bundle's task on test scenes start .. start + count - 1: per method the list of per-target
+    metric dicts, the seconds, and the false detections left out."""
     from xaidash.data.scenes.registry import load_scene_set
     from xaidash.explainers.scenes.api import explain_scene
     from xaidash.explainers.scenes.metrics import score_map
     from xaidash.explainers.scenes.registry import scene_methods
 
-    split = load_scene_set(bundle.dataset or "scenes", "test", count)
+    split = load_scene_set(bundle.dataset or "scenes", "test", start + count)
+    split = split.subset(list(range(start, len(split))))
     methods = [m.id for m in scene_methods(bundle.task)]
     rows: dict[str, list[dict[str, float]]] = defaultdict(list)
     seconds: dict[str, float] = defaultdict(float)
@@ -84,7 +85,7 @@ def measure(bundle: Any, count: int, params: dict[str, dict[str, Any]], curves: 
             values, _ = score_map(bundle, image, item.target, item.map, truth, curves=curves)
             rows[item.method].append(values)
             seconds[item.method] += item.seconds / len(targets)
-        print(f"scene {i + 1}/{len(split)}: {len(targets)} target(s)", flush=True)
+        print(f"scene {start + i}: {len(targets)} target(s)", flush=True)
     return {"rows": dict(rows), "seconds": dict(seconds), "false_detections": false_boxes, "methods": methods}
 
 
@@ -103,18 +104,38 @@ def table(result: dict[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
+def merged(paths: list[str]) -> dict[str, Any]:
+    """The per-target values of several --json files (parts of the test split measured apart) as one result per
+    task."""
+    out: dict[str, Any] = {}
+    for path in paths:
+        for task, part in json.loads(Path(path).read_text()).items():
+            into = out.setdefault(task, {"rows": defaultdict(list), "seconds": defaultdict(float), "methods": []})
+            into["methods"] = into["methods"] or part["methods"]
+            for method, rows in part["rows"].items():
+                into["rows"][method].extend(rows)
+                into["seconds"][method] += part["seconds"].get(method, 0.0)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--detector", help="a fasterrcnn_small run on scenes (id or folder); trained when absent")
     parser.add_argument("--segmenter", help="a unet_small run on scenes (id or folder); trained when absent")
     parser.add_argument("--tasks", default="detect,segment", help="which tasks to measure")
-    parser.add_argument("--scenes", type=int, default=50, help="test scenes (the first N)")
+    parser.add_argument("--scenes", type=int, default=50, help="test scenes (N from --start)")
+    parser.add_argument("--start", type=int, default=0, help="the first test scene")
     parser.add_argument("--masks", type=int, default=2000, help="D-RISE masks")
     parser.add_argument("--train-count", type=int, default=None, help="training images when a run is trained here")
     parser.add_argument("--curves", action="store_true", help="also deletion/insertion AUC (2 x 17 passes per map)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", help="write the per-target values here")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", help="print the tables of several --json files joined")
     args = parser.parse_args(argv)
+    if args.merge:
+        for task, result in merged(args.merge).items():
+            print(table(result, f"{task}: {len(args.merge)} parts joined"))
+        return 0
     torch.set_num_threads(args.threads)
     import xaidash.explainers.scenes.api  # noqa: F401  - registers every scene method
 
@@ -125,11 +146,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         bundle = open_run(run, model, args.train_count)
         started = time.perf_counter()
-        result = measure(bundle, args.scenes, params, args.curves)
+        result = measure(bundle, args.scenes, params, args.curves, args.start)
         result["seconds_total"] = time.perf_counter() - started
         result["run"] = str(bundle.run.path) if bundle.run is not None else None
         out[task] = result
-        title = f"{task}: {model} on the first {args.scenes} test scenes of scenes"
+        title = f"{task}: {model} on test scenes {args.start}-{args.start + args.scenes - 1} of scenes"
         print(table(result, title))
         if task == "detect":
             print(f"false detections (score >= 0.5, no true object): {result['false_detections']}")
