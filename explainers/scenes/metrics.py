@@ -90,7 +90,8 @@ for _spec in (
         "Deletion AUC",
         "lower is better",
         "Area under the target's score (as a share of its score on the image) while the map's highest pixels are "
-        "blacked out first: low when the map found what the score needs.",
+        "blacked out first: low when the map found what the score needs. A region's summed logits can fall below 0, "
+        "so its AUC can be negative.",
         (None, None),
         "model",
     ),
