@@ -193,3 +193,10 @@ def test_gradcam_equals_pytorch_grad_cam_on_the_zoos_detector(image) -> None:
     for k, ref in enumerate(refs):
         np.testing.assert_allclose(scaled[k], ref, atol=1e-5)
     assert sum(float(r.max()) > 0.5 for r in refs) >= 1
+
+
+def test_eigencam_of_a_region_lies_inside_it(segmenter_bundle, image) -> None:
+    targets = region_targets(segmenter_bundle, image)
+    maps = get_scene_method("eigencam").run(SceneMethodContext(segmenter_bundle, image, targets), {})
+    for m, t in zip(maps, targets, strict=True):
+        assert float(m[~t.mask].abs().max()) == 0.0 and float(m[t.mask].max()) == pytest.approx(1.0, abs=1e-5)
