@@ -31,6 +31,7 @@ from xaidash.data.formatting import percent
 from xaidash.models.device import describe_default_device
 from xaidash.models.runs.scores import final_score_text, headline_text, run_target
 from xaidash.models.runs.store import LANGUAGE_MARK, Run, RunKind
+from xaidash.models.scenes.quality import scene_run_warning
 
 
 def _job_status() -> None:
@@ -81,6 +82,9 @@ def _scene_model(run: Run) -> None:
         facts.append(f"{state}, epochs {scene_epochs(section, s)}")
     st.caption(" · ".join(facts))
     st.caption(f"`{run.id}`")
+    warning = scene_run_warning(run, s) if state != "running" else None
+    if warning:  # as classifiers' too poor to explain are flagged on every page
+        st.warning(warning, icon=":material/warning:")
 
 
 def _selected_run(runs: tuple[RunKind, ...]) -> None:

@@ -8,7 +8,9 @@ import time
 from typing import Any
 
 from xaidash.data.formatting import duration_text
+from xaidash.models.runs.quality import GOOD, PENDING, POOR, UNMEASURED, problem_badge
 from xaidash.models.runs.store import SCENE_MARK, Run, run_liveness
+from xaidash.models.scenes.quality import headline_metric, scene_run_warning
 
 # The scores a scene run can report, in the order a page shows them: (summary key, short name, meaning). A detector
 # reports the mAPs, a segmenter mIoU and pixel accuracy; the first one a run has is its headline.
@@ -127,9 +129,27 @@ def scene_picker_label(run: Run) -> str:
     when = time.strftime("%m-%d %H:%M", time.localtime(c.get("created", 0)))
     key = summary.get("headline")
     top = headline(test_scores(summary), key) or headline(val_scores(summary), key)
-    parts = [model_name(run, section), dataset_name(run, section), f"{top[0]} {top[1]:.2f}" if top else "unmeasured"]
+    flag = "⚠ " if scene_quality(run, summary).startswith("⚠") else ""
+    parts = [
+        f"{flag}{model_name(run, section)}",
+        dataset_name(run, section),
+        f"{top[0]} {top[1]:.2f}" + (" poor" if flag else "") if top else "unmeasured",
+    ]
     state = scene_state(run, summary)
     return " · ".join([*parts, when] + ([state] if state != "completed" else []))
+
+
+def scene_quality(run: Run, summary: dict[str, Any]) -> str:
+    """The quality cell, in the classifiers' words: '⚠ training failed' / '⚠ NaN/inf weights', 'when it ends' while
+    it trains, 'not measured' before any score, '⚠ poor' below the scene models' bar (`scene_run_warning`), '✓ good'."""
+    badge = problem_badge(run, summary)
+    if badge:
+        return f"⚠ {badge}"
+    if scene_state(run, summary) == "running":
+        return PENDING
+    if headline_metric(summary) is None:
+        return UNMEASURED
+    return POOR if scene_run_warning(run, summary) else GOOD
 
 
 def scene_row(run: Run, live: str | None = None) -> dict[str, Any]:
@@ -146,6 +166,7 @@ def scene_row(run: Run, live: str | None = None) -> dict[str, Any]:
         "epochs": epochs_text(section, summary),
         "test mAP@50": 100 * scores["map_50"] if "map_50" in scores else None,
         "test mIoU": 100 * scores["miou"] if "miou" in scores else None,
+        "quality": scene_quality(run, summary),
     }
 
 

@@ -26,6 +26,7 @@ from xaidash.dashboard.scene_jobs import SceneJob, scene_job
 from xaidash.dashboard.state import select_run
 from xaidash.data.formatting import duration_text
 from xaidash.models.runs.store import Run, list_runs
+from xaidash.models.scenes.quality import scene_run_warning
 
 SEEN_KEY = "scene_job_seen_active"  # this session saw the job active: select its run and say how it ended, once
 NOTICE_KEY = "scene_job_notice"  # (kind, message) said above the form after a click that reruns the page
@@ -202,6 +203,9 @@ def scene_run_details(run: Run) -> None:
     summary = run.summary()
     state = scene_state(run, summary)
     _state_line(run, state, summary)
+    warning = scene_run_warning(run, summary) if state != "running" else None
+    if warning:
+        st.warning(warning, icon=":material/warning:")
     left, right = st.columns([2, 3])
     with left:
         st.markdown(f"**Settings of `{run.id}`**")

@@ -137,6 +137,8 @@ def test_start_stop_and_resume_from_the_page(tmp_path, monkeypatch) -> None:
     summary = json.loads((tmp_path / run_id / "summary.json").read_text())
     assert row["state"] == "completed" and row["test mIoU"] == pytest.approx(100 * summary["test_metrics"]["miou"])
     assert "Test mIoU" in [m.label for m in at.metric]
+    poor = any("is low" in w for w in texts(at.warning))  # models/scenes/quality.py's bar, said beside the scores
+    assert row["quality"] == ("⚠ poor" if poor else "✓ good")
     assert len(list_runs()) == 1
 
 
@@ -154,6 +156,11 @@ def test_scene_runs_are_listed_but_never_offered_to_a_classifier_page(tmp_path, 
     open_page(at, "views/explain.py")
     assert any(f"The link's run `{scene.id}`" in w for w in texts(at.warning))
     assert at.session_state[SCENE_KEY] == scene.id and at.session_state[RUN_KEY] == classifier.id
+
+    at = open_page(make_app(timeout=240), "views/scenes.py")  # the page of scene runs: its picker lists them alone
+    picker = at.sidebar.selectbox(key="xai_run_picker")
+    assert picker.value == scene.id and len(picker.options) == 1
+    assert picker.options[0].startswith("⚠ unet_small · scenes · mIoU")  # a tiny run: flagged as too poor
 
     at = scene_tab(tmp_path, monkeypatch)
     table = at.dataframe[0].value.set_index("run")
