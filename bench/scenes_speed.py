@@ -4,8 +4,8 @@ D-RISE with 2,000 masks on a 128 px scene.
 On the zoo's `fasterrcnn_small` (torchvision's Faster R-CNN on our light backbone, random weights: the cost does not
 depend on them) and one generated scene (`scenes_hard` at 128 px when the data set is registered, else noise), it
 - takes the model's top `--boxes` detections as the boxes to explain;
-- times xaidash's Grad-CAM of every box (`explainers/scenes/cams.py`: one forward pass, one backward per box with
-  the graph kept) and pytorch-grad-cam's `GradCAM(model, [cam layer])` called once per box with that box's
+- times xaidash's Grad-CAM of every box (`explainers/scenes/cams.py`: one forward pass; per box, a backward down
+  to the pooled RoI features with the graph kept, then RoIAlign's backward for that box's own proposal only) and pytorch-grad-cam's `GradCAM(model, [cam layer])` called once per box with that box's
   `FasterRCNNBoxScoreTarget` (its documented Faster R-CNN use: a forward and a backward per call), the GradCAM object
   built once outside the timing;
 - checks that the maps are equal once scaled as pytorch-grad-cam scales its own (largest |difference|, maps in

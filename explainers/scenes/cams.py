@@ -1,7 +1,7 @@
 """Class-activation maps of a detector's boxes and a segmenter's regions: Grad-CAM, Eigen-CAM and Ablation-CAM per box,
 Seg-Grad-CAM per region. Each hooks one layer (the model spec's `cam_layer` by default) and explains every target
 from ONE forward pass: Grad-CAM and Seg-Grad-CAM keep the graph and take each target's gradient in turn
-(`retain_graph`), Eigen-CAM needs no target, Ablation-CAM scores every target on each batch of ablated channels.
+(`retain_graph`; on torchvision's two-stage detectors through the box's own proposal only, `_box_gradient`), Eigen-CAM needs no target, Ablation-CAM scores every target on each batch of ablated channels.
 
 A target's score is `BoxTarget.score` (IoU + confidence of the best-matching detection: pytorch-grad-cam's
 `FasterRCNNBoxScoreTarget`) or `RegionTarget.score` (the class's logits summed over the region: its
@@ -13,9 +13,14 @@ maps; captum has no detection targets."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
+from torchvision.models.detection.generalized_rcnn import GeneralizedRCNN
+from torchvision.models.detection.rpn import RegionProposalNetwork
+from torchvision.ops import MultiScaleRoIAlign
 
 from xaidash.data.errors import ExplainError
 from xaidash.data.specs import Param
@@ -71,19 +76,63 @@ def forward_with_layer(ctx: SceneMethodContext, path: str, *, grad: bool) -> tup
     return store[-1], output
 
 
-def gradient_cams(ctx: SceneMethodContext, path: str) -> torch.Tensor:
+@dataclass
+class _RoiPass:
+    """What a two-stage detector's RoI pooling got and gave in the forward pass: its inputs (features, proposals,
+    image sizes) and the pooled features of every proposal (R, C, 7, 7)."""
+
+    pool: nn.Module
+    args: tuple[Any, ...]
+    pooled: torch.Tensor
+
+
+def roi_pool_of(model: nn.Module) -> nn.Module | None:
+    """The RoI pooling of torchvision's two-stage detectors (Faster R-CNN and its kin), whose region proposal network
+    detaches its proposals: a box's score then reaches the feature maps only through its own proposal's pooled
+    features. None for any other model."""
+    if not isinstance(model, GeneralizedRCNN) or not isinstance(model.rpn, RegionProposalNetwork):
+        return None
+    pool = getattr(model.roi_heads, "box_roi_pool", None)
+    return pool if isinstance(pool, MultiScaleRoIAlign) else None
+
+
+def _box_gradient(score: torch.Tensor, acts: torch.Tensor, roi: _RoiPass | None, last: bool) -> torch.Tensor:
+    """d score / d acts. Through a detector's RoI pooling: first down to the pooled features (the box head only),
+    then back through RoIAlign for the one proposal the score depends on, not all of them (RoIAlign's backward over
+    every proposal was two thirds of a box's time on a CPU). The same gradient: the other proposals' rows are 0."""
+    if roi is None:
+        return torch.autograd.grad(score, acts, retain_graph=not last)[0]
+    (per_roi,) = torch.autograd.grad(score, roi.pooled, retain_graph=True)
+    rows = per_roi.flatten(1).abs().sum(dim=1).nonzero().flatten()
+    if rows.numel() == 0:
+        return torch.zeros_like(acts)
+    features, proposals, sizes = roi.args
+    pooled = roi.pool(features, [proposals[0][rows]], sizes)
+    return torch.autograd.grad(pooled, acts, grad_outputs=per_roi[rows], retain_graph=not last)[0]
+
+
+def gradient_cams(ctx: SceneMethodContext, path: str, *, through_rois: bool = True) -> torch.Tensor:
     """(K, h, w) Grad-CAM maps (Selvaraju et al. 2017), one per target, before ReLU: the layer's activations weighted
-    by each target score's spatially averaged gradient, every target's gradient from the same forward pass."""
-    acts, output = forward_with_layer(ctx, path, grad=True)
+    by each target score's spatially averaged gradient, every target's gradient from the same forward pass (on a
+    torchvision two-stage detector through its RoI pooling unless `through_rois` is False: see `_box_gradient`)."""
+    pool = roi_pool_of(ctx.model) if through_rois else None
+    seen: list[_RoiPass] = []
+    handle = None
+    if pool is not None:
+        handle = pool.register_forward_hook(lambda m, args, out: seen.append(_RoiPass(m, tuple(args), out)))
+    try:
+        acts, output = forward_with_layer(ctx, path, grad=True)
+    finally:
+        if handle is not None:
+            handle.remove()
+    roi = seen[-1] if seen and len(seen[-1].args) == 3 else None
     maps = []
     n = len(ctx.targets)
     for k, target in enumerate(ctx.targets):
         ctx.tell(k / max(n, 1), f"Gradient of target {k + 1} of {n}")
         score = target.score(output)
-        if score.requires_grad:
-            (grads,) = torch.autograd.grad(score, acts, retain_graph=k < n - 1)
-        else:  # the box matched no detection: its score is a constant 0, and so is its map
-            grads = torch.zeros_like(acts)
+        # A box that matched no detection has a constant score of 0, and so a map of 0.
+        grads = _box_gradient(score, acts, roi, last=k == n - 1) if score.requires_grad else torch.zeros_like(acts)
         weights = grads.mean(dim=(2, 3), keepdim=True)
         maps.append((weights * acts.detach()).sum(dim=1)[0])
     return torch.stack(maps)

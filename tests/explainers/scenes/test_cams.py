@@ -200,3 +200,23 @@ def test_eigencam_of_a_region_lies_inside_it(segmenter_bundle, image) -> None:
     maps = get_scene_method("eigencam").run(SceneMethodContext(segmenter_bundle, image, targets), {})
     for m, t in zip(maps, targets, strict=True):
         assert float(m[~t.mask].abs().max()) == 0.0 and float(m[t.mask].max()) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("zoo", [False, True])
+def test_through_the_rois_is_the_same_gradient(detector_bundle, image, zoo: bool) -> None:
+    """On a torchvision two-stage detector each box's gradient goes back through RoIAlign for its own proposal only:
+    the same maps as the plain backward through every proposal."""
+    bundle = detector_bundle
+    if zoo:
+        from xaidash.models.scenes.bundle import SceneBundle
+        from xaidash.models.scenes.zoo import scene_model
+
+        spec = scene_model("fasterrcnn_small")
+        torch.manual_seed(1)
+        bundle = SceneBundle(spec.make(4, 96).eval(), spec, ("a", "b", "c", "d"), 96, torch.device("cpu"))
+    assert cams.roi_pool_of(bundle.model) is not None
+    ctx = SceneMethodContext(bundle, image, box_targets(bundle, image, 5))
+    fast = cams.gradient_cams(ctx, bundle.spec.cam_layer)
+    plain = cams.gradient_cams(ctx, bundle.spec.cam_layer, through_rois=False)
+    assert float(plain.abs().max()) > 0
+    torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-6 * float(plain.abs().max()))
