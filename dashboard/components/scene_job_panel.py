@@ -161,7 +161,8 @@ def _state_line(run: Run, state: str, summary: dict) -> None:
         st.info("Another process is training this run (the command line): its curves grow as it writes them.")
     elif state in ("stopped", "interrupted"):
         word = "Stopped" if state == "stopped" else "Interrupted (its process is gone)"
-        st.info(f"{word} after {epochs_text(section, summary)} epochs: Resume continues it to its planned epochs.")
+        kept = summary.get("kept") or f"{epochs_text(section, summary)} epochs done"
+        st.info(f"{word}: {kept}. Resume continues it to its {planned(section, summary) or 'planned'} epochs.")
         st.button(
             "Resume",
             key=f"scene_resume_{run.id}",
@@ -176,15 +177,17 @@ def _state_line(run: Run, state: str, summary: dict) -> None:
 
 
 def _scores(summary: dict) -> None:
-    scores, split = test_scores(summary), "Test"
+    scores, split = test_scores(summary), "Test split"
     if not scores:
-        scores, split = val_scores(summary), "Validation"
+        done = int(summary.get("epochs_done") or 0)
+        scores, split = val_scores(summary), f"Validation split, after epoch {done}"
     shown = [(key, name, meaning) for key, name, meaning in SCORES if key in scores]
     if not shown:
         st.caption("No score measured yet: a run is scored on the validation split after each epoch.")
         return
+    st.markdown(f"**{split}**")
     for column, (key, name, meaning) in zip(st.columns(len(shown)), shown, strict=True):
-        column.metric(f"{split} {name}", f"{scores[key]:.3f}", help=meaning)
+        column.metric(name, f"{scores[key]:.3f}", help=meaning)
     per_class = {k.split("/", 1)[1]: v for k, v in scores.items() if "/" in k}
     if per_class:
         what = "AP" if any(k.startswith("ap/") for k in scores) else "IoU"
@@ -220,4 +223,6 @@ def scene_run_details(run: Run) -> None:
                 query_params={"run": run.id},
             )
     steps, evals = stored_curves(run)
-    scene_curves(steps, evals, None, planned(scene_config(run), summary))
+    epochs = planned(scene_config(run), summary)
+    per_epoch = summary.get("steps_per_epoch")
+    scene_curves(steps, evals, epochs * int(per_epoch) if epochs and per_epoch else None, epochs)

@@ -136,7 +136,7 @@ def test_start_stop_and_resume_from_the_page(tmp_path, monkeypatch) -> None:
     row = at.dataframe[0].value.set_index("run").loc[run_id]
     summary = json.loads((tmp_path / run_id / "summary.json").read_text())
     assert row["state"] == "completed" and row["test mIoU"] == pytest.approx(100 * summary["test_metrics"]["miou"])
-    assert "Test mIoU" in [m.label for m in at.metric]
+    assert "**Test split**" in texts(at.markdown) and "mIoU" in [m.label for m in at.metric]
     poor = any("is low" in w for w in texts(at.warning))  # models/scenes/quality.py's bar, said beside the scores
     assert row["quality"] == ("⚠ poor" if poor else "✓ good")
     assert len(list_runs()) == 1
