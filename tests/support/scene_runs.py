@@ -17,8 +17,8 @@ MODELS: dict[str, str] = {"detect": "fasterrcnn_small", "segment": "unet_small"}
 # What the session's shared runs train: enough to find and outline most objects of `scenes` (measured on 2 loaded
 # CPU cores with one thread: see the test of this module), small enough for a test session.
 DECENT = {
-    "detect": {"epochs": 3, "train_count": 320, "batch_size": 8, "lr": 2e-3, "eval_count": 40},
-    "segment": {"epochs": 3, "train_count": 320, "batch_size": 8, "lr": 3e-3, "eval_count": 40},
+    "detect": {"epochs": 3, "train_count": 640, "batch_size": 16, "eval_count": 40},
+    "segment": {"epochs": 2, "train_count": 800, "batch_size": 8, "eval_count": 40},
 }
 
 
