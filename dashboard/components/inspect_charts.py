@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import altair as alt
@@ -17,7 +16,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from xaidash.explainers.figures import render
 from xaidash.explainers.figures.png import data_uri, input_image, png_bytes
-from xaidash.explainers.figures.render import image_hwc
+from xaidash.explainers.figures.render import image_hwc, label_font
 from xaidash.explainers.figures.scales import ColourScale, colorize
 
 CELL = 64  # px of one small heatmap in the layer x head grid
@@ -110,7 +109,7 @@ def attention_grid_image(tiles: np.ndarray, cell: int = 64, gap: int = 6, shared
     """The same grid as one picture (for long texts, where altair would draw too many marks): each tile divided
     by its own maximum, or (shared) every tile by the largest weight of the grid."""
     L, H = tiles.shape[:2]
-    font = _font(13)
+    font = label_font(13)
     margin = 34
     top = max(float(tiles.max()), 1e-12)
     img = Image.new("RGB", (margin + H * (cell + gap), margin + L * (cell + gap)), "white")
@@ -126,16 +125,6 @@ def attention_grid_image(tiles: np.ndarray, cell: int = 64, gap: int = 6, shared
             tile = Image.fromarray((rgb * 255).astype(np.uint8)).resize((cell, cell), Image.Resampling.NEAREST)
             img.paste(tile, (margin + h * (cell + gap), margin + layer * (cell + gap)))
     return img
-
-
-def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
-    """DejaVu Sans (shipped with matplotlib) at `size` px, or PIL's bitmap font."""
-    try:
-        import matplotlib
-
-        return ImageFont.truetype(str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"), size)
-    except (ImportError, OSError):
-        return ImageFont.load_default()
 
 
 def scale_bar(
@@ -348,7 +337,7 @@ def filter_grid(
     cols = max(1, min(cols, k))
     rows = math.ceil(k / cols)
     label_h = 16 if label else 0
-    font = _font(11)
+    font = label_font(11)
     img = Image.new("RGB", (cols * (tw + gap) + gap, rows * (th + gap + label_h) + gap), "white")
     draw = ImageDraw.Draw(img)
     for i, t in enumerate(tiles):

@@ -122,7 +122,7 @@ def overlay(
 
 
 @lru_cache(maxsize=8)
-def _font(size: int | None) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+def label_font(size: int | None) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     """DejaVu Sans (shipped with matplotlib) at `size` px; PIL's small bitmap font when None or unavailable."""
     if size:
         path = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
@@ -156,7 +156,7 @@ def colorbar(
     ramp = np.linspace(lo, scale, width)
     bar_h = max(4, height // 2)
     rgb = colorize(np.tile(ramp, (bar_h, 1)), signed, scale if scale > 0 else None, cmap)
-    font = _font(font_size)
+    font = label_font(font_size)
     line = int(font.getbbox("0Ag")[3]) + 2
     lines = _wrap(label, font, width) if label else []
     img = Image.new("RGB", (width, max(height, bar_h + 1 + line * (1 + len(lines)))), "white")
@@ -208,7 +208,7 @@ def scale_bar(scale: ColourScale, width: int = 320, font_size: int = 13) -> Imag
     """The colour bar of `scale` as a picture: the framed ramp, its end values (and 0 when signed) and the
     label below, wrapped to `width` (DejaVu Sans at `font_size` px)."""
     width = max(64, int(width))
-    bar_h, font = 16, _font(font_size)
+    bar_h, font = 16, label_font(font_size)
     ramp = scale.colours(
         np.tile(
             np.linspace(-scale.span, scale.span, width)

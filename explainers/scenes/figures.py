@@ -21,7 +21,7 @@ from xaidash.data.formatting import fmt_number, seconds_text
 from xaidash.explainers.figures.html_parts import esc
 from xaidash.explainers.figures.html_report import ARROWS, CSS, table_html
 from xaidash.explainers.figures.png import data_uri, input_image, png_bytes
-from xaidash.explainers.figures.render import DEFAULT_UPSCALE, OVERLAY_ALPHA, _font, greyscale, with_colour_bar
+from xaidash.explainers.figures.render import DEFAULT_UPSCALE, OVERLAY_ALPHA, greyscale, label_font, with_colour_bar
 from xaidash.explainers.figures.scales import ColourScale, finite_range, tick_text
 from xaidash.explainers.scenes.api import DEFAULT_MIN_SCORE, SceneExplanation
 from xaidash.explainers.scenes.metrics import SCENE_METRICS
@@ -113,7 +113,7 @@ def mark_targets(
     x0, y0, x1, y1 = _box_xy(target.box, factor)
     draw.rectangle((x0, y0, x1, y1), outline=(*SOLID, 255), width=max(2, factor))
     if classes:
-        font = _font(12)
+        font = label_font(12)
         text = class_name(classes, target.label)
         w = draw.textlength(text, font=font)
         ty = y0 - 15 if y0 >= 15 else y1 + 1
@@ -183,7 +183,7 @@ def boxes_png(
         return png_bytes(_mask_picture(rgb, prediction, classes, factor))
     out = _enlarged(rgb, factor)
     draw = ImageDraw.Draw(out)
-    font = _font(12)
+    font = label_font(12)
     for i in range(len(prediction)):
         label = int(prediction.labels[i])
         colour = PALETTE[(label - 1) % len(PALETTE)]
@@ -204,7 +204,7 @@ def _mask_picture(rgb: np.ndarray, prediction: Segmentation, classes: tuple[str,
     weight = np.where(mask > 0, 0.55, 0.0)[..., None]
     img = _enlarged((1 - weight) * rgb + weight * colours[index], factor)
     present = prediction.classes_present()
-    font = _font(12)
+    font = label_font(12)
     key = Image.new("RGB", (img.width, 18 * max(1, math.ceil(len(present) / 3))), "white")
     draw = ImageDraw.Draw(key)
     for j, label in enumerate(present):

@@ -33,7 +33,7 @@ class BoxTarget:
         mine = torch.tensor([self.box], dtype=boxes.dtype, device=boxes.device)
         ious = box_iou(mine, boxes)[0]
         best = int(ious.argmax())
-        if float(ious[best]) > self.iou_threshold and int(output["labels"][best]) == self.label:
+        if float(ious[best].detach()) > self.iou_threshold and int(output["labels"][best]) == self.label:
             return ious[best] + output["scores"][best]
         return boxes.new_zeros(())
 
