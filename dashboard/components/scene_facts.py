@@ -153,7 +153,7 @@ def scene_quality(run: Run, summary: dict[str, Any]) -> str:
 
 
 def scene_row(run: Run, live: str | None = None) -> dict[str, Any]:
-    """One row of the runs table: model, data set (with the task), state, epochs, and its test mAP@50 or mIoU in the
+    """One row of the runs table: model, data set, state, epochs, and its test mAP@50 (a detector) or mIoU in the
     scene columns (percentages, as the accuracy columns, so they sort by number). `live`: the state column while this
     server trains it ('running · 45%')."""
     section, summary = scene_config(run), run.summary()
@@ -161,11 +161,11 @@ def scene_row(run: Run, live: str | None = None) -> dict[str, Any]:
     return {
         "run": run.id,
         "model": model_name(run, section),
-        "data set": f"{dataset_name(run, section)} ({task_word(section)})",
+        "data set": dataset_name(run, section),
         "state": live or scene_state(run, summary),
         "epochs": epochs_text(section, summary),
-        "test mAP@50": 100 * scores["map_50"] if "map_50" in scores else None,
-        "test mIoU": 100 * scores["miou"] if "miou" in scores else None,
+        "mAP@50": 100 * scores["map_50"] if "map_50" in scores else None,
+        "mIoU": 100 * scores["miou"] if "miou" in scores else None,
         "quality": scene_quality(run, summary),
     }
 

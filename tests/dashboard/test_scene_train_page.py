@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from app_pages import assert_ok, make_app, open_page, texts
@@ -124,7 +125,7 @@ def test_start_stop_and_resume_from_the_page(tmp_path, monkeypatch) -> None:
     assert at.session_state[SCENE_KEY] == run_id and RUN_KEY not in at.session_state  # its own slot
     table = at.dataframe[0].value
     row = table[table["run"] == run_id].iloc[0]
-    assert row["state"] == "stopped" and row["data set"] == "scenes (segmenter)" and row["epochs"].startswith("0/1")
+    assert row["state"] == "stopped" and row["data set"] == "scenes" and row["epochs"].startswith("0/1")
     at.button(key=f"scene_resume_{run_id}").click().run()
     assert_ok(at)
     snap = job.wait(400)
@@ -135,7 +136,7 @@ def test_start_stop_and_resume_from_the_page(tmp_path, monkeypatch) -> None:
     assert any("unet_small on scenes is trained" in s for s in texts(at.success))
     row = at.dataframe[0].value.set_index("run").loc[run_id]
     summary = json.loads((tmp_path / run_id / "summary.json").read_text())
-    assert row["state"] == "completed" and row["test mIoU"] == pytest.approx(100 * summary["test_metrics"]["miou"])
+    assert row["state"] == "completed" and row["mIoU"] == pytest.approx(100 * summary["test_metrics"]["miou"])
     assert "**Test split**" in texts(at.markdown) and "mIoU" in [m.label for m in at.metric]
     poor = any("is low" in w for w in texts(at.warning))  # models/scenes/quality.py's bar, said beside the scores
     assert row["quality"] == ("⚠ poor" if poor else "✓ good")
@@ -164,7 +165,8 @@ def test_scene_runs_are_listed_but_never_offered_to_a_classifier_page(tmp_path, 
 
     at = scene_tab(tmp_path, monkeypatch)
     table = at.dataframe[0].value.set_index("run")
-    assert table.loc[scene.id, "data set"] == "scenes (segmenter)" and table.loc[classifier.id, "data set"] == "shapes"
+    assert table.loc[scene.id, "data set"] == "scenes" and table.loc[classifier.id, "data set"] == "shapes"
+    assert table.loc[scene.id, "mIoU"] > 0 and pd.isna(table.loc[classifier.id, "mIoU"])
 
 
 def test_xaidash_scenes_train_through_the_command(tmp_path, monkeypatch, capsys) -> None:
