@@ -19,7 +19,9 @@ from xaidash.explainers.scenes.targets import SceneTargetSpec
 from xaidash.models.scenes.bundle import SceneBundle
 from xaidash.models.scenes.predictions import Detections, Segmentation
 
-SCENE_CARD_WIDTH = max(CARD_WIDTH, 260)  # px: a scene's small objects stay readable
+# px: four maps to a row in the page's width, each still over 200 px (a 96 px scene drawn twice its size)
+SCENE_CARD_WIDTH = min(CARD_WIDTH, 212)
+ROW_PX, MAX_TABLE_PX = 35, 1200  # a data frame's row height, and the most a table takes before it scrolls
 
 
 def metric_facts() -> dict[str, SceneMetricSpec]:
@@ -87,6 +89,10 @@ def cards(
                 scene_card(bundle, image, e, prediction, key=f"scene_card_{i}_{e.method}")
 
 
+def _height(rows: int) -> int:
+    return min(MAX_TABLE_PX, ROW_PX * (rows + 1) + 3)
+
+
 def metrics_frame(
     bundle: SceneBundle, targets: Sequence[SceneTargetSpec], results: dict[int, list[SceneExplanation]]
 ) -> pd.DataFrame:
@@ -110,7 +116,7 @@ def metrics_table(
     titles = [f.title for f in metric_facts().values()]
     present = [t for t in titles if t in frame and frame[t].notna().any()]
     if not present:
-        st.caption("No quality metrics: they need the scene's true objects (a test scene), and the switch on.")
+        st.caption("No quality metrics: switch “Quality metrics” on above and press Explain.")
         return
     config = {
         f.title: st.column_config.NumberColumn(format="%.3f", help=f"{f.better}: {f.meaning}")
@@ -118,5 +124,11 @@ def metrics_table(
     }
     config["seconds"] = st.column_config.NumberColumn(format="%.2f", help="time to compute the map")
     shown = frame[["target", "method", *present, "seconds"]]
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=config)
+    st.dataframe(shown, hide_index=True, width="stretch", height=_height(len(shown)), column_config=config)
+    if len(targets) > 1:  # the methods side by side: each one's mean over the targets
+        means = shown.groupby("method", sort=False)[[*present, "seconds"]].mean().reset_index()
+        counts = shown.groupby("method", sort=False)[present[0]].count().to_numpy()
+        means.insert(1, "targets scored", counts)
+        st.caption(f"Each method's mean over the {len(targets)} targets (targets without a true object left out):")
+        st.dataframe(means, hide_index=True, width="stretch", height=_height(len(means)), column_config=config)
     st.markdown("\n".join(f"- **{f.title}** ({f.better}): {f.meaning}" for f in metric_facts().values()))

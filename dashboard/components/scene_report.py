@@ -17,6 +17,21 @@ from xaidash.models.scenes.bundle import SceneBundle
 from xaidash.models.scenes.predictions import Detections, Segmentation
 
 
+def report_html(
+    bundle: SceneBundle,
+    scene: Scene,
+    targets: Sequence[SceneTargetSpec],
+    results: dict[int, list[SceneExplanation]],
+    prediction: Detections | Segmentation,
+) -> str:
+    """The session as one self-contained HTML page: the predictions, each target's maps, the metrics."""
+    # The report groups maps by target object: every map of one target gets this rerun's object for it.
+    explanations = [replace(e, target=t) for i, t in enumerate(targets) for e in results.get(i, [])]
+    run = getattr(bundle.run, "id", "")
+    subtitle = f"{bundle.spec.label} on {bundle.dataset or 'no data set'}" + (f" · run {run}" if run else "")
+    return scene_report_html(scene.image, explanations, prediction, bundle.classes, title=scene.name, subtitle=subtitle)
+
+
 def report_download(
     bundle: SceneBundle,
     scene: Scene,
@@ -25,19 +40,9 @@ def report_download(
     prediction: Detections | Segmentation,
 ) -> None:
     """The HTML report's download button (the page is made when the button is pressed)."""
-    # The report groups maps by target object: every map of one target shares the same object here.
-    explanations = [replace(e, target=t) for i, t in enumerate(targets) for e in results.get(i, [])]
-    run = getattr(bundle.run, "id", "")
-    subtitle = f"{bundle.spec.label} on {bundle.dataset or 'no data set'}" + (f" · run {run}" if run else "")
-
-    def html() -> str:
-        return scene_report_html(
-            scene.image, explanations, prediction, bundle.classes, title=scene.name, subtitle=subtitle
-        )
-
     st.download_button(
         "Report (.html)",
-        data=html,
+        data=lambda: report_html(bundle, scene, targets, results, prediction),
         file_name="scene-explanations.html",
         mime="text/html",
         key="scenes_report",

@@ -5,7 +5,7 @@ to explain (one box or every box; a class's region; a box drawn by numbers) and 
 object, and the HTML report.
 
 A short flow of functions: the run and its model (cached), the scene, the prediction (cached), the targets, the
-methods; Explain computes what the caches lack and remembers the request, so later reruns redraw it."""
+methods; Explain computes what the caches lack, and whatever the caches hold for the settings is drawn at once."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from xaidash.models.scenes.bundle import SceneBundle
 from xaidash.models.scenes.predictions import Detections, Segmentation
 
 Prediction = Detections | Segmentation
-SHOWN_KEY = "scenes_shown"  # the request whose results the page draws (until a setting changes)
+SHOWN_KEY = "scenes_shown"  # the last request explained in this session
 TRAIN_HINT = (
     "No detector or segmenter yet: train one on the Train page (Detection and segmentation), or run "
     "`xaidash scenes train --data scenes --model fasterrcnn_small` (`unet_small` for a segmenter)."
@@ -96,13 +96,14 @@ def explain_controls(bundle: SceneBundle, scene: Scene, found: list[SceneTargetS
     metrics = bool(
         st.toggle(
             "Quality metrics",
-            value=scene.truth is not None,
-            disabled=scene.truth is None,
+            value=True,
             key="scenes_metrics",
-            help="each map against the explained object's true mask: pointing game, energy, off-object share, "
-            "deletion and insertion (a test scene only: an upload has no true objects)",
+            help="deletion and insertion of the target's score (model passes); on a test scene also each map "
+            "against the explained object's true mask: pointing game, energy inside, share on other objects",
         )
     )
+    if metrics and scene.truth is None:
+        st.caption("An image of your own has no true objects: its maps get deletion and insertion only.")
     if not targets:
         st.caption("Nothing to explain yet: pick a box or region above, or draw one by numbers.")
         return None
@@ -131,14 +132,25 @@ def results(
         key="scenes_go",
     )
     found = stored_results(key, scene, targets, choice, metrics)
-    if clicked:
+    if st.session_state.pop("scenes_cancelled", False):
+        st.info("Cancelled. Maps finished before the click are kept: press Explain again for the rest.")
+    elif clicked:
+        cancel = st.empty()
+        cancel.button(
+            "Cancel",
+            key="scenes_cancel",
+            icon=":material/cancel:",
+            on_click=lambda: st.session_state.update(scenes_cancelled=True),
+            help="stop after the method being computed (methods already finished are kept)",
+        )
         try:
             found = explain_all(key, bundle, scene, targets, choice, metrics)
         except Exception as err:  # noqa: BLE001 - one line; the page's controls stay usable
             show_error(err, "Explaining failed")
             return
+        cancel.empty()
         st.session_state[SHOWN_KEY] = request
-    if found is None or st.session_state.get(SHOWN_KEY) != request:
+    if found is None:  # maps computed before (another session's too) show at once; others wait for a click
         if st.session_state.get(SHOWN_KEY):
             st.caption("The settings changed: press Explain for their maps.")
         return
@@ -154,6 +166,7 @@ def main() -> None:
     header()
     key, bundle = load_model()
     model_line(bundle)
+    st.subheader("Scene")
     scene = scene_picker(bundle)
     if scene is None:
         return

@@ -40,6 +40,11 @@ def scenes_page(monkeypatch, root, run_id: str | None = None):
     return open_page(at, page_path("scenes"))
 
 
+def metrics_of(at):
+    """The metrics table: one row per (target, method)."""
+    return next(d.value for d in at.dataframe if "target" in d.value.columns)
+
+
 def rerun(at):
     at.run()
     assert_ok(at)
@@ -67,7 +72,7 @@ def test_every_box_by_two_methods_gives_a_card_and_a_metrics_row_each(detector, 
     rerun(at)
     at.button(key="scenes_go").click()
     rerun(at)
-    table = at.dataframe[-1].value
+    table = metrics_of(at)
     assert len(table) == 2 * len(boxes)  # one row per (box, method)
     assert set(table["method"]) == {"Grad-CAM", "Eigen-CAM"}
     assert table["Deletion AUC"].notna().all() and table["Insertion AUC"].notna().all()  # every box: the model's score
@@ -75,6 +80,11 @@ def test_every_box_by_two_methods_gives_a_card_and_a_metrics_row_each(detector, 
     if matched.any():  # a box on a true object: its map is scored against that object's mask
         assert table["Pointing game"].dropna().between(0, 1).all()
         assert table["Energy inside"].notna().sum() == 2 * int(matched.sum())
+    if len(boxes) > 1:  # each method's mean over the boxes
+        means = next(d.value for d in at.dataframe if "targets scored" in d.value.columns)
+        assert list(means["method"]) == ["Grad-CAM", "Eigen-CAM"]
+        mean = table[table["method"] == "Grad-CAM"]["Deletion AUC"].mean()
+        assert means.loc[0, "Deletion AUC"] == pytest.approx(mean)
     headings = [t for t in texts(at.markdown) if t.startswith("**box ")]
     assert len(headings) == len(boxes)
     assert at.get("download_button"), "the HTML report's download"
@@ -91,8 +101,11 @@ def test_every_box_by_two_methods_gives_a_card_and_a_metrics_row_each(detector, 
         if name in direct.metrics:
             assert row[title] == pytest.approx(direct.metrics[name], abs=1e-6), title
 
-    # A setting changed: the maps shown would not be its maps, so the page asks for Explain.
+    # Maps computed before show at once; settings whose maps are not computed yet wait for Explain.
     at.multiselect(key="scenes_methods_detect").set_value(["gradcam"])
+    rerun(at)
+    assert set(metrics_of(at)["method"]) == {"Grad-CAM"}
+    at.multiselect(key="scenes_methods_detect").set_value(["gradcam", "ablationcam"])
     rerun(at)
     assert "The settings changed: press Explain for their maps." in texts(at.caption)
 
@@ -118,7 +131,7 @@ def test_a_region_and_a_box_drawn_by_numbers_on_a_segmenter(tiny_runs, monkeypat
     rerun(at)
     at.button(key="scenes_go").click()
     rerun(at)
-    table = at.dataframe[-1].value
+    table = metrics_of(at)
     assert list(table["target"]) == ["square, the box (10, 12)-(40, 44) (960 px)"]
     assert list(table["method"]) == ["Seg-Grad-CAM"]
 
@@ -134,14 +147,39 @@ def test_an_upload_of_another_size_or_not_an_image_gets_one_line(tiny_runs, monk
     rerun(at)
     at.file_uploader[0].set_value(("wide.png", make_png(40, 30), "image/png"))
     rerun(at)
-    (warning,) = texts(at.warning)
+    (warning,) = [t for t in texts(at.warning) if "This model reads" in t]
     assert "reads 96 x 96 px scenes and the image is 40 x 30 px" in warning
     assert "What the model finds" not in texts(at.subheader)
     at.checkbox(key="scenes_resize").check()
     rerun(at)
     assert "What the model finds" in texts(at.subheader)
-    assert at.toggle(key="scenes_metrics").value is False  # an upload has no true objects
+    assert "An image of your own has no true objects: its maps get deletion and insertion only." in texts(at.caption)
 
     at.file_uploader[0].set_value(("notes.png", b"not a picture", "image/png"))
     rerun(at)
     assert "This file is not an image this page can read (PNG, JPEG, BMP or WebP)." in texts(at.error)
+
+
+def test_the_html_report_holds_every_target_and_map(tiny_runs):
+    from xaidash.dashboard.components.scene_inputs import Scene
+    from xaidash.dashboard.components.scene_report import report_html
+    from xaidash.data.scenes.registry import load_scene_set
+    from xaidash.explainers.scenes.api import explain_scene, region_targets
+    from xaidash.models.scenes.loading import load_scene_run
+
+    root, ids = tiny_runs
+    bundle = load_scene_run(root / ids["segment"])
+    split = load_scene_set("scenes", "test", count=1)
+    scene = Scene(split.images[0], split.targets[0], "scenes test · scene 0", "scenes/test/0")
+    prediction = bundle.predict([scene.image])[0]
+    targets = region_targets(prediction)[:2]
+    assert targets
+    made = explain_scene(bundle, scene.image, targets, ["seg_gradcam", "eigencam"], truth=scene.truth)
+    # As the page keeps them: per target, in the methods' order (each from its own call: other target objects).
+    results = {i: [e for e in made if e.target is t] for i, t in enumerate(targets)}
+    html = report_html(bundle, scene, targets, results, prediction)
+    assert html.startswith("<!doctype html>") and "<script" not in html
+    for t in targets:
+        assert t.describe(bundle.classes).replace("'", "&#x27;") in html
+    assert html.count('class="map"') == 2 * len(targets)
+    assert ids["segment"] in html and "scenes test · scene 0" in html
