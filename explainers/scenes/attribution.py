@@ -15,7 +15,6 @@ to the score's change only where no jump lies on the path (captum's convergence 
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
@@ -38,10 +37,7 @@ def target_scores(model: torch.nn.Module, images: torch.Tensor, target: BoxTarge
     segmenter's (B, C + 1, H, W) logits for a RegionTarget. Differentiable where the model is."""
     # A detector takes a list of images (torchvision's form), a segmenter a batch.
     outputs = model(list(images)) if isinstance(target, BoxTarget) else model(images)
-    with warnings.catch_warnings():
-        # BoxTarget.score reads the best IoU as a float to compare it with the threshold: torch warns on every call.
-        warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad=True to a scalar")
-        scores = torch.stack([target.score(out) for out in outputs])
+    scores = torch.stack([target.score(out) for out in outputs])
     if images.requires_grad and not scores.requires_grad:
         # No detection matched the box on any image of the batch (IG's path near a black image): the score is a
         # constant 0, whose gradient is 0; tie it to the input so autograd says so instead of refusing.

@@ -12,8 +12,6 @@ from xaidash.explainers.scenes.attribution import integrated_gradients, occlusio
 from xaidash.explainers.scenes.registry import SceneMethodContext, get_scene_method
 from xaidash.explainers.scenes.targets import BoxTarget, RegionTarget
 
-pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
-
 
 def _region(y0: int, y1: int, x0: int, x1: int, size: int = 96) -> torch.Tensor:
     mask = torch.zeros(size, size, dtype=torch.bool)
