@@ -15,7 +15,7 @@ from xaidash.data.formatting import duration_text
 from xaidash.data.scenes import generate
 from xaidash.data.scenes.registry import SceneSetSpec, own_scene_forms, scene_set, scene_set_names
 from xaidash.models.runs.store import Run, list_runs
-from xaidash.models.scenes.train import SceneTrainSettings
+from xaidash.models.scenes.train import EVAL_MAX, SceneTrainSettings
 from xaidash.models.scenes.zoo import SCENE_MODELS, SceneModelSpec
 
 OWN = "your own: a COCO file or a mask folder…"
@@ -110,9 +110,15 @@ def _numbers(model: SceneModelSpec) -> dict[str, Any]:
     return out
 
 
+def image_passes(epochs: int, train: int, evaluated: int) -> int:
+    """Images a run passes through its model: every epoch's training images and validation, then the test split
+    (an evaluated image counted as a trained one: the estimate errs long for a run of few training images)."""
+    return epochs * train + (epochs + 1) * evaluated
+
+
 def measured_pace(model_id: str) -> float | None:
-    """Seconds per training image per epoch (validation and test included) that the newest completed run of this
-    model took on this machine, None when none has a measured time."""
+    """Seconds per image pass (`image_passes`) that the newest completed run of this model took on this machine,
+    None when none has a measured time."""
     for run in list_runs():
         try:
             section, s = scene_config(run), run.summary()
@@ -120,26 +126,28 @@ def measured_pace(model_id: str) -> float | None:
                 continue
             settings = section.get("settings") or {}
             images = settings.get("train_count") or _train_images(scene_set(str(section.get("dataset"))))
+            evaluated = min(int(settings.get("eval_count") or EVAL_MAX), EVAL_MAX)
             epochs = int(s.get("epochs_done") or 0)
         except Exception:  # noqa: BLE001 - another kind of run, a damaged one, or data gone: no pace from it
             continue
         if images and epochs:
-            return float(s["elapsed_s"]) / (float(images) * epochs)
+            return float(s["elapsed_s"]) / image_passes(epochs, int(images), evaluated)
     return None
 
 
-def expected_text(model: SceneModelSpec, data: SceneSetSpec, numbers: dict[str, Any], images: int | None) -> str:
+def expected_text(model: SceneModelSpec, numbers: dict[str, Any], images: int | None) -> str:
     """'Expected about 4m 10s (from earlier runs of this model here): 8 epochs of 2,000 images.' or what is known."""
-    count = numbers.get("train_count") or images
-    pace = measured_pace(model.id)
-    source = "earlier runs of this model on this machine"
-    if pace is None:
-        pace = getattr(model.recipe, "seconds_per_image", None)
-        source = "the recipe's pace measured on a 2-core CPU"
-    what = f"{numbers['epochs']} epochs" + (f" of {count:,} images" if count else "")
-    if pace is None or not count:
+    count, epochs = numbers.get("train_count") or images, int(numbers["epochs"])
+    what = f"{epochs} epochs" + (f" of {count:,} images" if count else "")
+    if not count:
         return f"{what}; the time left shows once the first steps have run. Stop keeps what it has trained."
-    total = float(pace) * int(count) * int(numbers["epochs"])
+    pace = measured_pace(model.id)
+    if pace is not None:
+        total, source = pace * image_passes(epochs, int(count), EVAL_MAX), "earlier runs of this model on this machine"
+    elif model.recipe.seconds_per_image is not None:  # per training image and epoch, validation included
+        total, source = model.recipe.seconds_per_image * count * epochs, "the recipe's pace on a quiet 2-core CPU"
+    else:
+        return f"{what}; the time left shows once the first steps have run. Stop keeps what it has trained."
     return (
         f"Expected about **{duration_text(total)}** ({source}): {what}. Stop keeps what it has trained; Resume goes on."
     )
@@ -156,7 +164,7 @@ def scene_settings() -> tuple[SceneTrainSettings | None, str]:
         return None, ""
     numbers = _numbers(model)
     settings = SceneTrainSettings(dataset=name, model=model.id, **numbers)
-    return settings, expected_text(model, data, numbers, _train_images(data))
+    return settings, expected_text(model, numbers, _train_images(data))
 
 
 def _train_images(data: SceneSetSpec) -> int | None:

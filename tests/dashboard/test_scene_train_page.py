@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from xaidash.dashboard.scene_jobs import scene_job
 from xaidash.dashboard.state import RUN_KEY, SCENE_KEY
+from xaidash.data.formatting import duration_text
 from xaidash.models.runs.store import list_runs
 from xaidash.models.scenes.zoo import SCENE_MODELS
 
@@ -71,7 +72,12 @@ def test_the_form_offers_what_the_set_can_train(tmp_path, monkeypatch) -> None:
     recipe = SCENE_MODELS.get("fasterrcnn_small").recipe
     assert at.number_input(key="scene_form_epochs_fasterrcnn_small").value == recipe.epochs
     assert at.number_input(key="scene_form_batch_fasterrcnn_small").value == recipe.batch_size
-    assert any(f"{recipe.epochs} epochs of 2,000 images" in c for c in texts(at.caption))
+    expected = duration_text(recipe.seconds_per_image * 2000 * recipe.epochs)
+    assert any(
+        f"Expected about **{expected}** (the recipe's pace on a quiet 2-core CPU): {recipe.epochs} epochs of 2,000 "
+        "images" in c
+        for c in texts(at.caption)
+    )
     assert start_button(at).label == "Start training the detector"
 
     sets.set_value(sets.options[-1]).run()
@@ -138,6 +144,8 @@ def test_start_stop_and_resume_from_the_page(tmp_path, monkeypatch) -> None:
     summary = json.loads((tmp_path / run_id / "summary.json").read_text())
     assert row["state"] == "completed" and row["mIoU"] == pytest.approx(100 * summary["test_metrics"]["miou"])
     assert "**Test split**" in texts(at.markdown) and "mIoU" in [m.label for m in at.metric]
+    # The next run's expected time now comes from this one's measured pace.
+    assert any("(earlier runs of this model on this machine): 1 epochs of 64 images" in c for c in texts(at.caption))
     poor = any("is low" in w for w in texts(at.warning))  # models/scenes/quality.py's bar, said beside the scores
     assert row["quality"] == ("⚠ poor" if poor else "✓ good")
     assert len(list_runs()) == 1
