@@ -79,7 +79,8 @@ def test_every_box_by_two_methods_gives_a_card_and_a_metrics_row_each(detector, 
     matched = boxes["matches"].str.startswith("true object")
     if matched.any():  # a box on a true object: its map is scored against that object's mask
         assert table["Pointing game"].dropna().between(0, 1).all()
-        assert table["Energy inside"].notna().sum() == 2 * int(matched.sum())
+        # only boxes on a true object get it (a map with no positive value says so instead of a number)
+        assert 0 < table["Energy inside"].notna().sum() <= 2 * int(matched.sum())
     if len(boxes) > 1:  # each method's mean over the boxes
         means = next(d.value for d in at.dataframe if "targets scored" in d.value.columns)
         assert list(means["method"]) == ["Grad-CAM", "Eigen-CAM"]
