@@ -186,7 +186,7 @@ register(
         ),
         reference="captum.attr.IntegratedGradients on BoxTarget.score / RegionTarget.score",
         units="score (IoU + confidence, or summed logits) per pixel",
-        featured=5,
+        featured=3,
     )
 )
 

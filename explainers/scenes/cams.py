@@ -234,7 +234,7 @@ register(
         reference="pytorch_grad_cam.GradCAM with FasterRCNNBoxScoreTarget (before its min-max scaling)",
         units=GRAD_UNITS,
         signed=False,
-        featured=1,
+        featured=2,
     )
 )
 register(
@@ -250,7 +250,7 @@ register(
         reference="pytorch_grad_cam.EigenCAM + the tutorial's renormalize_cam_in_bounding_boxes, one box at a time",
         units="Eigen-CAM rescaled inside the target (0 = its lowest, 1 = its highest)",
         signed=False,
-        featured=3,
+        featured=1,
     )
 )
 register(
@@ -265,7 +265,7 @@ register(
         reference="pytorch_grad_cam.AblationCAM (drop not divided by the score; channels set to 0)",
         units="ReLU of the score-drop-weighted activations (score drop × activation)",
         signed=False,
-        featured=4,
+        featured=5,
     )
 )
 register(
@@ -280,6 +280,6 @@ register(
         reference="pytorch_grad_cam.GradCAM with SemanticSegmentationTarget (before its min-max scaling)",
         units=GRAD_UNITS,
         signed=False,
-        featured=1,
+        featured=2,
     )
 )

@@ -129,6 +129,6 @@ register(
         ),
         reference="Petsiuk et al. 2021 (D-RISE), masks as RISE; written here: no installed library has it",
         units="Δ similarity (IoU x class probability)",
-        featured=2,
+        featured=4,
     )
 )

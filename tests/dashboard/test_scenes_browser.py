@@ -1,5 +1,5 @@
 """The Scenes page in a real browser (Chromium via Playwright) on a copy of the session's trained detector: every box
-of a test scene explained by the three default methods (D-RISE with fewer masks), one card per box and method with
+of a test scene explained by the three default methods (Integrated Gradients with fewer steps), one card per box and method with
 its map, and the metrics table."""
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def test_every_box_explained_by_three_methods(root, tmp_path, serve_app):
             wait_idle(page)
             page.get_by_text("Every box", exact=True).click()
             wait_idle(page)
-            open_expander(page.get_by_test_id("stExpander").filter(has_text="D-RISE parameters"))
-            fill_number(page, "masks", "200")
+            open_expander(page.get_by_test_id("stExpander").filter(has_text="Integrated Gradients parameters"))
+            fill_number(page, "steps", "8")
             explain = page.get_by_role("button", name=f"Explain ({3 * boxes} map{'s' if 3 * boxes > 1 else ''})")
             sync_api.expect(explain).to_be_visible()  # the three default methods are still chosen
             explain.click()
@@ -54,7 +54,7 @@ def test_every_box_explained_by_three_methods(root, tmp_path, serve_app):
             cards = page.locator("[class*='st-key-scene_card_']")
             assert cards.count() == 3 * boxes
             assert cards.locator("img").count() == 3 * boxes  # every card drew its map, none an error
-            for method in ("Grad-CAM", "D-RISE", "Eigen-CAM"):
+            for method in ("Eigen-CAM", "Grad-CAM", "Integrated Gradients"):
                 sync_api.expect(cards.get_by_text(method, exact=True)).to_have_count(boxes)
             sync_api.expect(page.get_by_text("Pointing game", exact=False).first).to_be_visible()
             sync_api.expect(page.get_by_role("button", name="Report (.html)")).to_be_visible()
