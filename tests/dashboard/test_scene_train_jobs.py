@@ -34,7 +34,12 @@ def fake_training(steps: int, tmp: Path, per_epoch: int = 10):
             on_event(SceneEvent("step", run.id, epoch, epochs, step, steps, loss=1.0 / step, elapsed=0.01 * step))
             if step % per_epoch == 0:
                 scores = {"map": 0.1 * epoch, "map_50": 0.2 * epoch}
-                on_event(SceneEvent("epoch", run.id, epoch, epochs, step, steps, loss=0.5, metrics=scores))
+                on_event(
+                    SceneEvent(
+                        "epoch", run.id, epoch, epochs, step, steps, loss=0.5, metrics=scores, elapsed=0.01 * step
+                    )
+                )
+            # (the real training stamps every event with its elapsed time, epoch events too)
             time.sleep(0.001)
         (run.path / "summary.json").write_text(json.dumps({"state": "completed"}))
         return run
