@@ -156,5 +156,38 @@ def quality_label(run: Run, summary: dict[str, Any] | None = None) -> str:
     if run_liveness(run, s).state == "running":
         return PENDING
     if measured_accuracy(s) is None:
+        if headline_metric(s) is not None:  # a detector's or segmenter's run: its headline mAP@50 or mIoU
+            return POOR if headline_warning(s) else GOOD
         return UNMEASURED
     return POOR if accuracy_warning(run.config(), s, run.confusion(s)) else GOOD
+
+
+# A scene model's headline (a detector's test mAP@50, a segmenter's mIoU with the background) below which it has not
+# learned its task: at mAP@50 0.5 half the objects are missed or boxed badly; at mIoU 0.5 the objects are mostly not
+# outlined. Its summary names its headline metric (models/scenes/train.py).
+HEADLINE_POOR_BELOW = {"map_50": 0.5, "miou": 0.5}
+HEADLINE_WORDS = {"map_50": "finds few of the objects", "miou": "outlines few of the objects"}
+
+
+def headline_metric(summary: dict[str, Any]) -> tuple[str, float] | None:
+    """(name, value) of a run's declared headline metric (test, else the last validation); None for a run that
+    declares none (classifiers) or before any evaluation."""
+    name = str(summary.get("headline") or "")
+    for key in ("test_metrics", "val_metrics"):
+        value = (summary.get(key) or {}).get(name)
+        if isinstance(value, (int, float)):
+            return name, float(value)
+    return None
+
+
+def headline_warning(summary: dict[str, Any]) -> str | None:
+    """One sentence when a run's headline metric is below what a model that learned its task reaches; else None."""
+    found = headline_metric(summary)
+    if found is None or found[0] not in HEADLINE_POOR_BELOW or found[1] >= HEADLINE_POOR_BELOW[found[0]]:
+        return None
+    name, value = found
+    where = "test" if (summary.get("test_metrics") or {}).get(name) is not None else "validation"
+    return (
+        f"This model's {name} of {value:.2f} on the {where} split is low: it {HEADLINE_WORDS[name]}, and its "
+        "explanations show a model that has not learned the task. Train it longer or with its recipe."
+    )

@@ -29,3 +29,20 @@ def test_a_failed_run_says_so(tmp_path: Path) -> None:
     run = _run(tmp_path, headline="map_50", test_metrics={"map_50": 0.99})
     run.update_summary(state="failed", error="the loss is not finite")
     assert "training failed" in (scene_run_warning(run) or "")
+
+
+def test_the_runs_tables_judge_a_scene_run_by_its_headline(tmp_path: Path) -> None:
+    from xaidash.models.runs.quality import GOOD, POOR, UNMEASURED, quality_label
+
+    # quality_label reads the summary it is given; the run folder only needs to exist
+    assert (
+        quality_label(
+            _run(tmp_path / "a"), {"state": "completed", "headline": "map_50", "test_metrics": {"map_50": 0.98}}
+        )
+        == GOOD
+    )
+    assert (
+        quality_label(_run(tmp_path / "b"), {"state": "completed", "headline": "miou", "val_metrics": {"miou": 0.3}})
+        == POOR
+    )
+    assert quality_label(_run(tmp_path / "c"), {"state": "completed", "headline": "miou"}) == UNMEASURED
