@@ -17,6 +17,7 @@ from xaidash.models.registry import ModelError
 from xaidash.models.runs.quality import problem_badge, quality_label, run_warning
 from xaidash.models.runs.scores import headline_text
 from xaidash.models.runs.store import WEIGHTS, Run, RunKind, run_liveness
+from xaidash.models.runs.table import epochs_cell
 
 
 def run_kind(run: Run) -> RunKind | None:
@@ -42,13 +43,7 @@ def planned_epochs(config: dict[str, Any], summary: dict[str, Any]) -> int | Non
 def epochs_text(config: dict[str, Any], summary: dict[str, Any]) -> str:
     """Complete epochs: '3/5', or '0/5 (+3/47 steps)' when a stop kept part of an epoch (never '1/5' for 3 steps).
     Worded as `xaidash runs` words it."""
-    done = int(summary.get("epochs_done") or 0)
-    total = planned_epochs(config, summary)
-    text = f"{done}/{total}" if total else str(done)
-    partial = int(summary.get("partial_steps") or 0)
-    if partial:
-        text += f" (+{partial}/{summary.get('steps_per_epoch', '?')} steps)"
-    return text
+    return epochs_cell(summary, planned_epochs(config, summary))
 
 
 def kept_sentence(summary: dict[str, Any]) -> str:

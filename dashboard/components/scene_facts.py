@@ -8,9 +8,9 @@ import time
 from typing import Any
 
 from xaidash.data.formatting import duration_text
-from xaidash.models.runs.quality import GOOD, PENDING, POOR, UNMEASURED, problem_badge
+from xaidash.models.runs.quality import quality_label
 from xaidash.models.runs.store import SCENE_MARK, Run, run_liveness
-from xaidash.models.scenes.quality import headline_metric, scene_run_warning
+from xaidash.models.runs.table import epochs_cell
 
 # The scores a scene run can report, in the order a page shows them: (summary key, short name, meaning). A detector
 # reports the mAPs, a segmenter mIoU and pixel accuracy; the first one a run has is its headline.
@@ -77,13 +77,7 @@ def planned(section: dict[str, Any], summary: dict[str, Any]) -> int | None:
 
 def epochs_text(section: dict[str, Any], summary: dict[str, Any]) -> str:
     """'3/10' complete epochs of those planned (with the steps of a stopped epoch when the summary says)."""
-    done = int(summary.get("epochs_done") or 0)
-    total = planned(section, summary)
-    text = f"{done}/{total}" if total else str(done)
-    partial = int(summary.get("partial_steps") or 0)
-    if partial:
-        text += f" (+{partial}/{summary.get('steps_per_epoch', '?')} steps)"
-    return text
+    return epochs_cell(summary, planned(section, summary))
 
 
 def task_word(section: dict[str, Any]) -> str:
@@ -129,7 +123,7 @@ def scene_picker_label(run: Run) -> str:
     when = time.strftime("%m-%d %H:%M", time.localtime(c.get("created", 0)))
     key = summary.get("headline")
     top = headline(test_scores(summary), key) or headline(val_scores(summary), key)
-    flag = "⚠ " if scene_quality(run, summary).startswith("⚠") else ""
+    flag = "⚠ " if quality_label(run, summary).startswith("⚠") else ""
     parts = [
         f"{flag}{model_name(run, section)}",
         dataset_name(run, section),
@@ -137,19 +131,6 @@ def scene_picker_label(run: Run) -> str:
     ]
     state = scene_state(run, summary)
     return " · ".join([*parts, when] + ([state] if state != "completed" else []))
-
-
-def scene_quality(run: Run, summary: dict[str, Any]) -> str:
-    """The quality cell, in the classifiers' words: '⚠ training failed' / '⚠ NaN/inf weights', 'when it ends' while
-    it trains, 'not measured' before any score, '⚠ poor' below the scene models' bar (`scene_run_warning`), '✓ good'."""
-    badge = problem_badge(run, summary)
-    if badge:
-        return f"⚠ {badge}"
-    if scene_state(run, summary) == "running":
-        return PENDING
-    if headline_metric(summary) is None:
-        return UNMEASURED
-    return POOR if scene_run_warning(run, summary) else GOOD
 
 
 def scene_row(run: Run, live: str | None = None) -> dict[str, Any]:
@@ -166,7 +147,7 @@ def scene_row(run: Run, live: str | None = None) -> dict[str, Any]:
         "epochs": epochs_text(section, summary),
         "mAP@50": 100 * scores["map_50"] if "map_50" in scores else None,
         "mIoU": 100 * scores["miou"] if "miou" in scores else None,
-        "quality": scene_quality(run, summary),
+        "quality": quality_label(run, summary),
     }
 
 

@@ -11,9 +11,11 @@ from xaidash.models.runs.quality import quality_label
 from xaidash.models.runs.store import CONFIG, Run, list_runs, run_liveness
 
 
-def epochs_cell(summary: dict[str, Any], epochs: int | str) -> str:
-    """'2/5', or '0/5 (+3/47 steps)' when the weights are those of a partial epoch: complete epochs only."""
-    text = f"{summary.get('epochs_done', 0)}/{epochs}"
+def epochs_cell(summary: dict[str, Any], epochs: int | str | None) -> str:
+    """'2/5' complete epochs of those planned ('2' when none are planned), or '0/5 (+3/47 steps)' when the weights are
+    those of a partial epoch (never '1/5' for 3 steps): the runs tables and the pages word it alike."""
+    done = int(summary.get("epochs_done") or 0)
+    text = f"{done}/{epochs}" if epochs else str(done)
     partial = summary.get("partial_steps") or 0
     if partial:
         text += f" (+{partial}/{summary.get('steps_per_epoch', '?')} steps)"
