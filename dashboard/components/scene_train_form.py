@@ -65,9 +65,14 @@ def trainable(model: SceneModelSpec, data: SceneSetSpec) -> bool:
     return data.has_masks or model.task != "segment"
 
 
+def _trainable_models() -> list[SceneModelSpec]:
+    """The models trained here (imported-only architectures, `xaidash scenes import`, are never offered)."""
+    return [m for m in SCENE_MODELS if m.trainable]
+
+
 def _model(data: SceneSetSpec) -> SceneModelSpec | None:
-    models = [m for m in SCENE_MODELS if trainable(m, data)]
-    left_out = [m.label for m in SCENE_MODELS if not trainable(m, data)]
+    models = [m for m in _trainable_models() if trainable(m, data)]
+    left_out = [m.label for m in _trainable_models() if not trainable(m, data)]
     if not models:
         st.warning("No scene model can learn from this data.", icon=":material/warning:")
         return None
@@ -87,7 +92,7 @@ def _model(data: SceneSetSpec) -> SceneModelSpec | None:
 def _numbers(model: SceneModelSpec) -> dict[str, Any]:
     """Epochs, batch and learning rate (the recipe's by default; the fields follow the model picked), and, folded,
     the training images and the seed."""
-    r = model.recipe
+    r = model.training_recipe()
     a, b, c = st.columns(3)
     out: dict[str, Any] = {
         "epochs": int(a.number_input("Scene epochs", 1, 500, r.epochs, key=f"{KEY}epochs_{model.id}")),
@@ -141,11 +146,11 @@ def expected_text(model: SceneModelSpec, numbers: dict[str, Any], images: int | 
     what = f"{epochs} epochs" + (f" of {count:,} images" if count else "")
     if not count:
         return f"{what}; the time left shows once the first steps have run. Stop keeps what it has trained."
-    pace = measured_pace(model.id)
+    pace, recipe_pace = measured_pace(model.id), model.training_recipe().seconds_per_image
     if pace is not None:
         total, source = pace * image_passes(epochs, int(count), EVAL_MAX), "earlier runs of this model on this machine"
-    elif model.recipe.seconds_per_image is not None:  # per training image and epoch, validation included
-        total, source = model.recipe.seconds_per_image * count * epochs, "the recipe's pace on a quiet 2-core CPU"
+    elif recipe_pace is not None:  # per training image and epoch, validation included
+        total, source = recipe_pace * count * epochs, "the recipe's pace on a quiet 2-core CPU"
     else:
         return f"{what}; the time left shows once the first steps have run. Stop keeps what it has trained."
     return (

@@ -144,11 +144,12 @@ SCENE_SETTINGS = {
 }
 SCENE_MODEL = {
     "type": "object",
-    "required": ["task", "model", "dataset", "classes", "image_size", "settings"],
+    # an imported run (models/scenes/importing.py) has no settings and may name no data set (null)
+    "required": ["task", "model", "dataset", "classes", "image_size"],
     "properties": {
         "task": {"enum": ["detect", "segment"]},
         "model": {"type": "string", "minLength": 1},
-        "dataset": {"type": "string", "minLength": 1},
+        "dataset": {"type": ["string", "null"], "minLength": 1},
         "classes": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_CLASSES},
         "image_size": {"type": "integer", "minimum": 16, "maximum": MAX_SIDE},
         "settings": SCENE_SETTINGS,

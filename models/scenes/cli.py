@@ -20,8 +20,9 @@ PROGRESS_LINES = 10  # step lines per epoch
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Add `train` and `evaluate` to the `scenes` command's subparsers."""
-    models = ", ".join(f"{s.id} ({s.task})" for s in SCENE_MODELS)
+    """Add `train`, `evaluate` and `import` to the `scenes` command's subparsers."""
+    trainable = [s for s in SCENE_MODELS if s.trainable]  # imported-only architectures are never trained here
+    models = ", ".join(f"{s.id} ({s.task})" for s in trainable)
     t = sub.add_parser(
         "train",
         help="train a detector or segmenter on a scene set",
@@ -29,7 +30,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "Ctrl-C stops after the current step and keeps a resumable run (--resume RUN goes on).",
     )
     t.add_argument("--data", help="scene set: scenes, scenes_hard, coco:<annotations.json> or masks:<folder>")
-    t.add_argument("--model", help=f"scene model: {', '.join(s.id for s in SCENE_MODELS)}")
+    t.add_argument("--model", help=f"scene model: {', '.join(s.id for s in trainable)}")
     t.add_argument("--epochs", type=int_range(1, 10_000), help="epochs (default: the recipe's)")
     t.add_argument("--batch-size", type=int_range(1, 4096), help="images per step (default: the recipe's)")
     t.add_argument("--lr", type=float_range(0, 10, lo_open=True), help="peak learning rate (default: the recipe's)")
@@ -51,6 +52,24 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--device", type=device_arg, default="auto")
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
     e.set_defaults(func=_cmd_evaluate)
+    _add_import(sub)
+
+
+def _add_import(sub: argparse._SubParsersAction) -> None:
+    archs = ", ".join(f"{s.id} ({s.task})" for s in SCENE_MODELS if not s.trainable)
+    i = sub.add_parser(
+        "import",
+        help="import a torchvision detector's or segmenter's weights (a safetensors state dict) as a scene run",
+        description=f"Import weights trained elsewhere as a scene run: {archs}. The file must be a safetensors state "
+        "dict (never a pickle: convert a .pt with safetensors.torch.save_file(model.state_dict(), path)).",
+    )
+    i.add_argument("--arch", required=True, help="the torchvision architecture")
+    i.add_argument("--weights", required=True, help="the state dict, a .safetensors file")
+    i.add_argument("--classes", required=True, help="the object classes in label order (1, 2, ...), comma-separated")
+    i.add_argument("--image-size", type=int_range(16, 2048), help="side of the images it sees (default 320)")
+    i.add_argument("--data", help="scene set evaluate and explain read (scenes, coco:<json>, masks:<folder>)")
+    i.add_argument("--name", help="added to the run folder's name")
+    i.set_defaults(func=_cmd_import)
 
 
 class _Progress:
@@ -118,12 +137,26 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_import(args: argparse.Namespace) -> int:
+    from xaidash.models.scenes.importing import import_scene_checkpoint
+
+    classes = [c.strip() for c in str(args.classes).split(",") if c.strip()]
+    run = import_scene_checkpoint(
+        args.arch, args.weights, classes, image_size=args.image_size, name=args.name, dataset=args.data
+    )
+    print(f"imported {args.arch} ({len(classes)} classes) as run {run.id} ({run.path})")
+    return 0
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from xaidash.data.scenes.registry import load_scene_set
+    from xaidash.models.registry import ModelError
     from xaidash.models.scenes.evaluate import evaluate_scene_model
     from xaidash.models.scenes.loading import load_scene_run
 
     bundle = load_scene_run(args.run, args.device)
+    if bundle.dataset is None:
+        raise ModelError(f"Run {args.run} names no scene set to evaluate on: import it again with --data SET.")
     split = load_scene_set(str(bundle.dataset), args.split, args.count)
     metrics = evaluate_scene_model(bundle, split)
     if args.json:

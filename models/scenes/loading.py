@@ -39,7 +39,8 @@ def load_scene_run(run: Run | str | Path, device: str | None = "auto", epoch: in
     load_weights(model, path)
     dev = pick_device(device)
     model.to(dev).eval()
-    return SceneBundle(model, spec, classes, image_size, dev, run=r, dataset=str(facts["dataset"]))
+    dataset = facts.get("dataset")  # None: an imported run that names no data set
+    return SceneBundle(model, spec, classes, image_size, dev, run=r, dataset=None if dataset is None else str(dataset))
 
 
 def _run(run: Run | str | Path) -> Run:

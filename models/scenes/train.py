@@ -56,7 +56,7 @@ class SceneTrainSettings:
 
     def resolved(self, spec: SceneModelSpec) -> SceneTrainSettings:
         """Every None filled from the recipe, and the numbers checked (ModelError, one line)."""
-        recipe = spec.recipe
+        recipe = spec.training_recipe()
         out = replace(
             self,
             epochs=recipe.epochs if self.epochs is None else self.epochs,
@@ -217,6 +217,8 @@ def _open(
         raise ModelError("Nothing to train: give the settings, or a run to resume.")
     if resume is not None:
         facts = run_files.scene_facts(resume)
+        if not isinstance(facts.get("settings"), dict):  # an imported run: trained elsewhere, nothing to go on with
+            raise ModelError(f"Run {resume.id} was imported, not trained here: it cannot be resumed.")
         saved = SceneTrainSettings.from_json(facts["settings"])
         settings = saved if settings is None or settings.epochs is None else replace(saved, epochs=settings.epochs)
     assert settings is not None
@@ -229,7 +231,12 @@ def _open(
     torch.manual_seed(resolved.seed)
     if resume is None:
         image_size = min(MAX_IMAGE_SIDE, max(int(s) for s in train.images[0].shape[-2:]))
-        facts = {**facts_new, "image_size": image_size, "settings": resolved.to_json(), "recipe": asdict(spec.recipe)}
+        facts = {
+            **facts_new,
+            "image_size": image_size,
+            "settings": resolved.to_json(),
+            "recipe": asdict(spec.training_recipe()),
+        }
         run = Run.create(f"{resolved.dataset}-{resolved.name}" if resolved.name else resolved.dataset, spec.id, root)
     else:
         facts = {**run_files.scene_facts(resume), "settings": resolved.to_json()}
@@ -253,7 +260,7 @@ def _open(
 
 
 def _optimizer(spec: SceneModelSpec, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
-    recipe = spec.recipe
+    recipe = spec.training_recipe()
     params = [p for p in model.parameters() if p.requires_grad]
     if recipe.optimizer == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=recipe.weight_decay)
@@ -277,7 +284,7 @@ def _summary(s: _Session, state: str, **fields: Any) -> None:
 def _train_epochs(s: _Session, should_stop: Callable[[], bool]) -> None:
     _summary(s, "running")
     s.emit("start")
-    recipe = s.spec.recipe
+    recipe = s.spec.training_recipe()
     batch_size, seed = int(s.settings.batch_size or 1), s.settings.seed
     for epoch in range(s.where.epochs_done, s.epochs):
         plan = epoch_plan(len(s.train), batch_size, seed, epoch, recipe.flip)

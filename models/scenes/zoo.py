@@ -12,6 +12,9 @@ instance, never in place, so captum's and pytorch-grad-cam's hooks see each one.
 
 `cam_layer` is the module path whose output CAM methods weight: the detector's last backbone block (stride 8), the
 U-Net's bottleneck.
+
+The torchvision architectures at the end (`recipe` None) are never trained here: they hold checkpoints trained
+elsewhere, brought in by `xaidash scenes import` (models/scenes/importing.py).
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
-from torchvision.models.detection import FasterRCNN
+from torchvision.models.detection import FasterRCNN, fasterrcnn_mobilenet_v3_large_320_fpn
 from torchvision.models.detection.anchor_utils import AnchorGenerator
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+from torchvision.models.segmentation import lraspp_mobilenet_v3_large
 from torchvision.ops import MultiScaleRoIAlign
 
 from xaidash.data.specs import Registry, Spec
@@ -33,6 +37,7 @@ from xaidash.models.registry import ModelError
 SceneTask = Literal["detect", "segment"]
 MAX_CLASSES = 1000  # object classes a scene model may have (a COCO file names at most a few hundred)
 MEAN, STD = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)  # images in [0, 1] -> about [-2, 2]
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # what torchvision's checkpoints expect
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,23 @@ class SceneModelSpec(Spec):
     build: Callable[[int, int], nn.Module] = field(compare=False)
     cam_layer: str
     description: str
-    recipe: SceneRecipe
+    recipe: SceneRecipe | None  # None: imported only (`xaidash scenes import`), never trained here
     featured: int | None = None
+
+    @property
+    def trainable(self) -> bool:
+        """Whether the Train page and `xaidash scenes train` offer it (an imported-only architecture has no recipe)."""
+        return self.recipe is not None
+
+    def training_recipe(self) -> SceneRecipe:
+        """The recipe; ModelError (one line) for an imported-only architecture."""
+        if self.recipe is None:
+            trainable = ", ".join(s.id for s in SCENE_MODELS if s.trainable)
+            raise ModelError(
+                f"{self.id} is not trained here (it holds checkpoints brought in by `xaidash scenes import`): "
+                f"train one of {trainable}."
+            )
+        return self.recipe
 
     def make(self, num_classes: int, image_size: int) -> nn.Module:
         """`build`, with the sizes checked first (one line, ModelError)."""
@@ -118,10 +138,10 @@ class Normalise(nn.Module):
     mean: torch.Tensor
     std: torch.Tensor
 
-    def __init__(self) -> None:
+    def __init__(self, mean: tuple[float, ...] = MEAN, std: tuple[float, ...] = STD, persistent: bool = True) -> None:
         super().__init__()
-        self.register_buffer("mean", torch.tensor(MEAN).view(1, 3, 1, 1))
-        self.register_buffer("std", torch.tensor(STD).view(1, 3, 1, 1))
+        self.register_buffer("mean", torch.tensor(mean).view(1, 3, 1, 1), persistent=persistent)
+        self.register_buffer("std", torch.tensor(std).view(1, 3, 1, 1), persistent=persistent)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / self.std
@@ -292,5 +312,64 @@ SCENE_MODELS.register(
             measured="test mIoU 0.887 (object classes 0.859, pixel accuracy 0.988) on scenes, in 209 s of one CPU thread",
         ),
         featured=1,
+    )
+)
+
+
+# ---- torchvision architectures, imported only -----------------------------------------------------------------------
+
+
+class TorchvisionSegmenter(nn.Module):
+    """A torchvision segmentation model as the scene bundle expects it: [0, 1] images normalised inside with
+    ImageNet's mean and std, and the (B, C + 1, H, W) logits of its "out" entry. `net` holds the torchvision model, so
+    its state dict is the checkpoint's under "net." (the normalisation is not stored)."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.normalise = Normalise(IMAGENET_MEAN, IMAGENET_STD, persistent=False)
+        self.net = net
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.net(self.normalise(x))["out"]
+        return out
+
+
+def build_fasterrcnn_mobilenet(num_classes: int, image_size: int) -> nn.Module:
+    # torchvision's own sizes (320 px inside, whatever the image): what its checkpoints were trained at
+    return fasterrcnn_mobilenet_v3_large_320_fpn(weights=None, weights_backbone=None, num_classes=num_classes + 1)
+
+
+def build_lraspp_mobilenet(num_classes: int, image_size: int) -> nn.Module:
+    net = lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=num_classes + 1)
+    return TorchvisionSegmenter(net)
+
+
+SCENE_MODELS.register(
+    SceneModelSpec(
+        id="fasterrcnn_mobilenet_v3_large_320_fpn",
+        label="Faster R-CNN MobileNetV3-Large 320 FPN (torchvision, imported)",
+        task="detect",
+        build=build_fasterrcnn_mobilenet,
+        cam_layer="backbone.body.16",  # MobileNetV3's last block (960 channels), before the FPN's dict of maps
+        description=(
+            "torchvision's fasterrcnn_mobilenet_v3_large_320_fpn with a checkpoint trained elsewhere (imported as a "
+            "safetensors state dict); images are resized to 320 px inside, as torchvision does."
+        ),
+        recipe=None,
+    )
+)
+
+SCENE_MODELS.register(
+    SceneModelSpec(
+        id="lraspp_mobilenet_v3_large",
+        label="LR-ASPP MobileNetV3-Large (torchvision, imported)",
+        task="segment",
+        build=build_lraspp_mobilenet,
+        cam_layer="net.backbone.16",  # MobileNetV3's last block (960 channels, stride 16)
+        description=(
+            "torchvision's lraspp_mobilenet_v3_large with a checkpoint trained elsewhere (imported as a safetensors "
+            "state dict); ImageNet normalisation inside, the 'out' logits at the image's size."
+        ),
+        recipe=None,
     )
 )

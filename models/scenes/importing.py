@@ -1,0 +1,117 @@
+"""`import_scene_checkpoint`: a torchvision detector's or segmenter's weights trained elsewhere, as a scene run.
+
+The weights must be a safetensors state dict of the architecture (never a pickle: a `.pt`/`.pth` file is refused
+with how to convert it). The run is written out of sight under the runs root's staging area
+(models/runs/staging.py), opened once with `load_scene_run` as a check, and only then moved into place: a refused
+import leaves no folder behind. The run has run_files.py's layout: config.json with its `scene_model` facts (no
+settings: it was not trained here), summary.json in state `completed`, model.safetensors.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from xaidash.data.scenes.registry import scene_set
+from xaidash.models.registry import ModelError
+from xaidash.models.runs.checkpoint import read_tensors, save_weights
+from xaidash.models.runs.files import WEIGHTS
+from xaidash.models.runs.staging import move_into_place, package_versions, staging_folder
+from xaidash.models.runs.store import Run
+from xaidash.models.scenes import run_files
+from xaidash.models.scenes.evaluate import HEADLINE
+from xaidash.models.scenes.loading import load_scene_run
+from xaidash.models.scenes.zoo import SCENE_MODELS, SceneModelSpec, TorchvisionSegmenter
+
+PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".tar")
+DEFAULT_IMAGE_SIZE = 320  # recorded when --image-size is not given: the side torchvision's mobile models work at
+
+
+def importable() -> list[SceneModelSpec]:
+    """The architectures `xaidash scenes import` takes: the scene models that are not trained here."""
+    return [s for s in SCENE_MODELS if not s.trainable]
+
+
+def import_scene_checkpoint(
+    arch: str,
+    weights: str | Path,
+    classes: list[str] | tuple[str, ...],
+    *,
+    image_size: int | None = None,
+    name: str | None = None,
+    dataset: str | None = None,
+    root: Path | None = None,
+) -> Run:
+    """A new completed scene run holding `weights` (a safetensors state dict of torchvision's `arch` built for
+    `classes`, the background not counted). `dataset`, when given, is the scene set evaluate and explain read (checked
+    to exist). Every refusal is one line (ModelError or DatasetError) and leaves no run folder."""
+    spec = _arch(arch)
+    names = [str(c).strip() for c in classes if str(c).strip()]
+    if not names:
+        raise ModelError("No classes given: name the checkpoint's object classes in order, e.g. --classes cat,dog.")
+    if len(set(names)) != len(names):
+        raise ModelError(f"The classes {', '.join(names)} name one class twice.")
+    if dataset is not None:  # evaluate and explain compare its labels with the set's truth: the same classes
+        known = list(scene_set(dataset).classes)  # a DatasetError naming the known sets
+        if known != names:
+            raise ModelError(
+                f"{dataset}'s classes are {', '.join(known)}, not {', '.join(names)}: import it without --data, "
+                "or with a set of its classes (in label order)."
+            )
+    size = DEFAULT_IMAGE_SIZE if image_size is None else int(image_size)
+    model = spec.make(len(names), size)
+    _load_state_dict(model, spec, Path(weights), len(names))
+    facts = {
+        "task": spec.task, "model": spec.id, "dataset": dataset, "classes": names, "image_size": size,
+        # where it came from (no `settings`: it was not trained here, so it cannot be resumed)
+        "imported": {"weights": str(weights), "versions": package_versions(("torch", "torchvision", "safetensors"))},
+    }  # fmt: skip
+    with staging_folder(root) as staging:
+        run = Run(staging)
+        run_files.write_config(run, facts, "cpu")
+        save_weights(model, run.file(WEIGHTS))
+        run.update_summary(state="completed", imported=time.time(), headline=HEADLINE[spec.task], epochs_done=0)
+        load_scene_run(staging, device="cpu")  # the run opens as every scene run does, or the import is refused
+        return move_into_place(staging, root, name or spec.id)
+
+
+def _arch(arch: str) -> SceneModelSpec:
+    known = importable()
+    for spec in known:
+        if spec.id == arch:
+            return spec
+    raise ModelError(f"Unknown architecture {arch!r}: choose one of {', '.join(s.id for s in known)}.")
+
+
+def _load_state_dict(model: nn.Module, spec: SceneModelSpec, path: Path, num_classes: int) -> None:
+    """The file's state dict into `model` (the torchvision network inside a segmenter's wrapper), after checking every
+    key and shape; one line for a pickle, a missing file, or a state dict of another architecture or class count."""
+    if path.suffix.lower() in PICKLE_SUFFIXES:
+        raise ModelError(
+            f"{path.name} is a pickled PyTorch file, which is never loaded here: convert its state dict with "
+            "safetensors.torch.save_file(model.state_dict(), 'weights.safetensors') and import that."
+        )
+    if not path.is_file():
+        raise ModelError(f"No weights file at {path}.")
+    tensors, _ = read_tensors(path)
+    target = model.net if isinstance(model, TorchvisionSegmenter) else model
+    expected = target.state_dict()
+    for key, value in expected.items():  # frozen batch norms (torchvision's pretrained models) keep no step count
+        if key.endswith("num_batches_tracked") and key not in tensors:
+            tensors[key] = value.clone()
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    wrong = [k for k in expected if k in tensors and tuple(tensors[k].shape) != tuple(expected[k].shape)]
+    if missing or unexpected or wrong:
+        parts = [f"{len(missing)} keys missing", f"{len(unexpected)} unexpected", f"{len(wrong)} of another shape"]
+        first = (missing or unexpected or wrong)[0]
+        raise ModelError(
+            f"{path.name} does not fit {spec.id} with {num_classes} classes (+ background): {', '.join(parts)} "
+            f"(first: {first})."
+        )
+    target.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()}, strict=True)
+    if not all(bool(torch.isfinite(v).all()) for v in tensors.values() if v.is_floating_point()):
+        raise ModelError(f"{path.name} holds NaN or infinite weights.")
