@@ -29,7 +29,7 @@ import torch
 
 from xaidash.explainers.scenes.api import explain_scene
 from xaidash.explainers.scenes.cams import gradient_cams
-from xaidash.explainers.scenes.registry import SceneMethodContext, get_scene_method
+from xaidash.explainers.scenes.registry import SceneMethodContext, get_scene_method, scene_methods
 from xaidash.explainers.scenes.targets import BoxTarget
 from xaidash.models.device import best_time, device_label, pick_device
 from xaidash.models.scenes.bundle import SceneBundle
@@ -137,9 +137,12 @@ def main() -> None:
     targets = top_boxes(bundle, image, args.boxes)
     row = gradcam_row(bundle, image, targets, args.repeats)
     ratio = row["library_s"] / row["xaidash_s"]
-    for method in ("eigencam", "ablationcam"):
-        t = method_time(bundle, image, targets, method, args.repeats, batch_size=batch)
-        print(f"{get_scene_method(method).label} ({len(targets)} boxes, {args.size} px): {t:.3f} s")
+    # every detector CAM through explain_scene, for the record: the registry's methods pytorch-grad-cam also has
+    for spec in scene_methods("detect"):
+        if "pytorch_grad_cam" not in spec.reference:
+            continue
+        t = method_time(bundle, image, targets, spec.id, args.repeats, batch_size=batch)
+        print(f"{spec.label} ({len(targets)} boxes, {args.size} px): {t:.3f} s")
     if args.masks:
         big = detector(args.drise_size, device)
         big_image = scene_image(args.drise_size).to(device)

@@ -20,6 +20,8 @@ ROW_PX, HEADER_PX, MARKER_PX = 35, 35, 15  # Streamlit's data grid: row and head
 
 def click_table_row(page, table, row: int) -> None:
     """Click a data row's marker cell: the grid is a canvas, so by position (row 0 is the first data row)."""
+    table.scroll_into_view_if_needed()  # below the fold since Train has tabs: a click outside the viewport lands nowhere
+    page.wait_for_timeout(300)
     box = table.bounding_box()
     assert box is not None
     page.mouse.click(box["x"] + MARKER_PX, box["y"] + HEADER_PX + ROW_PX * row + ROW_PX / 2)

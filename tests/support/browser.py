@@ -47,8 +47,12 @@ def open_expander(expander: Any, timeout: float = 30.0) -> None:
     expander.locator("summary").click()
     details = expander.locator("details")
     deadline = time.time() + timeout
+    clicked = time.time()
     quiet = 0
     while time.time() < deadline:
+        if time.time() - clicked > 5 and not details.evaluate("d => d.open"):
+            expander.locator("summary").click()  # a click during a rerun's redraw is lost on a loaded machine
+            clicked = time.time()
         opened = details.evaluate("d => d.open && !d.style.height && d.getAnimations().length === 0")
         quiet = quiet + 1 if opened else 0
         if quiet >= 2:
@@ -83,6 +87,17 @@ def fill_number(page: Any, label: str, value: str) -> None:
     wait_idle(page)
 
 
+def _wait_options_settled(page: Any, deadline: float) -> None:
+    """Until the open list's options have kept their names for 0.6 s (a loaded machine redraws it in steps)."""
+    options = page.get_by_role("option")
+    last, steady = None, 0
+    while steady < 3 and time.time() < deadline:
+        names = tuple(options.all_inner_texts())
+        steady = steady + 1 if names == last else 0
+        last = names
+        time.sleep(0.2)
+
+
 def add_methods(page: Any, labels: list[str], box_label: str = "Methods") -> None:
     """Add each of `labels` to the multiselect labelled `box_label`: type it, click its exact option, and check that
     exactly that one chip was added, then close the list.
@@ -100,6 +115,7 @@ def add_methods(page: Any, labels: list[str], box_label: str = "Methods") -> Non
         deadline = time.time() + 30
         while select_all.count() and time.time() < deadline:
             time.sleep(0.1)
+        _wait_options_settled(page, deadline)  # a click while the list still redraws can land on the bulk entry
         page.get_by_role("option", name=label, exact=True).click()
         deadline = time.time() + 30
         while chips.count() == before and time.time() < deadline:
