@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol, get_args
 
 import torch
 import torch.nn.functional as F
@@ -21,9 +21,10 @@ import torch.nn.functional as F
 from xaidash.data.errors import ExplainError
 from xaidash.data.specs import LayerChoices, Param, Registry, Spec
 from xaidash.explainers.scenes.targets import BoxTarget, RegionTarget
+from xaidash.models.scenes.zoo import SceneTask
 
-Task = Literal["detect", "segment"]
-TASKS: tuple[Task, ...] = ("detect", "segment")
+Task = SceneTask  # the models' vocabulary: a scene model detects or segments
+TASKS: tuple[Task, ...] = get_args(SceneTask)
 SceneProgress = Callable[[float, str], object]  # (fraction done, message), as a session's progress
 
 
