@@ -152,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     from xaidash.explainers.language.steer_cli import add_commands as steer_commands
     from xaidash.explainers.robust.cli import add_commands as robust_commands
     from xaidash.explainers.scenes.cli import add_commands as scene_explain_commands
+    from xaidash.explainers.scenes.compare_cli import add_compare_command as scene_compare_command
     from xaidash.explainers.tabular.cli import add_commands as global_commands
     from xaidash.models.cli import add_commands as model_commands
     from xaidash.models.external.cli import add_commands as import_commands
@@ -173,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     scenes = _add_scenes(sub)
     scene_model_commands(scenes)  # train, evaluate
     scene_explain_commands(scenes)  # explain
+    scene_compare_command(scenes)  # compare
     _add_serve(sub)
     return parser
 

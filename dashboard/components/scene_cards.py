@@ -34,11 +34,16 @@ def metric_text(name: str, value: float) -> str:
 
 
 def scene_card(
-    bundle: SceneBundle, image: object, e: SceneExplanation, prediction: Detections | Segmentation, key: str
+    bundle: SceneBundle,
+    image: object,
+    e: SceneExplanation,
+    prediction: Detections | Segmentation,
+    key: str,
+    title: str | None = None,
 ) -> None:
-    """One map: the method's name, the map with the explained object outlined and its colour bar below, the time it
-    took and its metrics (or why there are none)."""
-    label = _label(e.method)
+    """One map: its title (the method's name by default), the map with the explained object outlined and its colour
+    bar below, the time it took and its metrics (or why there are none)."""
+    label = title or _label(e.method)
     if e.error is not None or e.map is None:
         error_card(label, e.error or "no map", width=SCENE_CARD_WIDTH)
         return

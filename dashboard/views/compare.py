@@ -30,6 +30,8 @@ from xaidash.dashboard.components.params import param_controls
 from xaidash.dashboard.components.ranking_view import ranking_view
 from xaidash.dashboard.components.report_downloads import report_downloads
 from xaidash.dashboard.components.row_inputs import with_sparklines
+from xaidash.dashboard.components.scene_compare import scene_compare_view
+from xaidash.dashboard.components.scene_run_choice import scene_view_chosen
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle
 from xaidash.data.modalities import modality_of
@@ -122,8 +124,7 @@ class Settings:
 
 
 def header() -> tuple[Run, ModelBundle]:
-    """The title and the run; the page stops without a model, or without the test split it scores on."""
-    st.title("Compare")
+    """The run; the page stops without a model, or without the test split it scores on."""
     run, bundle = require_bundle("compare")
     stop_without_dataset(bundle, "Compare, which scores methods on test samples,")
     st.caption(
@@ -495,6 +496,10 @@ def inputs_expander(result: Comparison, bundle: ModelBundle) -> None:
 
 
 def main() -> None:
+    st.title("Compare")
+    if scene_view_chosen("compare"):  # detectors and segmenters: methods per box or region over test scenes
+        scene_compare_view()
+        return
     run, bundle = header()
     bkey = services.run_key(run)
     whole_data_set_view(run, bundle)

@@ -21,6 +21,8 @@ from xaidash.dashboard.components.inputs import PickedInput, _pick_key, input_pi
 from xaidash.dashboard.components.model_queue import leased_model
 from xaidash.dashboard.components.report_downloads import report_downloads
 from xaidash.dashboard.components.row_inputs import cells_frame
+from xaidash.dashboard.components.scene_run_choice import scene_view_chosen
+from xaidash.dashboard.components.scene_side_by_side import scene_side_by_side_view
 from xaidash.dashboard.errors import show_error
 from xaidash.dashboard.state import require_bundle, run_label
 from xaidash.data.formatting import r2_text
@@ -548,6 +550,9 @@ def method_row(report: ExplainReport, i: int, spec: MethodSpec, sides: Sides, ch
 
 def main() -> None:
     st.title("Side by side")
+    if scene_view_chosen("side_by_side"):  # two detectors or segmenters, object by object
+        scene_side_by_side_view()
+        return
     run, bundle_a = require_bundle("compare with another model")
     choice_b = pick_model_b(run, input_spec(run))
     pair = load_pair(run, bundle_a, choice_b)

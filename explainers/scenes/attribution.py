@@ -118,7 +118,7 @@ def occlusion(
 def _ig(ctx: SceneMethodContext, params: dict[str, Any]) -> torch.Tensor:
     maps = []
     for k, target in enumerate(ctx.targets):
-        ctx.tell(k / len(ctx.targets), f"Integrated Gradients: target {k + 1} of {len(ctx.targets)}")
+        ctx.tell(k / len(ctx.targets), f"target {k + 1} of {len(ctx.targets)}")
         attr, _ = integrated_gradients(
             ctx.model,
             ctx.image.float(),
@@ -134,7 +134,7 @@ def _ig(ctx: SceneMethodContext, params: dict[str, Any]) -> torch.Tensor:
 def _occlusion(ctx: SceneMethodContext, params: dict[str, Any]) -> torch.Tensor:
     maps = []
     for k, target in enumerate(ctx.targets):
-        ctx.tell(k / len(ctx.targets), f"Occlusion: target {k + 1} of {len(ctx.targets)}")
+        ctx.tell(k / len(ctx.targets), f"target {k + 1} of {len(ctx.targets)}")
         maps.append(
             occlusion(
                 ctx.model,

@@ -34,7 +34,13 @@ from xaidash.explainers.scenes.api import (
 )
 from xaidash.explainers.scenes.figures import boxes_png, scene_figure, scene_report_html
 from xaidash.explainers.scenes.metrics import SCENE_METRICS
-from xaidash.explainers.scenes.registry import SceneMethodSpec, get_scene_method, layer_choices, scene_methods
+from xaidash.explainers.scenes.registry import (
+    TASK_WORDS,
+    SceneMethodSpec,
+    get_scene_method,
+    layer_choices,
+    scene_methods,
+)
 from xaidash.explainers.scenes.targets import BoxTarget, RegionTarget, class_name
 from xaidash.models.scenes.bundle import SceneBundle
 from xaidash.models.scenes.predictions import Detections, ScenePrediction, Segmentation
@@ -43,7 +49,6 @@ RESULT_JSON = "scene.json"
 REPORT_HTML = "report.html"
 DEFAULT_METHODS = 3  # featured methods of the run's task used when --methods is not given
 _INPUT = re.compile(r"^(train|val|test):(\d+)$")
-_TASK_WORDS = {"detect": "detector", "segment": "segmenter"}
 
 
 @dataclass
@@ -98,8 +103,8 @@ def chosen_methods(bundle: SceneBundle, names: str | None) -> list[SceneMethodSp
         if not spec.applies(task):
             fits = ", ".join(s.id for s in scene_methods(task))
             raise ExplainError(
-                f"{spec.label} ({spec.id}) explains a {' or '.join(_TASK_WORDS[t] for t in spec.tasks)}, and this run "
-                f"is a {_TASK_WORDS.get(task, task)}: pick among {fits}."
+                f"{spec.label} ({spec.id}) explains a {' or '.join(TASK_WORDS[t] for t in spec.tasks)}, and this run "
+                f"is a {TASK_WORDS.get(task, task)}: pick among {fits}."
             )
         out.append(spec)
     if not out:
@@ -191,7 +196,7 @@ def results_text(results: Sequence[SceneExplanation], classes: tuple[str, ...]) 
     return "\n".join(lines)
 
 
-def _checked_params(
+def checked_params(
     methods: Sequence[SceneMethodSpec], items: list[str] | None, bundle: SceneBundle
 ) -> dict[str, dict[str, Any]]:
     """--param values per method, checked before any work (a bad value is one line, not a failed method)."""
@@ -209,7 +214,7 @@ def _scenes_explain(args: argparse.Namespace) -> int:
         check_result_folder(out, RESULT_JSON)
     bundle = load_scene_run(args.run, device=args.device)
     methods = chosen_methods(bundle, args.methods)
-    params = _checked_params(methods, args.param, bundle)
+    params = checked_params(methods, args.param, bundle)
     scene = read_scene(bundle, args.input)
     prediction = bundle.predict([scene.image])[0]
     targets = pick_targets(bundle, prediction, scene.name, args.box, args.target_class, args.min_score)

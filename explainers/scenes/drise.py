@@ -79,7 +79,7 @@ def drise_weights(
         for k, output in zip(index.tolist(), model(list(masked)), strict=True):
             out[:, k] = drise_similarity(boxes, labels, output)
         if progress is not None:
-            progress(min(1.0, (start + len(index)) / n), f"D-RISE: {start + len(index)} of {n} masked images")
+            progress(min(1.0, (start + len(index)) / n), f"{start + len(index)} of {n} masked images")
     return out
 
 

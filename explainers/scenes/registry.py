@@ -112,7 +112,7 @@ class SceneMethodSpec(Spec):
     def run(self, ctx: SceneMethodContext, params: dict[str, Any]) -> torch.Tensor:
         """`compute` on `ctx` with `params` resolved, checked to give one map per target at the image's size."""
         if not self.applies(ctx.bundle.task):
-            raise ExplainError(f"{self.label} does not explain a {_TASK_WORDS.get(ctx.bundle.task, 'model')}.")
+            raise ExplainError(f"{self.label} does not explain a {TASK_WORDS.get(ctx.bundle.task, 'model')}.")
         if not ctx.targets:
             raise ExplainError("Nothing to explain: pick a box or a region.")
         if ctx.bundle.task == "detect":
@@ -127,7 +127,7 @@ class SceneMethodSpec(Spec):
         return maps
 
 
-_TASK_WORDS = {"detect": "detector", "segment": "segmenter"}
+TASK_WORDS = {"detect": "detector", "segment": "segmenter"}
 
 
 def _check(spec: SceneMethodSpec) -> None:

@@ -32,6 +32,15 @@ class ToyBundle:
     def __post_init__(self) -> None:
         self.model.eval()
 
+    def predict(self, images: list[torch.Tensor]) -> list:
+        """As `SceneBundle.predict`: Detections or Segmentation per image."""
+        from xaidash.models.scenes.predictions import Detections, Segmentation
+
+        with torch.no_grad():
+            if self.task == "detect":
+                return [Detections.from_output(o) for o in self.model(list(images))]
+            return [Segmentation.from_logits(x) for x in self.model(torch.stack(list(images)))]
+
 
 class BrightnessDetector(nn.Module):
     """A scripted detector: one detection per image at `box` with label `label` whose score is the mean brightness

@@ -1,0 +1,201 @@
+"""Side by side's view for detectors and segmenters: two scene models with the same task and classes on one scene,
+their predictions beside each other, and each object explained by both (each detector on its own box of the
+object, both segmenters on the same region), map beside map with the metrics against the true object.
+
+Pairing objects is `explainers.scenes.pairs`; the maps are the Scenes page's (`scene_explain`, cached per model,
+scene, target and method), drawn by its cards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from xaidash.dashboard.components.scene_cache import scene_bundle
+from xaidash.dashboard.components.scene_cards import SCENE_CARD_WIDTH, metrics_frame, scene_card
+from xaidash.dashboard.components.scene_explain import Results, explain_all, stored_results
+from xaidash.dashboard.components.scene_facts import scene_config, scene_picker_label
+from xaidash.dashboard.components.scene_inputs import Scene, scene_picker
+from xaidash.dashboard.components.scene_methods import MethodChoice, pick_methods
+from xaidash.dashboard.components.scene_run_choice import pick_scene_run, usable_scene_runs
+from xaidash.dashboard.components.scene_targets import PREVIEW_WIDTH, predict
+from xaidash.dashboard.errors import show_error
+from xaidash.explainers.scenes.figures import boxes_png
+from xaidash.explainers.scenes.pairs import PairedTarget, paired_targets
+from xaidash.models.runs.store import Run
+from xaidash.models.scenes.bundle import SceneBundle
+from xaidash.models.scenes.predictions import Detections
+
+DEFAULT_OBJECTS = 2  # objects explained when a scene is first seen: 2 x 2 models x 3 methods maps, under a minute
+
+
+class Side:
+    """One model of the pair: its run, cache key and loaded model."""
+
+    def __init__(self, run: Run, key: str, bundle: SceneBundle) -> None:
+        self.run, self.key, self.bundle = run, key, bundle
+
+
+def _fits(run: Run, bundle: SceneBundle) -> bool:
+    """Whether `run` can stand beside `bundle`: same task and classes, and the same image size when both say."""
+    section = scene_config(run)
+    size = section.get("image_size")
+    same_size = size is None or bundle.image_size is None or int(size) == bundle.image_size
+    return section.get("task") == bundle.task and tuple(section.get("classes", ())) == bundle.classes and same_size
+
+
+def _load(run: Run) -> Side | None:
+    try:
+        key, bundle = scene_bundle(run)
+    except Exception as err:  # noqa: BLE001 - one line; the page stays usable
+        show_error(err, f"Could not load run {run.id}")
+        return None
+    return Side(run, key, bundle)
+
+
+def _model_b(a: Side) -> Side | None:
+    runs = usable_scene_runs(lambda r: r.id != a.run.id and _fits(r, a.bundle))
+    if not runs:
+        what = "detector" if a.bundle.task == "detect" else "segmenter"
+        st.info(
+            f"No other {what} of {a.bundle.image_size or 'this'} px scenes with the classes "
+            f"{', '.join(a.bundle.classes)} yet: train a second one on the Train page (fewer or more epochs, another "
+            "seed) to put beside it.",
+            icon=":material/info:",
+        )
+        return None
+    ids = [r.id for r in runs]
+    picked = st.selectbox(
+        "Model B", ids, format_func=lambda i: scene_picker_label(runs[ids.index(i)]), key="sbs_scene_b",
+        help="scene runs with model A's task and classes",
+    )  # fmt: skip
+    return _load(runs[ids.index(picked)])
+
+
+def _predictions(a: Side, b: Side, scene: Scene) -> tuple[Any, Any]:
+    st.subheader("What each model finds")
+    pred_a, pred_b = predict(a.key, a.bundle, scene), predict(b.key, b.bundle, scene)
+    for col, side, pred, who in zip(st.columns(2), (a, b), (pred_a, pred_b), "AB", strict=True):
+        shown = pred.above(0.5) if isinstance(pred, Detections) else pred
+        col.image(boxes_png(scene.image, shown, side.bundle.classes), width=PREVIEW_WIDTH)
+        col.caption(f"**Model {who}**: {scene_picker_label(side.run)}")
+    return pred_a, pred_b
+
+
+def _pick_objects(pairs: list[PairedTarget]) -> list[PairedTarget]:
+    def found(t: Any) -> str:
+        return "found" if t is not None else "missed"
+
+    labels = [f"{p.name} · A {found(p.a)}, B {found(p.b)}" for p in pairs]
+    chosen = st.multiselect(
+        "Objects", range(len(pairs)), default=list(range(min(DEFAULT_OBJECTS, len(pairs)))),
+        format_func=labels.__getitem__, key="sbs_scene_objects",
+        help="a detector explains its own box of the object (same class, IoU >= 0.5 with the true box); both "
+        "segmenters explain the same region",
+    )  # fmt: skip
+    return [pairs[i] for i in chosen]
+
+
+def _explain(side: Side, scene: Scene, targets: list[Any], choice: MethodChoice, metrics: bool, go: bool) -> Results:
+    if not targets:
+        return {}
+    if go:
+        explain_all(side.key, side.bundle, scene, targets, choice, metrics)
+    return stored_results(side.key, scene, targets, choice, metrics) or {}
+
+
+def _draw(
+    a: Side, b: Side, scene: Scene, objects: list[PairedTarget], found: tuple[Results, Results], preds: Any,
+    choice: MethodChoice,
+) -> None:  # fmt: skip
+    """Per object, per method: model A's map beside model B's (or why one has none)."""
+    place = {"a": 0, "b": 0}  # each model's results are numbered by its own targets, in the objects' order
+    for k, pair in enumerate(objects):
+        st.markdown(f"**{pair.name}**")
+        mine = {}
+        for which, target in (("a", pair.a), ("b", pair.b)):
+            side = a if which == "a" else b
+            words = target.describe(side.bundle.classes) if target is not None else "finds no box of this object"
+            st.caption(f"Model {which.upper()}: {words}")
+            if target is not None:
+                mine[which] = {e.method: e for e in found["ab".index(which)].get(place[which], [])}
+                place[which] += 1
+        with st.container(horizontal=True, gap="medium"):
+            for method in choice.methods:
+                with st.container(border=True, width="content", key=f"sbs_pair_{k}_{method}"):
+                    st.markdown(f"**{choice.specs[method].label}**")
+                    with st.container(horizontal=True, gap="small"):
+                        for which, side, pred in (("a", a, preds[0]), ("b", b, preds[1])):
+                            _card_or_gap(side, scene, mine.get(which, {}).get(method), pred, which, k)
+
+
+def _card_or_gap(side: Side, scene: Scene, e: Any, pred: Any, which: str, k: int) -> None:
+    who = f"Model {which.upper()}"
+    if e is None:
+        with st.container(width=SCENE_CARD_WIDTH):
+            st.caption(f"{who}: no box of this object, so no map.")
+        return
+    scene_card(side.bundle, scene.image, e, pred, key=f"sbs_card_{which}_{k}_{e.method}", title=who)
+
+
+def _table(a: Side, b: Side, objects: list[PairedTarget], found: tuple[Results, Results]) -> None:
+    frames = []
+    for side, which, results in ((a, "A", found[0]), (b, "B", found[1])):
+        targets = [p.a if which == "A" else p.b for p in objects]
+        targets = [t for t in targets if t is not None]
+        frame = metrics_frame(side.bundle, targets, results)
+        if not frame.empty:
+            frames.append(frame.assign(model=which))
+    if frames:
+        table = pd.concat(frames).dropna(axis=1, how="all")
+        st.dataframe(table[["model", *[c for c in table.columns if c != "model"]]], hide_index=True, width="stretch")
+
+
+def scene_side_by_side_view() -> None:
+    """Model A (the session's scene run), model B, the scene, both predictions, the objects and methods; Explain both
+    computes what the caches lack, and what they hold is drawn at once."""
+    st.caption(
+        "Two detectors (or two segmenters) with the same classes on the same scene: each object explained by both, "
+        "map beside map, scored against the object's true mask."
+    )
+    run_a = pick_scene_run("Model A", "sbs_scene_a")
+    a = _load(run_a) if run_a is not None else None
+    b = _model_b(a) if a is not None else None
+    if a is None or b is None:
+        return
+    st.subheader("Scene")
+    scene = scene_picker(a.bundle, key="sbs_scene")
+    if scene is None:
+        return
+    preds = _predictions(a, b, scene)
+    pairs = paired_targets(preds[0], preds[1], scene.truth, a.bundle.classes)
+    if not pairs:
+        st.info("Neither model finds an object in this scene: pick another.", icon=":material/search_off:")
+        return
+    st.subheader("What to explain")
+    objects = _pick_objects(pairs)
+    choice = pick_methods(a.bundle)
+    metrics = bool(st.toggle("Quality metrics", value=True, key="sbs_scene_metrics"))
+    if not objects or not choice.methods:
+        st.caption("Pick at least one object and one method.")
+        return
+    targets_a = [p.a for p in objects if p.a is not None]
+    targets_b = [p.b for p in objects if p.b is not None]
+    maps = (len(targets_a) + len(targets_b)) * len(choice.methods)
+    go = st.button(f"Explain both ({maps} maps)", type="primary", icon=":material/play_arrow:", key="sbs_scene_go")
+    try:
+        found = (
+            _explain(a, scene, targets_a, choice, metrics, go),
+            _explain(b, scene, targets_b, choice, metrics, go),
+        )
+    except Exception as err:  # noqa: BLE001 - one line; the controls stay usable
+        show_error(err, "Explaining failed")
+        return
+    if not found[0] and not found[1]:
+        st.caption("Press Explain both for the maps.")
+        return
+    st.subheader("Maps")
+    _draw(a, b, scene, objects, found, preds, choice)
+    st.subheader("Quality against the true objects")
+    _table(a, b, objects, found)
