@@ -42,26 +42,12 @@ def open_run(run: str | None, model: str, train_count: int | None) -> Any:
     return load_scene_run(path if path.is_dir() else run, device="cpu")
 
 
-def scene_targets(bundle: Any, image: torch.Tensor, truth: Any) -> tuple[list[Any], int]:
-    """(the targets scored on one scene, the false detections left out)."""
-    from xaidash.explainers.scenes.api import detection_targets, region_targets
-    from xaidash.explainers.scenes.metrics import truth_object
-    from xaidash.models.scenes.predictions import Detections
-
-    prediction = bundle.predict([image])[0]
-    if isinstance(prediction, Detections):
-        boxes = detection_targets(prediction, 0.5)
-        matched = [b for b in boxes if truth_object(b, truth) is not None]
-        return list(matched), len(boxes) - len(matched)
-    present = {int(v) for v in truth.labels}
-    return [r for r in region_targets(prediction) if r.label in present], 0
-
-
 def measure(bundle: Any, count: int, params: dict[str, dict[str, Any]], curves: bool, start: int = 0) -> dict[str, Any]:
     """Every method of the bundle's task on test scenes start .. start + count - 1: per method the list of per-target
     metric dicts, the seconds, and the false detections left out."""
     from xaidash.data.scenes.registry import load_scene_set
     from xaidash.explainers.scenes.api import explain_scene
+    from xaidash.explainers.scenes.compare import scene_targets
     from xaidash.explainers.scenes.metrics import score_map
     from xaidash.explainers.scenes.registry import scene_methods
 
@@ -73,8 +59,9 @@ def measure(bundle: Any, count: int, params: dict[str, dict[str, Any]], curves: 
     false_boxes = 0
     for i in range(len(split)):
         image, truth = split.images[i], split.targets[i]
-        targets, left_out = scene_targets(bundle, image, truth)
-        false_boxes += left_out
+        found = scene_targets(bundle, image, truth)  # boxes that match a true object; false ones counted
+        targets = found.targets
+        false_boxes += found.false_detections
         if not targets:
             continue
         results = explain_scene(bundle, image, targets, methods, params, truth=truth, metrics=False)
