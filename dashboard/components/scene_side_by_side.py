@@ -84,17 +84,18 @@ def _predictions(a: Side, b: Side, scene: Scene) -> tuple[Any, Any]:
 
 
 def _pick_objects(pairs: list[PairedTarget]) -> list[PairedTarget]:
-    def found(t: Any) -> str:
-        return "found" if t is not None else "missed"
-
-    labels = [f"{p.name} · A {found(p.a)}, B {found(p.b)}" for p in pairs]
+    """The objects to explain, by name (names stay when a model changes, so the choice does too), and how many
+    each model found."""
+    names = [p.name for p in pairs]
     chosen = st.multiselect(
-        "Objects", range(len(pairs)), default=list(range(min(DEFAULT_OBJECTS, len(pairs)))),
-        format_func=labels.__getitem__, key="sbs_scene_objects",
+        "Objects", names, default=names[:DEFAULT_OBJECTS], key="sbs_scene_objects",
         help="a detector explains its own box of the object (same class, IoU >= 0.5 with the true box); both "
         "segmenters explain the same region",
     )  # fmt: skip
-    return [pairs[i] for i in chosen]
+    found_a, found_b = sum(p.a is not None for p in pairs), sum(p.b is not None for p in pairs)
+    if found_a < len(pairs) or found_b < len(pairs):
+        st.caption(f"Model A has a box of {found_a} of these {len(pairs)} objects, model B of {found_b}.")
+    return [p for p in pairs if p.name in chosen]
 
 
 def _explain(side: Side, scene: Scene, targets: list[Any], choice: MethodChoice, metrics: bool, go: bool) -> Results:

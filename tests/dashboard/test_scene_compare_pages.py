@@ -88,19 +88,17 @@ def test_side_by_side_puts_both_detectors_maps_of_each_object_together(two_detec
     assert at.selectbox(key="sbs_scene_b").value == tiny  # the only other detector with these classes
     assert "What each model finds" in texts(at.subheader)
     objects = at.multiselect(key="sbs_scene_objects")
-    assert len(objects.value) == 2 and objects.options[0].startswith("true object 1: ")
+    assert len(objects.value) == 2 and objects.value[0].startswith("true object 1: ")
     at.multiselect(key="scenes_methods_detect").set_value(["eigencam"])
     rerun(at)
     at.button(key="sbs_scene_go").click()
     rerun(at)
     table = next(d.value for d in at.dataframe if "model" in d.value.columns)
     assert set(table["method"]) == {"Eigen-CAM"}
-    picked = at.multiselect(key="sbs_scene_objects")
-    found_a = [i for i in picked.value if " · A found" in picked.options[i]]
-    assert (table["model"] == "A").sum() == len(found_a)
     missing = [t for t in texts(at.caption) if "finds no box of this object" in t]
-    rows_b = int((table["model"] == "B").sum())
-    assert rows_b + len([t for t in missing if t.startswith("Model B")]) == 2  # B's map or why it has none
+    for who in "AB":  # each model: its map of each object, or the line saying it has no box of it
+        rows = int((table["model"] == who).sum()) if "model" in table else 0
+        assert rows + len([t for t in missing if t.startswith(f"Model {who}")]) == 2
 
 
 def test_side_by_side_with_one_detector_says_what_to_train(two_detectors, monkeypatch, tmp_path):
