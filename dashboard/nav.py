@@ -40,7 +40,9 @@ KNOWN_RUNS: tuple[RunKind, ...] = EVERY_RUN + SCENE_RUNS  # what a page may decl
 class PageInfo(Spec):
     """name: the key `page_path` takes; file: the view in `views/`; section: the sidebar's heading it is listed
     under (one of `SECTIONS`); runs: the kinds of run it can use (the run picker lists those only); blurb: Home's
-    line about it ("" when Home links to the page elsewhere, in its steps)."""
+    line about it ("" when Home links to the page elsewhere, in its steps); opens: kinds a `?run=` link may name
+    besides `runs`, which a view of the page works on with its own picker (Train's scene tab; Compare's and Side by
+    side's scene view)."""
 
     name: str
     file: str
@@ -50,6 +52,7 @@ class PageInfo(Spec):
     section: str
     runs: tuple[RunKind, ...] = CLASSIFIERS
     blurb: str = ""
+    opens: tuple[RunKind, ...] = ()
 
     @property
     def label(self) -> str:
@@ -59,8 +62,8 @@ class PageInfo(Spec):
 def _check(page: PageInfo) -> None:
     if page.section not in SECTIONS:
         raise ValueError(f"page {page.name!r}: section {page.section!r} is not one of {SECTIONS}")
-    if not page.runs or not set(page.runs) <= set(KNOWN_RUNS):
-        raise ValueError(f"page {page.name!r}: runs {page.runs!r} must be some of {KNOWN_RUNS}")
+    if not page.runs or not set(page.runs) | set(page.opens) <= set(KNOWN_RUNS):
+        raise ValueError(f"page {page.name!r}: runs {page.runs + page.opens!r} must be some of {KNOWN_RUNS}")
 
 
 def _unknown(key: object, known: list[str]) -> str:
@@ -71,7 +74,7 @@ def _unknown(key: object, known: list[str]) -> str:
 PAGES: Registry[PageInfo] = Registry("page", keys=lambda p: (p.name,), error=KeyError, unknown=_unknown, check=_check)
 for _page in (
     PageInfo("home", "home.py", "Home", ":material/home:", "home", TOP),
-    PageInfo("train", "train.py", "Train", ":material/model_training:", "train", TRAIN),
+    PageInfo("train", "train.py", "Train", ":material/model_training:", "train", TRAIN, opens=SCENE_RUNS),
     PageInfo(
         "import",
         "import_model.py",
@@ -100,8 +103,9 @@ for _page in (
         "side-by-side",
         EXPLAIN,
         blurb="two models' predictions and maps for the same inputs, row by row",
+        opens=SCENE_RUNS,
     ),
-    PageInfo("compare", "compare.py", "Compare", ":material/leaderboard:", "compare", EXPLAIN),
+    PageInfo("compare", "compare.py", "Compare", ":material/leaderboard:", "compare", EXPLAIN, opens=SCENE_RUNS),
     PageInfo(
         "scenes",
         "scenes.py",

@@ -42,6 +42,12 @@ def page_runs(page: str | None) -> tuple[RunKind, ...]:
     return info.runs if info is not None else CLASSIFIERS
 
 
+def page_opens(page: str | None) -> tuple[RunKind, ...]:
+    """The kinds of run a `?run=` link may open on a page: those it uses, and those a view of it works on."""
+    info = PAGES.find(page) if page else None
+    return page_runs(page) + (info.opens if info is not None else ())
+
+
 def slot_of(runs: tuple[RunKind, ...]) -> Slot:
     """The session's run a page that uses `runs` works on: its language model when it uses only those, either
     (the one picked last) when it uses both kinds, else its classifier."""
@@ -137,7 +143,7 @@ def apply_run_link() -> None:
         st.session_state[MISSING_KEY] = str(wanted)
         return
     select_run(wanted)
-    if (run_kind(found) or "trained") not in page_runs(current_page()):  # filed for its own pages: say where
+    if (run_kind(found) or "trained") not in page_opens(current_page()):  # filed for its own pages: say where
         st.session_state[ELSEWHERE_KEY] = wanted
 
 

@@ -16,6 +16,7 @@ from xaidash.dashboard.state import (
     ELSEWHERE_KEY,
     current_page,
     missing_run_notice,
+    page_opens,
     page_runs,
     run_label,
     runs_for,
@@ -76,7 +77,7 @@ def run_link_notice() -> None:
     run = next((r for r in list_runs() if r.id == wanted), None) if wanted else None
     here = current_page()
     kind = run_kind(run) if run is not None else None
-    if run is None or kind is None or kind in page_runs(here):
+    if run is None or kind is None or kind in page_opens(here):
         return
     target = page_for(kind, near=here)
     title = page_info(here).title if here else "This page"

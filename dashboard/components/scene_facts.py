@@ -76,7 +76,10 @@ def planned(section: dict[str, Any], summary: dict[str, Any]) -> int | None:
 
 
 def epochs_text(section: dict[str, Any], summary: dict[str, Any]) -> str:
-    """'3/10' complete epochs of those planned (with the steps of a stopped epoch when the summary says)."""
+    """'3/10' complete epochs of those planned (with the steps of a stopped epoch when the summary says); an imported
+    run says it was not trained here."""
+    if section.get("imported") and not section.get("settings"):
+        return "none here (imported)"
     return epochs_cell(summary, planned(section, summary))
 
 

@@ -9,7 +9,7 @@ import streamlit as st
 
 from xaidash.dashboard.components.scene_facts import scene_picker_label
 from xaidash.dashboard.nav import SCENE_RUNS, page_path
-from xaidash.dashboard.state import runs_for, select_run, selected_run
+from xaidash.dashboard.state import SCENE_FOCUS_KEY, runs_for, select_run, selected_run
 from xaidash.models.runs.store import Run
 
 CLASSIFIERS_VIEW, SCENES_VIEW = "Classifiers", "Detectors and segmenters"
@@ -28,7 +28,7 @@ def scene_view_chosen(page: str) -> bool:
     choice = st.segmented_control(
         "Models",
         [CLASSIFIERS_VIEW, SCENES_VIEW],
-        default=CLASSIFIERS_VIEW,
+        default=SCENES_VIEW if scene_picked_last() else CLASSIFIERS_VIEW,
         required=True,
         key=key,
         bind="query-params",
@@ -36,6 +36,12 @@ def scene_view_chosen(page: str) -> bool:
         help="classifiers explain one label per input; detectors and segmenters one box or region at a time",
     )
     return choice == SCENES_VIEW
+
+
+def scene_picked_last() -> bool:
+    """Whether the run this session picked last (in a runs table, by a `?run=` link, as a training's end) is a scene
+    model: the pages then open on their scene view."""
+    return bool(st.session_state.get(SCENE_FOCUS_KEY))
 
 
 def usable_scene_runs(keep: Callable[[Run], bool] = lambda r: True) -> list[Run]:

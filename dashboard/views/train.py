@@ -45,6 +45,7 @@ from xaidash.dashboard.components.run_actions import (
 )
 from xaidash.dashboard.components.runs_table import focus_of, runs_table
 from xaidash.dashboard.components.scene_job_panel import scene_run_details, scene_section
+from xaidash.dashboard.components.scene_run_choice import scene_picked_last
 from xaidash.dashboard.components.train_form import choose_dataset, choose_model, restore_fields, settings_form
 from xaidash.dashboard.errors import USER_ERRORS, guard, show_error
 from xaidash.dashboard.jobs import JobSnapshot
@@ -69,6 +70,7 @@ st.title("Train")
 # The scene tab runs only while it is open (its widgets would otherwise sit hidden beside the classifier's).
 classifier_tab, scenes_tab = st.tabs(
     ["Classifier", "Detection and segmentation"],
+    default="Detection and segmentation" if scene_picked_last() else None,  # e.g. a `?run=` link to a scene run
     key="train_task_tab",
     on_change="rerun",
 )

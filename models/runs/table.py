@@ -86,7 +86,8 @@ def _scene_row(r: Run, c: dict[str, Any], s: dict[str, Any]) -> dict[str, str]:
         "model": c["model"],
         "dataset": c["dataset"],
         "state": run_liveness(r, s).state,
-        "epochs": epochs_cell(s, settings.get("epochs") or "?"),
+        # imported (no settings: never trained here) has no epochs, as an imported classifier
+        "epochs": epochs_cell(s, settings.get("epochs") or "?") if settings else MISSING,
         "val acc": metric("val_metrics"),
         "test acc": metric("test_metrics"),
         "quality": quality_label(r, s),

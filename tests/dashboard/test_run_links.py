@@ -62,3 +62,45 @@ def test_a_language_model_link_on_explain_says_it_opens_on_generate(lm_and_class
     assert_ok(at)
     assert not [w for w in texts(at.warning) if "is not one" in w]  # on the page that can use it: nothing to say
     assert Path(lm_and_classifier["root"], lm).is_dir()
+
+
+@pytest.fixture(scope="module")
+def scene_and_classifier(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    from scene_runs import tiny_scene_run
+
+    root = tmp_path_factory.mktemp("scene_links") / "runs"
+    classifier = make_run(root, "shapes", "mlp", epochs=1)
+    scene = tiny_scene_run("segment", root)
+    return {"root": str(root), "scene": scene.id, "classifier": classifier.id}
+
+
+@pytest.mark.parametrize("page", ["train", "compare", "side_by_side"])
+def test_a_scene_run_link_opens_the_pages_scene_view_without_a_notice(scene_and_classifier, monkeypatch, page) -> None:
+    monkeypatch.setenv("XAIDASH_RUNS", scene_and_classifier["root"])
+    scene = scene_and_classifier["scene"]
+    at = make_app(timeout=TIMEOUT)
+    at.run()
+    at.switch_page(f"views/{page}.py")
+    at.query_params["run"] = scene
+    at.run()
+    assert_ok(at)
+    assert not [w for w in texts(at.main.warning) if scene in w]  # the page works on it: nothing to say
+    assert at.session_state["xai_selected_scene"] == scene
+    if page == "train":  # the scene tab open (it draws its widgets only while open)
+        assert "Scene set" in [s.label for s in at.main.selectbox]
+    else:  # the scene view, on the linked run
+        assert at.segmented_control(key=f"{page}_models").value == "Detectors and segmenters"
+        key = "scene_compare_run" if page == "compare" else "sbs_scene_a"
+        assert at.selectbox(key=key).value == scene
+
+
+def test_a_scene_run_link_on_explain_says_where_it_opens(scene_and_classifier, monkeypatch) -> None:
+    monkeypatch.setenv("XAIDASH_RUNS", scene_and_classifier["root"])
+    scene = scene_and_classifier["scene"]
+    at = make_app(timeout=TIMEOUT)
+    at.run()
+    at.switch_page("views/explain.py")
+    at.query_params["run"] = scene
+    at.run()
+    said = [w for w in texts(at.main.warning) if scene in w]
+    assert len(said) == 1 and "is not one Explain works on" in said[0] and "It opens on" in said[0], said

@@ -17,6 +17,7 @@ from xaidash.explainers.scenes.api import detection_targets, explain_scene
 from xaidash.explainers.scenes.targets import RegionTarget
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.store import Run
+from xaidash.models.runs.table import MISSING, runs_table
 from xaidash.models.scenes import cli as scenes_cli
 from xaidash.models.scenes.importing import import_scene_checkpoint
 from xaidash.models.scenes.loading import load_scene_run
@@ -55,6 +56,8 @@ def test_imported_detector_opens_predicts_and_explains(tmp_path: Path, weights: 
     run = import_scene_checkpoint(DETECTOR, weights[DETECTOR], CLASSES, name="mine", root=tmp_path)
     assert run.kind == "scene_model" and run.usable and run.summary()["state"] == "completed"
     assert "imported-mine" in run.id and _folders(tmp_path) == [run.id]  # the staging area is gone
+    (row,) = runs_table(tmp_path)
+    assert row["epochs"] == MISSING  # never trained here: no epochs, as an imported classifier (was "0/?")
     bundle = load_scene_run(run.path, "cpu")
     assert bundle.task == "detect" and bundle.classes == tuple(CLASSES) and bundle.dataset is None
     # the same weights as the file: the saved run loads back to the torchvision model's tensors
