@@ -141,16 +141,21 @@ def _card_or_gap(side: Side, scene: Scene, e: Any, pred: Any, which: str, k: int
 
 
 def _table(a: Side, b: Side, objects: list[PairedTarget], found: tuple[Results, Results]) -> None:
+    """Every map's metrics, object by object and method by method, model A's row above model B's."""
     frames = []
     for side, which, results in ((a, "A", found[0]), (b, "B", found[1])):
-        targets = [p.a if which == "A" else p.b for p in objects]
-        targets = [t for t in targets if t is not None]
-        frame = metrics_frame(side.bundle, targets, results)
+        named = [(p.name, t) for p in objects if (t := p.a if which == "A" else p.b) is not None]
+        frame = metrics_frame(side.bundle, [t for _, t in named], results)
         if not frame.empty:
-            frames.append(frame.assign(model=which))
-    if frames:
-        table = pd.concat(frames).dropna(axis=1, how="all")
-        st.dataframe(table[["model", *[c for c in table.columns if c != "model"]]], hide_index=True, width="stretch")
+            names = {t.describe(side.bundle.classes): name for name, t in named}
+            frames.append(frame.assign(model=which, object=frame["target"].map(names)))
+    if not frames:
+        return
+    table = pd.concat(frames).dropna(axis=1, how="all")
+    order = {p.name: k for k, p in enumerate(objects)} | {m: k for k, m in enumerate(dict.fromkeys(table["method"]))}
+    table = table.sort_values(["object", "method", "model"], key=lambda c: c if c.name == "model" else c.map(order))
+    shown = table[["object", "method", "model", *[c for c in table.columns if c not in ("object", "method", "model")]]]
+    st.dataframe(shown, hide_index=True, width="stretch", height=min(1200, 35 * (len(shown) + 1) + 3))
 
 
 def scene_side_by_side_view() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -25,10 +25,16 @@ from xaidash.explainers.scenes.api import DEFAULT_MIN_SCORE, detection_targets, 
 from xaidash.explainers.scenes.metrics import SCENE_METRICS, score_map, truth_object
 from xaidash.explainers.scenes.registry import TASK_WORDS, SceneModelLike, SceneProgress, get_scene_method
 from xaidash.explainers.scenes.targets import BoxTarget, RegionTarget
-from xaidash.models.scenes.predictions import Detections
+from xaidash.models.scenes.predictions import Detections, ScenePrediction
 
 DEFAULT_SCENES = 8  # about 20 boxes on `scenes`: intervals a few hundredths wide for the hit shares' means
 SUMMARY_COLUMNS = ("method", "metric", "mean", "low", "high", "minimum", "maximum", "n", "valid", "undefined")
+
+
+class PredictingSceneModel(SceneModelLike, Protocol):
+    """A scene model that also predicts (its targets come from what it finds): `SceneBundle` is one."""
+
+    def predict(self, images: list[torch.Tensor]) -> list[ScenePrediction]: ...
 
 
 @dataclass
@@ -95,7 +101,7 @@ def _matrix_json(frame: pd.DataFrame) -> dict[str, dict[str, float | None]]:
 
 
 def scene_targets(
-    bundle: SceneModelLike, image: torch.Tensor, truth: SceneTarget, min_score: float = DEFAULT_MIN_SCORE
+    bundle: PredictingSceneModel, image: torch.Tensor, truth: SceneTarget, min_score: float = DEFAULT_MIN_SCORE
 ) -> SceneTargets:
     """The targets of one test scene: a detector's boxes (score >= `min_score`) that match a true object (false
     detections and missed objects counted, not scored); a segmenter's predicted regions of the classes the scene
@@ -113,7 +119,7 @@ def scene_targets(
 
 
 def compare_scene_methods(
-    bundle: SceneModelLike,
+    bundle: PredictingSceneModel,
     split: SceneSplit,
     indices: Sequence[int],
     methods: Sequence[str],
@@ -177,7 +183,7 @@ class _Collected:
 
 
 def _one_scene(
-    bundle: SceneModelLike,
+    bundle: PredictingSceneModel,
     split: SceneSplit,
     i: int,
     state: _Collected,
