@@ -109,7 +109,9 @@ def _args(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
 
 
-def _build(record: dict[str, Any]) -> nn.Module:
+def build_user_module(record: dict[str, Any]) -> nn.Module:
+    """The user's model from an import record (`file` or `module`, `factory`, `options`): the file imported again (one line
+    when it moved), the factory called; in eval mode, float32."""
     if "file" in record:
         path = Path(record["file"])
         if not path.is_file():
@@ -123,17 +125,22 @@ def _build(record: dict[str, Any]) -> nn.Module:
     return _call_factory(module, record["factory"], dict(record.get("options") or {}), where)
 
 
-def load(argument: str, options: ImportOptions) -> Loaded:
+def user_module_record(argument: str, model_options: dict[str, Any]) -> dict[str, Any]:
+    """What a run records to rebuild the user's model: the file's absolute path (or the module's name), the factory
+    and its keyword options."""
     target, factory = split_target(argument)
     if target.endswith(".py"):
-        record: dict[str, Any] = {"file": str(Path(target).expanduser().resolve()), "factory": factory}
-    else:
-        record = {"module": target, "factory": factory}
-    record["options"] = options.model_options
+        return {"file": str(Path(target).expanduser().resolve()), "factory": factory, "options": model_options}
+    return {"module": target, "factory": factory, "options": model_options}
+
+
+def load(argument: str, options: ImportOptions) -> Loaded:
+    record = user_module_record(argument, options.model_options)
+    factory = record["factory"]
     if options.weights is None:
         raise ModelError(f"module:{argument} needs --weights FILE: the state dict your model was trained to.")
     state, notes = read_state_dict(options.weights)  # before running the user's code: a bad file fails fast
-    model = _build(record)
+    model = build_user_module(record)
     load_state(model, state, f"Weights file {Path(options.weights).name} for {factory}")
     linked = options.linked
     if linked is not None and not modality_of(linked.modality).spatial and not modality_of(linked.modality).tokenized:
@@ -225,7 +232,7 @@ def _vector_model(
 
 
 def rebuild(record: dict[str, Any], run_dir: Path) -> Rebuilt:
-    return Rebuilt(_build(record))
+    return Rebuilt(build_user_module(record))
 
 
 register(

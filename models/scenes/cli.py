@@ -12,7 +12,9 @@ from typing import Any
 
 from xaidash.data.argtypes import float_range, int_range
 from xaidash.models.device import device_arg
+from xaidash.models.registry import ModelError
 from xaidash.models.scenes.evaluate import HEADLINE
+from xaidash.models.scenes.own_module import OUTPUT_FORMATS
 from xaidash.models.scenes.train import SceneEvent, SceneTrainSettings
 from xaidash.models.scenes.zoo import SCENE_MODELS
 
@@ -63,7 +65,18 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
         description=f"Import weights trained elsewhere as a scene run: {archs}. The file must be a safetensors state "
         "dict (never a pickle: convert a .pt with safetensors.torch.save_file(model.state_dict(), path)).",
     )
-    i.add_argument("--arch", required=True, help="the torchvision architecture")
+    source = i.add_mutually_exclusive_group(required=True)
+    source.add_argument("--arch", help="the torchvision architecture")
+    source.add_argument(
+        "--module",
+        metavar="FILE.py:FACTORY",
+        help="your own detector or segmenter: FILE.py:FACTORY or package.module:FACTORY (an nn.Module class or a "
+        "function returning one, called with the --option values); needs --output and --cam-layer",
+    )
+    formats = "; ".join(f"{f.id} ({f.task}): {f.returns}" for f in OUTPUT_FORMATS.values())
+    i.add_argument("--output", choices=list(OUTPUT_FORMATS), help=f"what your module returns: {formats}")
+    i.add_argument("--cam-layer", help="the module path inside your model whose feature maps the CAMs weight")
+    i.add_argument("--option", action="append", metavar="KEY=VALUE", help="keyword argument of your factory")
     i.add_argument("--weights", required=True, help="the state dict, a .safetensors file")
     i.add_argument("--classes", required=True, help="the object classes in label order (1, 2, ...), comma-separated")
     i.add_argument("--image-size", type=int_range(16, 2048), help="side of the images it sees (default 320)")
@@ -138,19 +151,31 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from xaidash.models.scenes.importing import import_scene_checkpoint
+    from xaidash.models.external.options import parse_key_values
+    from xaidash.models.scenes.importing import import_scene_checkpoint, import_scene_module
 
     classes = [c.strip() for c in str(args.classes).split(",") if c.strip()]
-    run = import_scene_checkpoint(
-        args.arch, args.weights, classes, image_size=args.image_size, name=args.name, dataset=args.data
-    )
-    print(f"imported {args.arch} ({len(classes)} classes) as run {run.id} ({run.path})")
+    common = {"image_size": args.image_size, "name": args.name, "dataset": args.data}
+    if args.module:
+        if not args.output or not args.cam_layer:
+            raise ModelError(
+                "--module needs --output (the format your model's output is in) and --cam-layer (the layer whose "
+                "feature maps the CAMs weight)."
+            )
+        options = parse_key_values(args.option, "--option")
+        run = import_scene_module(
+            args.module, args.weights, classes, output=args.output, cam_layer=args.cam_layer, options=options, **common
+        )
+    else:
+        if args.output or args.cam_layer or args.option:
+            raise ModelError("--output, --cam-layer and --option describe a --module of your own, not --arch.")
+        run = import_scene_checkpoint(args.arch, args.weights, classes, **common)
+    print(f"imported {args.module or args.arch} ({len(classes)} classes) as run {run.id} ({run.path})")
     return 0
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from xaidash.data.scenes.registry import load_scene_set
-    from xaidash.models.registry import ModelError
     from xaidash.models.scenes.evaluate import evaluate_scene_model
     from xaidash.models.scenes.loading import load_scene_run
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from xaidash.data.scenes.registry import scene_set
+from xaidash.models.external.module_source import user_module_record
 from xaidash.models.registry import ModelError
 from xaidash.models.runs.checkpoint import read_tensors, save_weights
 from xaidash.models.runs.files import WEIGHTS
@@ -24,6 +26,7 @@ from xaidash.models.runs.store import Run
 from xaidash.models.scenes import run_files
 from xaidash.models.scenes.evaluate import HEADLINE
 from xaidash.models.scenes.loading import load_scene_run
+from xaidash.models.scenes.own_module import OUTPUT_FORMATS, OwnSceneModel, check_layer, check_output, own_spec
 from xaidash.models.scenes.zoo import SCENE_MODELS, SceneModelSpec, TorchvisionSegmenter
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".tar")
@@ -49,6 +52,51 @@ def import_scene_checkpoint(
     `classes`, the background not counted). `dataset`, when given, is the scene set evaluate and explain read (checked
     to exist). Every refusal is one line (ModelError or DatasetError) and leaves no run folder."""
     spec = _arch(arch)
+    names = checked_classes(classes, dataset)
+    size = DEFAULT_IMAGE_SIZE if image_size is None else int(image_size)
+    model = spec.make(len(names), size)
+    _load_state_dict(model, spec, Path(weights), len(names))
+    return _written(model, spec, _facts(spec, names, size, dataset, weights), root, name or spec.id)
+
+
+def import_scene_module(
+    target: str,
+    weights: str | Path,
+    classes: list[str] | tuple[str, ...],
+    *,
+    output: str,
+    cam_layer: str,
+    options: dict[str, Any] | None = None,
+    image_size: int | None = None,
+    name: str | None = None,
+    dataset: str | None = None,
+    root: Path | None = None,
+) -> Run:
+    """A new completed scene run of the user's own detector or segmenter: `target` is FILE.py:FACTORY or
+    package.module:FACTORY (called with `options`), `output` the format its output is declared in
+    (`own_module.OUTPUT_FORMATS`), `cam_layer` the module path in it the CAMs weight, `weights` a safetensors state
+    dict of it. Checked before anything is written: the classes, the code (its errors in one line), the layer, every
+    key and shape of the weights, and one probe pass giving what `output` promises."""
+    if output not in OUTPUT_FORMATS:
+        known = ", ".join(f"{f.id} ({f.task})" for f in OUTPUT_FORMATS.values())
+        raise ModelError(f"Unknown --output {output!r}: declare one of {known}.")
+    names = checked_classes(classes, dataset)
+    size = DEFAULT_IMAGE_SIZE if image_size is None else int(image_size)
+    record = user_module_record(target, dict(options or {})) | {"output": output, "cam_layer": cam_layer}
+    if "file" in record and not Path(record["file"]).is_file():  # ("gone" is for a run whose file moved later)
+        raise ModelError(f"Model file {record['file']} does not exist.")
+    spec = own_spec(record)
+    model = spec.make(len(names), size)
+    assert isinstance(model, OwnSceneModel)
+    check_layer(model.net, cam_layer)
+    _load_state_dict(model, spec, Path(weights), len(names))
+    check_output(model, size, len(names))
+    facts = _facts(spec, names, size, dataset, weights) | {"module": record}
+    return _written(model, spec, facts, root, name or str(record["factory"]))
+
+
+def checked_classes(classes: list[str] | tuple[str, ...], dataset: str | None) -> list[str]:
+    """The class names, stripped; one line when there are none, one repeats, or `dataset` has other classes."""
     names = [str(c).strip() for c in classes if str(c).strip()]
     if not names:
         raise ModelError("No classes given: name the checkpoint's object classes in order, e.g. --classes cat,dog.")
@@ -61,21 +109,28 @@ def import_scene_checkpoint(
                 f"{dataset}'s classes are {', '.join(known)}, not {', '.join(names)}: import it without --data, "
                 "or with a set of its classes (in label order)."
             )
-    size = DEFAULT_IMAGE_SIZE if image_size is None else int(image_size)
-    model = spec.make(len(names), size)
-    _load_state_dict(model, spec, Path(weights), len(names))
-    facts = {
+    return names
+
+
+def _facts(
+    spec: SceneModelSpec, names: list[str], size: int, dataset: str | None, weights: str | Path
+) -> dict[str, Any]:
+    return {
         "task": spec.task, "model": spec.id, "dataset": dataset, "classes": names, "image_size": size,
         # where it came from (no `settings`: it was not trained here, so it cannot be resumed)
         "imported": {"weights": str(weights), "versions": package_versions(("torch", "torchvision", "safetensors"))},
     }  # fmt: skip
+
+
+def _written(model: nn.Module, spec: SceneModelSpec, facts: dict[str, Any], root: Path | None, name: str) -> Run:
+    """The run, written out of sight, opened once as a check, then moved into place (nothing left when refused)."""
     with staging_folder(root) as staging:
         run = Run(staging)
         run_files.write_config(run, facts, "cpu")
         save_weights(model, run.file(WEIGHTS))
         run.update_summary(state="completed", imported=time.time(), headline=HEADLINE[spec.task], epochs_done=0)
         load_scene_run(staging, device="cpu")  # the run opens as every scene run does, or the import is refused
-        return move_into_place(staging, root, name or spec.id)
+        return move_into_place(staging, root, name)
 
 
 def _arch(arch: str) -> SceneModelSpec:
@@ -97,7 +152,7 @@ def _load_state_dict(model: nn.Module, spec: SceneModelSpec, path: Path, num_cla
     if not path.is_file():
         raise ModelError(f"No weights file at {path}.")
     tensors, _ = read_tensors(path)
-    target = model.net if isinstance(model, TorchvisionSegmenter) else model
+    target = model.net if isinstance(model, (TorchvisionSegmenter, OwnSceneModel)) else model
     expected = target.state_dict()
     for key, value in expected.items():  # frozen batch norms (torchvision's pretrained models) keep no step count
         if key.endswith("num_batches_tracked") and key not in tensors:

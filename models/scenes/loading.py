@@ -10,6 +10,7 @@ from xaidash.models.runs.checkpoint import load_weights
 from xaidash.models.runs.files import WEIGHTS
 from xaidash.models.runs.store import Run, resolve_run, weights_problem
 from xaidash.models.scenes.bundle import SceneBundle
+from xaidash.models.scenes.own_module import own_spec
 from xaidash.models.scenes.run_files import scene_facts
 from xaidash.models.scenes.zoo import scene_model
 
@@ -20,7 +21,8 @@ def load_scene_run(run: Run | str | Path, device: str | None = "auto", epoch: in
     ModelError for a run that is not a scene model's, has no weights yet, failed or holds NaN weights."""
     r = _run(run)
     facts = scene_facts(r)
-    spec = scene_model(str(facts["model"]))
+    # a module of one's own is rebuilt from its record (its code imported again); the zoo's models by their id
+    spec = own_spec(facts["module"]) if facts.get("module") else scene_model(str(facts["model"]))
     if epoch is None:
         path = r.file(WEIGHTS)
         if not path.is_file():
