@@ -9,22 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, FLAGS, require_browser, wait_idle
+from browser import CHROMIUM, FLAGS, click_table_row, require_browser, wait_idle
 from inspect_runs import make_run
 
 pytestmark = pytest.mark.browser
 
 sync_api = require_browser()
-ROW_PX, HEADER_PX, MARKER_PX = 35, 35, 15  # Streamlit's data grid: row and header height, row-marker column
-
-
-def click_table_row(page, table, row: int) -> None:
-    """Click a data row's marker cell: the grid is a canvas, so by position (row 0 is the first data row)."""
-    table.scroll_into_view_if_needed()  # below the fold since Train has tabs: a click outside the viewport lands nowhere
-    page.wait_for_timeout(300)
-    box = table.bounding_box()
-    assert box is not None
-    page.mouse.click(box["x"] + MARKER_PX, box["y"] + HEADER_PX + ROW_PX * row + ROW_PX / 2)
 
 
 def test_a_click_on_a_runs_table_row_selects_that_run(tmp_path: Path, serve_app):

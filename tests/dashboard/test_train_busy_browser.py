@@ -12,23 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, FLAGS, fill_number, pick_option, require_browser, wait_idle
+from browser import CHROMIUM, FLAGS, click_table_row, fill_number, pick_option, require_browser, wait_idle
 from inspect_runs import make_run
 
 pytestmark = pytest.mark.browser
 sync_api = require_browser()
 WAIT_MS = 240_000  # a job's start or end (data, model, test evaluation, a rerun) on a loaded 2-core machine
-ROW_PX, HEADER_PX, MARKER_PX = 35, 35, 15  # Streamlit's data grid: row and header height, row-marker column
 SAY_WITHIN_S = 10.0  # the refusal must show while the job trains: seconds, not the job's remaining minutes
-
-
-def click_table_row(page, table, row: int) -> None:
-    """Click a data row's marker cell: the grid is a canvas, so by position (row 0 is the first data row)."""
-    table.scroll_into_view_if_needed()  # below the live job panel: a click outside the viewport lands nowhere
-    page.wait_for_timeout(300)
-    box = table.bounding_box()
-    assert box is not None
-    page.mouse.click(box["x"] + MARKER_PX, box["y"] + HEADER_PX + ROW_PX * row + ROW_PX / 2)
 
 
 def new_run(root: Path, other: str):

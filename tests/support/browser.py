@@ -124,3 +124,17 @@ def add_methods(page: Any, labels: list[str], box_label: str = "Methods") -> Non
         added = chips.all_inner_texts()[before:]
         assert chips.count() == before + 1, f"adding {label!r} gave {chips.count() - before} chips: {added}"
     page.keyboard.press("Escape")
+
+
+ROW_PX, HEADER_PX, MARKER_PX = 35, 35, 15  # Streamlit's data grid: row and header height, row-marker column
+
+
+def click_table_row(page: Any, table: Any, row: int) -> None:
+    """Click a data row's marker cell: the grid is a canvas, so by position (row 0 is the first data row). The table
+    is scrolled into view first: a click outside the viewport lands nowhere (Train's runs table sits below its tabs
+    and, during a job, the live panel)."""
+    table.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    box = table.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + MARKER_PX, box["y"] + HEADER_PX + ROW_PX * row + ROW_PX / 2)
