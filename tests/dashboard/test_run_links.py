@@ -28,6 +28,18 @@ def lm_and_classifier(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str
     return {"root": str(root), "lm": lm.id, "classifier": classifier.id}
 
 
+def opened_by_link(root: str, page: str, run_id: str, monkeypatch):
+    """The app over `root`, switched to views/`page`.py, then rerun with `?run=run_id` in its address."""
+    monkeypatch.setenv("XAIDASH_RUNS", root)
+    at = make_app(timeout=TIMEOUT)
+    at.run()
+    at.switch_page(f"views/{page}.py")
+    at.query_params["run"] = run_id
+    at.run()
+    assert_ok(at)
+    return at
+
+
 def test_the_switch_is_shown_disabled_with_where_to_measure(runs) -> None:
     at = make_app(runs["image"], timeout=TIMEOUT)
     at.session_state["explain_methods_by_run"] = {runs["image"]: ["saliency"]}
@@ -41,14 +53,8 @@ def test_the_switch_is_shown_disabled_with_where_to_measure(runs) -> None:
 
 
 def test_a_language_model_link_on_explain_says_it_opens_on_generate(lm_and_classifier, monkeypatch) -> None:
-    monkeypatch.setenv("XAIDASH_RUNS", lm_and_classifier["root"])
     lm = lm_and_classifier["lm"]
-    at = make_app(timeout=TIMEOUT)
-    at.run()
-    at.switch_page("views/explain.py")
-    at.query_params["run"] = lm
-    at.run()
-    assert_ok(at)
+    at = opened_by_link(lm_and_classifier["root"], "explain", lm, monkeypatch)
     said = [w for w in texts(at.main.warning) if lm in w]
     assert len(said) == 1 and "is not one Explain works on" in said[0] and "It opens on Generate." in said[0], said
     assert f"shows `{lm_and_classifier['classifier']}` instead" in said[0]
@@ -76,14 +82,8 @@ def scene_and_classifier(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 
 @pytest.mark.parametrize("page", ["train", "compare", "side_by_side"])
 def test_a_scene_run_link_opens_the_pages_scene_view_without_a_notice(scene_and_classifier, monkeypatch, page) -> None:
-    monkeypatch.setenv("XAIDASH_RUNS", scene_and_classifier["root"])
     scene = scene_and_classifier["scene"]
-    at = make_app(timeout=TIMEOUT)
-    at.run()
-    at.switch_page(f"views/{page}.py")
-    at.query_params["run"] = scene
-    at.run()
-    assert_ok(at)
+    at = opened_by_link(scene_and_classifier["root"], page, scene, monkeypatch)
     assert not [w for w in texts(at.main.warning) if scene in w]  # the page works on it: nothing to say
     assert at.session_state["xai_selected_scene"] == scene
     if page == "train":  # the scene tab open (it draws its widgets only while open)
@@ -95,12 +95,7 @@ def test_a_scene_run_link_opens_the_pages_scene_view_without_a_notice(scene_and_
 
 
 def test_a_scene_run_link_on_explain_says_where_it_opens(scene_and_classifier, monkeypatch) -> None:
-    monkeypatch.setenv("XAIDASH_RUNS", scene_and_classifier["root"])
     scene = scene_and_classifier["scene"]
-    at = make_app(timeout=TIMEOUT)
-    at.run()
-    at.switch_page("views/explain.py")
-    at.query_params["run"] = scene
-    at.run()
+    at = opened_by_link(scene_and_classifier["root"], "explain", scene, monkeypatch)
     said = [w for w in texts(at.main.warning) if scene in w]
     assert len(said) == 1 and "is not one Explain works on" in said[0] and "It opens on" in said[0], said
