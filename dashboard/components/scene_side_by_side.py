@@ -21,7 +21,9 @@ from xaidash.dashboard.components.scene_methods import MethodChoice, pick_method
 from xaidash.dashboard.components.scene_run_choice import pick_scene_run, usable_scene_runs
 from xaidash.dashboard.components.scene_targets import PREVIEW_WIDTH, predict
 from xaidash.dashboard.errors import show_error
+from xaidash.explainers.scenes.api import SceneExplanation
 from xaidash.explainers.scenes.figures import boxes_png
+from xaidash.explainers.scenes.pair_report import ReportObject, ReportSide, scene_pair_report_html
 from xaidash.explainers.scenes.pairs import PairedTarget, paired_targets
 from xaidash.models.runs.store import Run
 from xaidash.models.scenes.bundle import SceneBundle
@@ -106,29 +108,58 @@ def _explain(side: Side, scene: Scene, targets: list[Any], choice: MethodChoice,
     return stored_results(side.key, scene, targets, choice, metrics) or {}
 
 
-def _draw(
-    a: Side, b: Side, scene: Scene, objects: list[PairedTarget], found: tuple[Results, Results], preds: Any,
-    choice: MethodChoice,
-) -> None:  # fmt: skip
+ByObject = list[tuple[PairedTarget, list[SceneExplanation], list[SceneExplanation]]]
+
+
+def by_object(objects: list[PairedTarget], found: tuple[Results, Results]) -> ByObject:
+    """Each object with model A's and model B's maps of it ([] where that model has no target for it): each model's
+    results are numbered by its own targets, in the objects' order."""
+    place, out = [0, 0], []
+    for pair in objects:
+        lists: list[list[SceneExplanation]] = []
+        for side, target in enumerate((pair.a, pair.b)):
+            lists.append(found[side].get(place[side], []) if target is not None else [])
+            place[side] += target is not None
+        out.append((pair, lists[0], lists[1]))
+    return out
+
+
+def _draw(a: Side, b: Side, scene: Scene, objects: ByObject, preds: Any, choice: MethodChoice) -> None:
     """Per object, per method: model A's map beside model B's (or why one has none)."""
-    place = {"a": 0, "b": 0}  # each model's results are numbered by its own targets, in the objects' order
-    for k, pair in enumerate(objects):
+    for k, (pair, maps_a, maps_b) in enumerate(objects):
         st.markdown(f"**{pair.name}**")
-        mine = {}
-        for which, target in (("a", pair.a), ("b", pair.b)):
-            side = a if which == "a" else b
+        for which, side, target in (("A", a, pair.a), ("B", b, pair.b)):
             words = target.describe(side.bundle.classes) if target is not None else "finds no box of this object"
-            st.caption(f"Model {which.upper()}: {words}")
-            if target is not None:
-                mine[which] = {e.method: e for e in found["ab".index(which)].get(place[which], [])}
-                place[which] += 1
+            st.caption(f"Model {which}: {words}")
+        mine = {"a": {e.method: e for e in maps_a}, "b": {e.method: e for e in maps_b}}
         with st.container(horizontal=True, gap="medium"):
             for method in choice.methods:
                 with st.container(border=True, width="content", key=f"sbs_pair_{k}_{method}"):
                     st.markdown(f"**{choice.specs[method].label}**")
                     with st.container(horizontal=True, gap="small"):
                         for which, side, pred in (("a", a, preds[0]), ("b", b, preds[1])):
-                            _card_or_gap(side, scene, mine.get(which, {}).get(method), pred, which, k)
+                            _card_or_gap(side, scene, mine[which].get(method), pred, which, k)
+
+
+def _report(a: Side, b: Side, scene: Scene, objects: ByObject, preds: Any) -> None:
+    """The HTML report's download button (the page is made when the button is pressed)."""
+
+    def html() -> str:
+        sides = (
+            ReportSide(f"Model A: {scene_picker_label(a.run)}", preds[0]),
+            ReportSide(f"Model B: {scene_picker_label(b.run)}", preds[1]),
+        )
+        items = [ReportObject(pair.name, maps_a, maps_b) for pair, maps_a, maps_b in objects]
+        return scene_pair_report_html(
+            scene.image, sides, items, a.bundle.classes, title=scene.name, subtitle=f"runs {a.run.id} and {b.run.id}"
+        )
+
+    st.download_button(
+        "Report (.html)", data=html, file_name="scene-side-by-side.html", mime="text/html", key="sbs_scene_report",
+        on_click="ignore", icon=":material/description:",
+        help="both models' predictions, each object's maps in pairs with their colour bars, and the metrics, in one "
+        "file that opens offline in any browser",
+    )  # fmt: skip
 
 
 def _card_or_gap(side: Side, scene: Scene, e: Any, pred: Any, which: str, k: int) -> None:
@@ -201,7 +232,9 @@ def scene_side_by_side_view() -> None:
     if not found[0] and not found[1]:
         st.caption("Press Explain both for the maps.")
         return
+    grouped = by_object(objects, found)
     st.subheader("Maps")
-    _draw(a, b, scene, objects, found, preds, choice)
+    _draw(a, b, scene, grouped, preds, choice)
     st.subheader("Quality against the true objects")
     _table(a, b, objects, found)
+    _report(a, b, scene, grouped, preds)

@@ -99,7 +99,7 @@ def mark_targets(
     out = img.convert("RGBA")
     faint = Image.new("RGBA", out.size, (0, 0, 0, 0))
     draw = ImageDraw.Draw(faint)
-    own = torch.tensor(target.box) if isinstance(target, BoxTarget) else None
+    own = torch.tensor(target.box, dtype=torch.float32) if isinstance(target, BoxTarget) else None
     if others is not None:
         for i in range(len(others)):
             if own is None or not torch.allclose(others.boxes[i].float(), own, atol=1e-3):
@@ -217,7 +217,7 @@ def _mask_picture(rgb: np.ndarray, prediction: Segmentation, classes: tuple[str,
     return out
 
 
-def _metrics_table(items: Sequence[SceneExplanation]) -> str:
+def metrics_table_html(items: Sequence[SceneExplanation]) -> str:
     """One row per method, one column per metric any of them has (title, arrow, meaning as the tooltip)."""
     keys = [m.id for m in SCENE_METRICS.all() if any(m.id in e.metrics or m.id in e.metric_errors for e in items)]
     if not keys:
@@ -238,7 +238,8 @@ def _metrics_table(items: Sequence[SceneExplanation]) -> str:
     return table_html(head, rows, "metrics")
 
 
-def _card(fig: SceneFigure) -> str:
+def card_html(fig: SceneFigure) -> str:
+    """One map as an HTML card: its title, the map with its colour bar, its value range and caption."""
     title = f'<div class="title">{esc(fig.label)}</div>'
     if fig.png is None:
         return f'<div class="card error">{title}<div>{esc(fig.error or "no map")}</div></div>'
@@ -281,14 +282,21 @@ def scene_report_html(
         f'src="{shown}"><div class="small muted">{esc(which)}</div></section>'
     ]
     for words, items in groups.items():
-        cards = "".join(_card(scene_figure(image, e, boxes, classes)) for e in items)
+        cards = "".join(card_html(scene_figure(image, e, boxes, classes)) for e in items)
         sections.append(
-            f'<section><h2>{esc(words)}</h2><div class="maps">{cards}</div>{_metrics_table(items)}</section>'
+            f'<section><h2>{esc(words)}</h2><div class="maps">{cards}</div>{metrics_table_html(items)}</section>'
         )
-    note = (
-        "CAM maps (never negative): dark to bright from 0; signed maps: blue/white/red around 0. Each map has its "
-        "own colour scale, written under it. The explained box is drawn solid green, the other detections faint."
-    )
+    return document_html(title, subtitle, REPORT_NOTE, sections)
+
+
+REPORT_NOTE = (
+    "CAM maps (never negative): dark to bright from 0; signed maps: blue/white/red around 0. Each map has its own "
+    "colour scale, written under it. The explained box is drawn solid green, the other detections faint."
+)
+
+
+def document_html(title: str, subtitle: str, note: str, sections: Sequence[str]) -> str:
+    """The report's page around its sections: inline CSS, the title and subtitle escaped, no scripts."""
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -60,6 +60,7 @@ def side_by_side_first_object(page, url: str, trained) -> None:
     assert cards.count() == 3 and cards.locator("img").count() == 3  # model A's maps
     own_b = page.locator("[class*='st-key-sbs_card_b_0_']").count()
     assert own_b == 3 or pairs.get_by_text("Model B: no box of this object, so no map.").count() == 3
+    sync_api.expect(page.get_by_role("button", name="Report (.html)")).to_be_visible()
 
 
 def test_compare_and_side_by_side_on_detectors(root, tmp_path, serve_app):

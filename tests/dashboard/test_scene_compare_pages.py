@@ -99,6 +99,7 @@ def test_side_by_side_puts_both_detectors_maps_of_each_object_together(two_detec
     for who in "AB":  # each model: its map of each object, or the line saying it has no box of it
         rows = int((table["model"] == who).sum()) if "model" in table else 0
         assert rows + len([t for t in missing if t.startswith(f"Model {who}")]) == 2
+    assert at.get("download_button"), "the pair's HTML report"
 
 
 def test_side_by_side_with_one_detector_says_what_to_train(two_detectors, monkeypatch, tmp_path):
